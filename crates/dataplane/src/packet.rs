@@ -1,0 +1,244 @@
+//! The frame buffer every port fills and the pipeline rewrites in place.
+//!
+//! A [`Packet`] owns a fixed-size buffer with headroom in front of the Ethernet header, so
+//! pushing labels moves only the 14-byte Ethernet header back, never the payload. Buffers
+//! come from a [`PacketPool`] and go back to it: no allocation per packet.
+
+use vmpls_wire::virtio_net;
+
+/// Room in front of a received frame for labels pushed later: 64 label stack entries.
+pub const HEADROOM: usize = 256;
+/// The largest frame a port may hand us: a 64 KiB IP super-frame, an Ethernet header with
+/// one VLAN tag, and some label stack entries, rounded up.
+pub const MAX_FRAME: usize = 65536 + 512;
+/// Bytes a buffer holds in all.
+pub const BUFFER_LEN: usize = HEADROOM + MAX_FRAME;
+
+/// Index of a port in the router's port list.
+pub use vmpls_fib::PortId;
+
+/// One Ethernet frame and the offload metadata that travels with it.
+pub struct Packet {
+    buf: Box<[u8]>,
+    start: usize,
+    len: usize,
+    /// GSO and checksum metadata, offsets relative to the start of the frame.
+    pub offload: virtio_net::Repr,
+    /// The port it arrived on (or the port it leaves by, once the pipeline decided).
+    pub port: PortId,
+}
+
+impl std::fmt::Debug for Packet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packet")
+            .field("port", &self.port)
+            .field("len", &self.len)
+            .field("offload", &self.offload)
+            .finish()
+    }
+}
+
+impl Default for Packet {
+    fn default() -> Self {
+        Packet::new()
+    }
+}
+
+impl Packet {
+    /// A new empty packet with its own buffer. Use [`PacketPool::get`] on the fast path.
+    pub fn new() -> Packet {
+        Packet {
+            buf: vec![0u8; BUFFER_LEN].into_boxed_slice(),
+            start: HEADROOM,
+            len: 0,
+            offload: virtio_net::Repr::default(),
+            port: 0,
+        }
+    }
+
+    /// A packet holding a copy of `frame`, for tests and for frames built by the router.
+    pub fn from_frame(port: PortId, frame: &[u8]) -> Packet {
+        let mut p = Packet::new();
+        p.port = port;
+        p.set_frame(frame);
+        p
+    }
+
+    /// The frame, from the Ethernet header on.
+    pub fn frame(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+
+    /// The frame, writable.
+    pub fn frame_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+
+    /// Frame length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a frame of no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes free in front of the frame.
+    pub fn headroom(&self) -> usize {
+        self.start
+    }
+
+    /// Bytes free after the frame.
+    pub fn tailroom(&self) -> usize {
+        self.buf.len() - self.start - self.len
+    }
+
+    /// Resets the packet and returns the whole area after the headroom for a port to
+    /// receive into; then call [`Packet::set_received`].
+    pub fn receive_area(&mut self) -> &mut [u8] {
+        self.start = HEADROOM;
+        self.len = 0;
+        self.offload = virtio_net::Repr::default();
+        &mut self.buf[HEADROOM..]
+    }
+
+    /// Sets the length of a frame received into [`Packet::receive_area`].
+    pub fn set_received(&mut self, len: usize) {
+        self.start = HEADROOM;
+        self.len = len.min(MAX_FRAME);
+    }
+
+    /// Replaces the frame with a copy of `frame` (truncated to [`MAX_FRAME`]).
+    pub fn set_frame(&mut self, frame: &[u8]) {
+        let n = frame.len().min(MAX_FRAME);
+        self.start = HEADROOM;
+        self.len = n;
+        self.buf[HEADROOM..HEADROOM + n].copy_from_slice(&frame[..n]);
+    }
+
+    /// Grows the frame by `n` bytes at the front and returns the new frame. `None` when
+    /// the headroom is exhausted.
+    pub fn push_front(&mut self, n: usize) -> Option<&mut [u8]> {
+        if n > self.start {
+            return None;
+        }
+        self.start -= n;
+        self.len += n;
+        Some(self.frame_mut())
+    }
+
+    /// Removes `n` bytes from the front. `None` when the frame is shorter.
+    pub fn pull_front(&mut self, n: usize) -> Option<()> {
+        if n > self.len {
+            return None;
+        }
+        self.start += n;
+        self.len -= n;
+        Some(())
+    }
+
+    /// Shortens the frame to `len` bytes (no-op if already shorter).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Grows the frame at the end by `n` bytes (contents unspecified). `None` when the
+    /// buffer is full.
+    pub fn extend(&mut self, n: usize) -> Option<&mut [u8]> {
+        if n > self.tailroom() {
+            return None;
+        }
+        self.len += n;
+        Some(self.frame_mut())
+    }
+
+    /// Moves the first `n` bytes of the frame `by` bytes toward the front (`by` > 0) or
+    /// the back, opening or closing a gap behind them: the primitive under label push
+    /// (open 4 bytes behind the Ethernet header) and pop (close them).
+    pub fn shift_head(&mut self, n: usize, by: isize) -> Option<()> {
+        if by >= 0 {
+            let by = by as usize;
+            if by > self.start || n > self.len {
+                return None;
+            }
+            let s = self.start;
+            self.buf.copy_within(s..s + n, s - by);
+            self.start -= by;
+            self.len += by;
+        } else {
+            let by = by.unsigned_abs();
+            if n + by > self.len {
+                return None;
+            }
+            let s = self.start;
+            self.buf.copy_within(s..s + n, s + by);
+            self.start += by;
+            self.len -= by;
+        }
+        Some(())
+    }
+}
+
+/// A free list of packet buffers, owned by one forwarding thread.
+pub struct PacketPool {
+    free: Vec<Packet>,
+    capacity: usize,
+}
+
+impl PacketPool {
+    /// A pool of `capacity` buffers, allocated now.
+    pub fn new(capacity: usize) -> PacketPool {
+        PacketPool {
+            free: (0..capacity).map(|_| Packet::new()).collect(),
+            capacity,
+        }
+    }
+
+    /// A buffer, or `None` when all are in flight.
+    pub fn get(&mut self) -> Option<Packet> {
+        let mut p = self.free.pop()?;
+        p.start = HEADROOM;
+        p.len = 0;
+        p.offload = virtio_net::Repr::default();
+        p.port = 0;
+        Some(p)
+    }
+
+    /// Returns a buffer to the pool. Buffers beyond the pool's capacity are freed.
+    pub fn put(&mut self, p: Packet) {
+        if self.free.len() < self.capacity {
+            self.free.push(p);
+        }
+    }
+
+    /// Buffers available now.
+    pub fn available(&self) -> usize {
+        self.free.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shift_head_opens_and_closes_a_gap_behind_the_ethernet_header() {
+        let mut p = Packet::from_frame(0, &[1, 2, 3, 4, 5, 6]);
+        p.shift_head(2, 4).unwrap();
+        assert_eq!(p.len(), 10);
+        assert_eq!(&p.frame()[..2], &[1, 2]);
+        assert_eq!(&p.frame()[6..], &[3, 4, 5, 6]);
+        p.shift_head(2, -4).unwrap();
+        assert_eq!(p.frame(), &[1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn push_beyond_headroom_fails_cleanly() {
+        let mut p = Packet::from_frame(0, &[0; 20]);
+        assert!(p.push_front(HEADROOM + 1).is_none());
+        assert!(p.shift_head(14, (HEADROOM + 1) as isize).is_none());
+        assert!(p.pull_front(21).is_none());
+        assert_eq!(p.len(), 20);
+    }
+}
