@@ -1,5 +1,238 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! Ports: the places frames come from and go to.
+//!
+//! One small trait, [`Port`], in the manner of `quinn-udp`: the forwarding thread polls
+//! [`Port::fd`] for readability, then moves batches of [`Packet`]s with
+//! [`Port::recv_batch`] and [`Port::send_batch`]. Every frame carries its virtio-net
+//! metadata ([`Packet::offload`]) in and out, so TSO super-frames pass whole.
+//!
+//! Implementations:
+//! - [`AfPacketPort`]: any Linux Ethernet interface (veth, NIC) through an `AF_PACKET`
+//!   socket with `PACKET_VNET_HDR`, batched with `recvmmsg`/`sendmmsg`.
+//!
+//! All `unsafe` code (the syscalls) lives in the private `sys` module.
+
+mod af_packet;
+mod sys;
+
+use std::io;
+use std::os::fd::RawFd;
+
+use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
+
+pub use af_packet::{AfPacketPort, MIN_MTU, af_packet_caps};
+
+/// Most frames one `recv_batch`/`send_batch` syscall moves.
+pub const BATCH: usize = sys::BATCH;
+
+/// A place frames come from and go to. Non-blocking: the router polls [`Port::fd`] for
+/// readability.
+pub trait Port: Send {
+    /// Identity, MAC, MTU and offload capabilities, as the pipeline sees them.
+    fn info(&self) -> &PortInfo;
+
+    /// The descriptor to poll for readability.
+    fn fd(&self) -> RawFd;
+
+    /// Receives up to `max` frames into buffers taken from `pool`, appending them to `out`
+    /// (with `offload` decoded from the virtio-net header and `port` set to this port's id).
+    /// Returns how many were received; `Ok(0)` when nothing waits (`EAGAIN`). A frame with a
+    /// malformed virtio-net header or truncated (`MSG_TRUNC`) is counted and dropped, not
+    /// returned. When `pool` is empty, waiting frames are read and dropped (counted as
+    /// `rx_no_buffer`) so a level-triggered poll does not spin.
+    fn recv_batch(
+        &mut self,
+        pool: &mut PacketPool,
+        out: &mut Vec<Packet>,
+        max: usize,
+    ) -> io::Result<usize>;
+
+    /// Sends every frame in `pkts` (draining it, returning each buffer to `pool`), writing
+    /// each frame's `offload` as its virtio-net header. Frames the kernel refuses are
+    /// counted (by errno) and dropped; the rest still go out. Returns how many were sent.
+    fn send_batch(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) -> io::Result<usize>;
+
+    /// Counters since the port was opened.
+    fn stats(&self) -> PortStats;
+}
+
+/// Frames the kernel refused at output, by errno.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxErrors {
+    /// `ENOMEM`: on a veth, the kernel could not validate a GSO frame (an MPLS super-frame
+    /// marked GSO, see research/kernel-io.md).
+    pub nomem: u64,
+    /// `ENOBUFS`: the device queue dropped the frame.
+    pub nobufs: u64,
+    /// `EMSGSIZE`: a frame larger than the interface MTU without GSO.
+    pub msgsize: u64,
+    /// `EINVAL`: a malformed frame or virtio-net header.
+    pub inval: u64,
+    /// Any other errno.
+    pub other: u64,
+    /// The errno of the most recent frame counted in `other` (0 if none).
+    pub last_other_errno: i32,
+}
+
+impl TxErrors {
+    /// Counts one refused frame under its errno.
+    pub fn record(&mut self, errno: i32) {
+        match errno {
+            libc::ENOMEM => self.nomem += 1,
+            libc::ENOBUFS => self.nobufs += 1,
+            libc::EMSGSIZE => self.msgsize += 1,
+            libc::EINVAL => self.inval += 1,
+            e => {
+                self.other += 1;
+                self.last_other_errno = e;
+            }
+        }
+    }
+
+    /// All refused frames.
+    pub fn total(&self) -> u64 {
+        self.nomem + self.nobufs + self.msgsize + self.inval + self.other
+    }
+}
+
+/// Counters of one port.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Frames handed to the pipeline.
+    pub rx_packets: u64,
+    /// Bytes of those frames (Ethernet header on, virtio-net header not counted).
+    pub rx_bytes: u64,
+    /// Frames dropped for a virtio-net header we cannot decode.
+    pub rx_bad_vnet_hdr: u64,
+    /// Frames dropped because they did not fit the buffer (`MSG_TRUNC`).
+    pub rx_truncated: u64,
+    /// Frames dropped because the packet pool was empty.
+    pub rx_no_buffer: u64,
+    /// Our own transmitted frames seen on receive (`PACKET_OUTGOING`), ignored.
+    pub rx_outgoing: u64,
+    /// Frames the kernel accepted.
+    pub tx_packets: u64,
+    /// Bytes of those frames (virtio-net header not counted).
+    pub tx_bytes: u64,
+    /// Frames dropped because the socket buffer was full (`EAGAIN`): the forwarding thread
+    /// never blocks on output.
+    pub tx_dropped: u64,
+    /// Frames the kernel refused, by errno.
+    pub tx_errors: TxErrors,
+}
+
+impl PortStats {
+    /// All frames dropped on receive (bad header, truncated, no buffer).
+    pub fn rx_dropped(&self) -> u64 {
+        self.rx_bad_vnet_hdr + self.rx_truncated + self.rx_no_buffer
+    }
+}
+
+/// Why a port could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    /// The name cannot be a Linux interface name.
+    #[error(
+        "{ifname:?} is not a valid interface name: it must be 1 to 15 bytes without NUL or '/'"
+    )]
+    InvalidName {
+        /// The name given.
+        ifname: String,
+    },
+    /// No interface of that name in the router's network namespace.
+    #[error(
+        "no network interface named {ifname:?} in this network namespace (see `ip link show`; \
+         is the router running in the right namespace?)"
+    )]
+    NoSuchInterface {
+        /// The name given.
+        ifname: String,
+    },
+    /// The interface is administratively down.
+    #[error("interface {ifname:?} is down: bring it up first (`ip link set {ifname} up`)")]
+    InterfaceDown {
+        /// The interface.
+        ifname: String,
+    },
+    /// The interface does not carry Ethernet frames (a TUN device, loopback, ...).
+    #[error(
+        "interface {ifname:?} is not an Ethernet interface (hardware type {hw_type}); \
+         AF_PACKET ports need Ethernet (veth, NIC, TAP in TAP mode)"
+    )]
+    NotEthernet {
+        /// The interface.
+        ifname: String,
+        /// Its `ARPHRD_*` type.
+        hw_type: u16,
+    },
+    /// The configured MTU exceeds the interface's: the kernel would refuse such frames.
+    #[error(
+        "MTU {requested} configured for {ifname:?} exceeds the interface MTU {interface_mtu}: \
+         raise it with `ip link set {ifname} mtu {requested}` or lower the configured MTU"
+    )]
+    MtuTooLarge {
+        /// The interface.
+        ifname: String,
+        /// The configured MTU.
+        requested: u32,
+        /// The interface's MTU.
+        interface_mtu: u32,
+    },
+    /// The configured MTU is below what IPv4 requires.
+    #[error("MTU {requested} configured for {ifname:?} is below the IPv4 minimum of 68")]
+    MtuTooSmall {
+        /// The interface.
+        ifname: String,
+        /// The configured MTU.
+        requested: u32,
+    },
+    /// Not allowed to open a packet socket.
+    #[error("not permitted to open a packet socket on {ifname:?}: run as root or with CAP_NET_RAW")]
+    PermissionDenied {
+        /// The interface.
+        ifname: String,
+        /// The error from the kernel.
+        #[source]
+        source: io::Error,
+    },
+    /// A syscall while setting up the port failed.
+    #[error("setting up the port on {ifname:?} failed: {op}")]
+    Io {
+        /// The interface.
+        ifname: String,
+        /// What we were doing.
+        op: &'static str,
+        /// The error from the kernel.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// True when an interface of that name exists in the calling thread's network namespace.
+pub fn interface_exists(ifname: &str) -> bool {
+    sys::if_nametoindex(ifname).is_some()
+}
+
+/// What kind of port to open, and on what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortKind {
+    /// An Ethernet interface through `AF_PACKET` with virtio-net headers.
+    AfPacket {
+        /// The Linux interface name.
+        ifname: String,
+    },
+}
+
+/// Opens a port of `kind` with index `id` and configured `name`; `mtu` overrides the
+/// interface MTU (it may only be lower).
+pub fn open_port(
+    id: PortId,
+    name: &str,
+    kind: &PortKind,
+    mtu: Option<u32>,
+) -> Result<Box<dyn Port>, PortError> {
+    match kind {
+        PortKind::AfPacket { ifname } => Ok(Box::new(AfPacketPort::open(id, name, ifname, mtu)?)),
+    }
 }
 
 #[cfg(test)]
@@ -7,8 +240,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+    fn tx_errors_are_counted_by_errno() {
+        let mut e = TxErrors::default();
+        for errno in [
+            libc::ENOMEM,
+            libc::ENOBUFS,
+            libc::ENOBUFS,
+            libc::EMSGSIZE,
+            libc::EINVAL,
+            libc::ENETDOWN,
+        ] {
+            e.record(errno);
+        }
+        assert_eq!(
+            (e.nomem, e.nobufs, e.msgsize, e.inval, e.other),
+            (1, 2, 1, 1, 1)
+        );
+        assert_eq!(e.last_other_errno, libc::ENETDOWN);
+        assert_eq!(e.total(), 6);
+    }
+
+    #[test]
+    fn error_messages_name_the_interface_and_the_fix() {
+        let e = PortError::InterfaceDown {
+            ifname: "core0".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "interface \"core0\" is down: bring it up first (`ip link set core0 up`)"
+        );
+        let e = PortError::NoSuchInterface {
+            ifname: "nope0".into(),
+        };
+        assert!(e.to_string().contains("\"nope0\""));
     }
 }
