@@ -1,14 +1,296 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! The control plane of a vmpls router. For now: the TOML config file, validated in full
+//! before anything starts, and turned into forwarding tables ([`vmpls_fib::Fib`]).
+//!
+//! ```toml
+//! [router]
+//! name = "p"
+//! addresses = ["198.18.255.2", "2001:db8:ff::2"]
+//!
+//! [[port]]
+//! name = "east"
+//! interface = "p-pe2"
+//! addresses = ["198.18.20.1/24", "2001:db8:20::1/64"]
+//!
+//! [[label]]
+//! in = 1002
+//! action = "swap"
+//! out = [2002]
+//! via = "198.18.20.2"
+//! port = "east"
+//! ```
+//!
+//! Every error names the file, the line and the key, and says what was expected; see
+//! [`ConfigError`].
+
+mod error;
+mod parse;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+
+use vmpls_fib::{
+    Fib, FibBuilder, Label, LabelAction, LabelRoute, Nexthop, NexthopGroup, PortId, PrefixRoute,
+    RouteTarget, TtlModel,
+};
+
+pub use error::ConfigError;
+
+/// The `[router]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouterConfig {
+    /// The router's name.
+    pub name: String,
+    /// Its IPv4 address: source of the ICMP it originates, answers ping.
+    pub v4: Option<Ipv4Addr>,
+    /// Its IPv6 address.
+    pub v6: Option<Ipv6Addr>,
+}
+
+/// How a port attaches to the system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PortKind {
+    /// A Linux interface through an AF_PACKET socket (`kind = "af-packet"`).
+    #[default]
+    AfPacket,
+}
+
+/// A `[[port]]`. Its [`PortId`] is its index in [`Config::ports`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortConfig {
+    /// How routes refer to the port.
+    pub name: String,
+    /// The Linux interface it attaches to.
+    pub interface: String,
+    /// MTU to use; `None`: the interface's.
+    pub mtu: Option<u32>,
+    /// The VRF of the port ("default" unless given).
+    pub vrf: String,
+    /// Addresses with prefix lengths.
+    pub addresses: Vec<(IpAddr, u8)>,
+    /// How it attaches.
+    pub kind: PortKind,
+    /// Line of the `interface` key, for errors about the interface
+    /// ([`check_interfaces`]).
+    pub interface_line: usize,
+}
+
+/// One next hop of a route or label route, resolved against the ports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NexthopConfig {
+    /// The port (index in [`Config::ports`]).
+    pub port: PortId,
+    /// The gateway; `None` for a prefix directly on `port`.
+    pub via: Option<IpAddr>,
+    /// Routes: labels pushed (`push`), first = top. Label routes: labels replacing the
+    /// received one (`out`); empty = pop (`[3]` in the file).
+    pub labels: Vec<Label>,
+    /// Relative share of flows.
+    pub weight: u32,
+}
+
+/// What a `[[route]]` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteAction {
+    /// Forward through these next hops.
+    Forward(Vec<NexthopConfig>),
+    /// Drop (`blackhole = true`).
+    Blackhole,
+}
+
+/// A `[[route]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteConfig {
+    /// Its VRF.
+    pub vrf: String,
+    /// The prefix address (no host bits set).
+    pub prefix: IpAddr,
+    /// The prefix length.
+    pub len: u8,
+    /// What to do.
+    pub action: RouteAction,
+    /// `ttl-model`.
+    pub ttl_model: TtlModel,
+    /// Line of `prefix`.
+    pub line: usize,
+}
+
+/// What a `[[label]]` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LabelConfigAction {
+    /// Swap (or pop, with empty labels) and send to one of the next hops.
+    Forward(Vec<NexthopConfig>),
+    /// Pop, then continue with the next label or route the IP packet in `vrf`.
+    PopAndLookup {
+        /// The VRF for the IP packet.
+        vrf: String,
+    },
+}
+
+/// A `[[label]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelConfig {
+    /// The incoming label (`in`).
+    pub label: Label,
+    /// What to do.
+    pub action: LabelConfigAction,
+    /// `ttl-model`.
+    pub ttl_model: TtlModel,
+    /// Line of `in`.
+    pub line: usize,
+}
+
+/// A validated config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The file it came from (for messages).
+    pub path: PathBuf,
+    /// `[router]`.
+    pub router: RouterConfig,
+    /// `[[port]]`s, in file order: index = [`PortId`].
+    pub ports: Vec<PortConfig>,
+    /// VRF names: index = [`vmpls_fib::VrfId`]; `vrfs[0]` is "default".
+    pub vrfs: Vec<String>,
+    /// `[[route]]`s, in file order.
+    pub routes: Vec<RouteConfig>,
+    /// `[[label]]`s, in file order.
+    pub labels: Vec<LabelConfig>,
+}
+
+impl Config {
+    /// Reads and validates a config file.
+    ///
+    /// # Errors
+    /// The file cannot be read or is not a valid config; see [`ConfigError`].
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_str(&text, path)
+    }
+
+    /// Validates config text; `path` is only used in messages.
+    ///
+    /// # Errors
+    /// The text is not a valid config; see [`ConfigError`].
+    pub fn from_str(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        parse::parse(text, path)
+    }
+
+    /// The port named `name` and its id.
+    pub fn port(&self, name: &str) -> Option<(PortId, &PortConfig)> {
+        self.ports
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.name == name)
+            .map(|(i, p)| (i as PortId, p))
+    }
+
+    /// The forwarding tables the config describes; ports get `PortId` = their index in
+    /// [`ports`](Config::ports), VRFs their index in [`vrfs`](Config::vrfs).
+    ///
+    /// # Errors
+    /// [`ConfigError::Build`] if the tables reject an entry (validation catches these
+    /// first, so this points at an inconsistency in a hand-made `Config`).
+    pub fn build_fib(&self) -> Result<Fib, ConfigError> {
+        let err = |line: Option<usize>| {
+            move |source| ConfigError::Build {
+                path: self.path.clone(),
+                line,
+                source,
+            }
+        };
+        let mut b = FibBuilder::new();
+        for name in self.vrfs.iter().skip(1) {
+            b.add_vrf(name).map_err(err(None))?;
+        }
+        let vrf_id = |b: &FibBuilder, name: &str, line| {
+            b.vrf_id(name).ok_or_else(|| ConfigError::Invalid {
+                path: self.path.clone(),
+                line,
+                field: "vrf".into(),
+                message: format!("VRF \"{name}\" is not defined"),
+            })
+        };
+        for p in &self.ports {
+            let vrf = vrf_id(&b, &p.vrf, p.interface_line)?;
+            b.add_port(&p.name, vrf, &p.addresses)
+                .map_err(err(Some(p.interface_line)))?;
+        }
+        if let Some(a) = self.router.v4 {
+            b.router_v4(a);
+        }
+        if let Some(a) = self.router.v6 {
+            b.router_v6(a);
+        }
+        let group = |nhs: &[NexthopConfig], line| {
+            let nhs = nhs
+                .iter()
+                .map(|n| Nexthop {
+                    port: n.port,
+                    via: n.via,
+                    labels: n.labels.clone(),
+                    weight: n.weight,
+                })
+                .collect();
+            NexthopGroup::new(nhs).map_err(err(Some(line)))
+        };
+        for r in &self.routes {
+            let target = match &r.action {
+                RouteAction::Blackhole => RouteTarget::Blackhole,
+                RouteAction::Forward(nhs) => RouteTarget::Forward(group(nhs, r.line)?),
+            };
+            let vrf = vrf_id(&b, &r.vrf, r.line)?;
+            b.add_prefix_route(
+                vrf,
+                r.prefix,
+                r.len,
+                PrefixRoute {
+                    target,
+                    ttl_model: r.ttl_model,
+                },
+            )
+            .map_err(err(Some(r.line)))?;
+        }
+        for l in &self.labels {
+            let action = match &l.action {
+                LabelConfigAction::Forward(nhs) => LabelAction::Forward(group(nhs, l.line)?),
+                LabelConfigAction::PopAndLookup { vrf } => LabelAction::PopAndLookup {
+                    vrf: vrf_id(&b, vrf, l.line)?,
+                },
+            };
+            b.add_label_route(
+                l.label,
+                LabelRoute {
+                    action,
+                    ttl_model: l.ttl_model,
+                },
+            )
+            .map_err(err(Some(l.line)))?;
+        }
+        b.build().map_err(err(None))
+    }
+}
+
+/// Checks that every port's interface exists, with `exists` asking the system (for
+/// example through `if_nametoindex`). The error points at the port's `interface` key.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] for the first port whose interface does not exist.
+pub fn check_interfaces(cfg: &Config, exists: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
+    match cfg.ports.iter().find(|p| !exists(&p.interface)) {
+        None => Ok(()),
+        Some(p) => Err(ConfigError::Invalid {
+            path: cfg.path.clone(),
+            line: p.interface_line,
+            field: "port.interface".into(),
+            message: format!(
+                "there is no network interface \"{}\" on this system (port \"{}\"); create it first or fix the name (see `ip link show`)",
+                p.interface, p.name
+            ),
+        }),
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+mod tests;

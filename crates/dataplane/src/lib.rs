@@ -1,9 +1,17 @@
 //! The sans-I/O forwarding pipeline: a batch of frames in, frames per output port out,
-//! counters updated. It opens no socket and reads no clock.
+//! counters updated. It opens no socket and reads no clock: time comes in as an argument.
 #![deny(unsafe_code)]
 
+pub mod counters;
+pub mod fragment;
+pub mod gso;
+pub mod hash;
+pub mod neighbor;
 pub mod packet;
+pub mod pipeline;
 pub mod port;
 
+pub use counters::{Counters, Drop, Event};
 pub use packet::{Packet, PacketPool, PortId};
+pub use pipeline::{Dataplane, DataplaneConfig, Output};
 pub use port::{PortCaps, PortInfo};

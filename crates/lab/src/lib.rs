@@ -1,14 +1,119 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! `vmpls-lab`: network labs on one Linux machine.
+//!
+//! This crate builds topologies of network namespaces joined by veth links (through
+//! netlink, with `rtnetlink`), starts routers inside them, and measures them with a
+//! built-in, content-checked TCP flow and a native ping. It is the library behind
+//! `vmpls lab seed` and behind the project's integration tests.
+//!
+//! - [`netns`]: named network namespaces (`/run/netns/NAME`, as `ip netns add`
+//!   makes them), running code and processes inside one.
+//! - [`topology`]: the [`Topology`] builder: hosts, veth links,
+//!   kernel addresses, routes and sysctls, child processes; everything is removed on
+//!   drop, even after a panic.
+//! - [`traffic`]: a TCP sender and receiver that check every byte of a seeded
+//!   pseudo-random stream and report throughput and retransmits.
+//! - [`ping`]: ICMP and ICMPv6 echo with raw sockets, with don't-fragment and the
+//!   ICMP errors that come back.
+//! - [`seed`]: the seed lab, ce1 -- pe1 -- p -- pe2 -- ce2, measured in several modes
+//!   (kernel IP routing, vmpls MPLS) in one run.
+//!
+//! The public API is synchronous; `tokio` is used internally for netlink only.
+//! Everything here needs root (`CAP_NET_ADMIN` and `CAP_SYS_ADMIN`).
+//!
+//! Long-running loops (waiting for ping replies, TCP flows) check a process-wide
+//! interrupt flag: call [`install_interrupt_handler`] once at start so that Ctrl-C or
+//! SIGTERM makes them return an [`Interrupted`] error, and the topology's `Drop`
+//! cleans up.
+
+pub mod netns;
+mod nl;
+pub mod ping;
+pub mod prefix;
+pub mod seed;
+pub mod topology;
+pub mod traffic;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use prefix::IpPrefix;
+pub use seed::{Mode, ModeKind, ModeResult, SeedOptions, SeedParams, SeedReport, run_seed};
+pub use topology::Topology;
+
+/// The message of the error that every lab entry point returns when not run as root.
+pub const NEEDS_ROOT: &str = "vmpls lab needs root: it creates network namespaces and veth links, \
+                              and the routers open AF_PACKET sockets (run it with sudo)";
+
+/// Fails with [`NEEDS_ROOT`] unless the effective user is root.
+pub fn require_root() -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        anyhow::bail!(NEEDS_ROOT);
+    }
+    Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+extern "C" fn on_signal(_signal: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Installs a handler for SIGINT and SIGTERM that sets the process-wide interrupt flag
+/// (see [`interrupted`]). Long loops in this crate check the flag and return an
+/// [`Interrupted`] error, so the caller unwinds normally and drops its
+/// [`Topology`], which removes the namespaces and stops the routers.
+pub fn install_interrupt_handler() -> anyhow::Result<()> {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: an all-zero sigaction is a valid initial value (empty mask, no flags).
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        // SAFETY: `action.sa_mask` is a valid sigset_t owned by us.
+        unsafe { libc::sigemptyset(&mut action.sa_mask) };
+        // SAFETY: `action` is fully initialised and the handler only does an atomic
+        // store, which is async-signal-safe.
+        let rc = unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) };
+        if rc != 0 {
+            return Err(anyhow::Error::from(std::io::Error::last_os_error()));
+        }
     }
+    Ok(())
+}
+
+/// Whether SIGINT or SIGTERM arrived since [`install_interrupt_handler`] (or since
+/// [`set_interrupted`] was called with `true`).
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// Sets or clears the interrupt flag by hand (for embedding and tests).
+pub fn set_interrupted(value: bool) {
+    INTERRUPTED.store(value, Ordering::SeqCst);
+}
+
+/// The error long-running operations return when the interrupt flag is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// Whether `e` (or any error in its chain of causes) is [`Interrupted`].
+pub fn is_interrupted(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.is::<Interrupted>())
+}
+
+/// Returns `Err(Interrupted)` if the interrupt flag is set.
+pub(crate) fn check_interrupt() -> anyhow::Result<()> {
+    if interrupted() {
+        return Err(Interrupted.into());
+    }
+    Ok(())
 }

@@ -1,0 +1,1014 @@
+//! From TOML text to a validated [`Config`]: the file's shape (serde, with the span of
+//! every value kept), then every check that needs more than one value.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::ops::Range;
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+use vmpls_fib::{
+    DEFAULT_VRF_NAME, IMPLICIT_NULL, Label, MAX_LABEL, MAX_NEXTHOPS, MIN_UNRESERVED_LABEL, PortId,
+    TtlModel,
+};
+
+use crate::{
+    Config, ConfigError, LabelConfig, LabelConfigAction, NexthopConfig, PortConfig, PortKind,
+    RouteAction, RouteConfig, RouterConfig,
+};
+
+type S<T> = Spanned<T>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    router: Option<RawRouter>,
+    #[serde(default)]
+    port: Vec<RawPort>,
+    #[serde(default)]
+    vrf: Vec<RawVrf>,
+    #[serde(default)]
+    route: Vec<RawRoute>,
+    #[serde(default)]
+    label: Vec<RawLabel>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawRouter {
+    name: S<String>,
+    addresses: Option<Vec<S<String>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawPort {
+    name: S<String>,
+    interface: S<String>,
+    addresses: Option<Vec<S<String>>>,
+    mtu: Option<S<i64>>,
+    vrf: Option<S<String>>,
+    kind: Option<S<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawVrf {
+    name: S<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawRouteNexthop {
+    via: Option<S<String>>,
+    port: Option<S<String>>,
+    push: Option<S<Vec<S<i64>>>>,
+    weight: Option<S<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawRoute {
+    prefix: S<String>,
+    vrf: Option<S<String>>,
+    via: Option<S<String>>,
+    port: Option<S<String>>,
+    push: Option<S<Vec<S<i64>>>>,
+    weight: Option<S<i64>>,
+    nexthops: Option<S<Vec<RawRouteNexthop>>>,
+    blackhole: Option<S<bool>>,
+    ttl_model: Option<S<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawLabelNexthop {
+    via: Option<S<String>>,
+    port: Option<S<String>>,
+    out: Option<S<Vec<S<i64>>>>,
+    weight: Option<S<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawLabel {
+    #[serde(rename = "in")]
+    label: S<i64>,
+    action: S<String>,
+    out: Option<S<Vec<S<i64>>>>,
+    via: Option<S<String>>,
+    port: Option<S<String>>,
+    weight: Option<S<i64>>,
+    nexthops: Option<S<Vec<RawLabelNexthop>>>,
+    vrf: Option<S<String>>,
+    ttl_model: Option<S<String>>,
+}
+
+/// A next hop as written, inline or in `nexthops = [...]`, before resolution.
+struct RawNh<'a> {
+    via: Option<&'a S<String>>,
+    port: Option<&'a S<String>>,
+    labels: Option<&'a S<Vec<S<i64>>>>,
+    weight: Option<&'a S<i64>>,
+}
+
+/// Where in the file, for messages.
+struct Ctx<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let before = self.text.get(..offset).unwrap_or(self.text);
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let column = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
+        (line, column)
+    }
+
+    fn line(&self, span: &Range<usize>) -> usize {
+        self.line_col(span.start).0
+    }
+
+    fn err(&self, span: &Range<usize>, field: &str, message: impl Into<String>) -> ConfigError {
+        self.err_line(self.line(span), field, message)
+    }
+
+    fn err_line(&self, line: usize, field: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.path.to_path_buf(),
+            line,
+            field: field.to_string(),
+            message: message.into(),
+        }
+    }
+
+    fn toml_error(&self, e: &toml::de::Error) -> ConfigError {
+        let (line, column) = e.span().map_or((1, 1), |s| self.line_col(s.start));
+        ConfigError::Parse {
+            path: self.path.to_path_buf(),
+            line,
+            column,
+            message: friendlier(e.message().trim_end()),
+        }
+    }
+}
+
+/// Serde's type names in a network engineer's words.
+fn friendlier(message: &str) -> String {
+    message
+        .replace("expected i64", "expected an integer")
+        .replace(
+            "expected a sequence",
+            "expected a list like [\"...\", \"...\"]",
+        )
+        .replace("expected a boolean", "expected true or false")
+}
+
+fn max_len(a: IpAddr) -> u8 {
+    if a.is_ipv4() { 32 } else { 128 }
+}
+
+/// `a` with the bits beyond `len` cleared.
+fn mask(a: IpAddr, len: u8) -> IpAddr {
+    match a {
+        IpAddr::V4(a) => {
+            let m = if len == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(len))
+            };
+            IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
+        }
+        IpAddr::V6(a) => {
+            let m = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - u32::from(len))
+            };
+            IpAddr::V6((u128::from(a) & m).into())
+        }
+    }
+}
+
+fn contains(net: IpAddr, len: u8, a: IpAddr) -> bool {
+    net.is_ipv4() == a.is_ipv4() && mask(net, len) == mask(a, len)
+}
+
+fn usable_host(a: IpAddr) -> bool {
+    !(a.is_unspecified() || a.is_multicast() || a == IpAddr::V4(Ipv4Addr::BROADCAST))
+}
+
+/// A host address without prefix length.
+fn parse_host(ctx: &Ctx, s: &S<String>, field: &str, example: &str) -> Result<IpAddr, ConfigError> {
+    let text = s.get_ref().trim();
+    if text.contains('/') {
+        return Err(ctx.err(
+            &s.span(),
+            field,
+            format!("\"{text}\": expected an address without prefix length, like {example}"),
+        ));
+    }
+    let a: IpAddr = text.parse().map_err(|_| {
+        ctx.err(
+            &s.span(),
+            field,
+            format!("\"{text}\" is not an IPv4 or IPv6 address; expected one like {example}"),
+        )
+    })?;
+    if !usable_host(a) {
+        return Err(ctx.err(
+            &s.span(),
+            field,
+            format!("{a} cannot be a host's address (unspecified, multicast or broadcast)"),
+        ));
+    }
+    Ok(a)
+}
+
+/// `address/length`.
+fn parse_prefix(
+    ctx: &Ctx,
+    s: &S<String>,
+    field: &str,
+    example: &str,
+) -> Result<(IpAddr, u8), ConfigError> {
+    let text = s.get_ref().trim();
+    let bad = || {
+        ctx.err(
+            &s.span(),
+            field,
+            format!("\"{text}\": expected address/prefix-length, like {example}"),
+        )
+    };
+    let (addr, len) = text.split_once('/').ok_or_else(bad)?;
+    let addr: IpAddr = addr.parse().map_err(|_| bad())?;
+    let len: u8 = len.parse().map_err(|_| bad())?;
+    if len > max_len(addr) {
+        return Err(ctx.err(
+            &s.span(),
+            field,
+            format!(
+                "\"{text}\": prefix length /{len} is longer than the address (at most /{})",
+                max_len(addr)
+            ),
+        ));
+    }
+    Ok((addr, len))
+}
+
+fn parse_ttl(ctx: &Ctx, s: Option<&S<String>>, field: &str) -> Result<TtlModel, ConfigError> {
+    match s.map(|s| (s.get_ref().as_str(), s.span())) {
+        None | Some(("uniform", _)) => Ok(TtlModel::Uniform),
+        Some(("pipe", _)) => Ok(TtlModel::Pipe),
+        Some((other, span)) => Err(ctx.err(
+            &span,
+            field,
+            format!("\"{other}\" is not a TTL model; expected \"uniform\" or \"pipe\" (RFC 3443)"),
+        )),
+    }
+}
+
+fn parse_weight(ctx: &Ctx, w: Option<&S<i64>>, field: &str) -> Result<u32, ConfigError> {
+    let Some(w) = w else { return Ok(1) };
+    match u32::try_from(*w.get_ref()) {
+        Ok(0) => Err(ctx.err(
+            &w.span(),
+            field,
+            "weight 0: weights start at 1 (to send a next hop no traffic, leave it out)",
+        )),
+        Ok(v) => Ok(v),
+        Err(_) => Err(ctx.err(
+            &w.span(),
+            field,
+            format!(
+                "weight {} is out of range; expected 1 to {}",
+                w.get_ref(),
+                u32::MAX
+            ),
+        )),
+    }
+}
+
+/// A label stack (`push` or `out`): each label 0..=1048575, implicit null only alone.
+fn parse_stack(ctx: &Ctx, stack: &S<Vec<S<i64>>>, field: &str) -> Result<Vec<Label>, ConfigError> {
+    let mut out = Vec::with_capacity(stack.get_ref().len());
+    for l in stack.get_ref() {
+        match u32::try_from(*l.get_ref()) {
+            Ok(v) if v <= MAX_LABEL => out.push(v),
+            _ => {
+                return Err(ctx.err(
+                    &l.span(),
+                    field,
+                    format!(
+                        "label {} is out of range; labels are 0 to {MAX_LABEL} (20 bits)",
+                        l.get_ref()
+                    ),
+                ));
+            }
+        }
+    }
+    if out.len() > 1 && out.contains(&IMPLICIT_NULL) {
+        return Err(ctx.err(
+            &stack.span(),
+            field,
+            "implicit null (3) never goes on the wire: write [3] alone for penultimate-hop popping, not inside a stack",
+        ));
+    }
+    Ok(out)
+}
+
+fn check_name(ctx: &Ctx, s: &S<String>, field: &str, what: &str) -> Result<String, ConfigError> {
+    let name = s.get_ref();
+    if name.trim().is_empty() {
+        return Err(ctx.err(&s.span(), field, format!("the {what} name is empty")));
+    }
+    Ok(name.clone())
+}
+
+/// Linux's `dev_valid_name`: 1 to 15 bytes, not "." or "..", no '/', ':' or whitespace.
+fn check_interface_name(ctx: &Ctx, s: &S<String>) -> Result<String, ConfigError> {
+    let n = s.get_ref();
+    let problem = if n.is_empty() {
+        Some("is empty".to_string())
+    } else if n.len() > 15 {
+        Some(format!(
+            "is {} bytes long; Linux interface names have at most 15",
+            n.len()
+        ))
+    } else if n == "." || n == ".." || n.contains(['/', ':']) || n.contains(char::is_whitespace) {
+        Some("is not a valid Linux interface name (no '/', ':' or spaces)".to_string())
+    } else {
+        None
+    };
+    match problem {
+        Some(p) => Err(ctx.err(
+            &s.span(),
+            "port.interface",
+            format!("interface name \"{n}\" {p}"),
+        )),
+        None => Ok(n.clone()),
+    }
+}
+
+/// What a prefix in a VRF was first defined as, for duplicate messages.
+enum Origin {
+    Route(usize),
+    Connected { port: String, line: usize },
+    Local { line: usize },
+}
+
+pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    let ctx = Ctx { path, text };
+    let raw: RawFile = toml::from_str(text).map_err(|e| ctx.toml_error(&e))?;
+
+    // [router]
+    let Some(rr) = raw.router else {
+        return Err(ctx.err_line(
+            1,
+            "router",
+            "missing [router] table; a config starts with [router] and name = \"...\"",
+        ));
+    };
+    let mut router = RouterConfig {
+        name: check_name(&ctx, &rr.name, "router.name", "router")?,
+        v4: None,
+        v6: None,
+    };
+    let mut router_lines = Vec::new();
+    for s in rr.addresses.iter().flatten() {
+        let a = parse_host(
+            &ctx,
+            s,
+            "router.addresses",
+            "198.18.255.1 or 2001:db8:ff::1",
+        )?;
+        let dup = match a {
+            IpAddr::V4(a) => router.v4.replace(a).is_some(),
+            IpAddr::V6(a) => router.v6.replace(a).is_some(),
+        };
+        if dup {
+            let fam = if a.is_ipv4() { "IPv4" } else { "IPv6" };
+            return Err(ctx.err(
+                &s.span(),
+                "router.addresses",
+                format!("a second {fam} address ({a}); the router has at most one of each family"),
+            ));
+        }
+        router_lines.push((a, ctx.line(&s.span())));
+    }
+
+    // [[vrf]]
+    let mut vrfs = vec![DEFAULT_VRF_NAME.to_string()];
+    let mut vrf_lines: HashMap<String, usize> = HashMap::new();
+    for v in &raw.vrf {
+        let name = check_name(&ctx, &v.name, "vrf.name", "VRF")?;
+        let line = ctx.line(&v.name.span());
+        if let Some(first) = vrf_lines.insert(name.clone(), line) {
+            return Err(ctx.err_line(
+                line,
+                "vrf.name",
+                format!("VRF \"{name}\" is already defined at line {first}"),
+            ));
+        }
+        if name != DEFAULT_VRF_NAME {
+            vrfs.push(name);
+        }
+    }
+    let vrf_of = |s: Option<&S<String>>, field: &str| -> Result<String, ConfigError> {
+        match s {
+            None => Ok(DEFAULT_VRF_NAME.to_string()),
+            Some(s) if vrfs.contains(s.get_ref()) => Ok(s.get_ref().clone()),
+            Some(s) => Err(ctx.err(
+                &s.span(),
+                field,
+                format!(
+                    "VRF \"{}\" is not defined; add [[vrf]] with name = \"{}\"",
+                    s.get_ref(),
+                    s.get_ref()
+                ),
+            )),
+        }
+    };
+
+    // [[port]]
+    let mut ports: Vec<PortConfig> = Vec::new();
+    let mut port_lines: Vec<usize> = Vec::new();
+    let mut prefixes: HashMap<(String, IpAddr, u8), Origin> = HashMap::new();
+    for p in &raw.port {
+        let name = check_name(&ctx, &p.name, "port.name", "port")?;
+        let line = ctx.line(&p.name.span());
+        if let Some(i) = ports.iter().position(|q| q.name == name) {
+            return Err(ctx.err_line(
+                line,
+                "port.name",
+                format!(
+                    "port \"{name}\" is already defined at line {}",
+                    port_lines[i]
+                ),
+            ));
+        }
+        let interface = check_interface_name(&ctx, &p.interface)?;
+        let interface_line = ctx.line(&p.interface.span());
+        if let Some(q) = ports.iter().find(|q| q.interface == interface) {
+            return Err(ctx.err_line(
+                interface_line,
+                "port.interface",
+                format!(
+                    "interface \"{interface}\" is already used by port \"{}\" (line {})",
+                    q.name, q.interface_line
+                ),
+            ));
+        }
+        let mtu = match &p.mtu {
+            None => None,
+            Some(m) => match u32::try_from(*m.get_ref()) {
+                Ok(v) if (68..=65535).contains(&v) => Some(v),
+                _ => {
+                    return Err(ctx.err(
+                        &m.span(),
+                        "port.mtu",
+                        format!("MTU {} is out of range; expected 68 to 65535", m.get_ref()),
+                    ));
+                }
+            },
+        };
+        let vrf = vrf_of(p.vrf.as_ref(), "port.vrf")?;
+        let kind = match &p.kind {
+            None => PortKind::AfPacket,
+            Some(k) if k.get_ref() == "af-packet" => PortKind::AfPacket,
+            Some(k) => {
+                return Err(ctx.err(
+                    &k.span(),
+                    "port.kind",
+                    format!(
+                        "unknown port kind \"{}\"; expected \"af-packet\"",
+                        k.get_ref()
+                    ),
+                ));
+            }
+        };
+        let mut addresses: Vec<(IpAddr, u8)> = Vec::new();
+        for s in p.addresses.iter().flatten() {
+            let (a, len) = parse_prefix(
+                &ctx,
+                s,
+                "port.addresses",
+                "198.18.1.1/24 or 2001:db8:1::1/64",
+            )?;
+            let aline = ctx.line(&s.span());
+            if !usable_host(a) {
+                return Err(ctx.err_line(
+                    aline,
+                    "port.addresses",
+                    format!("{a} cannot be a port's address (unspecified, multicast or broadcast)"),
+                ));
+            }
+            if let (IpAddr::V4(a4), true) = (a, len <= 30) {
+                let net = u32::from(a4) & !(u32::MAX >> len);
+                let bcast = net | (u32::MAX >> len);
+                let which = if u32::from(a4) == net {
+                    Some("network")
+                } else if u32::from(a4) == bcast {
+                    Some("broadcast")
+                } else {
+                    None
+                };
+                if let Some(which) = which {
+                    let (net, first) = (Ipv4Addr::from(net), Ipv4Addr::from(net + 1));
+                    return Err(ctx.err_line(
+                        aline,
+                        "port.addresses",
+                        format!("{a} is the {which} address of {net}/{len}; give the port a host address in it, like {first}/{len}"),
+                    ));
+                }
+            }
+            if addresses.iter().any(|&(b, _)| b == a) {
+                return Err(ctx.err_line(aline, "port.addresses", format!("{a} is listed twice")));
+            }
+            let host = max_len(a);
+            if let Some(Origin::Local { line: l }) = prefixes.get(&(vrf.clone(), a, host)) {
+                return Err(ctx.err_line(
+                    aline,
+                    "port.addresses",
+                    format!("{a} is already an address of another port (line {l})"),
+                ));
+            }
+            prefixes.insert((vrf.clone(), a, host), Origin::Local { line: aline });
+            if len < host {
+                let key = (vrf.clone(), mask(a, len), len);
+                match prefixes.get(&key) {
+                    Some(Origin::Connected { port, line: l }) if *port != name => {
+                        return Err(ctx.err_line(
+                            aline,
+                            "port.addresses",
+                            format!(
+                                "subnet {}/{len} is already on port \"{port}\" (line {l}); two ports cannot share a subnet in one VRF",
+                                mask(a, len)
+                            ),
+                        ));
+                    }
+                    Some(_) => {}
+                    None => {
+                        prefixes.insert(
+                            key,
+                            Origin::Connected {
+                                port: name.clone(),
+                                line: aline,
+                            },
+                        );
+                    }
+                }
+            }
+            addresses.push((a, len));
+        }
+        ports.push(PortConfig {
+            name,
+            interface,
+            mtu,
+            vrf,
+            addresses,
+            kind,
+            interface_line,
+        });
+        port_lines.push(line);
+    }
+    for &(a, line) in &router_lines {
+        let key = (DEFAULT_VRF_NAME.to_string(), a, max_len(a));
+        prefixes.entry(key).or_insert(Origin::Local { line });
+    }
+
+    let v = Validator {
+        ctx: &ctx,
+        ports: &ports,
+    };
+
+    // [[route]]
+    let mut routes = Vec::new();
+    for r in &raw.route {
+        let line = ctx.line(&r.prefix.span());
+        let (addr, len) = parse_prefix(
+            &ctx,
+            &r.prefix,
+            "route.prefix",
+            "198.18.2.0/24 or 2001:db8:2::/64",
+        )?;
+        let net = mask(addr, len);
+        if net != addr {
+            return Err(ctx.err_line(
+                line,
+                "route.prefix",
+                format!("{addr}/{len} has host bits set; did you mean {net}/{len}?"),
+            ));
+        }
+        let vrf = vrf_of(r.vrf.as_ref(), "route.vrf")?;
+        let ttl_model = parse_ttl(&ctx, r.ttl_model.as_ref(), "route.ttl-model")?;
+        let inline = RawNh {
+            via: r.via.as_ref(),
+            port: r.port.as_ref(),
+            labels: r.push.as_ref(),
+            weight: r.weight.as_ref(),
+        };
+        let inline_field = inline_first(&inline, "route", "push");
+        let action = if r.blackhole.as_ref().is_some_and(|b| *b.get_ref()) {
+            if let Some((field, span)) = inline_field {
+                return Err(ctx.err(
+                    &span,
+                    &field,
+                    "a blackhole route takes no next hop; remove this or blackhole = true",
+                ));
+            }
+            if let Some(n) = &r.nexthops {
+                return Err(ctx.err(
+                    &n.span(),
+                    "route.nexthops",
+                    "a blackhole route takes no next hop; remove this or blackhole = true",
+                ));
+            }
+            RouteAction::Blackhole
+        } else if let Some(list) = &r.nexthops {
+            if let Some((field, span)) = inline_field {
+                return Err(ctx.err(&span, &field, "give next hops either inline (via, port, push, weight) or as nexthops = [...], not both"));
+            }
+            v.check_count(list.get_ref().len(), &list.span(), "route.nexthops")?;
+            let mut nhs = Vec::new();
+            for n in list.get_ref() {
+                let raw = RawNh {
+                    via: n.via.as_ref(),
+                    port: n.port.as_ref(),
+                    labels: n.push.as_ref(),
+                    weight: n.weight.as_ref(),
+                };
+                nhs.push(v.nexthop(&raw, "route.nexthops", "push", false, line)?);
+            }
+            RouteAction::Forward(nhs)
+        } else if inline.via.is_some() || inline.port.is_some() {
+            RouteAction::Forward(vec![v.nexthop(&inline, "route", "push", false, line)?])
+        } else {
+            let hint = match inline_field {
+                Some((f, _)) => format!(" ({f} alone is not enough)"),
+                None => String::new(),
+            };
+            return Err(ctx.err_line(
+                line,
+                "route.prefix",
+                format!("route {net}/{len} has no next hop{hint}: add via = \"...\" (and port = \"...\"), nexthops = [...], or blackhole = true"),
+            ));
+        };
+        let key = (vrf.clone(), net, len);
+        if let Some(first) = prefixes.get(&key) {
+            let why = match first {
+                Origin::Route(l) => format!(
+                    "is already defined in VRF \"{vrf}\" at line {l} (overlapping definitions)"
+                ),
+                Origin::Connected { port, line: l } => {
+                    format!(
+                        "is the connected subnet of port \"{port}\" (line {l}); a route cannot replace it"
+                    )
+                }
+                Origin::Local { line: l } => format!(
+                    "is one of this router's own addresses (line {l}); a route cannot replace it"
+                ),
+            };
+            return Err(ctx.err_line(line, "route.prefix", format!("{net}/{len} {why}")));
+        }
+        prefixes.insert(key, Origin::Route(line));
+        routes.push(RouteConfig {
+            vrf,
+            prefix: net,
+            len,
+            action,
+            ttl_model,
+            line,
+        });
+    }
+
+    // [[label]]
+    let mut labels = Vec::new();
+    let mut label_lines: HashMap<Label, usize> = HashMap::new();
+    for l in &raw.label {
+        let line = ctx.line(&l.label.span());
+        let label = match u32::try_from(*l.label.get_ref()) {
+            Ok(v) if (MIN_UNRESERVED_LABEL..=MAX_LABEL).contains(&v) => v,
+            Ok(v) if v < MIN_UNRESERVED_LABEL => {
+                return Err(ctx.err_line(
+                    line,
+                    "label.in",
+                    format!("label {v} is reserved (labels 0-15 are reserved); incoming labels are {MIN_UNRESERVED_LABEL} to {MAX_LABEL}"),
+                ));
+            }
+            _ => {
+                return Err(ctx.err_line(
+                    line,
+                    "label.in",
+                    format!("label {} is out of range; incoming labels are {MIN_UNRESERVED_LABEL} to {MAX_LABEL} (20 bits)", l.label.get_ref()),
+                ));
+            }
+        };
+        if let Some(first) = label_lines.insert(label, line) {
+            return Err(ctx.err_line(
+                line,
+                "label.in",
+                format!("label {label} is already defined at line {first}"),
+            ));
+        }
+        let ttl_model = parse_ttl(&ctx, l.ttl_model.as_ref(), "label.ttl-model")?;
+        let swap = match l.action.get_ref().as_str() {
+            "swap" => true,
+            "pop" => false,
+            other => {
+                return Err(ctx.err(
+                    &l.action.span(),
+                    "label.action",
+                    format!("unknown action \"{other}\"; expected \"swap\" or \"pop\""),
+                ));
+            }
+        };
+        let inline = RawNh {
+            via: l.via.as_ref(),
+            port: l.port.as_ref(),
+            labels: l.out.as_ref(),
+            weight: l.weight.as_ref(),
+        };
+        let has_inline_nh =
+            inline.via.is_some() || inline.port.is_some() || inline.weight.is_some();
+        if let (false, Some(out)) = (swap, &l.out) {
+            return Err(ctx.err(
+                &out.span(),
+                "label.out",
+                "pop takes no out labels; to swap, write action = \"swap\" (out = [3] swaps to implicit null, i.e. pops)",
+            ));
+        }
+        let nexthops = if let Some(list) = &l.nexthops {
+            if let Some((field, span)) = inline_first(&inline, "label", "out") {
+                return Err(ctx.err(&span, &field, "give next hops either inline (via, port, out, weight) or as nexthops = [...], not both"));
+            }
+            v.check_count(list.get_ref().len(), &list.span(), "label.nexthops")?;
+            let mut nhs = Vec::new();
+            for n in list.get_ref() {
+                if let (false, Some(out)) = (swap, &n.out) {
+                    return Err(ctx.err(
+                        &out.span(),
+                        "label.nexthops.out",
+                        "pop takes no out labels; write action = \"swap\" to swap",
+                    ));
+                }
+                let raw = RawNh {
+                    via: n.via.as_ref(),
+                    port: n.port.as_ref(),
+                    labels: n.out.as_ref(),
+                    weight: n.weight.as_ref(),
+                };
+                nhs.push(v.nexthop(&raw, "label.nexthops", "out", swap, line)?);
+            }
+            Some(nhs)
+        } else if has_inline_nh {
+            Some(vec![v.nexthop(&inline, "label", "out", swap, line)?])
+        } else {
+            None
+        };
+        let action = match nexthops {
+            Some(nhs) => {
+                if let Some(vrf) = &l.vrf {
+                    return Err(ctx.err(
+                        &vrf.span(),
+                        "label.vrf",
+                        "vrf applies only to pop without a next hop (pop, then route the IP packet in that VRF); remove it or the next hop",
+                    ));
+                }
+                LabelConfigAction::Forward(nhs)
+            }
+            None if swap => {
+                return Err(ctx.err(
+                    &l.action.span(),
+                    "label.action",
+                    format!("swap of label {label} needs a next hop: add via = \"...\" (and port = \"...\") or nexthops = [...]"),
+                ));
+            }
+            None => LabelConfigAction::PopAndLookup {
+                vrf: vrf_of(l.vrf.as_ref(), "label.vrf")?,
+            },
+        };
+        labels.push(LabelConfig {
+            label,
+            action,
+            ttl_model,
+            line,
+        });
+    }
+
+    Ok(Config {
+        path: path.to_path_buf(),
+        router,
+        ports,
+        vrfs,
+        routes,
+        labels,
+    })
+}
+
+/// The first inline next-hop key present, as (`table.key`, span).
+fn inline_first(nh: &RawNh, table: &str, labels_key: &str) -> Option<(String, Range<usize>)> {
+    let f = |k: &str| format!("{table}.{k}");
+    nh.via
+        .map(|s| (f("via"), s.span()))
+        .or_else(|| nh.port.map(|s| (f("port"), s.span())))
+        .or_else(|| nh.labels.map(|s| (f(labels_key), s.span())))
+        .or_else(|| nh.weight.map(|s| (f("weight"), s.span())))
+}
+
+/// Checks of next hops against the ports.
+struct Validator<'a> {
+    ctx: &'a Ctx<'a>,
+    ports: &'a [PortConfig],
+}
+
+impl Validator<'_> {
+    fn check_count(&self, n: usize, span: &Range<usize>, field: &str) -> Result<(), ConfigError> {
+        if n == 0 {
+            return Err(self
+                .ctx
+                .err(span, field, "the list is empty; give at least one next hop"));
+        }
+        if n > MAX_NEXTHOPS {
+            return Err(self.ctx.err(
+                span,
+                field,
+                format!("{n} next hops; at most {MAX_NEXTHOPS} are allowed"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn subnets(&self, p: &PortConfig) -> String {
+        if p.addresses.is_empty() {
+            return "it has no addresses".to_string();
+        }
+        let nets: Vec<String> = p
+            .addresses
+            .iter()
+            .map(|&(a, l)| format!("{}/{l}", mask(a, l)))
+            .collect();
+        nets.join(", ")
+    }
+
+    /// Resolves one next hop: the port by name or by `via`'s subnet, the gateway on it,
+    /// the label stack (required non-empty when `need_labels`), the weight.
+    fn nexthop(
+        &self,
+        nh: &RawNh,
+        table: &str,
+        labels_key: &str,
+        need_labels: bool,
+        line: usize,
+    ) -> Result<NexthopConfig, ConfigError> {
+        let ctx = self.ctx;
+        let is_label = table.starts_with("label");
+        let field = |k: &str| format!("{table}.{k}");
+        let port = match nh.port {
+            None => None,
+            Some(s) => match self.ports.iter().position(|p| p.name == *s.get_ref()) {
+                Some(i) => Some(i),
+                None => {
+                    let names: Vec<&str> = self.ports.iter().map(|p| p.name.as_str()).collect();
+                    let known = if names.is_empty() {
+                        "none are defined".to_string()
+                    } else {
+                        format!("ports are: {}", names.join(", "))
+                    };
+                    return Err(ctx.err(
+                        &s.span(),
+                        &field("port"),
+                        format!("no port named \"{}\" ({known})", s.get_ref()),
+                    ));
+                }
+            },
+        };
+        let via = match nh.via {
+            None => None,
+            Some(s) => Some((
+                parse_host(ctx, s, &field("via"), "198.18.10.2 or 2001:db8:10::2")?,
+                s.span(),
+            )),
+        };
+        let (via, port) = match (via, port) {
+            (None, None) => {
+                return Err(ctx.err_line(
+                    line,
+                    &field("via"),
+                    "the next hop needs via = \"...\" (a gateway) and/or port = \"...\"",
+                ));
+            }
+            (None, Some(p)) => {
+                if is_label {
+                    let span = nh.port.map(|s| s.span()).unwrap_or_default();
+                    return Err(ctx.err(
+                        &span,
+                        &field("port"),
+                        "a labelled packet needs a gateway on the port: add via = \"...\"",
+                    ));
+                }
+                (None, p)
+            }
+            (Some((a, span)), Some(p)) => {
+                let port = &self.ports[p];
+                if port.addresses.iter().any(|&(b, _)| b == a) {
+                    return Err(ctx.err(
+                        &span,
+                        &field("via"),
+                        format!("{a} is this router's own address on port \"{}\"; the next hop must be a neighbour", port.name),
+                    ));
+                }
+                if !port
+                    .addresses
+                    .iter()
+                    .any(|&(net, len)| contains(net, len, a))
+                {
+                    return Err(ctx.err(
+                        &span,
+                        &field("via"),
+                        format!(
+                            "{a} is not on any subnet of port \"{}\" ({}); a next hop must be directly connected",
+                            port.name,
+                            self.subnets(port)
+                        ),
+                    ));
+                }
+                (Some(a), p)
+            }
+            (Some((a, span)), None) => {
+                let on: Vec<usize> = (0..self.ports.len())
+                    .filter(|&i| {
+                        self.ports[i]
+                            .addresses
+                            .iter()
+                            .any(|&(net, len)| contains(net, len, a))
+                    })
+                    .collect();
+                match on.as_slice() {
+                    [] => {
+                        return Err(ctx.err(
+                            &span,
+                            &field("via"),
+                            format!("{a} is not on any port's subnet; a next hop must be directly connected (check the address, or the port's addresses)"),
+                        ));
+                    }
+                    [p] => {
+                        let port = &self.ports[*p];
+                        if port.addresses.iter().any(|&(b, _)| b == a) {
+                            return Err(ctx.err(
+                                &span,
+                                &field("via"),
+                                format!("{a} is this router's own address on port \"{}\"; the next hop must be a neighbour", port.name),
+                            ));
+                        }
+                        (Some(a), *p)
+                    }
+                    many => {
+                        let names: Vec<String> = many
+                            .iter()
+                            .map(|&i| format!("\"{}\"", self.ports[i].name))
+                            .collect();
+                        return Err(ctx.err(
+                            &span,
+                            &field("via"),
+                            format!("{a} is on the subnets of ports {}; add port = \"...\" to choose one", names.join(" and ")),
+                        ));
+                    }
+                }
+            }
+        };
+        let labels = match nh.labels {
+            Some(stack) => parse_stack(ctx, stack, &field(labels_key))?,
+            None => Vec::new(),
+        };
+        if need_labels && labels.is_empty() {
+            let span = nh
+                .labels
+                .map(|s| s.span())
+                .or(nh.via.map(|s| s.span()))
+                .or(nh.port.map(|s| s.span()));
+            let msg = "swap needs the outgoing label: out = [label] (out = [3] for penultimate-hop popping)";
+            return Err(match span {
+                Some(span) => ctx.err(&span, &field(labels_key), msg),
+                None => ctx.err_line(line, &field(labels_key), msg),
+            });
+        }
+        let weight = parse_weight(ctx, nh.weight, &field("weight"))?;
+        // Implicit null alone: no label (penultimate-hop pop, or push nothing).
+        let labels = if labels == [IMPLICIT_NULL] {
+            Vec::new()
+        } else {
+            labels
+        };
+        Ok(NexthopConfig {
+            port: port as PortId,
+            via,
+            labels,
+            weight,
+        })
+    }
+}

@@ -1,0 +1,720 @@
+//! Config tests: the example files, then one test per validation error.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use vmpls_fib::{LabelAction, RouteTarget, TtlModel};
+
+use super::*;
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn example_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("examples directory") {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            example_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "toml") {
+            out.push(path);
+        }
+    }
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn load(rel: &str) -> Config {
+    Config::from_file(&examples_dir().join(rel)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn every_example_parses_and_builds() {
+    let mut files = Vec::new();
+    example_files(&examples_dir(), &mut files);
+    assert!(files.len() >= 4, "found {files:?}");
+    for f in files {
+        let cfg = Config::from_file(&f).unwrap_or_else(|e| panic!("{e}"));
+        let fib = cfg.build_fib().unwrap_or_else(|e| {
+            panic!("{}: {e}: {:?}", f.display(), std::error::Error::source(&e))
+        });
+        assert_eq!(fib.port_addrs.len(), cfg.ports.len());
+        assert_eq!(fib.labels.len(), cfg.labels.len());
+    }
+}
+
+#[test]
+fn p_swaps_1002_to_2002_toward_pe2() {
+    let cfg = load("seed/p.toml");
+    assert_eq!(cfg.router.name, "p");
+    assert_eq!(cfg.router.v4, Some("198.18.255.2".parse().unwrap()));
+    assert_eq!(cfg.ports[1].name, "east");
+    assert_eq!(cfg.ports[1].interface, "p-pe2");
+    let fib = cfg.build_fib().unwrap();
+    let route = fib.labels.get(1002).expect("label 1002");
+    let LabelAction::Forward(g) = &route.action else {
+        panic!("{route:?}")
+    };
+    assert!(!g.is_multipath());
+    let nh = &g.nexthops()[0];
+    assert_eq!(
+        (nh.port, nh.via, nh.labels.as_slice()),
+        (1, Some(ip("198.18.20.2")), &[2002][..])
+    );
+    let route = fib.labels.get(1001).expect("label 1001");
+    let LabelAction::Forward(g) = &route.action else {
+        panic!("{route:?}")
+    };
+    assert_eq!(
+        (g.nexthops()[0].port, g.nexthops()[0].labels.as_slice()),
+        (0, &[2001][..])
+    );
+    assert_eq!(fib.labels.len(), 2);
+    assert_eq!(
+        fib.vrfs[0].lookup(ip("198.18.255.2")).unwrap().target,
+        RouteTarget::Local
+    );
+    assert_eq!(
+        fib.vrfs[0].lookup(ip("2001:db8:20::9")).unwrap().target,
+        RouteTarget::Connected { port: 1 }
+    );
+}
+
+#[test]
+fn pe1_pushes_1002_and_pops_2001() {
+    let cfg = load("seed/pe1.toml");
+    let fib = cfg.build_fib().unwrap();
+    for dst in ["198.18.2.7", "2001:db8:2::7"] {
+        let r = fib.vrfs[0].lookup(ip(dst)).unwrap();
+        let RouteTarget::Forward(g) = &r.target else {
+            panic!("{r:?}")
+        };
+        let nh = &g.nexthops()[0];
+        assert_eq!(nh.port, 1);
+        assert_eq!(nh.labels, vec![1002]);
+        assert_eq!(nh.via.map(|v| v.is_ipv4()), Some(dst.contains('.')));
+        assert_eq!(r.ttl_model, TtlModel::Uniform);
+    }
+    assert_eq!(
+        fib.labels.get(2001).unwrap().action,
+        LabelAction::PopAndLookup { vrf: 0 }
+    );
+    assert!(fib.is_local_v4("198.18.1.1".parse().unwrap()));
+    assert_eq!(fib.router_v6, Some("2001:db8:ff::1".parse().unwrap()));
+}
+
+#[test]
+fn ecmp_example_has_weighted_group() {
+    let cfg = load("ecmp-pe1.toml");
+    let fib = cfg.build_fib().unwrap();
+    let r = fib.vrfs[0].lookup(ip("198.18.2.1")).unwrap();
+    let RouteTarget::Forward(g) = &r.target else {
+        panic!("{r:?}")
+    };
+    assert!(g.is_multipath());
+    let got: Vec<_> = g
+        .nexthops()
+        .iter()
+        .map(|n| (n.port, n.labels[0], n.weight))
+        .collect();
+    assert_eq!(got, vec![(1, 1002, 2), (2, 1102, 1)]);
+}
+
+const BASE: &str = r#"[router]
+name = "t"
+addresses = ["198.18.255.1", "2001:db8:ff::1"]
+
+[[port]]
+name = "ce1"
+interface = "t-ce1"
+addresses = ["198.18.1.1/24", "2001:db8:1::1/64"]
+
+[[port]]
+name = "core"
+interface = "t-core"
+addresses = ["198.18.10.1/24", "2001:db8:10::1/64"]
+"#;
+
+/// Line of the first line of `extra` once appended to BASE.
+fn first_extra_line() -> usize {
+    BASE.lines().count() + 1
+}
+
+fn parse(extra: &str) -> Result<Config, ConfigError> {
+    Config::from_str(&format!("{BASE}{extra}"), Path::new("t.toml"))
+}
+
+/// Asserts the error names `line` (relative to the extra text, 1-based) and `field`, and
+/// that its message contains every `needle`.
+#[track_caller]
+fn assert_err(extra: &str, line: usize, field: &str, needles: &[&str]) {
+    let e = parse(extra).expect_err("config should be rejected");
+    let msg = e.to_string();
+    assert_eq!(e.line(), Some(first_extra_line() + line - 1), "{msg}");
+    assert_eq!(e.field(), Some(field), "{msg}");
+    assert!(
+        msg.starts_with(&format!(
+            "t.toml:{}: {field}: ",
+            first_extra_line() + line - 1
+        )),
+        "{msg}"
+    );
+    for n in needles {
+        assert!(msg.contains(n), "{msg:?} lacks {n:?}");
+    }
+}
+
+#[test]
+fn syntax_error_has_line_and_column() {
+    let e =
+        Config::from_str("[router]\nname = \"x\"\n[[port]\n", Path::new("bad.toml")).unwrap_err();
+    let ConfigError::Parse { line, column, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!((*line, *column), (3, 8), "{e}");
+    assert!(e.to_string().starts_with("bad.toml:3:"), "{e}");
+}
+
+#[test]
+fn unknown_key_is_an_error() {
+    let e =
+        parse("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.10.2\"\ngateway = \"x\"\n")
+            .unwrap_err();
+    assert!(matches!(e, ConfigError::Parse { .. }), "{e:?}");
+    assert_eq!(e.line(), Some(first_extra_line() + 3), "{e}");
+    assert!(e.to_string().contains("gateway"), "{e}");
+}
+
+#[test]
+fn missing_required_key_is_an_error() {
+    let e = Config::from_str(
+        "[router]\nname = \"x\"\n\n[[port]]\nname = \"a\"\n",
+        Path::new("m.toml"),
+    )
+    .unwrap_err();
+    assert_eq!(e.to_string(), "m.toml:4:1: missing field `interface`");
+    let e = Config::from_str(
+        "[[port]]\nname = \"a\"\ninterface = \"a\"\n",
+        Path::new("m.toml"),
+    )
+    .unwrap_err();
+    assert_eq!(e.field(), Some("router"), "{e}");
+}
+
+#[test]
+fn reserved_incoming_label_is_rejected() {
+    assert_err(
+        "[[label]]\nin = 15\naction = \"pop\"\n",
+        2,
+        "label.in",
+        &["labels 0-15 are reserved"],
+    );
+}
+
+#[test]
+fn incoming_label_above_20_bits_is_rejected() {
+    assert_err(
+        "[[label]]\nin = 1048576\naction = \"pop\"\n",
+        2,
+        "label.in",
+        &["1048576", "out of range"],
+    );
+    assert!(parse("[[label]]\nin = 1048575\naction = \"pop\"\n").is_ok());
+}
+
+#[test]
+fn out_label_above_20_bits_is_rejected() {
+    assert_err(
+        "[[label]]\nin = 100\naction = \"swap\"\nvia = \"198.18.10.2\"\nout = [\n  200,\n  1048576,\n]\n",
+        7,
+        "label.out",
+        &["1048576", "0 to 1048575"],
+    );
+}
+
+#[test]
+fn duplicate_incoming_label_is_rejected() {
+    assert_err(
+        "[[label]]\nin = 100\naction = \"pop\"\n\n[[label]]\nin = 100\naction = \"pop\"\n",
+        6,
+        "label.in",
+        &[&format!(
+            "already defined at line {}",
+            first_extra_line() + 1
+        )],
+    );
+}
+
+#[test]
+fn duplicate_prefix_in_a_vrf_is_rejected() {
+    let extra = "[[route]]\nprefix = \"198.18.2.0/24\"\nblackhole = true\n\n[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.10.2\"\n";
+    assert_err(
+        extra,
+        6,
+        "route.prefix",
+        &[
+            "overlapping definitions",
+            &format!("line {}", first_extra_line() + 1),
+        ],
+    );
+    // The same prefix in another VRF is fine.
+    let ok = "[[vrf]]\nname = \"cust\"\n\n[[route]]\nprefix = \"198.18.2.0/24\"\nblackhole = true\n\n[[route]]\nprefix = \"198.18.2.0/24\"\nvrf = \"cust\"\nblackhole = true\n";
+    let cfg = parse(ok).unwrap();
+    let fib = cfg.build_fib().unwrap();
+    assert_eq!(fib.vrfs[1].name, "cust");
+    assert_eq!(
+        fib.vrfs[1].lookup(ip("198.18.2.1")).unwrap().target,
+        RouteTarget::Blackhole
+    );
+}
+
+#[test]
+fn route_over_a_connected_subnet_is_rejected() {
+    assert_err(
+        "[[route]]\nprefix = \"2001:db8:1::/64\"\nblackhole = true\n",
+        2,
+        "route.prefix",
+        &["connected subnet of port \"ce1\""],
+    );
+    assert_err(
+        "[[route]]\nprefix = \"198.18.255.1/32\"\nblackhole = true\n",
+        2,
+        "route.prefix",
+        &["own addresses"],
+    );
+}
+
+#[test]
+fn prefix_with_host_bits_is_rejected_with_suggestion() {
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.1/24\"\nblackhole = true\n",
+        2,
+        "route.prefix",
+        &["host bits", "did you mean 198.18.2.0/24?"],
+    );
+}
+
+#[test]
+fn duplicate_port_name_and_interface_are_rejected() {
+    assert_err(
+        "[[port]]\nname = \"core\"\ninterface = \"t-x\"\n",
+        2,
+        "port.name",
+        &["\"core\" is already defined at line 11"],
+    );
+    assert_err(
+        "[[port]]\nname = \"x\"\ninterface = \"t-core\"\n",
+        3,
+        "port.interface",
+        &["already used by port \"core\""],
+    );
+}
+
+#[test]
+fn interface_name_too_long_is_rejected() {
+    assert_err(
+        "[[port]]\nname = \"x\"\ninterface = \"a-very-long-name\"\n",
+        3,
+        "port.interface",
+        &["16 bytes", "at most 15"],
+    );
+}
+
+#[test]
+fn next_hop_on_unknown_port_is_rejected() {
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.10.2\"\nport = \"cor\"\n",
+        4,
+        "route.port",
+        &["no port named \"cor\"", "ce1, core"],
+    );
+    assert_err(
+        "[[label]]\nin = 100\naction = \"swap\"\nnexthops = [\n  { via = \"198.18.10.2\", port = \"nope\", out = [200] },\n]\n",
+        5,
+        "label.nexthops.port",
+        &["no port named \"nope\""],
+    );
+}
+
+#[test]
+fn next_hop_not_on_the_ports_subnet_is_rejected() {
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nport = \"core\"\nvia = \"198.18.99.2\"\n",
+        4,
+        "route.via",
+        &[
+            "198.18.99.2 is not on any subnet of port \"core\" (198.18.10.0/24, 2001:db8:10::/64); a next hop must be directly connected",
+        ],
+    );
+}
+
+#[test]
+fn next_hop_without_port_must_be_on_some_subnet() {
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.99.2\"\n",
+        3,
+        "route.via",
+        &["not on any port's subnet"],
+    );
+    let cfg = parse("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"2001:db8:10::2\"\n").unwrap();
+    let RouteAction::Forward(nhs) = &cfg.routes[0].action else {
+        panic!()
+    };
+    assert_eq!(nhs[0].port, 1, "port found from the via's subnet");
+}
+
+#[test]
+fn next_hop_that_is_our_own_address_is_rejected() {
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.10.1\"\nport = \"core\"\n",
+        3,
+        "route.via",
+        &["own address"],
+    );
+}
+
+#[test]
+fn bad_address_syntax_is_rejected() {
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.10.x\"\n",
+        3,
+        "route.via",
+        &["not an IPv4 or IPv6 address"],
+    );
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0\"\nblackhole = true\n",
+        2,
+        "route.prefix",
+        &["expected address/prefix-length"],
+    );
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/33\"\nblackhole = true\n",
+        2,
+        "route.prefix",
+        &["/33", "at most /32"],
+    );
+    assert_err(
+        "[[port]]\nname = \"x\"\ninterface = \"t-x\"\naddresses = [\"198.18.5.1\"]\n",
+        4,
+        "port.addresses",
+        &["expected address/prefix-length"],
+    );
+    let e = Config::from_str(
+        "[router]\nname = \"r\"\naddresses = [\"198.18.255.1/32\"]\n",
+        Path::new("r.toml"),
+    )
+    .unwrap_err();
+    assert_eq!(
+        (e.line(), e.field()),
+        (Some(3), Some("router.addresses")),
+        "{e}"
+    );
+    let e = Config::from_str(
+        "[router]\nname = \"r\"\naddresses = [\"198.18.255.1\", \"198.18.255.2\"]\n",
+        Path::new("r.toml"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("at most one of each family"), "{e}");
+}
+
+#[test]
+fn mtu_out_of_range_is_rejected() {
+    assert_err(
+        "[[port]]\nname = \"x\"\ninterface = \"t-x\"\nmtu = 67\n",
+        4,
+        "port.mtu",
+        &["68 to 65535"],
+    );
+    assert_err(
+        "[[port]]\nname = \"x\"\ninterface = \"t-x\"\nmtu = 65536\n",
+        4,
+        "port.mtu",
+        &["68 to 65535"],
+    );
+    let cfg = parse("[[port]]\nname = \"x\"\ninterface = \"t-x\"\nmtu = 9000\n").unwrap();
+    assert_eq!(cfg.ports[2].mtu, Some(9000));
+}
+
+#[test]
+fn weight_zero_is_rejected() {
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nnexthops = [\n  { via = \"198.18.10.2\", weight = 1 },\n  { via = \"198.18.1.2\", weight = 0 },\n]\n",
+        5,
+        "route.nexthops.weight",
+        &["weight 0"],
+    );
+}
+
+#[test]
+fn empty_push_is_plain_ip() {
+    let cfg = parse("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.10.2\"\npush = []\nttl-model = \"pipe\"\n").unwrap();
+    let fib = cfg.build_fib().unwrap();
+    let r = fib.vrfs[0].lookup(ip("198.18.2.3")).unwrap();
+    let RouteTarget::Forward(g) = &r.target else {
+        panic!()
+    };
+    assert!(g.nexthops()[0].labels.is_empty());
+    assert_eq!(r.ttl_model, TtlModel::Pipe);
+}
+
+#[test]
+fn label_actions_are_built_as_written() {
+    let extra = r#"[[vrf]]
+name = "cust"
+
+[[label]]
+in = 100
+action = "pop"
+vrf = "cust"
+
+[[label]]
+in = 101
+action = "pop"
+via = "198.18.10.2"
+
+[[label]]
+in = 102
+action = "swap"
+out = [3]
+via = "198.18.10.2"
+port = "core"
+ttl-model = "pipe"
+
+[[label]]
+in = 103
+action = "swap"
+nexthops = [
+  { via = "198.18.10.2", out = [300, 301] },
+  { via = "2001:db8:1::2", out = [400], weight = 3 },
+]
+"#;
+    let fib = parse(extra).unwrap().build_fib().unwrap();
+    assert_eq!(
+        fib.labels.get(100).unwrap().action,
+        LabelAction::PopAndLookup { vrf: 1 }
+    );
+    for l in [101, 102] {
+        let LabelAction::Forward(g) = &fib.labels.get(l).unwrap().action else {
+            panic!()
+        };
+        assert!(g.nexthops()[0].labels.is_empty(), "label {l} is a PHP pop");
+        assert_eq!(g.nexthops()[0].via, Some(ip("198.18.10.2")));
+    }
+    assert_eq!(fib.labels.get(102).unwrap().ttl_model, TtlModel::Pipe);
+    let LabelAction::Forward(g) = &fib.labels.get(103).unwrap().action else {
+        panic!()
+    };
+    let got: Vec<_> = g
+        .nexthops()
+        .iter()
+        .map(|n| (n.port, n.labels.clone(), n.weight))
+        .collect();
+    assert_eq!(got, vec![(1, vec![300, 301], 1), (0, vec![400], 3)]);
+}
+
+#[test]
+fn swap_without_next_hop_or_out_is_rejected() {
+    assert_err(
+        "[[label]]\nin = 100\naction = \"swap\"\nout = [200]\n",
+        3,
+        "label.action",
+        &["needs a next hop"],
+    );
+    assert_err(
+        "[[label]]\nin = 100\naction = \"swap\"\nvia = \"198.18.10.2\"\n",
+        4,
+        "label.out",
+        &["outgoing label"],
+    );
+    assert_err(
+        "[[label]]\nin = 100\naction = \"swap\"\nvia = \"198.18.10.2\"\nout = []\n",
+        5,
+        "label.out",
+        &["outgoing label"],
+    );
+}
+
+#[test]
+fn pop_with_out_or_misplaced_vrf_is_rejected() {
+    assert_err(
+        "[[label]]\nin = 100\naction = \"pop\"\nout = [200]\n",
+        4,
+        "label.out",
+        &["pop takes no out labels"],
+    );
+    assert_err(
+        "[[label]]\nin = 100\naction = \"pop\"\nvia = \"198.18.10.2\"\nvrf = \"default\"\n",
+        5,
+        "label.vrf",
+        &["only to pop without a next hop"],
+    );
+    assert_err(
+        "[[label]]\nin = 100\naction = \"pop\"\nvrf = \"cust\"\n",
+        4,
+        "label.vrf",
+        &["VRF \"cust\" is not defined"],
+    );
+}
+
+#[test]
+fn unknown_enum_values_are_rejected() {
+    assert_err(
+        "[[label]]\nin = 100\naction = \"push\"\n",
+        3,
+        "label.action",
+        &["\"swap\" or \"pop\""],
+    );
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nblackhole = true\nttl-model = \"short\"\n",
+        4,
+        "route.ttl-model",
+        &["\"uniform\" or \"pipe\""],
+    );
+    assert_err(
+        "[[port]]\nname = \"x\"\ninterface = \"t-x\"\nkind = \"tap\"\n",
+        4,
+        "port.kind",
+        &["\"af-packet\""],
+    );
+}
+
+#[test]
+fn route_without_next_hop_or_with_both_forms_is_rejected() {
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\npush = [100]\n",
+        2,
+        "route.prefix",
+        &["no next hop", "push alone"],
+    );
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.10.2\"\nnexthops = [{ via = \"198.18.10.3\" }]\n",
+        3,
+        "route.via",
+        &["not both"],
+    );
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nnexthops = []\n",
+        3,
+        "route.nexthops",
+        &["empty"],
+    );
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nblackhole = true\nvia = \"198.18.10.2\"\n",
+        4,
+        "route.via",
+        &["blackhole"],
+    );
+}
+
+#[test]
+fn implicit_null_inside_a_stack_is_rejected() {
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.10.2\"\npush = [100, 3]\n",
+        4,
+        "route.push",
+        &["implicit null"],
+    );
+}
+
+#[test]
+fn two_ports_sharing_a_subnet_is_rejected() {
+    assert_err(
+        "[[port]]\nname = \"x\"\ninterface = \"t-x\"\naddresses = [\"198.18.1.2/24\"]\n",
+        4,
+        "port.addresses",
+        &["subnet 198.18.1.0/24 is already on port \"ce1\""],
+    );
+}
+
+#[test]
+fn check_interfaces_points_at_the_interface_line() {
+    let cfg = parse("").unwrap();
+    assert!(check_interfaces(&cfg, |_| true).is_ok());
+    let e = check_interfaces(&cfg, |n| n != "t-core").unwrap_err();
+    assert_eq!(
+        (e.line(), e.field()),
+        (Some(12), Some("port.interface")),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("no network interface \"t-core\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn unreadable_file_names_the_path() {
+    let e = Config::from_file(Path::new("/nonexistent/vmpls.toml")).unwrap_err();
+    assert!(e.to_string().contains("/nonexistent/vmpls.toml"), "{e}");
+    assert!(std::error::Error::source(&e).is_some());
+}
+
+#[test]
+fn error_message_reads_like_the_documented_example() {
+    let path = Path::new("examples/seed/pe1.toml");
+    let text = std::fs::read_to_string(examples_dir().join("seed/pe1.toml")).unwrap();
+    let broken = text.replacen("via = \"198.18.10.2\"", "via = \"198.18.99.2\"", 1);
+    assert_ne!(broken, text);
+    let line = broken
+        .lines()
+        .position(|l| l.contains("198.18.99.2"))
+        .unwrap()
+        + 1;
+    let e = Config::from_str(&broken, path).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "examples/seed/pe1.toml:{line}: route.via: 198.18.99.2 is not on any subnet of port \"core\" \
+             (198.18.10.0/24, 2001:db8:10::/64); a next hop must be directly connected"
+        )
+    );
+}
+
+#[test]
+fn toml_shape_errors_show_the_parsers_message() {
+    for (text, line, needle) in [
+        (
+            "[router]\nname = \"x\"\n\n[[port]]\nname = \"a\"\ninterface = 7\n",
+            6,
+            "string",
+        ),
+        ("[router]\nname = \"x\"\nnmae = \"y\"\n", 3, "nmae"),
+        (
+            "[router]\nname = \"x\"\n[[label]]\nin = \"100\"\naction = \"pop\"\n",
+            4,
+            "integer",
+        ),
+        (
+            "[router]\nname = \"x\"\naddresses = \"198.18.255.1\"\n",
+            3,
+            "expected a list",
+        ),
+    ] {
+        let e = Config::from_str(text, Path::new("s.toml")).unwrap_err();
+        assert_eq!(e.line(), Some(line), "{e}");
+        assert!(e.to_string().contains(needle), "{e}");
+    }
+}
+
+#[test]
+fn port_network_or_broadcast_address_is_rejected() {
+    assert_err(
+        "[[port]]\nname = \"x\"\ninterface = \"t-x\"\naddresses = [\"198.18.5.0/24\"]\n",
+        4,
+        "port.addresses",
+        &["network address of 198.18.5.0/24", "like 198.18.5.1/24"],
+    );
+    assert_err(
+        "[[port]]\nname = \"x\"\ninterface = \"t-x\"\naddresses = [\"198.18.5.255/24\"]\n",
+        4,
+        "port.addresses",
+        &["broadcast address"],
+    );
+    // /31 point-to-point links use both addresses.
+    assert!(
+        parse("[[port]]\nname = \"x\"\ninterface = \"t-x\"\naddresses = [\"198.18.5.0/31\"]\n")
+            .is_ok()
+    );
+}

@@ -1,0 +1,194 @@
+//! Counters: every frame the pipeline does not forward is counted under a named reason,
+//! and so is every notable thing it does (segmenting, punting, answering).
+
+macro_rules! reasons {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(usize)]
+        pub enum $name { $($(#[$vmeta])* $variant,)* }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)*];
+            /// The snake_case name shown in stats output.
+            pub fn name(self) -> &'static str {
+                match self { $($name::$variant => $text,)* }
+            }
+        }
+    };
+}
+
+reasons! {
+    /// Why a frame was dropped.
+    Drop {
+        /// Shorter than an Ethernet header.
+        TruncatedEthernet => "truncated_ethernet",
+        /// Addressed to another station's MAC.
+        OtherHost => "other_host",
+        /// 802.1Q tagged: no VLAN sub-interfaces are configured.
+        Vlan => "vlan_tagged",
+        /// An ethertype the router does not handle.
+        UnknownEthertype => "unknown_ethertype",
+        /// The label stack ends before its bottom-of-stack entry, or an entry is cut short.
+        TruncatedLabelStack => "truncated_label_stack",
+        /// No label route for the top label.
+        UnknownLabel => "unknown_label",
+        /// Implicit null (3) may not appear on the wire.
+        ImplicitNullOnWire => "implicit_null_on_wire",
+        /// A reserved label (4..=15 except 7 and 14, and GAL 13) this router does not handle.
+        ReservedLabel => "reserved_label",
+        /// A label stack entry's TTL ran out (an ICMP error is sent when possible).
+        LabelTtlExpired => "label_ttl_expired",
+        /// Below the bottom of the stack is neither IPv4 nor IPv6.
+        UnknownPayload => "unknown_mpls_payload",
+        /// More labels than fit the headroom.
+        LabelStackTooDeep => "label_stack_too_deep",
+        /// IPv4 header malformed (version, header length, total length).
+        BadIpv4Header => "bad_ipv4_header",
+        /// IPv4 header checksum wrong.
+        BadIpv4Checksum => "bad_ipv4_checksum",
+        /// IPv6 header malformed.
+        BadIpv6Header => "bad_ipv6_header",
+        /// IP TTL or hop limit ran out (an ICMP error is sent when possible).
+        IpTtlExpired => "ip_ttl_expired",
+        /// No route for the destination (ICMP unreachable sent).
+        NoRoute => "no_route",
+        /// A blackhole route matched.
+        Blackhole => "blackhole",
+        /// Multicast or broadcast IP destination: not routed.
+        IpMulticast => "ip_multicast",
+        /// Addressed to the router, but not something it answers.
+        LocalUnhandled => "local_unhandled",
+        /// Too big for the output MTU with DF set (ICMP frag needed / packet too big sent).
+        MtuExceeded => "mtu_exceeded",
+        /// Malformed ARP.
+        BadArp => "bad_arp",
+        /// Malformed ICMP / ICMPv6 / neighbour discovery message.
+        BadIcmp => "bad_icmp",
+        /// The next hop's address could not be resolved in time.
+        NeighborUnresolved => "neighbor_unresolved",
+        /// Too many frames waiting for one neighbour's address.
+        NeighborQueueFull => "neighbor_queue_full",
+        /// No packet buffer free for a generated frame or a segment.
+        NoBuffer => "no_buffer",
+        /// A super-frame that cannot be segmented (bad headers, unsupported GSO type).
+        BadGso => "bad_gso",
+        /// A frame could not be fragmented (bad header, no buffer).
+        FragmentFailed => "fragment_failed",
+        /// A partial checksum that cannot be completed (offsets outside the frame).
+        BadChecksumOffload => "bad_checksum_offload",
+        /// An ICMP error was due but the rate limit was reached, or no source address.
+        IcmpSuppressed => "icmp_suppressed",
+        /// The next hop's port does not exist (stale route).
+        NoSuchPort => "no_such_port",
+        /// The frame would exceed the port's MTU at output (should not happen: a bug).
+        OversizeAtOutput => "oversize_at_output",
+    }
+}
+
+reasons! {
+    /// Things the pipeline did, counted.
+    Event {
+        /// Labels pushed at an ingress PE.
+        LabelPush => "label_push",
+        /// Top label swapped.
+        LabelSwap => "label_swap",
+        /// Label popped (PHP, egress, explicit null).
+        LabelPop => "label_pop",
+        /// IP packet forwarded without labels.
+        IpForward => "ip_forward",
+        /// Router-alert label (1) punted to the control plane.
+        PuntRouterAlert => "punt_router_alert",
+        /// OAM-alert label (14) punted to the control plane.
+        PuntOamAlert => "punt_oam_alert",
+        /// Super-frames segmented in software.
+        GsoSegmented => "gso_superframes_segmented",
+        /// Segments produced by software segmentation.
+        GsoSegments => "gso_segments_out",
+        /// Super-frames passed whole to a port that takes them.
+        GsoPassed => "gso_superframes_passed",
+        /// Partial checksums completed in software.
+        ChecksumCompleted => "checksum_completed",
+        /// IPv4 packets fragmented at ingress.
+        Fragmented => "ipv4_fragmented",
+        /// ICMP time exceeded sent.
+        IcmpTimeExceeded => "icmp_time_exceeded_sent",
+        /// ICMP time exceeded sent forward along the LSP (P router).
+        IcmpAlongLsp => "icmp_sent_along_lsp",
+        /// ICMP fragmentation needed / packet too big sent.
+        IcmpTooBig => "icmp_too_big_sent",
+        /// ICMP unreachable sent.
+        IcmpUnreachable => "icmp_unreachable_sent",
+        /// Echo requests answered.
+        EchoReply => "echo_reply_sent",
+        /// ARP requests sent.
+        ArpRequest => "arp_request_sent",
+        /// ARP replies sent.
+        ArpReply => "arp_reply_sent",
+        /// Neighbour solicitations sent.
+        NdSolicit => "nd_solicit_sent",
+        /// Neighbour advertisements sent.
+        NdAdvert => "nd_advert_sent",
+    }
+}
+
+/// Per-router counters. One forwarding thread owns them; snapshots are copied out.
+#[derive(Debug, Clone)]
+pub struct Counters {
+    drops: [u64; Drop::ALL.len()],
+    events: [u64; Event::ALL.len()],
+    /// Frames received per port.
+    pub rx_frames: Vec<u64>,
+    /// Frames handed to each port for sending.
+    pub tx_frames: Vec<u64>,
+}
+
+impl Counters {
+    /// Zeroed counters for `ports` ports.
+    pub fn new(ports: usize) -> Counters {
+        Counters {
+            drops: [0; Drop::ALL.len()],
+            events: [0; Event::ALL.len()],
+            rx_frames: vec![0; ports],
+            tx_frames: vec![0; ports],
+        }
+    }
+
+    /// Counts one drop.
+    #[inline]
+    pub fn drop(&mut self, reason: Drop) {
+        self.drops[reason as usize] += 1;
+    }
+
+    /// Counts `n` events.
+    #[inline]
+    pub fn event(&mut self, event: Event, n: u64) {
+        self.events[event as usize] += n;
+    }
+
+    /// Drops counted under `reason`.
+    pub fn drops(&self, reason: Drop) -> u64 {
+        self.drops[reason as usize]
+    }
+
+    /// Events counted.
+    pub fn events(&self, event: Event) -> u64 {
+        self.events[event as usize]
+    }
+
+    /// All drops, summed.
+    pub fn total_drops(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    /// Non-zero drop counters as (name, count).
+    pub fn drop_list(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        Drop::ALL.iter().map(|d| (d.name(), self.drops(*d))).filter(|(_, n)| *n > 0)
+    }
+
+    /// Non-zero event counters as (name, count).
+    pub fn event_list(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        Event::ALL.iter().map(|e| (e.name(), self.events(*e))).filter(|(_, n)| *n > 0)
+    }
+}

@@ -1,0 +1,257 @@
+//! The neighbour table: IPv4 (ARP) and IPv6 (neighbour discovery) next hops to MAC
+//! addresses, per port, with a few frames held while an address is being resolved.
+//!
+//! Sans-I/O like the rest of the pipeline: the table says when to send a request and
+//! which held frames to release or drop; the pipeline builds and sends the frames.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use crate::packet::{Packet, PortId};
+
+/// Timers and limits of the neighbour table.
+#[derive(Debug, Clone, Copy)]
+pub struct NeighborConfig {
+    /// How long a learned address is used without asking again.
+    pub reachable: Duration,
+    /// How long a stale entry is still used while it is being re-confirmed.
+    pub stale_grace: Duration,
+    /// Interval between requests for one address.
+    pub retransmit: Duration,
+    /// Requests sent before giving up on an address.
+    pub max_probes: u8,
+    /// Frames held per unresolved address.
+    pub max_held: usize,
+    /// Entries in all; beyond this, new addresses are not resolved (frames dropped).
+    pub max_entries: usize,
+}
+
+impl Default for NeighborConfig {
+    fn default() -> Self {
+        NeighborConfig {
+            reachable: Duration::from_secs(30),
+            stale_grace: Duration::from_secs(5),
+            retransmit: Duration::from_secs(1),
+            max_probes: 3,
+            max_held: 4,
+            max_entries: 4096,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Entry {
+    mac: Option<[u8; 6]>,
+    /// When the MAC was last learned or confirmed.
+    confirmed: Instant,
+    /// When the last request went out, and how many went out since the last confirmation.
+    last_probe: Option<Instant>,
+    probes: u8,
+    held: Vec<Packet>,
+}
+
+/// What a lookup found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// Known; `probe` says a refresh request is due now (the entry is getting stale).
+    Known { mac: [u8; 6], probe: bool },
+    /// Unknown: hold the frame; `probe` says a request is due now.
+    Unknown { probe: bool },
+}
+
+/// The neighbour table.
+#[derive(Debug, Default)]
+pub struct NeighborTable {
+    entries: HashMap<(PortId, IpAddr), Entry>,
+    config: NeighborConfig,
+}
+
+/// What a timer run asks the pipeline to do.
+#[derive(Debug, Default)]
+pub struct Expiry {
+    /// Send a request for each of these.
+    pub probes: Vec<(PortId, IpAddr)>,
+    /// Frames whose next hop never answered: count and drop them.
+    pub dropped: Vec<Packet>,
+}
+
+impl NeighborTable {
+    /// An empty table.
+    pub fn new(config: NeighborConfig) -> NeighborTable {
+        NeighborTable { entries: HashMap::new(), config }
+    }
+
+    /// Looks up a next hop, creating an incomplete entry if it is unknown.
+    pub fn resolve(&mut self, now: Instant, port: PortId, addr: IpAddr) -> Resolution {
+        let cfg = self.config;
+        if !self.entries.contains_key(&(port, addr)) && self.entries.len() >= cfg.max_entries {
+            return Resolution::Unknown { probe: false };
+        }
+        let e = self.entries.entry((port, addr)).or_insert_with(|| Entry {
+            mac: None,
+            confirmed: now,
+            last_probe: None,
+            probes: 0,
+            held: Vec::new(),
+        });
+        let probe_due = e.last_probe.is_none_or(|t| now.duration_since(t) >= cfg.retransmit);
+        match e.mac {
+            Some(mac) => {
+                let stale = now.duration_since(e.confirmed) >= cfg.reachable;
+                let probe = stale && probe_due && e.probes < cfg.max_probes;
+                if probe {
+                    e.last_probe = Some(now);
+                    e.probes += 1;
+                }
+                Resolution::Known { mac, probe }
+            }
+            None => {
+                let probe = probe_due && e.probes < cfg.max_probes;
+                if probe {
+                    e.last_probe = Some(now);
+                    e.probes += 1;
+                }
+                Resolution::Unknown { probe }
+            }
+        }
+    }
+
+    /// Holds a frame until its next hop resolves. Gives the frame back when the queue
+    /// for that address is full or there is no entry for it.
+    pub fn hold(&mut self, port: PortId, addr: IpAddr, pkt: Packet) -> Result<(), Packet> {
+        let max = self.config.max_held;
+        match self.entries.get_mut(&(port, addr)) {
+            Some(e) if e.held.len() < max => {
+                e.held.push(pkt);
+                Ok(())
+            }
+            _ => Err(pkt),
+        }
+    }
+
+    /// Records a MAC for an address (from an ARP reply or request, or a neighbour
+    /// advertisement or solicitation). With `create` false an unknown address is not
+    /// added, as RFC 826's merge rule asks for frames not addressed to us. Returns the
+    /// frames that were waiting for it.
+    pub fn learn(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        addr: IpAddr,
+        mac: [u8; 6],
+        create: bool,
+    ) -> Vec<Packet> {
+        if let Some(e) = self.entries.get_mut(&(port, addr)) {
+            e.mac = Some(mac);
+            e.confirmed = now;
+            e.probes = 0;
+            e.last_probe = None;
+            return std::mem::take(&mut e.held);
+        }
+        if create && self.entries.len() < self.config.max_entries {
+            self.entries.insert(
+                (port, addr),
+                Entry { mac: Some(mac), confirmed: now, last_probe: None, probes: 0, held: Vec::new() },
+            );
+        }
+        Vec::new()
+    }
+
+    /// Runs the timers: incomplete entries that used up their requests are removed with
+    /// their held frames; stale entries not confirmed within the grace period are removed.
+    pub fn poll(&mut self, now: Instant) -> Expiry {
+        let cfg = self.config;
+        let mut expiry = Expiry::default();
+        self.entries.retain(|&(port, addr), e| {
+            let since_probe = e.last_probe.map(|t| now.duration_since(t));
+            match e.mac {
+                None => {
+                    if e.probes >= cfg.max_probes && since_probe.is_none_or(|d| d >= cfg.retransmit) {
+                        expiry.dropped.append(&mut e.held);
+                        return false;
+                    }
+                    if !e.held.is_empty() && since_probe.is_none_or(|d| d >= cfg.retransmit) {
+                        e.last_probe = Some(now);
+                        e.probes += 1;
+                        expiry.probes.push((port, addr));
+                    }
+                    true
+                }
+                Some(_) => now.duration_since(e.confirmed) < cfg.reachable + cfg.stale_grace,
+            }
+        });
+        expiry
+    }
+
+    /// The entries as (port, address, MAC if resolved), for display.
+    pub fn entries(&self) -> impl Iterator<Item = (PortId, IpAddr, Option<[u8; 6]>)> + '_ {
+        self.entries.iter().map(|(&(p, a), e)| (p, a, e.mac))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+
+    fn addr() -> IpAddr {
+        "198.18.10.2".parse().unwrap()
+    }
+
+    #[test]
+    fn unknown_address_holds_frames_until_learned() {
+        let mut t = NeighborTable::new(NeighborConfig::default());
+        let now = Instant::now();
+        assert_eq!(t.resolve(now, 1, addr()), Resolution::Unknown { probe: true });
+        assert_eq!(t.resolve(now, 1, addr()), Resolution::Unknown { probe: false });
+        for _ in 0..4 {
+            t.hold(1, addr(), Packet::new()).unwrap();
+        }
+        assert!(t.hold(1, addr(), Packet::new()).is_err(), "queue is bounded");
+        let released = t.learn(now, 1, addr(), MAC, false);
+        assert_eq!(released.len(), 4);
+        assert_eq!(t.resolve(now, 1, addr()), Resolution::Known { mac: MAC, probe: false });
+    }
+
+    #[test]
+    fn unanswered_requests_give_up_and_drop_held_frames() {
+        let cfg = NeighborConfig::default();
+        let mut t = NeighborTable::new(cfg);
+        let t0 = Instant::now();
+        t.resolve(t0, 0, addr());
+        t.hold(0, addr(), Packet::new()).unwrap();
+        let mut probes = 1;
+        let mut dropped = 0;
+        for s in 1..10 {
+            let e = t.poll(t0 + Duration::from_secs(s));
+            probes += e.probes.len();
+            dropped += e.dropped.len();
+        }
+        assert_eq!(probes, usize::from(cfg.max_probes));
+        assert_eq!(dropped, 1);
+        assert_eq!(t.entries().count(), 0);
+    }
+
+    #[test]
+    fn stale_entries_are_refreshed_then_timed_out() {
+        let cfg = NeighborConfig::default();
+        let mut t = NeighborTable::new(cfg);
+        let t0 = Instant::now();
+        t.learn(t0, 0, addr(), MAC, true);
+        let later = t0 + cfg.reachable;
+        assert_eq!(t.resolve(later, 0, addr()), Resolution::Known { mac: MAC, probe: true });
+        assert_eq!(t.poll(later).dropped.len(), 0);
+        assert_eq!(t.entries().count(), 1);
+        t.poll(later + cfg.stale_grace);
+        assert_eq!(t.entries().count(), 0, "not re-confirmed: removed");
+    }
+
+    #[test]
+    fn merge_rule_does_not_create_entries() {
+        let mut t = NeighborTable::new(NeighborConfig::default());
+        t.learn(Instant::now(), 0, addr(), MAC, false);
+        assert_eq!(t.entries().count(), 0);
+    }
+}

@@ -1,0 +1,1433 @@
+//! The forwarding pipeline: what happens to one frame, from the Ethernet header in to the
+//! frames out.
+//!
+//! ```text
+//! frame ─ ethernet ─┬─ ARP ──────────────── neighbour table, ARP reply
+//!                   ├─ MPLS ─ label table ─┬─ swap/push ─────────────┐
+//!                   │                      ├─ PHP pop ───────────────┤
+//!                   │                      └─ pop+lookup ─┐          │
+//!                   ├─ IPv4 ─┬─ local (echo, ...)         │          ├─ neighbour ─ output
+//!                   └─ IPv6 ─┴─ prefix table ─ push? ─────┴─ (IP) ───┘   (pass whole,
+//!                                                                         checksum, segment)
+//! ```
+//!
+//! The frame is rewritten in place in its buffer: labels are pushed by moving the 14-byte
+//! Ethernet header into the headroom, popped by moving it back. ICMP errors are built in
+//! fresh buffers and sent through the same pipeline.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+use std::time::Instant;
+
+use vmpls_fib::{Fib, FibHandle, LabelAction, Nexthop, RouteTarget, TtlModel, VrfId};
+use vmpls_wire::{arp, checksum, ethernet, icmpv4, icmpv6, ipv4, ipv6, mpls, virtio_net};
+
+use crate::counters::{Counters, Drop, Event};
+use crate::hash::{ip_flow_hash, mpls_flow_hash};
+use crate::neighbor::{NeighborConfig, NeighborTable, Resolution};
+use crate::packet::{Packet, PacketPool, PortId};
+use crate::port::PortInfo;
+use crate::{fragment, gso};
+
+const ETH: usize = ethernet::HEADER_LEN;
+const MPLS_ETHERTYPE: u16 = 0x8847;
+const IPV4_ETHERTYPE: u16 = 0x0800;
+const IPV6_ETHERTYPE: u16 = 0x86dd;
+const ARP_ETHERTYPE: u16 = 0x0806;
+/// Label stack entries kept for an ICMP extension or for sending an error along the LSP.
+const MAX_QUOTED_LABELS: usize = 16;
+/// Most label stack entries one frame may carry; deeper stacks are dropped.
+const MAX_LABELS: usize = 32;
+
+/// Settings of the pipeline that are not routes.
+#[derive(Debug, Clone, Copy)]
+pub struct DataplaneConfig {
+    /// TTL of labels pushed under the pipe model, and of ICMP the router originates.
+    pub default_ttl: u8,
+    /// ICMP errors per second the router sends at most (token bucket, burst of the same size).
+    pub icmp_rate: u32,
+    /// Neighbour table timers.
+    pub neighbor: NeighborConfig,
+}
+
+impl Default for DataplaneConfig {
+    fn default() -> Self {
+        DataplaneConfig { default_ttl: 255, icmp_rate: 1000, neighbor: NeighborConfig::default() }
+    }
+}
+
+/// Frames the pipeline wants sent, per output port.
+#[derive(Debug, Default)]
+pub struct Output {
+    /// Index = port id.
+    pub tx: Vec<Vec<Packet>>,
+}
+
+impl Output {
+    /// An empty output for `ports` ports.
+    pub fn new(ports: usize) -> Output {
+        Output { tx: (0..ports).map(|_| Vec::new()).collect() }
+    }
+
+    /// Frames waiting in all.
+    pub fn len(&self) -> usize {
+        self.tx.iter().map(Vec::len).sum()
+    }
+
+    /// True when nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.tx.iter().all(Vec::is_empty)
+    }
+}
+
+/// The label stack a frame arrived with, kept for ICMP (RFC 4950) and for sending an error
+/// along the LSP.
+#[derive(Debug, Clone, Copy, Default)]
+struct ReceivedStack {
+    words: [u32; MAX_QUOTED_LABELS],
+    len: usize,
+}
+
+impl ReceivedStack {
+    fn capture(stack: &[u8]) -> ReceivedStack {
+        let mut s = ReceivedStack::default();
+        for e in stack.chunks_exact(4).take(MAX_QUOTED_LABELS) {
+            s.words[s.len] = u32::from_be_bytes([e[0], e[1], e[2], e[3]]);
+            s.len += 1;
+            if e[2] & 1 != 0 {
+                break;
+            }
+        }
+        s
+    }
+
+    fn words(&self) -> &[u32] {
+        &self.words[..self.len]
+    }
+}
+
+/// Where an IP packet came from, for TTL handling and ICMP.
+#[derive(Debug, Clone, Copy)]
+struct IpContext {
+    in_port: PortId,
+    vrf: VrfId,
+    /// Built by this router: no TTL decrement, and no ICMP error about it.
+    originated: bool,
+    /// The label stack it arrived under, if it did.
+    stack: Option<ReceivedStack>,
+}
+
+/// The next hop chosen for a frame: where it goes and which labels go on it.
+#[derive(Debug, Clone, Copy)]
+struct Hop<'a> {
+    port: PortId,
+    addr: IpAddr,
+    labels: &'a [u32],
+}
+
+/// The router's forwarding state and logic. Owned by one forwarding thread.
+pub struct Dataplane {
+    fib: FibHandle,
+    ports: Vec<PortInfo>,
+    neighbors: NeighborTable,
+    counters: Counters,
+    config: DataplaneConfig,
+    ip_ident: u16,
+    icmp_tokens: f64,
+    icmp_refill: Option<Instant>,
+    scratch: Vec<Packet>,
+}
+
+impl Dataplane {
+    /// A pipeline over `ports` (index = port id) reading routes from `fib`.
+    pub fn new(fib: FibHandle, ports: Vec<PortInfo>, config: DataplaneConfig) -> Dataplane {
+        let n = ports.len();
+        Dataplane {
+            fib,
+            ports,
+            neighbors: NeighborTable::new(config.neighbor),
+            counters: Counters::new(n),
+            config,
+            ip_ident: 1,
+            icmp_tokens: f64::from(config.icmp_rate),
+            icmp_refill: None,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The ports.
+    pub fn ports(&self) -> &[PortInfo] {
+        &self.ports
+    }
+
+    /// The neighbour table.
+    pub fn neighbors(&self) -> &NeighborTable {
+        &self.neighbors
+    }
+
+    /// The routes in force.
+    pub fn fib(&self) -> &FibHandle {
+        &self.fib
+    }
+
+    /// Processes a batch of received frames (each with `port` set to where it arrived).
+    /// Buffers of dropped frames go back to `pool`.
+    pub fn process_batch(
+        &mut self,
+        now: Instant,
+        frames: &mut Vec<Packet>,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let fib = self.fib.load_full();
+        for pkt in frames.drain(..) {
+            self.input(&fib, now, pkt, pool, out);
+        }
+    }
+
+    /// Processes one received frame.
+    pub fn process(&mut self, now: Instant, pkt: Packet, pool: &mut PacketPool, out: &mut Output) {
+        let fib = self.fib.load_full();
+        self.input(&fib, now, pkt, pool, out);
+    }
+
+    /// Runs timers (neighbour requests and timeouts). Call it every few hundred ms.
+    pub fn poll(&mut self, now: Instant, pool: &mut PacketPool, out: &mut Output) {
+        let fib = self.fib.load_full();
+        let expiry = self.neighbors.poll(now);
+        for (port, addr) in expiry.probes {
+            self.send_solicit(&fib, port, addr, pool, out);
+        }
+        for pkt in expiry.dropped {
+            self.counters.drop(Drop::NeighborUnresolved);
+            pool.put(pkt);
+        }
+    }
+
+    fn discard(&mut self, reason: Drop, pkt: Packet, pool: &mut PacketPool) {
+        self.counters.drop(reason);
+        pool.put(pkt);
+    }
+
+    fn input(&mut self, fib: &Arc<Fib>, now: Instant, pkt: Packet, pool: &mut PacketPool, out: &mut Output) {
+        let in_port = pkt.port;
+        let Some(port) = self.ports.get(usize::from(in_port)) else {
+            return self.discard(Drop::NoSuchPort, pkt, pool);
+        };
+        if let Some(c) = self.counters.rx_frames.get_mut(usize::from(in_port)) {
+            *c += 1;
+        }
+        let Ok(frame) = ethernet::Frame::new_checked(pkt.frame()) else {
+            return self.discard(Drop::TruncatedEthernet, pkt, pool);
+        };
+        let dst = frame.dst_addr();
+        if dst.0 != port.mac && dst.is_unicast() {
+            return self.discard(Drop::OtherHost, pkt, pool);
+        }
+        if frame.vlan().is_some() {
+            return self.discard(Drop::Vlan, pkt, pool);
+        }
+        let vrf = fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
+        match u16::from(frame.ethertype()) {
+            MPLS_ETHERTYPE => self.mpls_input(fib, now, pkt, pool, out, false),
+            IPV4_ETHERTYPE => {
+                let ctx = IpContext { in_port, vrf, originated: false, stack: None };
+                self.ipv4_input(fib, now, pkt, ctx, pool, out)
+            }
+            IPV6_ETHERTYPE => {
+                let ctx = IpContext { in_port, vrf, originated: false, stack: None };
+                self.ipv6_input(fib, now, pkt, ctx, pool, out)
+            }
+            ARP_ETHERTYPE => self.arp_input(fib, now, pkt, pool, out),
+            _ => self.discard(Drop::UnknownEthertype, pkt, pool),
+        }
+    }
+
+    // ---------------------------------------------------------------- MPLS
+
+    /// A labelled frame: label stack right after the Ethernet header. `along_lsp` marks an
+    /// ICMP error this router built and is sending along the LSP (never answered with
+    /// another error).
+    fn mpls_input(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        mut pkt: Packet,
+        pool: &mut PacketPool,
+        out: &mut Output,
+        along_lsp: bool,
+    ) {
+        let in_port = pkt.port;
+        let depth = match mpls::stack_depth(&pkt.frame()[ETH..]) {
+            Ok(d) => d,
+            Err(_) => return self.discard(Drop::TruncatedLabelStack, pkt, pool),
+        };
+        if depth > MAX_LABELS {
+            return self.discard(Drop::LabelStackTooDeep, pkt, pool);
+        }
+        let received = ReceivedStack::capture(&pkt.frame()[ETH..]);
+        let port_vrf = fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
+        // Each pass handles the top entry; pops at this router continue with the next one.
+        loop {
+            let top = mpls::Repr::from_u32(u32::from_be_bytes(
+                pkt.frame()[ETH..ETH + 4].try_into().expect("stack_depth checked 4 bytes"),
+            ));
+            let ttl = top.ttl;
+            match top.label {
+                mpls::IPV4_EXPLICIT_NULL | mpls::IPV6_EXPLICIT_NULL => {
+                    // RFC 4182: explicit null may appear anywhere in the stack; pop it and
+                    // go on with what is under it, in the port's VRF.
+                    self.counters.event(Event::LabelPop, 1);
+                    match self.pop_and_continue(pkt, top, TtlModel::Uniform, pool) {
+                        Some(p) => pkt = p,
+                        None => return,
+                    }
+                    if top.bottom {
+                        return self.ip_after_pop(fib, now, pkt, in_port, port_vrf, received, pool, out);
+                    }
+                    continue;
+                }
+                mpls::ROUTER_ALERT => {
+                    self.counters.event(Event::PuntRouterAlert, 1);
+                    pool.put(pkt);
+                    return;
+                }
+                mpls::OAM_ALERT => {
+                    self.counters.event(Event::PuntOamAlert, 1);
+                    pool.put(pkt);
+                    return;
+                }
+                mpls::IMPLICIT_NULL => return self.discard(Drop::ImplicitNullOnWire, pkt, pool),
+                mpls::ENTROPY_LABEL_INDICATOR if !top.bottom => {
+                    // ELI at the top reaches only the egress: pop it with its entropy label.
+                    let el_bottom = pkt.frame()[ETH + 4 + 2] & 1 != 0;
+                    self.counters.event(Event::LabelPop, 2);
+                    if pkt.shift_head(ETH, -8).is_none() {
+                        return self.discard(Drop::TruncatedLabelStack, pkt, pool);
+                    }
+                    pkt.offload.shift(-8);
+                    if el_bottom {
+                        return self.ip_after_pop(fib, now, pkt, in_port, port_vrf, received, pool, out);
+                    }
+                    continue;
+                }
+                l if l < mpls::FIRST_UNRESERVED => return self.discard(Drop::ReservedLabel, pkt, pool),
+                _ => {}
+            }
+            let Some(route) = fib.labels.get(top.label) else {
+                return self.discard(Drop::UnknownLabel, pkt, pool);
+            };
+            if ttl <= 1 {
+                self.counters.drop(Drop::LabelTtlExpired);
+                if !along_lsp {
+                    let forward = matches!(route.action, LabelAction::Forward(_));
+                    self.label_ttl_expired(fib, now, &pkt, received, forward, port_vrf, pool, out);
+                }
+                pool.put(pkt);
+                return;
+            }
+            match &route.action {
+                LabelAction::PopAndLookup { vrf } => {
+                    self.counters.event(Event::LabelPop, 1);
+                    let vrf = *vrf;
+                    match self.pop_and_continue(pkt, top, route.ttl_model, pool) {
+                        Some(p) => pkt = p,
+                        None => return,
+                    }
+                    if top.bottom {
+                        return self.ip_after_pop(fib, now, pkt, in_port, vrf, received, pool, out);
+                    }
+                }
+                LabelAction::Forward(group) => {
+                    let nh = group.select(if group.is_multipath() {
+                        mpls_flow_hash(&pkt.frame()[ETH..])
+                    } else {
+                        0
+                    });
+                    return self.label_forward(fib, now, pkt, top, route.ttl_model, nh, pool, out);
+                }
+            }
+        }
+    }
+
+    /// Pops the top entry at a router that goes on processing the frame (egress, explicit
+    /// null). Under the uniform model the TTL moves down to the exposed entry or to the IP
+    /// header, not yet decremented: the next step decrements it once for this router.
+    fn pop_and_continue(
+        &mut self,
+        mut pkt: Packet,
+        top: mpls::Repr,
+        model: TtlModel,
+        pool: &mut PacketPool,
+    ) -> Option<Packet> {
+        if pkt.shift_head(ETH, -4).is_none() {
+            self.discard(Drop::TruncatedLabelStack, pkt, pool);
+            return None;
+        }
+        pkt.offload.shift(-4);
+        if model == TtlModel::Uniform {
+            let ttl = top.ttl;
+            if top.bottom {
+                set_ip_ttl_below(pkt.frame_mut(), ETH, ttl);
+            } else if let Some(next) = pkt.frame_mut().get_mut(ETH..ETH + 4) {
+                next[3] = next[3].min(ttl);
+            }
+        }
+        Some(pkt)
+    }
+
+    /// After the bottom label was popped: the IP packet now follows the Ethernet header.
+    #[allow(clippy::too_many_arguments)]
+    fn ip_after_pop(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        mut pkt: Packet,
+        in_port: PortId,
+        vrf: VrfId,
+        received: ReceivedStack,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let ctx = IpContext { in_port, vrf, originated: false, stack: Some(received) };
+        match pkt.frame().get(ETH).map(|b| b >> 4) {
+            Some(4) => {
+                set_ethertype(pkt.frame_mut(), IPV4_ETHERTYPE);
+                self.ipv4_input(fib, now, pkt, ctx, pool, out)
+            }
+            Some(6) => {
+                set_ethertype(pkt.frame_mut(), IPV6_ETHERTYPE);
+                self.ipv6_input(fib, now, pkt, ctx, pool, out)
+            }
+            _ => self.discard(Drop::UnknownPayload, pkt, pool),
+        }
+    }
+
+    /// Swap (or PHP pop) toward a next hop.
+    #[allow(clippy::too_many_arguments)]
+    fn label_forward(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        mut pkt: Packet,
+        top: mpls::Repr,
+        model: TtlModel,
+        nh: &Nexthop,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let ttl = top.ttl - 1;
+        let labels = nh.labels.as_slice();
+        if labels.is_empty() {
+            // Penultimate-hop pop.
+            self.counters.event(Event::LabelPop, 1);
+            if pkt.shift_head(ETH, -4).is_none() {
+                return self.discard(Drop::TruncatedLabelStack, pkt, pool);
+            }
+            pkt.offload.shift(-4);
+            if top.bottom {
+                let ethertype = match pkt.frame().get(ETH).map(|b| b >> 4) {
+                    Some(4) => IPV4_ETHERTYPE,
+                    Some(6) => IPV6_ETHERTYPE,
+                    _ => return self.discard(Drop::UnknownPayload, pkt, pool),
+                };
+                if !ip_header_sane(&pkt.frame()[ETH..]) {
+                    let reason =
+                        if ethertype == IPV4_ETHERTYPE { Drop::BadIpv4Header } else { Drop::BadIpv6Header };
+                    return self.discard(reason, pkt, pool);
+                }
+                set_ethertype(pkt.frame_mut(), ethertype);
+                if model == TtlModel::Uniform {
+                    set_ip_ttl_below(pkt.frame_mut(), ETH, ttl);
+                }
+            } else if model == TtlModel::Uniform {
+                pkt.frame_mut()[ETH + 3] = ttl;
+            }
+        } else {
+            self.counters.event(Event::LabelSwap, 1);
+            let extra = labels.len() - 1;
+            if extra > 0 && (pkt.shift_head(ETH, (4 * extra) as isize).is_none()) {
+                return self.discard(Drop::LabelStackTooDeep, pkt, pool);
+            }
+            pkt.offload.shift((4 * extra) as isize);
+            let frame = pkt.frame_mut();
+            let n = labels.len();
+            for (i, &label) in labels.iter().enumerate() {
+                let entry = mpls::Repr { label, tc: top.tc, bottom: i == n - 1 && top.bottom, ttl };
+                frame[ETH + 4 * i..ETH + 4 * i + 4].copy_from_slice(&entry.to_u32().to_be_bytes());
+            }
+        }
+        let hop = Hop { port: nh.port, addr: nh.via.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), labels: &[] };
+        if nh.via.is_none() {
+            // A label route without a gateway has nowhere to resolve; configs reject it.
+            return self.discard(Drop::NeighborUnresolved, pkt, pool);
+        }
+        self.check_mtu_and_send(fib, now, pkt, hop, None, pool, out);
+    }
+
+    /// A label's TTL ran out: ICMP time exceeded with the received stack (RFC 4950).
+    /// A transit LSR sends it forward along the LSP (RFC 3032 section 2.3.2): the egress
+    /// knows the way back to the source, the P router usually does not.
+    #[allow(clippy::too_many_arguments)]
+    fn label_ttl_expired(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        pkt: &Packet,
+        received: ReceivedStack,
+        transit: bool,
+        vrf: VrfId,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let in_port = pkt.port;
+        let Some(original) = pkt.frame().get(l3_offset(pkt.frame())..) else { return };
+        let Some(mut icmp) = self.build_icmp_error(fib, now, in_port, original, IcmpKind::TimeExceeded, received.words(), pool)
+        else {
+            return;
+        };
+        self.counters.event(Event::IcmpTimeExceeded, 1);
+        if transit {
+            // Put the received stack back on with fresh TTLs and switch it like the original.
+            let n = received.len;
+            if icmp.shift_head(ETH, (4 * n) as isize).is_none() {
+                return self.discard(Drop::LabelStackTooDeep, icmp, pool);
+            }
+            let frame = icmp.frame_mut();
+            for (i, w) in received.words().iter().enumerate() {
+                let mut e = mpls::Repr::from_u32(*w);
+                e.ttl = self.config.default_ttl;
+                frame[ETH + 4 * i..ETH + 4 * i + 4].copy_from_slice(&e.to_u32().to_be_bytes());
+            }
+            set_ethertype(frame, MPLS_ETHERTYPE);
+            self.counters.event(Event::IcmpAlongLsp, 1);
+            self.mpls_input(fib, now, icmp, pool, out, true);
+        } else {
+            let ctx = IpContext { in_port, vrf, originated: true, stack: None };
+            if original.first().map(|b| b >> 4) == Some(6) {
+                self.ipv6_input(fib, now, icmp, ctx, pool, out)
+            } else {
+                self.ipv4_input(fib, now, icmp, ctx, pool, out)
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- IPv4
+
+    fn ipv4_input(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        mut pkt: Packet,
+        ctx: IpContext,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let (dst, ttl, total_len) = {
+            let Ok(ip) = ipv4::Packet::new_checked(&pkt.frame()[ETH..]) else {
+                return self.discard(Drop::BadIpv4Header, pkt, pool);
+            };
+            if !ip.verify_checksum() {
+                return self.discard(Drop::BadIpv4Checksum, pkt, pool);
+            }
+            (ip.dst_addr(), ip.ttl(), usize::from(ip.total_len()))
+        };
+        // Drop Ethernet padding so pushed labels and lengths stay exact.
+        pkt.truncate(ETH + total_len);
+        if dst.is_broadcast() || dst.is_multicast() || dst.is_unspecified() {
+            return self.discard(Drop::IpMulticast, pkt, pool);
+        }
+        let Some(vrf) = fib.vrf(ctx.vrf) else { return self.discard(Drop::NoRoute, pkt, pool) };
+        let route = vrf.v4.lookup(dst).map(|(_, _, r)| r);
+        if matches!(route.map(|r| &r.target), Some(RouteTarget::Local)) {
+            return self.ipv4_local(fib, now, pkt, ctx, pool, out);
+        }
+        if !ctx.originated && ttl <= 1 {
+            self.counters.drop(Drop::IpTtlExpired);
+            let stack = ctx.stack.unwrap_or_default();
+            self.icmp_error_reply(fib, now, &pkt, ctx, IcmpKind::TimeExceeded, stack.words(), pool, out);
+            pool.put(pkt);
+            return;
+        }
+        let Some(route) = route else {
+            self.counters.drop(Drop::NoRoute);
+            if !ctx.originated {
+                self.icmp_error_reply(fib, now, &pkt, ctx, IcmpKind::NetUnreachable, &[], pool, out);
+            }
+            pool.put(pkt);
+            return;
+        };
+        let hop = match &route.target {
+            RouteTarget::Local => unreachable!("handled above"),
+            RouteTarget::Blackhole => return self.discard(Drop::Blackhole, pkt, pool),
+            RouteTarget::Connected { port } => Hop { port: *port, addr: IpAddr::V4(dst), labels: &[] },
+            RouteTarget::Forward(group) => {
+                let nh = group.select(if group.is_multipath() { ip_flow_hash(&pkt.frame()[ETH..]) } else { 0 });
+                Hop { port: nh.port, addr: nh.via.unwrap_or(IpAddr::V4(dst)), labels: &nh.labels }
+            }
+        };
+        let mut ttl_out = ttl;
+        if !ctx.originated {
+            let mut ip = ipv4::Packet::new_unchecked(&mut pkt.frame_mut()[ETH..]);
+            ttl_out = ip.decrement_ttl();
+        }
+        let model = route.ttl_model;
+        self.ip_output(fib, now, pkt, ctx, hop, ttl_out, model, pool, out);
+    }
+
+    fn ipv4_local(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        pkt: Packet,
+        ctx: IpContext,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let ip = ipv4::Packet::new_unchecked(&pkt.frame()[ETH..]);
+        let (src, dst, proto) = (ip.src_addr(), ip.dst_addr(), ip.protocol());
+        let fragmented = ip.more_frags() || ip.frag_offset() != 0;
+        let payload = ip.payload();
+        if proto == ipv4::protocol::ICMP && !fragmented {
+            let Ok(icmp) = icmpv4::Packet::new_checked(payload) else {
+                return self.discard(Drop::BadIcmp, pkt, pool);
+            };
+            if icmp.msg_type() == icmpv4::msg_type::ECHO_REQUEST {
+                if !icmp.verify_checksum() {
+                    return self.discard(Drop::BadIcmp, pkt, pool);
+                }
+                let Some(mut reply) = pool.get() else { return self.discard(Drop::NoBuffer, pkt, pool) };
+                let hdr = ipv4::Repr {
+                    src_addr: dst,
+                    dst_addr: src,
+                    protocol: ipv4::protocol::ICMP,
+                    payload_len: 0,
+                    ttl: 64,
+                    dscp_ecn: 0,
+                    ident: self.next_ident(),
+                    dont_frag: false,
+                };
+                let built = {
+                    let area = reply.receive_area();
+                    match icmpv4::emit_echo_reply(payload, &mut area[ETH + 20..]) {
+                        Ok(n) => {
+                            let h = ipv4::Repr { payload_len: n, ..hdr };
+                            h.emit(&mut ipv4::Packet::new_unchecked(&mut area[ETH..ETH + 20]));
+                            Some(ETH + 20 + n)
+                        }
+                        Err(_) => None,
+                    }
+                };
+                pool.put(pkt);
+                let Some(len) = built else { return self.discard(Drop::BadIcmp, reply, pool) };
+                reply.set_received(len);
+                set_ethertype(reply.frame_mut(), IPV4_ETHERTYPE);
+                reply.port = ctx.in_port;
+                self.counters.event(Event::EchoReply, 1);
+                let ctx = IpContext { originated: true, stack: None, ..ctx };
+                return self.ipv4_input(fib, now, reply, ctx, pool, out);
+            }
+            return self.discard(Drop::LocalUnhandled, pkt, pool);
+        }
+        if proto == ipv4::protocol::UDP && !ctx.originated {
+            // traceroute's UDP probes to one of our addresses end here.
+            self.counters.drop(Drop::LocalUnhandled);
+            self.icmp_error_reply(fib, now, &pkt, ctx, IcmpKind::PortUnreachable, &[], pool, out);
+            pool.put(pkt);
+            return;
+        }
+        self.discard(Drop::LocalUnhandled, pkt, pool)
+    }
+
+    // ---------------------------------------------------------------- IPv6
+
+    fn ipv6_input(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        mut pkt: Packet,
+        ctx: IpContext,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let (dst, hop_limit, next_header, payload_len) = {
+            let Ok(ip) = ipv6::Packet::new_checked(&pkt.frame()[ETH..]) else {
+                return self.discard(Drop::BadIpv6Header, pkt, pool);
+            };
+            (ip.dst_addr(), ip.hop_limit(), ip.next_header(), usize::from(ip.payload_len()))
+        };
+        pkt.truncate(ETH + ipv6::HEADER_LEN + payload_len);
+        if next_header == ipv4::protocol::IPV6_ICMP
+            && let Some(&t) = pkt.frame().get(ETH + ipv6::HEADER_LEN)
+            && (t == icmpv6::msg_type::NEIGHBOR_SOLICIT || t == icmpv6::msg_type::NEIGHBOR_ADVERT)
+            && !ctx.originated
+        {
+            return self.nd_input(fib, now, pkt, ctx, pool, out);
+        }
+        if dst.is_multicast() || dst.is_unspecified() {
+            return self.discard(Drop::IpMulticast, pkt, pool);
+        }
+        let Some(vrf) = fib.vrf(ctx.vrf) else { return self.discard(Drop::NoRoute, pkt, pool) };
+        let route = vrf.v6.lookup(dst).map(|(_, _, r)| r);
+        if matches!(route.map(|r| &r.target), Some(RouteTarget::Local)) {
+            return self.ipv6_local(fib, now, pkt, ctx, pool, out);
+        }
+        if is_link_local(dst) {
+            return self.discard(Drop::NoRoute, pkt, pool);
+        }
+        if !ctx.originated && hop_limit <= 1 {
+            self.counters.drop(Drop::IpTtlExpired);
+            let stack = ctx.stack.unwrap_or_default();
+            self.icmp_error_reply(fib, now, &pkt, ctx, IcmpKind::TimeExceeded, stack.words(), pool, out);
+            pool.put(pkt);
+            return;
+        }
+        let Some(route) = route else {
+            self.counters.drop(Drop::NoRoute);
+            if !ctx.originated {
+                self.icmp_error_reply(fib, now, &pkt, ctx, IcmpKind::NetUnreachable, &[], pool, out);
+            }
+            pool.put(pkt);
+            return;
+        };
+        let hop = match &route.target {
+            RouteTarget::Local => unreachable!("handled above"),
+            RouteTarget::Blackhole => return self.discard(Drop::Blackhole, pkt, pool),
+            RouteTarget::Connected { port } => Hop { port: *port, addr: IpAddr::V6(dst), labels: &[] },
+            RouteTarget::Forward(group) => {
+                let nh = group.select(if group.is_multipath() { ip_flow_hash(&pkt.frame()[ETH..]) } else { 0 });
+                Hop { port: nh.port, addr: nh.via.unwrap_or(IpAddr::V6(dst)), labels: &nh.labels }
+            }
+        };
+        let mut hl_out = hop_limit;
+        if !ctx.originated {
+            let mut ip = ipv6::Packet::new_unchecked(&mut pkt.frame_mut()[ETH..]);
+            hl_out = ip.decrement_hop_limit();
+        }
+        let model = route.ttl_model;
+        self.ip_output(fib, now, pkt, ctx, hop, hl_out, model, pool, out);
+    }
+
+    fn ipv6_local(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        pkt: Packet,
+        ctx: IpContext,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let ip = ipv6::Packet::new_unchecked(&pkt.frame()[ETH..]);
+        let (src, dst, next) = (ip.src_addr(), ip.dst_addr(), ip.next_header());
+        let payload = ip.payload();
+        if next == ipv4::protocol::IPV6_ICMP {
+            let Ok(icmp) = icmpv6::Packet::new_checked(payload) else {
+                return self.discard(Drop::BadIcmp, pkt, pool);
+            };
+            if icmp.msg_type() == icmpv6::msg_type::ECHO_REQUEST {
+                if !icmp.verify_checksum(src, dst) {
+                    return self.discard(Drop::BadIcmp, pkt, pool);
+                }
+                let Some(mut reply) = pool.get() else { return self.discard(Drop::NoBuffer, pkt, pool) };
+                let built = {
+                    let area = reply.receive_area();
+                    match icmpv6::emit_echo_reply(payload, &mut area[ETH + 40..], dst, src) {
+                        Ok(n) => {
+                            ipv6_repr(dst, src, n, 64).emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
+                            Some(ETH + 40 + n)
+                        }
+                        Err(_) => None,
+                    }
+                };
+                pool.put(pkt);
+                let Some(len) = built else { return self.discard(Drop::BadIcmp, reply, pool) };
+                reply.set_received(len);
+                set_ethertype(reply.frame_mut(), IPV6_ETHERTYPE);
+                reply.port = ctx.in_port;
+                self.counters.event(Event::EchoReply, 1);
+                let ctx = IpContext { originated: true, stack: None, ..ctx };
+                return self.ipv6_input(fib, now, reply, ctx, pool, out);
+            }
+            return self.discard(Drop::LocalUnhandled, pkt, pool);
+        }
+        if next == ipv4::protocol::UDP && !ctx.originated {
+            self.counters.drop(Drop::LocalUnhandled);
+            self.icmp_error_reply(fib, now, &pkt, ctx, IcmpKind::PortUnreachable, &[], pool, out);
+            pool.put(pkt);
+            return;
+        }
+        self.discard(Drop::LocalUnhandled, pkt, pool)
+    }
+
+    // ---------------------------------------------------------------- IP output
+
+    /// Pushes the route's labels (if any) and sends toward the next hop, after the MTU
+    /// check. `ttl` is the IP TTL after this router's decrement.
+    #[allow(clippy::too_many_arguments)]
+    fn ip_output(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        pkt: Packet,
+        ctx: IpContext,
+        hop: Hop<'_>,
+        ttl: u8,
+        model: TtlModel,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        if hop.labels.is_empty() {
+            self.counters.event(Event::IpForward, 1);
+        } else {
+            self.counters.event(Event::LabelPush, 1);
+        }
+        let label_ttl = match model {
+            TtlModel::Uniform => ttl,
+            TtlModel::Pipe => self.config.default_ttl,
+        };
+        self.check_mtu_and_send(fib, now, pkt, hop, Some((ctx, label_ttl)), pool, out);
+    }
+
+    /// The MTU check before the frame is committed to a port. `ip` is set for an IP packet
+    /// that gets `hop.labels` pushed here (with the TTL for them); for a frame that already
+    /// carries its labels it is `None`.
+    #[allow(clippy::too_many_arguments)]
+    fn check_mtu_and_send(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        mut pkt: Packet,
+        hop: Hop<'_>,
+        ip: Option<(IpContext, u8)>,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let Some(port) = self.ports.get(usize::from(hop.port)) else {
+            return self.discard(Drop::NoSuchPort, pkt, pool);
+        };
+        let mtu = port.mtu as usize;
+        let push = 4 * hop.labels.len();
+        let l3 = l3_offset(pkt.frame());
+        // What each frame on the wire will carry after the Ethernet header.
+        let on_wire = if pkt.offload.is_gso() {
+            match gso::segment_l3_len(&pkt, l3) {
+                Ok(n) => n + (l3 - ETH) + push,
+                Err(_) => return self.discard(Drop::BadGso, pkt, pool),
+            }
+        } else {
+            pkt.len() - ETH + push
+        };
+        if on_wire > mtu {
+            let room = mtu.saturating_sub(push + (l3 - ETH));
+            let ipv4 = pkt.frame().get(l3).map(|b| b >> 4) == Some(4);
+            let df = !ipv4 || ipv4::Packet::new_unchecked(&pkt.frame()[l3..]).dont_frag();
+            if let (false, Some((_, ttl))) = (df || pkt.offload.is_gso(), ip) {
+                // IPv4 without DF: fragment before the labels go on (at the ingress PE).
+                let mut frags = std::mem::take(&mut self.scratch);
+                let r = fragment::fragment_ipv4(&mut pkt, l3, room, pool, &mut frags);
+                pool.put(pkt);
+                match r {
+                    Ok(_) => {
+                        self.counters.event(Event::Fragmented, 1);
+                        for f in frags.drain(..) {
+                            self.push_and_send(fib, now, f, hop, ttl, pool, out);
+                        }
+                    }
+                    Err(_) => {
+                        self.counters.drop(Drop::FragmentFailed);
+                        for f in frags.drain(..) {
+                            pool.put(f);
+                        }
+                    }
+                }
+                self.scratch = frags;
+                return;
+            }
+            self.counters.drop(Drop::MtuExceeded);
+            let in_port = pkt.port;
+            let ctx = ip.map(|(c, _)| c).unwrap_or(IpContext {
+                in_port,
+                vrf: fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(0),
+                originated: false,
+                stack: None,
+            });
+            if !ctx.originated {
+                let kind = IcmpKind::TooBig { mtu: room as u32 };
+                self.icmp_error_reply_at(fib, now, &pkt, l3, ctx, kind, &[], pool, out);
+            }
+            pool.put(pkt);
+            return;
+        }
+        match ip {
+            Some((_, ttl)) => self.push_and_send(fib, now, pkt, hop, ttl, pool, out),
+            None => self.resolve_and_send(fib, now, pkt, hop, pool, out),
+        }
+    }
+
+    /// Pushes `hop.labels` on an IP packet (right after the Ethernet header) and sends it.
+    #[allow(clippy::too_many_arguments)]
+    fn push_and_send(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        mut pkt: Packet,
+        hop: Hop<'_>,
+        ttl: u8,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let n = hop.labels.len();
+        if n > 0 {
+            let tc = pkt.frame().get(ETH..ETH + 2).map(|b| ip_dscp(b) >> 3).unwrap_or(0);
+            if pkt.shift_head(ETH, (4 * n) as isize).is_none() {
+                return self.discard(Drop::LabelStackTooDeep, pkt, pool);
+            }
+            pkt.offload.shift((4 * n) as isize);
+            let frame = pkt.frame_mut();
+            for (i, &label) in hop.labels.iter().enumerate() {
+                let e = mpls::Repr { label, tc, bottom: i == n - 1, ttl };
+                frame[ETH + 4 * i..ETH + 4 * i + 4].copy_from_slice(&e.to_u32().to_be_bytes());
+            }
+            set_ethertype(frame, MPLS_ETHERTYPE);
+        }
+        self.resolve_and_send(fib, now, pkt, hop, pool, out);
+    }
+
+    /// Finds the next hop's MAC (or holds the frame while asking for it), then outputs.
+    fn resolve_and_send(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        mut pkt: Packet,
+        hop: Hop<'_>,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        pkt.port = hop.port;
+        match self.neighbors.resolve(now, hop.port, hop.addr) {
+            Resolution::Known { mac, probe } => {
+                if probe {
+                    self.send_solicit(fib, hop.port, hop.addr, pool, out);
+                }
+                self.emit(mac, pkt, pool, out);
+            }
+            Resolution::Unknown { probe } => {
+                if let Err(pkt) = self.neighbors.hold(hop.port, hop.addr, pkt) {
+                    self.discard(Drop::NeighborQueueFull, pkt, pool);
+                }
+                if probe {
+                    self.send_solicit(fib, hop.port, hop.addr, pool, out);
+                }
+            }
+        }
+    }
+
+    /// The output stage: Ethernet addresses, then the least work the port allows — pass
+    /// a super-frame whole, complete a partial checksum, or segment in software.
+    fn emit(&mut self, dst_mac: [u8; 6], mut pkt: Packet, pool: &mut PacketPool, out: &mut Output) {
+        let port_id = pkt.port;
+        let Some(port) = self.ports.get(usize::from(port_id)) else {
+            return self.discard(Drop::NoSuchPort, pkt, pool);
+        };
+        let caps = port.caps;
+        let mtu = port.mtu as usize;
+        {
+            let f = pkt.frame_mut();
+            f[0..6].copy_from_slice(&dst_mac);
+            f[6..12].copy_from_slice(&port.mac);
+        }
+        let ethertype = u16::from_be_bytes([pkt.frame()[12], pkt.frame()[13]]);
+        let labelled = ethertype == MPLS_ETHERTYPE;
+        let tx = &mut out.tx[usize::from(port_id)];
+        if pkt.offload.is_gso() {
+            let whole = if labelled {
+                caps.mpls_gso
+            } else {
+                match pkt.offload.gso_type {
+                    virtio_net::GsoType::TcpV4 => caps.tso4,
+                    virtio_net::GsoType::TcpV6 => caps.tso6,
+                    virtio_net::GsoType::UdpL4 => caps.uso,
+                    _ => false,
+                }
+            };
+            if whole {
+                self.counters.event(Event::GsoPassed, 1);
+                self.counters.tx_frames[usize::from(port_id)] += 1;
+                tx.push(pkt);
+                return;
+            }
+            let l3 = l3_offset(pkt.frame());
+            let before = tx.len();
+            let r = gso::segment(&pkt, l3, pool, tx);
+            let made = tx.len() - before;
+            pool.put(pkt);
+            self.counters.tx_frames[usize::from(port_id)] += made as u64;
+            match r {
+                Ok(_) => {
+                    self.counters.event(Event::GsoSegmented, 1);
+                    self.counters.event(Event::GsoSegments, made as u64);
+                }
+                Err(gso::GsoError::NoBuffer) => self.counters.drop(Drop::NoBuffer),
+                Err(_) => self.counters.drop(Drop::BadGso),
+            }
+            return;
+        }
+        if pkt.len() - ETH > mtu {
+            return self.discard(Drop::OversizeAtOutput, pkt, pool);
+        }
+        if pkt.offload.needs_csum && (labelled || !caps.csum) {
+            if gso::complete_checksum(&mut pkt).is_err() {
+                return self.discard(Drop::BadChecksumOffload, pkt, pool);
+            }
+            self.counters.event(Event::ChecksumCompleted, 1);
+        }
+        self.counters.tx_frames[usize::from(port_id)] += 1;
+        out.tx[usize::from(port_id)].push(pkt);
+    }
+
+    // ---------------------------------------------------------------- ICMP errors
+
+    fn next_ident(&mut self) -> u16 {
+        self.ip_ident = self.ip_ident.wrapping_add(1);
+        self.ip_ident
+    }
+
+    fn icmp_allowed(&mut self, now: Instant) -> bool {
+        let rate = f64::from(self.config.icmp_rate);
+        if let Some(last) = self.icmp_refill {
+            let dt = now.saturating_duration_since(last).as_secs_f64();
+            self.icmp_tokens = (self.icmp_tokens + dt * rate).min(rate);
+        }
+        self.icmp_refill = Some(now);
+        if self.icmp_tokens >= 1.0 {
+            self.icmp_tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Answers the packet in `pkt` (IP header right after Ethernet) with an ICMP error
+    /// routed back to its source.
+    #[allow(clippy::too_many_arguments)]
+    fn icmp_error_reply(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        pkt: &Packet,
+        ctx: IpContext,
+        kind: IcmpKind,
+        stack: &[u32],
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        self.icmp_error_reply_at(fib, now, pkt, ETH, ctx, kind, stack, pool, out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn icmp_error_reply_at(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        pkt: &Packet,
+        l3: usize,
+        ctx: IpContext,
+        kind: IcmpKind,
+        stack: &[u32],
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let Some(original) = pkt.frame().get(l3..) else { return };
+        let Some(icmp) = self.build_icmp_error(fib, now, ctx.in_port, original, kind, stack, pool) else {
+            return;
+        };
+        match kind {
+            IcmpKind::TimeExceeded => self.counters.event(Event::IcmpTimeExceeded, 1),
+            IcmpKind::TooBig { .. } => self.counters.event(Event::IcmpTooBig, 1),
+            _ => self.counters.event(Event::IcmpUnreachable, 1),
+        }
+        let ctx = IpContext { originated: true, stack: None, ..ctx };
+        if original.first().map(|b| b >> 4) == Some(6) {
+            self.ipv6_input(fib, now, icmp, ctx, pool, out)
+        } else {
+            self.ipv4_input(fib, now, icmp, ctx, pool, out)
+        }
+    }
+
+    /// Builds Ethernet (addresses filled at output) + IP + ICMP error about `original`
+    /// (an IPv4 or IPv6 packet from its header on), from the router's address. `None` when
+    /// no error may be sent: about an ICMP error, a non-first fragment, a multicast or
+    /// unspecified source, over the rate limit, or with no source address configured.
+    #[allow(clippy::too_many_arguments)]
+    fn build_icmp_error(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        in_port: PortId,
+        original: &[u8],
+        kind: IcmpKind,
+        stack: &[u32],
+        pool: &mut PacketPool,
+    ) -> Option<Packet> {
+        let v6 = match original.first().map(|b| b >> 4) {
+            Some(4) => false,
+            Some(6) => true,
+            _ => return None,
+        };
+        if !may_answer_with_error(original) {
+            return None;
+        }
+        if !self.icmp_allowed(now) {
+            self.counters.drop(Drop::IcmpSuppressed);
+            return None;
+        }
+        let Some(mut pkt) = pool.get() else {
+            self.counters.drop(Drop::NoBuffer);
+            return None;
+        };
+        pkt.port = in_port;
+        let ttl = self.config.default_ttl;
+        let len = if v6 {
+            let orig = ipv6::Packet::new_unchecked(original);
+            let Some(src) = fib.source_v6_for(in_port) else {
+                self.counters.drop(Drop::IcmpSuppressed);
+                pool.put(pkt);
+                return None;
+            };
+            let dst = orig.src_addr();
+            let kind6 = match kind {
+                IcmpKind::TimeExceeded => icmpv6::ErrorKind6::TimeExceeded,
+                IcmpKind::TooBig { mtu } => icmpv6::ErrorKind6::PacketTooBig { mtu },
+                IcmpKind::NetUnreachable => icmpv6::ErrorKind6::Unreachable { code: 0 },
+                IcmpKind::PortUnreachable => icmpv6::ErrorKind6::Unreachable { code: 4 },
+            };
+            let area = pkt.receive_area();
+            let n = icmpv6::emit_error(&mut area[ETH + 40..ETH + 1280], kind6, original, stack, src, dst).ok()?;
+            ipv6_repr(src, dst, n, ttl).emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
+            ETH + 40 + n
+        } else {
+            let orig = ipv4::Packet::new_unchecked(original);
+            let Some(src) = fib.source_v4_for(in_port) else {
+                self.counters.drop(Drop::IcmpSuppressed);
+                pool.put(pkt);
+                return None;
+            };
+            let dst = orig.src_addr();
+            let kind4 = match kind {
+                IcmpKind::TimeExceeded => icmpv4::ErrorKind::TimeExceeded,
+                IcmpKind::TooBig { mtu } => icmpv4::ErrorKind::FragNeeded { mtu: mtu.min(0xffff) as u16 },
+                IcmpKind::NetUnreachable => icmpv4::ErrorKind::Unreachable { code: 0 },
+                IcmpKind::PortUnreachable => icmpv4::ErrorKind::Unreachable { code: 3 },
+            };
+            let ident = self.next_ident();
+            let area = pkt.receive_area();
+            let n = icmpv4::emit_error(&mut area[ETH + 20..ETH + 576], kind4, original, stack).ok()?;
+            let h = ipv4::Repr {
+                src_addr: src,
+                dst_addr: dst,
+                protocol: ipv4::protocol::ICMP,
+                payload_len: n,
+                ttl,
+                dscp_ecn: 0xc0, // CS6, network control, as routers mark their ICMP
+                ident,
+                dont_frag: false,
+            };
+            h.emit(&mut ipv4::Packet::new_unchecked(&mut area[ETH..ETH + 20]));
+            ETH + 20 + n
+        };
+        pkt.set_received(len);
+        set_ethertype(pkt.frame_mut(), if v6 { IPV6_ETHERTYPE } else { IPV4_ETHERTYPE });
+        Some(pkt)
+    }
+
+    // ---------------------------------------------------------------- ARP and ND
+
+    fn arp_input(&mut self, fib: &Arc<Fib>, now: Instant, pkt: Packet, pool: &mut PacketPool, out: &mut Output) {
+        let in_port = pkt.port;
+        let Ok(repr) = arp::Packet::new_checked(&pkt.frame()[ETH..]).and_then(|p| arp::Repr::parse(&p)) else {
+            return self.discard(Drop::BadArp, pkt, pool);
+        };
+        pool.put(pkt);
+        let ours = fib
+            .port_addrs
+            .get(usize::from(in_port))
+            .is_some_and(|a| a.v4.iter().any(|(addr, _)| *addr == repr.target_protocol_addr));
+        let sender = IpAddr::V4(repr.sender_protocol_addr);
+        if repr.sender_protocol_addr.is_unspecified() {
+            return; // an address-conflict probe: nothing to learn
+        }
+        let released = self.neighbors.learn(now, in_port, sender, repr.sender_hardware_addr, ours);
+        self.release(released, repr.sender_hardware_addr, pool, out);
+        if ours && repr.operation == arp::Operation::Request {
+            let Some(port) = self.ports.get(usize::from(in_port)) else { return };
+            let mac = port.mac;
+            let reply = arp::Repr {
+                operation: arp::Operation::Reply,
+                sender_hardware_addr: mac,
+                sender_protocol_addr: repr.target_protocol_addr,
+                target_hardware_addr: repr.sender_hardware_addr,
+                target_protocol_addr: repr.sender_protocol_addr,
+            };
+            if let Some(p) = self.build_arp(in_port, repr.sender_hardware_addr, &reply, pool) {
+                self.counters.event(Event::ArpReply, 1);
+                self.counters.tx_frames[usize::from(in_port)] += 1;
+                out.tx[usize::from(in_port)].push(p);
+            }
+        }
+    }
+
+    fn build_arp(&mut self, port: PortId, dst: [u8; 6], repr: &arp::Repr, pool: &mut PacketPool) -> Option<Packet> {
+        let mac = self.ports.get(usize::from(port))?.mac;
+        let Some(mut p) = pool.get() else {
+            self.counters.drop(Drop::NoBuffer);
+            return None;
+        };
+        let area = p.receive_area();
+        write_ethernet(area, dst, mac, ARP_ETHERTYPE);
+        repr.emit(&mut arp::Packet::new_unchecked(&mut area[ETH..ETH + 28]));
+        // Pad to the Ethernet minimum, as NICs do.
+        area[ETH + 28..60].fill(0);
+        p.set_received(60);
+        p.port = port;
+        Some(p)
+    }
+
+    fn release(&mut self, frames: Vec<Packet>, mac: [u8; 6], pool: &mut PacketPool, out: &mut Output) {
+        for f in frames {
+            self.emit(mac, f, pool, out);
+        }
+    }
+
+    /// Asks for `addr`'s MAC on `port`: ARP request or neighbour solicitation.
+    fn send_solicit(&mut self, fib: &Arc<Fib>, port: PortId, addr: IpAddr, pool: &mut PacketPool, out: &mut Output) {
+        let Some(info) = self.ports.get(usize::from(port)) else { return };
+        let mac = info.mac;
+        match addr {
+            IpAddr::V4(target) => {
+                let Some(src) = fib.port_v4(port) else { return };
+                let req = arp::Repr {
+                    operation: arp::Operation::Request,
+                    sender_hardware_addr: mac,
+                    sender_protocol_addr: src,
+                    target_hardware_addr: [0; 6],
+                    target_protocol_addr: target,
+                };
+                if let Some(p) = self.build_arp(port, [0xff; 6], &req, pool) {
+                    self.counters.event(Event::ArpRequest, 1);
+                    self.counters.tx_frames[usize::from(port)] += 1;
+                    out.tx[usize::from(port)].push(p);
+                }
+            }
+            IpAddr::V6(target) => {
+                let Some(src) = fib.port_v6(port) else { return };
+                let dst = icmpv6::solicited_node_multicast(target);
+                let Some(mut p) = pool.get() else {
+                    self.counters.drop(Drop::NoBuffer);
+                    return;
+                };
+                let area = p.receive_area();
+                write_ethernet(area, icmpv6::multicast_mac(dst), mac, IPV6_ETHERTYPE);
+                let Ok(n) = icmpv6::emit_neighbor_solicit(&mut area[ETH + 40..], src, dst, target, mac) else {
+                    return pool.put(p);
+                };
+                ipv6_repr(src, dst, n, 255).emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
+                p.set_received(ETH + 40 + n);
+                p.port = port;
+                self.counters.event(Event::NdSolicit, 1);
+                self.counters.tx_frames[usize::from(port)] += 1;
+                out.tx[usize::from(port)].push(p);
+            }
+        }
+    }
+
+    fn nd_input(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        pkt: Packet,
+        ctx: IpContext,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let in_port = ctx.in_port;
+        let ip = ipv6::Packet::new_unchecked(&pkt.frame()[ETH..]);
+        let (src, dst, hop_limit) = (ip.src_addr(), ip.dst_addr(), ip.hop_limit());
+        let Ok(icmp) = icmpv6::Packet::new_checked(ip.payload()) else {
+            return self.discard(Drop::BadIcmp, pkt, pool);
+        };
+        // RFC 4861 section 7.1: hop limit 255 proves the sender is on the link.
+        if hop_limit != 255 || !icmp.verify_checksum(src, dst) {
+            return self.discard(Drop::BadIcmp, pkt, pool);
+        }
+        let Ok(nd) = icmpv6::NdRepr::parse(&icmp) else {
+            return self.discard(Drop::BadIcmp, pkt, pool);
+        };
+        pool.put(pkt);
+        let port_has = |a: Ipv6Addr| {
+            fib.port_addrs.get(usize::from(in_port)).is_some_and(|p| p.v6.iter().any(|(x, _)| *x == a))
+        };
+        match nd {
+            icmpv6::NdRepr::NeighborSolicit { target, source_mac } => {
+                if !port_has(target) {
+                    return;
+                }
+                let Some(mac) = self.ports.get(usize::from(in_port)).map(|p| p.mac) else { return };
+                // From the unspecified address (DAD): answer to all-nodes, learn nothing.
+                let (reply_dst, reply_mac) = if src.is_unspecified() {
+                    let all = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+                    (all, icmpv6::multicast_mac(all))
+                } else {
+                    let Some(smac) = source_mac else { return };
+                    let released = self.neighbors.learn(now, in_port, IpAddr::V6(src), smac, true);
+                    self.release(released, smac, pool, out);
+                    (src, smac)
+                };
+                let Some(mut p) = pool.get() else {
+                    return self.counters.drop(Drop::NoBuffer);
+                };
+                let area = p.receive_area();
+                write_ethernet(area, reply_mac, mac, IPV6_ETHERTYPE);
+                let solicited = !src.is_unspecified();
+                let Ok(n) =
+                    icmpv6::emit_neighbor_advert(&mut area[ETH + 40..], target, reply_dst, target, mac, true, solicited, true)
+                else {
+                    return pool.put(p);
+                };
+                ipv6_repr(target, reply_dst, n, 255).emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
+                p.set_received(ETH + 40 + n);
+                p.port = in_port;
+                self.counters.event(Event::NdAdvert, 1);
+                self.counters.tx_frames[usize::from(in_port)] += 1;
+                out.tx[usize::from(in_port)].push(p);
+            }
+            icmpv6::NdRepr::NeighborAdvert { target, target_mac, .. } => {
+                if let Some(mac) = target_mac {
+                    let released = self.neighbors.learn(now, in_port, IpAddr::V6(target), mac, false);
+                    self.release(released, mac, pool, out);
+                }
+            }
+        }
+    }
+}
+
+/// Which ICMP error to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IcmpKind {
+    TimeExceeded,
+    TooBig { mtu: u32 },
+    NetUnreachable,
+    PortUnreachable,
+}
+
+/// RFC 1812 section 4.3.2.7 / RFC 4443 section 2.4(e): no error about an ICMP error, a
+/// non-first fragment, or a packet from a multicast, broadcast or unspecified source.
+fn may_answer_with_error(original: &[u8]) -> bool {
+    match original.first().map(|b| b >> 4) {
+        Some(4) => {
+            let Ok(ip) = ipv4::Packet::new_checked(original) else { return false };
+            let src = ip.src_addr();
+            if src.is_unspecified() || src.is_broadcast() || src.is_multicast() || ip.frag_offset() != 0 {
+                return false;
+            }
+            if ip.protocol() == ipv4::protocol::ICMP {
+                let t = ip.payload().first().copied().unwrap_or(255);
+                return matches!(t, icmpv4::msg_type::ECHO_REQUEST | icmpv4::msg_type::ECHO_REPLY);
+            }
+            true
+        }
+        Some(6) => {
+            let Ok(ip) = ipv6::Packet::new_checked(original) else { return false };
+            let src = ip.src_addr();
+            if src.is_unspecified() || src.is_multicast() {
+                return false;
+            }
+            if ip.next_header() == ipv4::protocol::IPV6_ICMP {
+                // Types below 128 are errors.
+                return ip.payload().first().is_some_and(|t| *t >= 128);
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+fn is_link_local(a: Ipv6Addr) -> bool {
+    a.segments()[0] & 0xffc0 == 0xfe80
+}
+
+fn ipv6_repr(src: Ipv6Addr, dst: Ipv6Addr, payload_len: usize, hop_limit: u8) -> ipv6::Repr {
+    ipv6::Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: ipv4::protocol::IPV6_ICMP,
+        payload_len,
+        hop_limit,
+        traffic_class: 0,
+        flow_label: 0,
+    }
+}
+
+fn write_ethernet(area: &mut [u8], dst: [u8; 6], src: [u8; 6], ethertype: u16) {
+    area[0..6].copy_from_slice(&dst);
+    area[6..12].copy_from_slice(&src);
+    area[12..14].copy_from_slice(&ethertype.to_be_bytes());
+}
+
+fn set_ethertype(frame: &mut [u8], ethertype: u16) {
+    frame[12..14].copy_from_slice(&ethertype.to_be_bytes());
+}
+
+/// The DSCP of an IPv4 or IPv6 header from its first two bytes.
+fn ip_dscp(b: &[u8]) -> u8 {
+    match b[0] >> 4 {
+        4 => b[1] >> 2,
+        6 => ((b[0] & 0x0f) << 2) | (b[1] >> 6),
+        _ => 0,
+    }
+}
+
+/// Offset of the IP header: after Ethernet and, for a labelled frame, the label stack.
+fn l3_offset(frame: &[u8]) -> usize {
+    if frame.len() >= ETH && u16::from_be_bytes([frame[12], frame[13]]) == MPLS_ETHERTYPE {
+        ETH + 4 * mpls::stack_depth(&frame[ETH..]).unwrap_or(0)
+    } else {
+        ETH
+    }
+}
+
+/// Enough of an IP header to send it on after a pop.
+fn ip_header_sane(ip: &[u8]) -> bool {
+    match ip.first().map(|b| b >> 4) {
+        Some(4) => ipv4::Packet::new_checked(ip).is_ok(),
+        Some(6) => ipv6::Packet::new_checked(ip).is_ok(),
+        _ => false,
+    }
+}
+
+/// Lowers the TTL / hop limit of the IP header at `off` to `ttl` (uniform model on pop),
+/// patching the IPv4 header checksum. Never raises it: a label pushed under the pipe model
+/// must not lengthen the packet's life. Leaves malformed headers alone: IP input rejects
+/// them next.
+fn set_ip_ttl_below(frame: &mut [u8], off: usize, ttl: u8) {
+    let Some(ip) = frame.get_mut(off..) else { return };
+    match ip.first().map(|b| b >> 4) {
+        Some(4) if ip.len() >= 20 => {
+            if ip[8] <= ttl {
+                return;
+            }
+            let old = u16::from_be_bytes([ip[8], ip[9]]);
+            ip[8] = ttl;
+            let new = u16::from_be_bytes([ip[8], ip[9]]);
+            let check = checksum::update16(u16::from_be_bytes([ip[10], ip[11]]), old, new);
+            ip[10..12].copy_from_slice(&check.to_be_bytes());
+        }
+        Some(6) if ip.len() >= 40 => ip[7] = ip[7].min(ttl),
+        _ => {}
+    }
+}
+

@@ -1,0 +1,1085 @@
+//! Pipeline tests, sans I/O: frames in, frames and counters out, on the pe1 / p / pe2
+//! routers of the seed topology (ce1 -- pe1 -- p -- pe2 -- ce2).
+
+mod fixtures;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use fixtures::*;
+use vmpls_dataplane::{Drop, Event, Packet, PortCaps};
+use vmpls_fib::{DEFAULT_VRF, LabelAction, Nexthop, NexthopGroup, TtlModel};
+use vmpls_wire::{arp, icmpv4, icmpv6, ipv4, ipv6, virtio_net};
+
+fn ip(s: &str) -> std::net::IpAddr {
+    s.parse().unwrap()
+}
+
+/// A frame from ce1's host to pe1.
+fn from_ce1(ip: &[u8]) -> Vec<u8> {
+    ipv4_frame(PE1_CE1_MAC, CE1_MAC, ip)
+}
+
+fn from_ce1_v6(ip: &[u8]) -> Vec<u8> {
+    ipv6_frame(PE1_CE1_MAC, CE1_MAC, ip)
+}
+
+/// A labelled frame from pe1 to p.
+fn to_p(entries: &[(u32, u8)], ip: &[u8]) -> Vec<u8> {
+    mpls_frame(P_WEST_MAC, PE1_CORE_MAC, entries, ip)
+}
+
+/// A labelled frame from p to pe2.
+fn to_pe2(entries: &[(u32, u8)], ip: &[u8]) -> Vec<u8> {
+    mpls_frame(PE2_CORE_MAC, P_EAST_MAC, entries, ip)
+}
+
+fn tcp_ce1_ce2(ttl: u8, sport: u16) -> Vec<u8> {
+    ipv4_tcp(CE1, CE2, ttl, sport, 5201, &pattern(100, sport as u8), true)
+}
+
+/// The one frame of `out`, on `port`.
+fn only(out: &[Sent], port: u16) -> Parsed {
+    assert_eq!(out.len(), 1, "expected one frame out, got {out:?}");
+    assert_eq!(out[0].port, port, "output port");
+    out[0].parse()
+}
+
+/// The IPv4 packet `got` is `sent` with the TTL lowered to `ttl` (checksum recomputed
+/// and valid), every other byte the same.
+fn assert_ipv4_forwarded(got: &Parsed, sent: &[u8], ttl: u8) {
+    let h = got.ipv4();
+    assert_eq!(h.ttl(), ttl, "IPv4 TTL");
+    assert_eq!(got.l3.len(), sent.len(), "IP length");
+    assert_eq!(&got.l3[..8], &sent[..8]);
+    assert_eq!(got.l3[9], sent[9]);
+    assert_eq!(&got.l3[12..], &sent[12..], "addresses and payload unchanged");
+}
+
+fn assert_ipv6_forwarded(got: &Parsed, sent: &[u8], hop_limit: u8) {
+    assert_eq!(got.ipv6().hop_limit(), hop_limit, "IPv6 hop limit");
+    assert_eq!(&got.l3[..7], &sent[..7]);
+    assert_eq!(&got.l3[8..], &sent[8..], "addresses and payload unchanged");
+}
+
+/// A good frame through pe1 after a bad one: still forwarded.
+fn pe1_still_forwards(r: &mut Router) {
+    let ip = tcp_ce1_ce2(64, 40001);
+    let p = only(&r.send(PE1_CE1, &from_ce1(&ip)), PE1_CORE);
+    assert_eq!(p.stack(), vec![(1002, 63, true)]);
+    assert_ipv4_forwarded(&p, &ip, 63);
+}
+
+/// A good frame through p after a bad one: still switched.
+fn p_still_forwards(r: &mut Router) {
+    let ip = tcp_ce1_ce2(63, 40001);
+    let p = only(&r.send(P_WEST, &to_p(&[(1002, 63)], &ip)), P_EAST);
+    assert_eq!(p.stack(), vec![(2002, 62, true)]);
+    assert_eq!(p.l3, ip);
+}
+
+// ================================================================ PE ingress
+
+#[test]
+fn pe_ingress_ipv4_pushes_label_toward_next_hop_with_uniform_ttl() {
+    let mut r = Router::pe1();
+    let ip = tcp_ce1_ce2(64, 40000);
+    let p = only(&r.send(PE1_CE1, &from_ce1(&ip)), PE1_CORE);
+    assert_eq!(p.ethertype, 0x8847);
+    assert_eq!(p.src, PE1_CORE_MAC, "Ethernet source = out port MAC");
+    assert_eq!(p.dst, P_WEST_MAC, "Ethernet destination = next hop MAC");
+    assert_eq!(p.stack(), vec![(1002, 63, true)], "label TTL = IP TTL after decrement");
+    assert_ipv4_forwarded(&p, &ip, 63);
+    assert_eq!(r.events(Event::LabelPush), 1);
+    r.assert_no_drops();
+}
+
+#[test]
+fn pe_ingress_ipv6_pushes_label_toward_next_hop_with_uniform_ttl() {
+    let mut r = Router::pe1();
+    let ip = ipv6_tcp(CE1_V6, CE2_V6, 64, 40000, 5201, &pattern(100, 3));
+    let p = only(&r.send(PE1_CE1, &from_ce1_v6(&ip)), PE1_CORE);
+    assert_eq!(p.ethertype, 0x8847);
+    assert_eq!((p.src, p.dst), (PE1_CORE_MAC, P_WEST_MAC));
+    assert_eq!(p.stack(), vec![(1002, 63, true)]);
+    assert_ipv6_forwarded(&p, &ip, 63);
+    r.assert_no_drops();
+}
+
+/// pe1 with extra routes, neighbours resolved.
+fn pe1_with(extra: impl FnOnce(&mut vmpls_fib::FibBuilder)) -> Router {
+    let mut b = pe1_builder();
+    extra(&mut b);
+    let mut r = Router::new(b, pe1_ports());
+    r.resolve_all_pe1();
+    r
+}
+
+fn route(b: &mut vmpls_fib::FibBuilder, prefix: &str, len: u8, via: &str, labels: &[u32], model: TtlModel) {
+    b.add_prefix_route(DEFAULT_VRF, ip(prefix), len, push_route(single(PE1_CORE, via, labels), model)).unwrap();
+}
+
+#[test]
+fn pe_ingress_pushes_a_stack_of_three_labels_bottom_of_stack_on_the_last() {
+    let mut r = pe1_with(|b| {
+        route(b, "198.18.3.0", 24, "198.18.10.2", &[100, 200, 300], TtlModel::Uniform);
+        route(b, "2001:db8:3::", 64, "2001:db8:10::2", &[100, 200, 300], TtlModel::Uniform);
+    });
+    let ip4 = ipv4_tcp(CE1, "198.18.3.9", 20, 1, 2, &pattern(64, 0), false);
+    let p = only(&r.send(PE1_CE1, &from_ce1(&ip4)), PE1_CORE);
+    assert_eq!(p.stack(), vec![(100, 19, false), (200, 19, false), (300, 19, true)]);
+    assert_eq!((p.src, p.dst, p.ethertype), (PE1_CORE_MAC, P_WEST_MAC, 0x8847));
+    assert_ipv4_forwarded(&p, &ip4, 19);
+
+    let ip6 = ipv6_tcp(CE1_V6, "2001:db8:3::9", 20, 1, 2, &pattern(64, 0));
+    let p = only(&r.send(PE1_CE1, &from_ce1_v6(&ip6)), PE1_CORE);
+    assert_eq!(p.stack(), vec![(100, 19, false), (200, 19, false), (300, 19, true)]);
+    assert_ipv6_forwarded(&p, &ip6, 19);
+    r.assert_no_drops();
+}
+
+#[test]
+fn pe_ingress_pipe_model_pushes_labels_with_ttl_255() {
+    let mut r = pe1_with(|b| {
+        route(b, "198.18.4.0", 24, "198.18.10.2", &[1004, 1005], TtlModel::Pipe);
+        route(b, "2001:db8:4::", 64, "2001:db8:10::2", &[1004], TtlModel::Pipe);
+    });
+    let ip4 = ipv4_tcp(CE1, "198.18.4.1", 64, 1, 2, &pattern(10, 0), true);
+    let p = only(&r.send(PE1_CE1, &from_ce1(&ip4)), PE1_CORE);
+    assert_eq!(p.stack(), vec![(1004, 255, false), (1005, 255, true)]);
+    assert_ipv4_forwarded(&p, &ip4, 63);
+
+    let ip6 = ipv6_tcp(CE1_V6, "2001:db8:4::1", 64, 1, 2, &pattern(10, 0));
+    let p = only(&r.send(PE1_CE1, &from_ce1_v6(&ip6)), PE1_CORE);
+    assert_eq!(p.stack(), vec![(1004, 255, true)]);
+    assert_ipv6_forwarded(&p, &ip6, 63);
+}
+
+#[test]
+fn pe_ingress_longest_prefix_match_picks_the_most_specific_route() {
+    let mut r = pe1_with(|b| {
+        route(b, "198.18.2.128", 25, "198.18.10.2", &[1502], TtlModel::Uniform);
+        route(b, "198.18.0.0", 16, "198.18.10.2", &[1602], TtlModel::Uniform);
+        route(b, "2001:db8:2::8000", 113, "2001:db8:10::2", &[1702], TtlModel::Uniform);
+    });
+    for (dst, label) in [("198.18.2.200", 1502), ("198.18.2.5", 1002), ("198.18.7.1", 1602), ("198.18.2.128", 1502)] {
+        let ip = ipv4_tcp(CE1, dst, 64, 1, 2, &[], true);
+        let p = only(&r.send(PE1_CE1, &from_ce1(&ip)), PE1_CORE);
+        assert_eq!(p.stack(), vec![(label, 63, true)], "route for {dst}");
+    }
+    for (dst, label) in [("2001:db8:2::8001", 1702), ("2001:db8:2::7fff", 1002)] {
+        let ip = ipv6_tcp(CE1_V6, dst, 64, 1, 2, &[]);
+        let p = only(&r.send(PE1_CE1, &from_ce1_v6(&ip)), PE1_CORE);
+        assert_eq!(p.stack(), vec![(label, 63, true)], "route for {dst}");
+    }
+    r.assert_no_drops();
+}
+
+#[test]
+fn pe_ingress_plain_ip_route_forwards_without_labels() {
+    let mut r = pe1_with(|b| {
+        route(b, "198.18.5.0", 24, "198.18.10.2", &[], TtlModel::Uniform);
+        route(b, "2001:db8:5::", 64, "2001:db8:10::2", &[], TtlModel::Uniform);
+    });
+    let ip4 = ipv4_tcp(CE1, "198.18.5.1", 64, 1, 2, &pattern(300, 9), true);
+    let p = only(&r.send(PE1_CE1, &from_ce1(&ip4)), PE1_CORE);
+    assert_eq!((p.src, p.dst, p.ethertype), (PE1_CORE_MAC, P_WEST_MAC, 0x0800));
+    assert!(p.labels.is_empty());
+    assert_ipv4_forwarded(&p, &ip4, 63);
+    assert!(tcp_v4_checksum_ok(&p.l3));
+
+    let ip6 = ipv6_tcp(CE1_V6, "2001:db8:5::1", 64, 1, 2, &pattern(300, 9));
+    let p = only(&r.send(PE1_CE1, &from_ce1_v6(&ip6)), PE1_CORE);
+    assert_eq!((p.src, p.dst, p.ethertype), (PE1_CORE_MAC, P_WEST_MAC, 0x86dd));
+    assert_ipv6_forwarded(&p, &ip6, 63);
+    assert_eq!(r.events(Event::IpForward), 2);
+    assert_eq!(r.events(Event::LabelPush), 0);
+}
+
+#[test]
+fn pe_connected_route_delivers_to_the_host_on_the_port() {
+    let mut r = Router::pe1();
+    // From the core, plain IP, to ce1's host on a connected subnet.
+    let ip = ipv4_tcp("198.18.10.2", CE1, 9, 1, 2, &pattern(40, 1), false);
+    let p = only(&r.send(PE1_CORE, &ipv4_frame(PE1_CORE_MAC, P_WEST_MAC, &ip)), PE1_CE1);
+    assert_eq!((p.src, p.dst, p.ethertype), (PE1_CE1_MAC, CE1_MAC, 0x0800));
+    assert_ipv4_forwarded(&p, &ip, 8);
+}
+
+// ================================================================ neighbour resolution
+
+#[test]
+fn unresolved_ipv4_next_hop_sends_arp_request_holds_frames_and_releases_them_on_reply() {
+    let mut r = Router::new(pe1_builder(), pe1_ports());
+    let ip1 = tcp_ce1_ce2(64, 1);
+    let ip2 = tcp_ce1_ce2(64, 2);
+    let p = only(&r.send(PE1_CE1, &from_ce1(&ip1)), PE1_CORE);
+    assert_eq!((p.dst, p.src, p.ethertype), ([0xff; 6], PE1_CORE_MAC, 0x0806));
+    let req = arp::Repr::parse(&arp::Packet::new_checked(&p.l3[..]).unwrap()).unwrap();
+    assert_eq!(req.operation, arp::Operation::Request);
+    assert_eq!(req.sender_hardware_addr, PE1_CORE_MAC);
+    assert_eq!(req.sender_protocol_addr, v4("198.18.10.1"));
+    assert_eq!(req.target_protocol_addr, v4("198.18.10.2"));
+    assert_eq!(r.events(Event::ArpRequest), 1);
+    // A second frame for the same next hop is held too, without another request.
+    assert!(r.send(PE1_CE1, &from_ce1(&ip2)).is_empty());
+
+    let reply = arp_frame(P_WEST_MAC, v4("198.18.10.2"), v4("198.18.10.1"), arp::Operation::Reply, PE1_CORE_MAC, PE1_CORE_MAC);
+    let out = r.send(PE1_CORE, &reply);
+    assert_eq!(out.len(), 2, "both held frames released");
+    for (s, ip) in out.iter().zip([&ip1, &ip2]) {
+        assert_eq!(s.port, PE1_CORE);
+        let p = s.parse();
+        assert_eq!((p.dst, p.src), (P_WEST_MAC, PE1_CORE_MAC));
+        assert_eq!(p.stack(), vec![(1002, 63, true)]);
+        assert_ipv4_forwarded(&p, ip, 63);
+    }
+    // Resolved now: the next frame goes straight out.
+    only(&r.send(PE1_CE1, &from_ce1(&ip1)), PE1_CORE);
+    r.assert_no_drops();
+}
+
+#[test]
+fn unresolved_ipv6_next_hop_sends_neighbor_solicitation_and_releases_on_advert() {
+    let mut r = Router::new(pe1_builder(), pe1_ports());
+    let ip = ipv6_tcp(CE1_V6, CE2_V6, 64, 1, 2, &pattern(50, 1));
+    let p = only(&r.send(PE1_CE1, &from_ce1_v6(&ip)), PE1_CORE);
+    let target = v6("2001:db8:10::2");
+    let group = icmpv6::solicited_node_multicast(target);
+    assert_eq!(group, v6("ff02::1:ff00:2"));
+    assert_eq!((p.dst, p.src, p.ethertype), ([0x33, 0x33, 0xff, 0, 0, 2], PE1_CORE_MAC, 0x86dd));
+    let h = p.ipv6();
+    assert_eq!((h.src_addr(), h.dst_addr(), h.hop_limit()), (v6("2001:db8:10::1"), group, 255));
+    let ns = icmpv6::NdRepr::parse(&p.icmpv6()).unwrap();
+    assert_eq!(ns, icmpv6::NdRepr::NeighborSolicit { target, source_mac: Some(PE1_CORE_MAC) });
+    assert_eq!(r.events(Event::NdSolicit), 1);
+
+    let na = neighbor_advert(P_WEST_MAC, target, v6("2001:db8:10::1"), PE1_CORE_MAC);
+    let p = only(&r.send(PE1_CORE, &na), PE1_CORE);
+    assert_eq!((p.dst, p.src), (P_WEST_MAC, PE1_CORE_MAC));
+    assert_eq!(p.stack(), vec![(1002, 63, true)]);
+    assert_ipv6_forwarded(&p, &ip, 63);
+    r.assert_no_drops();
+}
+
+#[test]
+fn unanswered_neighbor_requests_time_out_and_held_frames_count_as_unresolved() {
+    let mut r = Router::new(pe1_builder(), pe1_ports());
+    assert_eq!(r.send(PE1_CE1, &from_ce1(&tcp_ce1_ce2(64, 1))).len(), 1, "ARP request");
+    assert!(r.send(PE1_CE1, &from_ce1(&tcp_ce1_ce2(64, 2))).is_empty());
+    let mut requests = 1;
+    for _ in 0..10 {
+        for s in r.poll(Duration::from_millis(500)) {
+            assert_eq!(s.port, PE1_CORE);
+            assert_eq!(s.parse().ethertype, 0x0806, "only ARP requests while waiting");
+            requests += 1;
+        }
+    }
+    assert!((2..=5).contains(&requests), "{requests} ARP requests: retried, then given up");
+    assert_eq!(r.events(Event::ArpRequest), requests as u64);
+    r.assert_only_drop(Drop::NeighborUnresolved, 2);
+    // A late reply releases nothing.
+    let reply = arp_frame(P_WEST_MAC, v4("198.18.10.2"), v4("198.18.10.1"), arp::Operation::Reply, PE1_CORE_MAC, PE1_CORE_MAC);
+    assert!(r.send(PE1_CORE, &reply).is_empty());
+}
+
+#[test]
+fn frames_beyond_the_hold_queue_are_dropped_as_queue_full() {
+    let mut r = Router::new(pe1_builder(), pe1_ports());
+    for i in 0..6 {
+        r.send(PE1_CE1, &from_ce1(&tcp_ce1_ce2(64, i)));
+    }
+    r.assert_only_drop(Drop::NeighborQueueFull, 2);
+}
+
+#[test]
+fn arp_request_for_a_port_address_gets_a_reply() {
+    let mut r = Router::new(pe1_builder(), pe1_ports());
+    let req = arp_frame(CE1_MAC, v4(CE1), v4("198.18.1.1"), arp::Operation::Request, [0xff; 6], [0; 6]);
+    let p = only(&r.send(PE1_CE1, &req), PE1_CE1);
+    assert_eq!((p.dst, p.src, p.ethertype), (CE1_MAC, PE1_CE1_MAC, 0x0806));
+    let reply = arp::Repr::parse(&arp::Packet::new_checked(&p.l3[..]).unwrap()).unwrap();
+    assert_eq!(
+        reply,
+        arp::Repr {
+            operation: arp::Operation::Reply,
+            sender_hardware_addr: PE1_CE1_MAC,
+            sender_protocol_addr: v4("198.18.1.1"),
+            target_hardware_addr: CE1_MAC,
+            target_protocol_addr: v4(CE1),
+        }
+    );
+    assert_eq!(r.events(Event::ArpReply), 1);
+    // Not ours (another host's address, or the other port's): no answer.
+    let other = arp_frame(CE1_MAC, v4(CE1), v4("198.18.1.77"), arp::Operation::Request, [0xff; 6], [0; 6]);
+    assert!(r.send(PE1_CE1, &other).is_empty());
+    let other_port = arp_frame(CE1_MAC, v4(CE1), v4("198.18.10.1"), arp::Operation::Request, [0xff; 6], [0; 6]);
+    assert!(r.send(PE1_CE1, &other_port).is_empty());
+    r.assert_no_drops();
+}
+
+#[test]
+fn neighbor_solicitation_for_a_port_address_gets_an_advert() {
+    let mut r = Router::new(pe1_builder(), pe1_ports());
+    let target = v6("2001:db8:1::1");
+    let ns = neighbor_solicit(CE1_MAC, v6(CE1_V6), target, PE1_CE1_MAC, false);
+    let p = only(&r.send(PE1_CE1, &ns), PE1_CE1);
+    assert_eq!((p.dst, p.src, p.ethertype), (CE1_MAC, PE1_CE1_MAC, 0x86dd));
+    let h = p.ipv6();
+    assert_eq!((h.src_addr(), h.dst_addr(), h.hop_limit()), (target, v6(CE1_V6), 255));
+    match icmpv6::NdRepr::parse(&p.icmpv6()).unwrap() {
+        icmpv6::NdRepr::NeighborAdvert { solicited, override_, target: t, target_mac, .. } => {
+            assert!(solicited && override_);
+            assert_eq!((t, target_mac), (target, Some(PE1_CE1_MAC)));
+        }
+        other => panic!("expected an advert, got {other:?}"),
+    }
+    assert_eq!(r.events(Event::NdAdvert), 1);
+    // For someone else's address: silence.
+    let other = neighbor_solicit(CE1_MAC, v6(CE1_V6), v6("2001:db8:1::77"), PE1_CE1_MAC, false);
+    assert!(r.send(PE1_CE1, &other).is_empty());
+    r.assert_no_drops();
+}
+
+fn assert_echo_reply_v4(out: &[Sent], request: &[u8], from: &str) {
+    let p = only(out, PE1_CE1);
+    assert_eq!((p.dst, p.src, p.ethertype), (CE1_MAC, PE1_CE1_MAC, 0x0800));
+    let h = p.ipv4();
+    assert_eq!((h.src_addr(), h.dst_addr()), (v4(from), v4(CE1)));
+    let icmp = p.icmpv4();
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::ECHO_REPLY, 0));
+    assert_eq!(&icmp.data(), &&request[28..], "echo data returned");
+    assert_eq!((icmp.echo_ident(), icmp.echo_seq_no()), (0x1969, 7));
+}
+
+#[test]
+fn echo_request_to_a_port_address_gets_a_reply() {
+    let mut r = Router::pe1();
+    let req = icmpv4_echo(CE1, "198.18.1.1", 64);
+    assert_echo_reply_v4(&r.send(PE1_CE1, &from_ce1(&req)), &req, "198.18.1.1");
+    // The core port's address is the router's too, reached through ce1's port.
+    let req = icmpv4_echo(CE1, "198.18.10.1", 64);
+    assert_echo_reply_v4(&r.send(PE1_CE1, &from_ce1(&req)), &req, "198.18.10.1");
+    assert_eq!(r.events(Event::EchoReply), 2);
+    r.assert_no_drops();
+}
+
+#[test]
+fn echo_request_to_the_router_address_gets_a_reply() {
+    let mut r = Router::pe1();
+    let req = icmpv4_echo(CE1, "198.18.255.1", 1);
+    assert_echo_reply_v4(&r.send(PE1_CE1, &from_ce1(&req)), &req, "198.18.255.1");
+    r.assert_no_drops();
+}
+
+fn assert_echo_reply_v6(out: &[Sent], request: &[u8], from: &str) {
+    let p = only(out, PE1_CE1);
+    assert_eq!((p.dst, p.src, p.ethertype), (CE1_MAC, PE1_CE1_MAC, 0x86dd));
+    let h = p.ipv6();
+    assert_eq!((h.src_addr(), h.dst_addr()), (v6(from), v6(CE1_V6)));
+    let icmp = p.icmpv6();
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv6::msg_type::ECHO_REPLY, 0));
+    assert_eq!(icmp.data(), &request[48..]);
+    assert_eq!((icmp.echo_ident(), icmp.echo_seq_no()), (0x1969, 7));
+}
+
+#[test]
+fn echo_request_v6_to_a_port_address_gets_a_reply() {
+    let mut r = Router::pe1();
+    let req = icmpv6_echo(CE1_V6, "2001:db8:1::1", 64);
+    assert_echo_reply_v6(&r.send(PE1_CE1, &from_ce1_v6(&req)), &req, "2001:db8:1::1");
+    r.assert_no_drops();
+}
+
+#[test]
+fn echo_request_v6_to_the_router_address_gets_a_reply() {
+    let mut r = Router::pe1();
+    let req = icmpv6_echo(CE1_V6, "2001:db8:ff::1", 64);
+    assert_echo_reply_v6(&r.send(PE1_CE1, &from_ce1_v6(&req)), &req, "2001:db8:ff::1");
+    r.assert_no_drops();
+}
+
+// ================================================================ P router
+
+/// p with extra label routes, neighbours resolved.
+fn p_with(extra: impl FnOnce(&mut vmpls_fib::FibBuilder)) -> Router {
+    let mut b = p_builder();
+    extra(&mut b);
+    let mut r = Router::new(b, p_ports());
+    r.resolve_all_p();
+    r
+}
+
+#[test]
+fn p_swaps_the_top_label_and_decrements_its_ttl() {
+    let mut r = Router::p();
+    let ip = tcp_ce1_ce2(63, 40000);
+    let p = only(&r.send(P_WEST, &to_p(&[(1002, 63)], &ip)), P_EAST);
+    assert_eq!((p.src, p.dst, p.ethertype), (P_EAST_MAC, PE2_CORE_MAC, 0x8847));
+    assert_eq!(p.stack(), vec![(2002, 62, true)]);
+    assert_eq!(p.l3, ip, "the IP packet is not touched by a P router");
+    // And the reverse LSP.
+    let p = only(&r.send(P_EAST, &mpls_frame(P_EAST_MAC, PE2_CORE_MAC, &[(1001, 40)], &ip)), P_WEST);
+    assert_eq!((p.src, p.dst), (P_WEST_MAC, PE1_CORE_MAC));
+    assert_eq!(p.stack(), vec![(2001, 39, true)]);
+    assert_eq!(r.events(Event::LabelSwap), 2);
+    r.assert_no_drops();
+}
+
+#[test]
+fn p_swaps_to_two_labels_keeping_bottom_of_stack_last() {
+    let mut r = p_with(|b| {
+        b.add_label_route(1003, swap_route(single(P_EAST, "198.18.20.2", &[2003, 3003]))).unwrap();
+    });
+    let ip = tcp_ce1_ce2(63, 40000);
+    let p = only(&r.send(P_WEST, &to_p(&[(1003, 63)], &ip)), P_EAST);
+    assert_eq!(p.stack(), vec![(2003, 62, false), (3003, 62, true)]);
+    assert_eq!(p.l3, ip);
+    // Over a label that stays: neither new entry is the bottom.
+    let p = only(&r.send(P_WEST, &to_p(&[(1003, 63), (5000, 17)], &ip)), P_EAST);
+    assert_eq!(p.stack(), vec![(2003, 62, false), (3003, 62, false), (5000, 17, true)]);
+    assert_eq!(p.l3, ip);
+    r.assert_no_drops();
+}
+
+#[test]
+fn p_php_with_implicit_null_out_label_exposes_ip_with_label_ttl_minus_one() {
+    let mut r = p_with(|b| {
+        b.add_label_route(1004, swap_route(single(P_EAST, "198.18.20.2", &[3]))).unwrap();
+    });
+    let fib = r.dp.fib().load_full();
+    match &fib.labels.get(1004).unwrap().action {
+        LabelAction::Forward(g) => assert!(g.nexthops()[0].labels.is_empty(), "fib normalises [3] to a pop"),
+        other => panic!("{other:?}"),
+    }
+    let ip = tcp_ce1_ce2(64, 40000);
+    let p = only(&r.send(P_WEST, &to_p(&[(1004, 10)], &ip)), P_EAST);
+    assert_eq!((p.src, p.dst, p.ethertype), (P_EAST_MAC, PE2_CORE_MAC, 0x0800));
+    assert!(p.labels.is_empty());
+    assert_ipv4_forwarded(&p, &ip, 9);
+    assert_eq!(r.events(Event::LabelPop), 1);
+    r.assert_no_drops();
+}
+
+#[test]
+fn p_php_with_empty_out_labels_exposes_ipv6_with_label_ttl_minus_one() {
+    let mut r = p_with(|b| {
+        b.add_label_route(1005, swap_route(single(P_EAST, "198.18.20.2", &[]))).unwrap();
+    });
+    let ip = ipv6_tcp(CE1_V6, CE2_V6, 64, 1, 2, &pattern(80, 2));
+    let p = only(&r.send(P_WEST, &to_p(&[(1005, 10)], &ip)), P_EAST);
+    assert_eq!((p.dst, p.ethertype), (PE2_CORE_MAC, 0x86dd));
+    assert_ipv6_forwarded(&p, &ip, 9);
+    // Also for IPv4 behind the same label.
+    let ip4 = tcp_ce1_ce2(64, 1);
+    let p = only(&r.send(P_WEST, &to_p(&[(1005, 30)], &ip4)), P_EAST);
+    assert_eq!(p.ethertype, 0x0800);
+    assert_ipv4_forwarded(&p, &ip4, 29);
+    r.assert_no_drops();
+}
+
+#[test]
+fn p_pops_then_swaps_the_next_label() {
+    let mut r = p_with(|b| {
+        b.add_label_route(1006, pop_route()).unwrap();
+    });
+    let ip = tcp_ce1_ce2(64, 40000);
+    let p = only(&r.send(P_WEST, &to_p(&[(1006, 50), (1002, 63)], &ip)), P_EAST);
+    // Uniform: the popped TTL (50) moves down (min with 63), then the swap takes one.
+    assert_eq!(p.stack(), vec![(2002, 49, true)]);
+    assert_eq!(p.l3, ip);
+    assert_eq!((r.events(Event::LabelPop), r.events(Event::LabelSwap)), (1, 1));
+    r.assert_no_drops();
+}
+
+#[test]
+fn egress_pe_pops_and_routes_ipv4_by_the_prefix_table() {
+    let mut r = Router::pe2();
+    let ip = tcp_ce1_ce2(63, 40000);
+    let p = only(&r.send(PE2_CORE, &to_pe2(&[(2002, 62)], &ip)), PE2_CE2);
+    assert_eq!((p.src, p.dst, p.ethertype), (PE2_CE2_MAC, CE2_MAC, 0x0800));
+    assert_ipv4_forwarded(&p, &ip, 61);
+    assert!(tcp_v4_checksum_ok(&p.l3));
+    assert_eq!(r.events(Event::LabelPop), 1);
+    r.assert_no_drops();
+}
+
+#[test]
+fn egress_pe_pops_and_routes_ipv6_by_the_prefix_table() {
+    let mut r = Router::pe2();
+    let ip = ipv6_tcp(CE1_V6, CE2_V6, 63, 1, 2, &pattern(70, 1));
+    let p = only(&r.send(PE2_CORE, &to_pe2(&[(2002, 62)], &ip)), PE2_CE2);
+    assert_eq!((p.src, p.dst, p.ethertype), (PE2_CE2_MAC, CE2_MAC, 0x86dd));
+    assert_ipv6_forwarded(&p, &ip, 61);
+    r.assert_no_drops();
+}
+
+#[test]
+fn explicit_null_labels_are_accepted_on_input() {
+    let mut r = Router::pe2();
+    let ip4 = tcp_ce1_ce2(63, 1);
+    let p = only(&r.send(PE2_CORE, &to_pe2(&[(0, 62)], &ip4)), PE2_CE2);
+    assert_eq!((p.dst, p.ethertype), (CE2_MAC, 0x0800));
+    assert_ipv4_forwarded(&p, &ip4, 61);
+
+    let ip6 = ipv6_tcp(CE1_V6, CE2_V6, 63, 1, 2, &pattern(70, 1));
+    let p = only(&r.send(PE2_CORE, &to_pe2(&[(2, 62)], &ip6)), PE2_CE2);
+    assert_eq!((p.dst, p.ethertype), (CE2_MAC, 0x86dd));
+    assert_ipv6_forwarded(&p, &ip6, 61);
+
+    // Under the egress label too.
+    let p = only(&r.send(PE2_CORE, &to_pe2(&[(2002, 62), (0, 62)], &ip4)), PE2_CE2);
+    assert_ipv4_forwarded(&p, &ip4, 61);
+    r.assert_no_drops();
+}
+
+// ================================================================ ECMP
+
+const NH2_MAC: [u8; 6] = [2, 0, 0, 0, 0x10, 0x03];
+
+fn weighted(a: Nexthop, b: Nexthop) -> NexthopGroup {
+    NexthopGroup::new(vec![Nexthop { weight: 2, ..a }, Nexthop { weight: 1, ..b }]).unwrap()
+}
+
+/// Asserts a 2:1 split within 3 percentage points.
+fn assert_two_to_one(first: usize, total: usize) {
+    let share = first as f64 / total as f64;
+    assert!((share - 2.0 / 3.0).abs() < 0.03, "share of the weight-2 next hop: {share:.3} ({first}/{total})");
+}
+
+#[test]
+fn ecmp_ip_flows_split_by_weight_and_stay_on_one_next_hop() {
+    let mut r = pe1_with(|b| {
+        let g = weighted(
+            Nexthop::new(PE1_CORE, Some(ip("198.18.10.2")), vec![1002]),
+            Nexthop::new(PE1_CORE, Some(ip("198.18.10.3")), vec![1102]),
+        );
+        b.add_prefix_route(DEFAULT_VRF, ip("198.18.6.0"), 24, push_route(g, TtlModel::Uniform)).unwrap();
+    });
+    r.learn(PE1_CORE, "198.18.10.3", NH2_MAC);
+    let mut chosen: HashMap<u16, u32> = HashMap::new();
+    for round in 0..3u8 {
+        for i in 0..3000u16 {
+            let sport = 10000 + i;
+            // Same flow, other TTL and payload each round.
+            let ip = ipv4_tcp(CE1, "198.18.6.7", 64 - round, sport, 5201, &pattern(20 + usize::from(round), round), true);
+            let p = only(&r.send(PE1_CE1, &from_ce1(&ip)), PE1_CORE);
+            let label = p.labels[0].label;
+            let mac = if label == 1002 { P_WEST_MAC } else { NH2_MAC };
+            assert_eq!(p.dst, mac, "labels and MAC of one next hop");
+            let first = *chosen.entry(sport).or_insert(label);
+            assert_eq!(first, label, "flow {sport} moved between next hops");
+        }
+    }
+    let heavy = chosen.values().filter(|&&l| l == 1002).count();
+    assert_two_to_one(heavy, chosen.len());
+    r.assert_no_drops();
+}
+
+fn p_ecmp() -> Router {
+    p_with(|b| {
+        let g = weighted(
+            Nexthop::new(P_EAST, Some(ip("198.18.20.2")), vec![2002]),
+            Nexthop::new(P_WEST, Some(ip("198.18.10.1")), vec![2001]),
+        );
+        b.add_label_route(1007, swap_route(g)).unwrap();
+    })
+}
+
+#[test]
+fn ecmp_labelled_flows_split_by_inner_flow_and_stay_on_one_next_hop() {
+    let mut r = p_ecmp();
+    let mut chosen: HashMap<u16, u16> = HashMap::new();
+    for round in 0..2u8 {
+        for i in 0..3000u16 {
+            let ip = ipv4_tcp(CE1, CE2, 60, 20000 + i, 80, &pattern(10, round), true);
+            let out = r.send(P_WEST, &to_p(&[(1007, 60 - round)], &ip));
+            assert_eq!(out.len(), 1);
+            let first = *chosen.entry(i).or_insert(out[0].port);
+            assert_eq!(first, out[0].port, "flow {i} moved");
+        }
+    }
+    assert_two_to_one(chosen.values().filter(|&&p| p == P_EAST).count(), chosen.len());
+    r.assert_no_drops();
+}
+
+#[test]
+fn ecmp_labelled_hash_includes_the_labels_below_the_top() {
+    let mut r = p_ecmp();
+    let ip = tcp_ce1_ce2(60, 1);
+    let east = (0..3000u32)
+        .filter(|i| {
+            let out = r.send(P_WEST, &to_p(&[(1007, 60), (16 + i, 60)], &ip));
+            assert_eq!(out.len(), 1);
+            out[0].port == P_EAST
+        })
+        .count();
+    assert_two_to_one(east, 3000);
+}
+
+#[test]
+fn ecmp_entropy_label_alone_decides() {
+    let mut r = p_ecmp();
+    // One entropy label, many inner flows: one next hop.
+    let ports: std::collections::HashSet<u16> = (0..200u16)
+        .map(|i| {
+            let ip = ipv4_tcp(CE1, CE2, 60, 30000 + i, 80, &[], true);
+            let out = r.send(P_WEST, &to_p(&[(1007, 60), (7, 60), (777_777, 60)], &ip));
+            assert_eq!(out.len(), 1);
+            let p = out[0].parse();
+            assert_eq!(p.stack()[1..], [(7, 60, false), (777_777, 60, true)], "ELI and EL kept");
+            out[0].port
+        })
+        .collect();
+    assert_eq!(ports.len(), 1, "the entropy label alone picks the next hop");
+    // Many entropy labels, one inner flow: spread by weight.
+    let ip = ipv4_tcp(CE1, CE2, 60, 30000, 80, &[], true);
+    let east = (0..3000u32)
+        .filter(|i| {
+            let out = r.send(P_WEST, &to_p(&[(1007, 60), (7, 60), (100_000 + i, 60)], &ip));
+            out[0].port == P_EAST
+        })
+        .count();
+    assert_two_to_one(east, 3000);
+}
+
+// ================================================================ TTL
+
+#[test]
+fn label_ttl_expiry_at_p_sends_time_exceeded_with_label_stack_along_the_lsp() {
+    let mut r = Router::p();
+    let probe = ipv4_udp(CE1, CE2, 1, &pattern(32, 7));
+    let p = only(&r.send(P_WEST, &to_p(&[(1002, 1)], &probe)), P_EAST);
+    // Forward along the LSP: p's out port for 1002, the swapped label, a fresh TTL.
+    assert_eq!((p.src, p.dst, p.ethertype), (P_EAST_MAC, PE2_CORE_MAC, 0x8847));
+    assert_eq!(p.labels.len(), 1);
+    assert_eq!((p.labels[0].label, p.labels[0].bottom), (2002, true));
+    assert!(p.labels[0].ttl >= 254, "fresh label TTL, got {}", p.labels[0].ttl);
+    let h = p.ipv4();
+    assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.255.2"), v4(CE1)), "from the router address");
+    let icmp = p.icmpv4();
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::TIME_EXCEEDED, 0));
+    assert_eq!(icmp.rfc4884_length(), 32, "RFC 4884 length: 128 bytes");
+    assert_eq!(&icmp.data()[..probe.len()], &probe[..], "quotes the datagram");
+    assert_eq!(extension_stack(icmp.extension()), vec![word(1002, 1, true)], "the received stack");
+    assert_eq!(r.drops(Drop::LabelTtlExpired), 1);
+    assert_eq!((r.events(Event::IcmpTimeExceeded), r.events(Event::IcmpAlongLsp)), (1, 1));
+}
+
+#[test]
+fn label_ttl_expiry_at_p_quotes_a_two_label_stack() {
+    let mut r = p_with(|b| {
+        b.add_label_route(1003, swap_route(single(P_EAST, "198.18.20.2", &[2003]))).unwrap();
+    });
+    let probe = ipv6_tcp(CE1_V6, CE2_V6, 1, 1, 2, &[]);
+    let p = only(&r.send(P_WEST, &to_p(&[(1003, 1), (5000, 9)], &probe)), P_EAST);
+    assert_eq!(p.stack()[1..], [(5000, 255, true)]);
+    assert_eq!(p.stack()[0].0, 2003);
+    let h = p.ipv6();
+    assert_eq!((h.src_addr(), h.dst_addr()), (v6("2001:db8:ff::2"), v6(CE1_V6)));
+    let icmp = p.icmpv6();
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv6::msg_type::TIME_EXCEEDED, 0));
+    assert_eq!(icmp.rfc4884_length(), 16);
+    assert_eq!(extension_stack(icmp.extension()), vec![word(1003, 1, false), word(5000, 9, true)]);
+}
+
+#[test]
+fn ip_ttl_expiry_at_ingress_pe_sends_time_exceeded_back_to_the_customer() {
+    let mut r = Router::pe1();
+    let probe = ipv4_udp(CE1, CE2, 1, &pattern(32, 7));
+    let p = only(&r.send(PE1_CE1, &from_ce1(&probe)), PE1_CE1);
+    assert_eq!((p.src, p.dst, p.ethertype), (PE1_CE1_MAC, CE1_MAC, 0x0800));
+    let h = p.ipv4();
+    assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.255.1"), v4(CE1)));
+    let icmp = p.icmpv4();
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::TIME_EXCEEDED, 0));
+    assert_eq!(icmp.rfc4884_length(), 0, "no label stack to quote");
+    assert_eq!(icmp.data(), &probe[..]);
+    r.assert_only_drop(Drop::IpTtlExpired, 1);
+}
+
+#[test]
+fn ipv6_hop_limit_expiry_at_ingress_pe_sends_time_exceeded_back_to_the_customer() {
+    let mut r = Router::pe1();
+    let probe = ipv6_tcp(CE1_V6, CE2_V6, 1, 1, 2, &pattern(16, 1));
+    let p = only(&r.send(PE1_CE1, &from_ce1_v6(&probe)), PE1_CE1);
+    assert_eq!((p.dst, p.ethertype), (CE1_MAC, 0x86dd));
+    let h = p.ipv6();
+    assert_eq!((h.src_addr(), h.dst_addr()), (v6("2001:db8:ff::1"), v6(CE1_V6)));
+    let icmp = p.icmpv6();
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv6::msg_type::TIME_EXCEEDED, 0));
+    assert_eq!(icmp.data(), &probe[..]);
+    r.assert_only_drop(Drop::IpTtlExpired, 1);
+}
+
+#[test]
+fn label_ttl_expiry_at_egress_pe_sends_time_exceeded_routed_over_the_reverse_lsp() {
+    let mut r = Router::pe2();
+    let probe = ipv4_udp(CE1, CE2, 1, &pattern(32, 7));
+    let p = only(&r.send(PE2_CORE, &to_pe2(&[(2002, 1)], &probe)), PE2_CORE);
+    assert_eq!((p.src, p.dst, p.ethertype), (PE2_CORE_MAC, P_EAST_MAC, 0x8847));
+    assert_eq!(p.labels.len(), 1);
+    assert_eq!((p.labels[0].label, p.labels[0].bottom), (1001, true), "the reverse LSP's label");
+    let h = p.ipv4();
+    assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.255.3"), v4(CE1)));
+    assert_eq!(p.labels[0].ttl, h.ttl(), "uniform push copies the IP TTL");
+    let icmp = p.icmpv4();
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::TIME_EXCEEDED, 0));
+    assert_eq!(&icmp.data()[..probe.len()], &probe[..]);
+    assert_eq!(extension_stack(icmp.extension()), vec![word(2002, 1, true)]);
+    r.assert_only_drop(Drop::LabelTtlExpired, 1);
+}
+
+// ================================================================ MTU
+
+#[test]
+fn ipv4_df_too_big_after_push_gets_frag_needed_with_mtu_minus_labels() {
+    let mut r = pe1_with(|b| route(b, "198.18.3.0", 24, "198.18.10.2", &[100, 200], TtlModel::Uniform));
+    // 1496 bytes + one label = 1500: fits exactly.
+    let fits = ipv4_tcp(CE1, CE2, 64, 1, 2, &pattern(1456, 1), true);
+    let p = only(&r.send(PE1_CE1, &from_ce1(&fits)), PE1_CORE);
+    assert_eq!(p.l3.len() + 4, 1500);
+    r.assert_no_drops();
+
+    let big = ipv4_tcp(CE1, CE2, 64, 1, 2, &pattern(1457, 1), true);
+    let p = only(&r.send(PE1_CE1, &from_ce1(&big)), PE1_CE1);
+    assert_eq!((p.dst, p.ethertype), (CE1_MAC, 0x0800));
+    let h = p.ipv4();
+    assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.255.1"), v4(CE1)));
+    let icmp = p.icmpv4();
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::DST_UNREACHABLE, icmpv4::FRAG_NEEDED));
+    assert_eq!(icmp.next_hop_mtu(), 1496);
+    assert_eq!(&icmp.data()[12..20], &big[12..20], "quotes the original's addresses");
+    r.assert_only_drop(Drop::MtuExceeded, 1);
+    assert_eq!(r.events(Event::IcmpTooBig), 1);
+
+    // Two labels: 1492.
+    let big = ipv4_tcp(CE1, "198.18.3.3", 64, 1, 2, &pattern(1453, 1), true);
+    let icmp_frame = only(&r.send(PE1_CE1, &from_ce1(&big)), PE1_CE1);
+    assert_eq!(icmp_frame.icmpv4().next_hop_mtu(), 1492);
+}
+
+#[test]
+fn ipv6_too_big_after_push_gets_packet_too_big_with_mtu_minus_labels() {
+    let mut r = Router::pe1();
+    let big = ipv6_tcp(CE1_V6, CE2_V6, 64, 1, 2, &pattern(1440, 1));
+    assert_eq!(big.len(), 1500);
+    let p = only(&r.send(PE1_CE1, &from_ce1_v6(&big)), PE1_CE1);
+    assert_eq!((p.dst, p.ethertype), (CE1_MAC, 0x86dd));
+    let h = p.ipv6();
+    assert_eq!((h.src_addr(), h.dst_addr()), (v6("2001:db8:ff::1"), v6(CE1_V6)));
+    let icmp = p.icmpv6();
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv6::msg_type::PACKET_TOO_BIG, 0));
+    assert_eq!(icmp.mtu(), 1496);
+    assert_eq!(&icmp.data()[8..40], &big[8..40]);
+    r.assert_only_drop(Drop::MtuExceeded, 1);
+}
+
+#[test]
+fn ipv4_without_df_is_fragmented_at_ingress_and_each_fragment_fits_with_labels() {
+    let mut r = pe1_with(|b| route(b, "198.18.3.0", 24, "198.18.10.2", &[100, 200], TtlModel::Uniform));
+    for (dst, labels) in [(CE2, 1usize), ("198.18.3.3", 2)] {
+        let big = ipv4_tcp(CE1, dst, 64, 1, 2, &pattern(3960, 3), false);
+        let out = r.send(PE1_CE1, &from_ce1(&big));
+        assert!(out.len() >= 3, "{} fragments", out.len());
+        let mut pieces = Vec::new();
+        for s in &out {
+            assert_eq!(s.port, PE1_CORE);
+            assert!(s.frame.len() - 14 <= 1500, "fragment of {} bytes with labels", s.frame.len() - 14);
+            let p = s.parse();
+            assert_eq!(p.labels.len(), labels);
+            assert!(p.labels.iter().all(|l| l.ttl == 63));
+            let h = p.ipv4();
+            assert_eq!((h.src_addr(), h.dst_addr(), h.ident(), h.ttl()), (v4(CE1), v4(dst), 0x1234, 63));
+            pieces.push((h.frag_offset(), h.more_frags(), h.payload().to_vec()));
+        }
+        pieces.sort_by_key(|p| p.0);
+        let mut payload = Vec::new();
+        for (i, (off, mf, data)) in pieces.iter().enumerate() {
+            assert_eq!(usize::from(*off), payload.len(), "fragments contiguous");
+            assert_eq!(*mf, i + 1 < pieces.len(), "MF on all but the last");
+            payload.extend_from_slice(data);
+        }
+        assert_eq!(payload, big[20..], "reassembles to the original");
+    }
+    assert_eq!(r.events(Event::Fragmented), 2);
+    r.assert_no_drops();
+}
+
+const GSO_PAYLOAD: usize = 10 * 1448 + 500;
+
+/// A TCP/IPv4 super-frame from ce1 as a guest's virtio-net TSO hands it over.
+fn tso_superframe(dst: &str, port: u16, dst_mac: [u8; 6], src_mac: [u8; 6]) -> (Packet, Vec<u8>) {
+    let ip = ipv4_tcp_partial(CE1, dst, 64, 0xffff_f000, &pattern(GSO_PAYLOAD, 11));
+    let mut pkt = Packet::from_frame(port, &ipv4_frame(dst_mac, src_mac, &ip));
+    pkt.offload = virtio_net::Repr {
+        needs_csum: true,
+        data_valid: false,
+        gso_type: virtio_net::GsoType::TcpV4,
+        gso_ecn: false,
+        hdr_len: 54,
+        gso_size: 1448,
+        csum_start: 34,
+        csum_offset: 16,
+    };
+    (pkt, ip)
+}
+
+fn pe1_caps(core: PortCaps) -> Router {
+    let mut ports = pe1_ports();
+    ports[usize::from(PE1_CORE)].caps = core;
+    let mut b = pe1_builder();
+    route(&mut b, "198.18.5.0", 24, "198.18.10.2", &[], TtlModel::Uniform);
+    let mut r = Router::new(b, ports);
+    r.resolve_all_pe1();
+    r
+}
+
+#[test]
+fn tcp_gso_superframe_pushed_onto_port_without_mpls_gso_is_segmented() {
+    let mut r = pe1_caps(PortCaps { tso4: true, csum: true, ..PortCaps::default() });
+    let (pkt, ip) = tso_superframe(CE2, PE1_CE1, PE1_CE1_MAC, CE1_MAC);
+    let out = r.send_packet(pkt);
+    assert_eq!(out.len(), GSO_PAYLOAD.div_ceil(1448));
+    let mut payload = Vec::new();
+    for (i, s) in out.iter().enumerate() {
+        assert_eq!(s.port, PE1_CORE);
+        assert!(!s.offload.is_gso() && !s.offload.needs_csum, "segments leave complete");
+        assert!(s.frame.len() - 14 <= 1500, "segment of {} bytes with its label", s.frame.len() - 14);
+        let p = s.parse();
+        assert_eq!((p.dst, p.src), (P_WEST_MAC, PE1_CORE_MAC));
+        assert_eq!(p.stack(), vec![(1002, 63, true)]);
+        assert_eq!(p.ipv4().ttl(), 63);
+        assert!(tcp_v4_checksum_ok(&p.l3), "segment {i} TCP checksum");
+        let seg = &p.l3[20..];
+        let seq = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
+        assert_eq!(seq, 0xffff_f000u32.wrapping_add(payload.len() as u32));
+        payload.extend_from_slice(&seg[20..]);
+    }
+    assert_eq!(payload, ip[40..], "segments carry the whole payload in order");
+    assert_eq!((r.events(Event::GsoSegmented), r.events(Event::GsoSegments)), (1, out.len() as u64));
+    r.assert_no_drops();
+}
+
+#[test]
+fn tcp_gso_superframe_to_port_with_mpls_gso_passes_whole() {
+    let mut r = pe1_caps(PortCaps { mpls_gso: true, ..PortCaps::default() });
+    let (pkt, ip) = tso_superframe(CE2, PE1_CE1, PE1_CE1_MAC, CE1_MAC);
+    let out = r.send_packet(pkt);
+    assert_eq!(out.len(), 1);
+    let s = &out[0];
+    assert_eq!(s.port, PE1_CORE);
+    let p = s.parse();
+    assert_eq!(p.stack(), vec![(1002, 63, true)]);
+    assert_eq!(p.l3.len(), ip.len());
+    assert_eq!(&p.l3[20..], &ip[20..], "TCP untouched, checksum still partial");
+    assert_eq!(s.offload.gso_type, virtio_net::GsoType::TcpV4);
+    assert_eq!(s.offload.gso_size, 1448);
+    assert_eq!((s.offload.csum_start, s.offload.hdr_len), (38, 58), "offsets follow the label");
+    assert!(s.offload.needs_csum);
+    assert_eq!(r.events(Event::GsoPassed), 1);
+    r.assert_no_drops();
+}
+
+#[test]
+fn plain_ip_gso_superframe_to_port_with_tso4_passes_whole() {
+    let mut r = pe1_caps(PortCaps { tso4: true, ..PortCaps::default() });
+    let (pkt, ip) = tso_superframe("198.18.5.1", PE1_CE1, PE1_CE1_MAC, CE1_MAC);
+    let out = r.send_packet(pkt);
+    assert_eq!(out.len(), 1);
+    let s = &out[0];
+    let p = s.parse();
+    assert_eq!((p.dst, p.ethertype), (P_WEST_MAC, 0x0800));
+    assert_eq!(p.ipv4().ttl(), 63);
+    assert_eq!(&p.l3[20..], &ip[20..]);
+    assert_eq!((s.offload.gso_type, s.offload.gso_size, s.offload.csum_start), (virtio_net::GsoType::TcpV4, 1448, 34));
+    assert_eq!(r.events(Event::GsoPassed), 1);
+    r.assert_no_drops();
+}
+
+#[test]
+fn needs_csum_on_a_labelled_non_gso_frame_gets_its_checksum_completed() {
+    // Even a port that takes partial checksums gets labelled frames complete.
+    let mut r = pe1_caps(PortCaps { csum: true, ..PortCaps::default() });
+    let ip = ipv4_tcp_partial(CE1, CE2, 64, 77, &pattern(200, 4));
+    assert!(!tcp_v4_checksum_ok(&ip));
+    let mut pkt = Packet::from_frame(PE1_CE1, &from_ce1(&ip));
+    pkt.offload.needs_csum = true;
+    pkt.offload.csum_start = 34;
+    pkt.offload.csum_offset = 16;
+    let out = r.send_packet(pkt);
+    assert_eq!(out.len(), 1);
+    assert!(!out[0].offload.needs_csum);
+    let p = out[0].parse();
+    assert_eq!(p.stack(), vec![(1002, 63, true)]);
+    assert!(tcp_v4_checksum_ok(&p.l3), "checksum completed");
+    assert_eq!(r.events(Event::ChecksumCompleted), 1);
+    r.assert_no_drops();
+}
+
+// ================================================================ reserved labels
+
+#[test]
+fn router_alert_label_is_punted_and_counted() {
+    let mut r = Router::p();
+    assert!(r.send(P_WEST, &to_p(&[(1, 64), (1002, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
+    assert_eq!(r.events(Event::PuntRouterAlert), 1);
+    p_still_forwards(&mut r);
+}
+
+#[test]
+fn oam_alert_label_is_punted_and_counted() {
+    let mut r = Router::p();
+    assert!(r.send(P_WEST, &to_p(&[(14, 64), (1002, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
+    assert_eq!(r.events(Event::PuntOamAlert), 1);
+    p_still_forwards(&mut r);
+}
+
+#[test]
+fn implicit_null_on_the_wire_is_dropped_and_counted() {
+    let mut r = Router::p();
+    assert!(r.send(P_WEST, &to_p(&[(3, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
+    r.assert_only_drop(Drop::ImplicitNullOnWire, 1);
+    p_still_forwards(&mut r);
+}
+
+#[test]
+fn gal_label_13_is_dropped_as_reserved() {
+    let mut r = Router::p();
+    assert!(r.send(P_WEST, &to_p(&[(13, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
+    r.assert_only_drop(Drop::ReservedLabel, 1);
+    p_still_forwards(&mut r);
+}
+
+#[test]
+fn other_reserved_labels_are_dropped_as_reserved() {
+    let mut r = Router::p();
+    for label in [4, 5, 6, 8, 15] {
+        assert!(r.send(P_WEST, &to_p(&[(label, 64), (1002, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
+    }
+    // An entropy label indicator at the bottom has no entropy label under it.
+    assert!(r.send(P_WEST, &to_p(&[(7, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
+    r.assert_only_drop(Drop::ReservedLabel, 6);
+    p_still_forwards(&mut r);
+}
+
+#[test]
+fn unknown_label_is_dropped_and_counted() {
+    let mut r = Router::p();
+    assert!(r.send(P_WEST, &to_p(&[(4242, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
+    assert!(r.send(P_WEST, &to_p(&[(0xfffff, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
+    r.assert_only_drop(Drop::UnknownLabel, 2);
+    p_still_forwards(&mut r);
+}
+
+// ================================================================ malformed input
+
+#[test]
+fn truncated_ethernet_is_counted() {
+    let mut r = Router::p();
+    for n in [0, 1, 13] {
+        assert!(r.send(P_WEST, &to_p(&[(1002, 64)], &[])[..n]).is_empty());
+    }
+    r.assert_only_drop(Drop::TruncatedEthernet, 3);
+    p_still_forwards(&mut r);
+}
+
+#[test]
+fn truncated_label_stack_is_counted() {
+    let mut r = Router::p();
+    let full = to_p(&[(1002, 64)], &[]);
+    for n in [14, 15, 17] {
+        assert!(r.send(P_WEST, &full[..n]).is_empty());
+    }
+    r.assert_only_drop(Drop::TruncatedLabelStack, 3);
+    p_still_forwards(&mut r);
+}
+
+#[test]
+fn label_stack_without_bottom_of_stack_is_counted() {
+    let mut r = Router::p();
+    let mut f = to_p(&[(1002, 64), (1002, 64), (1002, 64)], &[]);
+    f[14 + 8 + 2] &= !1; // clear S on the last entry
+    assert!(r.send(P_WEST, &f).is_empty());
+    r.assert_only_drop(Drop::TruncatedLabelStack, 1);
+    p_still_forwards(&mut r);
+}
+
+#[test]
+fn bad_ipv4_header_length_is_counted() {
+    let mut r = Router::pe1();
+    let mut ip = tcp_ce1_ce2(64, 1);
+    ip[0] = 0x44; // IHL 4: below the minimum
+    assert!(r.send(PE1_CE1, &from_ce1(&ip)).is_empty());
+    let mut ip = tcp_ce1_ce2(64, 1);
+    ip[2..4].copy_from_slice(&16u16.to_be_bytes()); // total length shorter than the header
+    assert!(r.send(PE1_CE1, &from_ce1(&ip)).is_empty());
+    r.assert_only_drop(Drop::BadIpv4Header, 2);
+    pe1_still_forwards(&mut r);
+}
+
+#[test]
+fn bad_ipv4_checksum_is_counted() {
+    let mut r = Router::pe1();
+    let mut ip = tcp_ce1_ce2(64, 1);
+    ip[10] ^= 0x55;
+    assert!(r.send(PE1_CE1, &from_ce1(&ip)).is_empty());
+    r.assert_only_drop(Drop::BadIpv4Checksum, 1);
+    pe1_still_forwards(&mut r);
+}
+
+#[test]
+fn ipv4_ttl_zero_is_counted_as_expired() {
+    let mut r = Router::pe1();
+    let out = r.send(PE1_CE1, &from_ce1(&tcp_ce1_ce2(0, 1)));
+    assert!(out.iter().all(|s| s.port == PE1_CE1), "nothing forwarded");
+    r.assert_only_drop(Drop::IpTtlExpired, 1);
+    pe1_still_forwards(&mut r);
+}
+
+#[test]
+fn label_ttl_zero_is_counted_as_expired() {
+    let mut r = Router::p();
+    let out = r.send(P_WEST, &to_p(&[(1002, 0)], &tcp_ce1_ce2(64, 1)));
+    assert!(out.iter().all(|s| s.parse().l3.get(9) == Some(&ipv4::protocol::ICMP)), "only an ICMP error goes out");
+    r.assert_only_drop(Drop::LabelTtlExpired, 1);
+    p_still_forwards(&mut r);
+}
+
+#[test]
+fn bad_ipv4_header_under_a_popped_label_is_counted() {
+    let mut r = Router::pe2();
+    let mut ip = tcp_ce1_ce2(63, 1);
+    ip[0] = 0x43;
+    assert!(r.send(PE2_CORE, &to_pe2(&[(2002, 62)], &ip)).is_empty());
+    let mut ip = tcp_ce1_ce2(63, 1);
+    ip[11] ^= 1;
+    assert!(r.send(PE2_CORE, &to_pe2(&[(2002, 62)], &ip)).is_empty());
+    assert_eq!((r.drops(Drop::BadIpv4Header), r.drops(Drop::BadIpv4Checksum)), (1, 1));
+    let ip = tcp_ce1_ce2(63, 1);
+    only(&r.send(PE2_CORE, &to_pe2(&[(2002, 62)], &ip)), PE2_CE2);
+}
+
+#[test]
+fn ethernet_padding_after_a_short_packet_is_not_forwarded() {
+    let mut r = Router::pe1();
+    let ip = ipv4_tcp(CE1, CE2, 64, 1, 2, &[], true); // 40 bytes: padded to 46 on the wire
+    let mut f = from_ce1(&ip);
+    f.extend_from_slice(&[0xee; 6]);
+    let p = only(&r.send(PE1_CE1, &f), PE1_CORE);
+    assert_eq!(p.l3.len(), 40, "padding dropped before the label goes on");
+    assert_ipv4_forwarded(&p, &ip, 63);
+}
+
+#[test]
+fn ipv6_header_types_are_distinguished_after_php_by_version_nibble() {
+    // A PHP pop of a stack whose payload is neither IPv4 nor IPv6 is dropped, not sent
+    // with a guessed ethertype.
+    let mut r = p_with(|b| {
+        b.add_label_route(1005, swap_route(single(P_EAST, "198.18.20.2", &[]))).unwrap();
+    });
+    let mut junk = tcp_ce1_ce2(64, 1);
+    junk[0] = 0x25;
+    assert!(r.send(P_WEST, &to_p(&[(1005, 30)], &junk)).is_empty());
+    r.assert_only_drop(Drop::UnknownPayload, 1);
+}

@@ -1,0 +1,1041 @@
+//! The seed lab: ce1 -- pe1 -- p -- pe2 -- ce2, measured in several modes.
+//!
+//! ```text
+//!  ce1 ----------- pe1 ------------ p ------------ pe2 ----------- ce2
+//!  198.18.1.2/24   .1 | 198.18.10.1  .2 | 198.18.20.1  .2 | 198.18.2.1   198.18.2.2/24
+//!  2001:db8:1::2   ::1| 2001:db8:10::1 ::2| 2001:db8:20::1 ::2| 2001:db8:2::1 2001:db8:2::2
+//! ```
+//!
+//! Interfaces are named as in `examples/seed`: `ce1-pe1`/`pe1-ce1`, `pe1-p`/`p-pe1`,
+//! `p-pe2`/`pe2-p`, `pe2-ce2`/`ce2-pe2`. All modes run one after the other in the
+//! same namespaces, so they are compared on the same links:
+//! - `kernel-ip`: pe1, p and pe2 are kernel IP routers (addresses, forwarding, static
+//!   routes). The baseline every ratio refers to.
+//! - `vmpls-mpls`: the kernel's addresses on the router interfaces are removed and
+//!   IPv6 is disabled there (the kernel stays silent), and one `vmpls run` process
+//!   per router forwards over the label-switched path of the configs from
+//!   [`router_configs`].
+//!
+//! More modes (offloads off, vmpls IP routing, a 1500-byte core) are new entries of
+//! [`Mode`].
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+
+use crate::ping::{PingOptions, ping};
+use crate::topology::{HostOptions, Topology};
+use crate::traffic::{FlowOptions, FlowProgress, FlowResult, Limit, run_flow};
+use crate::{IpPrefix, check_interrupt, interrupted, is_interrupted, require_root};
+
+/// How the three routers forward in a mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModeKind {
+    /// The Linux kernel routes IP (the baseline).
+    KernelIp,
+    /// Three vmpls processes switch labels (configs from [`router_configs`]).
+    VmplsMpls,
+}
+
+/// One measurement of the seed lab.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mode {
+    /// The name in the report (`kernel-ip`, `vmpls-mpls`, ...).
+    pub name: String,
+    /// Who forwards.
+    pub kind: ModeKind,
+    /// Whether segmentation offloads (TSO, GSO) stay on, on every interface; `false`
+    /// turns TSO, GSO and GRO off with ethtool.
+    pub offloads: bool,
+}
+
+impl Mode {
+    /// Kernel IP routing with default offloads: the baseline.
+    pub fn kernel_ip() -> Self {
+        Self {
+            name: "kernel-ip".into(),
+            kind: ModeKind::KernelIp,
+            offloads: true,
+        }
+    }
+
+    /// vmpls label switching with default offloads.
+    pub fn vmpls_mpls() -> Self {
+        Self {
+            name: "vmpls-mpls".into(),
+            kind: ModeKind::VmplsMpls,
+            offloads: true,
+        }
+    }
+
+    /// vmpls label switching with TSO, GSO and GRO off on every interface.
+    pub fn vmpls_mpls_offloads_off() -> Self {
+        Self {
+            name: "vmpls-mpls-offloads-off".into(),
+            kind: ModeKind::VmplsMpls,
+            offloads: false,
+        }
+    }
+
+    /// The modes `vmpls lab seed` runs by default: `kernel-ip`, then `vmpls-mpls`.
+    pub fn defaults() -> Vec<Mode> {
+        vec![Self::kernel_ip(), Self::vmpls_mpls()]
+    }
+}
+
+/// The variable parts of the seed topology and its router configs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeedParams {
+    /// The label pe1 pushes toward p for traffic to ce2.
+    pub pe1_push: u32,
+    /// The label p swaps `pe1_push` to, toward pe2.
+    pub p_to_pe2: u32,
+    /// The label pe2 pushes toward p for traffic to ce1.
+    pub pe2_push: u32,
+    /// The label p swaps `pe2_push` to, toward pe1.
+    pub p_to_pe1: u32,
+    /// Penultimate-hop popping: p swaps to implicit null (3) and the egress PEs get
+    /// plain IP.
+    pub php: bool,
+    /// MTU of the customer links (ce1 -- pe1, pe2 -- ce2).
+    pub customer_mtu: u32,
+    /// MTU of the core links (pe1 -- p, p -- pe2). The default, 65535, lets super-frames
+    /// pass between the routers as single jumbo frames.
+    pub core_mtu: u32,
+    /// Write each port's MTU into the configs (`mtu = N`); by default the routers use
+    /// the interface's MTU.
+    pub mtu_in_config: bool,
+}
+
+impl Default for SeedParams {
+    fn default() -> Self {
+        Self {
+            pe1_push: 1002,
+            p_to_pe2: 2002,
+            pe2_push: 1001,
+            p_to_pe1: 2001,
+            php: false,
+            customer_mtu: 1500,
+            core_mtu: 65535,
+            mtu_in_config: false,
+        }
+    }
+}
+
+/// One generated router config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouterConfig {
+    /// The router (and host) name: `pe1`, `p` or `pe2`.
+    pub router: String,
+    /// The TOML text for `vmpls run --config`.
+    pub toml: String,
+}
+
+/// ce1's addresses and gateway.
+pub const CE1_V4: &str = "198.18.1.2/24";
+/// ce1's IPv6 address.
+pub const CE1_V6: &str = "2001:db8:1::2/64";
+/// ce2's IPv4 address.
+pub const CE2_V4: &str = "198.18.2.2/24";
+/// ce2's IPv6 address.
+pub const CE2_V6: &str = "2001:db8:2::2/64";
+
+struct Port {
+    name: &'static str,
+    interface: &'static str,
+    v4: &'static str,
+    v6: &'static str,
+    core: bool,
+}
+
+struct Router {
+    name: &'static str,
+    addresses: [&'static str; 2],
+    ports: [Port; 2],
+    /// Static routes in kernel-ip mode: (destination, gateway).
+    kernel_routes: &'static [(&'static str, &'static str)],
+}
+
+const ROUTERS: [Router; 3] = [
+    Router {
+        name: "pe1",
+        addresses: ["198.18.255.1", "2001:db8:ff::1"],
+        ports: [
+            Port {
+                name: "ce1",
+                interface: "pe1-ce1",
+                v4: "198.18.1.1/24",
+                v6: "2001:db8:1::1/64",
+                core: false,
+            },
+            Port {
+                name: "core",
+                interface: "pe1-p",
+                v4: "198.18.10.1/24",
+                v6: "2001:db8:10::1/64",
+                core: true,
+            },
+        ],
+        kernel_routes: &[
+            ("198.18.2.0/24", "198.18.10.2"),
+            ("2001:db8:2::/64", "2001:db8:10::2"),
+        ],
+    },
+    Router {
+        name: "p",
+        addresses: ["198.18.255.2", "2001:db8:ff::2"],
+        ports: [
+            Port {
+                name: "west",
+                interface: "p-pe1",
+                v4: "198.18.10.2/24",
+                v6: "2001:db8:10::2/64",
+                core: true,
+            },
+            Port {
+                name: "east",
+                interface: "p-pe2",
+                v4: "198.18.20.1/24",
+                v6: "2001:db8:20::1/64",
+                core: true,
+            },
+        ],
+        kernel_routes: &[
+            ("198.18.1.0/24", "198.18.10.1"),
+            ("2001:db8:1::/64", "2001:db8:10::1"),
+            ("198.18.2.0/24", "198.18.20.2"),
+            ("2001:db8:2::/64", "2001:db8:20::2"),
+        ],
+    },
+    Router {
+        name: "pe2",
+        addresses: ["198.18.255.3", "2001:db8:ff::3"],
+        ports: [
+            Port {
+                name: "core",
+                interface: "pe2-p",
+                v4: "198.18.20.2/24",
+                v6: "2001:db8:20::2/64",
+                core: true,
+            },
+            Port {
+                name: "ce2",
+                interface: "pe2-ce2",
+                v4: "198.18.2.1/24",
+                v6: "2001:db8:2::1/64",
+                core: false,
+            },
+        ],
+        kernel_routes: &[
+            ("198.18.1.0/24", "198.18.20.1"),
+            ("2001:db8:1::/64", "2001:db8:20::1"),
+        ],
+    },
+];
+
+/// (host a, interface a, host b, interface b, core link?)
+const LINKS: [(&str, &str, &str, &str, bool); 4] = [
+    ("ce1", "ce1-pe1", "pe1", "pe1-ce1", false),
+    ("pe1", "pe1-p", "p", "p-pe1", true),
+    ("p", "p-pe2", "pe2", "pe2-p", true),
+    ("pe2", "pe2-ce2", "ce2", "ce2-pe2", false),
+];
+
+fn prefix(s: &str) -> IpPrefix {
+    // The constants above are valid; a failure here is a bug caught by the tests.
+    s.parse()
+        .unwrap_or_else(|e| panic!("bad built-in prefix {s}: {e}"))
+}
+
+fn addr(s: &str) -> IpAddr {
+    s.parse()
+        .unwrap_or_else(|e| panic!("bad built-in address {s}: {e}"))
+}
+
+/// The three router configs (pe1, p, pe2) of the seed lab, in the format of
+/// `examples/seed/*.toml`; with default [`SeedParams`] they say what those files say.
+pub fn router_configs(params: &SeedParams) -> Vec<RouterConfig> {
+    ROUTERS
+        .iter()
+        .map(|r| RouterConfig {
+            router: r.name.to_string(),
+            toml: router_config(r, params),
+        })
+        .collect()
+}
+
+fn router_config(r: &Router, params: &SeedParams) -> String {
+    let mut s = String::new();
+    // Writing to a String cannot fail.
+    let _ = writeln!(s, "# {}: generated by vmpls lab seed.\n", r.name);
+    let _ = writeln!(s, "[router]\nname = \"{}\"", r.name);
+    let _ = writeln!(
+        s,
+        "addresses = [\"{}\", \"{}\"]",
+        r.addresses[0], r.addresses[1]
+    );
+    for port in &r.ports {
+        let _ = writeln!(
+            s,
+            "\n[[port]]\nname = \"{}\"\ninterface = \"{}\"",
+            port.name, port.interface
+        );
+        let _ = writeln!(s, "addresses = [\"{}\", \"{}\"]", port.v4, port.v6);
+        if params.mtu_in_config {
+            let mtu = if port.core {
+                params.core_mtu
+            } else {
+                params.customer_mtu
+            };
+            let _ = writeln!(s, "mtu = {mtu}");
+        }
+    }
+    let push_route = |s: &mut String, pfx: &str, label: u32, via: &str| {
+        let _ = writeln!(
+            s,
+            "\n[[route]]\nprefix = \"{pfx}\"\npush = [{label}]\nvia = \"{via}\"\nport = \"core\""
+        );
+    };
+    let pop_label = |s: &mut String, label: u32| {
+        let _ = writeln!(s, "\n[[label]]\nin = {label}\naction = \"pop\"");
+    };
+    let swap_label = |s: &mut String, label: u32, out: u32, via: &str, port: &str| {
+        let _ = writeln!(
+            s,
+            "\n[[label]]\nin = {label}\naction = \"swap\"\nout = [{out}]\nvia = \"{via}\"\nport = \"{port}\""
+        );
+    };
+    match r.name {
+        "pe1" => {
+            push_route(&mut s, "198.18.2.0/24", params.pe1_push, "198.18.10.2");
+            push_route(&mut s, "2001:db8:2::/64", params.pe1_push, "2001:db8:10::2");
+            if !params.php {
+                pop_label(&mut s, params.p_to_pe1);
+            }
+        }
+        "p" => {
+            let (to_pe2, to_pe1) = if params.php {
+                (3, 3)
+            } else {
+                (params.p_to_pe2, params.p_to_pe1)
+            };
+            swap_label(&mut s, params.pe1_push, to_pe2, "198.18.20.2", "east");
+            swap_label(&mut s, params.pe2_push, to_pe1, "198.18.10.1", "west");
+        }
+        _ => {
+            if !params.php {
+                pop_label(&mut s, params.p_to_pe2);
+            }
+            push_route(&mut s, "198.18.1.0/24", params.pe2_push, "198.18.20.1");
+            push_route(&mut s, "2001:db8:1::/64", params.pe2_push, "2001:db8:20::1");
+        }
+    }
+    s
+}
+
+/// What `vmpls lab seed` does.
+#[derive(Debug, Clone)]
+pub struct SeedOptions {
+    /// The `vmpls` binary to start as `ROUTER_BINARY run --config FILE` (vmpls modes).
+    pub router_binary: PathBuf,
+    /// How long each mode's TCP flow runs.
+    pub duration: Duration,
+    /// Go on with the next mode when one fails (the report shows the error); otherwise
+    /// the first failure ends the run.
+    pub keep_going: bool,
+    /// The caller wants JSON (see [`SeedReport::to_json`]) rather than the Markdown
+    /// table; the lab itself does not print.
+    pub json: bool,
+    /// The modes to run, in order. Ratios refer to the first `kernel-ip` mode.
+    pub modes: Vec<Mode>,
+    /// Topology and config parameters.
+    pub params: SeedParams,
+    /// Where configs and router logs go; `None`: a new directory under the system temp
+    /// dir, removed at the end if every mode succeeded.
+    pub work_dir: Option<PathBuf>,
+    /// How long to wait for ce1 to reach ce2 after a mode is set up.
+    pub reach_timeout: Duration,
+}
+
+impl SeedOptions {
+    /// Options with the default modes and parameters.
+    pub fn new(router_binary: impl Into<PathBuf>, duration: Duration) -> Self {
+        Self {
+            router_binary: router_binary.into(),
+            duration,
+            keep_going: false,
+            json: false,
+            modes: Mode::defaults(),
+            params: SeedParams::default(),
+            work_dir: None,
+            reach_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The outcome of one mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModeResult {
+    /// The mode's name.
+    pub name: String,
+    /// The flow's measurements; `None` if the mode failed before or during the flow.
+    pub flow: Option<FlowResult>,
+    /// Throughput relative to the kernel-ip mode of the same run.
+    pub ratio: Option<f64>,
+    /// Why the mode failed, if it did (also set when the flow's content was wrong).
+    pub error: Option<String>,
+}
+
+impl ModeResult {
+    /// Gbit/s of the flow, if it ran.
+    pub fn gbps(&self) -> Option<f64> {
+        self.flow.as_ref().map(|f| f.gbps)
+    }
+}
+
+/// The result of `vmpls lab seed`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeedReport {
+    /// One entry per mode, in the order run.
+    pub modes: Vec<ModeResult>,
+    /// The directory with the configs and router logs, if it was kept.
+    pub work_dir: Option<PathBuf>,
+}
+
+impl SeedReport {
+    /// Whether every mode succeeded.
+    pub fn ok(&self) -> bool {
+        self.modes.iter().all(|m| m.error.is_none())
+    }
+
+    /// The seed's table in Markdown: mode, Gbit/s, retransmits, ratio to kernel-ip;
+    /// failures are listed under it.
+    pub fn to_markdown(&self) -> String {
+        let mut s = String::new();
+        s.push_str("| mode | Gbit/s | retransmits | ratio to kernel-ip |\n");
+        s.push_str("|------|-------:|------------:|-------------------:|\n");
+        for m in &self.modes {
+            let (gbps, retrans) = match &m.flow {
+                Some(f) => (format!("{:.2}", f.gbps), f.retransmits.to_string()),
+                None => ("failed".to_string(), "-".to_string()),
+            };
+            let ratio = m.ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
+            let _ = writeln!(s, "| {} | {gbps} | {retrans} | {ratio} |", m.name);
+        }
+        let failures: Vec<_> = self
+            .modes
+            .iter()
+            .filter_map(|m| Some((&m.name, m.error.as_ref()?)))
+            .collect();
+        if !failures.is_empty() {
+            s.push('\n');
+            for (name, e) in failures {
+                let _ = writeln!(s, "- {name}: {}", e.replace('\n', "\n  "));
+            }
+        }
+        s
+    }
+
+    /// The report as JSON: `{"modes":[{"name", "gbps", "retransmits", "ratio", ...}]}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let modes: Vec<_> = self
+            .modes
+            .iter()
+            .map(|m| {
+                serde_json::json!({
+                    "name": m.name,
+                    "gbps": m.flow.as_ref().map(|f| f.gbps),
+                    "retransmits": m.flow.as_ref().map(|f| f.retransmits),
+                    "ratio": m.ratio,
+                    "bytes": m.flow.as_ref().map(|f| f.bytes_received),
+                    "seconds": m.flow.as_ref().map(|f| f.seconds),
+                    "content_ok": m.flow.as_ref().map(|f| f.content_ok),
+                    "error": m.error,
+                })
+            })
+            .collect();
+        serde_json::json!({ "modes": modes })
+    }
+}
+
+/// Runs the seed lab: builds the topology, runs every mode of `opts.modes` in order
+/// and returns the report. `progress` gets human-readable progress lines.
+///
+/// Fails at once without root. On Ctrl-C/SIGTERM (with
+/// [`install_interrupt_handler`](crate::install_interrupt_handler)) it returns an
+/// `interrupted` error; the namespaces and routers are removed either way.
+pub fn run_seed(opts: &SeedOptions, progress: &mut dyn FnMut(&str)) -> anyhow::Result<SeedReport> {
+    require_root()?;
+    if opts.modes.is_empty() {
+        bail!("no modes to run");
+    }
+    if opts.duration.is_zero() {
+        bail!("the flow duration must be more than 0 s");
+    }
+    if opts.modes.iter().any(|m| m.kind == ModeKind::VmplsMpls) && !opts.router_binary.is_file() {
+        bail!(
+            "router binary {} not found (it runs as `{0} run --config FILE`)",
+            opts.router_binary.display()
+        );
+    }
+    let (work_dir, temporary) = match &opts.work_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            (d.clone(), false)
+        }
+        None => (make_temp_dir()?, true),
+    };
+    let result = run_modes(opts, &work_dir, progress);
+    match result {
+        Ok(mut report) => {
+            if temporary && report.ok() {
+                let _ = std::fs::remove_dir_all(&work_dir);
+            } else {
+                report.work_dir = Some(work_dir);
+            }
+            Ok(report)
+        }
+        Err(e) => {
+            let empty = std::fs::read_dir(&work_dir)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(false);
+            if empty && temporary {
+                let _ = std::fs::remove_dir(&work_dir);
+                return Err(e);
+            }
+            if is_interrupted(&e) {
+                return Err(e);
+            }
+            Err(e.context(format!(
+                "seed lab failed (configs and logs are in {})",
+                work_dir.display()
+            )))
+        }
+    }
+}
+
+fn make_temp_dir() -> anyhow::Result<PathBuf> {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "vmpls-lab-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn run_modes(
+    opts: &SeedOptions,
+    work_dir: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> anyhow::Result<SeedReport> {
+    progress("building the seed topology: ce1 -- pe1 -- p -- pe2 -- ce2");
+    let mut lab = SeedLab::build(&opts.params)?;
+    progress(&format!(
+        "namespaces: {}",
+        lab.topology().namespaces().join(" ")
+    ));
+    let mut results = Vec::new();
+    for mode in &opts.modes {
+        check_interrupt()?;
+        progress(&format!("{}: setting up", mode.name));
+        match lab.run_mode(mode, opts, work_dir, progress) {
+            Ok(flow) => {
+                let error = (!flow.content_ok).then(|| match flow.first_mismatch {
+                    Some(at) => {
+                        format!("received data differs from what was sent, first at byte {at}")
+                    }
+                    None => format!(
+                        "sent {} bytes but received {}",
+                        flow.bytes_sent, flow.bytes_received
+                    ),
+                });
+                progress(&format!(
+                    "{}: {:.2} Gbit/s, {} retransmits, {} bytes in {:.1} s{}",
+                    mode.name,
+                    flow.gbps,
+                    flow.retransmits,
+                    flow.bytes_received,
+                    flow.seconds,
+                    if flow.content_ok {
+                        ""
+                    } else {
+                        ", CONTENT WRONG"
+                    }
+                ));
+                results.push(ModeResult {
+                    name: mode.name.clone(),
+                    flow: Some(flow),
+                    ratio: None,
+                    error,
+                });
+            }
+            Err(e) if interrupted() || is_interrupted(&e) => return Err(e),
+            Err(e) if opts.keep_going => {
+                progress(&format!("{}: failed: {e:#}", mode.name));
+                results.push(ModeResult {
+                    name: mode.name.clone(),
+                    flow: None,
+                    ratio: None,
+                    error: Some(format!("{e:#}")),
+                });
+            }
+            Err(e) => return Err(e.context(format!("mode {}", mode.name))),
+        }
+        if let Err(e) = lab.stop_routers() {
+            progress(&format!("{}: stopping the routers: {e:#}", mode.name));
+        }
+    }
+    let baseline = opts
+        .modes
+        .iter()
+        .zip(&results)
+        .find(|(m, _)| m.kind == ModeKind::KernelIp && m.offloads)
+        .and_then(|(_, r)| r.gbps())
+        .filter(|g| *g > 0.0);
+    for r in &mut results {
+        r.ratio = baseline.and_then(|b| Some(r.gbps()? / b));
+    }
+    lab.cleanup()?;
+    Ok(SeedReport {
+        modes: results,
+        work_dir: None,
+    })
+}
+
+/// The seed topology, built and ready to be set up in one mode after another.
+#[derive(Debug)]
+pub struct SeedLab {
+    topo: Topology,
+    params: SeedParams,
+    offloads_on: bool,
+    routers: Vec<(String, u32, PathBuf)>,
+}
+
+impl SeedLab {
+    /// Builds the namespaces, links, customer addresses and default routes. The
+    /// routers are not set up for any mode yet.
+    pub fn build(params: &SeedParams) -> anyhow::Result<Self> {
+        let mut topo = Topology::new();
+        topo.add_host("ce1")?;
+        for r in &ROUTERS {
+            topo.add_host_with(r.name, HostOptions { ipv6: false })?;
+        }
+        topo.add_host("ce2")?;
+        for (a, a_if, b, b_if, core) in LINKS {
+            let mtu = if core {
+                params.core_mtu
+            } else {
+                params.customer_mtu
+            };
+            topo.add_link(a, a_if, b, b_if, mtu)?;
+        }
+        for (host, ifname, v4, v6) in [
+            ("ce1", "ce1-pe1", CE1_V4, CE1_V6),
+            ("ce2", "ce2-pe2", CE2_V4, CE2_V6),
+        ] {
+            let (v4, v6) = (prefix(v4), prefix(v6));
+            topo.add_address(host, ifname, v4)?;
+            topo.add_address(host, ifname, v6)?;
+            // The gateway is .1 / ::1 of the customer's subnet.
+            let gw = |p: IpPrefix| match p.network().addr() {
+                IpAddr::V4(a) => IpAddr::V4((u32::from(a) + 1).into()),
+                IpAddr::V6(a) => IpAddr::V6((u128::from(a) + 1).into()),
+            };
+            topo.add_default_route(host, gw(v4))?;
+            topo.add_default_route(host, gw(v6))?;
+        }
+        Ok(Self {
+            topo,
+            params: params.clone(),
+            offloads_on: true,
+            routers: Vec::new(),
+        })
+    }
+
+    /// The underlying topology.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// Makes pe1, p and pe2 kernel IP routers: IPv6 on, addresses, forwarding, static
+    /// routes.
+    pub fn setup_kernel_ip(&mut self) -> anyhow::Result<()> {
+        for r in &ROUTERS {
+            for port in &r.ports {
+                self.topo.set_ipv6(r.name, port.interface, true)?;
+                self.topo.flush_addresses(r.name, port.interface)?;
+                self.topo
+                    .add_address(r.name, port.interface, prefix(port.v4))?;
+                self.topo
+                    .add_address(r.name, port.interface, prefix(port.v6))?;
+            }
+            self.topo.set_forwarding(r.name, true)?;
+            for (dest, via) in r.kernel_routes {
+                self.topo.add_route(r.name, prefix(dest), addr(via))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the kernel out of forwarding on pe1, p and pe2: no routes, no addresses,
+    /// no forwarding, IPv6 disabled on the router interfaces.
+    pub fn clear_kernel_ip(&mut self) -> anyhow::Result<()> {
+        for r in &ROUTERS {
+            self.topo.set_forwarding(r.name, false)?;
+            for (dest, _) in r.kernel_routes {
+                self.topo.del_route(r.name, prefix(dest))?;
+            }
+            for port in &r.ports {
+                self.topo.set_ipv6(r.name, port.interface, false)?;
+                self.topo.flush_addresses(r.name, port.interface)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Switches TSO, GSO and GRO on every interface (only if they are not already in
+    /// that state; the lab starts with the veth defaults: TSO and GSO on, GRO off).
+    pub fn set_offloads(&mut self, on: bool) -> anyhow::Result<()> {
+        if on == self.offloads_on {
+            return Ok(());
+        }
+        let features: &[(&str, bool)] = if on {
+            &[("tso", true), ("gso", true), ("gro", false)]
+        } else {
+            &[("tso", false), ("gso", false), ("gro", false)]
+        };
+        for (a, a_if, b, b_if, _) in LINKS {
+            self.topo.set_offloads(a, a_if, features)?;
+            self.topo.set_offloads(b, b_if, features)?;
+        }
+        self.offloads_on = on;
+        Ok(())
+    }
+
+    /// Writes the router configs into `work_dir` and starts `router_binary run
+    /// --config FILE` in pe1, p and pe2, with output to `ROUTER.log` there.
+    pub fn start_routers(&mut self, router_binary: &Path, work_dir: &Path) -> anyhow::Result<()> {
+        for cfg in router_configs(&self.params) {
+            let config = work_dir.join(format!("{}.toml", cfg.router));
+            std::fs::write(&config, &cfg.toml)
+                .with_context(|| format!("writing {}", config.display()))?;
+            let log = work_dir.join(format!("{}.log", cfg.router));
+            let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+            let err = out.try_clone()?;
+            let mut cmd = Command::new(router_binary);
+            cmd.arg("run")
+                .arg("--config")
+                .arg(&config)
+                .stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err);
+            let pid = self
+                .topo
+                .spawn(&cfg.router, &cfg.router, cmd, Some(log.clone()))?;
+            self.routers.push((cfg.router, pid, log));
+        }
+        Ok(())
+    }
+
+    /// Stops the routers started by [`SeedLab::start_routers`].
+    pub fn stop_routers(&mut self) -> anyhow::Result<()> {
+        let mut first = None;
+        for (name, pid, _) in std::mem::take(&mut self.routers) {
+            if let Err(e) = self.topo.stop(pid, Duration::from_secs(2)) {
+                first.get_or_insert(e.context(format!("router {name}")));
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// The last lines of every router log, for error messages.
+    pub fn router_logs(&self, lines: usize) -> String {
+        let mut s = String::new();
+        for (name, _, log) in &self.routers {
+            let _ = writeln!(
+                s,
+                "--- {name} ({}):\n{}",
+                log.display(),
+                Topology::log_tail(log, lines)
+            );
+        }
+        s
+    }
+
+    fn check_routers(&mut self) -> anyhow::Result<()> {
+        if let Some(dead) = self.topo.exited_child() {
+            bail!(
+                "router {} exited ({})\n{}",
+                dead.label,
+                dead.status,
+                self.router_logs(20)
+            );
+        }
+        Ok(())
+    }
+
+    /// Waits until `from` gets an echo reply from `to` (bounded by `timeout`), checking
+    /// that the routers still run.
+    pub fn wait_reachable(
+        &mut self,
+        from: &str,
+        to: IpAddr,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let start = Instant::now();
+        let opts = PingOptions {
+            count: 1,
+            timeout: Duration::from_millis(300),
+            stop_after: Some(1),
+            ..PingOptions::default()
+        };
+        let ns = self.topo.ns(from)?.to_string();
+        loop {
+            check_interrupt()?;
+            self.check_routers()?;
+            let r = ping(&ns, to, &opts)?;
+            if r.received > 0 {
+                return Ok(());
+            }
+            if start.elapsed() >= timeout {
+                let errors = if r.errors.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (ICMP errors: {:?})", r.errors)
+                };
+                bail!("{from} cannot reach {to} after {timeout:?}{errors}");
+            }
+        }
+    }
+
+    /// Checks ping ce1 <-> ce2 both ways over IPv4 and IPv6: each pair must become
+    /// reachable within `timeout`, then answer 3 of 3 echo requests.
+    pub fn check_pings(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let pairs = [
+            ("ce1", prefix(CE2_V4).addr()),
+            ("ce1", prefix(CE2_V6).addr()),
+            ("ce2", prefix(CE1_V4).addr()),
+            ("ce2", prefix(CE1_V6).addr()),
+        ];
+        for (from, to) in pairs {
+            self.wait_reachable(from, to, timeout)?;
+            let r = ping(self.topo.ns(from)?, to, &PingOptions::default())?;
+            if r.received != r.sent {
+                bail!(
+                    "ping {from} -> {to}: {} of {} replies (ICMP errors: {:?})",
+                    r.received,
+                    r.sent,
+                    r.errors
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the TCP flow ce1 -> ce2 (IPv4) for `duration`, content-checked.
+    pub fn run_flow(
+        &self,
+        duration: Duration,
+        progress: &mut dyn FnMut(FlowProgress),
+    ) -> anyhow::Result<FlowResult> {
+        let opts = FlowOptions {
+            limit: Limit::Duration(duration),
+            ..FlowOptions::default()
+        };
+        run_flow(
+            self.topo.ns("ce1")?,
+            self.topo.ns("ce2")?,
+            prefix(CE2_V4).addr(),
+            &opts,
+            progress,
+        )
+    }
+
+    /// Sets up `mode`, checks reachability and pings, and runs the flow. Routers a
+    /// vmpls mode starts keep running until [`SeedLab::stop_routers`].
+    pub fn run_mode(
+        &mut self,
+        mode: &Mode,
+        opts: &SeedOptions,
+        work_dir: &Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> anyhow::Result<FlowResult> {
+        self.stop_routers()?;
+        self.set_offloads(mode.offloads)?;
+        match mode.kind {
+            ModeKind::KernelIp => self.setup_kernel_ip()?,
+            ModeKind::VmplsMpls => {
+                self.clear_kernel_ip()?;
+                self.start_routers(&opts.router_binary, work_dir)?;
+            }
+        }
+        progress(&format!("{}: waiting for ce1 to reach ce2", mode.name));
+        let checked = self.check_pings(opts.reach_timeout);
+        if let Err(e) = checked {
+            if mode.kind == ModeKind::VmplsMpls && !self.routers.is_empty() && !is_interrupted(&e) {
+                return Err(anyhow!("{e:#}\n{}", self.router_logs(20)));
+            }
+            return Err(e);
+        }
+        progress(&format!(
+            "{}: TCP ce1 -> ce2 for {:?}",
+            mode.name, opts.duration
+        ));
+        let name = mode.name.clone();
+        let flow = self.run_flow(opts.duration, &mut |p| {
+            let gbps = crate::traffic::gbps(p.bytes, p.elapsed.as_secs_f64());
+            progress(&format!(
+                "{name}: {:.0} s, {:.2} GB, {gbps:.2} Gbit/s",
+                p.elapsed.as_secs_f64(),
+                p.bytes as f64 / 1e9
+            ));
+        });
+        match flow {
+            Ok(f) => Ok(f),
+            Err(e) if mode.kind == ModeKind::VmplsMpls && !is_interrupted(&e) => {
+                self.check_routers()?;
+                Err(anyhow!("{e:#}\n{}", self.router_logs(20)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Stops the routers and removes the namespaces (also done on drop).
+    pub fn cleanup(&mut self) -> anyhow::Result<()> {
+        self.routers.clear();
+        self.topo.cleanup()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The config text without comments and blank lines.
+    fn normalise(text: &str) -> Vec<String> {
+        text.lines()
+            .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn default_configs_match_the_examples() {
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/seed");
+        for cfg in router_configs(&SeedParams::default()) {
+            let path = examples.join(format!("{}.toml", cfg.router));
+            let example = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(normalise(&cfg.toml), normalise(&example), "{}", cfg.router);
+        }
+    }
+
+    #[test]
+    fn configs_follow_the_params() {
+        let params = SeedParams {
+            pe1_push: 100,
+            p_to_pe2: 200,
+            pe2_push: 101,
+            p_to_pe1: 201,
+            php: false,
+            customer_mtu: 1400,
+            core_mtu: 9000,
+            mtu_in_config: true,
+        };
+        let cfgs = router_configs(&params);
+        let p = &cfgs[1].toml;
+        assert!(
+            p.contains("in = 100\naction = \"swap\"\nout = [200]"),
+            "{p}"
+        );
+        assert!(
+            p.contains("in = 101\naction = \"swap\"\nout = [201]"),
+            "{p}"
+        );
+        assert!(cfgs[0].toml.contains("push = [100]"));
+        assert!(cfgs[0].toml.contains("in = 201\naction = \"pop\""));
+        assert!(cfgs[0].toml.contains("interface = \"pe1-ce1\"\naddresses = [\"198.18.1.1/24\", \"2001:db8:1::1/64\"]\nmtu = 1400"));
+        assert!(cfgs[0].toml.contains("interface = \"pe1-p\"\naddresses = [\"198.18.10.1/24\", \"2001:db8:10::1/64\"]\nmtu = 9000"));
+        assert!(cfgs[2].toml.contains("in = 200\naction = \"pop\""));
+
+        let php = router_configs(&SeedParams {
+            php: true,
+            ..SeedParams::default()
+        });
+        assert_eq!(php[1].toml.matches("out = [3]").count(), 2);
+        assert!(!php[0].toml.contains("action = \"pop\""));
+        assert!(!php[2].toml.contains("action = \"pop\""));
+    }
+
+    #[test]
+    fn built_in_addresses_parse() {
+        for r in &ROUTERS {
+            for port in &r.ports {
+                prefix(port.v4);
+                prefix(port.v6);
+            }
+            for a in r.addresses {
+                addr(a);
+            }
+            for (d, v) in r.kernel_routes {
+                assert!(!prefix(d).contains(addr(v)));
+            }
+        }
+    }
+
+    #[test]
+    fn report_tables_and_json() {
+        let flow = |gbps: f64| FlowResult {
+            bytes_sent: 10,
+            bytes_received: 10,
+            seconds: 1.0,
+            gbps,
+            retransmits: 3,
+            content_ok: true,
+            first_mismatch: None,
+        };
+        let report = SeedReport {
+            modes: vec![
+                ModeResult {
+                    name: "kernel-ip".into(),
+                    flow: Some(flow(16.0)),
+                    ratio: Some(1.0),
+                    error: None,
+                },
+                ModeResult {
+                    name: "vmpls-mpls".into(),
+                    flow: Some(flow(8.0)),
+                    ratio: Some(0.5),
+                    error: None,
+                },
+                ModeResult {
+                    name: "vmpls-ip".into(),
+                    flow: None,
+                    ratio: None,
+                    error: Some("router p exited".into()),
+                },
+            ],
+            work_dir: None,
+        };
+        let md = report.to_markdown();
+        assert!(md.contains("| kernel-ip | 16.00 | 3 | 1.00 |"), "{md}");
+        assert!(md.contains("| vmpls-mpls | 8.00 | 3 | 0.50 |"), "{md}");
+        assert!(md.contains("| vmpls-ip | failed | - | - |"), "{md}");
+        assert!(md.contains("- vmpls-ip: router p exited"), "{md}");
+        let json = report.to_json();
+        assert_eq!(json["modes"][1]["name"], "vmpls-mpls");
+        assert_eq!(json["modes"][1]["gbps"], 8.0);
+        assert_eq!(json["modes"][1]["ratio"], 0.5);
+        assert_eq!(json["modes"][1]["retransmits"], 3);
+        assert!(json["modes"][2]["gbps"].is_null());
+        assert!(!report.ok());
+    }
+}
