@@ -4,6 +4,7 @@
 
 pub mod counters;
 pub mod fragment;
+pub mod gro;
 pub mod gso;
 pub mod hash;
 pub mod neighbor;
