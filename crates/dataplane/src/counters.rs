@@ -76,7 +76,9 @@ reasons! {
         BadGso => "bad_gso",
         /// A frame could not be fragmented (bad header, no buffer).
         FragmentFailed => "fragment_failed",
-        /// A partial checksum that cannot be completed (offsets outside the frame).
+        /// A partial checksum that cannot be completed: offsets outside the frame, or a
+        /// checksum start in front of the IP header (it would overwrite the Ethernet header
+        /// or the label stack).
         BadChecksumOffload => "bad_checksum_offload",
         /// An ICMP error was due but the rate limit was reached, or no source address.
         IcmpSuppressed => "icmp_suppressed",
@@ -114,7 +116,7 @@ reasons! {
         Fragmented => "ipv4_fragmented",
         /// ICMP time exceeded sent.
         IcmpTimeExceeded => "icmp_time_exceeded_sent",
-        /// ICMP time exceeded sent forward along the LSP (P router).
+        /// ICMP error (time exceeded, too big) sent forward along the LSP (P router).
         IcmpAlongLsp => "icmp_sent_along_lsp",
         /// ICMP fragmentation needed / packet too big sent.
         IcmpTooBig => "icmp_too_big_sent",

@@ -127,12 +127,17 @@ fn candidate(pkt: &Packet) -> Option<Segment> {
     if u16::from(eth.ethertype()) != MPLS_ETHERTYPE || eth.vlan().is_some() {
         return None;
     }
-    let l3 = ethernet::HEADER_LEN + mpls::ENTRY_LEN * mpls::stack_depth(&frame[ethernet::HEADER_LEN..]).ok()?;
+    let l3 =
+        ethernet::HEADER_LEN + mpls::ENTRY_LEN * mpls::stack_depth(&frame[ethernet::HEADER_LEN..]).ok()?;
     let ip_bytes = frame.get(l3..)?;
     let (ipv6, l4, ip_end) = match ip_bytes.first()? >> 4 {
         4 => {
             let ip = ipv4::Packet::new_checked(ip_bytes).ok()?;
-            if ip.header_len() != 20 || ip.protocol() != protocol::TCP || ip.more_frags() || ip.frag_offset() != 0 {
+            if ip.header_len() != 20
+                || ip.protocol() != protocol::TCP
+                || ip.more_frags()
+                || ip.frag_offset() != 0
+            {
                 return None;
             }
             (false, l3 + 20, l3 + usize::from(ip.total_len()))
@@ -417,7 +422,9 @@ mod tests {
         // Another label on the third segment: it stands alone, and so does the fourth
         // (its stack differs from the third's).
         let f = frames[2].frame_mut();
-        f[14..18].copy_from_slice(&mpls::Repr { label: 3003, tc: 0, bottom: true, ttl: 62 }.to_u32().to_be_bytes());
+        f[14..18].copy_from_slice(
+            &mpls::Repr { label: 3003, tc: 0, bottom: true, ttl: 62 }.to_u32().to_be_bytes(),
+        );
         let stats = run(&mut frames);
         assert_eq!(stats, GroStats { merged: 1, absorbed: 1 });
         assert_eq!(frames.len(), 3);

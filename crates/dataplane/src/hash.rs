@@ -121,10 +121,10 @@ fn ip_flow_words(h: &mut FlowHasher, ip: &[u8]) {
 fn ports(h: &mut FlowHasher, proto: u8, l4: Option<&[u8]>) {
     const TCP: u8 = 6;
     const UDP: u8 = 17;
-    if proto == TCP || proto == UDP {
-        if let Some(p) = l4.and_then(|l4| l4.get(0..4)) {
-            h.write(u32::from_be_bytes([p[0], p[1], p[2], p[3]]));
-        }
+    if (proto == TCP || proto == UDP)
+        && let Some(p) = l4.and_then(|l4| l4.get(0..4))
+    {
+        h.write(u32::from_be_bytes([p[0], p[1], p[2], p[3]]));
     }
 }
 

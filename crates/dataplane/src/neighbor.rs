@@ -23,6 +23,10 @@ pub struct NeighborConfig {
     pub max_probes: u8,
     /// Frames held per unresolved address.
     pub max_held: usize,
+    /// Frames held for all unresolved addresses together. Held frames keep their packet
+    /// buffers: without this bound, traffic toward many silent hosts of a connected
+    /// subnet (a scan) would hold `max_entries * max_held` buffers and starve the pool.
+    pub max_held_total: usize,
     /// Entries in all; beyond this, new addresses are not resolved (frames dropped).
     pub max_entries: usize,
 }
@@ -35,6 +39,7 @@ impl Default for NeighborConfig {
             retransmit: Duration::from_secs(1),
             max_probes: 3,
             max_held: 4,
+            max_held_total: 256,
             max_entries: 4096,
         }
     }
@@ -65,6 +70,8 @@ pub enum Resolution {
 pub struct NeighborTable {
     entries: HashMap<(PortId, IpAddr), Entry>,
     config: NeighborConfig,
+    /// Frames held in all entries.
+    held: usize,
 }
 
 /// What a timer run asks the pipeline to do.
@@ -79,7 +86,7 @@ pub struct Expiry {
 impl NeighborTable {
     /// An empty table.
     pub fn new(config: NeighborConfig) -> NeighborTable {
-        NeighborTable { entries: HashMap::new(), config }
+        NeighborTable { entries: HashMap::new(), config, held: 0 }
     }
 
     /// Looks up a next hop, creating an incomplete entry if it is unknown.
@@ -118,16 +125,26 @@ impl NeighborTable {
     }
 
     /// Holds a frame until its next hop resolves. Gives the frame back when the queue
-    /// for that address is full or there is no entry for it.
+    /// for that address is full, all queues together hold `max_held_total` frames, or
+    /// there is no entry for it.
     pub fn hold(&mut self, port: PortId, addr: IpAddr, pkt: Packet) -> Result<(), Packet> {
         let max = self.config.max_held;
+        if self.held >= self.config.max_held_total {
+            return Err(pkt);
+        }
         match self.entries.get_mut(&(port, addr)) {
             Some(e) if e.held.len() < max => {
                 e.held.push(pkt);
+                self.held += 1;
                 Ok(())
             }
             _ => Err(pkt),
         }
+    }
+
+    /// Frames held now, for all addresses.
+    pub fn held(&self) -> usize {
+        self.held
     }
 
     /// Records a MAC for an address (from an ARP reply or request, or a neighbour
@@ -147,6 +164,7 @@ impl NeighborTable {
             e.confirmed = now;
             e.probes = 0;
             e.last_probe = None;
+            self.held -= e.held.len();
             return std::mem::take(&mut e.held);
         }
         if create && self.entries.len() < self.config.max_entries {
@@ -181,6 +199,7 @@ impl NeighborTable {
                 Some(_) => now.duration_since(e.confirmed) < cfg.reachable + cfg.stale_grace,
             }
         });
+        self.held -= expiry.dropped.len();
         expiry
     }
 
@@ -246,6 +265,30 @@ mod tests {
         assert_eq!(t.entries().count(), 1);
         t.poll(later + cfg.stale_grace);
         assert_eq!(t.entries().count(), 0, "not re-confirmed: removed");
+    }
+
+    #[test]
+    fn held_frames_are_bounded_across_all_addresses() {
+        let cfg = NeighborConfig { max_held_total: 5, ..NeighborConfig::default() };
+        let mut t = NeighborTable::new(cfg);
+        let t0 = Instant::now();
+        let host = |i: u8| IpAddr::from([198, 18, 10, i]);
+        let mut refused = 0;
+        for i in 1..=4 {
+            t.resolve(t0, 0, host(i));
+            for _ in 0..2 {
+                refused += usize::from(t.hold(0, host(i), Packet::new()).is_err());
+            }
+        }
+        assert_eq!((t.held(), refused), (5, 3));
+        assert_eq!(t.learn(t0, 0, host(1), MAC, false).len(), 2);
+        assert_eq!(t.held(), 3);
+        t.hold(0, host(4), Packet::new()).unwrap();
+        let mut dropped = 0;
+        for s in 1..10 {
+            dropped += t.poll(t0 + Duration::from_secs(s)).dropped.len();
+        }
+        assert_eq!((dropped, t.held()), (4, 0));
     }
 
     #[test]

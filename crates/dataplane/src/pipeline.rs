@@ -34,10 +34,12 @@ const MPLS_ETHERTYPE: u16 = 0x8847;
 const IPV4_ETHERTYPE: u16 = 0x0800;
 const IPV6_ETHERTYPE: u16 = 0x86dd;
 const ARP_ETHERTYPE: u16 = 0x0806;
-/// Label stack entries kept for an ICMP extension or for sending an error along the LSP.
-const MAX_QUOTED_LABELS: usize = 16;
 /// Most label stack entries one frame may carry; deeper stacks are dropped.
 const MAX_LABELS: usize = 32;
+/// Label stack entries kept for an ICMP extension or for sending an error along the LSP:
+/// the whole stack of any frame accepted, so an error sent along the LSP gets it all back
+/// (with fewer, its last entry would lack the bottom-of-stack bit).
+const MAX_QUOTED_LABELS: usize = MAX_LABELS;
 
 /// Settings of the pipeline that are not routes.
 #[derive(Debug, Clone, Copy)]
@@ -232,6 +234,10 @@ impl Dataplane {
         if frame.vlan().is_some() {
             return self.discard(Drop::Vlan, pkt, pool);
         }
+        // A partial checksum is completed where the sender says; never over our headers.
+        if pkt.offload.needs_csum && usize::from(pkt.offload.csum_start) < ETH {
+            return self.discard(Drop::BadChecksumOffload, pkt, pool);
+        }
         let vrf = fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
         match u16::from(frame.ethertype()) {
             MPLS_ETHERTYPE => self.mpls_input(fib, now, pkt, pool, out, false),
@@ -269,6 +275,9 @@ impl Dataplane {
         };
         if depth > MAX_LABELS {
             return self.discard(Drop::LabelStackTooDeep, pkt, pool);
+        }
+        if pkt.offload.needs_csum && usize::from(pkt.offload.csum_start) < ETH + 4 * depth {
+            return self.discard(Drop::BadChecksumOffload, pkt, pool);
         }
         let received = ReceivedStack::capture(&pkt.frame()[ETH..]);
         let port_vrf = fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
@@ -325,7 +334,9 @@ impl Dataplane {
             if ttl <= 1 {
                 self.counters.drop(Drop::LabelTtlExpired);
                 if !along_lsp {
-                    let forward = matches!(route.action, LabelAction::Forward(_));
+                    // Transit unless this is the last label: a pop with labels under it
+                    // (pop-then-swap, or a service label below) goes on switching too.
+                    let forward = matches!(route.action, LabelAction::Forward(_)) || !top.bottom;
                     self.label_ttl_expired(fib, now, &pkt, received, forward, port_vrf, pool, out);
                 }
                 pool.put(pkt);
@@ -462,7 +473,8 @@ impl Dataplane {
                 frame[ETH + 4 * i..ETH + 4 * i + 4].copy_from_slice(&entry.to_u32().to_be_bytes());
             }
         }
-        let hop = Hop { port: nh.port, addr: nh.via.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), labels: &[] };
+        let hop =
+            Hop { port: nh.port, addr: nh.via.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), labels: &[] };
         if nh.via.is_none() {
             // A label route without a gateway has nowhere to resolve; configs reject it.
             return self.discard(Drop::NeighborUnresolved, pkt, pool);
@@ -487,8 +499,15 @@ impl Dataplane {
     ) {
         let in_port = pkt.port;
         let Some(original) = pkt.frame().get(l3_offset(pkt.frame())..) else { return };
-        let Some(mut icmp) = self.build_icmp_error(fib, now, in_port, original, IcmpKind::TimeExceeded, received.words(), pool)
-        else {
+        let Some(mut icmp) = self.build_icmp_error(
+            fib,
+            now,
+            in_port,
+            original,
+            IcmpKind::TimeExceeded,
+            received.words(),
+            pool,
+        ) else {
             return;
         };
         self.counters.event(Event::IcmpTimeExceeded, 1);
@@ -567,7 +586,8 @@ impl Dataplane {
             RouteTarget::Blackhole => return self.discard(Drop::Blackhole, pkt, pool),
             RouteTarget::Connected { port } => Hop { port: *port, addr: IpAddr::V4(dst), labels: &[] },
             RouteTarget::Forward(group) => {
-                let nh = group.select(if group.is_multipath() { ip_flow_hash(&pkt.frame()[ETH..]) } else { 0 });
+                let nh =
+                    group.select(if group.is_multipath() { ip_flow_hash(&pkt.frame()[ETH..]) } else { 0 });
                 Hop { port: nh.port, addr: nh.via.unwrap_or(IpAddr::V4(dst)), labels: &nh.labels }
             }
         };
@@ -700,7 +720,8 @@ impl Dataplane {
             RouteTarget::Blackhole => return self.discard(Drop::Blackhole, pkt, pool),
             RouteTarget::Connected { port } => Hop { port: *port, addr: IpAddr::V6(dst), labels: &[] },
             RouteTarget::Forward(group) => {
-                let nh = group.select(if group.is_multipath() { ip_flow_hash(&pkt.frame()[ETH..]) } else { 0 });
+                let nh =
+                    group.select(if group.is_multipath() { ip_flow_hash(&pkt.frame()[ETH..]) } else { 0 });
                 Hop { port: nh.port, addr: nh.via.unwrap_or(IpAddr::V6(dst)), labels: &nh.labels }
             }
         };
@@ -738,7 +759,8 @@ impl Dataplane {
                     let area = reply.receive_area();
                     match icmpv6::emit_echo_reply(payload, &mut area[ETH + 40..], dst, src) {
                         Ok(n) => {
-                            ipv6_repr(dst, src, n, 64).emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
+                            ipv6_repr(dst, src, n, 64)
+                                .emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
                             Some(ETH + 40 + n)
                         }
                         Err(_) => None,
@@ -825,7 +847,7 @@ impl Dataplane {
         if on_wire > mtu {
             let room = mtu.saturating_sub(push + (l3 - ETH));
             let ipv4 = pkt.frame().get(l3).map(|b| b >> 4) == Some(4);
-            let df = !ipv4 || ipv4::Packet::new_unchecked(&pkt.frame()[l3..]).dont_frag();
+            let df = !ipv4 || ipv4::Packet::new_checked(&pkt.frame()[l3..]).map_or(true, |p| p.dont_frag());
             if let (false, Some((_, ttl))) = (df || pkt.offload.is_gso(), ip) {
                 // IPv4 without DF: fragment before the labels go on (at the ingress PE).
                 let mut frags = std::mem::take(&mut self.scratch);
@@ -849,16 +871,14 @@ impl Dataplane {
                 return;
             }
             self.counters.drop(Drop::MtuExceeded);
-            let in_port = pkt.port;
-            let ctx = ip.map(|(c, _)| c).unwrap_or(IpContext {
-                in_port,
-                vrf: fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(0),
-                originated: false,
-                stack: None,
-            });
-            if !ctx.originated {
-                let kind = IcmpKind::TooBig { mtu: room as u32 };
-                self.icmp_error_reply_at(fib, now, &pkt, l3, ctx, kind, &[], pool, out);
+            let kind = IcmpKind::TooBig { mtu: room as u32 };
+            match ip {
+                Some((ctx, _)) if !ctx.originated => {
+                    self.icmp_error_reply_at(fib, now, &pkt, l3, ctx, kind, &[], pool, out)
+                }
+                Some(_) => {}
+                // A transit LSR: like time exceeded, forward along the LSP.
+                None => self.too_big_along_lsp(fib, now, &pkt, l3, hop, kind, pool, out),
             }
             pool.put(pkt);
             return;
@@ -867,6 +887,45 @@ impl Dataplane {
             Some((_, ttl)) => self.push_and_send(fib, now, pkt, hop, ttl, pool, out),
             None => self.resolve_and_send(fib, now, pkt, hop, pool, out),
         }
+    }
+
+    /// "Fragmentation needed" / "packet too big" at a transit LSR, which usually has no
+    /// route back to the source: the error goes forward along the LSP (RFC 3032 section
+    /// 2.3.2), under the labels `pkt` was leaving with (fresh TTLs), to the same next hop;
+    /// the egress routes it back. `l3` is the offset of the IP packet in `pkt`.
+    #[allow(clippy::too_many_arguments)]
+    fn too_big_along_lsp(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        pkt: &Packet,
+        l3: usize,
+        hop: Hop<'_>,
+        kind: IcmpKind,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let Some(original) = pkt.frame().get(l3..) else { return };
+        let Some(mut icmp) = self.build_icmp_error(fib, now, pkt.port, original, kind, &[], pool) else {
+            return;
+        };
+        self.counters.event(Event::IcmpTooBig, 1);
+        let stack = &pkt.frame()[ETH..l3];
+        let n = stack.len();
+        if n > 0 {
+            if icmp.shift_head(ETH, n as isize).is_none() {
+                return self.discard(Drop::LabelStackTooDeep, icmp, pool);
+            }
+            let ttl = self.config.default_ttl;
+            let frame = icmp.frame_mut();
+            frame[ETH..ETH + n].copy_from_slice(stack);
+            for e in frame[ETH..ETH + n].chunks_exact_mut(4) {
+                e[3] = ttl;
+            }
+            set_ethertype(frame, MPLS_ETHERTYPE);
+        }
+        self.counters.event(Event::IcmpAlongLsp, 1);
+        self.resolve_and_send(fib, now, icmp, hop, pool, out);
     }
 
     /// Pushes `hop.labels` on an IP packet (right after the Ethernet header) and sends it.
@@ -1107,7 +1166,11 @@ impl Dataplane {
                 IcmpKind::PortUnreachable => icmpv6::ErrorKind6::Unreachable { code: 4 },
             };
             let area = pkt.receive_area();
-            let n = icmpv6::emit_error(&mut area[ETH + 40..ETH + 1280], kind6, original, stack, src, dst).ok()?;
+            let Ok(n) = icmpv6::emit_error(&mut area[ETH + 40..ETH + 1280], kind6, original, stack, src, dst)
+            else {
+                pool.put(pkt);
+                return None;
+            };
             ipv6_repr(src, dst, n, ttl).emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
             ETH + 40 + n
         } else {
@@ -1126,7 +1189,10 @@ impl Dataplane {
             };
             let ident = self.next_ident();
             let area = pkt.receive_area();
-            let n = icmpv4::emit_error(&mut area[ETH + 20..ETH + 576], kind4, original, stack).ok()?;
+            let Ok(n) = icmpv4::emit_error(&mut area[ETH + 20..ETH + 576], kind4, original, stack) else {
+                pool.put(pkt);
+                return None;
+            };
             let h = ipv4::Repr {
                 src_addr: src,
                 dst_addr: dst,
@@ -1147,9 +1213,17 @@ impl Dataplane {
 
     // ---------------------------------------------------------------- ARP and ND
 
-    fn arp_input(&mut self, fib: &Arc<Fib>, now: Instant, pkt: Packet, pool: &mut PacketPool, out: &mut Output) {
+    fn arp_input(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        pkt: Packet,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
         let in_port = pkt.port;
-        let Ok(repr) = arp::Packet::new_checked(&pkt.frame()[ETH..]).and_then(|p| arp::Repr::parse(&p)) else {
+        let Ok(repr) = arp::Packet::new_checked(&pkt.frame()[ETH..]).and_then(|p| arp::Repr::parse(&p))
+        else {
             return self.discard(Drop::BadArp, pkt, pool);
         };
         pool.put(pkt);
@@ -1181,7 +1255,13 @@ impl Dataplane {
         }
     }
 
-    fn build_arp(&mut self, port: PortId, dst: [u8; 6], repr: &arp::Repr, pool: &mut PacketPool) -> Option<Packet> {
+    fn build_arp(
+        &mut self,
+        port: PortId,
+        dst: [u8; 6],
+        repr: &arp::Repr,
+        pool: &mut PacketPool,
+    ) -> Option<Packet> {
         let mac = self.ports.get(usize::from(port))?.mac;
         let Some(mut p) = pool.get() else {
             self.counters.drop(Drop::NoBuffer);
@@ -1204,7 +1284,14 @@ impl Dataplane {
     }
 
     /// Asks for `addr`'s MAC on `port`: ARP request or neighbour solicitation.
-    fn send_solicit(&mut self, fib: &Arc<Fib>, port: PortId, addr: IpAddr, pool: &mut PacketPool, out: &mut Output) {
+    fn send_solicit(
+        &mut self,
+        fib: &Arc<Fib>,
+        port: PortId,
+        addr: IpAddr,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
         let Some(info) = self.ports.get(usize::from(port)) else { return };
         let mac = info.mac;
         match addr {
@@ -1232,7 +1319,8 @@ impl Dataplane {
                 };
                 let area = p.receive_area();
                 write_ethernet(area, icmpv6::multicast_mac(dst), mac, IPV6_ETHERTYPE);
-                let Ok(n) = icmpv6::emit_neighbor_solicit(&mut area[ETH + 40..], src, dst, target, mac) else {
+                let Ok(n) = icmpv6::emit_neighbor_solicit(&mut area[ETH + 40..], src, dst, target, mac)
+                else {
                     return pool.put(p);
                 };
                 ipv6_repr(src, dst, n, 255).emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
@@ -1293,12 +1381,20 @@ impl Dataplane {
                 let area = p.receive_area();
                 write_ethernet(area, reply_mac, mac, IPV6_ETHERTYPE);
                 let solicited = !src.is_unspecified();
-                let Ok(n) =
-                    icmpv6::emit_neighbor_advert(&mut area[ETH + 40..], target, reply_dst, target, mac, true, solicited, true)
-                else {
+                let Ok(n) = icmpv6::emit_neighbor_advert(
+                    &mut area[ETH + 40..],
+                    target,
+                    reply_dst,
+                    target,
+                    mac,
+                    true,
+                    solicited,
+                    true,
+                ) else {
                     return pool.put(p);
                 };
-                ipv6_repr(target, reply_dst, n, 255).emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
+                ipv6_repr(target, reply_dst, n, 255)
+                    .emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
                 p.set_received(ETH + 40 + n);
                 p.port = in_port;
                 self.counters.event(Event::NdAdvert, 1);
@@ -1430,4 +1526,3 @@ fn set_ip_ttl_below(frame: &mut [u8], off: usize, ttl: u8) {
         _ => {}
     }
 }
-
