@@ -110,6 +110,15 @@ reasons! {
         GsoSegments => "gso_segments_out",
         /// Super-frames passed whole to a port that takes them.
         GsoPassed => "gso_superframes_passed",
+        /// Labelled super-frames sent whole as one jumbo frame on a link whose MTU holds
+        /// them (between vmpls routers).
+        GsoJumbo => "superframes_sent_as_jumbo",
+        /// Super-frames rebuilt at the egress from a jumbo frame, for the customer port.
+        GsoRebuilt => "gso_superframes_rebuilt",
+        /// Super-frames built by receive coalescing (MPLS GRO).
+        GroMerged => "gro_superframes_built",
+        /// Segments absorbed into them.
+        GroAbsorbed => "gro_segments_absorbed",
         /// Partial checksums completed in software.
         ChecksumCompleted => "checksum_completed",
         /// IPv4 packets fragmented at ingress.

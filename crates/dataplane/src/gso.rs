@@ -56,6 +56,8 @@ pub enum GsoError {
     /// The packet pool ran out of buffers. Segments already appended to the output are
     /// complete and valid; the rest of the super-frame is lost.
     NoBuffer,
+    /// The transport checksum of a packet with a complete checksum is wrong.
+    BadChecksum,
     /// A segment would not fit in a packet buffer (a frame grown beyond `MAX_FRAME` by
     /// pushed labels with a `gso_size` close to 64 KiB).
     TooLarge,
@@ -77,6 +79,7 @@ impl fmt::Display for GsoError {
             GsoError::BadChecksumOffset => "partial checksum offsets point outside the frame",
             GsoError::NoBuffer => "packet pool exhausted while segmenting",
             GsoError::TooLarge => "segment larger than a packet buffer",
+            GsoError::BadChecksum => "transport checksum is wrong",
         })
     }
 }
@@ -192,6 +195,56 @@ pub fn complete_checksum(pkt: &mut Packet) -> Result<(), GsoError> {
     frame[field..field + 2].copy_from_slice(&c.to_be_bytes());
     pkt.offload.needs_csum = false;
     Ok(())
+}
+
+/// Turns a large non-GSO TCP packet back into a super-frame whose segments carry at most
+/// `max_l3_len` bytes of IP packet each: what the egress PE does with a frame that crossed
+/// the core whole as one jumbo frame, before it goes to a customer port with a smaller
+/// MTU (the port's TSO, or [`segment`], then cuts it). Sets `gso_type`, `gso_size`,
+/// `hdr_len` and a partial checksum; a complete checksum is verified first and replaced
+/// by the pseudo-header sum, as the `NEEDS_CSUM` convention wants. Returns the new
+/// `gso_size`. UDP and fragments are not rebuilt ([`GsoError::Unsupported`]): cutting a
+/// UDP datagram would change what the receiver's application reads.
+pub fn rebuild(pkt: &mut Packet, l3_offset: usize, max_l3_len: usize) -> Result<u16, GsoError> {
+    if pkt.offload.is_gso() {
+        return Err(GsoError::Unsupported);
+    }
+    let lay = layout(pkt.frame(), l3_offset)?;
+    if lay.l4_proto != protocol::TCP {
+        return Err(GsoError::Unsupported);
+    }
+    check_ip_length(pkt.frame(), &lay)?;
+    let headers = lay.payload_offset - l3_offset;
+    let gso_size = max_l3_len.checked_sub(headers).filter(|n| *n > 0).ok_or(GsoError::ZeroGsoSize)?;
+    let gso_size = u16::try_from(gso_size).map_err(|_| GsoError::TooLarge)?;
+    let field = lay.l4_offset + 16;
+    if pkt.offload.needs_csum {
+        if usize::from(pkt.offload.csum_start) != lay.l4_offset || pkt.offload.csum_offset != 16 {
+            return Err(GsoError::BadChecksumOffset);
+        }
+    } else {
+        let frame = pkt.frame_mut();
+        let tcp_len = (frame.len() - lay.l4_offset) as u32;
+        let ip = &frame[l3_offset..];
+        let pseudo = if lay.ipv6 {
+            let ip = ipv6::Packet::new_unchecked(ip);
+            checksum::pseudo_header_v6(ip.src_addr(), ip.dst_addr(), protocol::TCP, tcp_len)
+        } else {
+            let ip = ipv4::Packet::new_unchecked(ip);
+            checksum::pseudo_header_v4(ip.src_addr(), ip.dst_addr(), protocol::TCP, tcp_len)
+        };
+        if checksum::fold(checksum::add(pseudo, checksum::sum(&frame[lay.l4_offset..]))) != 0xffff {
+            return Err(GsoError::BadChecksum);
+        }
+        frame[field..field + 2].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
+    }
+    pkt.offload.needs_csum = true;
+    pkt.offload.csum_start = lay.l4_offset as u16;
+    pkt.offload.csum_offset = 16;
+    pkt.offload.gso_type = if lay.ipv6 { GsoType::TcpV6 } else { GsoType::TcpV4 };
+    pkt.offload.gso_size = gso_size;
+    pkt.offload.hdr_len = lay.payload_offset as u16;
+    Ok(gso_size)
 }
 
 /// What [`segment`] needs to know about a validated super-frame.
@@ -1026,6 +1079,43 @@ mod tests {
         p.offload.csum_offset = u16::MAX;
         assert_eq!(complete_checksum(&mut p), Err(GsoError::BadChecksumOffset));
         assert!(p.offload.needs_csum);
+    }
+
+    #[test]
+    fn rebuild_turns_a_jumbo_tcp_packet_back_into_segments_that_fit() {
+        for ipv6 in [false, true] {
+            let data = payload(20000, 3);
+            let headers = if ipv6 { 40 + 32 } else { 24 + 32 };
+            // ip_packet leaves the checksum partial: complete it, as a jumbo frame with a
+            // complete checksum arrives.
+            let mut p = Packet::from_frame(0, &wrap(0, &ip_packet(ipv6, true, hdr::TCP_PSH, &data), ipv6));
+            p.offload.needs_csum = true;
+            p.offload.csum_start = (14 + headers - 32) as u16;
+            p.offload.csum_offset = 16;
+            complete_checksum(&mut p).unwrap();
+            let frame = p.frame().to_vec();
+            let l3_mtu = 1500;
+            let gso_size = rebuild(&mut p, 14, l3_mtu).unwrap();
+            assert_eq!(usize::from(gso_size), l3_mtu - headers);
+            let max = segment_l3_len(&p, 14).unwrap();
+            assert_eq!(max, l3_mtu);
+            let mut pool = PacketPool::new(32);
+            let mut out = Vec::new();
+            segment(&p, 14, &mut pool, &mut out).unwrap();
+            let mut joined = Vec::new();
+            for s in &out {
+                assert!(s.len() - 14 <= l3_mtu);
+                assert!(transport_checksum_ok(&s.frame()[14..]));
+                joined.extend_from_slice(&s.frame()[14 + headers..]);
+            }
+            assert_eq!(joined, data);
+            // A corrupted packet is not vouched for.
+            let mut bad = frame.clone();
+            let n = bad.len();
+            bad[n - 1] ^= 1;
+            let mut p = Packet::from_frame(0, &bad);
+            assert_eq!(rebuild(&mut p, 14, l3_mtu), Err(GsoError::BadChecksum));
+        }
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::hash::{ip_flow_hash, mpls_flow_hash};
 use crate::neighbor::{NeighborConfig, NeighborTable, Resolution};
 use crate::packet::{Packet, PacketPool, PortId};
 use crate::port::PortInfo;
-use crate::{fragment, gso};
+use crate::{fragment, gro, gso};
 
 const ETH: usize = ethernet::HEADER_LEN;
 const MPLS_ETHERTYPE: u16 = 0x8847;
@@ -138,6 +138,7 @@ pub struct Dataplane {
     icmp_tokens: f64,
     icmp_refill: Option<Instant>,
     scratch: Vec<Packet>,
+    gro_scratch: Vec<Packet>,
 }
 
 impl Dataplane {
@@ -154,6 +155,7 @@ impl Dataplane {
             icmp_tokens: f64::from(config.icmp_rate),
             icmp_refill: None,
             scratch: Vec::new(),
+            gro_scratch: Vec::new(),
         }
     }
 
@@ -187,6 +189,11 @@ impl Dataplane {
         out: &mut Output,
     ) {
         let fib = self.fib.load_full();
+        if frames.len() > 1 {
+            let gro = gro::coalesce(frames, &mut self.gro_scratch, pool, |p| leaves_lsp(&fib, p.frame()));
+            self.counters.event(Event::GroMerged, gro.merged);
+            self.counters.event(Event::GroAbsorbed, gro.absorbed);
+        }
         for pkt in frames.drain(..) {
             self.input(&fib, now, pkt, pool, out);
         }
@@ -836,7 +843,7 @@ impl Dataplane {
         let push = 4 * hop.labels.len();
         let l3 = l3_offset(pkt.frame());
         // What each frame on the wire will carry after the Ethernet header.
-        let on_wire = if pkt.offload.is_gso() {
+        let mut on_wire = if pkt.offload.is_gso() {
             match gso::segment_l3_len(&pkt, l3) {
                 Ok(n) => n + (l3 - ETH) + push,
                 Err(_) => return self.discard(Drop::BadGso, pkt, pool),
@@ -844,6 +851,15 @@ impl Dataplane {
         } else {
             pkt.len() - ETH + push
         };
+        let crossed_lsp = ip.is_some_and(|(ctx, _)| ctx.stack.is_some());
+        if on_wire > mtu && crossed_lsp && !pkt.offload.is_gso() {
+            // A TCP super-frame that crossed the core whole as a jumbo frame: cut it to
+            // this port's MTU again (by the port's TSO or in software at output).
+            if gso::rebuild(&mut pkt, l3, mtu.saturating_sub(push)).is_ok() {
+                self.counters.event(Event::GsoRebuilt, 1);
+                on_wire = gso::segment_l3_len(&pkt, l3).map_or(on_wire, |n| n + push);
+            }
+        }
         if on_wire > mtu {
             let room = mtu.saturating_sub(push + (l3 - ETH));
             let ipv4 = pkt.frame().get(l3).map(|b| b >> 4) == Some(4);
@@ -1020,6 +1036,20 @@ impl Dataplane {
                 tx.push(pkt);
                 return;
             }
+            if pkt.len() - ETH <= mtu && (caps.csum || !pkt.offload.needs_csum) {
+                // The whole super-frame fits the link (a 64 KiB veth between vmpls
+                // routers): send it as one jumbo frame without GSO marking, which the
+                // kernel accepts where it refuses labelled GSO (research/kernel-io.md,
+                // alternative A). The partial checksum travels with it; the egress PE
+                // rebuilds the GSO metadata for its customer port.
+                pkt.offload.gso_type = virtio_net::GsoType::None;
+                pkt.offload.gso_size = 0;
+                pkt.offload.gso_ecn = false;
+                self.counters.event(Event::GsoJumbo, 1);
+                self.counters.tx_frames[usize::from(port_id)] += 1;
+                tx.push(pkt);
+                return;
+            }
             let l3 = l3_offset(pkt.frame());
             let before = tx.len();
             let r = gso::segment(&pkt, l3, pool, tx);
@@ -1039,7 +1069,7 @@ impl Dataplane {
         if pkt.len() - ETH > mtu {
             return self.discard(Drop::OversizeAtOutput, pkt, pool);
         }
-        if pkt.offload.needs_csum && (labelled || !caps.csum) {
+        if pkt.offload.needs_csum && !caps.csum {
             if gso::complete_checksum(&mut pkt).is_err() {
                 return self.discard(Drop::BadChecksumOffload, pkt, pool);
             }
@@ -1484,6 +1514,28 @@ fn ip_dscp(b: &[u8]) -> u8 {
         4 => b[1] >> 2,
         6 => ((b[0] & 0x0f) << 2) | (b[1] >> 6),
         _ => 0,
+    }
+}
+
+/// True when a labelled frame's top label ends the label-switched path here (pop and
+/// lookup, penultimate-hop pop, explicit null): only those frames are coalesced, since a
+/// frame swapped onto another small-MTU link would be cut up again at once.
+fn leaves_lsp(fib: &Fib, frame: &[u8]) -> bool {
+    let Some(e) = frame.get(ETH..ETH + 4) else { return false };
+    if u16::from_be_bytes([frame[12], frame[13]]) != MPLS_ETHERTYPE {
+        return false;
+    }
+    let top = mpls::Repr::from_u32(u32::from_be_bytes([e[0], e[1], e[2], e[3]]));
+    if !top.bottom || top.ttl <= 1 {
+        return false;
+    }
+    match top.label {
+        mpls::IPV4_EXPLICIT_NULL | mpls::IPV6_EXPLICIT_NULL => true,
+        l => match fib.labels.get(l).map(|r| &r.action) {
+            Some(LabelAction::PopAndLookup { .. }) => true,
+            Some(LabelAction::Forward(g)) => g.nexthops().iter().all(|nh| nh.labels.is_empty()),
+            None => false,
+        },
     }
 }
 

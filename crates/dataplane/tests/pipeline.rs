@@ -1283,26 +1283,31 @@ fn plain_ip_gso_superframe_to_port_with_tso4_passes_whole() {
 }
 
 #[test]
-fn needs_csum_on_a_labelled_non_gso_frame_gets_its_checksum_completed() {
-    // Even a port that takes partial checksums gets labelled frames complete.
-    let mut r = pe1_caps(PortCaps {
-        csum: true,
-        ..PortCaps::default()
-    });
-    let ip = ipv4_tcp_partial(CE1, CE2, 64, 77, &pattern(200, 4));
-    assert!(!tcp_v4_checksum_ok(&ip));
-    let mut pkt = Packet::from_frame(PE1_CE1, &from_ce1(&ip));
-    pkt.offload.needs_csum = true;
-    pkt.offload.csum_start = 34;
-    pkt.offload.csum_offset = 16;
-    let out = r.send_packet(pkt);
-    assert_eq!(out.len(), 1);
-    assert!(!out[0].offload.needs_csum);
-    let p = out[0].parse();
-    assert_eq!(p.stack(), vec![(1002, 63, true)]);
-    assert!(tcp_v4_checksum_ok(&p.l3), "checksum completed");
-    assert_eq!(r.events(Event::ChecksumCompleted), 1);
-    r.assert_no_drops();
+fn needs_csum_on_a_labelled_frame_travels_where_the_port_takes_it_and_is_completed_where_not() {
+    for port_csum in [true, false] {
+        let mut r = pe1_caps(PortCaps { csum: port_csum, ..PortCaps::default() });
+        let ip = ipv4_tcp_partial(CE1, CE2, 64, 77, &pattern(200, 4));
+        assert!(!tcp_v4_checksum_ok(&ip));
+        let mut pkt = Packet::from_frame(PE1_CE1, &from_ce1(&ip));
+        pkt.offload.needs_csum = true;
+        pkt.offload.csum_start = 34;
+        pkt.offload.csum_offset = 16;
+        let out = r.send_packet(pkt);
+        assert_eq!(out.len(), 1);
+        let p = out[0].parse();
+        assert_eq!(p.stack(), vec![(1002, 63, true)]);
+        if port_csum {
+            // The partial checksum moves with the pushed label: the next hop completes it.
+            assert!(out[0].offload.needs_csum);
+            assert_eq!(out[0].offload.csum_start, 38);
+            assert_eq!(r.events(Event::ChecksumCompleted), 0);
+        } else {
+            assert!(!out[0].offload.needs_csum);
+            assert!(tcp_v4_checksum_ok(&p.l3), "checksum completed");
+            assert_eq!(r.events(Event::ChecksumCompleted), 1);
+        }
+        r.assert_no_drops();
+    }
 }
 
 // ================================================================ reserved labels
