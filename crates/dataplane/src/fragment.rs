@@ -159,11 +159,7 @@ pub fn fragment_ipv4(
     let (rest_hdr, rest_ihl) = copied_options_header(&ip[..ihl])?;
 
     let room = |h: usize| {
-        max_ip_len
-            .checked_sub(h)
-            .map(|r| r & !7)
-            .filter(|&r| r >= 8)
-            .ok_or(FragError::MtuTooSmall)
+        max_ip_len.checked_sub(h).map(|r| r & !7).filter(|&r| r >= 8).ok_or(FragError::MtuTooSmall)
     };
     let first_max = room(ihl)?;
     let rest_max = room(rest_ihl)?;
@@ -182,11 +178,8 @@ pub fn fragment_ipv4(
     let mut pos = 0;
     let mut count = 0;
     while pos < payload.len() {
-        let (h, hl, max) = if pos == 0 {
-            (&ip[..ihl], ihl, first_max)
-        } else {
-            (&rest_hdr[..rest_ihl], rest_ihl, rest_max)
-        };
+        let (h, hl, max) =
+            if pos == 0 { (&ip[..ihl], ihl, first_max) } else { (&rest_hdr[..rest_ihl], rest_ihl, rest_max) };
         let n = max.min(payload.len() - pos);
         let last = pos + n == payload.len();
         let mut p = pool.get().ok_or(FragError::NoBuffer)?;
@@ -252,11 +245,8 @@ mod tests {
     /// The options every fragment after the first must carry, for `options` as given to
     /// [`ipv4`]: the ones with the copy flag, padded with zeros to 4 bytes.
     fn copied(options: &[&[u8]]) -> Vec<u8> {
-        let mut v: Vec<u8> = options
-            .iter()
-            .filter(|o| o[0] & 0x80 != 0)
-            .flat_map(|o| o.iter().copied())
-            .collect();
+        let mut v: Vec<u8> =
+            options.iter().filter(|o| o[0] & 0x80 != 0).flat_map(|o| o.iter().copied()).collect();
         v.resize(v.len().next_multiple_of(4), 0);
         v
     }
@@ -278,10 +268,7 @@ mod tests {
             assert_eq!(&f[..l3], &orig[..l3], "bytes before the IP header");
             let ip = &f[l3..];
             let ihl = usize::from(ip[0] & 15) * 4;
-            assert!(
-                checksum::verify(&ip[..ihl]),
-                "fragment {i}: header checksum"
-            );
+            assert!(checksum::verify(&ip[..ihl]), "fragment {i}: header checksum");
             assert_eq!(usize::from(hdr::get16(ip, 2)), ip.len());
             assert!(ip.len() <= max, "fragment {i}: {} > {max}", ip.len());
             // Identification, TTL, protocol, addresses kept.
@@ -289,11 +276,7 @@ mod tests {
             assert_eq!(&ip[8..10], &oip[8..10]);
             assert_eq!(&ip[12..20], &oip[12..20]);
             if i == 0 {
-                assert_eq!(
-                    &ip[20..ihl],
-                    &oip[20..oihl],
-                    "first fragment has every option"
-                );
+                assert_eq!(&ip[20..ihl], &oip[20..oihl], "first fragment has every option");
             } else {
                 assert_eq!(&ip[20..ihl], copied, "copied options only");
             }
@@ -303,11 +286,7 @@ mod tests {
             let mf = w & hdr::IPV4_MF != 0;
             if i + 1 < frags.len() {
                 assert!(mf, "MF on every fragment but the last");
-                assert_eq!(
-                    payload.len() % 8,
-                    0,
-                    "fragment {i}: payload a multiple of 8"
-                );
+                assert_eq!(payload.len() % 8, 0, "fragment {i}: payload a multiple of 8");
             }
             v.push((usize::from(w & 0x1fff) * 8, payload, mf));
         }
@@ -376,39 +355,21 @@ mod tests {
         assert_eq!(run(&mut p, 5000, 1500).0, Err(FragError::Truncated));
         let mut bad = f.clone();
         bad[18 + 21] = 40; // LSRR length past the header
-        assert_eq!(
-            run(&mut Packet::from_frame(0, &bad), 18, 1500).0,
-            Err(FragError::Malformed)
-        );
+        assert_eq!(run(&mut Packet::from_frame(0, &bad), 18, 1500).0, Err(FragError::Malformed));
         let mut bad = f.clone();
         bad[18 + 21] = 1;
-        assert_eq!(
-            run(&mut Packet::from_frame(0, &bad), 18, 1500).0,
-            Err(FragError::Malformed)
-        );
+        assert_eq!(run(&mut Packet::from_frame(0, &bad), 18, 1500).0, Err(FragError::Malformed));
         let mut bad = f.clone();
         bad[18] = 0x66;
-        assert_eq!(
-            run(&mut Packet::from_frame(0, &bad), 18, 1500).0,
-            Err(FragError::Malformed)
-        );
+        assert_eq!(run(&mut Packet::from_frame(0, &bad), 18, 1500).0, Err(FragError::Malformed));
         let mut bad = f.clone();
         hdr::put16(&mut bad, 18 + 2, 3000);
-        assert_eq!(
-            run(&mut Packet::from_frame(0, &bad), 18, 1500).0,
-            Err(FragError::Truncated)
-        );
+        assert_eq!(run(&mut Packet::from_frame(0, &bad), 18, 1500).0, Err(FragError::Truncated));
         hdr::put16(&mut bad, 18 + 2, 10);
-        assert_eq!(
-            run(&mut Packet::from_frame(0, &bad), 18, 1500).0,
-            Err(FragError::Malformed)
-        );
+        assert_eq!(run(&mut Packet::from_frame(0, &bad), 18, 1500).0, Err(FragError::Malformed));
         // An original fragment at offset 65000 would need fragment offsets beyond 65528.
         let far = wrap(0, &ipv4(&[], (65000 / 8) as u16, &payload(1400, 1)), false);
-        assert_eq!(
-            run(&mut Packet::from_frame(0, &far), 14, 576).0,
-            Err(FragError::Malformed)
-        );
+        assert_eq!(run(&mut Packet::from_frame(0, &far), 14, 576).0, Err(FragError::Malformed));
     }
 
     #[test]
@@ -418,10 +379,7 @@ mod tests {
         let mut p = Packet::from_frame(0, &f);
         let mut pool = PacketPool::new(2);
         let mut out = Vec::new();
-        assert_eq!(
-            fragment_ipv4(&mut p, 14, 1000, &mut pool, &mut out),
-            Err(FragError::NoBuffer)
-        );
+        assert_eq!(fragment_ipv4(&mut p, 14, 1000, &mut pool, &mut out), Err(FragError::NoBuffer));
         assert_eq!(out.len(), 2);
         let parts = check(&f, 14, 1000, &[], &out);
         assert!(reassemble(parts, 0) == data[..1952]);

@@ -141,13 +141,7 @@ pub fn layout(frame: &[u8], l3_offset: usize) -> Result<Layout, GsoError> {
         }
         _ => return Err(GsoError::Unsupported),
     };
-    Ok(Layout {
-        l3_offset,
-        ipv6,
-        l4_offset,
-        l4_proto: proto,
-        payload_offset: l4_offset + l4_hdr_len,
-    })
+    Ok(Layout { l3_offset, ipv6, l4_offset, l4_proto: proto, payload_offset: l4_offset + l4_hdr_len })
 }
 
 /// Checks that the IP length field covers exactly the frame from the IP header on. The
@@ -160,11 +154,7 @@ fn check_ip_length(frame: &[u8], lay: &Layout) -> Result<(), GsoError> {
     } else {
         usize::from(ipv4::Packet::new_unchecked(ip).total_len())
     };
-    if claimed == ip.len() {
-        Ok(())
-    } else {
-        Err(GsoError::LengthMismatch)
-    }
+    if claimed == ip.len() { Ok(()) } else { Err(GsoError::LengthMismatch) }
 }
 
 /// Completes a partial transport checksum (`offload.needs_csum`): the ones-complement sum
@@ -278,12 +268,7 @@ fn plan(pkt: &Packet, l3_offset: usize) -> Result<Plan, GsoError> {
     check_ip_length(frame, &lay)?;
     let gso_size = usize::from(off.gso_size);
     let payload_len = frame.len() - lay.payload_offset;
-    Ok(Plan {
-        lay,
-        gso_size,
-        payload_len,
-        segments: payload_len.div_ceil(gso_size).max(1),
-    })
+    Ok(Plan { lay, gso_size, payload_len, segments: payload_len.div_ceil(gso_size).max(1) })
 }
 
 /// The largest L3 length (IP header + transport header + `gso_size` payload) any segment
@@ -318,12 +303,7 @@ pub fn segment(
     pool: &mut PacketPool,
     out: &mut Vec<Packet>,
 ) -> Result<usize, GsoError> {
-    let Plan {
-        lay,
-        gso_size,
-        payload_len,
-        segments,
-    } = plan(pkt, l3_offset)?;
+    let Plan { lay, gso_size, payload_len, segments } = plan(pkt, l3_offset)?;
     let frame = pkt.frame();
     let hl = lay.payload_offset;
     let l4_hdr_len = hl - lay.l4_offset;
@@ -391,10 +371,8 @@ pub fn segment(
             u.set_checksum(0);
         }
         let len_sum = (l4_len as u32 & 0xffff) + (l4_len as u32 >> 16);
-        let acc = checksum::add(
-            checksum::add(pseudo, len_sum),
-            checksum::add(checksum::sum(th), payload_sum),
-        );
+        let acc =
+            checksum::add(checksum::add(pseudo, len_sum), checksum::add(checksum::sum(th), payload_sum));
         let c = checksum::finish(acc);
         if is_tcp {
             tcp::Packet::new_unchecked(th).set_checksum(c);
@@ -515,9 +493,7 @@ pub(crate) mod test_frames {
 
     /// A deterministic payload pattern.
     pub fn payload(len: usize, seed: u8) -> Vec<u8> {
-        (0..len)
-            .map(|i| ((i * 7) as u8).wrapping_add(seed) ^ ((i >> 8) as u8))
-            .collect()
+        (0..len).map(|i| ((i * 7) as u8).wrapping_add(seed) ^ ((i >> 8) as u8)).collect()
     }
 
     /// An IP packet carrying TCP or UDP with `payload`, its transport checksum left
@@ -582,20 +558,10 @@ pub(crate) mod test_frames {
         let l4 = &ip[lay.l4_offset..];
         let pseudo = if lay.ipv6 {
             let a = |o| Ipv6Addr::from(ipv6_addr(ip, o));
-            checksum::pseudo_header_v6(
-                a(hdr::IPV6_SRC),
-                a(hdr::IPV6_DST),
-                lay.l4_proto,
-                l4.len() as u32,
-            )
+            checksum::pseudo_header_v6(a(hdr::IPV6_SRC), a(hdr::IPV6_DST), lay.l4_proto, l4.len() as u32)
         } else {
             let a = |o| Ipv4Addr::from(hdr::get32(ip, o));
-            checksum::pseudo_header_v4(
-                a(hdr::IPV4_SRC),
-                a(hdr::IPV4_DST),
-                lay.l4_proto,
-                l4.len() as u32,
-            )
+            checksum::pseudo_header_v4(a(hdr::IPV4_SRC), a(hdr::IPV4_DST), lay.l4_proto, l4.len() as u32)
         };
         checksum::fold(checksum::add(pseudo, checksum::sum(l4))) == 0xffff
     }
@@ -840,10 +806,7 @@ mod tests {
     );
 
     fn unhex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
     /// The captured packet: offload metadata parsed from the vnet header, frame after it.
@@ -856,9 +819,7 @@ mod tests {
     }
 
     fn pattern(len: usize, seed: usize) -> Vec<u8> {
-        (0..len)
-            .map(|i| (((i * 7 + seed) ^ (i >> 8)) & 0xff) as u8)
-            .collect()
+        (0..len).map(|i| (((i * 7 + seed) ^ (i >> 8)) & 0xff) as u8).collect()
     }
 
     thread_local! {
@@ -879,12 +840,7 @@ mod tests {
 
     /// Checks every segment against the super-frame and returns the payloads joined.
     /// Returns the segments to the pool.
-    fn check_segments(
-        sup: &Packet,
-        l3: usize,
-        segs: Vec<Packet>,
-        pool: &mut PacketPool,
-    ) -> Vec<u8> {
+    fn check_segments(sup: &Packet, l3: usize, segs: Vec<Packet>, pool: &mut PacketPool) -> Vec<u8> {
         let lay = layout(sup.frame(), l3).unwrap();
         let sf = sup.frame();
         let max_l3 = segment_l3_len(sup, l3).unwrap();
@@ -902,10 +858,7 @@ mod tests {
             assert!(ip.len() <= max_l3, "segment {i}: {} > {max_l3}", ip.len());
             if !lay.ipv6 {
                 let ihl = lay.l4_offset - l3;
-                assert!(
-                    checksum::verify(&ip[..ihl]),
-                    "segment {i}: IPv4 header checksum"
-                );
+                assert!(checksum::verify(&ip[..ihl]), "segment {i}: IPv4 header checksum");
                 let id = hdr::get16(ip, hdr::IPV4_IDENT);
                 let id0 = hdr::get16(&sf[l3..], hdr::IPV4_IDENT);
                 assert_eq!(id, id0.wrapping_add(i as u16));
@@ -933,11 +886,7 @@ mod tests {
                     (0x10, true),
                     (0x40, true),
                 ] {
-                    assert_eq!(
-                        flags & bit,
-                        if keep { sflags & bit } else { 0 },
-                        "seg {i} flag {bit:#x}"
-                    );
+                    assert_eq!(flags & bit, if keep { sflags & bit } else { 0 }, "seg {i} flag {bit:#x}");
                 }
             } else {
                 assert_eq!(usize::from(hdr::get16(l4, hdr::UDP_LENGTH)), l4.len());
@@ -1183,100 +1132,46 @@ mod tests {
         let mut out = Vec::new();
         let mut run = |p: &Packet, l3: usize| segment(p, l3, &mut pool, &mut out);
 
-        assert_eq!(
-            run(&gso(&good, GsoType::None, 1000), 14),
-            Err(GsoError::NotGso)
-        );
-        assert_eq!(
-            run(&gso(&good, GsoType::TcpV4, 0), 14),
-            Err(GsoError::ZeroGsoSize)
-        );
-        assert_eq!(
-            run(&gso(&good, GsoType::Udp, 1000), 14),
-            Err(GsoError::Unsupported)
-        );
-        assert_eq!(
-            run(&gso(&good, GsoType::TcpV6, 1000), 14),
-            Err(GsoError::GsoTypeMismatch)
-        );
-        assert_eq!(
-            run(&gso(&good, GsoType::UdpL4, 1000), 14),
-            Err(GsoError::GsoTypeMismatch)
-        );
+        assert_eq!(run(&gso(&good, GsoType::None, 1000), 14), Err(GsoError::NotGso));
+        assert_eq!(run(&gso(&good, GsoType::TcpV4, 0), 14), Err(GsoError::ZeroGsoSize));
+        assert_eq!(run(&gso(&good, GsoType::Udp, 1000), 14), Err(GsoError::Unsupported));
+        assert_eq!(run(&gso(&good, GsoType::TcpV6, 1000), 14), Err(GsoError::GsoTypeMismatch));
+        assert_eq!(run(&gso(&good, GsoType::UdpL4, 1000), 14), Err(GsoError::GsoTypeMismatch));
         // Total length says less or more than the frame holds.
         let mut bad = good.clone();
         hdr::put16(&mut bad, 14 + 2, 3000);
-        assert_eq!(
-            run(&gso(&bad, GsoType::TcpV4, 1000), 14),
-            Err(GsoError::LengthMismatch)
-        );
+        assert_eq!(run(&gso(&bad, GsoType::TcpV4, 1000), 14), Err(GsoError::LengthMismatch));
         hdr::put16(&mut bad, 14 + 2, 3057);
-        assert_eq!(
-            run(&gso(&bad, GsoType::TcpV4, 1000), 14),
-            Err(GsoError::Truncated)
-        );
+        assert_eq!(run(&gso(&bad, GsoType::TcpV4, 1000), 14), Err(GsoError::Truncated));
         hdr::put16(&mut bad, 14 + 2, 0);
-        assert_eq!(
-            run(&gso(&bad, GsoType::TcpV4, 1000), 14),
-            Err(GsoError::Malformed)
-        );
+        assert_eq!(run(&gso(&bad, GsoType::TcpV4, 1000), 14), Err(GsoError::Malformed));
         let mut bad6 = wrap(0, &ip_packet(true, false, 0, &payload(3000, 1)), true);
         hdr::put16(&mut bad6, 14 + 4, 3000);
-        assert_eq!(
-            run(&gso(&bad6, GsoType::UdpL4, 1000), 14),
-            Err(GsoError::LengthMismatch)
-        );
+        assert_eq!(run(&gso(&bad6, GsoType::UdpL4, 1000), 14), Err(GsoError::LengthMismatch));
         // Truncated in the TCP header, then in the TCP options.
-        assert_eq!(
-            run(&gso(&good[..14 + 24 + 10], GsoType::TcpV4, 1000), 14),
-            Err(GsoError::Truncated)
-        );
-        assert_eq!(
-            run(&gso(&good[..14 + 24 + 25], GsoType::TcpV4, 1000), 14),
-            Err(GsoError::Truncated)
-        );
-        assert_eq!(
-            run(&gso(&good, GsoType::TcpV4, 1000), 5000),
-            Err(GsoError::Truncated)
-        );
+        assert_eq!(run(&gso(&good[..14 + 24 + 10], GsoType::TcpV4, 1000), 14), Err(GsoError::Truncated));
+        assert_eq!(run(&gso(&good[..14 + 24 + 25], GsoType::TcpV4, 1000), 14), Err(GsoError::Truncated));
+        assert_eq!(run(&gso(&good, GsoType::TcpV4, 1000), 5000), Err(GsoError::Truncated));
         // TCP data offset below 5 words, IHL below 5 words, IP version 5.
         let mut bad = good.clone();
         bad[14 + 24 + 12] = 4 << 4;
-        assert_eq!(
-            run(&gso(&bad, GsoType::TcpV4, 1000), 14),
-            Err(GsoError::Malformed)
-        );
+        assert_eq!(run(&gso(&bad, GsoType::TcpV4, 1000), 14), Err(GsoError::Malformed));
         let mut bad = good.clone();
         bad[14] = 0x44;
-        assert_eq!(
-            run(&gso(&bad, GsoType::TcpV4, 1000), 14),
-            Err(GsoError::Malformed)
-        );
+        assert_eq!(run(&gso(&bad, GsoType::TcpV4, 1000), 14), Err(GsoError::Malformed));
         bad[14] = 0x56;
-        assert_eq!(
-            run(&gso(&bad, GsoType::TcpV4, 1000), 14),
-            Err(GsoError::Malformed)
-        );
+        assert_eq!(run(&gso(&bad, GsoType::TcpV4, 1000), 14), Err(GsoError::Malformed));
         // An IPv4 fragment, ICMP.
         let mut bad = good.clone();
         bad[14 + 6] |= 0x20;
-        assert_eq!(
-            run(&gso(&bad, GsoType::TcpV4, 1000), 14),
-            Err(GsoError::Unsupported)
-        );
+        assert_eq!(run(&gso(&bad, GsoType::TcpV4, 1000), 14), Err(GsoError::Unsupported));
         let mut bad = good.clone();
         bad[14 + 9] = 1;
-        assert_eq!(
-            run(&gso(&bad, GsoType::TcpV4, 1000), 14),
-            Err(GsoError::Unsupported)
-        );
+        assert_eq!(run(&gso(&bad, GsoType::TcpV4, 1000), 14), Err(GsoError::Unsupported));
         // IPv6 with a hop-by-hop header.
         let mut v6 = wrap(0, &ip_packet(true, true, 0x10, &payload(3000, 1)), true);
         v6[14 + 6] = 0;
-        assert_eq!(
-            run(&gso(&v6, GsoType::TcpV6, 1000), 14),
-            Err(GsoError::Unsupported)
-        );
+        assert_eq!(run(&gso(&v6, GsoType::TcpV6, 1000), 14), Err(GsoError::Unsupported));
         assert!(out.is_empty());
         assert_eq!(pool.available(), 4);
     }
@@ -1289,28 +1184,18 @@ mod tests {
         sup.offload.gso_size = 1000;
         let mut pool = PacketPool::new(4);
         let mut out = Vec::new();
-        assert_eq!(
-            segment(&sup, 22, &mut pool, &mut out),
-            Err(GsoError::NoBuffer)
-        );
+        assert_eq!(segment(&sup, 22, &mut pool, &mut out), Err(GsoError::NoBuffer));
         assert_eq!(out.len(), 4);
         for (i, s) in out.iter().enumerate() {
             assert!(transport_checksum_ok(&s.frame()[22..]));
-            assert_eq!(
-                &s.frame()[22 + 48..],
-                &payload(10000, 5)[i * 1000..(i + 1) * 1000]
-            );
+            assert_eq!(&s.frame()[22 + 48..], &payload(10000, 5)[i * 1000..(i + 1) * 1000]);
         }
     }
 
     #[test]
     fn cwr_only_on_first_segment_also_with_gso_ecn() {
         for ecn in [false, true] {
-            let f = wrap(
-                0,
-                &ip_packet(false, true, 0x80 | 0x40 | 0x18 | 0x01, &payload(5000, 1)),
-                false,
-            );
+            let f = wrap(0, &ip_packet(false, true, 0x80 | 0x40 | 0x18 | 0x01, &payload(5000, 1)), false);
             let mut sup = Packet::from_frame(0, &f);
             sup.offload.gso_type = GsoType::TcpV4;
             sup.offload.gso_ecn = ecn;

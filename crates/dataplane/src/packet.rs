@@ -189,10 +189,7 @@ pub struct PacketPool {
 impl PacketPool {
     /// A pool of `capacity` buffers, allocated now.
     pub fn new(capacity: usize) -> PacketPool {
-        PacketPool {
-            free: (0..capacity).map(|_| Packet::new()).collect(),
-            capacity,
-        }
+        PacketPool { free: (0..capacity).map(|_| Packet::new()).collect(), capacity }
     }
 
     /// A buffer, or `None` when all are in flight.

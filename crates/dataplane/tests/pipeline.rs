@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use fixtures::*;
-use vmpls_dataplane::{Drop, Event, Packet, PortCaps};
+use vmpls_dataplane::{Drop, Event, Output, Packet, PortCaps};
 use vmpls_fib::{DEFAULT_VRF, LabelAction, Nexthop, NexthopGroup, TtlModel};
-use vmpls_wire::{arp, icmpv4, icmpv6, ipv4, virtio_net};
+use vmpls_wire::{arp, icmpv4, icmpv6, ipv4, tcp, virtio_net};
 
 fn ip(s: &str) -> std::net::IpAddr {
     s.parse().unwrap()
@@ -53,11 +53,7 @@ fn assert_ipv4_forwarded(got: &Parsed, sent: &[u8], ttl: u8) {
     assert_eq!(got.l3.len(), sent.len(), "IP length");
     assert_eq!(&got.l3[..8], &sent[..8]);
     assert_eq!(got.l3[9], sent[9]);
-    assert_eq!(
-        &got.l3[12..],
-        &sent[12..],
-        "addresses and payload unchanged"
-    );
+    assert_eq!(&got.l3[12..], &sent[12..], "addresses and payload unchanged");
 }
 
 fn assert_ipv6_forwarded(got: &Parsed, sent: &[u8], hop_limit: u8) {
@@ -92,11 +88,7 @@ fn pe_ingress_ipv4_pushes_label_toward_next_hop_with_uniform_ttl() {
     assert_eq!(p.ethertype, 0x8847);
     assert_eq!(p.src, PE1_CORE_MAC, "Ethernet source = out port MAC");
     assert_eq!(p.dst, P_WEST_MAC, "Ethernet destination = next hop MAC");
-    assert_eq!(
-        p.stack(),
-        vec![(1002, 63, true)],
-        "label TTL = IP TTL after decrement"
-    );
+    assert_eq!(p.stack(), vec![(1002, 63, true)], "label TTL = IP TTL after decrement");
     assert_ipv4_forwarded(&p, &ip, 63);
     assert_eq!(r.events(Event::LabelPush), 1);
     r.assert_no_drops();
@@ -123,61 +115,26 @@ fn pe1_with(extra: impl FnOnce(&mut vmpls_fib::FibBuilder)) -> Router {
     r
 }
 
-fn route(
-    b: &mut vmpls_fib::FibBuilder,
-    prefix: &str,
-    len: u8,
-    via: &str,
-    labels: &[u32],
-    model: TtlModel,
-) {
-    b.add_prefix_route(
-        DEFAULT_VRF,
-        ip(prefix),
-        len,
-        push_route(single(PE1_CORE, via, labels), model),
-    )
-    .unwrap();
+fn route(b: &mut vmpls_fib::FibBuilder, prefix: &str, len: u8, via: &str, labels: &[u32], model: TtlModel) {
+    b.add_prefix_route(DEFAULT_VRF, ip(prefix), len, push_route(single(PE1_CORE, via, labels), model))
+        .unwrap();
 }
 
 #[test]
 fn pe_ingress_pushes_a_stack_of_three_labels_bottom_of_stack_on_the_last() {
     let mut r = pe1_with(|b| {
-        route(
-            b,
-            "198.18.3.0",
-            24,
-            "198.18.10.2",
-            &[100, 200, 300],
-            TtlModel::Uniform,
-        );
-        route(
-            b,
-            "2001:db8:3::",
-            64,
-            "2001:db8:10::2",
-            &[100, 200, 300],
-            TtlModel::Uniform,
-        );
+        route(b, "198.18.3.0", 24, "198.18.10.2", &[100, 200, 300], TtlModel::Uniform);
+        route(b, "2001:db8:3::", 64, "2001:db8:10::2", &[100, 200, 300], TtlModel::Uniform);
     });
     let ip4 = ipv4_tcp(CE1, "198.18.3.9", 20, 1, 2, &pattern(64, 0), false);
     let p = only(&r.send(PE1_CE1, &from_ce1(&ip4)), PE1_CORE);
-    assert_eq!(
-        p.stack(),
-        vec![(100, 19, false), (200, 19, false), (300, 19, true)]
-    );
-    assert_eq!(
-        (p.src, p.dst, p.ethertype),
-        (PE1_CORE_MAC, P_WEST_MAC, 0x8847)
-    );
+    assert_eq!(p.stack(), vec![(100, 19, false), (200, 19, false), (300, 19, true)]);
+    assert_eq!((p.src, p.dst, p.ethertype), (PE1_CORE_MAC, P_WEST_MAC, 0x8847));
     assert_ipv4_forwarded(&p, &ip4, 19);
 
     let ip6 = ipv6_tcp(CE1_V6, "2001:db8:3::9", 20, 1, 2, &pattern(64, 0));
     let p = only(&r.send(PE1_CE1, &from_ce1_v6(&ip6)), PE1_CORE);
-    assert_eq!(
-        p.stack(),
-        vec![(100, 19, false), (200, 19, false), (300, 19, true)]
-    );
+    assert_eq!(p.stack(), vec![(100, 19, false), (200, 19, false), (300, 19, true)]);
     assert_ipv6_forwarded(&p, &ip6, 19);
     r.assert_no_drops();
 }
@@ -185,22 +142,8 @@ fn pe_ingress_pushes_a_stack_of_three_labels_bottom_of_stack_on_the_last() {
 #[test]
 fn pe_ingress_pipe_model_pushes_labels_with_ttl_255() {
     let mut r = pe1_with(|b| {
-        route(
-            b,
-            "198.18.4.0",
-            24,
-            "198.18.10.2",
-            &[1004, 1005],
-            TtlModel::Pipe,
-        );
-        route(
-            b,
-            "2001:db8:4::",
-            64,
-            "2001:db8:10::2",
-            &[1004],
-            TtlModel::Pipe,
-        );
+        route(b, "198.18.4.0", 24, "198.18.10.2", &[1004, 1005], TtlModel::Pipe);
+        route(b, "2001:db8:4::", 64, "2001:db8:10::2", &[1004], TtlModel::Pipe);
     });
     let ip4 = ipv4_tcp(CE1, "198.18.4.1", 64, 1, 2, &pattern(10, 0), true);
     let p = only(&r.send(PE1_CE1, &from_ce1(&ip4)), PE1_CORE);
@@ -216,37 +159,13 @@ fn pe_ingress_pipe_model_pushes_labels_with_ttl_255() {
 #[test]
 fn pe_ingress_longest_prefix_match_picks_the_most_specific_route() {
     let mut r = pe1_with(|b| {
-        route(
-            b,
-            "198.18.2.128",
-            25,
-            "198.18.10.2",
-            &[1502],
-            TtlModel::Uniform,
-        );
-        route(
-            b,
-            "198.18.0.0",
-            16,
-            "198.18.10.2",
-            &[1602],
-            TtlModel::Uniform,
-        );
-        route(
-            b,
-            "2001:db8:2::8000",
-            113,
-            "2001:db8:10::2",
-            &[1702],
-            TtlModel::Uniform,
-        );
+        route(b, "198.18.2.128", 25, "198.18.10.2", &[1502], TtlModel::Uniform);
+        route(b, "198.18.0.0", 16, "198.18.10.2", &[1602], TtlModel::Uniform);
+        route(b, "2001:db8:2::8000", 113, "2001:db8:10::2", &[1702], TtlModel::Uniform);
     });
-    for (dst, label) in [
-        ("198.18.2.200", 1502),
-        ("198.18.2.5", 1002),
-        ("198.18.7.1", 1602),
-        ("198.18.2.128", 1502),
-    ] {
+    for (dst, label) in
+        [("198.18.2.200", 1502), ("198.18.2.5", 1002), ("198.18.7.1", 1602), ("198.18.2.128", 1502)]
+    {
         let ip = ipv4_tcp(CE1, dst, 64, 1, 2, &[], true);
         let p = only(&r.send(PE1_CE1, &from_ce1(&ip)), PE1_CORE);
         assert_eq!(p.stack(), vec![(label, 63, true)], "route for {dst}");
@@ -263,31 +182,18 @@ fn pe_ingress_longest_prefix_match_picks_the_most_specific_route() {
 fn pe_ingress_plain_ip_route_forwards_without_labels() {
     let mut r = pe1_with(|b| {
         route(b, "198.18.5.0", 24, "198.18.10.2", &[], TtlModel::Uniform);
-        route(
-            b,
-            "2001:db8:5::",
-            64,
-            "2001:db8:10::2",
-            &[],
-            TtlModel::Uniform,
-        );
+        route(b, "2001:db8:5::", 64, "2001:db8:10::2", &[], TtlModel::Uniform);
     });
     let ip4 = ipv4_tcp(CE1, "198.18.5.1", 64, 1, 2, &pattern(300, 9), true);
     let p = only(&r.send(PE1_CE1, &from_ce1(&ip4)), PE1_CORE);
-    assert_eq!(
-        (p.src, p.dst, p.ethertype),
-        (PE1_CORE_MAC, P_WEST_MAC, 0x0800)
-    );
+    assert_eq!((p.src, p.dst, p.ethertype), (PE1_CORE_MAC, P_WEST_MAC, 0x0800));
     assert!(p.labels.is_empty());
     assert_ipv4_forwarded(&p, &ip4, 63);
     assert!(tcp_v4_checksum_ok(&p.l3));
 
     let ip6 = ipv6_tcp(CE1_V6, "2001:db8:5::1", 64, 1, 2, &pattern(300, 9));
     let p = only(&r.send(PE1_CE1, &from_ce1_v6(&ip6)), PE1_CORE);
-    assert_eq!(
-        (p.src, p.dst, p.ethertype),
-        (PE1_CORE_MAC, P_WEST_MAC, 0x86dd)
-    );
+    assert_eq!((p.src, p.dst, p.ethertype), (PE1_CORE_MAC, P_WEST_MAC, 0x86dd));
     assert_ipv6_forwarded(&p, &ip6, 63);
     assert_eq!(r.events(Event::IpForward), 2);
     assert_eq!(r.events(Event::LabelPush), 0);
@@ -298,10 +204,7 @@ fn pe_connected_route_delivers_to_the_host_on_the_port() {
     let mut r = Router::pe1();
     // From the core, plain IP, to ce1's host on a connected subnet.
     let ip = ipv4_tcp("198.18.10.2", CE1, 9, 1, 2, &pattern(40, 1), false);
-    let p = only(
-        &r.send(PE1_CORE, &ipv4_frame(PE1_CORE_MAC, P_WEST_MAC, &ip)),
-        PE1_CE1,
-    );
+    let p = only(&r.send(PE1_CORE, &ipv4_frame(PE1_CORE_MAC, P_WEST_MAC, &ip)), PE1_CE1);
     assert_eq!((p.src, p.dst, p.ethertype), (PE1_CE1_MAC, CE1_MAC, 0x0800));
     assert_ipv4_forwarded(&p, &ip, 8);
 }
@@ -314,10 +217,7 @@ fn unresolved_ipv4_next_hop_sends_arp_request_holds_frames_and_releases_them_on_
     let ip1 = tcp_ce1_ce2(64, 1);
     let ip2 = tcp_ce1_ce2(64, 2);
     let p = only(&r.send(PE1_CE1, &from_ce1(&ip1)), PE1_CORE);
-    assert_eq!(
-        (p.dst, p.src, p.ethertype),
-        ([0xff; 6], PE1_CORE_MAC, 0x0806)
-    );
+    assert_eq!((p.dst, p.src, p.ethertype), ([0xff; 6], PE1_CORE_MAC, 0x0806));
     let req = arp::Repr::parse(&arp::Packet::new_checked(&p.l3[..]).unwrap()).unwrap();
     assert_eq!(req.operation, arp::Operation::Request);
     assert_eq!(req.sender_hardware_addr, PE1_CORE_MAC);
@@ -357,23 +257,11 @@ fn unresolved_ipv6_next_hop_sends_neighbor_solicitation_and_releases_on_advert()
     let target = v6("2001:db8:10::2");
     let group = icmpv6::solicited_node_multicast(target);
     assert_eq!(group, v6("ff02::1:ff00:2"));
-    assert_eq!(
-        (p.dst, p.src, p.ethertype),
-        ([0x33, 0x33, 0xff, 0, 0, 2], PE1_CORE_MAC, 0x86dd)
-    );
+    assert_eq!((p.dst, p.src, p.ethertype), ([0x33, 0x33, 0xff, 0, 0, 2], PE1_CORE_MAC, 0x86dd));
     let h = p.ipv6();
-    assert_eq!(
-        (h.src_addr(), h.dst_addr(), h.hop_limit()),
-        (v6("2001:db8:10::1"), group, 255)
-    );
+    assert_eq!((h.src_addr(), h.dst_addr(), h.hop_limit()), (v6("2001:db8:10::1"), group, 255));
     let ns = icmpv6::NdRepr::parse(&p.icmpv6()).unwrap();
-    assert_eq!(
-        ns,
-        icmpv6::NdRepr::NeighborSolicit {
-            target,
-            source_mac: Some(PE1_CORE_MAC)
-        }
-    );
+    assert_eq!(ns, icmpv6::NdRepr::NeighborSolicit { target, source_mac: Some(PE1_CORE_MAC) });
     assert_eq!(r.events(Event::NdSolicit), 1);
 
     let na = neighbor_advert(P_WEST_MAC, target, v6("2001:db8:10::1"), PE1_CORE_MAC);
@@ -387,28 +275,17 @@ fn unresolved_ipv6_next_hop_sends_neighbor_solicitation_and_releases_on_advert()
 #[test]
 fn unanswered_neighbor_requests_time_out_and_held_frames_count_as_unresolved() {
     let mut r = Router::new(pe1_builder(), pe1_ports());
-    assert_eq!(
-        r.send(PE1_CE1, &from_ce1(&tcp_ce1_ce2(64, 1))).len(),
-        1,
-        "ARP request"
-    );
+    assert_eq!(r.send(PE1_CE1, &from_ce1(&tcp_ce1_ce2(64, 1))).len(), 1, "ARP request");
     assert!(r.send(PE1_CE1, &from_ce1(&tcp_ce1_ce2(64, 2))).is_empty());
     let mut requests = 1;
     for _ in 0..10 {
         for s in r.poll(Duration::from_millis(500)) {
             assert_eq!(s.port, PE1_CORE);
-            assert_eq!(
-                s.parse().ethertype,
-                0x0806,
-                "only ARP requests while waiting"
-            );
+            assert_eq!(s.parse().ethertype, 0x0806, "only ARP requests while waiting");
             requests += 1;
         }
     }
-    assert!(
-        (2..=5).contains(&requests),
-        "{requests} ARP requests: retried, then given up"
-    );
+    assert!((2..=5).contains(&requests), "{requests} ARP requests: retried, then given up");
     assert_eq!(r.events(Event::ArpRequest), requests as u64);
     r.assert_only_drop(Drop::NeighborUnresolved, 2);
     // A late reply releases nothing.
@@ -435,14 +312,7 @@ fn frames_beyond_the_hold_queue_are_dropped_as_queue_full() {
 #[test]
 fn arp_request_for_a_port_address_gets_a_reply() {
     let mut r = Router::new(pe1_builder(), pe1_ports());
-    let req = arp_frame(
-        CE1_MAC,
-        v4(CE1),
-        v4("198.18.1.1"),
-        arp::Operation::Request,
-        [0xff; 6],
-        [0; 6],
-    );
+    let req = arp_frame(CE1_MAC, v4(CE1), v4("198.18.1.1"), arp::Operation::Request, [0xff; 6], [0; 6]);
     let p = only(&r.send(PE1_CE1, &req), PE1_CE1);
     assert_eq!((p.dst, p.src, p.ethertype), (CE1_MAC, PE1_CE1_MAC, 0x0806));
     let reply = arp::Repr::parse(&arp::Packet::new_checked(&p.l3[..]).unwrap()).unwrap();
@@ -458,23 +328,10 @@ fn arp_request_for_a_port_address_gets_a_reply() {
     );
     assert_eq!(r.events(Event::ArpReply), 1);
     // Not ours (another host's address, or the other port's): no answer.
-    let other = arp_frame(
-        CE1_MAC,
-        v4(CE1),
-        v4("198.18.1.77"),
-        arp::Operation::Request,
-        [0xff; 6],
-        [0; 6],
-    );
+    let other = arp_frame(CE1_MAC, v4(CE1), v4("198.18.1.77"), arp::Operation::Request, [0xff; 6], [0; 6]);
     assert!(r.send(PE1_CE1, &other).is_empty());
-    let other_port = arp_frame(
-        CE1_MAC,
-        v4(CE1),
-        v4("198.18.10.1"),
-        arp::Operation::Request,
-        [0xff; 6],
-        [0; 6],
-    );
+    let other_port =
+        arp_frame(CE1_MAC, v4(CE1), v4("198.18.10.1"), arp::Operation::Request, [0xff; 6], [0; 6]);
     assert!(r.send(PE1_CE1, &other_port).is_empty());
     r.assert_no_drops();
 }
@@ -487,18 +344,9 @@ fn neighbor_solicitation_for_a_port_address_gets_an_advert() {
     let p = only(&r.send(PE1_CE1, &ns), PE1_CE1);
     assert_eq!((p.dst, p.src, p.ethertype), (CE1_MAC, PE1_CE1_MAC, 0x86dd));
     let h = p.ipv6();
-    assert_eq!(
-        (h.src_addr(), h.dst_addr(), h.hop_limit()),
-        (target, v6(CE1_V6), 255)
-    );
+    assert_eq!((h.src_addr(), h.dst_addr(), h.hop_limit()), (target, v6(CE1_V6), 255));
     match icmpv6::NdRepr::parse(&p.icmpv6()).unwrap() {
-        icmpv6::NdRepr::NeighborAdvert {
-            solicited,
-            override_,
-            target: t,
-            target_mac,
-            ..
-        } => {
+        icmpv6::NdRepr::NeighborAdvert { solicited, override_, target: t, target_mac, .. } => {
             assert!(solicited && override_);
             assert_eq!((t, target_mac), (target, Some(PE1_CE1_MAC)));
         }
@@ -506,13 +354,7 @@ fn neighbor_solicitation_for_a_port_address_gets_an_advert() {
     }
     assert_eq!(r.events(Event::NdAdvert), 1);
     // For someone else's address: silence.
-    let other = neighbor_solicit(
-        CE1_MAC,
-        v6(CE1_V6),
-        v6("2001:db8:1::77"),
-        PE1_CE1_MAC,
-        false,
-    );
+    let other = neighbor_solicit(CE1_MAC, v6(CE1_V6), v6("2001:db8:1::77"), PE1_CE1_MAC, false);
     assert!(r.send(PE1_CE1, &other).is_empty());
     r.assert_no_drops();
 }
@@ -523,10 +365,7 @@ fn assert_echo_reply_v4(out: &[Sent], request: &[u8], from: &str) {
     let h = p.ipv4();
     assert_eq!((h.src_addr(), h.dst_addr()), (v4(from), v4(CE1)));
     let icmp = p.icmpv4();
-    assert_eq!(
-        (icmp.msg_type(), icmp.code()),
-        (icmpv4::msg_type::ECHO_REPLY, 0)
-    );
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::ECHO_REPLY, 0));
     assert_eq!(&icmp.data(), &&request[28..], "echo data returned");
     assert_eq!((icmp.echo_ident(), icmp.echo_seq_no()), (0x1969, 7));
 }
@@ -557,10 +396,7 @@ fn assert_echo_reply_v6(out: &[Sent], request: &[u8], from: &str) {
     let h = p.ipv6();
     assert_eq!((h.src_addr(), h.dst_addr()), (v6(from), v6(CE1_V6)));
     let icmp = p.icmpv6();
-    assert_eq!(
-        (icmp.msg_type(), icmp.code()),
-        (icmpv6::msg_type::ECHO_REPLY, 0)
-    );
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv6::msg_type::ECHO_REPLY, 0));
     assert_eq!(icmp.data(), &request[48..]);
     assert_eq!((icmp.echo_ident(), icmp.echo_seq_no()), (0x1969, 7));
 }
@@ -597,20 +433,11 @@ fn p_swaps_the_top_label_and_decrements_its_ttl() {
     let mut r = Router::p();
     let ip = tcp_ce1_ce2(63, 40000);
     let p = only(&r.send(P_WEST, &to_p(&[(1002, 63)], &ip)), P_EAST);
-    assert_eq!(
-        (p.src, p.dst, p.ethertype),
-        (P_EAST_MAC, PE2_CORE_MAC, 0x8847)
-    );
+    assert_eq!((p.src, p.dst, p.ethertype), (P_EAST_MAC, PE2_CORE_MAC, 0x8847));
     assert_eq!(p.stack(), vec![(2002, 62, true)]);
     assert_eq!(p.l3, ip, "the IP packet is not touched by a P router");
     // And the reverse LSP.
-    let p = only(
-        &r.send(
-            P_EAST,
-            &mpls_frame(P_EAST_MAC, PE2_CORE_MAC, &[(1001, 40)], &ip),
-        ),
-        P_WEST,
-    );
+    let p = only(&r.send(P_EAST, &mpls_frame(P_EAST_MAC, PE2_CORE_MAC, &[(1001, 40)], &ip)), P_WEST);
     assert_eq!((p.src, p.dst), (P_WEST_MAC, PE1_CORE_MAC));
     assert_eq!(p.stack(), vec![(2001, 39, true)]);
     assert_eq!(r.events(Event::LabelSwap), 2);
@@ -620,25 +447,15 @@ fn p_swaps_the_top_label_and_decrements_its_ttl() {
 #[test]
 fn p_swaps_to_two_labels_keeping_bottom_of_stack_last() {
     let mut r = p_with(|b| {
-        b.add_label_route(
-            1003,
-            swap_route(single(P_EAST, "198.18.20.2", &[2003, 3003])),
-        )
-        .unwrap();
+        b.add_label_route(1003, swap_route(single(P_EAST, "198.18.20.2", &[2003, 3003]))).unwrap();
     });
     let ip = tcp_ce1_ce2(63, 40000);
     let p = only(&r.send(P_WEST, &to_p(&[(1003, 63)], &ip)), P_EAST);
     assert_eq!(p.stack(), vec![(2003, 62, false), (3003, 62, true)]);
     assert_eq!(p.l3, ip);
     // Over a label that stays: neither new entry is the bottom.
-    let p = only(
-        &r.send(P_WEST, &to_p(&[(1003, 63), (5000, 17)], &ip)),
-        P_EAST,
-    );
-    assert_eq!(
-        p.stack(),
-        vec![(2003, 62, false), (3003, 62, false), (5000, 17, true)]
-    );
+    let p = only(&r.send(P_WEST, &to_p(&[(1003, 63), (5000, 17)], &ip)), P_EAST);
+    assert_eq!(p.stack(), vec![(2003, 62, false), (3003, 62, false), (5000, 17, true)]);
     assert_eq!(p.l3, ip);
     r.assert_no_drops();
 }
@@ -646,23 +463,16 @@ fn p_swaps_to_two_labels_keeping_bottom_of_stack_last() {
 #[test]
 fn p_php_with_implicit_null_out_label_exposes_ip_with_label_ttl_minus_one() {
     let mut r = p_with(|b| {
-        b.add_label_route(1004, swap_route(single(P_EAST, "198.18.20.2", &[3])))
-            .unwrap();
+        b.add_label_route(1004, swap_route(single(P_EAST, "198.18.20.2", &[3]))).unwrap();
     });
     let fib = r.dp.fib().load_full();
     match &fib.labels.get(1004).unwrap().action {
-        LabelAction::Forward(g) => assert!(
-            g.nexthops()[0].labels.is_empty(),
-            "fib normalises [3] to a pop"
-        ),
+        LabelAction::Forward(g) => assert!(g.nexthops()[0].labels.is_empty(), "fib normalises [3] to a pop"),
         other => panic!("{other:?}"),
     }
     let ip = tcp_ce1_ce2(64, 40000);
     let p = only(&r.send(P_WEST, &to_p(&[(1004, 10)], &ip)), P_EAST);
-    assert_eq!(
-        (p.src, p.dst, p.ethertype),
-        (P_EAST_MAC, PE2_CORE_MAC, 0x0800)
-    );
+    assert_eq!((p.src, p.dst, p.ethertype), (P_EAST_MAC, PE2_CORE_MAC, 0x0800));
     assert!(p.labels.is_empty());
     assert_ipv4_forwarded(&p, &ip, 9);
     assert_eq!(r.events(Event::LabelPop), 1);
@@ -672,8 +482,7 @@ fn p_php_with_implicit_null_out_label_exposes_ip_with_label_ttl_minus_one() {
 #[test]
 fn p_php_with_empty_out_labels_exposes_ipv6_with_label_ttl_minus_one() {
     let mut r = p_with(|b| {
-        b.add_label_route(1005, swap_route(single(P_EAST, "198.18.20.2", &[])))
-            .unwrap();
+        b.add_label_route(1005, swap_route(single(P_EAST, "198.18.20.2", &[]))).unwrap();
     });
     let ip = ipv6_tcp(CE1_V6, CE2_V6, 64, 1, 2, &pattern(80, 2));
     let p = only(&r.send(P_WEST, &to_p(&[(1005, 10)], &ip)), P_EAST);
@@ -693,17 +502,11 @@ fn p_pops_then_swaps_the_next_label() {
         b.add_label_route(1006, pop_route()).unwrap();
     });
     let ip = tcp_ce1_ce2(64, 40000);
-    let p = only(
-        &r.send(P_WEST, &to_p(&[(1006, 50), (1002, 63)], &ip)),
-        P_EAST,
-    );
+    let p = only(&r.send(P_WEST, &to_p(&[(1006, 50), (1002, 63)], &ip)), P_EAST);
     // Uniform: the popped TTL (50) moves down (min with 63), then the swap takes one.
     assert_eq!(p.stack(), vec![(2002, 49, true)]);
     assert_eq!(p.l3, ip);
-    assert_eq!(
-        (r.events(Event::LabelPop), r.events(Event::LabelSwap)),
-        (1, 1)
-    );
+    assert_eq!((r.events(Event::LabelPop), r.events(Event::LabelSwap)), (1, 1));
     r.assert_no_drops();
 }
 
@@ -743,10 +546,7 @@ fn explicit_null_labels_are_accepted_on_input() {
     assert_ipv6_forwarded(&p, &ip6, 61);
 
     // Under the egress label too.
-    let p = only(
-        &r.send(PE2_CORE, &to_pe2(&[(2002, 62), (0, 62)], &ip4)),
-        PE2_CE2,
-    );
+    let p = only(&r.send(PE2_CORE, &to_pe2(&[(2002, 62), (0, 62)], &ip4)), PE2_CE2);
     assert_ipv4_forwarded(&p, &ip4, 61);
     r.assert_no_drops();
 }
@@ -762,10 +562,7 @@ fn weighted(a: Nexthop, b: Nexthop) -> NexthopGroup {
 /// Asserts a 2:1 split within 3 percentage points.
 fn assert_two_to_one(first: usize, total: usize) {
     let share = first as f64 / total as f64;
-    assert!(
-        (share - 2.0 / 3.0).abs() < 0.03,
-        "share of the weight-2 next hop: {share:.3} ({first}/{total})"
-    );
+    assert!((share - 2.0 / 3.0).abs() < 0.03, "share of the weight-2 next hop: {share:.3} ({first}/{total})");
 }
 
 #[test]
@@ -775,13 +572,7 @@ fn ecmp_ip_flows_split_by_weight_and_stay_on_one_next_hop() {
             Nexthop::new(PE1_CORE, Some(ip("198.18.10.2")), vec![1002]),
             Nexthop::new(PE1_CORE, Some(ip("198.18.10.3")), vec![1102]),
         );
-        b.add_prefix_route(
-            DEFAULT_VRF,
-            ip("198.18.6.0"),
-            24,
-            push_route(g, TtlModel::Uniform),
-        )
-        .unwrap();
+        b.add_prefix_route(DEFAULT_VRF, ip("198.18.6.0"), 24, push_route(g, TtlModel::Uniform)).unwrap();
     });
     r.learn(PE1_CORE, "198.18.10.3", NH2_MAC);
     let mut chosen: HashMap<u16, u32> = HashMap::new();
@@ -834,10 +625,7 @@ fn ecmp_labelled_flows_split_by_inner_flow_and_stay_on_one_next_hop() {
             assert_eq!(first, out[0].port, "flow {i} moved");
         }
     }
-    assert_two_to_one(
-        chosen.values().filter(|&&p| p == P_EAST).count(),
-        chosen.len(),
-    );
+    assert_two_to_one(chosen.values().filter(|&&p| p == P_EAST).count(), chosen.len());
     r.assert_no_drops();
 }
 
@@ -865,11 +653,7 @@ fn ecmp_entropy_label_alone_decides() {
             let out = r.send(P_WEST, &to_p(&[(1007, 60), (7, 60), (777_777, 60)], &ip));
             assert_eq!(out.len(), 1);
             let p = out[0].parse();
-            assert_eq!(
-                p.stack()[1..],
-                [(7, 60, false), (777_777, 60, true)],
-                "ELI and EL kept"
-            );
+            assert_eq!(p.stack()[1..], [(7, 60, false), (777_777, 60, true)], "ELI and EL kept");
             out[0].port
         })
         .collect();
@@ -878,10 +662,7 @@ fn ecmp_entropy_label_alone_decides() {
     let ip = ipv4_tcp(CE1, CE2, 60, 30000, 80, &[], true);
     let east = (0..3000u32)
         .filter(|i| {
-            let out = r.send(
-                P_WEST,
-                &to_p(&[(1007, 60), (7, 60), (100_000 + i, 60)], &ip),
-            );
+            let out = r.send(P_WEST, &to_p(&[(1007, 60), (7, 60), (100_000 + i, 60)], &ip));
             out[0].port == P_EAST
         })
         .count();
@@ -896,77 +677,36 @@ fn label_ttl_expiry_at_p_sends_time_exceeded_with_label_stack_along_the_lsp() {
     let probe = ipv4_udp(CE1, CE2, 1, &pattern(32, 7));
     let p = only(&r.send(P_WEST, &to_p(&[(1002, 1)], &probe)), P_EAST);
     // Forward along the LSP: p's out port for 1002, the swapped label, a fresh TTL.
-    assert_eq!(
-        (p.src, p.dst, p.ethertype),
-        (P_EAST_MAC, PE2_CORE_MAC, 0x8847)
-    );
+    assert_eq!((p.src, p.dst, p.ethertype), (P_EAST_MAC, PE2_CORE_MAC, 0x8847));
     assert_eq!(p.labels.len(), 1);
     assert_eq!((p.labels[0].label, p.labels[0].bottom), (2002, true));
-    assert!(
-        p.labels[0].ttl >= 254,
-        "fresh label TTL, got {}",
-        p.labels[0].ttl
-    );
+    assert!(p.labels[0].ttl >= 254, "fresh label TTL, got {}", p.labels[0].ttl);
     let h = p.ipv4();
-    assert_eq!(
-        (h.src_addr(), h.dst_addr()),
-        (v4("198.18.255.2"), v4(CE1)),
-        "from the router address"
-    );
+    assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.255.2"), v4(CE1)), "from the router address");
     let icmp = p.icmpv4();
-    assert_eq!(
-        (icmp.msg_type(), icmp.code()),
-        (icmpv4::msg_type::TIME_EXCEEDED, 0)
-    );
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::TIME_EXCEEDED, 0));
     assert_eq!(icmp.rfc4884_length(), 32, "RFC 4884 length: 128 bytes");
-    assert_eq!(
-        &icmp.data()[..probe.len()],
-        &probe[..],
-        "quotes the datagram"
-    );
-    assert_eq!(
-        extension_stack(icmp.extension()),
-        vec![word(1002, 1, true)],
-        "the received stack"
-    );
+    assert_eq!(&icmp.data()[..probe.len()], &probe[..], "quotes the datagram");
+    assert_eq!(extension_stack(icmp.extension()), vec![word(1002, 1, true)], "the received stack");
     assert_eq!(r.drops(Drop::LabelTtlExpired), 1);
-    assert_eq!(
-        (
-            r.events(Event::IcmpTimeExceeded),
-            r.events(Event::IcmpAlongLsp)
-        ),
-        (1, 1)
-    );
+    assert_eq!((r.events(Event::IcmpTimeExceeded), r.events(Event::IcmpAlongLsp)), (1, 1));
 }
 
 #[test]
 fn label_ttl_expiry_at_p_quotes_a_two_label_stack() {
     let mut r = p_with(|b| {
-        b.add_label_route(1003, swap_route(single(P_EAST, "198.18.20.2", &[2003])))
-            .unwrap();
+        b.add_label_route(1003, swap_route(single(P_EAST, "198.18.20.2", &[2003]))).unwrap();
     });
     let probe = ipv6_tcp(CE1_V6, CE2_V6, 1, 1, 2, &[]);
-    let p = only(
-        &r.send(P_WEST, &to_p(&[(1003, 1), (5000, 9)], &probe)),
-        P_EAST,
-    );
+    let p = only(&r.send(P_WEST, &to_p(&[(1003, 1), (5000, 9)], &probe)), P_EAST);
     assert_eq!(p.stack()[1..], [(5000, 255, true)]);
     assert_eq!(p.stack()[0].0, 2003);
     let h = p.ipv6();
-    assert_eq!(
-        (h.src_addr(), h.dst_addr()),
-        (v6("2001:db8:ff::2"), v6(CE1_V6))
-    );
+    assert_eq!((h.src_addr(), h.dst_addr()), (v6("2001:db8:ff::2"), v6(CE1_V6)));
     let icmp = p.icmpv6();
-    assert_eq!(
-        (icmp.msg_type(), icmp.code()),
-        (icmpv6::msg_type::TIME_EXCEEDED, 0)
-    );
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv6::msg_type::TIME_EXCEEDED, 0));
     assert_eq!(icmp.rfc4884_length(), 16);
-    assert_eq!(
-        extension_stack(icmp.extension()),
-        vec![word(1003, 1, false), word(5000, 9, true)]
-    );
+    assert_eq!(extension_stack(icmp.extension()), vec![word(1003, 1, false), word(5000, 9, true)]);
 }
 
 #[test]
@@ -978,10 +718,7 @@ fn ip_ttl_expiry_at_ingress_pe_sends_time_exceeded_back_to_the_customer() {
     let h = p.ipv4();
     assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.255.1"), v4(CE1)));
     let icmp = p.icmpv4();
-    assert_eq!(
-        (icmp.msg_type(), icmp.code()),
-        (icmpv4::msg_type::TIME_EXCEEDED, 0)
-    );
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::TIME_EXCEEDED, 0));
     assert_eq!(icmp.rfc4884_length(), 0, "no label stack to quote");
     assert_eq!(icmp.data(), &probe[..]);
     r.assert_only_drop(Drop::IpTtlExpired, 1);
@@ -994,15 +731,9 @@ fn ipv6_hop_limit_expiry_at_ingress_pe_sends_time_exceeded_back_to_the_customer(
     let p = only(&r.send(PE1_CE1, &from_ce1_v6(&probe)), PE1_CE1);
     assert_eq!((p.dst, p.ethertype), (CE1_MAC, 0x86dd));
     let h = p.ipv6();
-    assert_eq!(
-        (h.src_addr(), h.dst_addr()),
-        (v6("2001:db8:ff::1"), v6(CE1_V6))
-    );
+    assert_eq!((h.src_addr(), h.dst_addr()), (v6("2001:db8:ff::1"), v6(CE1_V6)));
     let icmp = p.icmpv6();
-    assert_eq!(
-        (icmp.msg_type(), icmp.code()),
-        (icmpv6::msg_type::TIME_EXCEEDED, 0)
-    );
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv6::msg_type::TIME_EXCEEDED, 0));
     assert_eq!(icmp.data(), &probe[..]);
     r.assert_only_drop(Drop::IpTtlExpired, 1);
 }
@@ -1012,24 +743,14 @@ fn label_ttl_expiry_at_egress_pe_sends_time_exceeded_routed_over_the_reverse_lsp
     let mut r = Router::pe2();
     let probe = ipv4_udp(CE1, CE2, 1, &pattern(32, 7));
     let p = only(&r.send(PE2_CORE, &to_pe2(&[(2002, 1)], &probe)), PE2_CORE);
-    assert_eq!(
-        (p.src, p.dst, p.ethertype),
-        (PE2_CORE_MAC, P_EAST_MAC, 0x8847)
-    );
+    assert_eq!((p.src, p.dst, p.ethertype), (PE2_CORE_MAC, P_EAST_MAC, 0x8847));
     assert_eq!(p.labels.len(), 1);
-    assert_eq!(
-        (p.labels[0].label, p.labels[0].bottom),
-        (1001, true),
-        "the reverse LSP's label"
-    );
+    assert_eq!((p.labels[0].label, p.labels[0].bottom), (1001, true), "the reverse LSP's label");
     let h = p.ipv4();
     assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.255.3"), v4(CE1)));
     assert_eq!(p.labels[0].ttl, h.ttl(), "uniform push copies the IP TTL");
     let icmp = p.icmpv4();
-    assert_eq!(
-        (icmp.msg_type(), icmp.code()),
-        (icmpv4::msg_type::TIME_EXCEEDED, 0)
-    );
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::TIME_EXCEEDED, 0));
     assert_eq!(&icmp.data()[..probe.len()], &probe[..]);
     assert_eq!(extension_stack(icmp.extension()), vec![word(2002, 1, true)]);
     r.assert_only_drop(Drop::LabelTtlExpired, 1);
@@ -1039,16 +760,7 @@ fn label_ttl_expiry_at_egress_pe_sends_time_exceeded_routed_over_the_reverse_lsp
 
 #[test]
 fn ipv4_df_too_big_after_push_gets_frag_needed_with_mtu_minus_labels() {
-    let mut r = pe1_with(|b| {
-        route(
-            b,
-            "198.18.3.0",
-            24,
-            "198.18.10.2",
-            &[100, 200],
-            TtlModel::Uniform,
-        )
-    });
+    let mut r = pe1_with(|b| route(b, "198.18.3.0", 24, "198.18.10.2", &[100, 200], TtlModel::Uniform));
     // 1496 bytes + one label = 1500: fits exactly.
     let fits = ipv4_tcp(CE1, CE2, 64, 1, 2, &pattern(1456, 1), true);
     let p = only(&r.send(PE1_CE1, &from_ce1(&fits)), PE1_CORE);
@@ -1061,16 +773,9 @@ fn ipv4_df_too_big_after_push_gets_frag_needed_with_mtu_minus_labels() {
     let h = p.ipv4();
     assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.255.1"), v4(CE1)));
     let icmp = p.icmpv4();
-    assert_eq!(
-        (icmp.msg_type(), icmp.code()),
-        (icmpv4::msg_type::DST_UNREACHABLE, icmpv4::FRAG_NEEDED)
-    );
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::DST_UNREACHABLE, icmpv4::FRAG_NEEDED));
     assert_eq!(icmp.next_hop_mtu(), 1496);
-    assert_eq!(
-        &icmp.data()[12..20],
-        &big[12..20],
-        "quotes the original's addresses"
-    );
+    assert_eq!(&icmp.data()[12..20], &big[12..20], "quotes the original's addresses");
     r.assert_only_drop(Drop::MtuExceeded, 1);
     assert_eq!(r.events(Event::IcmpTooBig), 1);
 
@@ -1088,15 +793,9 @@ fn ipv6_too_big_after_push_gets_packet_too_big_with_mtu_minus_labels() {
     let p = only(&r.send(PE1_CE1, &from_ce1_v6(&big)), PE1_CE1);
     assert_eq!((p.dst, p.ethertype), (CE1_MAC, 0x86dd));
     let h = p.ipv6();
-    assert_eq!(
-        (h.src_addr(), h.dst_addr()),
-        (v6("2001:db8:ff::1"), v6(CE1_V6))
-    );
+    assert_eq!((h.src_addr(), h.dst_addr()), (v6("2001:db8:ff::1"), v6(CE1_V6)));
     let icmp = p.icmpv6();
-    assert_eq!(
-        (icmp.msg_type(), icmp.code()),
-        (icmpv6::msg_type::PACKET_TOO_BIG, 0)
-    );
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv6::msg_type::PACKET_TOO_BIG, 0));
     assert_eq!(icmp.mtu(), 1496);
     assert_eq!(&icmp.data()[8..40], &big[8..40]);
     r.assert_only_drop(Drop::MtuExceeded, 1);
@@ -1104,16 +803,7 @@ fn ipv6_too_big_after_push_gets_packet_too_big_with_mtu_minus_labels() {
 
 #[test]
 fn ipv4_without_df_is_fragmented_at_ingress_and_each_fragment_fits_with_labels() {
-    let mut r = pe1_with(|b| {
-        route(
-            b,
-            "198.18.3.0",
-            24,
-            "198.18.10.2",
-            &[100, 200],
-            TtlModel::Uniform,
-        )
-    });
+    let mut r = pe1_with(|b| route(b, "198.18.3.0", 24, "198.18.10.2", &[100, 200], TtlModel::Uniform));
     for (dst, labels) in [(CE2, 1usize), ("198.18.3.3", 2)] {
         let big = ipv4_tcp(CE1, dst, 64, 1, 2, &pattern(3960, 3), false);
         let out = r.send(PE1_CE1, &from_ce1(&big));
@@ -1121,19 +811,12 @@ fn ipv4_without_df_is_fragmented_at_ingress_and_each_fragment_fits_with_labels()
         let mut pieces = Vec::new();
         for s in &out {
             assert_eq!(s.port, PE1_CORE);
-            assert!(
-                s.frame.len() - 14 <= 1500,
-                "fragment of {} bytes with labels",
-                s.frame.len() - 14
-            );
+            assert!(s.frame.len() - 14 <= 1500, "fragment of {} bytes with labels", s.frame.len() - 14);
             let p = s.parse();
             assert_eq!(p.labels.len(), labels);
             assert!(p.labels.iter().all(|l| l.ttl == 63));
             let h = p.ipv4();
-            assert_eq!(
-                (h.src_addr(), h.dst_addr(), h.ident(), h.ttl()),
-                (v4(CE1), v4(dst), 0x1234, 63)
-            );
+            assert_eq!((h.src_addr(), h.dst_addr(), h.ident(), h.ttl()), (v4(CE1), v4(dst), 0x1234, 63));
             pieces.push((h.frag_offset(), h.more_frags(), h.payload().to_vec()));
         }
         pieces.sort_by_key(|p| p.0);
@@ -1172,14 +855,7 @@ fn pe1_caps(core: PortCaps) -> Router {
     let mut ports = pe1_ports();
     ports[usize::from(PE1_CORE)].caps = core;
     let mut b = pe1_builder();
-    route(
-        &mut b,
-        "198.18.5.0",
-        24,
-        "198.18.10.2",
-        &[],
-        TtlModel::Uniform,
-    );
+    route(&mut b, "198.18.5.0", 24, "198.18.10.2", &[], TtlModel::Uniform);
     let mut r = Router::new(b, ports);
     r.resolve_all_pe1();
     r
@@ -1187,26 +863,15 @@ fn pe1_caps(core: PortCaps) -> Router {
 
 #[test]
 fn tcp_gso_superframe_pushed_onto_port_without_mpls_gso_is_segmented() {
-    let mut r = pe1_caps(PortCaps {
-        tso4: true,
-        csum: true,
-        ..PortCaps::default()
-    });
+    let mut r = pe1_caps(PortCaps { tso4: true, csum: true, ..PortCaps::default() });
     let (pkt, ip) = tso_superframe(CE2, PE1_CE1, PE1_CE1_MAC, CE1_MAC);
     let out = r.send_packet(pkt);
     assert_eq!(out.len(), GSO_PAYLOAD.div_ceil(1448));
     let mut payload = Vec::new();
     for (i, s) in out.iter().enumerate() {
         assert_eq!(s.port, PE1_CORE);
-        assert!(
-            !s.offload.is_gso() && !s.offload.needs_csum,
-            "segments leave complete"
-        );
-        assert!(
-            s.frame.len() - 14 <= 1500,
-            "segment of {} bytes with its label",
-            s.frame.len() - 14
-        );
+        assert!(!s.offload.is_gso() && !s.offload.needs_csum, "segments leave complete");
+        assert!(s.frame.len() - 14 <= 1500, "segment of {} bytes with its label", s.frame.len() - 14);
         let p = s.parse();
         assert_eq!((p.dst, p.src), (P_WEST_MAC, PE1_CORE_MAC));
         assert_eq!(p.stack(), vec![(1002, 63, true)]);
@@ -1217,24 +882,14 @@ fn tcp_gso_superframe_pushed_onto_port_without_mpls_gso_is_segmented() {
         assert_eq!(seq, 0xffff_f000u32.wrapping_add(payload.len() as u32));
         payload.extend_from_slice(&seg[20..]);
     }
-    assert_eq!(
-        payload,
-        ip[40..],
-        "segments carry the whole payload in order"
-    );
-    assert_eq!(
-        (r.events(Event::GsoSegmented), r.events(Event::GsoSegments)),
-        (1, out.len() as u64)
-    );
+    assert_eq!(payload, ip[40..], "segments carry the whole payload in order");
+    assert_eq!((r.events(Event::GsoSegmented), r.events(Event::GsoSegments)), (1, out.len() as u64));
     r.assert_no_drops();
 }
 
 #[test]
 fn tcp_gso_superframe_to_port_with_mpls_gso_passes_whole() {
-    let mut r = pe1_caps(PortCaps {
-        mpls_gso: true,
-        ..PortCaps::default()
-    });
+    let mut r = pe1_caps(PortCaps { mpls_gso: true, ..PortCaps::default() });
     let (pkt, ip) = tso_superframe(CE2, PE1_CE1, PE1_CE1_MAC, CE1_MAC);
     let out = r.send_packet(pkt);
     assert_eq!(out.len(), 1);
@@ -1243,18 +898,10 @@ fn tcp_gso_superframe_to_port_with_mpls_gso_passes_whole() {
     let p = s.parse();
     assert_eq!(p.stack(), vec![(1002, 63, true)]);
     assert_eq!(p.l3.len(), ip.len());
-    assert_eq!(
-        &p.l3[20..],
-        &ip[20..],
-        "TCP untouched, checksum still partial"
-    );
+    assert_eq!(&p.l3[20..], &ip[20..], "TCP untouched, checksum still partial");
     assert_eq!(s.offload.gso_type, virtio_net::GsoType::TcpV4);
     assert_eq!(s.offload.gso_size, 1448);
-    assert_eq!(
-        (s.offload.csum_start, s.offload.hdr_len),
-        (38, 58),
-        "offsets follow the label"
-    );
+    assert_eq!((s.offload.csum_start, s.offload.hdr_len), (38, 58), "offsets follow the label");
     assert!(s.offload.needs_csum);
     assert_eq!(r.events(Event::GsoPassed), 1);
     r.assert_no_drops();
@@ -1262,10 +909,7 @@ fn tcp_gso_superframe_to_port_with_mpls_gso_passes_whole() {
 
 #[test]
 fn plain_ip_gso_superframe_to_port_with_tso4_passes_whole() {
-    let mut r = pe1_caps(PortCaps {
-        tso4: true,
-        ..PortCaps::default()
-    });
+    let mut r = pe1_caps(PortCaps { tso4: true, ..PortCaps::default() });
     let (pkt, ip) = tso_superframe("198.18.5.1", PE1_CE1, PE1_CE1_MAC, CE1_MAC);
     let out = r.send_packet(pkt);
     assert_eq!(out.len(), 1);
@@ -1315,10 +959,7 @@ fn needs_csum_on_a_labelled_frame_travels_where_the_port_takes_it_and_is_complet
 #[test]
 fn router_alert_label_is_punted_and_counted() {
     let mut r = Router::p();
-    assert!(
-        r.send(P_WEST, &to_p(&[(1, 64), (1002, 64)], &tcp_ce1_ce2(64, 1)))
-            .is_empty()
-    );
+    assert!(r.send(P_WEST, &to_p(&[(1, 64), (1002, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
     assert_eq!(r.events(Event::PuntRouterAlert), 1);
     p_still_forwards(&mut r);
 }
@@ -1326,10 +967,7 @@ fn router_alert_label_is_punted_and_counted() {
 #[test]
 fn oam_alert_label_is_punted_and_counted() {
     let mut r = Router::p();
-    assert!(
-        r.send(P_WEST, &to_p(&[(14, 64), (1002, 64)], &tcp_ce1_ce2(64, 1)))
-            .is_empty()
-    );
+    assert!(r.send(P_WEST, &to_p(&[(14, 64), (1002, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
     assert_eq!(r.events(Event::PuntOamAlert), 1);
     p_still_forwards(&mut r);
 }
@@ -1337,10 +975,7 @@ fn oam_alert_label_is_punted_and_counted() {
 #[test]
 fn implicit_null_on_the_wire_is_dropped_and_counted() {
     let mut r = Router::p();
-    assert!(
-        r.send(P_WEST, &to_p(&[(3, 64)], &tcp_ce1_ce2(64, 1)))
-            .is_empty()
-    );
+    assert!(r.send(P_WEST, &to_p(&[(3, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
     r.assert_only_drop(Drop::ImplicitNullOnWire, 1);
     p_still_forwards(&mut r);
 }
@@ -1348,10 +983,7 @@ fn implicit_null_on_the_wire_is_dropped_and_counted() {
 #[test]
 fn gal_label_13_is_dropped_as_reserved() {
     let mut r = Router::p();
-    assert!(
-        r.send(P_WEST, &to_p(&[(13, 64)], &tcp_ce1_ce2(64, 1)))
-            .is_empty()
-    );
+    assert!(r.send(P_WEST, &to_p(&[(13, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
     r.assert_only_drop(Drop::ReservedLabel, 1);
     p_still_forwards(&mut r);
 }
@@ -1360,19 +992,10 @@ fn gal_label_13_is_dropped_as_reserved() {
 fn other_reserved_labels_are_dropped_as_reserved() {
     let mut r = Router::p();
     for label in [4, 5, 6, 8, 15] {
-        assert!(
-            r.send(
-                P_WEST,
-                &to_p(&[(label, 64), (1002, 64)], &tcp_ce1_ce2(64, 1))
-            )
-            .is_empty()
-        );
+        assert!(r.send(P_WEST, &to_p(&[(label, 64), (1002, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
     }
     // An entropy label indicator at the bottom has no entropy label under it.
-    assert!(
-        r.send(P_WEST, &to_p(&[(7, 64)], &tcp_ce1_ce2(64, 1)))
-            .is_empty()
-    );
+    assert!(r.send(P_WEST, &to_p(&[(7, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
     r.assert_only_drop(Drop::ReservedLabel, 6);
     p_still_forwards(&mut r);
 }
@@ -1380,14 +1003,8 @@ fn other_reserved_labels_are_dropped_as_reserved() {
 #[test]
 fn unknown_label_is_dropped_and_counted() {
     let mut r = Router::p();
-    assert!(
-        r.send(P_WEST, &to_p(&[(4242, 64)], &tcp_ce1_ce2(64, 1)))
-            .is_empty()
-    );
-    assert!(
-        r.send(P_WEST, &to_p(&[(0xfffff, 64)], &tcp_ce1_ce2(64, 1)))
-            .is_empty()
-    );
+    assert!(r.send(P_WEST, &to_p(&[(4242, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
+    assert!(r.send(P_WEST, &to_p(&[(0xfffff, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
     r.assert_only_drop(Drop::UnknownLabel, 2);
     p_still_forwards(&mut r);
 }
@@ -1462,8 +1079,7 @@ fn label_ttl_zero_is_counted_as_expired() {
     let mut r = Router::p();
     let out = r.send(P_WEST, &to_p(&[(1002, 0)], &tcp_ce1_ce2(64, 1)));
     assert!(
-        out.iter()
-            .all(|s| s.parse().l3.get(9) == Some(&ipv4::protocol::ICMP)),
+        out.iter().all(|s| s.parse().l3.get(9) == Some(&ipv4::protocol::ICMP)),
         "only an ICMP error goes out"
     );
     r.assert_only_drop(Drop::LabelTtlExpired, 1);
@@ -1479,10 +1095,7 @@ fn bad_ipv4_header_under_a_popped_label_is_counted() {
     let mut ip = tcp_ce1_ce2(63, 1);
     ip[11] ^= 1;
     assert!(r.send(PE2_CORE, &to_pe2(&[(2002, 62)], &ip)).is_empty());
-    assert_eq!(
-        (r.drops(Drop::BadIpv4Header), r.drops(Drop::BadIpv4Checksum)),
-        (1, 1)
-    );
+    assert_eq!((r.drops(Drop::BadIpv4Header), r.drops(Drop::BadIpv4Checksum)), (1, 1));
     let ip = tcp_ce1_ce2(63, 1);
     only(&r.send(PE2_CORE, &to_pe2(&[(2002, 62)], &ip)), PE2_CE2);
 }
@@ -1503,8 +1116,7 @@ fn ipv6_header_types_are_distinguished_after_php_by_version_nibble() {
     // A PHP pop of a stack whose payload is neither IPv4 nor IPv6 is dropped, not sent
     // with a guessed ethertype.
     let mut r = p_with(|b| {
-        b.add_label_route(1005, swap_route(single(P_EAST, "198.18.20.2", &[])))
-            .unwrap();
+        b.add_label_route(1005, swap_route(single(P_EAST, "198.18.20.2", &[]))).unwrap();
     });
     let mut junk = tcp_ce1_ce2(64, 1);
     junk[0] = 0x25;
@@ -1519,11 +1131,7 @@ fn label_ttl_expiry_under_a_deep_stack_sends_the_whole_stack_along_the_lsp() {
     let mut entries = vec![(1002u32, 1u8)];
     entries.extend((0..19).map(|i| (5000 + i, 9)));
     let p = only(&r.send(P_WEST, &to_p(&entries, &probe)), P_EAST);
-    assert_eq!(
-        p.labels.len(),
-        20,
-        "every received entry back on, the top one swapped"
-    );
+    assert_eq!(p.labels.len(), 20, "every received entry back on, the top one swapped");
     assert_eq!(p.stack()[0].0, 2002);
     let below: Vec<_> = p.stack()[1..].iter().map(|&(l, _, s)| (l, s)).collect();
     let want: Vec<_> = (0..19).map(|i| (5000 + i, i == 18)).collect();
@@ -1544,45 +1152,25 @@ fn labelled_packet_too_big_at_p_gets_frag_needed_sent_along_the_lsp() {
     let big = ipv4_tcp(CE1, CE2, 64, 1, 2, &pattern(1380, 1), true);
     let p = only(&r.send(P_WEST, &to_p(&[(1002, 64)], &big)), P_EAST);
     assert_eq!((p.dst, p.ethertype), (PE2_CORE_MAC, 0x8847));
-    assert_eq!(
-        p.stack(),
-        vec![(2002, 255, true)],
-        "the LSP's outgoing label, fresh TTL"
-    );
+    assert_eq!(p.stack(), vec![(2002, 255, true)], "the LSP's outgoing label, fresh TTL");
     let h = p.ipv4();
     assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.255.2"), v4(CE1)));
     let icmp = p.icmpv4();
-    assert_eq!(
-        (icmp.msg_type(), icmp.code()),
-        (icmpv4::msg_type::DST_UNREACHABLE, icmpv4::FRAG_NEEDED)
-    );
-    assert_eq!(
-        icmp.next_hop_mtu(),
-        1396,
-        "port MTU less the label the packet carries"
-    );
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::DST_UNREACHABLE, icmpv4::FRAG_NEEDED));
+    assert_eq!(icmp.next_hop_mtu(), 1396, "port MTU less the label the packet carries");
     r.assert_only_drop(Drop::MtuExceeded, 1);
-    assert_eq!(
-        (r.events(Event::IcmpTooBig), r.events(Event::IcmpAlongLsp)),
-        (1, 1)
-    );
+    assert_eq!((r.events(Event::IcmpTooBig), r.events(Event::IcmpAlongLsp)), (1, 1));
 }
 
 #[test]
 fn icmp_errors_are_rate_limited_and_counted_as_suppressed() {
-    let cfg = vmpls_dataplane::DataplaneConfig {
-        icmp_rate: 2,
-        ..Default::default()
-    };
+    let cfg = vmpls_dataplane::DataplaneConfig { icmp_rate: 2, ..Default::default() };
     let mut r = Router::with_config(pe1_builder(), pe1_ports(), cfg);
     r.resolve_all_pe1();
     let probe = from_ce1(&ipv4_udp(CE1, CE2, 1, &[]));
     let sent: usize = (0..5).map(|_| r.send(PE1_CE1, &probe).len()).sum();
     assert_eq!(sent, 2, "a burst of the rate");
-    assert_eq!(
-        (r.drops(Drop::IpTtlExpired), r.drops(Drop::IcmpSuppressed)),
-        (5, 3)
-    );
+    assert_eq!((r.drops(Drop::IpTtlExpired), r.drops(Drop::IcmpSuppressed)), (5, 3));
     r.poll(Duration::from_secs(1));
     let sent: usize = (0..5).map(|_| r.send(PE1_CE1, &probe).len()).sum();
     assert_eq!(sent, 2, "refilled after a second");
@@ -1621,10 +1209,7 @@ fn echo_request_over_the_lsp_to_the_egress_router_address_is_answered_over_the_r
 #[test]
 fn labelled_gso_superframe_popped_at_egress_passes_whole_to_a_tso4_port() {
     let mut ports = pe2_ports();
-    ports[usize::from(PE2_CE2)].caps = PortCaps {
-        tso4: true,
-        ..PortCaps::default()
-    };
+    ports[usize::from(PE2_CE2)].caps = PortCaps { tso4: true, ..PortCaps::default() };
     let mut r = Router::new(pe2_builder(), ports);
     r.resolve_all_pe2();
     let ip = ipv4_tcp_partial(CE1, CE2, 64, 5, &pattern(10_000, 3));
@@ -1641,11 +1226,7 @@ fn labelled_gso_superframe_popped_at_egress_passes_whole_to_a_tso4_port() {
     };
     let out = r.send_packet(pkt);
     assert_eq!(out.len(), 1);
-    assert_eq!(
-        (out[0].offload.csum_start, out[0].offload.hdr_len),
-        (34, 54),
-        "offsets follow the pop"
-    );
+    assert_eq!((out[0].offload.csum_start, out[0].offload.hdr_len), (34, 54), "offsets follow the pop");
     let p = out[0].parse();
     assert_eq!((p.dst, p.ethertype), (CE2_MAC, 0x0800));
     assert_eq!(p.ipv4().ttl(), 59);
@@ -1656,9 +1237,8 @@ fn labelled_gso_superframe_popped_at_egress_passes_whole_to_a_tso4_port() {
 #[test]
 fn process_batch_handles_every_frame() {
     let mut r = Router::pe1();
-    let mut frames: Vec<Packet> = (0..4)
-        .map(|i| Packet::from_frame(PE1_CE1, &from_ce1(&tcp_ce1_ce2(64, i))))
-        .collect();
+    let mut frames: Vec<Packet> =
+        (0..4).map(|i| Packet::from_frame(PE1_CE1, &from_ce1(&tcp_ce1_ce2(64, i)))).collect();
     frames.push(Packet::from_frame(PE1_CE1, &[1, 2, 3]));
     let mut out = vmpls_dataplane::Output::new(2);
     r.dp.process_batch(r.now, &mut frames, &mut r.pool, &mut out);
@@ -1672,10 +1252,7 @@ fn partial_checksum_starting_in_front_of_the_ip_header_is_dropped() {
     // csum_start inside the Ethernet header (PE) or the label stack (P): completing it
     // would overwrite a MAC address or a label.
     let mut r = Router::pe1();
-    let mut pkt = Packet::from_frame(
-        PE1_CE1,
-        &from_ce1(&ipv4_tcp_partial(CE1, CE2, 64, 1, &pattern(10, 1))),
-    );
+    let mut pkt = Packet::from_frame(PE1_CE1, &from_ce1(&ipv4_tcp_partial(CE1, CE2, 64, 1, &pattern(10, 1))));
     pkt.offload.needs_csum = true;
     pkt.offload.csum_offset = 6;
     assert!(r.send_packet(pkt).is_empty());
@@ -1704,23 +1281,14 @@ fn label_ttl_expiry_on_a_popped_label_with_labels_below_goes_along_the_lsp() {
         b.add_label_route(1006, pop_route()).unwrap();
     });
     let probe = ipv4_udp(CE1, CE2, 1, &pattern(8, 1));
-    let p = only(
-        &r.send(P_WEST, &to_p(&[(1006, 1), (1002, 5)], &probe)),
-        P_EAST,
-    );
+    let p = only(&r.send(P_WEST, &to_p(&[(1006, 1), (1002, 5)], &probe)), P_EAST);
     assert_eq!(p.labels.len(), 1);
-    assert_eq!(
-        p.labels[0].label, 2002,
-        "popped, then switched like the original"
-    );
+    assert_eq!(p.labels[0].label, 2002, "popped, then switched like the original");
     let h = p.ipv4();
     assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.255.2"), v4(CE1)));
     let icmp = p.icmpv4();
     assert_eq!(icmp.msg_type(), icmpv4::msg_type::TIME_EXCEEDED);
-    assert_eq!(
-        extension_stack(icmp.extension()),
-        vec![word(1006, 1, false), word(1002, 5, true)]
-    );
+    assert_eq!(extension_stack(icmp.extension()), vec![word(1006, 1, false), word(1002, 5, true)]);
     r.assert_only_drop(Drop::LabelTtlExpired, 1);
 }
 
@@ -1733,10 +1301,7 @@ fn frames_held_for_many_silent_hosts_are_bounded_in_all() {
     let mut requests = 0;
     for i in 0..5u8 {
         let dst = format!("198.18.10.{}", 50 + i);
-        for s in r.send(
-            PE1_CE1,
-            &from_ce1(&ipv4_tcp(CE1, &dst, 64, 1, 2, &[], true)),
-        ) {
+        for s in r.send(PE1_CE1, &from_ce1(&ipv4_tcp(CE1, &dst, 64, 1, 2, &[], true))) {
             assert_eq!(s.parse().ethertype, 0x0806);
             requests += 1;
         }
@@ -1749,4 +1314,148 @@ fn frames_held_for_many_silent_hosts_are_bounded_in_all() {
     }
     assert_eq!(r.drops(Drop::NeighborUnresolved), 3);
     assert_eq!(r.dp.neighbors().held(), 0);
+}
+
+// ================================================================ super-frames whole along the LSP
+
+/// A TCP super-frame as a kernel host hands it to pe1: IPv4, partial checksum, GSO TCPv4.
+fn super_frame_from_ce1(payload_len: usize) -> Packet {
+    let ip = ipv4_tcp_partial(CE1, CE2, 64, 1, &pattern(payload_len, 7));
+    let mut pkt = Packet::from_frame(PE1_CE1, &from_ce1(&ip));
+    pkt.offload = virtio_net::Repr {
+        needs_csum: true,
+        gso_type: virtio_net::GsoType::TcpV4,
+        gso_size: 1448,
+        hdr_len: 54,
+        csum_start: 34,
+        csum_offset: 16,
+        ..Default::default()
+    };
+    pkt
+}
+
+#[test]
+fn labelled_super_frame_crosses_a_jumbo_core_link_whole() {
+    let mut ports = pe1_ports();
+    ports[usize::from(PE1_CORE)].mtu = 65535;
+    ports[usize::from(PE1_CORE)].caps = PortCaps { csum: true, ..PortCaps::default() };
+    let mut r = Router::new(pe1_builder(), ports);
+    r.resolve_all_pe1();
+    let out = r.send_packet(super_frame_from_ce1(30000));
+    assert_eq!(out.len(), 1, "one frame, not 21 segments");
+    let s = &out[0];
+    assert_eq!(s.offload.gso_type, virtio_net::GsoType::None, "the kernel refuses labelled GSO");
+    assert!(s.offload.needs_csum, "the partial checksum travels");
+    assert_eq!(s.offload.csum_start, 38);
+    assert_eq!(s.parse().stack(), vec![(1002, 63, true)]);
+    assert_eq!(r.events(Event::GsoJumbo), 1);
+    assert_eq!(r.events(Event::GsoSegmented), 0);
+    r.assert_no_drops();
+}
+
+#[test]
+fn egress_rebuilds_gso_for_the_customer_port_from_a_jumbo_frame() {
+    let mut ports = pe2_ports();
+    ports[usize::from(PE2_CE2)].caps = PortCaps { tso4: true, tso6: true, csum: true, ..PortCaps::default() };
+    let mut r = Router::new(pe2_builder(), ports);
+    r.resolve_all_pe2();
+    // What p sends on a 64 KiB link: label 2002 over a 30000-byte TCP packet, partial checksum.
+    let ip = ipv4_tcp_partial(CE1, CE2, 62, 1, &pattern(30000, 7));
+    let frame = mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(2002, 62)], &ip);
+    let mut pkt = Packet::from_frame(PE2_CORE, &frame);
+    pkt.offload =
+        virtio_net::Repr { needs_csum: true, csum_start: 38, csum_offset: 16, ..Default::default() };
+    let out = r.send_packet(pkt);
+    assert_eq!(out.len(), 1);
+    let s = &out[0];
+    assert_eq!(s.port, PE2_CE2);
+    assert_eq!(s.offload.gso_type, virtio_net::GsoType::TcpV4);
+    assert_eq!(s.offload.gso_size, 1500 - 20 - 20, "segments fit the customer MTU");
+    assert_eq!((s.offload.csum_start, s.offload.csum_offset), (34, 16));
+    assert_eq!(r.events(Event::GsoRebuilt), 1);
+    r.assert_no_drops();
+
+    // Without TSO on the customer port the rebuilt super-frame is cut in software.
+    let mut r = Router::pe2();
+    let mut pkt = Packet::from_frame(PE2_CORE, &frame);
+    pkt.offload =
+        virtio_net::Repr { needs_csum: true, csum_start: 38, csum_offset: 16, ..Default::default() };
+    let out = r.send_packet(pkt);
+    assert_eq!(out.len(), 30000usize.div_ceil(1460));
+    let mut data = Vec::new();
+    for s in &out {
+        assert!(s.frame.len() - 14 <= 1500);
+        let p = s.parse();
+        assert!(tcp_v4_checksum_ok(&p.l3));
+        data.extend_from_slice(&p.l3[40..]);
+    }
+    assert_eq!(data, pattern(30000, 7));
+    r.assert_no_drops();
+}
+
+#[test]
+fn a_plain_ip_packet_too_big_for_the_port_still_gets_frag_needed() {
+    // Only frames that crossed an LSP are re-cut; a host's oversized DF packet is answered.
+    let mut ports = pe1_ports();
+    ports[usize::from(PE1_CE1)].mtu = 9000;
+    let mut r = Router::new(pe1_builder(), ports);
+    r.resolve_all_pe1();
+    let ip = ipv4_tcp(CE1, CE2, 64, 40000, 5201, &pattern(3000, 1), true);
+    let out = r.send(PE1_CE1, &from_ce1(&ip));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, PE1_CE1);
+    assert_eq!(out[0].parse().icmpv4().msg_type(), icmpv4::msg_type::DST_UNREACHABLE);
+    assert_eq!(r.events(Event::GsoRebuilt), 0);
+}
+
+#[test]
+fn segments_leaving_the_lsp_are_coalesced_in_a_batch_and_reach_the_customer_whole() {
+    let mut ports = pe2_ports();
+    ports[usize::from(PE2_CE2)].caps = PortCaps { tso4: true, tso6: true, csum: true, ..PortCaps::default() };
+    let mut r = Router::new(pe2_builder(), ports);
+    r.resolve_all_pe2();
+    let mut batch = Vec::new();
+    let mut data = Vec::new();
+    let mut seq = 5000;
+    for i in 0..8 {
+        let payload = pattern(1448, i);
+        let mut t = tcp_segment(40000, 5201, seq, &payload);
+        // As segments of a TSO burst: PSH on the last only.
+        tcp::Packet::new_unchecked(&mut t[..]).set_psh(i == 7);
+        tcp::Packet::new_unchecked(&mut t[..]).fill_checksum_v4(v4(CE1), v4(CE2));
+        let ip = ipv4(CE1, CE2, ipv4::protocol::TCP, 62, true, &t);
+        batch.push(Packet::from_frame(PE2_CORE, &mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(2002, 62)], &ip)));
+        data.extend_from_slice(&payload);
+        seq += 1448;
+    }
+    let mut out = Output::new(2);
+    r.dp.process_batch(r.now, &mut batch, &mut r.pool, &mut out);
+    let sent = &out.tx[usize::from(PE2_CE2)];
+    assert_eq!(sent.len(), 1, "eight segments, one super-frame");
+    let s = &sent[0];
+    assert_eq!(s.offload.gso_type, virtio_net::GsoType::TcpV4);
+    assert_eq!(s.offload.gso_size, 1448);
+    assert_eq!(&s.frame()[14 + 40..], &data[..]);
+    assert_eq!(r.events(Event::GroMerged), 1);
+    assert_eq!(r.events(Event::GroAbsorbed), 7);
+    r.assert_no_drops();
+}
+
+#[test]
+fn segments_that_are_swapped_onward_are_not_coalesced() {
+    let mut r = Router::p();
+    let mut batch = Vec::new();
+    let mut seq = 5000;
+    for i in 0..4 {
+        let mut t = tcp_segment(40000, 5201, seq, &pattern(1000, i));
+        tcp::Packet::new_unchecked(&mut t[..]).set_psh(false);
+        tcp::Packet::new_unchecked(&mut t[..]).fill_checksum_v4(v4(CE1), v4(CE2));
+        let ip = ipv4(CE1, CE2, ipv4::protocol::TCP, 63, true, &t);
+        batch.push(Packet::from_frame(P_WEST, &mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 63)], &ip)));
+        seq += 1000;
+    }
+    let mut out = Output::new(2);
+    r.dp.process_batch(r.now, &mut batch, &mut r.pool, &mut out);
+    assert_eq!(out.tx[usize::from(P_EAST)].len(), 4);
+    assert_eq!(r.events(Event::GroMerged), 0);
 }

@@ -63,51 +63,16 @@ fn seeds() -> Vec<(Role, u16, Vec<u8>)> {
     vec![
         (Role::Pe1, PE1_CE1, ipv4_frame(PE1_CE1_MAC, CE1_MAC, &tcp)),
         (Role::Pe1, PE1_CE1, ipv6_frame(PE1_CE1_MAC, CE1_MAC, &tcp6)),
-        (
-            Role::Pe1,
-            PE1_CE1,
-            ipv4_frame(PE1_CE1_MAC, CE1_MAC, &icmpv4_echo(CE1, "198.18.1.1", 64)),
-        ),
-        (
-            Role::P,
-            P_WEST,
-            mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 64)], &tcp),
-        ),
-        (
-            Role::P,
-            P_WEST,
-            mpls_frame(
-                P_WEST_MAC,
-                PE1_CORE_MAC,
-                &[(1002, 2), (7, 3), (99_999, 4)],
-                &tcp6,
-            ),
-        ),
-        (
-            Role::P,
-            P_WEST,
-            mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 1)], &tcp),
-        ),
+        (Role::Pe1, PE1_CE1, ipv4_frame(PE1_CE1_MAC, CE1_MAC, &icmpv4_echo(CE1, "198.18.1.1", 64))),
+        (Role::P, P_WEST, mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 64)], &tcp)),
+        (Role::P, P_WEST, mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 2), (7, 3), (99_999, 4)], &tcp6)),
+        (Role::P, P_WEST, mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 1)], &tcp)),
+        (Role::Pe2, PE2_CORE, mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(2002, 64)], &tcp)),
+        (Role::Pe2, PE2_CORE, mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(0, 64), (2002, 1)], &tcp6)),
         (
             Role::Pe2,
             PE2_CORE,
-            mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(2002, 64)], &tcp),
-        ),
-        (
-            Role::Pe2,
-            PE2_CORE,
-            mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(0, 64), (2002, 1)], &tcp6),
-        ),
-        (
-            Role::Pe2,
-            PE2_CORE,
-            neighbor_solicit(
-                P_EAST_MAC,
-                v6("2001:db8:20::1"),
-                v6("2001:db8:20::2"),
-                PE2_CORE_MAC,
-                false,
-            ),
+            neighbor_solicit(P_EAST_MAC, v6("2001:db8:20::1"), v6("2001:db8:20::2"), PE2_CORE_MAC, false),
         ),
     ]
 }
@@ -117,11 +82,7 @@ fn seeds() -> Vec<(Role, u16, Vec<u8>)> {
 fn check_output(r: &Router, out: &[Sent]) {
     for s in out {
         let info = &r.dp.ports()[usize::from(s.port)];
-        assert!(
-            s.frame.len() >= 14,
-            "runt frame out: {} bytes",
-            s.frame.len()
-        );
+        assert!(s.frame.len() >= 14, "runt frame out: {} bytes", s.frame.len());
         assert_eq!(&s.frame[6..12], &info.mac, "source MAC of port {}", s.port);
         if !s.offload.is_gso() {
             assert!(
@@ -194,12 +155,6 @@ proptest! {
 #[test]
 fn frame_for_a_port_that_does_not_exist_is_dropped() {
     let mut r = Router::p();
-    assert!(
-        r.send(
-            7,
-            &mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 64)], &[0x45])
-        )
-        .is_empty()
-    );
+    assert!(r.send(7, &mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 64)], &[0x45])).is_empty());
     r.assert_only_drop(Drop::NoSuchPort, 1);
 }
