@@ -5,6 +5,7 @@
 //! which held frames to release or drop; the pipeline builds and sends the frames.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,8 @@ struct Entry {
     mac: Option<[u8; 6]>,
     /// When the MAC was last learned or confirmed.
     confirmed: Instant,
+    /// `confirmed + reachable`: from then on the entry is used while it is re-confirmed.
+    stale_at: Instant,
     /// When the last request went out, and how many went out since the last confirmation.
     last_probe: Option<Instant>,
     probes: u8,
@@ -68,7 +71,7 @@ pub enum Resolution {
 /// The neighbour table.
 #[derive(Debug, Default)]
 pub struct NeighborTable {
-    entries: HashMap<(PortId, IpAddr), Entry>,
+    entries: HashMap<(PortId, IpAddr), Entry, BuildHasherDefault<FxHasher>>,
     config: NeighborConfig,
     /// Frames held in all entries.
     held: usize,
@@ -86,16 +89,24 @@ pub struct Expiry {
 impl NeighborTable {
     /// An empty table.
     pub fn new(config: NeighborConfig) -> NeighborTable {
-        NeighborTable { entries: HashMap::new(), config, held: 0 }
+        NeighborTable { entries: HashMap::default(), config, held: 0 }
     }
 
     /// Looks up a next hop, creating an incomplete entry if it is unknown.
     pub fn resolve(&mut self, now: Instant, port: PortId, addr: IpAddr) -> Resolution {
         let cfg = self.config;
-        if !self.entries.contains_key(&(port, addr)) && self.entries.len() >= cfg.max_entries {
+        // The fast path: a known, fresh entry, one hash lookup, no clock arithmetic.
+        if let Some(e) = self.entries.get(&(port, addr))
+            && let Some(mac) = e.mac
+            && now < e.stale_at
+        {
+            return Resolution::Known { mac, probe: false };
+        }
+        if self.entries.len() >= cfg.max_entries && !self.entries.contains_key(&(port, addr)) {
             return Resolution::Unknown { probe: false };
         }
         let e = self.entries.entry((port, addr)).or_insert_with(|| Entry {
+            stale_at: now,
             mac: None,
             confirmed: now,
             last_probe: None,
@@ -105,7 +116,7 @@ impl NeighborTable {
         let probe_due = e.last_probe.is_none_or(|t| now.duration_since(t) >= cfg.retransmit);
         match e.mac {
             Some(mac) => {
-                let stale = now.duration_since(e.confirmed) >= cfg.reachable;
+                let stale = now >= e.stale_at;
                 let probe = stale && probe_due && e.probes < cfg.max_probes;
                 if probe {
                     e.last_probe = Some(now);
@@ -162,6 +173,7 @@ impl NeighborTable {
         if let Some(e) = self.entries.get_mut(&(port, addr)) {
             e.mac = Some(mac);
             e.confirmed = now;
+            e.stale_at = now + self.config.reachable;
             e.probes = 0;
             e.last_probe = None;
             self.held -= e.held.len();
@@ -170,7 +182,14 @@ impl NeighborTable {
         if create && self.entries.len() < self.config.max_entries {
             self.entries.insert(
                 (port, addr),
-                Entry { mac: Some(mac), confirmed: now, last_probe: None, probes: 0, held: Vec::new() },
+                Entry {
+                    mac: Some(mac),
+                    confirmed: now,
+                    stale_at: now + self.config.reachable,
+                    last_probe: None,
+                    probes: 0,
+                    held: Vec::new(),
+                },
             );
         }
         Vec::new()
@@ -206,6 +225,50 @@ impl NeighborTable {
     /// The entries as (port, address, MAC if resolved), for display.
     pub fn entries(&self) -> impl Iterator<Item = (PortId, IpAddr, Option<[u8; 6]>)> + '_ {
         self.entries.iter().map(|(&(p, a), e)| (p, a, e.mac))
+    }
+}
+
+/// The multiply-rotate hash of rustc's `FxHasher`: a few instructions per word, where the
+/// standard SipHash costs hundreds per lookup. It does not resist chosen collisions; a
+/// sender on a connected subnet can pick the addresses that create entries, but the table
+/// holds at most `max_entries`, which bounds what colliding keys can cost.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
+        }
+        for &b in chunks.remainder() {
+            self.add(u64::from(b));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.add(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
 }
 

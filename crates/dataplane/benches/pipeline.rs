@@ -1,0 +1,177 @@
+//! Pipeline micro-benchmarks: the cost of swap, push and pop per packet at 64 and 1500
+//! bytes, against a baseline measured in the same run (the same loop with a frame the
+//! pipeline drops at once, so buffer refills and the batch loop cancel out), and software
+//! segmentation in GB/s.
+//!
+//! `cargo bench -p vmpls-dataplane --bench pipeline` prints a table. For instruction
+//! counts, which are repeatable on noisy machines, run one case under callgrind twice
+//! with different packet counts and take the difference (scripts/bench-instructions does):
+//! `valgrind --tool=callgrind target/release/deps/pipeline-* --count CASE N`.
+
+#[path = "../tests/fixtures/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod fixtures;
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use fixtures::*;
+use vmpls_dataplane::{Dataplane, Output, Packet, PacketPool, PortId, gso};
+use vmpls_wire::{ipv4, virtio_net};
+
+const BATCH: usize = 32;
+
+struct Case {
+    name: &'static str,
+    router: fn() -> Router,
+    in_port: PortId,
+    frame: Vec<u8>,
+}
+
+/// A frame of exactly `len` bytes: `head` (Ethernet and labels) in front of an IPv4/UDP
+/// packet from ce1 to ce2 padded to size.
+fn frame(len: usize, head: impl Fn(&[u8]) -> Vec<u8>, labels: usize) -> Vec<u8> {
+    let ip_len = len - 14 - 4 * labels;
+    let ip = ipv4_udp(CE1, CE2, 64, &vec![0xab; ip_len - 28]);
+    let f = head(&ip);
+    assert_eq!(f.len(), len);
+    f
+}
+
+fn cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for len in [64, 1500] {
+        v.push(Case {
+            name: if len == 64 { "baseline-64" } else { "baseline-1500" },
+            router: Router::p,
+            in_port: P_WEST,
+            frame: frame(len, |ip| eth(P_WEST_MAC, PE1_CORE_MAC, 0x88b5, ip), 0),
+        });
+        v.push(Case {
+            name: if len == 64 { "swap-64" } else { "swap-1500" },
+            router: Router::p,
+            in_port: P_WEST,
+            frame: frame(len, |ip| mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 64)], ip), 1),
+        });
+        v.push(Case {
+            name: if len == 64 { "push-64" } else { "push-1500" },
+            router: Router::pe1,
+            in_port: PE1_CE1,
+            frame: frame(len, |ip| ipv4_frame(PE1_CE1_MAC, CE1_MAC, ip), 0),
+        });
+        v.push(Case {
+            name: if len == 64 { "pop-64" } else { "pop-1500" },
+            router: Router::pe2,
+            in_port: PE2_CORE,
+            frame: frame(len, |ip| mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(2002, 64)], ip), 1),
+        });
+    }
+    v
+}
+
+/// Runs `n` packets of `case` through its router in batches; returns frames sent.
+fn run(dp: &mut Dataplane, pool: &mut PacketPool, case: &Case, n: usize) -> u64 {
+    let now = Instant::now();
+    let mut out = Output::new(dp.ports().len());
+    let mut batch: Vec<Packet> = Vec::with_capacity(BATCH);
+    let mut sent = 0u64;
+    let mut done = 0;
+    while done < n {
+        let k = BATCH.min(n - done);
+        for _ in 0..k {
+            let mut p = pool.get().expect("pool sized for a batch");
+            p.set_frame(&case.frame);
+            p.port = case.in_port;
+            batch.push(p);
+        }
+        dp.process_batch(now, &mut batch, pool, &mut out);
+        for tx in out.tx.iter_mut() {
+            sent += tx.len() as u64;
+            for p in tx.drain(..) {
+                pool.put(black_box(p));
+            }
+        }
+        done += k;
+    }
+    sent
+}
+
+fn measure(case: &Case, budget: Duration) -> (f64, u64) {
+    let mut r = (case.router)();
+    let mut pool = PacketPool::new(4 * BATCH);
+    run(&mut r.dp, &mut pool, case, 10_000);
+    let mut n = 0usize;
+    let mut sent = 0;
+    let start = Instant::now();
+    while start.elapsed() < budget {
+        sent += run(&mut r.dp, &mut pool, case, 100_000);
+        n += 100_000;
+    }
+    (start.elapsed().as_nanos() as f64 / n as f64, sent)
+}
+
+fn segmentation_gbps(budget: Duration) -> f64 {
+    let payload = pattern(64000, 3);
+    let ip = ipv4_tcp_partial(CE1, CE2, 64, 1, &payload);
+    let frame = mpls_frame(P_EAST_MAC, P_WEST_MAC, &[(2002, 63)], &ip);
+    let mut pkt = Packet::from_frame(0, &frame);
+    pkt.offload = virtio_net::Repr {
+        needs_csum: true,
+        gso_type: virtio_net::GsoType::TcpV4,
+        gso_size: 1448,
+        csum_start: 38,
+        csum_offset: 16,
+        ..Default::default()
+    };
+    let mut pool = PacketPool::new(64);
+    let mut out = Vec::with_capacity(64);
+    let mut bytes = 0usize;
+    let start = Instant::now();
+    while start.elapsed() < budget {
+        for _ in 0..50 {
+            gso::segment(&pkt, 18, &mut pool, &mut out).unwrap();
+            for p in out.drain(..) {
+                pool.put(p);
+            }
+            bytes += payload.len();
+        }
+    }
+    bytes as f64 / start.elapsed().as_secs_f64() / 1e9
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--count") {
+        // For callgrind: run exactly N packets of one case, print nothing else.
+        let name = &args[i + 1];
+        let n: usize = args[i + 2].parse().expect("packet count");
+        let all = cases();
+        let case = all.iter().find(|c| c.name == name).expect("known case");
+        let mut r = (case.router)();
+        let mut pool = PacketPool::new(4 * BATCH);
+        let sent = run(&mut r.dp, &mut pool, case, n);
+        println!("{name} {n} packets, {sent} sent");
+        return;
+    }
+    let budget =
+        if args.iter().any(|a| a == "--quick") { Duration::from_millis(200) } else { Duration::from_secs(1) };
+    println!("| case | ns/packet | Mpps | ns/packet over baseline |");
+    println!("|------|----------:|-----:|------------------------:|");
+    let all = cases();
+    let mut baseline = [0.0f64; 2];
+    for case in &all {
+        let (ns, sent) = measure(case, budget);
+        let size = usize::from(case.name.ends_with("1500"));
+        if case.name.starts_with("baseline") {
+            baseline[size] = ns;
+            assert_eq!(sent, 0, "the baseline frame must be dropped");
+        } else {
+            assert!(sent > 0, "{} forwarded nothing", case.name);
+        }
+        println!("| {} | {:.1} | {:.2} | {:.1} |", case.name, ns, 1e3 / ns, ns - baseline[size]);
+    }
+    println!();
+    println!("software segmentation, 64000-byte TCP super-frame with one label into 1448-byte segments:");
+    println!("{:.2} GB/s of payload", segmentation_gbps(budget * 2));
+    let _ = ipv4::HEADER_LEN;
+}
