@@ -84,6 +84,21 @@ pub fn coalesce(
     if frames.len() < 2 {
         return stats;
     }
+    // Most batches hold nothing to merge: find out without moving a packet. Two adjacent
+    // eligible frames are the least a run needs.
+    let mut previous = false;
+    let mut pair = false;
+    for p in frames.iter() {
+        let now = eligible(p);
+        if now && previous {
+            pair = true;
+            break;
+        }
+        previous = now;
+    }
+    if !pair {
+        return stats;
+    }
     debug_assert!(scratch.is_empty());
     let mut run: Option<Run> = None;
     for pkt in frames.drain(..) {

@@ -286,7 +286,9 @@ impl Dataplane {
         if pkt.offload.needs_csum && usize::from(pkt.offload.csum_start) < ETH + 4 * depth {
             return self.discard(Drop::BadChecksumOffload, pkt, pool);
         }
-        let received = ReceivedStack::capture(&pkt.frame()[ETH..]);
+        // Captured before the first pop changes the stack, and only then: a plain swap
+        // never needs it.
+        let mut received: Option<ReceivedStack> = None;
         let port_vrf = fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
         // Each pass handles the top entry; pops at this router continue with the next one.
         loop {
@@ -299,6 +301,8 @@ impl Dataplane {
                     // RFC 4182: explicit null may appear anywhere in the stack; pop it and
                     // go on with what is under it, in the port's VRF.
                     self.counters.event(Event::LabelPop, 1);
+                    let received =
+                        *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
                     match self.pop_and_continue(pkt, top, TtlModel::Uniform, pool) {
                         Some(p) => pkt = p,
                         None => return,
@@ -323,6 +327,8 @@ impl Dataplane {
                     // ELI at the top reaches only the egress: pop it with its entropy label.
                     let el_bottom = pkt.frame()[ETH + 4 + 2] & 1 != 0;
                     self.counters.event(Event::LabelPop, 2);
+                    let received =
+                        *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
                     if pkt.shift_head(ETH, -8).is_none() {
                         return self.discard(Drop::TruncatedLabelStack, pkt, pool);
                     }
@@ -344,6 +350,8 @@ impl Dataplane {
                     // Transit unless this is the last label: a pop with labels under it
                     // (pop-then-swap, or a service label below) goes on switching too.
                     let forward = matches!(route.action, LabelAction::Forward(_)) || !top.bottom;
+                    let received =
+                        *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
                     self.label_ttl_expired(fib, now, &pkt, received, forward, port_vrf, pool, out);
                 }
                 pool.put(pkt);
@@ -353,6 +361,8 @@ impl Dataplane {
                 LabelAction::PopAndLookup { vrf } => {
                     self.counters.event(Event::LabelPop, 1);
                     let vrf = *vrf;
+                    let received =
+                        *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
                     match self.pop_and_continue(pkt, top, route.ttl_model, pool) {
                         Some(p) => pkt = p,
                         None => return,
