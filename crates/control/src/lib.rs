@@ -1,9 +1,13 @@
-//! The control plane of a vmpls router. For now: the TOML config file, validated in full
-//! before anything starts, and turned into forwarding tables ([`vmpls_fib::Fib`]).
+//! The control plane of a vmpls router: the TOML config file, validated in full before
+//! anything starts and turned into forwarding tables ([`vmpls_fib::Fib`]); the running
+//! routes with their runtime changes and reloads ([`tables`]); the messages of the control
+//! socket ([`api`]); the iproute2-style route grammar of the CLI ([`cli`]) and its text
+//! output ([`show`]). No sockets here: the `vmpls` binary serves and uses the API.
 //!
 //! ```toml
 //! [router]
 //! name = "p"
+//! # control-socket = "/run/vmpls/p.sock"   # the default
 //! addresses = ["198.18.255.2", "2001:db8:ff::2"]
 //!
 //! [[port]]
@@ -22,18 +26,23 @@
 //! Every error names the file, the line and the key, and says what was expected; see
 //! [`ConfigError`].
 
+pub mod api;
+pub mod cli;
 mod error;
 mod parse;
+pub mod show;
+pub mod tables;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 use vmpls_fib::{
-    Fib, FibBuilder, Label, LabelAction, LabelRoute, Nexthop, NexthopGroup, PortId, PrefixRoute,
-    RouteTarget, TtlModel,
+    Fib, FibBuilder, Label, LabelAction, LabelRoute, Nexthop, NexthopGroup, PortId, PrefixRoute, RouteTarget,
+    TtlModel,
 };
 
 pub use error::ConfigError;
+pub use parse::MAX_SOCKET_PATH;
 
 /// The `[router]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +53,9 @@ pub struct RouterConfig {
     pub v4: Option<Ipv4Addr>,
     /// Its IPv6 address.
     pub v6: Option<Ipv6Addr>,
+    /// `control-socket`: where the runtime API listens; `None`: the default
+    /// (`/run/vmpls/NAME.sock`, see the `vmpls` binary).
+    pub control_socket: Option<PathBuf>,
 }
 
 /// How a port attaches to the system.
@@ -162,10 +174,8 @@ impl Config {
     /// # Errors
     /// The file cannot be read or is not a valid config; see [`ConfigError`].
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         Self::from_str(&text, path)
     }
 
@@ -179,11 +189,7 @@ impl Config {
 
     /// The port named `name` and its id.
     pub fn port(&self, name: &str) -> Option<(PortId, &PortConfig)> {
-        self.ports
-            .iter()
-            .enumerate()
-            .find(|(_, p)| p.name == name)
-            .map(|(i, p)| (i as PortId, p))
+        self.ports.iter().enumerate().find(|(_, p)| p.name == name).map(|(i, p)| (i as PortId, p))
     }
 
     /// The forwarding tables the config describes; ports get `PortId` = their index in
@@ -193,13 +199,8 @@ impl Config {
     /// [`ConfigError::Build`] if the tables reject an entry (validation catches these
     /// first, so this points at an inconsistency in a hand-made `Config`).
     pub fn build_fib(&self) -> Result<Fib, ConfigError> {
-        let err = |line: Option<usize>| {
-            move |source| ConfigError::Build {
-                path: self.path.clone(),
-                line,
-                source,
-            }
-        };
+        let err =
+            |line: Option<usize>| move |source| ConfigError::Build { path: self.path.clone(), line, source };
         let mut b = FibBuilder::new();
         for name in self.vrfs.iter().skip(1) {
             b.add_vrf(name).map_err(err(None))?;
@@ -214,8 +215,7 @@ impl Config {
         };
         for p in &self.ports {
             let vrf = vrf_id(&b, &p.vrf, p.interface_line)?;
-            b.add_port(&p.name, vrf, &p.addresses)
-                .map_err(err(Some(p.interface_line)))?;
+            b.add_port(&p.name, vrf, &p.addresses).map_err(err(Some(p.interface_line)))?;
         }
         if let Some(a) = self.router.v4 {
             b.router_v4(a);
@@ -226,12 +226,7 @@ impl Config {
         let group = |nhs: &[NexthopConfig], line| {
             let nhs = nhs
                 .iter()
-                .map(|n| Nexthop {
-                    port: n.port,
-                    via: n.via,
-                    labels: n.labels.clone(),
-                    weight: n.weight,
-                })
+                .map(|n| Nexthop { port: n.port, via: n.via, labels: n.labels.clone(), weight: n.weight })
                 .collect();
             NexthopGroup::new(nhs).map_err(err(Some(line)))
         };
@@ -241,32 +236,18 @@ impl Config {
                 RouteAction::Forward(nhs) => RouteTarget::Forward(group(nhs, r.line)?),
             };
             let vrf = vrf_id(&b, &r.vrf, r.line)?;
-            b.add_prefix_route(
-                vrf,
-                r.prefix,
-                r.len,
-                PrefixRoute {
-                    target,
-                    ttl_model: r.ttl_model,
-                },
-            )
-            .map_err(err(Some(r.line)))?;
+            b.add_prefix_route(vrf, r.prefix, r.len, PrefixRoute { target, ttl_model: r.ttl_model })
+                .map_err(err(Some(r.line)))?;
         }
         for l in &self.labels {
             let action = match &l.action {
                 LabelConfigAction::Forward(nhs) => LabelAction::Forward(group(nhs, l.line)?),
-                LabelConfigAction::PopAndLookup { vrf } => LabelAction::PopAndLookup {
-                    vrf: vrf_id(&b, vrf, l.line)?,
-                },
+                LabelConfigAction::PopAndLookup { vrf } => {
+                    LabelAction::PopAndLookup { vrf: vrf_id(&b, vrf, l.line)? }
+                }
             };
-            b.add_label_route(
-                l.label,
-                LabelRoute {
-                    action,
-                    ttl_model: l.ttl_model,
-                },
-            )
-            .map_err(err(Some(l.line)))?;
+            b.add_label_route(l.label, LabelRoute { action, ttl_model: l.ttl_model })
+                .map_err(err(Some(l.line)))?;
         }
         b.build().map_err(err(None))
     }

@@ -9,13 +9,12 @@ use std::path::Path;
 use serde::Deserialize;
 use toml::Spanned;
 use vmpls_fib::{
-    DEFAULT_VRF_NAME, IMPLICIT_NULL, Label, MAX_LABEL, MAX_NEXTHOPS, MIN_UNRESERVED_LABEL, PortId,
-    TtlModel,
+    DEFAULT_VRF_NAME, IMPLICIT_NULL, Label, MAX_LABEL, MAX_NEXTHOPS, MIN_UNRESERVED_LABEL, PortId, TtlModel,
 };
 
 use crate::{
-    Config, ConfigError, LabelConfig, LabelConfigAction, NexthopConfig, PortConfig, PortKind,
-    RouteAction, RouteConfig, RouterConfig,
+    Config, ConfigError, LabelConfig, LabelConfigAction, NexthopConfig, PortConfig, PortKind, RouteAction,
+    RouteConfig, RouterConfig,
 };
 
 type S<T> = Spanned<T>;
@@ -39,6 +38,7 @@ struct RawFile {
 struct RawRouter {
     name: S<String>,
     addresses: Option<Vec<S<String>>>,
+    control_socket: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -161,10 +161,7 @@ impl Ctx<'_> {
 fn friendlier(message: &str) -> String {
     message
         .replace("expected i64", "expected an integer")
-        .replace(
-            "expected a sequence",
-            "expected a list like [\"...\", \"...\"]",
-        )
+        .replace("expected a sequence", "expected a list like [\"...\", \"...\"]")
         .replace("expected a boolean", "expected true or false")
 }
 
@@ -176,19 +173,11 @@ fn max_len(a: IpAddr) -> u8 {
 fn mask(a: IpAddr, len: u8) -> IpAddr {
     match a {
         IpAddr::V4(a) => {
-            let m = if len == 0 {
-                0
-            } else {
-                u32::MAX << (32 - u32::from(len))
-            };
+            let m = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
             IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
         }
         IpAddr::V6(a) => {
-            let m = if len == 0 {
-                0
-            } else {
-                u128::MAX << (128 - u32::from(len))
-            };
+            let m = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len)) };
             IpAddr::V6((u128::from(a) & m).into())
         }
     }
@@ -230,20 +219,10 @@ fn parse_host(ctx: &Ctx, s: &S<String>, field: &str, example: &str) -> Result<Ip
 }
 
 /// `address/length`.
-fn parse_prefix(
-    ctx: &Ctx,
-    s: &S<String>,
-    field: &str,
-    example: &str,
-) -> Result<(IpAddr, u8), ConfigError> {
+fn parse_prefix(ctx: &Ctx, s: &S<String>, field: &str, example: &str) -> Result<(IpAddr, u8), ConfigError> {
     let text = s.get_ref().trim();
-    let bad = || {
-        ctx.err(
-            &s.span(),
-            field,
-            format!("\"{text}\": expected address/prefix-length, like {example}"),
-        )
-    };
+    let bad =
+        || ctx.err(&s.span(), field, format!("\"{text}\": expected address/prefix-length, like {example}"));
     let (addr, len) = text.split_once('/').ok_or_else(bad)?;
     let addr: IpAddr = addr.parse().map_err(|_| bad())?;
     let len: u8 = len.parse().map_err(|_| bad())?;
@@ -284,11 +263,7 @@ fn parse_weight(ctx: &Ctx, w: Option<&S<i64>>, field: &str) -> Result<u32, Confi
         Err(_) => Err(ctx.err(
             &w.span(),
             field,
-            format!(
-                "weight {} is out of range; expected 1 to {}",
-                w.get_ref(),
-                u32::MAX
-            ),
+            format!("weight {} is out of range; expected 1 to {}", w.get_ref(), u32::MAX),
         )),
     }
 }
@@ -303,10 +278,7 @@ fn parse_stack(ctx: &Ctx, stack: &S<Vec<S<i64>>>, field: &str) -> Result<Vec<Lab
                 return Err(ctx.err(
                     &l.span(),
                     field,
-                    format!(
-                        "label {} is out of range; labels are 0 to {MAX_LABEL} (20 bits)",
-                        l.get_ref()
-                    ),
+                    format!("label {} is out of range; labels are 0 to {MAX_LABEL} (20 bits)", l.get_ref()),
                 ));
             }
         }
@@ -329,27 +301,56 @@ fn check_name(ctx: &Ctx, s: &S<String>, field: &str, what: &str) -> Result<Strin
     Ok(name.clone())
 }
 
+/// A router name: it names the control socket (`/run/vmpls/NAME.sock`) and the CLI's
+/// `-r NAME`, so it is a plain file name.
+fn check_router_name(ctx: &Ctx, s: &S<String>) -> Result<String, ConfigError> {
+    let name = check_name(ctx, s, "router.name", "router")?;
+    if name == "." || name == ".." || name.contains(['/', '\0']) || name.contains(char::is_whitespace) {
+        return Err(ctx.err(
+            &s.span(),
+            "router.name",
+            format!("router name \"{name}\" cannot name a file (it names the control socket): no '/', spaces, \".\" or \"..\""),
+        ));
+    }
+    Ok(name)
+}
+
+/// `control-socket`: an absolute path of a Unix socket. Linux limits socket paths to 107
+/// bytes (`sun_path`).
+fn check_socket_path(ctx: &Ctx, s: &S<String>) -> Result<std::path::PathBuf, ConfigError> {
+    let text = s.get_ref();
+    let problem = if !text.starts_with('/') {
+        Some("is not an absolute path; write it like \"/run/vmpls/pe1.sock\"".to_string())
+    } else if text.len() > MAX_SOCKET_PATH {
+        Some(format!("is {} bytes long; a Unix socket path has at most {MAX_SOCKET_PATH}", text.len()))
+    } else if text.ends_with('/') || text.contains('\0') {
+        Some("is not a file path".to_string())
+    } else {
+        None
+    };
+    match problem {
+        Some(p) => Err(ctx.err(&s.span(), "router.control-socket", format!("\"{text}\" {p}"))),
+        None => Ok(std::path::PathBuf::from(text)),
+    }
+}
+
+/// The longest path a Unix socket address holds (`sun_path` is 108 bytes with its NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
+
 /// Linux's `dev_valid_name`: 1 to 15 bytes, not "." or "..", no '/', ':' or whitespace.
 fn check_interface_name(ctx: &Ctx, s: &S<String>) -> Result<String, ConfigError> {
     let n = s.get_ref();
     let problem = if n.is_empty() {
         Some("is empty".to_string())
     } else if n.len() > 15 {
-        Some(format!(
-            "is {} bytes long; Linux interface names have at most 15",
-            n.len()
-        ))
+        Some(format!("is {} bytes long; Linux interface names have at most 15", n.len()))
     } else if n == "." || n == ".." || n.contains(['/', ':']) || n.contains(char::is_whitespace) {
         Some("is not a valid Linux interface name (no '/', ':' or spaces)".to_string())
     } else {
         None
     };
     match problem {
-        Some(p) => Err(ctx.err(
-            &s.span(),
-            "port.interface",
-            format!("interface name \"{n}\" {p}"),
-        )),
+        Some(p) => Err(ctx.err(&s.span(), "port.interface", format!("interface name \"{n}\" {p}"))),
         None => Ok(n.clone()),
     }
 }
@@ -373,19 +374,15 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             "missing [router] table; a config starts with [router] and name = \"...\"",
         ));
     };
-    let mut router = RouterConfig {
-        name: check_name(&ctx, &rr.name, "router.name", "router")?,
-        v4: None,
-        v6: None,
+    let control_socket = match &rr.control_socket {
+        None => None,
+        Some(s) => Some(check_socket_path(&ctx, s)?),
     };
+    let mut router =
+        RouterConfig { name: check_router_name(&ctx, &rr.name)?, v4: None, v6: None, control_socket };
     let mut router_lines = Vec::new();
     for s in rr.addresses.iter().flatten() {
-        let a = parse_host(
-            &ctx,
-            s,
-            "router.addresses",
-            "198.18.255.1 or 2001:db8:ff::1",
-        )?;
+        let a = parse_host(&ctx, s, "router.addresses", "198.18.255.1 or 2001:db8:ff::1")?;
         let dup = match a {
             IpAddr::V4(a) => router.v4.replace(a).is_some(),
             IpAddr::V6(a) => router.v6.replace(a).is_some(),
@@ -445,10 +442,7 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             return Err(ctx.err_line(
                 line,
                 "port.name",
-                format!(
-                    "port \"{name}\" is already defined at line {}",
-                    port_lines[i]
-                ),
+                format!("port \"{name}\" is already defined at line {}", port_lines[i]),
             ));
         }
         let interface = check_interface_name(&ctx, &p.interface)?;
@@ -484,21 +478,13 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                 return Err(ctx.err(
                     &k.span(),
                     "port.kind",
-                    format!(
-                        "unknown port kind \"{}\"; expected \"af-packet\"",
-                        k.get_ref()
-                    ),
+                    format!("unknown port kind \"{}\"; expected \"af-packet\"", k.get_ref()),
                 ));
             }
         };
         let mut addresses: Vec<(IpAddr, u8)> = Vec::new();
         for s in p.addresses.iter().flatten() {
-            let (a, len) = parse_prefix(
-                &ctx,
-                s,
-                "port.addresses",
-                "198.18.1.1/24 or 2001:db8:1::1/64",
-            )?;
+            let (a, len) = parse_prefix(&ctx, s, "port.addresses", "198.18.1.1/24 or 2001:db8:1::1/64")?;
             let aline = ctx.line(&s.span());
             if !usable_host(a) {
                 return Err(ctx.err_line(
@@ -553,27 +539,13 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                     }
                     Some(_) => {}
                     None => {
-                        prefixes.insert(
-                            key,
-                            Origin::Connected {
-                                port: name.clone(),
-                                line: aline,
-                            },
-                        );
+                        prefixes.insert(key, Origin::Connected { port: name.clone(), line: aline });
                     }
                 }
             }
             addresses.push((a, len));
         }
-        ports.push(PortConfig {
-            name,
-            interface,
-            mtu,
-            vrf,
-            addresses,
-            kind,
-            interface_line,
-        });
+        ports.push(PortConfig { name, interface, mtu, vrf, addresses, kind, interface_line });
         port_lines.push(line);
     }
     for &(a, line) in &router_lines {
@@ -581,21 +553,13 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         prefixes.entry(key).or_insert(Origin::Local { line });
     }
 
-    let v = Validator {
-        ctx: &ctx,
-        ports: &ports,
-    };
+    let v = Validator { ctx: &ctx, ports: &ports };
 
     // [[route]]
     let mut routes = Vec::new();
     for r in &raw.route {
         let line = ctx.line(&r.prefix.span());
-        let (addr, len) = parse_prefix(
-            &ctx,
-            &r.prefix,
-            "route.prefix",
-            "198.18.2.0/24 or 2001:db8:2::/64",
-        )?;
+        let (addr, len) = parse_prefix(&ctx, &r.prefix, "route.prefix", "198.18.2.0/24 or 2001:db8:2::/64")?;
         let net = mask(addr, len);
         if net != addr {
             return Err(ctx.err_line(
@@ -631,7 +595,11 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             RouteAction::Blackhole
         } else if let Some(list) = &r.nexthops {
             if let Some((field, span)) = inline_field {
-                return Err(ctx.err(&span, &field, "give next hops either inline (via, port, push, weight) or as nexthops = [...], not both"));
+                return Err(ctx.err(
+                    &span,
+                    &field,
+                    "give next hops either inline (via, port, push, weight) or as nexthops = [...], not both",
+                ));
             }
             v.check_count(list.get_ref().len(), &list.span(), "route.nexthops")?;
             let mut nhs = Vec::new();
@@ -661,29 +629,22 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let key = (vrf.clone(), net, len);
         if let Some(first) = prefixes.get(&key) {
             let why = match first {
-                Origin::Route(l) => format!(
-                    "is already defined in VRF \"{vrf}\" at line {l} (overlapping definitions)"
-                ),
+                Origin::Route(l) => {
+                    format!("is already defined in VRF \"{vrf}\" at line {l} (overlapping definitions)")
+                }
                 Origin::Connected { port, line: l } => {
                     format!(
                         "is the connected subnet of port \"{port}\" (line {l}); a route cannot replace it"
                     )
                 }
-                Origin::Local { line: l } => format!(
-                    "is one of this router's own addresses (line {l}); a route cannot replace it"
-                ),
+                Origin::Local { line: l } => {
+                    format!("is one of this router's own addresses (line {l}); a route cannot replace it")
+                }
             };
             return Err(ctx.err_line(line, "route.prefix", format!("{net}/{len} {why}")));
         }
         prefixes.insert(key, Origin::Route(line));
-        routes.push(RouteConfig {
-            vrf,
-            prefix: net,
-            len,
-            action,
-            ttl_model,
-            line,
-        });
+        routes.push(RouteConfig { vrf, prefix: net, len, action, ttl_model, line });
     }
 
     // [[label]]
@@ -733,8 +694,7 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             labels: l.out.as_ref(),
             weight: l.weight.as_ref(),
         };
-        let has_inline_nh =
-            inline.via.is_some() || inline.port.is_some() || inline.weight.is_some();
+        let has_inline_nh = inline.via.is_some() || inline.port.is_some() || inline.weight.is_some();
         if let (false, Some(out)) = (swap, &l.out) {
             return Err(ctx.err(
                 &out.span(),
@@ -744,7 +704,11 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         }
         let nexthops = if let Some(list) = &l.nexthops {
             if let Some((field, span)) = inline_first(&inline, "label", "out") {
-                return Err(ctx.err(&span, &field, "give next hops either inline (via, port, out, weight) or as nexthops = [...], not both"));
+                return Err(ctx.err(
+                    &span,
+                    &field,
+                    "give next hops either inline (via, port, out, weight) or as nexthops = [...], not both",
+                ));
             }
             v.check_count(list.get_ref().len(), &list.span(), "label.nexthops")?;
             let mut nhs = Vec::new();
@@ -788,26 +752,12 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                     format!("swap of label {label} needs a next hop: add via = \"...\" (and port = \"...\") or nexthops = [...]"),
                 ));
             }
-            None => LabelConfigAction::PopAndLookup {
-                vrf: vrf_of(l.vrf.as_ref(), "label.vrf")?,
-            },
+            None => LabelConfigAction::PopAndLookup { vrf: vrf_of(l.vrf.as_ref(), "label.vrf")? },
         };
-        labels.push(LabelConfig {
-            label,
-            action,
-            ttl_model,
-            line,
-        });
+        labels.push(LabelConfig { label, action, ttl_model, line });
     }
 
-    Ok(Config {
-        path: path.to_path_buf(),
-        router,
-        ports,
-        vrfs,
-        routes,
-        labels,
-    })
+    Ok(Config { path: path.to_path_buf(), router, ports, vrfs, routes, labels })
 }
 
 /// The first inline next-hop key present, as (`table.key`, span).
@@ -829,9 +779,7 @@ struct Validator<'a> {
 impl Validator<'_> {
     fn check_count(&self, n: usize, span: &Range<usize>, field: &str) -> Result<(), ConfigError> {
         if n == 0 {
-            return Err(self
-                .ctx
-                .err(span, field, "the list is empty; give at least one next hop"));
+            return Err(self.ctx.err(span, field, "the list is empty; give at least one next hop"));
         }
         if n > MAX_NEXTHOPS {
             return Err(self.ctx.err(
@@ -847,11 +795,7 @@ impl Validator<'_> {
         if p.addresses.is_empty() {
             return "it has no addresses".to_string();
         }
-        let nets: Vec<String> = p
-            .addresses
-            .iter()
-            .map(|&(a, l)| format!("{}/{l}", mask(a, l)))
-            .collect();
+        let nets: Vec<String> = p.addresses.iter().map(|&(a, l)| format!("{}/{l}", mask(a, l))).collect();
         nets.join(", ")
     }
 
@@ -889,10 +833,7 @@ impl Validator<'_> {
         };
         let via = match nh.via {
             None => None,
-            Some(s) => Some((
-                parse_host(ctx, s, &field("via"), "198.18.10.2 or 2001:db8:10::2")?,
-                s.span(),
-            )),
+            Some(s) => Some((parse_host(ctx, s, &field("via"), "198.18.10.2 or 2001:db8:10::2")?, s.span())),
         };
         let (via, port) = match (via, port) {
             (None, None) => {
@@ -922,11 +863,7 @@ impl Validator<'_> {
                         format!("{a} is this router's own address on port \"{}\"; the next hop must be a neighbour", port.name),
                     ));
                 }
-                if !port
-                    .addresses
-                    .iter()
-                    .any(|&(net, len)| contains(net, len, a))
-                {
+                if !port.addresses.iter().any(|&(net, len)| contains(net, len, a)) {
                     return Err(ctx.err(
                         &span,
                         &field("via"),
@@ -941,12 +878,7 @@ impl Validator<'_> {
             }
             (Some((a, span)), None) => {
                 let on: Vec<usize> = (0..self.ports.len())
-                    .filter(|&i| {
-                        self.ports[i]
-                            .addresses
-                            .iter()
-                            .any(|&(net, len)| contains(net, len, a))
-                    })
+                    .filter(|&i| self.ports[i].addresses.iter().any(|&(net, len)| contains(net, len, a)))
                     .collect();
                 match on.as_slice() {
                     [] => {
@@ -968,14 +900,15 @@ impl Validator<'_> {
                         (Some(a), *p)
                     }
                     many => {
-                        let names: Vec<String> = many
-                            .iter()
-                            .map(|&i| format!("\"{}\"", self.ports[i].name))
-                            .collect();
+                        let names: Vec<String> =
+                            many.iter().map(|&i| format!("\"{}\"", self.ports[i].name)).collect();
                         return Err(ctx.err(
                             &span,
                             &field("via"),
-                            format!("{a} is on the subnets of ports {}; add port = \"...\" to choose one", names.join(" and ")),
+                            format!(
+                                "{a} is on the subnets of ports {}; add port = \"...\" to choose one",
+                                names.join(" and ")
+                            ),
                         ));
                     }
                 }
@@ -986,11 +919,7 @@ impl Validator<'_> {
             None => Vec::new(),
         };
         if need_labels && labels.is_empty() {
-            let span = nh
-                .labels
-                .map(|s| s.span())
-                .or(nh.via.map(|s| s.span()))
-                .or(nh.port.map(|s| s.span()));
+            let span = nh.labels.map(|s| s.span()).or(nh.via.map(|s| s.span())).or(nh.port.map(|s| s.span()));
             let msg = "swap needs the outgoing label: out = [label] (out = [3] for penultimate-hop popping)";
             return Err(match span {
                 Some(span) => ctx.err(&span, &field(labels_key), msg),
@@ -999,16 +928,7 @@ impl Validator<'_> {
         }
         let weight = parse_weight(ctx, nh.weight, &field("weight"))?;
         // Implicit null alone: no label (penultimate-hop pop, or push nothing).
-        let labels = if labels == [IMPLICIT_NULL] {
-            Vec::new()
-        } else {
-            labels
-        };
-        Ok(NexthopConfig {
-            port: port as PortId,
-            via,
-            labels,
-            weight,
-        })
+        let labels = if labels == [IMPLICIT_NULL] { Vec::new() } else { labels };
+        Ok(NexthopConfig { port: port as PortId, via, labels, weight })
     }
 }

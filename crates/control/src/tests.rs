@@ -37,9 +37,9 @@ fn every_example_parses_and_builds() {
     assert!(files.len() >= 4, "found {files:?}");
     for f in files {
         let cfg = Config::from_file(&f).unwrap_or_else(|e| panic!("{e}"));
-        let fib = cfg.build_fib().unwrap_or_else(|e| {
-            panic!("{}: {e}: {:?}", f.display(), std::error::Error::source(&e))
-        });
+        let fib = cfg
+            .build_fib()
+            .unwrap_or_else(|e| panic!("{}: {e}: {:?}", f.display(), std::error::Error::source(&e)));
         assert_eq!(fib.port_addrs.len(), cfg.ports.len());
         assert_eq!(fib.labels.len(), cfg.labels.len());
     }
@@ -54,32 +54,16 @@ fn p_swaps_1002_to_2002_toward_pe2() {
     assert_eq!(cfg.ports[1].interface, "p-pe2");
     let fib = cfg.build_fib().unwrap();
     let route = fib.labels.get(1002).expect("label 1002");
-    let LabelAction::Forward(g) = &route.action else {
-        panic!("{route:?}")
-    };
+    let LabelAction::Forward(g) = &route.action else { panic!("{route:?}") };
     assert!(!g.is_multipath());
     let nh = &g.nexthops()[0];
-    assert_eq!(
-        (nh.port, nh.via, nh.labels.as_slice()),
-        (1, Some(ip("198.18.20.2")), &[2002][..])
-    );
+    assert_eq!((nh.port, nh.via, nh.labels.as_slice()), (1, Some(ip("198.18.20.2")), &[2002][..]));
     let route = fib.labels.get(1001).expect("label 1001");
-    let LabelAction::Forward(g) = &route.action else {
-        panic!("{route:?}")
-    };
-    assert_eq!(
-        (g.nexthops()[0].port, g.nexthops()[0].labels.as_slice()),
-        (0, &[2001][..])
-    );
+    let LabelAction::Forward(g) = &route.action else { panic!("{route:?}") };
+    assert_eq!((g.nexthops()[0].port, g.nexthops()[0].labels.as_slice()), (0, &[2001][..]));
     assert_eq!(fib.labels.len(), 2);
-    assert_eq!(
-        fib.vrfs[0].lookup(ip("198.18.255.2")).unwrap().target,
-        RouteTarget::Local
-    );
-    assert_eq!(
-        fib.vrfs[0].lookup(ip("2001:db8:20::9")).unwrap().target,
-        RouteTarget::Connected { port: 1 }
-    );
+    assert_eq!(fib.vrfs[0].lookup(ip("198.18.255.2")).unwrap().target, RouteTarget::Local);
+    assert_eq!(fib.vrfs[0].lookup(ip("2001:db8:20::9")).unwrap().target, RouteTarget::Connected { port: 1 });
 }
 
 #[test]
@@ -88,19 +72,14 @@ fn pe1_pushes_1002_and_pops_2001() {
     let fib = cfg.build_fib().unwrap();
     for dst in ["198.18.2.7", "2001:db8:2::7"] {
         let r = fib.vrfs[0].lookup(ip(dst)).unwrap();
-        let RouteTarget::Forward(g) = &r.target else {
-            panic!("{r:?}")
-        };
+        let RouteTarget::Forward(g) = &r.target else { panic!("{r:?}") };
         let nh = &g.nexthops()[0];
         assert_eq!(nh.port, 1);
         assert_eq!(nh.labels, vec![1002]);
         assert_eq!(nh.via.map(|v| v.is_ipv4()), Some(dst.contains('.')));
         assert_eq!(r.ttl_model, TtlModel::Uniform);
     }
-    assert_eq!(
-        fib.labels.get(2001).unwrap().action,
-        LabelAction::PopAndLookup { vrf: 0 }
-    );
+    assert_eq!(fib.labels.get(2001).unwrap().action, LabelAction::PopAndLookup { vrf: 0 });
     assert!(fib.is_local_v4("198.18.1.1".parse().unwrap()));
     assert_eq!(fib.router_v6, Some("2001:db8:ff::1".parse().unwrap()));
 }
@@ -110,15 +89,9 @@ fn ecmp_example_has_weighted_group() {
     let cfg = load("ecmp-pe1.toml");
     let fib = cfg.build_fib().unwrap();
     let r = fib.vrfs[0].lookup(ip("198.18.2.1")).unwrap();
-    let RouteTarget::Forward(g) = &r.target else {
-        panic!("{r:?}")
-    };
+    let RouteTarget::Forward(g) = &r.target else { panic!("{r:?}") };
     assert!(g.is_multipath());
-    let got: Vec<_> = g
-        .nexthops()
-        .iter()
-        .map(|n| (n.port, n.labels[0], n.weight))
-        .collect();
+    let got: Vec<_> = g.nexthops().iter().map(|n| (n.port, n.labels[0], n.weight)).collect();
     assert_eq!(got, vec![(1, 1002, 2), (2, 1102, 1)]);
 }
 
@@ -154,13 +127,7 @@ fn assert_err(extra: &str, line: usize, field: &str, needles: &[&str]) {
     let msg = e.to_string();
     assert_eq!(e.line(), Some(first_extra_line() + line - 1), "{msg}");
     assert_eq!(e.field(), Some(field), "{msg}");
-    assert!(
-        msg.starts_with(&format!(
-            "t.toml:{}: {field}: ",
-            first_extra_line() + line - 1
-        )),
-        "{msg}"
-    );
+    assert!(msg.starts_with(&format!("t.toml:{}: {field}: ", first_extra_line() + line - 1)), "{msg}");
     for n in needles {
         assert!(msg.contains(n), "{msg:?} lacks {n:?}");
     }
@@ -168,11 +135,8 @@ fn assert_err(extra: &str, line: usize, field: &str, needles: &[&str]) {
 
 #[test]
 fn syntax_error_has_line_and_column() {
-    let e =
-        Config::from_str("[router]\nname = \"x\"\n[[port]\n", Path::new("bad.toml")).unwrap_err();
-    let ConfigError::Parse { line, column, .. } = &e else {
-        panic!("{e:?}")
-    };
+    let e = Config::from_str("[router]\nname = \"x\"\n[[port]\n", Path::new("bad.toml")).unwrap_err();
+    let ConfigError::Parse { line, column, .. } = &e else { panic!("{e:?}") };
     assert_eq!((*line, *column), (3, 8), "{e}");
     assert!(e.to_string().starts_with("bad.toml:3:"), "{e}");
 }
@@ -180,8 +144,7 @@ fn syntax_error_has_line_and_column() {
 #[test]
 fn unknown_key_is_an_error() {
     let e =
-        parse("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.10.2\"\ngateway = \"x\"\n")
-            .unwrap_err();
+        parse("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.10.2\"\ngateway = \"x\"\n").unwrap_err();
     assert!(matches!(e, ConfigError::Parse { .. }), "{e:?}");
     assert_eq!(e.line(), Some(first_extra_line() + 3), "{e}");
     assert!(e.to_string().contains("gateway"), "{e}");
@@ -189,38 +152,21 @@ fn unknown_key_is_an_error() {
 
 #[test]
 fn missing_required_key_is_an_error() {
-    let e = Config::from_str(
-        "[router]\nname = \"x\"\n\n[[port]]\nname = \"a\"\n",
-        Path::new("m.toml"),
-    )
-    .unwrap_err();
+    let e = Config::from_str("[router]\nname = \"x\"\n\n[[port]]\nname = \"a\"\n", Path::new("m.toml"))
+        .unwrap_err();
     assert_eq!(e.to_string(), "m.toml:4:1: missing field `interface`");
-    let e = Config::from_str(
-        "[[port]]\nname = \"a\"\ninterface = \"a\"\n",
-        Path::new("m.toml"),
-    )
-    .unwrap_err();
+    let e = Config::from_str("[[port]]\nname = \"a\"\ninterface = \"a\"\n", Path::new("m.toml")).unwrap_err();
     assert_eq!(e.field(), Some("router"), "{e}");
 }
 
 #[test]
 fn reserved_incoming_label_is_rejected() {
-    assert_err(
-        "[[label]]\nin = 15\naction = \"pop\"\n",
-        2,
-        "label.in",
-        &["labels 0-15 are reserved"],
-    );
+    assert_err("[[label]]\nin = 15\naction = \"pop\"\n", 2, "label.in", &["labels 0-15 are reserved"]);
 }
 
 #[test]
 fn incoming_label_above_20_bits_is_rejected() {
-    assert_err(
-        "[[label]]\nin = 1048576\naction = \"pop\"\n",
-        2,
-        "label.in",
-        &["1048576", "out of range"],
-    );
+    assert_err("[[label]]\nin = 1048576\naction = \"pop\"\n", 2, "label.in", &["1048576", "out of range"]);
     assert!(parse("[[label]]\nin = 1048575\naction = \"pop\"\n").is_ok());
 }
 
@@ -240,10 +186,7 @@ fn duplicate_incoming_label_is_rejected() {
         "[[label]]\nin = 100\naction = \"pop\"\n\n[[label]]\nin = 100\naction = \"pop\"\n",
         6,
         "label.in",
-        &[&format!(
-            "already defined at line {}",
-            first_extra_line() + 1
-        )],
+        &[&format!("already defined at line {}", first_extra_line() + 1)],
     );
 }
 
@@ -254,20 +197,14 @@ fn duplicate_prefix_in_a_vrf_is_rejected() {
         extra,
         6,
         "route.prefix",
-        &[
-            "overlapping definitions",
-            &format!("line {}", first_extra_line() + 1),
-        ],
+        &["overlapping definitions", &format!("line {}", first_extra_line() + 1)],
     );
     // The same prefix in another VRF is fine.
     let ok = "[[vrf]]\nname = \"cust\"\n\n[[route]]\nprefix = \"198.18.2.0/24\"\nblackhole = true\n\n[[route]]\nprefix = \"198.18.2.0/24\"\nvrf = \"cust\"\nblackhole = true\n";
     let cfg = parse(ok).unwrap();
     let fib = cfg.build_fib().unwrap();
     assert_eq!(fib.vrfs[1].name, "cust");
-    assert_eq!(
-        fib.vrfs[1].lookup(ip("198.18.2.1")).unwrap().target,
-        RouteTarget::Blackhole
-    );
+    assert_eq!(fib.vrfs[1].lookup(ip("198.18.2.1")).unwrap().target, RouteTarget::Blackhole);
 }
 
 #[test]
@@ -359,9 +296,7 @@ fn next_hop_without_port_must_be_on_some_subnet() {
         &["not on any port's subnet"],
     );
     let cfg = parse("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"2001:db8:10::2\"\n").unwrap();
-    let RouteAction::Forward(nhs) = &cfg.routes[0].action else {
-        panic!()
-    };
+    let RouteAction::Forward(nhs) = &cfg.routes[0].action else { panic!() };
     assert_eq!(nhs[0].port, 1, "port found from the via's subnet");
 }
 
@@ -401,16 +336,10 @@ fn bad_address_syntax_is_rejected() {
         "port.addresses",
         &["expected address/prefix-length"],
     );
-    let e = Config::from_str(
-        "[router]\nname = \"r\"\naddresses = [\"198.18.255.1/32\"]\n",
-        Path::new("r.toml"),
-    )
-    .unwrap_err();
-    assert_eq!(
-        (e.line(), e.field()),
-        (Some(3), Some("router.addresses")),
-        "{e}"
-    );
+    let e =
+        Config::from_str("[router]\nname = \"r\"\naddresses = [\"198.18.255.1/32\"]\n", Path::new("r.toml"))
+            .unwrap_err();
+    assert_eq!((e.line(), e.field()), (Some(3), Some("router.addresses")), "{e}");
     let e = Config::from_str(
         "[router]\nname = \"r\"\naddresses = [\"198.18.255.1\", \"198.18.255.2\"]\n",
         Path::new("r.toml"),
@@ -421,18 +350,8 @@ fn bad_address_syntax_is_rejected() {
 
 #[test]
 fn mtu_out_of_range_is_rejected() {
-    assert_err(
-        "[[port]]\nname = \"x\"\ninterface = \"t-x\"\nmtu = 67\n",
-        4,
-        "port.mtu",
-        &["68 to 65535"],
-    );
-    assert_err(
-        "[[port]]\nname = \"x\"\ninterface = \"t-x\"\nmtu = 65536\n",
-        4,
-        "port.mtu",
-        &["68 to 65535"],
-    );
+    assert_err("[[port]]\nname = \"x\"\ninterface = \"t-x\"\nmtu = 67\n", 4, "port.mtu", &["68 to 65535"]);
+    assert_err("[[port]]\nname = \"x\"\ninterface = \"t-x\"\nmtu = 65536\n", 4, "port.mtu", &["68 to 65535"]);
     let cfg = parse("[[port]]\nname = \"x\"\ninterface = \"t-x\"\nmtu = 9000\n").unwrap();
     assert_eq!(cfg.ports[2].mtu, Some(9000));
 }
@@ -449,12 +368,13 @@ fn weight_zero_is_rejected() {
 
 #[test]
 fn empty_push_is_plain_ip() {
-    let cfg = parse("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.10.2\"\npush = []\nttl-model = \"pipe\"\n").unwrap();
+    let cfg = parse(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.10.2\"\npush = []\nttl-model = \"pipe\"\n",
+    )
+    .unwrap();
     let fib = cfg.build_fib().unwrap();
     let r = fib.vrfs[0].lookup(ip("198.18.2.3")).unwrap();
-    let RouteTarget::Forward(g) = &r.target else {
-        panic!()
-    };
+    let RouteTarget::Forward(g) = &r.target else { panic!() };
     assert!(g.nexthops()[0].labels.is_empty());
     assert_eq!(r.ttl_model, TtlModel::Pipe);
 }
@@ -491,26 +411,15 @@ nexthops = [
 ]
 "#;
     let fib = parse(extra).unwrap().build_fib().unwrap();
-    assert_eq!(
-        fib.labels.get(100).unwrap().action,
-        LabelAction::PopAndLookup { vrf: 1 }
-    );
+    assert_eq!(fib.labels.get(100).unwrap().action, LabelAction::PopAndLookup { vrf: 1 });
     for l in [101, 102] {
-        let LabelAction::Forward(g) = &fib.labels.get(l).unwrap().action else {
-            panic!()
-        };
+        let LabelAction::Forward(g) = &fib.labels.get(l).unwrap().action else { panic!() };
         assert!(g.nexthops()[0].labels.is_empty(), "label {l} is a PHP pop");
         assert_eq!(g.nexthops()[0].via, Some(ip("198.18.10.2")));
     }
     assert_eq!(fib.labels.get(102).unwrap().ttl_model, TtlModel::Pipe);
-    let LabelAction::Forward(g) = &fib.labels.get(103).unwrap().action else {
-        panic!()
-    };
-    let got: Vec<_> = g
-        .nexthops()
-        .iter()
-        .map(|n| (n.port, n.labels.clone(), n.weight))
-        .collect();
+    let LabelAction::Forward(g) = &fib.labels.get(103).unwrap().action else { panic!() };
+    let got: Vec<_> = g.nexthops().iter().map(|n| (n.port, n.labels.clone(), n.weight)).collect();
     assert_eq!(got, vec![(1, vec![300, 301], 1), (0, vec![400], 3)]);
 }
 
@@ -560,12 +469,7 @@ fn pop_with_out_or_misplaced_vrf_is_rejected() {
 
 #[test]
 fn unknown_enum_values_are_rejected() {
-    assert_err(
-        "[[label]]\nin = 100\naction = \"push\"\n",
-        3,
-        "label.action",
-        &["\"swap\" or \"pop\""],
-    );
+    assert_err("[[label]]\nin = 100\naction = \"push\"\n", 3, "label.action", &["\"swap\" or \"pop\""]);
     assert_err(
         "[[route]]\nprefix = \"198.18.2.0/24\"\nblackhole = true\nttl-model = \"short\"\n",
         4,
@@ -594,12 +498,7 @@ fn route_without_next_hop_or_with_both_forms_is_rejected() {
         "route.via",
         &["not both"],
     );
-    assert_err(
-        "[[route]]\nprefix = \"198.18.2.0/24\"\nnexthops = []\n",
-        3,
-        "route.nexthops",
-        &["empty"],
-    );
+    assert_err("[[route]]\nprefix = \"198.18.2.0/24\"\nnexthops = []\n", 3, "route.nexthops", &["empty"]);
     assert_err(
         "[[route]]\nprefix = \"198.18.2.0/24\"\nblackhole = true\nvia = \"198.18.10.2\"\n",
         4,
@@ -633,15 +532,8 @@ fn check_interfaces_points_at_the_interface_line() {
     let cfg = parse("").unwrap();
     assert!(check_interfaces(&cfg, |_| true).is_ok());
     let e = check_interfaces(&cfg, |n| n != "t-core").unwrap_err();
-    assert_eq!(
-        (e.line(), e.field()),
-        (Some(12), Some("port.interface")),
-        "{e}"
-    );
-    assert!(
-        e.to_string().contains("no network interface \"t-core\""),
-        "{e}"
-    );
+    assert_eq!((e.line(), e.field()), (Some(12), Some("port.interface")), "{e}");
+    assert!(e.to_string().contains("no network interface \"t-core\""), "{e}");
 }
 
 #[test]
@@ -657,11 +549,7 @@ fn error_message_reads_like_the_documented_example() {
     let text = std::fs::read_to_string(examples_dir().join("seed/pe1.toml")).unwrap();
     let broken = text.replacen("via = \"198.18.10.2\"", "via = \"198.18.99.2\"", 1);
     assert_ne!(broken, text);
-    let line = broken
-        .lines()
-        .position(|l| l.contains("198.18.99.2"))
-        .unwrap()
-        + 1;
+    let line = broken.lines().position(|l| l.contains("198.18.99.2")).unwrap() + 1;
     let e = Config::from_str(&broken, path).unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -675,22 +563,10 @@ fn error_message_reads_like_the_documented_example() {
 #[test]
 fn toml_shape_errors_show_the_parsers_message() {
     for (text, line, needle) in [
-        (
-            "[router]\nname = \"x\"\n\n[[port]]\nname = \"a\"\ninterface = 7\n",
-            6,
-            "string",
-        ),
+        ("[router]\nname = \"x\"\n\n[[port]]\nname = \"a\"\ninterface = 7\n", 6, "string"),
         ("[router]\nname = \"x\"\nnmae = \"y\"\n", 3, "nmae"),
-        (
-            "[router]\nname = \"x\"\n[[label]]\nin = \"100\"\naction = \"pop\"\n",
-            4,
-            "integer",
-        ),
-        (
-            "[router]\nname = \"x\"\naddresses = \"198.18.255.1\"\n",
-            3,
-            "expected a list",
-        ),
+        ("[router]\nname = \"x\"\n[[label]]\nin = \"100\"\naction = \"pop\"\n", 4, "integer"),
+        ("[router]\nname = \"x\"\naddresses = \"198.18.255.1\"\n", 3, "expected a list"),
     ] {
         let e = Config::from_str(text, Path::new("s.toml")).unwrap_err();
         assert_eq!(e.line(), Some(line), "{e}");
@@ -713,8 +589,5 @@ fn port_network_or_broadcast_address_is_rejected() {
         &["broadcast address"],
     );
     // /31 point-to-point links use both addresses.
-    assert!(
-        parse("[[port]]\nname = \"x\"\ninterface = \"t-x\"\naddresses = [\"198.18.5.0/31\"]\n")
-            .is_ok()
-    );
+    assert!(parse("[[port]]\nname = \"x\"\ninterface = \"t-x\"\naddresses = [\"198.18.5.0/31\"]\n").is_ok());
 }

@@ -14,6 +14,11 @@
 //!   pseudo-random stream and report throughput and retransmits.
 //! - [`ping`]: ICMP and ICMPv6 echo with raw sockets, with don't-fragment and the
 //!   ICMP errors that come back.
+//! - [`process`]: external programs in a namespace, with timeouts or in the
+//!   background.
+//! - [`capture`]: packet captures with `dumpcap`, dissected with `tshark`.
+//! - [`inject`]: hand-made Ethernet frames written onto an interface.
+//! - [`stats`]: the counters a `vmpls run --stats-file` router writes.
 //! - [`seed`]: the seed lab, ce1 -- pe1 -- p -- pe2 -- ce2, measured in several modes
 //!   (kernel IP routing, vmpls MPLS) in one run.
 //!
@@ -25,11 +30,15 @@
 //! SIGTERM makes them return an [`Interrupted`] error, and the topology's `Drop`
 //! cleans up.
 
+pub mod capture;
+pub mod inject;
 pub mod netns;
 mod nl;
 pub mod ping;
 pub mod prefix;
+pub mod process;
 pub mod seed;
+pub mod stats;
 pub mod topology;
 pub mod traffic;
 

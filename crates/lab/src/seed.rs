@@ -23,13 +23,14 @@ use std::fmt::Write as _;
 use std::fs::File;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 
 use crate::ping::{PingOptions, ping};
+use crate::stats::RouterStats;
 use crate::topology::{HostOptions, Topology};
 use crate::traffic::{FlowOptions, FlowProgress, FlowResult, Limit, run_flow};
 use crate::{IpPrefix, check_interrupt, interrupted, is_interrupted, require_root};
@@ -617,6 +618,9 @@ pub struct SeedLab {
     params: SeedParams,
     offloads_on: bool,
     routers: Vec<(String, u32, PathBuf)>,
+    /// The stats file of each router started with
+    /// [`SeedLab::start_routers_with_stats`].
+    stats_files: Vec<(String, PathBuf)>,
 }
 
 impl SeedLab {
@@ -657,6 +661,7 @@ impl SeedLab {
             params: params.clone(),
             offloads_on: true,
             routers: Vec::new(),
+            stats_files: Vec::new(),
         })
     }
 
@@ -723,6 +728,43 @@ impl SeedLab {
     /// Writes the router configs into `work_dir` and starts `router_binary run
     /// --config FILE` in pe1, p and pe2, with output to `ROUTER.log` there.
     pub fn start_routers(&mut self, router_binary: &Path, work_dir: &Path) -> anyhow::Result<()> {
+        self.start_routers_inner(router_binary, work_dir, false)
+    }
+
+    /// Like [`SeedLab::start_routers`], and each router writes its counters to
+    /// `ROUTER.stats.json` in `work_dir` (`--stats-file`: every second and at exit);
+    /// read them with [`SeedLab::router_stats`].
+    pub fn start_routers_with_stats(
+        &mut self,
+        router_binary: &Path,
+        work_dir: &Path,
+    ) -> anyhow::Result<()> {
+        self.start_routers_inner(router_binary, work_dir, true)
+    }
+
+    /// The stats file of `router` (started with [`SeedLab::start_routers_with_stats`]).
+    pub fn stats_path(&self, router: &str) -> Option<&Path> {
+        self.stats_files
+            .iter()
+            .find(|(name, _)| name == router)
+            .map(|(_, p)| p.as_path())
+    }
+
+    /// The counters `router` wrote last (every second while it runs, and at exit).
+    pub fn router_stats(&self, router: &str) -> anyhow::Result<RouterStats> {
+        let path = self.stats_path(router).ok_or_else(|| {
+            anyhow!("router {router} was not started with start_routers_with_stats")
+        })?;
+        RouterStats::read(path)
+    }
+
+    fn start_routers_inner(
+        &mut self,
+        router_binary: &Path,
+        work_dir: &Path,
+        stats: bool,
+    ) -> anyhow::Result<()> {
+        self.stats_files.clear();
         for cfg in router_configs(&self.params) {
             let config = work_dir.join(format!("{}.toml", cfg.router));
             std::fs::write(&config, &cfg.toml)
@@ -737,6 +779,12 @@ impl SeedLab {
                 .stdin(Stdio::null())
                 .stdout(out)
                 .stderr(err);
+            if stats {
+                let path = work_dir.join(format!("{}.stats.json", cfg.router));
+                let _ = std::fs::remove_file(&path);
+                cmd.arg("--stats-file").arg(&path);
+                self.stats_files.push((cfg.router.clone(), path));
+            }
             let pid = self
                 .topo
                 .spawn(&cfg.router, &cfg.router, cmd, Some(log.clone()))?;
@@ -754,6 +802,43 @@ impl SeedLab {
             }
         }
         first.map_or(Ok(()), Err)
+    }
+
+    /// Stops the routers started by [`SeedLab::start_routers`] (SIGTERM, SIGKILL after
+    /// `grace`) and returns each one's exit status, in start order (pe1, p, pe2). A
+    /// router that stops cleanly exits with status 0.
+    pub fn stop_routers_status(
+        &mut self,
+        grace: Duration,
+    ) -> anyhow::Result<Vec<(String, ExitStatus)>> {
+        let mut statuses = Vec::new();
+        let mut first = None;
+        for (name, pid, _) in std::mem::take(&mut self.routers) {
+            match self.topo.stop(pid, grace) {
+                Ok(status) => statuses.push((name, status)),
+                Err(e) => {
+                    first.get_or_insert(e.context(format!("router {name}")));
+                }
+            }
+        }
+        first.map_or(Ok(statuses), Err)
+    }
+
+    /// Whether a router started by [`SeedLab::start_routers`] has exited (an error
+    /// with its log tail if so).
+    pub fn check_routers_running(&mut self) -> anyhow::Result<()> {
+        self.check_routers()
+    }
+
+    /// The topology, mutable: for processes of a test's own
+    /// ([`Topology::spawn`]), MTUs, offloads of single interfaces.
+    pub fn topology_mut(&mut self) -> &mut Topology {
+        &mut self.topo
+    }
+
+    /// The parameters the lab was built with.
+    pub fn params(&self) -> &SeedParams {
+        &self.params
     }
 
     /// The last lines of every router log, for error messages.

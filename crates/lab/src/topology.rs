@@ -387,6 +387,18 @@ impl Topology {
             .with_context(|| format!("running {:?} on host {host}", cmd.get_program()))
     }
 
+    /// Runs `cmd` inside `host`'s namespace with stdout and stderr captured, killing it
+    /// if it runs longer than `timeout` (see [`crate::process::run_timeout`]).
+    pub fn run_timeout(
+        &self,
+        host: &str,
+        cmd: Command,
+        timeout: Duration,
+    ) -> anyhow::Result<Output> {
+        crate::process::run_timeout(self.ns(host)?, cmd, timeout)
+            .with_context(|| format!("on host {host}"))
+    }
+
     /// Runs `f` on a thread inside `host`'s namespace (see [`netns::in_netns`]).
     pub fn in_host<R: Send>(&self, host: &str, f: impl FnOnce() -> R + Send) -> anyhow::Result<R> {
         netns::in_netns(self.ns(host)?, f)

@@ -13,6 +13,8 @@
 
 mod af_packet;
 mod sys;
+mod tap;
+mod vhost_user;
 
 use std::io;
 use std::os::fd::RawFd;
@@ -20,6 +22,11 @@ use std::os::fd::RawFd;
 use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
 
 pub use af_packet::{AfPacketPort, MIN_MTU, af_packet_caps};
+pub use tap::{TAP_MAX_MTU, TapOptions, TapPort, tap_caps};
+pub use vhost_user::{
+    DEFAULT_MTU as VHOST_USER_DEFAULT_MTU, OFFERED_FEATURES as VHOST_USER_FEATURES,
+    VhostUserOptions, VhostUserPort, VhostUserStats, vhost_user_caps,
+};
 
 /// Most frames one `recv_batch`/`send_batch` syscall moves.
 pub const BATCH: usize = sys::BATCH;
@@ -220,6 +227,18 @@ pub enum PortKind {
         /// The Linux interface name.
         ifname: String,
     },
+    /// A TAP device that the router creates (`IFF_TAP | IFF_NO_PI | IFF_VNET_HDR`, checksum
+    /// and TSO offloads); the kernel stack of the router's namespace is the other end.
+    Tap {
+        /// The TAP interface name.
+        ifname: String,
+    },
+    /// A QEMU/KVM guest's virtio-net device: the router listens on a vhost-user socket
+    /// that QEMU connects to (`-netdev vhost-user,chardev=...`).
+    VhostUser {
+        /// The Unix socket path (created by the router, removed when it stops).
+        socket: std::path::PathBuf,
+    },
 }
 
 /// Opens a port of `kind` with index `id` and configured `name`; `mtu` overrides the
@@ -232,6 +251,20 @@ pub fn open_port(
 ) -> Result<Box<dyn Port>, PortError> {
     match kind {
         PortKind::AfPacket { ifname } => Ok(Box::new(AfPacketPort::open(id, name, ifname, mtu)?)),
+        PortKind::Tap { ifname } => {
+            let opts = TapOptions {
+                mtu,
+                ..TapOptions::default()
+            };
+            Ok(Box::new(TapPort::create(id, name, ifname, &opts)?))
+        }
+        PortKind::VhostUser { socket } => {
+            let opts = VhostUserOptions {
+                mtu,
+                ..VhostUserOptions::default()
+            };
+            Ok(Box::new(VhostUserPort::open(id, name, socket, &opts)?))
+        }
     }
 }
 

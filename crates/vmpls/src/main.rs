@@ -1,26 +1,69 @@
 //! `vmpls`: a userspace MPLS label-switching router for virtual networks.
+//!
+//! A thin dispatcher: each subcommand lives in its own module (`router`: run; `client`:
+//! the iproute2-style CLI; `capture`; `metrics`; `server`: the control socket).
 
+mod capture;
+mod client;
+mod metrics;
 mod router;
+mod server;
+mod socket;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use vmpls_control::api::Family;
+
+/// Exit code for a config that cannot work (sysexits' EX_CONFIG): systemd units can
+/// stop restarting on it (`RestartPreventExitStatus=78`).
+const EXIT_CONFIG: u8 = 78;
 
 #[derive(Parser)]
-#[command(name = "vmpls", version, about = "A userspace MPLS router for virtual networks")]
+#[command(
+    name = "vmpls",
+    version,
+    about = "A userspace MPLS router for virtual networks",
+    after_help = "Against a running router, iproute2-style:\n  vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] [-f mpls] route add|del|replace|show ...\n  vmpls link show | neigh show | stats [-s] | reload | capture PORT [-w FILE.pcap]"
+)]
 struct Cli {
     /// More log output (repeat for more).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// The router to talk to (its socket is /run/vmpls/ROUTER.sock).
+    #[arg(short = 'r', long = "router", global = true, value_name = "ROUTER")]
+    router: Option<String>,
+    /// The control socket to use (for `run`: where to listen, over the config's).
+    #[arg(long, global = true, value_name = "PATH", conflicts_with = "router")]
+    socket: Option<PathBuf>,
+    /// JSON output.
+    #[arg(short = 'j', long = "json", global = true)]
+    json: bool,
+    /// Pretty (indented) JSON.
+    #[arg(short = 'p', long = "pretty", global = true)]
+    pretty: bool,
+    /// IPv4 routes.
+    #[arg(short = '4', global = true, conflicts_with_all = ["inet6", "family"])]
+    inet: bool,
+    /// IPv6 routes.
+    #[arg(short = '6', global = true, conflicts_with = "family")]
+    inet6: bool,
+    /// Address family: inet, inet6 or mpls.
+    #[arg(short = 'f', long = "family", global = true, value_name = "FAMILY")]
+    family: Option<String>,
+    /// More detail (counters).
+    #[arg(short = 's', long = "stats", global = true)]
+    stats: bool,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run one router in the foreground until SIGINT/SIGTERM.
+    /// Run one router in the foreground until SIGINT/SIGTERM; SIGHUP reloads the config.
     Run {
         /// The router's TOML config.
         #[arg(short, long)]
@@ -28,6 +71,9 @@ enum Command {
         /// Write the counters as JSON to this file every second and at exit.
         #[arg(long)]
         stats_file: Option<PathBuf>,
+        /// Serve Prometheus metrics at http://ADDR:PORT/metrics (PORT alone: loopback).
+        #[arg(long, value_name = "ADDR:PORT", value_parser = metrics::parse_addr)]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Validate a config (syntax, values, and that its interfaces exist) and exit.
     Check {
@@ -39,6 +85,46 @@ enum Command {
     Lab {
         #[command(subcommand)]
         lab: LabCommand,
+    },
+    /// Routes of a running router: add, del, replace, show (iproute2 grammar;
+    /// `vmpls route help`).
+    #[command(alias = "ro", alias = "r")]
+    Route {
+        /// add|del|replace|show, then the route.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// Ports of a running router.
+    #[command(alias = "l")]
+    Link {
+        /// show [[dev] PORT]
+        #[arg(trailing_var_arg = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// The neighbour table (ARP, neighbour discovery) of a running router.
+    #[command(alias = "neighbor", alias = "neighbour", alias = "n")]
+    Neigh {
+        /// show [dev PORT]
+        #[arg(trailing_var_arg = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// Counters of a running router: per port, drops by reason, events (-s: all).
+    Stats,
+    /// Make a running router read its config again and apply the difference.
+    Reload,
+    /// Capture what a running router receives and sends on a port.
+    Capture {
+        /// The port (its name in the config).
+        port: String,
+        /// Write a pcap file ("-": standard output) instead of one line per frame.
+        #[arg(short = 'w', value_name = "FILE")]
+        write: Option<PathBuf>,
+        /// Stop after this many frames.
+        #[arg(short = 'c', value_name = "COUNT")]
+        count: Option<u64>,
+        /// Only frames with this label in their stack: label=N.
+        #[arg(long, value_name = "label=N")]
+        filter: Option<String>,
     },
 }
 
@@ -56,6 +142,25 @@ enum LabCommand {
     },
 }
 
+impl Cli {
+    fn globals(&self) -> Result<client::Globals, client::CliError> {
+        let family = match (&self.family, self.inet, self.inet6) {
+            (Some(f), _, _) => Some(vmpls_control::cli::parse_family(f).map_err(client::CliError::Usage)?),
+            (None, true, _) => Some(Family::Inet),
+            (None, _, true) => Some(Family::Inet6),
+            (None, false, false) => None,
+        };
+        Ok(client::Globals {
+            router: self.router.clone(),
+            socket: self.socket.clone(),
+            json: self.json,
+            pretty: self.pretty,
+            family,
+            stats: self.stats,
+        })
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let level = match cli.verbose {
@@ -63,21 +168,66 @@ fn main() -> ExitCode {
         1 => tracing::Level::DEBUG,
         _ => tracing::Level::TRACE,
     };
-    tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).init();
-    let result = match cli.command {
-        Command::Run { config, stats_file } => router::run(router::RunOptions { config, stats_file }),
-        Command::Check { config } => router::load_config(&config).and_then(|cfg| {
+    // Plain lines (no colour codes) when stderr is not a terminal: journald, log files.
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let result = match &cli.command {
+        Command::Run { config, stats_file, metrics } => router::run(router::RunOptions {
+            config: config.clone(),
+            stats_file: stats_file.clone(),
+            metrics: *metrics,
+            socket: cli.socket.clone(),
+        }),
+        Command::Check { config } => router::load_config(config).and_then(|cfg| {
             cfg.build_fib()?;
             println!("{}: ok ({} ports)", config.display(), cfg.ports.len());
             Ok(())
         }),
-        Command::Lab { lab: LabCommand::Seed { duration, json } } => lab_seed(Duration::from_secs(duration), json),
+        Command::Lab { lab: LabCommand::Seed { duration, json } } => {
+            lab_seed(Duration::from_secs(*duration), *json)
+        }
+        other => return run_client(&cli, other),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("vmpls: {e:#}");
-            ExitCode::FAILURE
+            if e.downcast_ref::<vmpls_control::ConfigError>().is_some() {
+                ExitCode::from(EXIT_CONFIG)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// The commands against a running router; errors print as `Error: ...`.
+fn run_client(cli: &Cli, command: &Command) -> ExitCode {
+    let result = cli.globals().and_then(|g| match command {
+        Command::Route { args } => client::route(&g, args),
+        Command::Link { args } => client::link(&g, args),
+        Command::Neigh { args } => client::neigh(&g, args),
+        Command::Stats => client::stats(&g),
+        Command::Reload => client::reload(&g),
+        Command::Capture { port, write, count, filter } => capture::run(
+            &g,
+            &capture::CaptureArgs {
+                port: port.clone(),
+                write: write.clone(),
+                count: *count,
+                filter: filter.clone(),
+            },
+        ),
+        Command::Run { .. } | Command::Check { .. } | Command::Lab { .. } => Ok(()),
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {}", e.message());
+            ExitCode::from(e.code())
         }
     }
 }

@@ -1,18 +1,36 @@
 //! `vmpls run`: one router in the foreground. The forwarding loop is the only place where
 //! the sans-I/O pipeline meets the ports: poll, receive a batch, process, send.
+//!
+//! Around it run the control thread ([`crate::server`]: the control socket, route
+//! changes, reloads) and optionally the metrics endpoint ([`crate::metrics`]). They never
+//! take a lock the forwarding loop needs:
+//!
+//! - Route changes: the control thread builds a whole new `Fib` and stores it in the
+//!   `FibHandle`; the pipeline loads it once per batch (wait-free).
+//! - Counters, neighbours, captures: requests on a channel, with an eventfd in the loop's
+//!   poll set to wake it ([`LoopHandle`]). Chosen over publishing a snapshot every tick
+//!   because the answer is exact (`vmpls stats` right after a transfer shows all of it,
+//!   and a metrics scrape and `vmpls stats` agree), it costs nothing while nobody asks (no
+//!   copy of the neighbour table every 200 ms), and capture subscriptions land in state
+//!   the loop owns: with no capture running the per-batch check is one `Vec::is_empty`
+//!   on a local, cheaper than an atomic. The loop answers with `try_recv`/`send` on
+//!   channels that never block it.
 
 use std::io::Write;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use tracing::{info, warn};
 use vmpls_control::Config;
-use vmpls_dataplane::{Dataplane, DataplaneConfig, Output, PacketPool, PortId};
+use vmpls_control::api::Direction;
+use vmpls_dataplane::{Counters, Dataplane, DataplaneConfig, Output, Packet, PacketPool, PortId};
 use vmpls_fib::FibHandle;
-use vmpls_ports::{AfPacketPort, BATCH, Port};
+use vmpls_ports::{AfPacketPort, BATCH, Port, PortStats};
 
 /// Buffers per router: enough for a full batch on every port, frames held for neighbour
 /// resolution, and the segments of one super-frame.
@@ -20,35 +38,89 @@ const POOL_SIZE: usize = 1024;
 /// How often timers run and stats are written.
 const TICK: Duration = Duration::from_millis(200);
 const STATS_EVERY: Duration = Duration::from_secs(1);
+/// How long a control request waits for the forwarding loop.
+const LOOP_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// The eventfd SIGHUP writes to (the control thread polls it); -1 before it exists.
+static RELOAD_FD: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
-fn install_signal_handlers() -> anyhow::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe; the
-        // sigaction struct is zero-initialised and fully set before the call. No
-        // SA_RESTART: poll() returns EINTR so the loop sees STOP at once.
-        let rc = unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut())
-        };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error()).context("installing signal handlers");
-        }
+extern "C" fn on_hup(_: libc::c_int) {
+    let fd = RELOAD_FD.load(Ordering::Relaxed);
+    if fd >= 0 {
+        let one: u64 = 1;
+        // SAFETY: write(2) is async-signal-safe; `one` is a live 8-byte value. A failure
+        // (counter overflow) only loses a reload request that is already pending.
+        unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+    }
+}
+
+fn install(sig: libc::c_int, handler: extern "C" fn(libc::c_int), flags: libc::c_int) -> anyhow::Result<()> {
+    // SAFETY: the handlers only store to an atomic or write(2) to an eventfd, both
+    // async-signal-safe; the sigaction struct is zero-initialised and fully set before
+    // the call.
+    let rc = unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler as *const () as usize;
+        sa.sa_flags = flags;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, std::ptr::null_mut())
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()).context("installing signal handlers");
     }
     Ok(())
 }
 
+fn install_signal_handlers() -> anyhow::Result<()> {
+    // No SA_RESTART for SIGINT/SIGTERM: poll() returns EINTR so the loop sees STOP at
+    // once. SIGHUP restarts interrupted calls: a reload must not disturb anything.
+    install(libc::SIGINT, on_signal, 0)?;
+    install(libc::SIGTERM, on_signal, 0)?;
+    install(libc::SIGHUP, on_hup, libc::SA_RESTART)
+}
+
+/// A non-blocking, close-on-exec eventfd.
+pub fn eventfd() -> std::io::Result<OwnedFd> {
+    // SAFETY: eventfd(2) takes no pointers; a non-negative result is a new descriptor
+    // that we own.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds one to an eventfd's counter (wakes its poller).
+pub fn eventfd_signal(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64 to a descriptor the caller keeps open; an
+    // error (counter full) means a wake-up is pending anyway.
+    unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+}
+
+/// Resets an eventfd's counter.
+pub fn eventfd_drain(fd: RawFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads at most 8 bytes into a live u64; the fd is non-blocking.
+    unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
+}
+
 /// Options of `vmpls run`.
 pub struct RunOptions {
+    /// The config file.
     pub config: PathBuf,
+    /// `--stats-file`.
     pub stats_file: Option<PathBuf>,
+    /// `--metrics`: where to serve Prometheus metrics.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// `--socket`: overrides the config's control socket.
+    pub socket: Option<PathBuf>,
 }
 
 /// Loads and validates a config, including that its interfaces exist.
@@ -58,10 +130,106 @@ pub fn load_config(path: &Path) -> anyhow::Result<Config> {
     Ok(cfg)
 }
 
+/// A copy of the forwarding loop's state, taken on request.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The pipeline's counters.
+    pub counters: Counters,
+    /// Each port's own counters (index = port id).
+    pub ports: Vec<PortStats>,
+    /// The neighbour table: (port, address, MAC if resolved).
+    pub neighbors: Vec<(PortId, std::net::IpAddr, Option<[u8; 6]>)>,
+}
+
+/// One frame copied for a capture.
+#[derive(Debug)]
+pub struct CaptureFrame {
+    /// Nanoseconds since the Unix epoch, per batch.
+    pub ts_ns: u64,
+    /// Received or sent.
+    pub dir: Direction,
+    /// The frame, Ethernet header on.
+    pub data: Vec<u8>,
+}
+
+/// A capture subscription the forwarding loop feeds.
+pub struct CaptureSink {
+    /// The port.
+    pub port: PortId,
+    /// Only frames whose label stack holds this label.
+    pub label: Option<u32>,
+    /// Bounded: a full queue loses the frame (counted in `lost`).
+    pub tx: SyncSender<CaptureFrame>,
+    /// Frames lost to a full queue.
+    pub lost: Arc<AtomicU64>,
+}
+
+/// What the control side asks of the forwarding loop.
+pub enum LoopRequest {
+    /// Copy the counters and neighbour table.
+    Snapshot(SyncSender<Snapshot>),
+    /// Start feeding a capture.
+    Capture(CaptureSink),
+}
+
+/// How the control side reaches the forwarding loop: a channel and an eventfd in the
+/// loop's poll set.
+#[derive(Clone)]
+pub struct LoopHandle {
+    tx: Sender<LoopRequest>,
+    wake: Arc<OwnedFd>,
+}
+
+impl LoopHandle {
+    /// A handle and the loop's ends (the request receiver, the eventfd to poll).
+    pub fn new() -> std::io::Result<(LoopHandle, Receiver<LoopRequest>, Arc<OwnedFd>)> {
+        let (tx, rx) = mpsc::channel();
+        let wake = Arc::new(eventfd()?);
+        Ok((LoopHandle { tx, wake: wake.clone() }, rx, wake))
+    }
+
+    fn send(&self, req: LoopRequest) -> anyhow::Result<()> {
+        self.tx.send(req).map_err(|_| anyhow::anyhow!("the forwarding loop has stopped"))?;
+        eventfd_signal(self.wake.as_raw_fd());
+        Ok(())
+    }
+
+    /// The loop's counters and neighbours, now.
+    ///
+    /// # Errors
+    /// The loop stopped or did not answer in time.
+    pub fn snapshot(&self) -> anyhow::Result<Snapshot> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.send(LoopRequest::Snapshot(tx))?;
+        rx.recv_timeout(LOOP_ANSWER_TIMEOUT)
+            .map_err(|_| anyhow::anyhow!("the forwarding loop did not answer"))
+    }
+
+    /// Starts a capture; it ends when the receiver of `sink.tx` is dropped.
+    ///
+    /// # Errors
+    /// The loop stopped.
+    pub fn capture(&self, sink: CaptureSink) -> anyhow::Result<()> {
+        self.send(LoopRequest::Capture(sink))
+    }
+}
+
 /// Runs a router until SIGINT or SIGTERM.
 pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let cfg = load_config(&opts.config)?;
     let fib = cfg.build_fib()?;
+    let socket_path = opts
+        .socket
+        .clone()
+        .or_else(|| cfg.router.control_socket.clone())
+        .unwrap_or_else(|| crate::socket::default_path(&cfg.router.name));
+    let control = crate::socket::bind(&socket_path)?;
+    let metrics = match opts.metrics {
+        Some(addr) => Some(
+            std::net::TcpListener::bind(addr).with_context(|| format!("cannot serve metrics on {addr}"))?,
+        ),
+        None => None,
+    };
     let mut ports: Vec<Box<dyn Port>> = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         let id = PortId::try_from(i).context("too many ports")?;
@@ -71,11 +239,29 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         info!(port = %p.name, interface = %p.interface, mtu = info.mtu, caps = ?info.caps, "port up");
         ports.push(Box::new(port));
     }
-    let infos = ports.iter().map(|p| p.info().clone()).collect();
-    let mut dp = Dataplane::new(FibHandle::new(fib), infos, DataplaneConfig::default());
+    let infos: Vec<_> = ports.iter().map(|p| p.info().clone()).collect();
+    let fib = FibHandle::new(fib);
+    let mut dp = Dataplane::new(fib.clone(), infos.clone(), DataplaneConfig::default());
+    let (handle, requests, wake) = LoopHandle::new().context("creating an eventfd")?;
+    let reload = eventfd().context("creating an eventfd")?;
+    RELOAD_FD.store(reload.as_raw_fd(), Ordering::Relaxed);
     install_signal_handlers()?;
-    info!(router = %cfg.router.name, ports = ports.len(), "forwarding");
-    let result = forward(&mut dp, &mut ports, opts.stats_file.as_deref());
+    let server = crate::server::Server::new(
+        vmpls_control::tables::Tables::new(cfg.clone()),
+        fib,
+        handle,
+        opts.config.clone(),
+        infos,
+    );
+    let listener = control.listener.try_clone().context("cloning the control socket")?;
+    crate::server::spawn(server.clone(), listener, reload)?;
+    if let Some(m) = metrics {
+        let addr = m.local_addr().ok();
+        crate::metrics::spawn(m, server)?;
+        info!(address = ?addr, "serving metrics at /metrics");
+    }
+    info!(router = %cfg.router.name, ports = ports.len(), socket = %control.path().display(), "forwarding");
+    let result = forward(&mut dp, &mut ports, opts.stats_file.as_deref(), &requests, wake.as_raw_fd());
     write_stats(&dp, &ports, opts.stats_file.as_deref());
     for (name, n) in dp.counters().drop_list() {
         info!(reason = name, count = n, "dropped");
@@ -83,16 +269,86 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     for (name, n) in dp.counters().event_list() {
         info!(event = name, count = n, "counted");
     }
+    drop(control);
     info!(router = %cfg.router.name, "stopped");
     result
 }
 
-fn forward(dp: &mut Dataplane, ports: &mut [Box<dyn Port>], stats: Option<&Path>) -> anyhow::Result<()> {
+fn now_ns() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Whether the frame's label stack (if it is MPLS) holds `label`.
+fn has_label(frame: &[u8], label: u32) -> bool {
+    let Ok(eth) = vmpls_wire::ethernet::Frame::new_checked(frame) else {
+        return false;
+    };
+    if !matches!(
+        eth.ethertype(),
+        vmpls_wire::ethernet::EtherType::Mpls | vmpls_wire::ethernet::EtherType::MplsMulticast
+    ) {
+        return false;
+    }
+    vmpls_wire::mpls::Stack::new(eth.payload()).any(|e| e.label == label)
+}
+
+/// Copies the frames of `pkts` on `port` to the captures that want them; drops captures
+/// whose reader is gone.
+fn capture(captures: &mut Vec<CaptureSink>, port: PortId, dir: Direction, pkts: &[Packet]) {
+    let ts_ns = now_ns();
+    captures.retain(|c| {
+        if c.port != port {
+            return true;
+        }
+        for p in pkts {
+            if c.label.is_some_and(|l| !has_label(p.frame(), l)) {
+                continue;
+            }
+            let f = CaptureFrame { ts_ns, dir, data: p.frame().to_vec() };
+            match c.tx.try_send(f) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    c.lost.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(TrySendError::Disconnected(_)) => return false,
+            }
+        }
+        true
+    });
+}
+
+fn answer(req: LoopRequest, dp: &Dataplane, ports: &[Box<dyn Port>], captures: &mut Vec<CaptureSink>) {
+    match req {
+        LoopRequest::Snapshot(reply) => {
+            let snap = Snapshot {
+                counters: dp.counters().clone(),
+                ports: ports.iter().map(|p| p.stats()).collect(),
+                neighbors: dp.neighbors().entries().collect(),
+            };
+            // The requester may have given up; nothing to do then.
+            let _ = reply.try_send(snap);
+        }
+        LoopRequest::Capture(sink) => captures.push(sink),
+    }
+}
+
+fn forward(
+    dp: &mut Dataplane,
+    ports: &mut [Box<dyn Port>],
+    stats: Option<&Path>,
+    requests: &Receiver<LoopRequest>,
+    wake: RawFd,
+) -> anyhow::Result<()> {
     let mut pool = PacketPool::new(POOL_SIZE);
     let mut out = Output::new(ports.len());
     let mut batch = Vec::with_capacity(BATCH);
-    let mut fds: Vec<libc::pollfd> =
-        ports.iter().map(|p| libc::pollfd { fd: p.fd() as RawFd, events: libc::POLLIN, revents: 0 }).collect();
+    let mut captures: Vec<CaptureSink> = Vec::new();
+    let mut fds: Vec<libc::pollfd> = ports
+        .iter()
+        .map(|p| libc::pollfd { fd: p.fd() as RawFd, events: libc::POLLIN, revents: 0 })
+        .collect();
+    fds.push(libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 });
+    let n_ports = ports.len();
     let mut next_tick = Instant::now() + TICK;
     let mut next_stats = Instant::now() + STATS_EVERY;
     while !STOP.load(Ordering::Relaxed) {
@@ -107,7 +363,8 @@ fn forward(dp: &mut Dataplane, ports: &mut [Box<dyn Port>], stats: Option<&Path>
             return Err(e).context("poll");
         }
         let now = Instant::now();
-        for (i, fd) in fds.iter_mut().enumerate() {
+        for i in 0..n_ports {
+            let fd = &mut fds[i];
             if fd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
                 warn!(port = %ports[i].info().name, revents = fd.revents, "port error");
             }
@@ -117,14 +374,26 @@ fn forward(dp: &mut Dataplane, ports: &mut [Box<dyn Port>], stats: Option<&Path>
             fd.revents = 0;
             match ports[i].recv_batch(&mut pool, &mut batch, BATCH) {
                 Ok(0) => {}
-                Ok(_) => dp.process_batch(now, &mut batch, &mut pool, &mut out),
+                Ok(_) => {
+                    if !captures.is_empty() {
+                        capture(&mut captures, i as PortId, Direction::Rx, &batch);
+                    }
+                    dp.process_batch(now, &mut batch, &mut pool, &mut out)
+                }
                 Err(e) => warn!(port = %ports[i].info().name, error = %e, "receive failed"),
             }
-            flush(ports, &mut out, &mut pool);
+            flush(ports, &mut out, &mut pool, &mut captures);
+        }
+        if fds[n_ports].revents & libc::POLLIN != 0 {
+            fds[n_ports].revents = 0;
+            eventfd_drain(wake);
+            while let Ok(req) = requests.try_recv() {
+                answer(req, dp, ports, &mut captures);
+            }
         }
         if now >= next_tick {
             dp.poll(now, &mut pool, &mut out);
-            flush(ports, &mut out, &mut pool);
+            flush(ports, &mut out, &mut pool, &mut captures);
             next_tick = now + TICK;
         }
         if now >= next_stats {
@@ -135,10 +404,18 @@ fn forward(dp: &mut Dataplane, ports: &mut [Box<dyn Port>], stats: Option<&Path>
     Ok(())
 }
 
-fn flush(ports: &mut [Box<dyn Port>], out: &mut Output, pool: &mut PacketPool) {
-    for (port, tx) in ports.iter_mut().zip(out.tx.iter_mut()) {
+fn flush(
+    ports: &mut [Box<dyn Port>],
+    out: &mut Output,
+    pool: &mut PacketPool,
+    captures: &mut Vec<CaptureSink>,
+) {
+    for (i, (port, tx)) in ports.iter_mut().zip(out.tx.iter_mut()).enumerate() {
         if tx.is_empty() {
             continue;
+        }
+        if !captures.is_empty() {
+            capture(captures, i as PortId, Direction::Tx, tx);
         }
         if let Err(e) = port.send_batch(tx, pool) {
             warn!(port = %port.info().name, error = %e, "send failed");
@@ -182,9 +459,75 @@ fn write_stats(dp: &Dataplane, ports: &[Box<dyn Port>], path: Option<&Path>) {
     let Some(path) = path else { return };
     let tmp = path.with_extension("tmp");
     let r = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(serde_json::to_string_pretty(&stats_json(dp, ports)).unwrap_or_default().as_bytes()))
+        .and_then(|mut f| {
+            f.write_all(serde_json::to_string_pretty(&stats_json(dp, ports)).unwrap_or_default().as_bytes())
+        })
         .and_then(|_| std::fs::rename(&tmp, path));
     if let Err(e) = r {
         warn!(path = %path.display(), error = %e, "writing stats failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labelled(labels: &[u32]) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&[0x88, 0x47]);
+        for (i, l) in labels.iter().enumerate() {
+            let bos = u32::from(i + 1 == labels.len());
+            f.extend_from_slice(&(l << 12 | bos << 8 | 64).to_be_bytes());
+        }
+        f.extend_from_slice(&[0x45; 20]);
+        f
+    }
+
+    #[test]
+    fn label_filter_looks_through_the_whole_stack() {
+        let f = labelled(&[100, 200]);
+        assert!(has_label(&f, 100));
+        assert!(has_label(&f, 200));
+        assert!(!has_label(&f, 300));
+        let mut ip = f.clone();
+        ip[12..14].copy_from_slice(&[0x08, 0x00]);
+        assert!(!has_label(&ip, 100));
+        assert!(!has_label(&f[..10], 100));
+    }
+
+    #[test]
+    fn captures_are_bounded_and_end_with_their_reader() {
+        let (tx, rx) = mpsc::sync_channel(2);
+        let lost = Arc::new(AtomicU64::new(0));
+        let mut caps = vec![CaptureSink { port: 1, label: Some(100), tx, lost: lost.clone() }];
+        let pkts: Vec<Packet> = (0..4).map(|_| Packet::from_frame(1, &labelled(&[100]))).collect();
+        let other = vec![Packet::from_frame(1, &labelled(&[999]))];
+        capture(&mut caps, 1, Direction::Rx, &other);
+        capture(&mut caps, 0, Direction::Rx, &pkts);
+        assert_eq!(rx.try_iter().count(), 0, "other labels and ports are not captured");
+        capture(&mut caps, 1, Direction::Tx, &pkts);
+        assert_eq!(lost.load(Ordering::Relaxed), 2, "a full queue loses frames");
+        let got: Vec<CaptureFrame> = rx.try_iter().collect();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].dir, Direction::Tx);
+        assert_eq!(got[0].data, labelled(&[100]));
+        drop(rx);
+        capture(&mut caps, 1, Direction::Tx, &pkts);
+        assert!(caps.is_empty(), "a capture whose reader left is removed");
+    }
+
+    #[test]
+    fn eventfd_wakes_and_drains() {
+        let fd = eventfd().unwrap();
+        let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd.
+        assert_eq!(unsafe { libc::poll(&mut p, 1, 0) }, 0);
+        eventfd_signal(fd.as_raw_fd());
+        eventfd_signal(fd.as_raw_fd());
+        // SAFETY: one valid pollfd.
+        assert_eq!(unsafe { libc::poll(&mut p, 1, 0) }, 1);
+        eventfd_drain(fd.as_raw_fd());
+        // SAFETY: one valid pollfd.
+        assert_eq!(unsafe { libc::poll(&mut p, 1, 0) }, 0);
     }
 }

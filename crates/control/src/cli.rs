@@ -1,0 +1,411 @@
+//! The iproute2 route grammar, parsed into [`Request`]s:
+//!
+//! ```text
+//! route { add | del | replace } [ unicast | blackhole ] PREFIX [ vrf NAME ]
+//!       [ ttl-propagate { enabled | disabled } ] [ proto NAME ] NH | nexthop NH ...
+//! NH := [ encap mpls LABEL[/LABEL...] ] [ via [ inet | inet6 ] ADDRESS ] [ dev PORT ]
+//!       [ weight N ]
+//! route { show | list } [ vrf NAME ]
+//!
+//! -f mpls route { add | del | replace } LABEL [ vrf NAME ] [ ttl-propagate ... ]
+//!       MNH | nexthop MNH ...
+//! MNH := [ as [ to ] LABEL[/LABEL...] ] [ via [ inet | inet6 ] ADDRESS ] [ dev PORT ]
+//!        [ weight N ]
+//! ```
+//!
+//! Keywords may come in any order, as in iproute2. A label route without next hop pops
+//! and routes the packet underneath in its VRF (`vrf NAME`, default "default"); with a
+//! next hop but no `as` it pops and forwards (penultimate-hop popping).
+
+use crate::api::{Family, IpRoute, MplsAction, MplsRoute, Nexthop, Protocol, Request, RouteSpec, RouteType};
+use crate::tables::parse_prefix;
+
+/// `vmpls route help`.
+pub const HELP: &str = "\
+Usage: vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] route { add | del | replace } ROUTE
+       vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] route show [ vrf NAME ]
+       vmpls ... -f mpls route { add | del | replace } LABEL_ROUTE
+       vmpls ... -f mpls route show
+ROUTE := [ unicast | blackhole ] PREFIX [ vrf NAME ] [ ttl-propagate { enabled | disabled } ]
+         NH | nexthop NH [ nexthop NH ... ]
+NH := [ encap mpls LABEL[/LABEL...] ] [ via [ inet | inet6 ] ADDRESS ] [ dev PORT ] [ weight N ]
+LABEL_ROUTE := LABEL [ ttl-propagate { enabled | disabled } ]
+               { MNH | nexthop MNH ... | vrf NAME }
+MNH := [ as [ to ] LABEL[/LABEL...] ] [ via [ inet | inet6 ] ADDRESS ] [ dev PORT ] [ weight N ]
+A label route without next hop pops and routes the packet in VRF NAME (default \"default\");
+with a next hop and no `as` it pops and forwards (penultimate-hop popping).";
+
+/// What `route` was asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Show,
+    Add,
+    Del,
+    Replace,
+}
+
+fn op(word: Option<&str>) -> Result<Op, String> {
+    Ok(match word {
+        None | Some("show" | "list" | "ls" | "lst" | "sh" | "s" | "l") => Op::Show,
+        Some("add" | "a") => Op::Add,
+        Some("del" | "delete" | "d") => Op::Del,
+        Some("replace" | "repl") => Op::Replace,
+        Some(other) => {
+            return Err(format!("unknown route command \"{other}\"; expected add, del, replace or show"));
+        }
+    })
+}
+
+/// Parses `-f FAMILY`'s argument.
+///
+/// # Errors
+/// An unknown family.
+pub fn parse_family(word: &str) -> Result<Family, String> {
+    match word {
+        "inet" | "ipv4" | "4" => Ok(Family::Inet),
+        "inet6" | "ipv6" | "6" => Ok(Family::Inet6),
+        "mpls" => Ok(Family::Mpls),
+        other => Err(format!("unknown family \"{other}\"; expected inet, inet6 or mpls")),
+    }
+}
+
+fn parse_labels(word: &str) -> Result<Vec<u32>, String> {
+    word.split('/')
+        .map(|l| {
+            l.parse::<u32>().map_err(|_| {
+                format!("\"{word}\" is not a label stack; expected LABEL[/LABEL...] like 100/200")
+            })
+        })
+        .collect()
+}
+
+struct Words<'a> {
+    words: &'a [String],
+    i: usize,
+}
+
+impl<'a> Words<'a> {
+    fn next(&mut self) -> Option<&'a str> {
+        let w = self.words.get(self.i)?;
+        self.i += 1;
+        Some(w.as_str())
+    }
+
+    fn arg(&mut self, keyword: &str, what: &str) -> Result<&'a str, String> {
+        self.next().ok_or_else(|| format!("\"{keyword}\" needs {what} after it"))
+    }
+}
+
+/// Next hops being collected: inline keywords, or `nexthop` blocks.
+#[derive(Default)]
+struct Nexthops {
+    inline: Option<Nexthop>,
+    blocks: Vec<Nexthop>,
+}
+
+fn empty_nh() -> Nexthop {
+    Nexthop { gateway: None, dev: None, labels: Vec::new(), weight: 1 }
+}
+
+impl Nexthops {
+    fn current(&mut self) -> &mut Nexthop {
+        match self.blocks.last_mut() {
+            Some(n) => n,
+            None => self.inline.get_or_insert_with(empty_nh),
+        }
+    }
+
+    fn finish(self) -> Result<Vec<Nexthop>, String> {
+        match (self.inline, self.blocks.is_empty()) {
+            (Some(_), false) => Err("give the next hop either inline or with `nexthop ...`, not both".into()),
+            (Some(n), true) => Ok(vec![n]),
+            (None, _) => Ok(self.blocks),
+        }
+    }
+
+    /// Handles a next-hop keyword; `Ok(false)` if `word` is not one.
+    fn keyword(&mut self, word: &str, w: &mut Words, mpls: bool) -> Result<bool, String> {
+        match word {
+            "nexthop" => self.blocks.push(empty_nh()),
+            "encap" if !mpls => {
+                let kind = w.arg("encap", "a type (mpls)")?;
+                if kind != "mpls" {
+                    return Err(format!("encap {kind}: only `encap mpls LABEL[/LABEL...]` is supported"));
+                }
+                let l = w.arg("encap mpls", "a label stack like 100/200")?;
+                self.current().labels = parse_labels(l)?;
+            }
+            "as" if mpls => {
+                let mut l = w.arg("as", "a label stack like 200")?;
+                if l == "to" {
+                    l = w.arg("as to", "a label stack like 200")?;
+                }
+                self.current().labels = parse_labels(l)?;
+            }
+            "via" => {
+                let mut a = w.arg("via", "an address")?;
+                if matches!(a, "inet" | "inet6") {
+                    a = w.arg("via inet", "an address")?;
+                }
+                let addr = a.parse().map_err(|_| format!("\"{a}\" is not an IPv4 or IPv6 address"))?;
+                self.current().gateway = Some(addr);
+            }
+            "dev" | "oif" => {
+                let d = w.arg(word, "a port name")?;
+                self.current().dev = Some(d.to_string());
+            }
+            "weight" => {
+                let n = w.arg("weight", "a number")?;
+                self.current().weight =
+                    n.parse().map_err(|_| format!("\"{n}\" is not a valid weight (1 or more)"))?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+fn ttl_propagate(w: &mut Words) -> Result<bool, String> {
+    match w.arg("ttl-propagate", "enabled or disabled")? {
+        "enabled" => Ok(true),
+        "disabled" => Ok(false),
+        other => {
+            Err(format!("ttl-propagate {other}: expected enabled (uniform, RFC 3443) or disabled (pipe)"))
+        }
+    }
+}
+
+fn garbage(word: &str) -> String {
+    format!("either \"{word}\" is duplicate, or it is garbage (see `vmpls route help`)")
+}
+
+/// Parses the words after `route` into a request. `family` comes from `-4`, `-6` or
+/// `-f`; without one, `show` lists IPv4 routes and `add`/`del`/`replace` take the family
+/// of the prefix.
+///
+/// # Errors
+/// A message for `Error: ...`.
+pub fn parse_route(family: Option<Family>, args: &[String]) -> Result<Request, String> {
+    let mut w = Words { words: args, i: 0 };
+    let op = op(w.next())?;
+    if op == Op::Show {
+        let mut vrf = None;
+        while let Some(word) = w.next() {
+            match word {
+                "vrf" | "table" => vrf = Some(w.arg(word, "a VRF name")?.to_string()),
+                other => return Err(garbage(other)),
+            }
+        }
+        let family = family.unwrap_or(Family::Inet);
+        if family == Family::Mpls && vrf.is_some() {
+            return Err("label routes are not per VRF: drop `vrf`".into());
+        }
+        return Ok(Request::RouteShow { family, vrf });
+    }
+    let route = if family == Some(Family::Mpls) {
+        RouteSpec::Mpls(parse_mpls(&mut w, op)?)
+    } else {
+        parse_ip(&mut w, family, op)?
+    };
+    Ok(match op {
+        Op::Add => Request::RouteAdd { route },
+        Op::Del => Request::RouteDel { route },
+        Op::Replace | Op::Show => Request::RouteReplace { route },
+    })
+}
+
+fn parse_ip(w: &mut Words, family: Option<Family>, op: Op) -> Result<RouteSpec, String> {
+    let mut kind = None;
+    let mut dst: Option<&str> = None;
+    let mut vrf = None;
+    let mut ttl = true;
+    let mut nhs = Nexthops::default();
+    while let Some(word) = w.next() {
+        if nhs.keyword(word, w, false)? {
+            continue;
+        }
+        match word {
+            "blackhole" | "unicast" if dst.is_none() && kind.is_none() => {
+                kind = Some(if word == "blackhole" { RouteType::Blackhole } else { RouteType::Unicast });
+            }
+            "vrf" | "table" => vrf = Some(w.arg(word, "a VRF name")?.to_string()),
+            "ttl-propagate" => ttl = ttl_propagate(w)?,
+            "proto" | "protocol" => {
+                w.arg(word, "a protocol name")?;
+            }
+            "to" if dst.is_none() => dst = Some(w.arg("to", "a prefix")?),
+            other if dst.is_none() => dst = Some(other),
+            other => return Err(garbage(other)),
+        }
+    }
+    let Some(dst) = dst else {
+        let verb = match op {
+            Op::Del => "del",
+            Op::Replace => "replace",
+            _ => "add",
+        };
+        return Err(format!(
+            "a destination is needed: vmpls route {verb} PREFIX [encap mpls LABEL] via ADDRESS dev PORT"
+        ));
+    };
+    let (addr, len) = parse_prefix(dst, family.unwrap_or(Family::Inet))?;
+    let family = family.unwrap_or(if addr.is_ipv4() { Family::Inet } else { Family::Inet6 });
+    let route = IpRoute {
+        dst: format!("{addr}/{len}"),
+        vrf: vrf.unwrap_or_else(|| vmpls_fib::DEFAULT_VRF_NAME.to_string()),
+        kind: kind.unwrap_or_default(),
+        nexthops: nhs.finish()?,
+        ttl_propagate: ttl,
+        protocol: Protocol::Boot,
+        prefsrc: None,
+    };
+    Ok(match family {
+        Family::Inet6 => RouteSpec::Inet6(route),
+        _ => RouteSpec::Inet(route),
+    })
+}
+
+fn parse_mpls(w: &mut Words, op: Op) -> Result<MplsRoute, String> {
+    let mut label: Option<u32> = None;
+    let mut vrf = None;
+    let mut ttl = true;
+    let mut nhs = Nexthops::default();
+    while let Some(word) = w.next() {
+        if nhs.keyword(word, w, true)? {
+            continue;
+        }
+        match word {
+            "vrf" | "table" => vrf = Some(w.arg(word, "a VRF name")?.to_string()),
+            "ttl-propagate" => ttl = ttl_propagate(w)?,
+            "proto" | "protocol" => {
+                w.arg(word, "a protocol name")?;
+            }
+            other if label.is_none() => {
+                label = Some(
+                    other
+                        .parse()
+                        .map_err(|_| format!("\"{other}\" is not a label; expected a number like 100"))?,
+                );
+            }
+            other => return Err(garbage(other)),
+        }
+    }
+    let Some(label) = label else {
+        let verb = if op == Op::Del { "del" } else { "add" };
+        return Err(format!(
+            "an incoming label is needed: vmpls -f mpls route {verb} LABEL [as LABEL] via inet ADDRESS dev PORT"
+        ));
+    };
+    let nexthops = nhs.finish()?;
+    let action = if nexthops.is_empty() { MplsAction::Lookup } else { MplsAction::Forward };
+    Ok(MplsRoute { label, action, nexthops, vrf, ttl_propagate: ttl, protocol: Protocol::Boot })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    fn parse(family: Option<Family>, s: &str) -> Result<Request, String> {
+        parse_route(family, &args(s))
+    }
+
+    #[test]
+    fn the_issue_examples_parse() {
+        let r = parse(None, "add 198.18.2.0/24 encap mpls 100/200 via 198.18.10.2 dev core0").unwrap();
+        let Request::RouteAdd { route: RouteSpec::Inet(r) } = r else { panic!("{r:?}") };
+        assert_eq!(r.dst, "198.18.2.0/24");
+        assert_eq!(r.nexthops.len(), 1);
+        assert_eq!(r.nexthops[0].labels, vec![100, 200]);
+        assert_eq!(r.nexthops[0].gateway, Some("198.18.10.2".parse().unwrap()));
+        assert_eq!(r.nexthops[0].dev.as_deref(), Some("core0"));
+
+        let r = parse(Some(Family::Mpls), "add 100 as 200 via inet 198.18.20.2 dev core1").unwrap();
+        let Request::RouteAdd { route: RouteSpec::Mpls(m) } = r else { panic!("{r:?}") };
+        assert_eq!((m.label, m.action.clone()), (100, MplsAction::Forward));
+        assert_eq!(m.nexthops[0].labels, vec![200]);
+
+        let r = parse(Some(Family::Mpls), "add 101 via inet 198.18.20.2 dev core1").unwrap();
+        let Request::RouteAdd { route: RouteSpec::Mpls(m) } = r else { panic!("{r:?}") };
+        assert!(m.nexthops[0].labels.is_empty());
+
+        let r = parse(Some(Family::Mpls), "add 2001 vrf cust").unwrap();
+        let Request::RouteAdd { route: RouteSpec::Mpls(m) } = r else { panic!("{r:?}") };
+        assert_eq!((m.action, m.vrf.as_deref()), (MplsAction::Lookup, Some("cust")));
+
+        assert_eq!(
+            parse(None, "show vrf cust").unwrap(),
+            Request::RouteShow { family: Family::Inet, vrf: Some("cust".into()) }
+        );
+        assert_eq!(
+            parse(Some(Family::Inet6), "").unwrap(),
+            Request::RouteShow { family: Family::Inet6, vrf: None }
+        );
+        assert_eq!(
+            parse(Some(Family::Mpls), "list").unwrap(),
+            Request::RouteShow { family: Family::Mpls, vrf: None }
+        );
+    }
+
+    #[test]
+    fn family_follows_the_prefix_and_keywords_come_in_any_order() {
+        let r = parse(
+            None,
+            "replace 2001:db8:2::/64 dev core via 2001:db8:10::2 encap mpls 5 ttl-propagate disabled",
+        )
+        .unwrap();
+        let Request::RouteReplace { route: RouteSpec::Inet6(r) } = r else { panic!("{r:?}") };
+        assert!(!r.ttl_propagate);
+        assert_eq!(r.nexthops[0].labels, vec![5]);
+        let r = parse(None, "del default").unwrap();
+        assert!(
+            matches!(r, Request::RouteDel { route: RouteSpec::Inet(ref x) } if x.dst == "0.0.0.0/0" && x.nexthops.is_empty())
+        );
+        let r = parse(None, "add blackhole 198.18.9.0/24").unwrap();
+        assert!(
+            matches!(r, Request::RouteAdd { route: RouteSpec::Inet(ref x) } if x.kind == RouteType::Blackhole)
+        );
+    }
+
+    #[test]
+    fn multipath_uses_nexthop_blocks() {
+        let r = parse(
+            None,
+            "add 198.18.2.0/24 nexthop encap mpls 100 via 198.18.10.2 weight 3 nexthop encap mpls 101 via 198.18.11.2 dev b",
+        )
+        .unwrap();
+        let Request::RouteAdd { route: RouteSpec::Inet(r) } = r else { panic!("{r:?}") };
+        assert_eq!(r.nexthops.len(), 2);
+        assert_eq!((r.nexthops[0].weight, r.nexthops[1].weight), (3, 1));
+        assert_eq!(r.nexthops[1].dev.as_deref(), Some("b"));
+        let e = parse(None, "add 198.18.2.0/24 via 198.18.10.2 nexthop via 198.18.11.2").unwrap_err();
+        assert!(e.contains("not both"), "{e}");
+    }
+
+    #[test]
+    fn mistakes_say_what_was_expected() {
+        for (fam, line, want) in [
+            (None, "fly", "unknown route command \"fly\""),
+            (None, "add", "a destination is needed"),
+            (None, "add bogus via 1.2.3.4", "\"bogus\" is not a prefix"),
+            (None, "add 198.18.2.0/24 via", "\"via\" needs an address"),
+            (None, "add 198.18.2.0/24 via nowhere", "\"nowhere\" is not an IPv4 or IPv6 address"),
+            (None, "add 198.18.2.0/24 encap mpls x/1 via 198.18.10.2", "\"x/1\" is not a label stack"),
+            (None, "add 198.18.2.0/24 encap vxlan 5", "only `encap mpls"),
+            (None, "add 198.18.2.0/24 198.18.3.0/24", "\"198.18.3.0/24\" is duplicate"),
+            (None, "add 198.18.2.0/24 via 198.18.10.2 weight heavy", "\"heavy\" is not a valid weight"),
+            (None, "add 198.18.2.0/24 ttl-propagate maybe", "ttl-propagate maybe"),
+            (None, "show extra", "\"extra\" is duplicate"),
+            (Some(Family::Mpls), "add x as 200", "\"x\" is not a label"),
+            (Some(Family::Mpls), "add as 200 via inet 198.18.20.2", "an incoming label is needed"),
+            (Some(Family::Mpls), "show vrf cust", "not per VRF"),
+        ] {
+            let e = parse(fam, line).unwrap_err();
+            assert!(e.contains(want), "{line}: {e}");
+        }
+        assert!(parse_family("ipx").unwrap_err().contains("inet, inet6 or mpls"));
+    }
+}

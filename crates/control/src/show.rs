@@ -1,0 +1,321 @@
+//! Text output of the CLI's show commands, in iproute2's words and order, so that a
+//! `route show` line can be pasted back after `route add`.
+//!
+//! ```text
+//! 198.18.1.0/24 dev ce1 proto kernel scope link src 198.18.1.1
+//! 198.18.2.0/24 encap mpls 1002 via 198.18.10.2 dev core proto static
+//! 1002 as to 2002 via inet 198.18.20.2 dev east proto static
+//! 2001 vrf default proto static
+//! ```
+
+use std::fmt::Write;
+use std::net::IpAddr;
+
+use crate::api::{
+    IpRoute, Link, MplsAction, MplsRoute, NeighState, Neighbor, Nexthop, Protocol, RouteType, Stats,
+};
+
+fn labels(l: &[u32]) -> String {
+    l.iter().map(u32::to_string).collect::<Vec<_>>().join("/")
+}
+
+fn proto(p: Protocol) -> String {
+    match p {
+        Protocol::Boot => String::new(),
+        p => format!(" proto {}", p.name()),
+    }
+}
+
+fn family_word(a: IpAddr) -> &'static str {
+    if a.is_ipv4() { "inet" } else { "inet6" }
+}
+
+/// A next hop's words: `encap mpls L/L via G dev D` (prefix routes) or
+/// `as to L/L via inet G dev D` (label routes).
+fn nexthop_words(n: &Nexthop, mpls: bool) -> String {
+    let mut s = String::new();
+    if !n.labels.is_empty() {
+        if mpls {
+            let _ = write!(s, " as to {}", labels(&n.labels));
+        } else {
+            let _ = write!(s, " encap mpls {}", labels(&n.labels));
+        }
+    }
+    if let Some(g) = n.gateway {
+        if mpls {
+            let _ = write!(s, " via {} {g}", family_word(g));
+        } else {
+            let _ = write!(s, " via {g}");
+        }
+    }
+    if let Some(d) = &n.dev {
+        let _ = write!(s, " dev {d}");
+    }
+    s
+}
+
+fn multipath(out: &mut String, nhs: &[Nexthop], mpls: bool) {
+    for n in nhs {
+        let _ = write!(out, "\n\tnexthop{} weight {}", nexthop_words(n, mpls), n.weight);
+    }
+}
+
+/// One prefix route as `ip route show` prints it.
+pub fn ip_route_line(r: &IpRoute) -> String {
+    let mut s = String::new();
+    if r.kind == RouteType::Blackhole {
+        let _ = write!(s, "blackhole {}{}", r.dst, proto(r.protocol));
+    } else if let [n] = r.nexthops.as_slice() {
+        let _ = write!(s, "{}{}{}", r.dst, nexthop_words(n, false), proto(r.protocol));
+        if n.weight != 1 {
+            let _ = write!(s, " weight {}", n.weight);
+        }
+    } else {
+        let _ = write!(s, "{}{}", r.dst, proto(r.protocol));
+    }
+    if r.protocol == Protocol::Kernel {
+        s.push_str(" scope link");
+    }
+    if let Some(src) = r.prefsrc {
+        let _ = write!(s, " src {src}");
+    }
+    if !r.ttl_propagate {
+        s.push_str(" ttl-propagate disabled");
+    }
+    if r.nexthops.len() > 1 {
+        multipath(&mut s, &r.nexthops, false);
+    }
+    s
+}
+
+/// One label route as `ip -f mpls route show` prints it; pop-and-lookup routes show as
+/// `LABEL vrf NAME`.
+pub fn mpls_route_line(r: &MplsRoute) -> String {
+    let mut s = r.label.to_string();
+    match (&r.action, r.nexthops.as_slice()) {
+        (MplsAction::Lookup, _) => {
+            let _ = write!(s, " vrf {}", r.vrf.as_deref().unwrap_or("default"));
+        }
+        (MplsAction::Forward, [n]) => {
+            s.push_str(&nexthop_words(n, true));
+            if n.weight != 1 {
+                let _ = write!(s, " weight {}", n.weight);
+            }
+        }
+        (MplsAction::Forward, _) => {}
+    }
+    s.push_str(&proto(r.protocol));
+    if !r.ttl_propagate {
+        s.push_str(" ttl-propagate disabled");
+    }
+    if r.action == MplsAction::Forward && r.nexthops.len() > 1 {
+        multipath(&mut s, &r.nexthops, true);
+    }
+    s
+}
+
+/// `link show`, `-s` adds the counters.
+pub fn links(list: &[Link], stats: bool) -> String {
+    let mut s = String::new();
+    for l in list {
+        let _ = writeln!(
+            s,
+            "{}: {}: <UP> mtu {} interface {} vrf {}",
+            l.index, l.name, l.mtu, l.interface, l.vrf
+        );
+        let offloads = if l.offloads.is_empty() { "none".to_string() } else { l.offloads.join(",") };
+        let _ = writeln!(s, "    link/ether {} {} offloads {offloads}", l.address, l.kind);
+        for a in &l.addresses {
+            let fam = if a.contains(':') { "inet6" } else { "inet" };
+            let _ = writeln!(s, "    {fam} {a}");
+        }
+        if stats {
+            let t = &l.stats;
+            let _ = writeln!(s, "    RX: {:>12} {:>10} {:>8}", "bytes", "packets", "dropped");
+            let _ = writeln!(s, "        {:>12} {:>10} {:>8}", t.rx_bytes, t.rx_packets, t.rx_dropped);
+            let _ = writeln!(s, "    TX: {:>12} {:>10} {:>8} {:>8}", "bytes", "packets", "dropped", "errors");
+            let _ = writeln!(
+                s,
+                "        {:>12} {:>10} {:>8} {:>8}",
+                t.tx_bytes, t.tx_packets, t.tx_dropped, t.tx_errors
+            );
+        }
+    }
+    s
+}
+
+/// `neigh show`.
+pub fn neighbors(list: &[Neighbor]) -> String {
+    let mut s = String::new();
+    for n in list {
+        let state = match n.state {
+            NeighState::Reachable => "REACHABLE",
+            NeighState::Incomplete => "INCOMPLETE",
+        };
+        match &n.lladdr {
+            Some(mac) => {
+                let _ = writeln!(s, "{} dev {} lladdr {mac} {state}", n.dst, n.dev);
+            }
+            None => {
+                let _ = writeln!(s, "{} dev {} {state}", n.dst, n.dev);
+            }
+        }
+    }
+    s
+}
+
+/// `stats`: per port, drops by reason, events; without `detail` only non-zero drops and
+/// events.
+pub fn stats(st: &Stats, detail: bool) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "ports:");
+    let _ = writeln!(
+        s,
+        "  {:<12} {:>12} {:>14} {:>12} {:>14} {:>9} {:>9}",
+        "port", "rx packets", "rx bytes", "tx packets", "tx bytes", "rx drop", "tx drop"
+    );
+    for p in &st.ports {
+        let l = &p.link;
+        let _ = writeln!(
+            s,
+            "  {:<12} {:>12} {:>14} {:>12} {:>14} {:>9} {:>9}",
+            p.name,
+            l.rx_packets,
+            l.rx_bytes,
+            l.tx_packets,
+            l.tx_bytes,
+            l.rx_dropped,
+            l.tx_dropped + l.tx_errors
+        );
+    }
+    let _ = writeln!(s, "drops: {}", st.total_drops());
+    for c in st.drops.iter().filter(|c| detail || c.value > 0) {
+        let _ = writeln!(s, "  {:<28} {}", c.name, c.value);
+    }
+    let _ = writeln!(s, "events:");
+    for c in st.events.iter().filter(|c| detail || c.value > 0) {
+        let _ = writeln!(s, "  {:<28} {}", c.name, c.value);
+    }
+    let _ = writeln!(s, "neighbors: {} ({} reachable)", st.neighbors, st.neighbors_reachable);
+    if detail {
+        let _ = writeln!(s, "routes: {} label, {} prefix", st.label_routes, st.prefix_routes);
+        let _ = writeln!(s, "pipeline:");
+        for p in &st.ports {
+            let _ = writeln!(
+                s,
+                "  {:<12} rx {} tx {} tx_errors {}",
+                p.name, p.pipeline_rx, p.pipeline_tx, p.link.tx_errors
+            );
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{Counter, LinkStats, PortCounters};
+
+    fn nh(g: &str, dev: &str, l: &[u32], w: u32) -> Nexthop {
+        Nexthop { gateway: Some(g.parse().unwrap()), dev: Some(dev.into()), labels: l.to_vec(), weight: w }
+    }
+
+    fn route(dst: &str, nhs: Vec<Nexthop>, p: Protocol) -> IpRoute {
+        IpRoute {
+            dst: dst.into(),
+            vrf: "default".into(),
+            kind: RouteType::Unicast,
+            nexthops: nhs,
+            ttl_propagate: true,
+            protocol: p,
+            prefsrc: None,
+        }
+    }
+
+    #[test]
+    fn ip_routes_read_like_iproute2() {
+        let r = route("198.18.2.0/24", vec![nh("198.18.10.2", "core", &[100, 200], 1)], Protocol::Static);
+        assert_eq!(
+            ip_route_line(&r),
+            "198.18.2.0/24 encap mpls 100/200 via 198.18.10.2 dev core proto static"
+        );
+        let r = IpRoute {
+            ttl_propagate: false,
+            ..route("198.18.3.0/24", vec![nh("198.18.10.2", "core", &[], 1)], Protocol::Boot)
+        };
+        assert_eq!(ip_route_line(&r), "198.18.3.0/24 via 198.18.10.2 dev core ttl-propagate disabled");
+        let c = IpRoute {
+            prefsrc: Some("198.18.1.1".parse().unwrap()),
+            nexthops: vec![Nexthop { gateway: None, dev: Some("ce1".into()), labels: vec![], weight: 1 }],
+            ..route("198.18.1.0/24", vec![], Protocol::Kernel)
+        };
+        assert_eq!(ip_route_line(&c), "198.18.1.0/24 dev ce1 proto kernel scope link src 198.18.1.1");
+        let b = IpRoute { kind: RouteType::Blackhole, ..route("198.18.9.0/24", vec![], Protocol::Boot) };
+        assert_eq!(ip_route_line(&b), "blackhole 198.18.9.0/24");
+        let m = route(
+            "198.18.2.0/24",
+            vec![nh("198.18.10.2", "a", &[100], 2), nh("198.18.11.2", "b", &[101], 1)],
+            Protocol::Static,
+        );
+        assert_eq!(
+            ip_route_line(&m),
+            "198.18.2.0/24 proto static\n\tnexthop encap mpls 100 via 198.18.10.2 dev a weight 2\n\tnexthop encap mpls 101 via 198.18.11.2 dev b weight 1"
+        );
+    }
+
+    #[test]
+    fn label_routes_read_like_iproute2() {
+        let m = MplsRoute {
+            label: 100,
+            action: MplsAction::Forward,
+            nexthops: vec![nh("198.18.20.2", "core1", &[200], 1)],
+            vrf: None,
+            ttl_propagate: true,
+            protocol: Protocol::Boot,
+        };
+        assert_eq!(mpls_route_line(&m), "100 as to 200 via inet 198.18.20.2 dev core1");
+        let pop =
+            MplsRoute { label: 101, nexthops: vec![nh("2001:db8:20::2", "core1", &[], 1)], ..m.clone() };
+        assert_eq!(mpls_route_line(&pop), "101 via inet6 2001:db8:20::2 dev core1");
+        let lookup = MplsRoute {
+            label: 2001,
+            action: MplsAction::Lookup,
+            nexthops: vec![],
+            vrf: Some("default".into()),
+            ttl_propagate: true,
+            protocol: Protocol::Static,
+        };
+        assert_eq!(mpls_route_line(&lookup), "2001 vrf default proto static");
+    }
+
+    #[test]
+    fn stats_hide_zero_counters_unless_detailed() {
+        let st = Stats {
+            ports: vec![PortCounters {
+                name: "core".into(),
+                link: LinkStats { rx_packets: 5, ..LinkStats::default() },
+                pipeline_rx: 5,
+                pipeline_tx: 0,
+            }],
+            drops: vec![
+                Counter { name: "unknown_label".into(), value: 3 },
+                Counter { name: "no_route".into(), value: 0 },
+            ],
+            events: vec![Counter { name: "label_swap".into(), value: 0 }],
+            neighbors: 1,
+            neighbors_reachable: 1,
+            label_routes: 2,
+            prefix_routes: 4,
+        };
+        let short = stats(&st, false);
+        assert!(short.contains("drops: 3\n  unknown_label"), "{short}");
+        assert!(!short.contains("no_route") && !short.contains("label_swap"), "{short}");
+        let long = stats(&st, true);
+        assert!(
+            long.contains("no_route")
+                && long.contains("label_swap")
+                && long.contains("routes: 2 label, 4 prefix"),
+            "{long}"
+        );
+    }
+}

@@ -1,0 +1,924 @@
+//! The routes of a running router: what the config file said plus what was changed at
+//! runtime, kept by the control plane as the source of truth for every new
+//! [`Fib`].
+//!
+//! Every change ([`Tables::change`], [`Tables::reload`]) is checked like the config file
+//! checks its routes, then the complete forwarding tables are built from the result; only
+//! if that succeeds is the change kept. The caller swaps the returned `Fib` in
+//! ([`vmpls_fib::FibHandle::store`]), so the data plane moves from one consistent version
+//! to the next.
+//!
+//! Reload semantics: the new file is compared with the file loaded before, and only the
+//! difference is applied: routes the file no longer has are removed, routes it adds or
+//! changes are set, and routes it did not change are left as they are now, including
+//! routes added or replaced at runtime. Port changes (a port added, removed, renamed,
+//! moved to another interface, or a new MTU) need a restart and are rejected.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use vmpls_fib::{
+    DEFAULT_VRF_NAME, Fib, IMPLICIT_NULL, Label, MAX_LABEL, MAX_NEXTHOPS, MIN_UNRESERVED_LABEL, PortId,
+    TtlModel,
+};
+
+use crate::api::{
+    Family, IpRoute, MplsAction, MplsRoute, Nexthop, Protocol, ReloadSummary, RouteSpec, RouteType,
+};
+use crate::{Config, LabelConfig, LabelConfigAction, NexthopConfig, PortConfig, RouteAction, RouteConfig};
+
+/// A route change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Add; the destination must have no route.
+    Add,
+    /// Add or replace.
+    Replace,
+    /// Delete; the destination must have a route (matching the next hops, if given).
+    Delete,
+}
+
+type RouteKey = (String, IpAddr, u8);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry<T> {
+    item: T,
+    origin: Protocol,
+}
+
+/// The running routes; see the module documentation.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    file: Config,
+    routes: BTreeMap<RouteKey, Entry<RouteConfig>>,
+    labels: BTreeMap<Label, Entry<LabelConfig>>,
+}
+
+fn route_key(r: &RouteConfig) -> RouteKey {
+    (r.vrf.clone(), r.prefix, r.len)
+}
+
+fn same_route(a: &RouteConfig, b: &RouteConfig) -> bool {
+    (&a.vrf, a.prefix, a.len, &a.action, a.ttl_model) == (&b.vrf, b.prefix, b.len, &b.action, b.ttl_model)
+}
+
+fn same_label(a: &LabelConfig, b: &LabelConfig) -> bool {
+    (a.label, &a.action, a.ttl_model) == (b.label, &b.action, b.ttl_model)
+}
+
+fn max_len(a: IpAddr) -> u8 {
+    if a.is_ipv4() { 32 } else { 128 }
+}
+
+fn mask(a: IpAddr, len: u8) -> IpAddr {
+    match a {
+        IpAddr::V4(a) => {
+            let m = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+            IpAddr::V4((u32::from(a) & m).into())
+        }
+        IpAddr::V6(a) => {
+            let m = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+            IpAddr::V6((u128::from(a) & m).into())
+        }
+    }
+}
+
+fn on_subnet(net: IpAddr, len: u8, a: IpAddr) -> bool {
+    net.is_ipv4() == a.is_ipv4() && mask(net, len) == mask(a, len)
+}
+
+/// Parses `address/length`, a bare address (a host route) or `default`.
+///
+/// # Errors
+/// A message saying what was expected.
+pub fn parse_prefix(text: &str, family: Family) -> Result<(IpAddr, u8), String> {
+    if text == "default" || text == "all" || text == "any" {
+        return Ok(match family {
+            Family::Inet6 => (IpAddr::V6(0.into()), 0),
+            _ => (IpAddr::V4(0.into()), 0),
+        });
+    }
+    let bad = || {
+        format!("\"{text}\" is not a prefix; expected address/length like 198.18.2.0/24 or 2001:db8:2::/64")
+    };
+    let (addr, len) = match text.split_once('/') {
+        Some((a, l)) => {
+            let a: IpAddr = a.parse().map_err(|_| bad())?;
+            let l: u8 = l.parse().map_err(|_| bad())?;
+            (a, l)
+        }
+        None => {
+            let a: IpAddr = text.parse().map_err(|_| bad())?;
+            (a, max_len(a))
+        }
+    };
+    if len > max_len(addr) {
+        return Err(format!(
+            "\"{text}\": prefix length /{len} is longer than the address (at most /{})",
+            max_len(addr)
+        ));
+    }
+    Ok((addr, len))
+}
+
+fn ttl(propagate: bool) -> TtlModel {
+    if propagate { TtlModel::Uniform } else { TtlModel::Pipe }
+}
+
+impl Tables {
+    /// The tables of a freshly loaded config.
+    pub fn new(config: Config) -> Tables {
+        let routes = config
+            .routes
+            .iter()
+            .map(|r| (route_key(r), Entry { item: r.clone(), origin: Protocol::Static }))
+            .collect();
+        let labels = config
+            .labels
+            .iter()
+            .map(|l| (l.label, Entry { item: l.clone(), origin: Protocol::Static }))
+            .collect();
+        Tables { file: config, routes, labels }
+    }
+
+    /// The config file as last loaded.
+    pub fn config(&self) -> &Config {
+        &self.file
+    }
+
+    /// The running routes as a config: the file's ports and VRFs with the current routes.
+    pub fn running_config(&self) -> Config {
+        Config {
+            routes: self.routes.values().map(|e| e.item.clone()).collect(),
+            labels: self.labels.values().map(|e| e.item.clone()).collect(),
+            ..self.file.clone()
+        }
+    }
+
+    /// The forwarding tables of the running routes.
+    ///
+    /// # Errors
+    /// A message if the tables reject an entry (checks before catch what they can).
+    pub fn build_fib(&self) -> Result<Fib, String> {
+        self.running_config().build_fib().map_err(|e| {
+            let mut msg = e.to_string();
+            if let Some(src) = std::error::Error::source(&e) {
+                msg = format!("{msg}: {src}");
+            }
+            msg
+        })
+    }
+
+    /// Adds, replaces or deletes a route, and returns the forwarding tables to store. On
+    /// error nothing changed.
+    ///
+    /// # Errors
+    /// What is wrong with the route, in a sentence for the CLI's `Error: ...`.
+    pub fn change(&mut self, change: Change, spec: &RouteSpec) -> Result<Fib, String> {
+        let mut next = self.clone();
+        match spec {
+            RouteSpec::Inet(r) | RouteSpec::Inet6(r) => {
+                let family = if matches!(spec, RouteSpec::Inet(_)) { Family::Inet } else { Family::Inet6 };
+                let route = self.resolve_ip(r, family, change == Change::Delete)?;
+                let key = route_key(&route);
+                let what = format!("{}/{} in VRF \"{}\"", route.prefix, route.len, route.vrf);
+                match change {
+                    Change::Add if self.routes.contains_key(&key) => {
+                        return Err(format!(
+                            "a route to {what} exists; use `vmpls route replace` to change it"
+                        ));
+                    }
+                    Change::Add | Change::Replace => {
+                        next.routes.insert(key, Entry { item: route, origin: Protocol::Boot });
+                    }
+                    Change::Delete => {
+                        let Some(old) = self.routes.get(&key) else {
+                            return Err(format!("no route to {what}"));
+                        };
+                        let given = r.kind == RouteType::Blackhole || !r.nexthops.is_empty();
+                        if given && old.item.action != route.action {
+                            return Err(format!(
+                                "the route to {what} is not the one given: it is `{}`",
+                                crate::show::ip_route_line(&self.show_ip(&old.item, old.origin))
+                            ));
+                        }
+                        next.routes.remove(&key);
+                    }
+                }
+            }
+            RouteSpec::Mpls(m) => {
+                let label = self.resolve_label(m, change == Change::Delete)?;
+                let key = label.label;
+                match change {
+                    Change::Add if self.labels.contains_key(&key) => {
+                        return Err(format!(
+                            "label {key} has a route; use `vmpls -f mpls route replace` to change it"
+                        ));
+                    }
+                    Change::Add | Change::Replace => {
+                        next.labels.insert(key, Entry { item: label, origin: Protocol::Boot });
+                    }
+                    Change::Delete => {
+                        let Some(old) = self.labels.get(&key) else {
+                            return Err(format!("no route for label {key}"));
+                        };
+                        let given =
+                            !m.nexthops.is_empty() || m.action == MplsAction::Lookup && m.vrf.is_some();
+                        if given && old.item.action != label.action {
+                            return Err(format!(
+                                "the route for label {key} is not the one given: it is `{}`",
+                                crate::show::mpls_route_line(&self.show_label(&old.item, old.origin))
+                            ));
+                        }
+                        next.labels.remove(&key);
+                    }
+                }
+            }
+        }
+        let fib = next.build_fib()?;
+        *self = next;
+        Ok(fib)
+    }
+
+    /// Applies the difference between the config loaded before and `new` (see the module
+    /// documentation) and returns the forwarding tables to store. On error nothing
+    /// changed.
+    ///
+    /// # Errors
+    /// Ports or the router's name or socket changed (a restart is needed), or a route
+    /// added at runtime does not fit the new ports' addresses or VRFs.
+    pub fn reload(&mut self, new: Config) -> Result<(Fib, ReloadSummary), String> {
+        if let Some(why) = restart_needed(&self.file, &new) {
+            return Err(format!("{why}: restart the router to apply this (the running config stays)"));
+        }
+        let mut next = self.clone();
+        let mut sum = ReloadSummary { config: new.path.display().to_string(), ..ReloadSummary::default() };
+        let old_routes: BTreeMap<RouteKey, &RouteConfig> =
+            self.file.routes.iter().map(|r| (route_key(r), r)).collect();
+        let new_routes: BTreeMap<RouteKey, &RouteConfig> =
+            new.routes.iter().map(|r| (route_key(r), r)).collect();
+        for k in old_routes.keys() {
+            if !new_routes.contains_key(k) {
+                next.routes.remove(k);
+                sum.routes_removed += 1;
+            }
+        }
+        for (k, r) in &new_routes {
+            match old_routes.get(k) {
+                Some(o) if same_route(o, r) => continue,
+                Some(_) => sum.routes_changed += 1,
+                None => sum.routes_added += 1,
+            }
+            next.routes.insert(k.clone(), Entry { item: (*r).clone(), origin: Protocol::Static });
+        }
+        let old_labels: BTreeMap<Label, &LabelConfig> =
+            self.file.labels.iter().map(|l| (l.label, l)).collect();
+        let new_labels: BTreeMap<Label, &LabelConfig> = new.labels.iter().map(|l| (l.label, l)).collect();
+        for k in old_labels.keys() {
+            if !new_labels.contains_key(k) {
+                next.labels.remove(k);
+                sum.labels_removed += 1;
+            }
+        }
+        for (k, l) in &new_labels {
+            match old_labels.get(k) {
+                Some(o) if same_label(o, l) => continue,
+                Some(_) => sum.labels_changed += 1,
+                None => sum.labels_added += 1,
+            }
+            next.labels.insert(*k, Entry { item: (*l).clone(), origin: Protocol::Static });
+        }
+        sum.other_changed = self.file.vrfs != new.vrfs
+            || (self.file.router.v4, self.file.router.v6) != (new.router.v4, new.router.v6)
+            || self
+                .file
+                .ports
+                .iter()
+                .zip(&new.ports)
+                .any(|(a, b)| (&a.vrf, &a.addresses) != (&b.vrf, &b.addresses));
+        next.file = new;
+        // Routes added at runtime must still make sense with the new ports and VRFs.
+        for e in next.routes.values().filter(|e| e.origin == Protocol::Boot) {
+            let shown = self.show_ip(&e.item, e.origin);
+            let family = if e.item.prefix.is_ipv4() { Family::Inet } else { Family::Inet6 };
+            next.resolve_ip(&shown, family, false).map_err(|m| {
+                format!("the route to {} (added at runtime) would be invalid: {m}", shown.dst)
+            })?;
+        }
+        for e in next.labels.values().filter(|e| e.origin == Protocol::Boot) {
+            let shown = self.show_label(&e.item, e.origin);
+            next.resolve_label(&shown, false).map_err(|m| {
+                format!("the route for label {} (added at runtime) would be invalid: {m}", shown.label)
+            })?;
+        }
+        let fib = next.build_fib()?;
+        *self = next;
+        Ok((fib, sum))
+    }
+
+    /// The routes of one table, as `route-show` returns them: for `inet`/`inet6`, the
+    /// connected subnets and the routes of `vrf` (default "default") by prefix; for
+    /// `mpls`, the label routes by label.
+    ///
+    /// # Errors
+    /// An unknown VRF.
+    pub fn show(&self, family: Family, vrf: Option<&str>) -> Result<serde_json::Value, String> {
+        let vrf = vrf.unwrap_or(DEFAULT_VRF_NAME);
+        if family == Family::Mpls {
+            let list: Vec<MplsRoute> =
+                self.labels.values().map(|e| self.show_label(&e.item, e.origin)).collect();
+            return serde_json::to_value(list).map_err(|e| e.to_string());
+        }
+        self.check_vrf(vrf)?;
+        let want_v4 = family == Family::Inet;
+        let mut list: BTreeMap<(IpAddr, u8), IpRoute> = BTreeMap::new();
+        for p in self.file.ports.iter().filter(|p| p.vrf == vrf) {
+            for &(a, len) in &p.addresses {
+                if a.is_ipv4() != want_v4 || len == max_len(a) {
+                    continue;
+                }
+                let net = mask(a, len);
+                list.entry((net, len)).or_insert_with(|| IpRoute {
+                    dst: format!("{net}/{len}"),
+                    vrf: vrf.to_string(),
+                    kind: RouteType::Unicast,
+                    nexthops: vec![Nexthop {
+                        gateway: None,
+                        dev: Some(p.name.clone()),
+                        labels: Vec::new(),
+                        weight: 1,
+                    }],
+                    ttl_propagate: true,
+                    protocol: Protocol::Kernel,
+                    prefsrc: Some(a),
+                });
+            }
+        }
+        for ((v, a, len), e) in &self.routes {
+            if v == vrf && a.is_ipv4() == want_v4 {
+                list.insert((*a, *len), self.show_ip(&e.item, e.origin));
+            }
+        }
+        serde_json::to_value(list.into_values().collect::<Vec<_>>()).map_err(|e| e.to_string())
+    }
+
+    fn port_name(&self, id: PortId) -> String {
+        self.file.ports.get(usize::from(id)).map_or_else(|| format!("port{id}"), |p| p.name.clone())
+    }
+
+    fn show_nexthops(&self, nhs: &[NexthopConfig]) -> Vec<Nexthop> {
+        nhs.iter()
+            .map(|n| Nexthop {
+                gateway: n.via,
+                dev: Some(self.port_name(n.port)),
+                labels: n.labels.clone(),
+                weight: n.weight,
+            })
+            .collect()
+    }
+
+    fn show_ip(&self, r: &RouteConfig, origin: Protocol) -> IpRoute {
+        let (kind, nexthops) = match &r.action {
+            RouteAction::Blackhole => (RouteType::Blackhole, Vec::new()),
+            RouteAction::Forward(nhs) => (RouteType::Unicast, self.show_nexthops(nhs)),
+        };
+        IpRoute {
+            dst: format!("{}/{}", r.prefix, r.len),
+            vrf: r.vrf.clone(),
+            kind,
+            nexthops,
+            ttl_propagate: r.ttl_model == TtlModel::Uniform,
+            protocol: origin,
+            prefsrc: None,
+        }
+    }
+
+    fn show_label(&self, l: &LabelConfig, origin: Protocol) -> MplsRoute {
+        let (action, nexthops, vrf) = match &l.action {
+            LabelConfigAction::Forward(nhs) => (MplsAction::Forward, self.show_nexthops(nhs), None),
+            LabelConfigAction::PopAndLookup { vrf } => (MplsAction::Lookup, Vec::new(), Some(vrf.clone())),
+        };
+        MplsRoute {
+            label: l.label,
+            action,
+            nexthops,
+            vrf,
+            ttl_propagate: l.ttl_model == TtlModel::Uniform,
+            protocol: origin,
+        }
+    }
+
+    fn check_vrf(&self, vrf: &str) -> Result<(), String> {
+        if self.file.vrfs.iter().any(|v| v == vrf) {
+            Ok(())
+        } else {
+            Err(format!("VRF \"{vrf}\" is not defined (VRFs: {})", self.file.vrfs.join(", ")))
+        }
+    }
+
+    /// A requested prefix route, checked like the config's `[[route]]`.
+    fn resolve_ip(&self, r: &IpRoute, family: Family, delete: bool) -> Result<RouteConfig, String> {
+        let (addr, len) = parse_prefix(&r.dst, family)?;
+        if addr.is_ipv4() != (family == Family::Inet) {
+            let (is, want) = if addr.is_ipv4() { ("IPv4", "IPv6") } else { ("IPv6", "IPv4") };
+            return Err(format!(
+                "{} is an {is} prefix, but the route is {want} (drop -4/-6 or fix the prefix)",
+                r.dst
+            ));
+        }
+        let net = mask(addr, len);
+        if net != addr {
+            return Err(format!("{addr}/{len} has host bits set; did you mean {net}/{len}?"));
+        }
+        self.check_vrf(&r.vrf)?;
+        let what = format!("{net}/{len}");
+        if !delete {
+            if let Some(p) =
+                self.file.ports.iter().filter(|p| p.vrf == r.vrf).find(|p| {
+                    p.addresses.iter().any(|&(a, l)| l == len && mask(a, l) == net && l < max_len(a))
+                })
+            {
+                return Err(format!(
+                    "{what} is the connected subnet of port \"{}\"; a route cannot replace it",
+                    p.name
+                ));
+            }
+            let router = [self.file.router.v4.map(IpAddr::V4), self.file.router.v6.map(IpAddr::V6)];
+            let own = len == max_len(addr)
+                && (self
+                    .file
+                    .ports
+                    .iter()
+                    .filter(|p| p.vrf == r.vrf)
+                    .any(|p| p.addresses.iter().any(|&(a, _)| a == addr))
+                    || (r.vrf == DEFAULT_VRF_NAME && router.contains(&Some(addr))));
+            if own {
+                return Err(format!(
+                    "{what} is one of this router's own addresses; a route cannot replace it"
+                ));
+            }
+        }
+        let action = match r.kind {
+            RouteType::Blackhole => {
+                if !r.nexthops.is_empty() {
+                    return Err("a blackhole route takes no next hop".into());
+                }
+                RouteAction::Blackhole
+            }
+            RouteType::Unicast => {
+                if r.nexthops.is_empty() {
+                    if delete {
+                        // Delete by destination only.
+                        RouteAction::Blackhole
+                    } else {
+                        return Err(format!(
+                            "the route to {what} has no next hop: add `via ADDRESS` and/or `dev PORT` (or make it `blackhole`)"
+                        ));
+                    }
+                } else {
+                    RouteAction::Forward(self.resolve_nexthops(&r.nexthops, false)?)
+                }
+            }
+        };
+        Ok(RouteConfig {
+            vrf: r.vrf.clone(),
+            prefix: net,
+            len,
+            action,
+            ttl_model: ttl(r.ttl_propagate),
+            line: 0,
+        })
+    }
+
+    /// A requested label route, checked like the config's `[[label]]`.
+    fn resolve_label(&self, m: &MplsRoute, delete: bool) -> Result<LabelConfig, String> {
+        if m.label < MIN_UNRESERVED_LABEL {
+            return Err(format!(
+                "label {} is reserved (0-15); incoming labels are {MIN_UNRESERVED_LABEL} to {MAX_LABEL}",
+                m.label
+            ));
+        }
+        if m.label > MAX_LABEL {
+            return Err(format!("label {} is out of range; labels are 0 to {MAX_LABEL} (20 bits)", m.label));
+        }
+        let action = match m.action {
+            MplsAction::Lookup => {
+                if !m.nexthops.is_empty() {
+                    return Err("pop-and-lookup takes no next hop".into());
+                }
+                let vrf = m.vrf.clone().unwrap_or_else(|| DEFAULT_VRF_NAME.to_string());
+                self.check_vrf(&vrf)?;
+                LabelConfigAction::PopAndLookup { vrf }
+            }
+            MplsAction::Forward => {
+                if m.vrf.is_some() {
+                    return Err("vrf applies only to a label route without next hop (pop, then route the packet in that VRF)".into());
+                }
+                if m.nexthops.is_empty() && !delete {
+                    return Err(format!("the route for label {} has no next hop", m.label));
+                }
+                LabelConfigAction::Forward(self.resolve_nexthops(&m.nexthops, true)?)
+            }
+        };
+        Ok(LabelConfig { label: m.label, action, ttl_model: ttl(m.ttl_propagate), line: 0 })
+    }
+
+    fn resolve_nexthops(&self, nhs: &[Nexthop], label: bool) -> Result<Vec<NexthopConfig>, String> {
+        if nhs.len() > MAX_NEXTHOPS {
+            return Err(format!("{} next hops; at most {MAX_NEXTHOPS} are allowed", nhs.len()));
+        }
+        nhs.iter().map(|n| self.resolve_nexthop(n, label)).collect()
+    }
+
+    fn port_list(&self) -> String {
+        let names: Vec<&str> = self.file.ports.iter().map(|p| p.name.as_str()).collect();
+        if names.is_empty() {
+            "the router has no ports".into()
+        } else {
+            format!("ports are: {}", names.join(", "))
+        }
+    }
+
+    fn subnets(p: &PortConfig) -> String {
+        if p.addresses.is_empty() {
+            return "it has no addresses".into();
+        }
+        let v: Vec<String> = p.addresses.iter().map(|&(a, l)| format!("{}/{l}", mask(a, l))).collect();
+        v.join(", ")
+    }
+
+    /// One next hop: the port by name or by the gateway's subnet, the gateway on it, the
+    /// labels, the weight.
+    fn resolve_nexthop(&self, n: &Nexthop, label: bool) -> Result<NexthopConfig, String> {
+        let ports = &self.file.ports;
+        let port = match &n.dev {
+            None => None,
+            Some(name) => Some(
+                ports
+                    .iter()
+                    .position(|p| &p.name == name)
+                    .ok_or_else(|| format!("no port named \"{name}\" ({})", self.port_list()))?,
+            ),
+        };
+        if let Some(a) = n.gateway
+            && (a.is_unspecified() || a.is_multicast() || a == IpAddr::V4(std::net::Ipv4Addr::BROADCAST))
+        {
+            return Err(format!("{a} cannot be a gateway (unspecified, multicast or broadcast)"));
+        }
+        let port = match (n.gateway, port) {
+            (None, None) => {
+                return Err("a next hop needs `via ADDRESS` and/or `dev PORT`".into());
+            }
+            (None, Some(_)) if label => {
+                return Err("a labelled packet needs a gateway: add `via inet ADDRESS`".into());
+            }
+            (None, Some(p)) => p,
+            (Some(a), Some(p)) => {
+                let port = &ports[p];
+                if port.addresses.iter().any(|&(b, _)| b == a) {
+                    return Err(format!(
+                        "{a} is this router's own address on port \"{}\"; the next hop must be a neighbour",
+                        port.name
+                    ));
+                }
+                if !port.addresses.iter().any(|&(net, l)| on_subnet(net, l, a)) {
+                    return Err(format!(
+                        "{a} is not on any subnet of port \"{}\" ({}); a next hop must be directly connected",
+                        port.name,
+                        Self::subnets(port)
+                    ));
+                }
+                p
+            }
+            (Some(a), None) => {
+                let on: Vec<usize> = (0..ports.len())
+                    .filter(|&i| ports[i].addresses.iter().any(|&(net, l)| on_subnet(net, l, a)))
+                    .collect();
+                match on.as_slice() {
+                    [] => {
+                        return Err(format!(
+                            "{a} is not on any port's subnet; a next hop must be directly connected"
+                        ));
+                    }
+                    [p] => {
+                        if ports[*p].addresses.iter().any(|&(b, _)| b == a) {
+                            return Err(format!(
+                                "{a} is this router's own address on port \"{}\"; the next hop must be a neighbour",
+                                ports[*p].name
+                            ));
+                        }
+                        *p
+                    }
+                    many => {
+                        let names: Vec<String> =
+                            many.iter().map(|&i| format!("\"{}\"", ports[i].name)).collect();
+                        return Err(format!(
+                            "{a} is on the subnets of ports {}; add `dev PORT` to choose one",
+                            names.join(" and ")
+                        ));
+                    }
+                }
+            }
+        };
+        if let Some(&l) = n.labels.iter().find(|&&l| l > MAX_LABEL) {
+            return Err(format!("label {l} is out of range; labels are 0 to {MAX_LABEL} (20 bits)"));
+        }
+        if n.labels.len() > 1 && n.labels.contains(&IMPLICIT_NULL) {
+            return Err(
+                "implicit null (3) never goes on the wire: give it alone (pop), not inside a stack".into()
+            );
+        }
+        if n.weight == 0 {
+            return Err("weight 0: weights start at 1".into());
+        }
+        let labels = if n.labels == [IMPLICIT_NULL] { Vec::new() } else { n.labels.clone() };
+        Ok(NexthopConfig { port: port as PortId, via: n.gateway, labels, weight: n.weight })
+    }
+}
+
+/// Why `new` cannot be applied without a restart, if it cannot.
+fn restart_needed(old: &Config, new: &Config) -> Option<String> {
+    if old.router.name != new.router.name {
+        return Some(format!("router.name changed (\"{}\" -> \"{}\")", old.router.name, new.router.name));
+    }
+    if old.router.control_socket != new.router.control_socket {
+        return Some("router.control-socket changed".into());
+    }
+    let names = |c: &Config| c.ports.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
+    if names(old) != names(new) {
+        return Some(format!(
+            "the ports changed ([{}] -> [{}])",
+            names(old).join(", "),
+            names(new).join(", ")
+        ));
+    }
+    for (a, b) in old.ports.iter().zip(&new.ports) {
+        if a.interface != b.interface {
+            return Some(format!(
+                "port \"{}\" moved from interface {} to {}",
+                a.name, a.interface, b.interface
+            ));
+        }
+        if a.mtu != b.mtu {
+            return Some(format!("the MTU of port \"{}\" changed", a.name));
+        }
+        if a.kind != b.kind {
+            return Some(format!("the kind of port \"{}\" changed", a.name));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::api::RouteType;
+
+    const PE1: &str = r#"
+[router]
+name = "pe1"
+addresses = ["198.18.255.1", "2001:db8:ff::1"]
+
+[[port]]
+name = "ce1"
+interface = "pe1-ce1"
+addresses = ["198.18.1.1/24", "2001:db8:1::1/64"]
+
+[[port]]
+name = "core"
+interface = "pe1-p"
+addresses = ["198.18.10.1/24", "2001:db8:10::1/64"]
+
+[[route]]
+prefix = "198.18.2.0/24"
+push = [1002]
+via = "198.18.10.2"
+port = "core"
+
+[[label]]
+in = 2001
+action = "pop"
+"#;
+
+    fn tables(text: &str) -> Tables {
+        Tables::new(Config::from_str(text, Path::new("pe1.toml")).unwrap())
+    }
+
+    fn ip_route(dst: &str, nhs: Vec<Nexthop>) -> IpRoute {
+        IpRoute {
+            dst: dst.into(),
+            vrf: "default".into(),
+            kind: RouteType::Unicast,
+            nexthops: nhs,
+            ttl_propagate: true,
+            protocol: Protocol::Boot,
+            prefsrc: None,
+        }
+    }
+
+    fn nh(via: &str, dev: Option<&str>, labels: &[u32]) -> Nexthop {
+        Nexthop {
+            gateway: Some(via.parse().unwrap()),
+            dev: dev.map(Into::into),
+            labels: labels.to_vec(),
+            weight: 1,
+        }
+    }
+
+    fn lookup_labels(fib: &Fib, dst: &str) -> Option<Vec<u32>> {
+        match &fib.vrfs[0].lookup(dst.parse().unwrap())?.target {
+            vmpls_fib::RouteTarget::Forward(g) => Some(g.nexthops()[0].labels.clone()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn add_replace_delete_change_the_fib() {
+        let mut t = tables(PE1);
+        let r = ip_route("198.18.3.0/24", vec![nh("198.18.10.2", None, &[100, 200])]);
+        let fib = t.change(Change::Add, &RouteSpec::Inet(r.clone())).unwrap();
+        assert_eq!(lookup_labels(&fib, "198.18.3.9"), Some(vec![100, 200]));
+        let e = t.change(Change::Add, &RouteSpec::Inet(r.clone())).unwrap_err();
+        assert!(e.contains("exists") && e.contains("replace"), "{e}");
+        let r2 = ip_route("198.18.3.0/24", vec![nh("198.18.10.2", Some("core"), &[300])]);
+        let fib = t.change(Change::Replace, &RouteSpec::Inet(r2)).unwrap();
+        assert_eq!(lookup_labels(&fib, "198.18.3.9"), Some(vec![300]));
+        // The config's route is still there, marked as from the file.
+        let shown: Vec<IpRoute> = serde_json::from_value(t.show(Family::Inet, None).unwrap()).unwrap();
+        let dsts: Vec<(&str, Protocol)> = shown.iter().map(|r| (r.dst.as_str(), r.protocol)).collect();
+        assert_eq!(
+            dsts,
+            vec![
+                ("198.18.1.0/24", Protocol::Kernel),
+                ("198.18.2.0/24", Protocol::Static),
+                ("198.18.3.0/24", Protocol::Boot),
+                ("198.18.10.0/24", Protocol::Kernel)
+            ]
+        );
+        let del = ip_route("198.18.3.0/24", vec![]);
+        let fib = t.change(Change::Delete, &RouteSpec::Inet(del.clone())).unwrap();
+        assert_eq!(lookup_labels(&fib, "198.18.3.9"), None);
+        let e = t.change(Change::Delete, &RouteSpec::Inet(del)).unwrap_err();
+        assert_eq!(e, "no route to 198.18.3.0/24 in VRF \"default\"");
+        // Delete with a next hop that does not match.
+        let wrong = ip_route("198.18.2.0/24", vec![nh("198.18.10.2", None, &[999])]);
+        let e = t.change(Change::Delete, &RouteSpec::Inet(wrong)).unwrap_err();
+        assert!(e.contains("encap mpls 1002 via 198.18.10.2 dev core"), "{e}");
+    }
+
+    #[test]
+    fn bad_routes_are_rejected_with_reasons() {
+        let mut t = tables(PE1);
+        let cases = [
+            (
+                ip_route("198.18.3.1/24", vec![nh("198.18.10.2", None, &[])]),
+                "host bits set; did you mean 198.18.3.0/24",
+            ),
+            (ip_route("198.18.3.0/24", vec![nh("198.18.99.2", None, &[])]), "not on any port's subnet"),
+            (
+                ip_route("198.18.3.0/24", vec![nh("198.18.1.5", Some("core"), &[])]),
+                "not on any subnet of port \"core\" (198.18.10.0/24, 2001:db8:10::/64)",
+            ),
+            (ip_route("198.18.3.0/24", vec![nh("198.18.10.1", None, &[])]), "own address"),
+            (
+                ip_route("198.18.3.0/24", vec![nh("198.18.10.2", Some("nope"), &[])]),
+                "no port named \"nope\" (ports are: ce1, core)",
+            ),
+            (ip_route("198.18.3.0/24", vec![nh("198.18.10.2", None, &[100, 3])]), "implicit null"),
+            (ip_route("198.18.3.0/24", vec![nh("198.18.10.2", None, &[1 << 20])]), "out of range"),
+            (
+                ip_route("198.18.1.0/24", vec![nh("198.18.10.2", None, &[])]),
+                "connected subnet of port \"ce1\"",
+            ),
+            (ip_route("198.18.255.1/32", vec![nh("198.18.10.2", None, &[])]), "own addresses"),
+            (ip_route("198.18.3.0/24", vec![]), "no next hop"),
+            (ip_route("2001:db8:3::/64", vec![nh("198.18.10.2", None, &[])]), "is an IPv6 prefix"),
+            (
+                IpRoute {
+                    vrf: "cust".into(),
+                    ..ip_route("198.18.3.0/24", vec![nh("198.18.10.2", None, &[])])
+                },
+                "VRF \"cust\" is not defined",
+            ),
+        ];
+        for (r, want) in cases {
+            let e = t.change(Change::Add, &RouteSpec::Inet(r.clone())).unwrap_err();
+            assert!(e.contains(want), "{r:?}: {e}");
+        }
+        let m = MplsRoute {
+            label: 15,
+            action: MplsAction::Lookup,
+            nexthops: vec![],
+            vrf: None,
+            ttl_propagate: true,
+            protocol: Protocol::Boot,
+        };
+        assert!(t.change(Change::Add, &RouteSpec::Mpls(m.clone())).unwrap_err().contains("reserved"));
+        let swap_no_gw = MplsRoute {
+            label: 100,
+            action: MplsAction::Forward,
+            nexthops: vec![Nexthop { gateway: None, dev: Some("core".into()), labels: vec![200], weight: 1 }],
+            ..m
+        };
+        assert!(t.change(Change::Add, &RouteSpec::Mpls(swap_no_gw)).unwrap_err().contains("needs a gateway"));
+        // Nothing changed.
+        assert_eq!(
+            t.build_fib().unwrap().vrfs[0].v4.len(),
+            tables(PE1).build_fib().unwrap().vrfs[0].v4.len()
+        );
+    }
+
+    #[test]
+    fn label_routes_swap_pop_and_lookup() {
+        let mut t = tables(PE1);
+        let swap = MplsRoute {
+            label: 100,
+            action: MplsAction::Forward,
+            nexthops: vec![nh("198.18.10.2", Some("core"), &[200])],
+            vrf: None,
+            ttl_propagate: true,
+            protocol: Protocol::Boot,
+        };
+        let fib = t.change(Change::Add, &RouteSpec::Mpls(swap)).unwrap();
+        assert!(
+            matches!(&fib.labels.get(100).unwrap().action, vmpls_fib::LabelAction::Forward(g) if g.nexthops()[0].labels == [200])
+        );
+        let php = MplsRoute {
+            label: 101,
+            action: MplsAction::Forward,
+            nexthops: vec![nh("198.18.10.2", None, &[3])],
+            vrf: None,
+            ttl_propagate: false,
+            protocol: Protocol::Boot,
+        };
+        let fib = t.change(Change::Add, &RouteSpec::Mpls(php)).unwrap();
+        let r = fib.labels.get(101).unwrap();
+        assert!(matches!(&r.action, vmpls_fib::LabelAction::Forward(g) if g.nexthops()[0].labels.is_empty()));
+        assert_eq!(r.ttl_model, TtlModel::Pipe);
+        let shown: Vec<MplsRoute> = serde_json::from_value(t.show(Family::Mpls, None).unwrap()).unwrap();
+        assert_eq!(
+            shown.iter().map(|m| (m.label, m.protocol)).collect::<Vec<_>>(),
+            vec![(100, Protocol::Boot), (101, Protocol::Boot), (2001, Protocol::Static)]
+        );
+        assert_eq!(shown[2].action, MplsAction::Lookup);
+        assert_eq!(shown[2].vrf.as_deref(), Some("default"));
+    }
+
+    #[test]
+    fn reload_applies_only_the_difference() {
+        let mut t = tables(PE1);
+        // A runtime route the file does not know stays.
+        t.change(
+            Change::Add,
+            &RouteSpec::Inet(ip_route("198.18.7.0/24", vec![nh("198.18.10.2", None, &[7])])),
+        )
+        .unwrap();
+        let new_text = PE1.replace("push = [1002]", "push = [1003]")
+            + "\n[[route]]\nprefix = \"198.18.8.0/24\"\nblackhole = true\n";
+        let new_text = new_text.replace("[[label]]\nin = 2001\naction = \"pop\"\n", "");
+        let (fib, sum) = t.reload(Config::from_str(&new_text, Path::new("pe1.toml")).unwrap()).unwrap();
+        assert_eq!((sum.routes_added, sum.routes_removed, sum.routes_changed), (1, 0, 1));
+        assert_eq!((sum.labels_added, sum.labels_removed, sum.labels_changed), (0, 1, 0));
+        assert!(!sum.other_changed);
+        assert_eq!(lookup_labels(&fib, "198.18.2.1"), Some(vec![1003]));
+        assert_eq!(lookup_labels(&fib, "198.18.7.1"), Some(vec![7]));
+        assert!(fib.labels.get(2001).is_none());
+        // The same file again: no change.
+        let (_, sum) = t.reload(Config::from_str(&new_text, Path::new("pe1.toml")).unwrap()).unwrap();
+        assert!(sum.unchanged(), "{sum}");
+    }
+
+    #[test]
+    fn reload_refuses_port_changes_and_invalid_runtime_routes() {
+        let mut t = tables(PE1);
+        let moved = PE1.replace("interface = \"pe1-p\"", "interface = \"pe1-q\"");
+        let e = t.reload(Config::from_str(&moved, Path::new("pe1.toml")).unwrap()).unwrap_err();
+        assert!(
+            e.contains("port \"core\" moved from interface pe1-p to pe1-q") && e.contains("restart"),
+            "{e}"
+        );
+        t.change(
+            Change::Add,
+            &RouteSpec::Inet(ip_route("198.18.7.0/24", vec![nh("198.18.10.2", None, &[7])])),
+        )
+        .unwrap();
+        let renumbered = PE1
+            .replace("198.18.10.1/24", "198.18.11.1/24")
+            .replace("via = \"198.18.10.2\"", "via = \"198.18.11.2\"");
+        let e = t.reload(Config::from_str(&renumbered, Path::new("pe1.toml")).unwrap()).unwrap_err();
+        assert!(e.contains("198.18.7.0/24 (added at runtime)"), "{e}");
+        // The running tables are unchanged.
+        assert_eq!(lookup_labels(&t.build_fib().unwrap(), "198.18.7.1"), Some(vec![7]));
+        assert_eq!(t.config().ports[1].addresses[0].0, "198.18.10.1".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn prefixes_parse_like_iproute2() {
+        assert_eq!(parse_prefix("default", Family::Inet6).unwrap(), ("::".parse().unwrap(), 0));
+        assert_eq!(parse_prefix("198.18.2.7", Family::Inet).unwrap(), ("198.18.2.7".parse().unwrap(), 32));
+        assert!(parse_prefix("198.18.2.0/33", Family::Inet).unwrap_err().contains("/33"));
+        assert!(parse_prefix("bogus", Family::Inet).unwrap_err().contains("\"bogus\" is not a prefix"));
+    }
+}

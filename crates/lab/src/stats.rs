@@ -1,0 +1,124 @@
+//! The counters a router writes with `vmpls run --stats-file FILE`:
+//! `{"drops": {reason: n}, "events": {name: n}, "ports": [{"name", "rx_packets", ...}]}`,
+//! rewritten every second and at exit.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, anyhow};
+
+/// One router's counters, as read from its stats file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RouterStats {
+    /// Frames dropped, by reason (`unknown_label`, `bad_ipv4_header`, ...).
+    pub drops: BTreeMap<String, u64>,
+    /// Things counted, by name (`label_swap`, `icmp_time_exceeded_sent`, ...).
+    pub events: BTreeMap<String, u64>,
+    /// Per-port counters, as the router wrote them (objects with a `name`).
+    pub ports: Vec<serde_json::Value>,
+}
+
+fn counter_map(v: &serde_json::Value, key: &str) -> anyhow::Result<BTreeMap<String, u64>> {
+    let obj =
+        v.get(key).and_then(serde_json::Value::as_object).ok_or_else(|| anyhow!("no object {key:?}"))?;
+    obj.iter()
+        .map(|(k, n)| {
+            n.as_u64().map(|n| (k.clone(), n)).ok_or_else(|| anyhow!("{key}.{k} is not a count: {n}"))
+        })
+        .collect()
+}
+
+impl RouterStats {
+    /// Parses the JSON text of a stats file.
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        let v: serde_json::Value = serde_json::from_str(text).context("stats are not JSON")?;
+        Ok(Self {
+            drops: counter_map(&v, "drops")?,
+            events: counter_map(&v, "events")?,
+            ports: v.get("ports").and_then(serde_json::Value::as_array).cloned().unwrap_or_default(),
+        })
+    }
+
+    /// Reads and parses a stats file.
+    pub fn read(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading router stats {}", path.display()))?;
+        Self::parse(&text).with_context(|| format!("in {}", path.display()))
+    }
+
+    /// Drops counted under `reason` (0 if the router does not know the reason).
+    pub fn drop_count(&self, reason: &str) -> u64 {
+        self.drops.get(reason).copied().unwrap_or(0)
+    }
+
+    /// Events counted under `name` (0 if unknown).
+    pub fn event(&self, name: &str) -> u64 {
+        self.events.get(name).copied().unwrap_or(0)
+    }
+
+    /// The drop reasons with a non-zero count.
+    pub fn nonzero_drops(&self) -> BTreeMap<&str, u64> {
+        self.drops.iter().filter(|(_, n)| **n > 0).map(|(k, n)| (k.as_str(), *n)).collect()
+    }
+
+    /// The non-zero drops whose reason is not in `allowed`.
+    pub fn drops_except(&self, allowed: &[&str]) -> BTreeMap<&str, u64> {
+        self.nonzero_drops().into_iter().filter(|(k, _)| !allowed.contains(k)).collect()
+    }
+
+    /// Counter by counter, `self - earlier` (saturating), for the drops and events.
+    pub fn since(&self, earlier: &RouterStats) -> RouterStats {
+        let diff = |now: &BTreeMap<String, u64>, then: &BTreeMap<String, u64>| {
+            now.iter()
+                .map(|(k, n)| (k.clone(), n.saturating_sub(then.get(k).copied().unwrap_or(0))))
+                .collect()
+        };
+        RouterStats {
+            drops: diff(&self.drops, &earlier.drops),
+            events: diff(&self.events, &earlier.events),
+            ports: self.ports.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = r#"{
+      "drops": {"unknown_label": 3, "bad_ipv4_header": 0, "other_host": 7},
+      "events": {"label_swap": 100, "label_push": 0},
+      "ports": [{"name": "west", "rx_packets": 5}]
+    }"#;
+
+    #[test]
+    fn parses_counts_and_differences() {
+        let s = RouterStats::parse(SAMPLE).unwrap();
+        assert_eq!(s.drop_count("unknown_label"), 3);
+        assert_eq!(s.drop_count("no_such_reason"), 0);
+        assert_eq!(s.event("label_swap"), 100);
+        assert_eq!(s.ports[0]["name"], "west");
+        assert_eq!(
+            s.nonzero_drops().into_iter().collect::<Vec<_>>(),
+            vec![("other_host", 7), ("unknown_label", 3)]
+        );
+        assert_eq!(
+            s.drops_except(&["other_host"]).into_iter().collect::<Vec<_>>(),
+            vec![("unknown_label", 3)]
+        );
+        let mut later = s.clone();
+        later.drops.insert("unknown_label".into(), 5);
+        later.events.insert("label_swap".into(), 90);
+        let d = later.since(&s);
+        assert_eq!(d.drop_count("unknown_label"), 2);
+        assert_eq!(d.event("label_swap"), 0);
+    }
+
+    #[test]
+    fn rejects_malformed_stats() {
+        assert!(RouterStats::parse("").is_err());
+        assert!(RouterStats::parse("{}").is_err());
+        assert!(RouterStats::parse(r#"{"drops": {"x": -1}, "events": {}}"#).is_err());
+        assert!(RouterStats::parse(r#"{"drops": {}, "events": {}}"#).is_ok());
+    }
+}

@@ -1,0 +1,1031 @@
+//! A port that is a QEMU/KVM guest's virtio-net device, through vhost-user.
+//!
+//! vmpls listens on one Unix socket per guest NIC; QEMU connects to it with
+//! `-chardev socket,path=SOCKET,id=c0 -netdev vhost-user,chardev=c0,id=n0
+//! -device virtio-net-pci,netdev=n0,mrg_rxbuf=on`, with the guest's RAM shared
+//! (`-object memory-backend-memfd,id=mem,size=512M,share=on -numa node,memdev=mem`).
+//! The guest's transmit queue becomes this port's input and its receive queue this port's
+//! output; the 12-byte virtio-net header (`virtio_net_hdr_v1`, with `num_buffers`) travels
+//! with every frame, so a guest's TSO super-frames enter whole and super-frames go to a guest
+//! that negotiated `GUEST_TSO4/6` whole.
+//!
+//! QEMU 7.2 (Debian 12) under TCG crashes (`msix_set_vector_notifiers`, in
+//! `vhost_net_start`) when a vhost-user virtio-net device uses MSI-X; give the device
+//! `vectors=0` there (legacy interrupts).
+//!
+//! # Threads
+//!
+//! `vhost-user-backend` runs the protocol (`VhostUserDaemon`: one thread reading the
+//! frontend's messages, one epoll worker per group of queues calling
+//! `VhostUserBackend::handle_event` when the guest kicks a queue). The router, though, is
+//! one thread polling every port's [`Port::fd`] and moving batches through `&mut self`. So
+//! the queues are processed by the router thread, not by the worker:
+//! - the worker's `handle_event` only writes an eventfd (this port's [`Port::fd`]) when the
+//!   guest kicks its transmit queue, and hands over the connection's vrings the first time
+//!   it sees them;
+//! - [`Port::recv_batch`] and [`Port::send_batch`] lock the vring (`VringMutex`, shared with
+//!   the protocol thread, uncontended except while the frontend reconfigures the queue)
+//!   once per batch and pop descriptor chains themselves.
+//!
+//! No frame is queued between threads, so there is no second copy and no unbounded buffer:
+//! the guest's rings are the buffers. While the router works through a backlog it keeps the
+//! guest's kicks off (`VRING_USED_F_NO_NOTIFY`) and re-arms its own eventfd, as the
+//! level-triggered poll loop expects; it re-enables them once the ring is empty.
+//!
+//! A listener thread owned by the port accepts frontends one at a time, for the port's whole
+//! life, and relays each one's messages to a fresh `VhostUserDaemon` over a private socket
+//! (the `relay` module: QEMU sends `SET_VRING_ENABLE` before `SET_FEATURES`, which the
+//! `vhost` crate would take as a fatal error). When QEMU exits or the guest's connection
+//! breaks, the port drops that connection's queues and memory, stops receiving, and accepts
+//! the next frontend (QEMU restarted, or `reconnect=` on its chardev). A guest rebooting
+//! inside one QEMU renegotiates on the same connection; the port follows the new features.
+//! Protocol features offered: `REPLY_ACK`, `CONFIGURE_MEM_SLOTS` (no `MQ`: one queue pair).
+//!
+//! # The untrusted guest
+//!
+//! Descriptor chains are walked by `virtio-queue` and every guest address goes through
+//! `vm-memory`; see the `chain` module. A malformed chain (shorter than the headers,
+//! device-writable where it must be readable, longer than a frame, outside guest memory, an
+//! undecodable header) is counted in [`VhostUserStats`] and skipped, and its buffer is
+//! given back to the guest.
+//!
+//! # Offloads
+//!
+//! The port offers `VERSION_1`, `CSUM`, `GUEST_CSUM`, `HOST_TSO4/6`, `HOST_ECN`,
+//! `GUEST_TSO4/6`, `GUEST_ECN`, `MRG_RXBUF`, `MTU`, `MAC` and `RING_INDIRECT_DESC`
+//! (QEMU itself answers the guest's config-space reads for MAC and MTU, from
+//! `-device virtio-net-pci,mac=...,host_mtu=...`). [`PortInfo::caps`] says what the
+//! connected guest negotiated (`tso4`/`tso6` need `GUEST_TSO4/6` and `GUEST_CSUM`); before a
+//! guest connects it says what is offered. A router may have read the caps before the guest
+//! negotiated; so [`Port::send_batch`] also segments (`vmpls_dataplane::gso`) a super-frame the
+//! guest cannot take, and completes a partial checksum for a guest without `GUEST_CSUM`.
+//! Labelled super-frames are always segmented: virtio-net has no MPLS GSO type.
+
+mod chain;
+mod relay;
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use vhost::vhost_user::Listener;
+use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
+use vhost_user_backend::{ShutdownHandle, VhostUserBackend, VhostUserDaemon, VringMutex, VringT};
+use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
+use virtio_bindings::bindings::virtio_net::{
+    VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_GUEST_ECN, VIRTIO_NET_F_GUEST_TSO4,
+    VIRTIO_NET_F_GUEST_TSO6, VIRTIO_NET_F_HOST_ECN, VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6,
+    VIRTIO_NET_F_MAC, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_NET_F_MTU,
+};
+use virtio_bindings::bindings::virtio_ring::VIRTIO_RING_F_INDIRECT_DESC;
+use virtio_queue::QueueT;
+use vm_memory::{GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
+use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
+use vmm_sys_util::event::{EventConsumer, EventFlag, EventNotifier, new_event_consumer_and_notifier};
+use vmm_sys_util::eventfd::{EFD_CLOEXEC, EFD_NONBLOCK, EventFd};
+use vmpls_dataplane::{Packet, PacketPool, PortCaps, PortId, PortInfo, gso};
+use vmpls_wire::{ethernet, mpls, virtio_net};
+
+use self::chain::{RxError, TxChainError};
+use crate::{MIN_MTU, Port, PortError, PortStats};
+
+/// Queue index of the guest's receive queue (our output).
+const RX_QUEUE: usize = 0;
+/// Queue index of the guest's transmit queue (our input).
+const TX_QUEUE: usize = 1;
+/// Largest queue size a frontend may configure.
+const MAX_QUEUE_SIZE: usize = 1024;
+/// The MTU a guest gets without `host_mtu=`.
+pub const DEFAULT_MTU: u32 = 1500;
+/// The largest MTU virtio-net can announce (a 16-bit config field).
+pub const MAX_MTU: u32 = 65535;
+/// How often the listener thread looks at its stop flag while waiting for a frontend.
+const ACCEPT_POLL_MS: i32 = 100;
+
+const fn bit(b: u32) -> u64 {
+    1 << b
+}
+
+/// The virtio features this port offers a frontend.
+pub const OFFERED_FEATURES: u64 = bit(VIRTIO_F_VERSION_1)
+    | bit(VIRTIO_NET_F_CSUM)
+    | bit(VIRTIO_NET_F_GUEST_CSUM)
+    | bit(VIRTIO_NET_F_MTU)
+    | bit(VIRTIO_NET_F_MAC)
+    | bit(VIRTIO_NET_F_GUEST_TSO4)
+    | bit(VIRTIO_NET_F_GUEST_TSO6)
+    | bit(VIRTIO_NET_F_GUEST_ECN)
+    | bit(VIRTIO_NET_F_HOST_TSO4)
+    | bit(VIRTIO_NET_F_HOST_TSO6)
+    | bit(VIRTIO_NET_F_HOST_ECN)
+    | bit(VIRTIO_NET_F_MRG_RXBUF)
+    | bit(VIRTIO_RING_F_INDIRECT_DESC)
+    | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
+
+/// What a guest negotiated, as far as moving frames is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Negotiated {
+    /// Length of the virtio-net header on both queues: 12 with `VERSION_1` or
+    /// `MRG_RXBUF`, else 10.
+    hdr_len: usize,
+    mergeable: bool,
+    guest_csum: bool,
+    guest_tso4: bool,
+    guest_tso6: bool,
+    guest_ecn: bool,
+}
+
+impl Negotiated {
+    fn from_features(f: u64) -> Negotiated {
+        let has = |b: u32| f & bit(b) != 0;
+        let mergeable = has(VIRTIO_NET_F_MRG_RXBUF);
+        Negotiated {
+            hdr_len: if has(VIRTIO_F_VERSION_1) || mergeable {
+                virtio_net::HEADER_LEN_MRG
+            } else {
+                virtio_net::HEADER_LEN
+            },
+            mergeable,
+            guest_csum: has(VIRTIO_NET_F_GUEST_CSUM),
+            // Receiving TSO needs receive checksum offload (virtio 1.x 5.1.3.1).
+            guest_tso4: has(VIRTIO_NET_F_GUEST_TSO4) && has(VIRTIO_NET_F_GUEST_CSUM),
+            guest_tso6: has(VIRTIO_NET_F_GUEST_TSO6) && has(VIRTIO_NET_F_GUEST_CSUM),
+            guest_ecn: has(VIRTIO_NET_F_GUEST_ECN),
+        }
+    }
+
+    /// What the pipeline may send to this guest.
+    fn caps(&self) -> PortCaps {
+        PortCaps {
+            tso4: self.guest_tso4,
+            tso6: self.guest_tso6,
+            uso: false,
+            csum: self.guest_csum,
+            mpls_gso: false,
+        }
+    }
+}
+
+/// What a port accepts at output for a guest that negotiated `features` (virtio feature
+/// bits as acknowledged by the frontend).
+pub fn vhost_user_caps(features: u64) -> PortCaps {
+    Negotiated::from_features(features).caps()
+}
+
+/// How one frame goes to the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// As it is, with its offload metadata as the header.
+    Whole,
+    /// Its partial checksum completed first (a guest without `GUEST_CSUM`).
+    CompleteChecksum,
+    /// Segmented in software first: a super-frame the guest cannot take.
+    Segment,
+}
+
+fn delivery(pkt: &Packet, neg: &Negotiated) -> Delivery {
+    let off = &pkt.offload;
+    if off.is_gso() {
+        let labelled = is_labelled(pkt.frame());
+        let takes = match off.gso_type {
+            virtio_net::GsoType::TcpV4 => neg.guest_tso4,
+            virtio_net::GsoType::TcpV6 => neg.guest_tso6,
+            _ => false,
+        };
+        if labelled || !takes || (off.gso_ecn && !neg.guest_ecn) {
+            return Delivery::Segment;
+        }
+        return Delivery::Whole;
+    }
+    if off.needs_csum && !neg.guest_csum {
+        return Delivery::CompleteChecksum;
+    }
+    Delivery::Whole
+}
+
+fn is_labelled(frame: &[u8]) -> bool {
+    matches!(frame.get(12..14), Some([0x88, 0x47]) | Some([0x88, 0x48]))
+}
+
+/// Offset of the IP header: after Ethernet and any label stack.
+fn l3_offset(frame: &[u8]) -> usize {
+    if is_labelled(frame) {
+        let stack = frame.get(ethernet::HEADER_LEN..).unwrap_or(&[]);
+        ethernet::HEADER_LEN + 4 * mpls::stack_depth(stack).unwrap_or(0)
+    } else {
+        ethernet::HEADER_LEN
+    }
+}
+
+/// The virtio-net header for a frame going to the guest (`num_buffers` filled in later).
+fn rx_header(offload: &virtio_net::Repr, neg: &Negotiated) -> [u8; virtio_net::HEADER_LEN_MRG] {
+    let mut repr = *offload;
+    if !neg.guest_csum {
+        repr.needs_csum = false;
+        repr.data_valid = false;
+    }
+    let mut hdr = [0u8; virtio_net::HEADER_LEN_MRG];
+    repr.emit(&mut virtio_net::Header::new_unchecked(&mut hdr[..]));
+    hdr
+}
+
+/// Counters of a vhost-user port beyond [`PortStats`]. "rx" is from the guest (its transmit
+/// queue), "tx" to the guest (its receive queue).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VhostUserStats {
+    /// Frontends accepted on the socket.
+    pub connections: u64,
+    /// Frontends gone (QEMU exited, guest's connection broken).
+    pub disconnections: u64,
+    /// Transmit chains shorter than the virtio-net and Ethernet headers.
+    pub rx_chain_too_short: u64,
+    /// Transmit chains longer than the largest frame.
+    pub rx_chain_too_long: u64,
+    /// Transmit chains with a device-writable descriptor.
+    pub rx_chain_write_only: u64,
+    /// Transmit chains with a buffer outside guest memory.
+    pub rx_chain_bad_address: u64,
+    /// Transmit chains with an undecodable virtio-net header (also in
+    /// [`PortStats::rx_bad_vnet_hdr`]).
+    pub rx_bad_header: u64,
+    /// Frames for the guest dropped because no guest was connected with its receive queue
+    /// running.
+    pub tx_not_connected: u64,
+    /// Frames for the guest dropped because it had not posted enough receive buffers.
+    pub tx_no_rx_buffers: u64,
+    /// Frames larger than one receive buffer of a guest without `MRG_RXBUF`.
+    pub tx_too_big: u64,
+    /// Malformed receive chains from the guest (device-readable, empty, outside memory);
+    /// the frame being written was lost.
+    pub tx_bad_chain: u64,
+    /// Super-frames segmented by the port because the guest could not take them whole.
+    pub tx_segmented: u64,
+    /// Super-frames that could not be segmented (malformed headers, pool empty).
+    pub tx_segment_failed: u64,
+    /// Partial checksums completed by the port for a guest without `GUEST_CSUM`.
+    pub tx_csum_completed: u64,
+    /// Used rings the port could not write (outside guest memory): the guest is broken.
+    pub used_ring_errors: u64,
+}
+
+/// Options of a vhost-user port.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VhostUserOptions {
+    /// The MTU of the link to the guest; default [`DEFAULT_MTU`]. Give the guest the same
+    /// with `-device virtio-net-pci,host_mtu=N`.
+    pub mtu: Option<u32>,
+    /// The router's MAC address on this port; default a locally administered address
+    /// derived from the socket path, stable across restarts.
+    pub mac: Option<[u8; 6]>,
+}
+
+/// The connection's state as the protocol threads leave it for the router thread.
+#[derive(Default)]
+struct Conn {
+    connected: bool,
+    mem: Option<GuestMemoryAtomic<GuestMemoryMmap>>,
+    vrings: Option<Vec<Vring>>,
+    features: u64,
+    shutdown: Option<ShutdownHandle>,
+}
+
+type Vring = VringMutex<GuestMemoryAtomic<GuestMemoryMmap>>;
+
+/// Shared between the port (router thread), the listener thread and the backend (protocol
+/// and worker threads).
+struct Shared {
+    /// The port's [`Port::fd`]: written on guest kicks and connection changes.
+    wake: EventFd,
+    /// Bumped on every change of `conn`; the port re-reads `conn` when it moves.
+    generation: AtomicU64,
+    stop: AtomicBool,
+    conn: Mutex<Conn>,
+    connections: AtomicU64,
+    disconnections: AtomicU64,
+}
+
+impl Shared {
+    fn conn(&self) -> MutexGuard<'_, Conn> {
+        // A panic elsewhere must not take the router down with it.
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Conn)) {
+        f(&mut self.conn());
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        // EAGAIN only when the counter is about to overflow: it is readable anyway.
+        let _ = self.wake.write(1);
+    }
+}
+
+/// The `VhostUserBackend` of one connection: it answers feature questions and passes
+/// events on to the port; it moves no frames (see the module doc).
+struct NetBackend {
+    shared: Arc<Shared>,
+}
+
+impl VhostUserBackend for NetBackend {
+    type Bitmap = ();
+    type Vring = Vring;
+
+    fn num_queues(&self) -> usize {
+        2
+    }
+
+    fn max_queue_size(&self) -> usize {
+        MAX_QUEUE_SIZE
+    }
+
+    fn features(&self) -> u64 {
+        OFFERED_FEATURES
+    }
+
+    fn acked_features(&self, features: u64) {
+        tracing::debug!(features = format_args!("{features:#x}"), "vhost-user features acked");
+        self.shared.update(|c| c.features = features);
+    }
+
+    fn protocol_features(&self) -> VhostUserProtocolFeatures {
+        VhostUserProtocolFeatures::REPLY_ACK | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS
+    }
+
+    fn reset_device(&self) {
+        self.shared.update(|c| c.features = 0);
+    }
+
+    fn set_event_idx(&self, _enabled: bool) {
+        // EVENT_IDX is not offered.
+    }
+
+    fn update_memory(&self, mem: GuestMemoryAtomic<GuestMemoryMmap>) -> io::Result<()> {
+        self.shared.update(|c| c.mem = Some(mem));
+        Ok(())
+    }
+
+    fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
+        // Lets the listener stop this connection's worker thread when the frontend goes.
+        new_event_consumer_and_notifier(EventFlag::NONBLOCK | EventFlag::CLOEXEC).ok()
+    }
+
+    fn handle_event(
+        &self,
+        device_event: u16,
+        _evset: EventSet,
+        vrings: &[Vring],
+        _thread_id: usize,
+    ) -> io::Result<()> {
+        // Called when a queue starts and on every kick, with all the connection's vrings.
+        let have = self.shared.conn().vrings.is_some();
+        if !have && vrings.len() > TX_QUEUE {
+            self.shared.update(|c| c.vrings = Some(vrings.to_vec()));
+        }
+        if usize::from(device_event) == TX_QUEUE {
+            self.shared.wake();
+        }
+        Ok(())
+    }
+}
+
+/// The router thread's view of the current connection.
+struct Active {
+    mem: GuestMemoryAtomic<GuestMemoryMmap>,
+    rx: Vring,
+    tx: Vring,
+    neg: Negotiated,
+}
+
+/// A port that is a guest's virtio-net device, served over a vhost-user socket.
+pub struct VhostUserPort {
+    info: PortInfo,
+    socket: PathBuf,
+    /// Private directory of the daemon's internal socket (see the `relay` module).
+    private_dir: PathBuf,
+    shared: Arc<Shared>,
+    listener: Option<JoinHandle<()>>,
+    seen_generation: u64,
+    active: Option<Active>,
+    /// Used-ring entries of the batch in progress.
+    used: Vec<(u16, u32)>,
+    /// Segments of a super-frame the guest cannot take whole.
+    segments: Vec<Packet>,
+    stats: PortStats,
+    vstats: VhostUserStats,
+}
+
+impl std::fmt::Debug for VhostUserPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VhostUserPort")
+            .field("info", &self.info)
+            .field("socket", &self.socket)
+            .field("connected", &self.active.is_some())
+            .finish()
+    }
+}
+
+/// A locally administered unicast MAC derived from `seed` (FNV-1a).
+fn derived_mac(seed: &[u8]) -> [u8; 6] {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in seed {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let b = h.to_be_bytes();
+    [0x02, b[3], b[4], b[5], b[6], b[7]]
+}
+
+impl VhostUserPort {
+    /// Opens a port with index `id` and configured `name`, listening for a vhost-user
+    /// frontend (QEMU) on the Unix socket `socket`. A stale socket file at that path is
+    /// replaced; any other file there is an error. The socket is removed when the port is
+    /// dropped.
+    pub fn open(
+        id: PortId,
+        name: &str,
+        socket: &Path,
+        options: &VhostUserOptions,
+    ) -> Result<VhostUserPort, PortError> {
+        let shown = socket.display().to_string();
+        let io_err = |op: &'static str| {
+            let shown = shown.clone();
+            move |source: io::Error| PortError::Io { ifname: shown, op, source }
+        };
+        let mtu = options.mtu.unwrap_or(DEFAULT_MTU);
+        if mtu < MIN_MTU {
+            return Err(PortError::MtuTooSmall { ifname: shown, requested: mtu });
+        }
+        if mtu > MAX_MTU {
+            return Err(PortError::MtuTooLarge { ifname: shown, requested: mtu, interface_mtu: MAX_MTU });
+        }
+        if let Ok(meta) = std::fs::symlink_metadata(socket) {
+            if !meta.file_type().is_socket() {
+                return Err(io_err("replace the file at the socket path (not a socket)")(io::Error::from(
+                    io::ErrorKind::AlreadyExists,
+                )));
+            }
+            if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+                return Err(io_err("take over the socket (another process is listening on it)")(
+                    io::Error::from(io::ErrorKind::AddrInUse),
+                ));
+            }
+            std::fs::remove_file(socket).map_err(io_err("remove the stale socket"))?;
+        }
+        let public = UnixListener::bind(socket).map_err(io_err("bind the vhost-user socket"))?;
+        let private_dir = match private_dir() {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = std::fs::remove_file(socket);
+                return Err(io_err("create a private directory")(e));
+            }
+        };
+        let started = (|| {
+            let internal_path = private_dir.join("backend.sock");
+            let internal = UnixListener::bind(&internal_path).map_err(io_err("bind the internal socket"))?;
+            let wake = EventFd::new(EFD_NONBLOCK | EFD_CLOEXEC).map_err(io_err("create an eventfd"))?;
+            let shared = Arc::new(Shared {
+                wake,
+                generation: AtomicU64::new(0),
+                stop: AtomicBool::new(false),
+                conn: Mutex::new(Conn::default()),
+                connections: AtomicU64::new(0),
+                disconnections: AtomicU64::new(0),
+            });
+            let thread_shared = shared.clone();
+            let daemon_name = name.to_owned();
+            let sockets = Sockets { public, internal: Listener::from(internal), internal_path };
+            let listener = std::thread::Builder::new()
+                .name(format!("vhost-{name}"))
+                .spawn(move || serve(sockets, &thread_shared, &daemon_name))
+                .map_err(io_err("start the listener thread"))?;
+            Ok((shared, listener))
+        })();
+        let (shared, listener) = match started {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&private_dir);
+                let _ = std::fs::remove_file(socket);
+                return Err(e);
+            }
+        };
+        let mac = options.mac.unwrap_or_else(|| derived_mac(socket.as_os_str().as_encoded_bytes()));
+        tracing::debug!(port = name, socket = %shown, mtu, "vhost-user port listening");
+        Ok(VhostUserPort {
+            info: PortInfo { id, name: name.to_owned(), mac, mtu, caps: vhost_user_caps(OFFERED_FEATURES) },
+            socket: socket.to_owned(),
+            private_dir,
+            shared,
+            listener: Some(listener),
+            seen_generation: u64::MAX,
+            active: None,
+            used: Vec::with_capacity(MAX_QUEUE_SIZE),
+            segments: Vec::new(),
+            stats: PortStats::default(),
+            vstats: VhostUserStats::default(),
+        })
+    }
+
+    /// The socket path.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// True while a frontend is connected (its queues may not be running yet).
+    pub fn is_connected(&self) -> bool {
+        self.shared.conn().connected
+    }
+
+    /// The virtio features the connected guest acknowledged, if one is connected and has
+    /// negotiated.
+    pub fn negotiated_features(&self) -> Option<u64> {
+        let c = self.shared.conn();
+        (c.connected && c.features != 0).then_some(c.features)
+    }
+
+    /// Counters beyond [`Port::stats`].
+    pub fn vhost_stats(&self) -> VhostUserStats {
+        VhostUserStats {
+            connections: self.shared.connections.load(Ordering::Relaxed),
+            disconnections: self.shared.disconnections.load(Ordering::Relaxed),
+            ..self.vstats
+        }
+    }
+
+    /// Re-reads the connection if it changed: queues, memory, negotiated features, caps.
+    fn refresh(&mut self) {
+        let generation = self.shared.generation.load(Ordering::Acquire);
+        if generation == self.seen_generation {
+            return;
+        }
+        self.seen_generation = generation;
+        let c = self.shared.conn();
+        self.active = match (&c.mem, &c.vrings) {
+            (Some(mem), Some(vrings)) if c.connected && c.features != 0 => Some(Active {
+                mem: mem.clone(),
+                rx: vrings[RX_QUEUE].clone(),
+                tx: vrings[TX_QUEUE].clone(),
+                neg: Negotiated::from_features(c.features),
+            }),
+            _ => None,
+        };
+        self.info.caps = match &self.active {
+            Some(a) => a.neg.caps(),
+            None => vhost_user_caps(OFFERED_FEATURES),
+        };
+    }
+}
+
+/// Counts a skipped transmit chain under its reason.
+fn count_tx_chain_error(stats: &mut PortStats, v: &mut VhostUserStats, e: TxChainError) {
+    match e {
+        TxChainError::TooShort => v.rx_chain_too_short += 1,
+        TxChainError::TooLong => v.rx_chain_too_long += 1,
+        TxChainError::WriteOnly => v.rx_chain_write_only += 1,
+        TxChainError::BadAddress => v.rx_chain_bad_address += 1,
+        TxChainError::BadHeader => {
+            v.rx_bad_header += 1;
+            stats.rx_bad_vnet_hdr += 1;
+            return;
+        }
+    }
+    // The frame could not be read whole.
+    stats.rx_truncated += 1;
+}
+
+impl Drop for VhostUserPort {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(h) = self.shared.conn().shutdown.take() {
+            h.shutdown();
+        }
+        if let Some(t) = self.listener.take() {
+            let _ = t.join();
+        }
+        if std::fs::symlink_metadata(&self.socket).is_ok_and(|m| m.file_type().is_socket()) {
+            let _ = std::fs::remove_file(&self.socket);
+        }
+        let _ = std::fs::remove_dir_all(&self.private_dir);
+    }
+}
+
+/// A new directory only this user can enter, for the daemon's internal socket.
+fn private_dir() -> io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("vmpls-vhost-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
+}
+
+/// The listener thread's sockets: QEMU connects to `public`; the daemon accepts the
+/// relay's connection on `internal`.
+struct Sockets {
+    public: UnixListener,
+    internal: Listener,
+    internal_path: PathBuf,
+}
+
+/// The listener thread: accepts one frontend at a time until the port is dropped.
+fn serve(mut sockets: Sockets, shared: &Arc<Shared>, name: &str) {
+    let epoll = match Epoll::new().and_then(|ep| {
+        ep.ctl(ControlOperation::Add, sockets.public.as_raw_fd(), EpollEvent::new(EventSet::IN, 0))
+            .map(|()| ep)
+    }) {
+        Ok(ep) => ep,
+        Err(e) => {
+            tracing::error!(port = name, error = %e, "vhost-user listener cannot poll its socket");
+            return;
+        }
+    };
+    let mut events = [EpollEvent::default(); 1];
+    while !shared.stop.load(Ordering::Acquire) {
+        match epoll.wait(ACCEPT_POLL_MS, &mut events) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                tracing::error!(port = name, error = %e, "vhost-user listener failed");
+                return;
+            }
+        }
+        let front = match sockets.public.accept() {
+            Ok((s, _)) => s,
+            Err(e) => {
+                tracing::warn!(port = name, error = %e, "vhost-user accept failed");
+                continue;
+            }
+        };
+        if let Err(e) = connection(front, &mut sockets, shared, name) {
+            tracing::warn!(port = name, error = %e, "vhost-user connection failed");
+        }
+    }
+}
+
+/// Serves one frontend until it goes (or the port is dropped).
+fn connection(
+    front: std::os::unix::net::UnixStream,
+    sockets: &mut Sockets,
+    shared: &Arc<Shared>,
+    name: &str,
+) -> io::Result<()> {
+    let back = std::os::unix::net::UnixStream::connect(&sockets.internal_path)?;
+    let backend = Arc::new(NetBackend { shared: shared.clone() });
+    let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
+    let mut daemon =
+        VhostUserDaemon::new(name.to_owned(), backend, mem).map_err(|e| io::Error::other(e.to_string()))?;
+    if let Err(e) = daemon.start(&mut sockets.internal) {
+        stop_workers(&daemon);
+        return Err(io::Error::other(e.to_string()));
+    }
+    let relay = match relay::Relay::start(front, back, name) {
+        Ok(r) => r,
+        Err(e) => {
+            daemon.request_shutdown();
+            let _ = daemon.wait();
+            stop_workers(&daemon);
+            return Err(e);
+        }
+    };
+    shared.connections.fetch_add(1, Ordering::Relaxed);
+    shared.update(|c| *c = Conn { connected: true, shutdown: daemon.shutdown_handle(), ..Conn::default() });
+    tracing::info!(port = name, "vhost-user frontend connected");
+    if shared.stop.load(Ordering::Acquire) {
+        daemon.request_shutdown();
+    }
+    match daemon.wait() {
+        Ok(()) => tracing::info!(port = name, "vhost-user frontend disconnected"),
+        Err(e) => tracing::info!(port = name, error = %e, "vhost-user frontend gone"),
+    }
+    relay.stop();
+    stop_workers(&daemon);
+    shared.disconnections.fetch_add(1, Ordering::Relaxed);
+    // Drops our references to the guest's memory and queues.
+    shared.update(|c| *c = Conn::default());
+    Ok(())
+}
+
+fn stop_workers(daemon: &VhostUserDaemon<Arc<NetBackend>>) {
+    for h in daemon.get_epoll_handlers() {
+        h.send_exit_event();
+    }
+}
+
+impl Port for VhostUserPort {
+    fn info(&self) -> &PortInfo {
+        &self.info
+    }
+
+    fn fd(&self) -> RawFd {
+        self.shared.wake.as_raw_fd()
+    }
+
+    fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {
+        // Clear the eventfd first: a kick after this point makes it readable again.
+        let _ = self.shared.wake.read();
+        self.refresh();
+        let Some(active) = &self.active else {
+            return Ok(0);
+        };
+        let mem_guard = active.mem.memory();
+        let mem = &*mem_guard;
+        let neg = active.neg;
+        let mut vring = active.tx.get_mut();
+        if !vring.get_queue().ready() || !vring.is_enabled() {
+            return Ok(0);
+        }
+        let queue = vring.get_queue_mut();
+        let _ = queue.disable_notification(mem);
+        self.used.clear();
+        let mut delivered = 0;
+        let mut popped = 0;
+        while popped < max {
+            let Some(chain) = queue.pop_descriptor_chain(mem) else {
+                break;
+            };
+            popped += 1;
+            self.used.push((chain.head_index(), 0));
+            let Some(mut p) = pool.get() else {
+                self.stats.rx_no_buffer += 1;
+                continue;
+            };
+            match chain::read_tx_chain(mem, chain, neg.hdr_len, p.receive_area()) {
+                Ok((offload, len)) => {
+                    p.set_received(len);
+                    p.offload = offload;
+                    p.port = self.info.id;
+                    self.stats.rx_packets += 1;
+                    self.stats.rx_bytes += len as u64;
+                    out.push(p);
+                    delivered += 1;
+                }
+                Err(e) => {
+                    count_tx_chain_error(&mut self.stats, &mut self.vstats, e);
+                    pool.put(p);
+                }
+            }
+        }
+        if popped == max {
+            // More may wait: keep the guest's kicks off and come back.
+            self.shared.wake();
+        } else if queue.enable_notification(mem).unwrap_or(true) {
+            // Something arrived while kicks were off.
+            self.shared.wake();
+        }
+        let mut used_err = false;
+        if !self.used.is_empty() {
+            match chain::publish_used(queue, mem, &self.used) {
+                Ok(_) => {
+                    if chain::guest_wants_interrupt(queue, mem) {
+                        let _ = vring.signal_used_queue();
+                    }
+                }
+                Err(_) => used_err = true,
+            }
+        }
+        drop(vring);
+        drop(mem_guard);
+        self.vstats.used_ring_errors += u64::from(used_err);
+        Ok(delivered)
+    }
+
+    fn send_batch(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) -> io::Result<usize> {
+        self.refresh();
+        let total = pkts.len();
+        let Some(active) = &self.active else {
+            self.vstats.tx_not_connected += total as u64;
+            self.stats.tx_dropped += total as u64;
+            pkts.drain(..).for_each(|p| pool.put(p));
+            return Ok(0);
+        };
+        let mem_guard = active.mem.memory();
+        let mem = &*mem_guard;
+        let neg = active.neg;
+        let mut vring = active.rx.get_mut();
+        if !vring.get_queue().ready() || !vring.is_enabled() {
+            drop(vring);
+            self.vstats.tx_not_connected += total as u64;
+            self.stats.tx_dropped += total as u64;
+            pkts.drain(..).for_each(|p| pool.put(p));
+            return Ok(0);
+        }
+        let queue = vring.get_queue_mut();
+        let used = &mut self.used;
+        let segments = &mut self.segments;
+        let stats = &mut self.stats;
+        let vstats = &mut self.vstats;
+        used.clear();
+        let mut sent = 0;
+        let mut write =
+            |pkt: &Packet, used: &mut Vec<(u16, u32)>, stats: &mut PortStats, vstats: &mut VhostUserStats| {
+                let hdr = rx_header(&pkt.offload, &neg);
+                match chain::write_rx_frame(queue, mem, &hdr, neg.hdr_len, pkt.frame(), neg.mergeable, used) {
+                    Ok(_) => {
+                        stats.tx_packets += 1;
+                        stats.tx_bytes += pkt.len() as u64;
+                        true
+                    }
+                    Err(e) => {
+                        stats.tx_dropped += 1;
+                        match e {
+                            RxError::NoBuffers => vstats.tx_no_rx_buffers += 1,
+                            RxError::TooBig => vstats.tx_too_big += 1,
+                            RxError::BadChain => vstats.tx_bad_chain += 1,
+                        }
+                        false
+                    }
+                }
+            };
+        for mut pkt in pkts.drain(..) {
+            match delivery(&pkt, &neg) {
+                Delivery::Whole => sent += usize::from(write(&pkt, used, stats, vstats)),
+                Delivery::CompleteChecksum => {
+                    if gso::complete_checksum(&mut pkt).is_ok() {
+                        vstats.tx_csum_completed += 1;
+                        pkt.offload.needs_csum = false;
+                        sent += usize::from(write(&pkt, used, stats, vstats));
+                    } else {
+                        stats.tx_dropped += 1;
+                        vstats.tx_segment_failed += 1;
+                    }
+                }
+                Delivery::Segment => {
+                    segments.clear();
+                    match gso::segment(&pkt, l3_offset(pkt.frame()), pool, segments) {
+                        Ok(_) => {
+                            vstats.tx_segmented += 1;
+                            for mut seg in segments.drain(..) {
+                                if seg.offload.needs_csum && !neg.guest_csum {
+                                    if gso::complete_checksum(&mut seg).is_ok() {
+                                        vstats.tx_csum_completed += 1;
+                                        seg.offload.needs_csum = false;
+                                    } else {
+                                        stats.tx_dropped += 1;
+                                        pool.put(seg);
+                                        continue;
+                                    }
+                                }
+                                sent += usize::from(write(&seg, used, stats, vstats));
+                                pool.put(seg);
+                            }
+                        }
+                        Err(_) => {
+                            segments.drain(..).for_each(|s| pool.put(s));
+                            stats.tx_dropped += 1;
+                            vstats.tx_segment_failed += 1;
+                        }
+                    }
+                }
+            }
+            pool.put(pkt);
+        }
+        let mut used_err = false;
+        if !used.is_empty() {
+            match chain::publish_used(queue, mem, used) {
+                Ok(_) => {
+                    if chain::guest_wants_interrupt(queue, mem) {
+                        let _ = vring.signal_used_queue();
+                    }
+                }
+                Err(_) => used_err = true,
+            }
+        }
+        drop(vring);
+        self.vstats.used_ring_errors += u64::from(used_err);
+        Ok(sent)
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn neg(features: u64) -> Negotiated {
+        Negotiated::from_features(features)
+    }
+
+    #[test]
+    fn caps_follow_the_guests_features() {
+        let all = neg(OFFERED_FEATURES);
+        assert_eq!(all.hdr_len, 12);
+        assert!(all.mergeable);
+        let c = all.caps();
+        assert!(c.tso4 && c.tso6 && c.csum);
+        assert!(!c.uso && !c.mpls_gso);
+        // A guest with tso4 off (`-device virtio-net-pci,guest_tso4=off`).
+        let c = vhost_user_caps(OFFERED_FEATURES & !bit(VIRTIO_NET_F_GUEST_TSO4));
+        assert!(!c.tso4 && c.tso6);
+        // TSO without receive checksum offload is not TSO.
+        let c = vhost_user_caps(OFFERED_FEATURES & !bit(VIRTIO_NET_F_GUEST_CSUM));
+        assert!(!c.tso4 && !c.tso6 && !c.csum);
+        // A legacy guest without VERSION_1 or MRG_RXBUF uses the 10-byte header.
+        let legacy = neg(bit(VIRTIO_NET_F_CSUM));
+        assert_eq!(legacy.hdr_len, 10);
+        assert!(!legacy.mergeable);
+    }
+
+    fn tso_packet(labelled: bool, ecn: bool) -> Packet {
+        let mut f = vec![0u8; 200];
+        if labelled {
+            f[12..14].copy_from_slice(&[0x88, 0x47]);
+            f[16] = 0x01; // bottom of stack
+        } else {
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+        }
+        let mut p = Packet::from_frame(0, &f);
+        p.offload = virtio_net::Repr {
+            needs_csum: true,
+            gso_type: virtio_net::GsoType::TcpV4,
+            gso_ecn: ecn,
+            gso_size: 1448,
+            hdr_len: 54,
+            csum_start: 34,
+            csum_offset: 16,
+            ..Default::default()
+        };
+        p
+    }
+
+    #[test]
+    fn super_frames_go_whole_only_where_the_guest_takes_them() {
+        let all = neg(OFFERED_FEATURES);
+        assert_eq!(delivery(&tso_packet(false, false), &all), Delivery::Whole);
+        assert_eq!(delivery(&tso_packet(false, true), &all), Delivery::Whole);
+        assert_eq!(delivery(&tso_packet(true, false), &all), Delivery::Segment);
+        let no_tso4 = neg(OFFERED_FEATURES & !bit(VIRTIO_NET_F_GUEST_TSO4));
+        assert_eq!(delivery(&tso_packet(false, false), &no_tso4), Delivery::Segment);
+        let no_ecn = neg(OFFERED_FEATURES & !bit(VIRTIO_NET_F_GUEST_ECN));
+        assert_eq!(delivery(&tso_packet(false, true), &no_ecn), Delivery::Segment);
+        let mut plain = tso_packet(false, false);
+        plain.offload.gso_type = virtio_net::GsoType::None;
+        assert_eq!(delivery(&plain, &all), Delivery::Whole);
+        let no_csum = neg(OFFERED_FEATURES & !bit(VIRTIO_NET_F_GUEST_CSUM));
+        assert_eq!(delivery(&plain, &no_csum), Delivery::CompleteChecksum);
+    }
+
+    #[test]
+    fn receive_header_carries_the_offload_and_drops_checksum_flags_without_guest_csum() {
+        let p = tso_packet(false, false);
+        let h = rx_header(&p.offload, &neg(OFFERED_FEATURES));
+        assert_eq!(h, [1, 1, 54, 0, 0xa8, 0x05, 34, 0, 16, 0, 0, 0]);
+        let mut plain = p.offload;
+        plain.gso_type = virtio_net::GsoType::None;
+        plain.data_valid = true;
+        let h = rx_header(&plain, &neg(OFFERED_FEATURES & !bit(VIRTIO_NET_F_GUEST_CSUM)));
+        assert_eq!(h[0], 0);
+    }
+
+    #[test]
+    fn l3_offset_skips_the_label_stack() {
+        let mut f = vec![0u8; 64];
+        assert_eq!(l3_offset(&f), 14);
+        f[12..14].copy_from_slice(&[0x88, 0x47]);
+        f[20] = 0x01; // second entry has S set
+        assert_eq!(l3_offset(&f), 22);
+    }
+
+    #[test]
+    fn derived_macs_are_local_unicast_and_stable() {
+        let a = derived_mac(b"/run/vmpls/g1.sock");
+        assert_eq!(a[0], 0x02);
+        assert_eq!(a, derived_mac(b"/run/vmpls/g1.sock"));
+        assert_ne!(a, derived_mac(b"/run/vmpls/g2.sock"));
+    }
+
+    #[test]
+    fn open_refuses_a_regular_file_and_bad_mtus() {
+        let dir = std::env::temp_dir().join(format!("vmpls-vhost-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("not-a-socket");
+        std::fs::write(&file, b"keep me").unwrap();
+        let e = VhostUserPort::open(0, "g", &file, &VhostUserOptions::default()).unwrap_err();
+        assert!(matches!(e, PortError::Io { .. }), "{e}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
+        let sock = dir.join("s.sock");
+        let small = VhostUserOptions { mtu: Some(60), mac: None };
+        assert!(matches!(VhostUserPort::open(0, "g", &sock, &small), Err(PortError::MtuTooSmall { .. })));
+        // A stale socket is replaced, and removed when the port goes.
+        drop(UnixListener::bind(&sock).unwrap());
+        let port = VhostUserPort::open(0, "g", &sock, &VhostUserOptions::default()).unwrap();
+        assert!(!port.is_connected());
+        assert_eq!(port.info().mtu, DEFAULT_MTU);
+        // A socket someone listens on is not taken over.
+        let e = VhostUserPort::open(1, "h", &sock, &VhostUserOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("another process"), "{e}");
+        drop(port);
+        assert!(!sock.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

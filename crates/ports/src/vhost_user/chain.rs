@@ -1,0 +1,542 @@
+//! Frames in and out of a guest's virtqueues, one descriptor chain at a time.
+//!
+//! The guest is untrusted. Every guest address goes through `vm-memory`
+//! (`read_slice`/`write_slice`/`load`/`store` check each access against the guest's memory
+//! regions), and the chain walk is `virtio-queue`'s (bounded by the queue size, indirect
+//! tables included), so a chain can at worst be refused: never a read or write outside the
+//! guest's memory, never a panic. Functions here take a bare [`Queue`] and any
+//! [`GuestMemory`], so the unit tests drive them with `virtio-queue`'s `MockSplitQueue` over
+//! a `GuestMemoryMmap` built in the test.
+//!
+//! Used-ring entries are collected by the caller and published with [`publish_used`]: all
+//! elements first, then one store of the used index. With mergeable receive buffers a frame
+//! spans several chains, and the guest (Linux `receive_mergeable`) reads `num_buffers`
+//! from the first and then expects the rest to be used already; publishing the index once
+//! after all of them (as QEMU's `virtqueue_flush` does) avoids that race. `virtio-queue`'s
+//! `add_used` publishes each element on its own.
+
+use std::sync::atomic::{Ordering, fence};
+
+use virtio_bindings::bindings::virtio_ring::VRING_AVAIL_F_NO_INTERRUPT;
+use virtio_queue::desc::split::Descriptor;
+use virtio_queue::{Queue, QueueT};
+use vm_memory::{Bytes, GuestAddress, GuestMemory};
+use vmpls_wire::{ethernet, virtio_net};
+
+/// Why a chain from the guest's transmit queue was skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxChainError {
+    /// Fewer bytes than the virtio-net header and an Ethernet header.
+    TooShort,
+    /// More bytes than the largest frame a [`vmpls_dataplane::Packet`] holds.
+    TooLong,
+    /// A device-writable descriptor in a chain the device should only read.
+    WriteOnly,
+    /// A buffer that is not (wholly) inside the guest's memory.
+    BadAddress,
+    /// A virtio-net header we cannot decode (unknown `gso_type`), or offsets outside the
+    /// frame.
+    BadHeader,
+}
+
+/// Reads one transmit chain: the first `hdr_len` bytes are the virtio-net header (10, or
+/// 12 with `num_buffers`, which is ignored on transmit), the rest the frame, copied into
+/// `frame`. Returns the decoded offload metadata and the frame length.
+pub(crate) fn read_tx_chain<M, I>(
+    mem: &M,
+    chain: I,
+    hdr_len: usize,
+    frame: &mut [u8],
+) -> Result<(virtio_net::Repr, usize), TxChainError>
+where
+    M: GuestMemory + ?Sized,
+    I: IntoIterator<Item = Descriptor>,
+{
+    let mut hdr = [0u8; virtio_net::HEADER_LEN_MRG];
+    let hdr_len = hdr_len.min(hdr.len());
+    let limit = hdr_len + frame.len();
+    let mut total = 0usize;
+    for desc in chain {
+        if desc.is_write_only() {
+            return Err(TxChainError::WriteOnly);
+        }
+        let len = desc.len() as usize;
+        if total.checked_add(len).is_none_or(|end| end > limit) {
+            return Err(TxChainError::TooLong);
+        }
+        let mut addr = desc.addr();
+        let mut rest = len;
+        if total < hdr_len && rest > 0 {
+            let n = (hdr_len - total).min(rest);
+            mem.read_slice(&mut hdr[total..total + n], addr).map_err(|_| TxChainError::BadAddress)?;
+            addr = addr.0.checked_add(n as u64).map(GuestAddress).ok_or(TxChainError::BadAddress)?;
+            rest -= n;
+            total += n;
+        }
+        if rest > 0 {
+            let off = total - hdr_len;
+            mem.read_slice(&mut frame[off..off + rest], addr).map_err(|_| TxChainError::BadAddress)?;
+            total += rest;
+        }
+    }
+    if total < hdr_len + ethernet::HEADER_LEN {
+        return Err(TxChainError::TooShort);
+    }
+    let len = total - hdr_len;
+    let offload = virtio_net::Repr::parse(&virtio_net::Header::new_unchecked(&hdr[..]))
+        .map_err(|_| TxChainError::BadHeader)?;
+    let csum_end = usize::from(offload.csum_start) + usize::from(offload.csum_offset) + 2;
+    if (offload.needs_csum && csum_end > len) || usize::from(offload.hdr_len) > len {
+        return Err(TxChainError::BadHeader);
+    }
+    Ok((offload, len))
+}
+
+/// Why a frame could not be written to the guest's receive queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RxError {
+    /// The guest has not posted enough receive buffers (nothing was consumed).
+    NoBuffers,
+    /// Without mergeable buffers the frame must fit one chain, and the next one is smaller
+    /// (nothing was consumed).
+    TooBig,
+    /// A chain with a device-readable descriptor, no room at all, or a buffer outside guest
+    /// memory. It and the chains this frame had filled are returned to the guest as used
+    /// with length 0 (a driver drops those as short packets); the frame is lost.
+    BadChain,
+}
+
+/// Writes `hdr[..hdr_len]` followed by `frame` into the guest's receive queue, appending
+/// the used-ring entries to `used` (publish them with [`publish_used`]). With `mergeable`
+/// the frame may span several chains and `num_buffers` (bytes 10..12 of a 12-byte header)
+/// is set to their number; without it the frame must fit one chain. On `NoBuffers` and
+/// `TooBig` the queue position is restored, so the buffers wait for the next frame.
+pub(crate) fn write_rx_frame<M: GuestMemory + ?Sized>(
+    queue: &mut Queue,
+    mem: &M,
+    hdr: &[u8; virtio_net::HEADER_LEN_MRG],
+    hdr_len: usize,
+    frame: &[u8],
+    mergeable: bool,
+    used: &mut Vec<(u16, u32)>,
+) -> Result<u16, RxError> {
+    let hdr_len = hdr_len.min(hdr.len());
+    let src = Source { hdr: &hdr[..hdr_len], frame };
+    let total = hdr_len + frame.len();
+    let start_avail = queue.next_avail();
+    let used_start = used.len();
+    let mut written = 0usize;
+    let mut buffers: u16 = 0;
+    let mut num_buffers_at: [Option<GuestAddress>; 2] = [None, None];
+    let rollback = |queue: &mut Queue, used: &mut Vec<(u16, u32)>| {
+        queue.set_next_avail(start_avail);
+        used.truncate(used_start);
+    };
+    while written < total {
+        if buffers == 1 && !mergeable {
+            rollback(queue, used);
+            return Err(RxError::TooBig);
+        }
+        let Some(chain) = queue.pop_descriptor_chain(mem) else {
+            rollback(queue, used);
+            return Err(RxError::NoBuffers);
+        };
+        let head = chain.head_index();
+        let mut chain_len = 0usize;
+        let mut bad = false;
+        for desc in chain {
+            if !desc.is_write_only() {
+                bad = true;
+                break;
+            }
+            if written == total {
+                break;
+            }
+            let n = (desc.len() as usize).min(total - written);
+            if src.copy_out(mem, desc.addr(), written, n, &mut num_buffers_at).is_err() {
+                bad = true;
+                break;
+            }
+            written += n;
+            chain_len += n;
+        }
+        if bad || chain_len == 0 {
+            for entry in &mut used[used_start..] {
+                entry.1 = 0;
+            }
+            used.push((head, 0));
+            return Err(RxError::BadChain);
+        }
+        // chain_len <= total < 2^32: the frame is at most a Packet buffer.
+        used.push((head, chain_len as u32));
+        buffers = buffers.saturating_add(1);
+    }
+    if hdr_len == virtio_net::HEADER_LEN_MRG {
+        let bytes = buffers.to_le_bytes();
+        for (addr, byte) in num_buffers_at.iter().zip(bytes) {
+            // Recorded while writing the header, so inside guest memory.
+            if let Some(addr) = addr
+                && mem.write_slice(&[byte], *addr).is_err()
+            {
+                for entry in &mut used[used_start..] {
+                    entry.1 = 0;
+                }
+                return Err(RxError::BadChain);
+            }
+        }
+    }
+    Ok(buffers)
+}
+
+/// The bytes of one received frame as the guest sees them: header, then frame.
+struct Source<'a> {
+    hdr: &'a [u8],
+    frame: &'a [u8],
+}
+
+/// Offset of `num_buffers` in the 12-byte header.
+const NUM_BUFFERS: usize = virtio_net::HEADER_LEN;
+
+impl Source<'_> {
+    /// Copies bytes `from..from + n` to guest address `addr`, noting where the two bytes of
+    /// `num_buffers` land.
+    fn copy_out<M: GuestMemory + ?Sized>(
+        &self,
+        mem: &M,
+        addr: GuestAddress,
+        from: usize,
+        n: usize,
+        num_buffers_at: &mut [Option<GuestAddress>; 2],
+    ) -> Result<(), ()> {
+        let hdr_len = self.hdr.len();
+        let end = from + n;
+        let mut addr = addr;
+        let mut off = from;
+        if off < hdr_len {
+            let m = (hdr_len - off).min(end - off);
+            mem.write_slice(&self.hdr[off..off + m], addr).map_err(|_| ())?;
+            if hdr_len == virtio_net::HEADER_LEN_MRG {
+                for (k, slot) in num_buffers_at.iter_mut().enumerate() {
+                    let i = NUM_BUFFERS + k;
+                    if (off..off + m).contains(&i) {
+                        *slot = addr.0.checked_add((i - off) as u64).map(GuestAddress);
+                    }
+                }
+            }
+            addr = GuestAddress(addr.0.checked_add(m as u64).ok_or(())?);
+            off += m;
+        }
+        if off < end {
+            mem.write_slice(&self.frame[off - hdr_len..end - hdr_len], addr).map_err(|_| ())?;
+        }
+        Ok(())
+    }
+}
+
+/// Why used-ring entries could not be published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UsedRingError;
+
+/// Writes `used` (head index, bytes written) into the queue's used ring, then publishes
+/// them with one release store of the used index. Entries whose head index is not below
+/// the queue size are skipped (a guest can put any index in its available ring). Returns
+/// how many were published.
+pub(crate) fn publish_used<M: GuestMemory + ?Sized>(
+    queue: &mut Queue,
+    mem: &M,
+    used: &[(u16, u32)],
+) -> Result<usize, UsedRingError> {
+    let size = queue.size();
+    if used.is_empty() || size == 0 {
+        return Ok(0);
+    }
+    let ring = queue.used_ring();
+    let mut next = queue.next_used();
+    let mut published = 0;
+    for &(head, len) in used {
+        if head >= size {
+            continue;
+        }
+        // flags (2) + idx (2), then 8-byte elements { id: le32, len: le32 }.
+        let off = 4 + u64::from(next % size) * 8;
+        let addr = ring.checked_add(off).ok_or(UsedRingError)?;
+        let mut elem = [0u8; 8];
+        elem[..4].copy_from_slice(&u32::from(head).to_le_bytes());
+        elem[4..].copy_from_slice(&len.to_le_bytes());
+        mem.write_slice(&elem, GuestAddress(addr)).map_err(|_| UsedRingError)?;
+        next = next.wrapping_add(1);
+        published += 1;
+    }
+    let idx_addr = ring.checked_add(2).ok_or(UsedRingError)?;
+    mem.store(next.to_le(), GuestAddress(idx_addr), Ordering::Release).map_err(|_| UsedRingError)?;
+    queue.set_next_used(next);
+    Ok(published)
+}
+
+/// False when the guest asked not to be interrupted for this queue
+/// (`VRING_AVAIL_F_NO_INTERRUPT`, without `EVENT_IDX`). Call after [`publish_used`].
+pub(crate) fn guest_wants_interrupt<M: GuestMemory + ?Sized>(queue: &Queue, mem: &M) -> bool {
+    // The used index store must be visible before the flags are read, or an interrupt the
+    // guest re-enabled meanwhile could be missed.
+    fence(Ordering::SeqCst);
+    match mem.load::<u16>(GuestAddress(queue.avail_ring()), Ordering::Acquire) {
+        Ok(flags) => u16::from_le(flags) & VRING_AVAIL_F_NO_INTERRUPT as u16 == 0,
+        Err(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use virtio_bindings::bindings::virtio_ring::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
+    use virtio_queue::desc::RawDescriptor;
+    use virtio_queue::mock::MockSplitQueue;
+    use vm_memory::GuestMemoryMmap;
+
+    /// 1 MiB of guest memory at 0; the queue sits at 0, buffers from 0x1_0000 on.
+    fn memory() -> GuestMemoryMmap {
+        GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x10_0000)]).unwrap()
+    }
+
+    fn desc(addr: u64, len: u32, flags: u32, next: u16) -> RawDescriptor {
+        RawDescriptor::from(Descriptor::new(addr, len, flags as u16, next))
+    }
+
+    // An IPv4 TCP super-frame header as a Linux guest sends it: NEEDS_CSUM, TCPV4,
+    // hdr_len 66, gso_size 1448, csum_start 34, csum_offset 16, num_buffers 0.
+    const TSO_HDR: [u8; 12] = [1, 1, 66, 0, 0xa8, 0x05, 34, 0, 16, 0, 0, 0];
+
+    fn frame(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + 3) as u8).collect()
+    }
+
+    #[test]
+    fn a_good_chain_gives_header_and_frame_across_descriptors() {
+        let mem = memory();
+        let vq = MockSplitQueue::new(&mem, 16);
+        let body = frame(100);
+        // Header in its own descriptor, the frame split 40 + 60.
+        mem.write_slice(&[0u8; 12], GuestAddress(0x1_0000)).unwrap();
+        mem.write_slice(&body[..40], GuestAddress(0x2_0000)).unwrap();
+        mem.write_slice(&body[40..], GuestAddress(0x3_0000)).unwrap();
+        let n = VRING_DESC_F_NEXT;
+        vq.add_desc_chains(
+            &[desc(0x1_0000, 12, n, 1), desc(0x2_0000, 40, n, 2), desc(0x3_0000, 60, 0, 0)],
+            0,
+        )
+        .unwrap();
+        let mut q: Queue = vq.create_queue().unwrap();
+        let chain = q.pop_descriptor_chain(&mem).unwrap();
+        assert_eq!(chain.head_index(), 0);
+        let mut buf = vec![0u8; 65536];
+        let (offload, len) = read_tx_chain(&mem, chain, 12, &mut buf).unwrap();
+        assert_eq!(len, 100);
+        assert_eq!(&buf[..100], &body[..]);
+        assert_eq!(offload, virtio_net::Repr::default());
+        assert!(q.pop_descriptor_chain(&mem).is_none());
+    }
+
+    #[test]
+    fn a_frame_with_gso_header_enters_whole_with_its_offload() {
+        let mem = memory();
+        let vq = MockSplitQueue::new(&mem, 16);
+        let body = frame(20_000);
+        // Header and the first bytes of the frame in one descriptor (ANY_LAYOUT).
+        let mut first = TSO_HDR.to_vec();
+        first.extend_from_slice(&body[..500]);
+        mem.write_slice(&first, GuestAddress(0x1_0000)).unwrap();
+        mem.write_slice(&body[500..], GuestAddress(0x2_0000)).unwrap();
+        vq.add_desc_chains(
+            &[
+                desc(0x1_0000, first.len() as u32, VRING_DESC_F_NEXT, 1),
+                desc(0x2_0000, (body.len() - 500) as u32, 0, 0),
+            ],
+            0,
+        )
+        .unwrap();
+        let mut q: Queue = vq.create_queue().unwrap();
+        let chain = q.pop_descriptor_chain(&mem).unwrap();
+        let mut buf = vec![0u8; 65536];
+        let (offload, len) = read_tx_chain(&mem, chain, 12, &mut buf).unwrap();
+        assert_eq!(len, body.len());
+        assert_eq!(&buf[..len], &body[..]);
+        assert_eq!(offload.gso_type, virtio_net::GsoType::TcpV4);
+        assert_eq!(offload.gso_size, 1448);
+        assert!(offload.needs_csum);
+        assert_eq!((offload.csum_start, offload.csum_offset), (34, 16));
+    }
+
+    #[test]
+    fn a_chain_too_short_for_the_header_is_refused() {
+        let mem = memory();
+        let vq = MockSplitQueue::new(&mem, 16);
+        vq.add_desc_chains(&[desc(0x1_0000, 8, 0, 0)], 0).unwrap();
+        let mut q: Queue = vq.create_queue().unwrap();
+        let chain = q.pop_descriptor_chain(&mem).unwrap();
+        let mut buf = vec![0u8; 2048];
+        assert_eq!(read_tx_chain(&mem, chain, 12, &mut buf), Err(TxChainError::TooShort));
+    }
+
+    #[test]
+    fn a_chain_pointing_outside_guest_memory_is_refused() {
+        let mem = memory();
+        let vq = MockSplitQueue::new(&mem, 16);
+        // Starts inside, ends 0x100 bytes past the end of the 1 MiB region.
+        vq.add_desc_chains(
+            &[desc(0x1_0000, 12, VRING_DESC_F_NEXT, 1), desc(0x10_0000 - 0x100, 0x200, 0, 0)],
+            0,
+        )
+        .unwrap();
+        // Wholly outside.
+        vq.add_desc_chains(&[desc(0x4000_0000, 100, 0, 0)], 2).unwrap();
+        let mut q: Queue = vq.create_queue().unwrap();
+        let mut buf = vec![0u8; 2048];
+        for _ in 0..2 {
+            let chain = q.pop_descriptor_chain(&mem).unwrap();
+            assert_eq!(read_tx_chain(&mem, chain, 12, &mut buf), Err(TxChainError::BadAddress));
+        }
+    }
+
+    #[test]
+    fn write_only_too_long_and_bad_header_chains_are_refused() {
+        let mem = memory();
+        let vq = MockSplitQueue::new(&mem, 16);
+        let mut bad_gso = TSO_HDR;
+        bad_gso[1] = 2; // no such gso_type
+        mem.write_slice(&bad_gso, GuestAddress(0x1_0000)).unwrap();
+        vq.add_desc_chains(&[desc(0x2_0000, 100, VRING_DESC_F_WRITE, 0)], 0).unwrap();
+        vq.add_desc_chains(&[desc(0x2_0000, 4000, 0, 0)], 1).unwrap();
+        vq.add_desc_chains(&[desc(0x1_0000, 200, 0, 0)], 2).unwrap();
+        let mut q: Queue = vq.create_queue().unwrap();
+        let mut buf = vec![0u8; 2048];
+        let expect = [TxChainError::WriteOnly, TxChainError::TooLong, TxChainError::BadHeader];
+        for e in expect {
+            let chain = q.pop_descriptor_chain(&mem).unwrap();
+            assert_eq!(read_tx_chain(&mem, chain, 12, &mut buf), Err(e));
+        }
+    }
+
+    #[test]
+    fn a_descriptor_loop_ends_without_hanging() {
+        let mem = memory();
+        let vq = MockSplitQueue::new(&mem, 16);
+        // Two descriptors pointing at each other: the walk stops after the queue size.
+        vq.desc_table().store(0, desc(0x1_0000, 64, VRING_DESC_F_NEXT, 1)).unwrap();
+        vq.desc_table().store(1, desc(0x2_0000, 64, VRING_DESC_F_NEXT, 0)).unwrap();
+        vq.avail().ring().ref_at(0).unwrap().store(0);
+        vq.avail().idx().store(1);
+        let mut q: Queue = vq.create_queue().unwrap();
+        let chain = q.pop_descriptor_chain(&mem).unwrap();
+        let mut buf = vec![0u8; 65536];
+        // 16 descriptors of 64 bytes were read, then the walk stopped.
+        let (_, len) = read_tx_chain(&mem, chain, 12, &mut buf).unwrap();
+        assert_eq!(len, 16 * 64 - 12);
+    }
+
+    fn used_elem(vq: &MockSplitQueue<GuestMemoryMmap>, i: u16) -> (u32, u32) {
+        let e = vq.used().ring().ref_at(i as usize).unwrap().load();
+        (e.id(), e.len())
+    }
+
+    #[test]
+    fn a_super_frame_spans_mergeable_buffers_with_num_buffers_set() {
+        let mem = memory();
+        let vq = MockSplitQueue::new(&mem, 16);
+        // Four 1536-byte receive buffers, one descriptor each, as Linux posts them.
+        let w = VRING_DESC_F_WRITE;
+        let bufs: Vec<_> = (0..4).map(|i| desc(0x1_0000 + i * 0x1000, 1536, w, 0)).collect();
+        for (i, d) in bufs.iter().enumerate() {
+            vq.add_desc_chains(std::slice::from_ref(d), i as u16).unwrap();
+        }
+        let mut q: Queue = vq.create_queue().unwrap();
+        let body = frame(4000);
+        let mut used = Vec::new();
+        let n = write_rx_frame(&mut q, &mem, &TSO_HDR, 12, &body, true, &mut used).unwrap();
+        assert_eq!(n, 3);
+        assert_eq!(used, vec![(0, 1536), (1, 1536), (2, 4012 - 3072)]);
+        // Nothing visible to the guest before publishing.
+        assert_eq!(vq.used().idx().load(), 0);
+        assert_eq!(publish_used(&mut q, &mem, &used), Ok(3));
+        assert_eq!(vq.used().idx().load(), 3);
+        assert_eq!(used_elem(&vq, 1), (1, 1536));
+        // Header with num_buffers = 3, then the frame, in buffer order.
+        let mut got = vec![0u8; 3 * 1536];
+        for i in 0..3u64 {
+            let s = i as usize * 1536;
+            mem.read_slice(&mut got[s..s + 1536], GuestAddress(0x1_0000 + i * 0x1000)).unwrap();
+        }
+        let mut want = TSO_HDR.to_vec();
+        want[10] = 3;
+        want.extend_from_slice(&body);
+        assert_eq!(&got[..want.len()], &want[..]);
+        // The fourth buffer is still available.
+        assert_eq!(q.next_avail(), 3);
+    }
+
+    #[test]
+    fn too_few_receive_buffers_consume_nothing() {
+        let mem = memory();
+        let vq = MockSplitQueue::new(&mem, 16);
+        vq.add_desc_chains(&[desc(0x1_0000, 1536, VRING_DESC_F_WRITE, 0)], 0).unwrap();
+        let mut q: Queue = vq.create_queue().unwrap();
+        let mut used = vec![(9, 9)];
+        let r = write_rx_frame(&mut q, &mem, &TSO_HDR, 12, &frame(3000), true, &mut used);
+        assert_eq!(r, Err(RxError::NoBuffers));
+        assert_eq!(used, vec![(9, 9)]);
+        assert_eq!(q.next_avail(), 0);
+        // Without mergeable buffers the frame must fit one chain.
+        let r = write_rx_frame(&mut q, &mem, &TSO_HDR, 12, &frame(3000), false, &mut used);
+        assert_eq!(r, Err(RxError::TooBig));
+        assert_eq!(q.next_avail(), 0);
+        // A frame that fits still goes.
+        let r = write_rx_frame(&mut q, &mem, &TSO_HDR, 12, &frame(1000), false, &mut used);
+        assert_eq!(r, Ok(1));
+        assert_eq!(used, vec![(9, 9), (0, 1012)]);
+    }
+
+    #[test]
+    fn a_bad_receive_chain_is_returned_empty() {
+        let mem = memory();
+        let vq = MockSplitQueue::new(&mem, 16);
+        let w = VRING_DESC_F_WRITE;
+        // A good buffer, a device-readable one, one outside memory, then a good one.
+        vq.add_desc_chains(&[desc(0x1_0000, 1536, w, 0)], 0).unwrap();
+        vq.add_desc_chains(&[desc(0x2_0000, 1536, 0, 0)], 1).unwrap();
+        vq.add_desc_chains(&[desc(0x4000_0000, 1536, w, 0)], 2).unwrap();
+        vq.add_desc_chains(&[desc(0x3_0000, 1536, w, 0)], 3).unwrap();
+        let mut q: Queue = vq.create_queue().unwrap();
+        let mut used = Vec::new();
+        // The frame needs two buffers: the first is filled, the second is readable.
+        let r = write_rx_frame(&mut q, &mem, &TSO_HDR, 12, &frame(2000), true, &mut used);
+        assert_eq!(r, Err(RxError::BadChain));
+        assert_eq!(used, vec![(0, 0), (1, 0)]);
+        let r = write_rx_frame(&mut q, &mem, &TSO_HDR, 12, &frame(100), true, &mut used);
+        assert_eq!(r, Err(RxError::BadChain));
+        assert_eq!(used.last(), Some(&(2, 0)));
+        let r = write_rx_frame(&mut q, &mem, &TSO_HDR, 12, &frame(100), true, &mut used);
+        assert_eq!(r, Ok(1));
+        assert_eq!(used.last(), Some(&(3, 112)));
+        assert_eq!(publish_used(&mut q, &mem, &used), Ok(4));
+        assert_eq!(vq.used().idx().load(), 4);
+    }
+
+    #[test]
+    fn used_entries_with_impossible_heads_are_skipped() {
+        let mem = memory();
+        let vq = MockSplitQueue::new(&mem, 16);
+        let mut q: Queue = vq.create_queue().unwrap();
+        assert_eq!(publish_used(&mut q, &mem, &[(3, 0), (16, 0), (500, 0)]), Ok(1));
+        assert_eq!(vq.used().idx().load(), 1);
+        assert_eq!(q.next_used(), 1);
+    }
+
+    #[test]
+    fn no_interrupt_flag_is_honoured() {
+        let mem = memory();
+        let vq = MockSplitQueue::new(&mem, 16);
+        let q: Queue = vq.create_queue().unwrap();
+        assert!(guest_wants_interrupt(&q, &mem));
+        mem.write_obj((VRING_AVAIL_F_NO_INTERRUPT as u16).to_le(), vq.avail_addr()).unwrap();
+        assert!(!guest_wants_interrupt(&q, &mem));
+    }
+}

@@ -1,0 +1,252 @@
+//! The CLI against a running router: `vmpls [-r ROUTER | --socket PATH] [-j] [-p]
+//! [-4|-6] [-f mpls] { route | link | neigh | stats | reload } ...`, iproute2's words and
+//! order; errors print as `Error: ...` and exit non-zero (1: the command line or the
+//! connection, 2: the router refused, as iproute2 does for the kernel).
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use vmpls_control::api::{Family, IpRoute, Link, MplsRoute, Neighbor, ReloadSummary, Reply, Request, Stats};
+use vmpls_control::show;
+
+/// Options before the object, as in `ip -j -p -6 route ...`.
+#[derive(Debug, Clone, Default)]
+pub struct Globals {
+    /// `-r ROUTER`.
+    pub router: Option<String>,
+    /// `--socket PATH`.
+    pub socket: Option<PathBuf>,
+    /// `-j`.
+    pub json: bool,
+    /// `-p`.
+    pub pretty: bool,
+    /// `-4`, `-6`, `-f FAMILY`.
+    pub family: Option<Family>,
+    /// `-s`.
+    pub stats: bool,
+}
+
+/// A CLI failure; printed as `Error: MESSAGE`.
+#[derive(Debug)]
+pub enum CliError {
+    /// The command line or the connection (exit 1).
+    Usage(String),
+    /// The router refused the request (exit 2).
+    Router(String),
+}
+
+impl CliError {
+    /// The message.
+    pub fn message(&self) -> &str {
+        match self {
+            CliError::Usage(m) | CliError::Router(m) => m,
+        }
+    }
+
+    /// The exit code.
+    pub fn code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) => 1,
+            CliError::Router(_) => 2,
+        }
+    }
+}
+
+fn usage(m: impl Into<String>) -> CliError {
+    CliError::Usage(m.into())
+}
+
+/// A connection to a router's control socket.
+pub struct Connection {
+    /// For writing requests.
+    pub stream: UnixStream,
+    /// For reading replies.
+    pub reader: BufReader<UnixStream>,
+    /// The socket's path, for messages.
+    pub path: PathBuf,
+}
+
+/// Why connecting failed, in words.
+fn connect_error(path: &Path, e: &std::io::Error) -> String {
+    let p = path.display();
+    match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("no router at {p} (is it running? choose one with -r ROUTER or --socket PATH)")
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            format!("permission denied on {p}: only the user running the router (and root) may use it")
+        }
+        std::io::ErrorKind::ConnectionRefused => {
+            format!("no router is listening on {p} (left by a router that stopped?)")
+        }
+        _ => format!("cannot connect to {p}: {e}"),
+    }
+}
+
+impl Connection {
+    /// Connects to the router `g` names.
+    ///
+    /// # Errors
+    /// No router chosen or reachable.
+    pub fn open(g: &Globals) -> Result<Connection, CliError> {
+        let path =
+            crate::socket::client_path(g.router.as_deref(), g.socket.as_deref()).map_err(CliError::Usage)?;
+        let stream = UnixStream::connect(&path).map_err(|e| usage(connect_error(&path, &e)))?;
+        let reader = stream.try_clone().map_err(|e| usage(format!("cannot use {}: {e}", path.display())))?;
+        Ok(Connection { stream, reader: BufReader::new(reader), path })
+    }
+
+    /// Sends a request and reads its reply's data.
+    ///
+    /// # Errors
+    /// The router refused ([`CliError::Router`]) or the connection failed.
+    pub fn request(&mut self, req: &Request) -> Result<Option<serde_json::Value>, CliError> {
+        let io = |e: std::io::Error| usage(format!("talking to {}: {e}", self.path.display()));
+        let mut line = serde_json::to_vec(req).map_err(|e| usage(e.to_string()))?;
+        line.push(b'\n');
+        self.stream.set_read_timeout(Some(Duration::from_secs(20))).map_err(io)?;
+        self.stream.write_all(&line).map_err(io)?;
+        let mut answer = String::new();
+        let n = self.reader.read_line(&mut answer).map_err(io)?;
+        if n == 0 {
+            return Err(usage(format!("the router at {} closed the connection", self.path.display())));
+        }
+        let reply: Reply =
+            serde_json::from_str(&answer).map_err(|e| usage(format!("bad reply from the router: {e}")))?;
+        if reply.ok {
+            Ok(reply.data)
+        } else {
+            Err(CliError::Router(reply.error.unwrap_or_else(|| "the router refused".into())))
+        }
+    }
+}
+
+/// Prints `value` as JSON (`-p`: indented).
+fn print_json(g: &Globals, value: &serde_json::Value) -> Result<(), CliError> {
+    let text = if g.pretty { serde_json::to_string_pretty(value) } else { serde_json::to_string(value) }
+        .map_err(|e| usage(e.to_string()))?;
+    println!("{text}");
+    Ok(())
+}
+
+fn decode<T: serde::de::DeserializeOwned>(v: Option<serde_json::Value>) -> Result<T, CliError> {
+    serde_json::from_value(v.unwrap_or(serde_json::Value::Null))
+        .map_err(|e| usage(format!("bad reply from the router: {e}")))
+}
+
+/// One request, printing its data as JSON with `-j` or as `text` otherwise.
+fn show<T: serde::de::DeserializeOwned>(
+    g: &Globals,
+    req: &Request,
+    text: impl FnOnce(T) -> String,
+) -> Result<(), CliError> {
+    let data = Connection::open(g)?.request(req)?;
+    if g.json {
+        return print_json(g, &data.unwrap_or(serde_json::Value::Null));
+    }
+    print!("{}", text(decode(data)?));
+    Ok(())
+}
+
+/// `vmpls route ...`.
+///
+/// # Errors
+/// See [`CliError`].
+pub fn route(g: &Globals, args: &[String]) -> Result<(), CliError> {
+    if args.first().is_some_and(|a| a == "help") {
+        println!("{}", vmpls_control::cli::HELP);
+        return Ok(());
+    }
+    let req = vmpls_control::cli::parse_route(g.family, args).map_err(CliError::Usage)?;
+    match &req {
+        Request::RouteShow { family: Family::Mpls, .. } => {
+            show(g, &req, |l: Vec<MplsRoute>| l.iter().map(|r| show::mpls_route_line(r) + "\n").collect())
+        }
+        Request::RouteShow { .. } => {
+            show(g, &req, |l: Vec<IpRoute>| l.iter().map(|r| show::ip_route_line(r) + "\n").collect())
+        }
+        _ => Connection::open(g)?.request(&req).map(|_| ()),
+    }
+}
+
+/// Checks `show [dev] [NAME]`-style arguments and returns the name filter.
+fn show_args(object: &str, args: &[String]) -> Result<Option<String>, CliError> {
+    let mut it = args.iter().map(String::as_str);
+    match it.next() {
+        None | Some("show" | "list" | "ls" | "lst" | "sh") => {}
+        Some(other) => {
+            return Err(usage(format!("unknown {object} command \"{other}\"; expected show")));
+        }
+    }
+    let mut name = None;
+    while let Some(w) = it.next() {
+        let n = if w == "dev" {
+            it.next().ok_or_else(|| usage("\"dev\" needs a port name after it"))?
+        } else {
+            w
+        };
+        if name.replace(n.to_string()).is_some() {
+            return Err(usage(format!("either \"{n}\" is duplicate, or it is garbage")));
+        }
+    }
+    Ok(name)
+}
+
+/// `vmpls link show [[dev] PORT]`.
+///
+/// # Errors
+/// See [`CliError`].
+pub fn link(g: &Globals, args: &[String]) -> Result<(), CliError> {
+    let name = show_args("link", args)?;
+    let data = Connection::open(g)?.request(&Request::LinkShow)?;
+    let mut links: Vec<Link> = decode(data)?;
+    if let Some(n) = &name {
+        links.retain(|l| &l.name == n);
+        if links.is_empty() {
+            return Err(CliError::Router(format!("no port named \"{n}\"")));
+        }
+    }
+    if g.json {
+        let v = serde_json::to_value(&links).map_err(|e| usage(e.to_string()))?;
+        return print_json(g, &v);
+    }
+    print!("{}", show::links(&links, g.stats));
+    Ok(())
+}
+
+/// `vmpls neigh show [dev PORT]`.
+///
+/// # Errors
+/// See [`CliError`].
+pub fn neigh(g: &Globals, args: &[String]) -> Result<(), CliError> {
+    let name = show_args("neigh", args)?;
+    let data = Connection::open(g)?.request(&Request::NeighShow)?;
+    let mut list: Vec<Neighbor> = decode(data)?;
+    if let Some(n) = &name {
+        list.retain(|e| &e.dev == n);
+    }
+    if g.json {
+        let v = serde_json::to_value(&list).map_err(|e| usage(e.to_string()))?;
+        return print_json(g, &v);
+    }
+    print!("{}", show::neighbors(&list));
+    Ok(())
+}
+
+/// `vmpls stats [-s]`.
+///
+/// # Errors
+/// See [`CliError`].
+pub fn stats(g: &Globals) -> Result<(), CliError> {
+    show(g, &Request::Stats, |s: Stats| show::stats(&s, g.stats))
+}
+
+/// `vmpls reload`.
+///
+/// # Errors
+/// See [`CliError`].
+pub fn reload(g: &Globals) -> Result<(), CliError> {
+    show(g, &Request::Reload, |s: ReloadSummary| format!("reloaded {s}\n"))
+}

@@ -1,0 +1,409 @@
+//! The control thread: serves the control socket (protocol in [`vmpls_control::api`])
+//! and reloads the config on SIGHUP.
+//!
+//! It keeps the running routes ([`Tables`]: the config file plus runtime changes) behind
+//! a mutex that only control-side threads take; route changes become a new `Fib` stored
+//! in the `FibHandle`. Counters and neighbours come from the forwarding loop through its
+//! [`LoopHandle`]. Each connection gets its own thread, so a long capture does not hold
+//! up other clients.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use anyhow::Context;
+use tracing::{info, warn};
+use vmpls_control::api::{
+    self, CaptureStart, Counter, LinkStats, NeighState, Neighbor, PortCounters, Reply, Request, Stats,
+};
+use vmpls_control::tables::{Change, Tables};
+use vmpls_dataplane::PortInfo;
+use vmpls_fib::FibHandle;
+
+use crate::router::{CaptureSink, LoopHandle, Snapshot, eventfd_drain};
+
+/// Frames queued per capture before new ones are lost.
+const CAPTURE_QUEUE: usize = 1024;
+
+/// The control side of a running router.
+pub struct Server {
+    tables: Mutex<Tables>,
+    fib: FibHandle,
+    lp: LoopHandle,
+    config_path: PathBuf,
+    ports: Vec<PortInfo>,
+}
+
+/// Formats a MAC address.
+pub fn mac(m: &[u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+impl Server {
+    /// A server for the router whose running routes are `tables`.
+    pub fn new(
+        tables: Tables,
+        fib: FibHandle,
+        lp: LoopHandle,
+        config_path: PathBuf,
+        ports: Vec<PortInfo>,
+    ) -> Arc<Server> {
+        Arc::new(Server { tables: Mutex::new(tables), fib, lp, config_path, ports })
+    }
+
+    fn tables(&self) -> MutexGuard<'_, Tables> {
+        // A panic while holding the lock left the tables as they were before the change
+        // (changes are made on a copy), so the data is still good.
+        self.tables.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The router's name.
+    pub fn router_name(&self) -> String {
+        self.tables().config().router.name.clone()
+    }
+
+    /// Re-reads the config file and applies the difference.
+    ///
+    /// # Errors
+    /// The file is invalid (the same message as at start) or needs a restart.
+    pub fn reload(&self) -> Result<api::ReloadSummary, String> {
+        let cfg = crate::router::load_config(&self.config_path).map_err(|e| format!("{e:#}"))?;
+        let mut t = self.tables();
+        let (fib, sum) = t.reload(cfg)?;
+        self.fib.store(fib);
+        Ok(sum)
+    }
+
+    fn reload_logged(&self, why: &str) -> Result<api::ReloadSummary, String> {
+        let r = self.reload();
+        match &r {
+            Ok(sum) => info!(trigger = why, "reloaded {sum}"),
+            Err(e) => warn!(trigger = why, "reload rejected, the running config stays: {e}"),
+        }
+        r
+    }
+
+    /// All counters, from the forwarding loop now.
+    ///
+    /// # Errors
+    /// The forwarding loop did not answer.
+    pub fn stats(&self) -> anyhow::Result<Stats> {
+        let snap = self.lp.snapshot()?;
+        let fib = self.fib.load_full();
+        let c = &snap.counters;
+        let ports = self
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PortCounters {
+                name: p.name.clone(),
+                link: link_stats(&snap, i),
+                pipeline_rx: c.rx_frames.get(i).copied().unwrap_or(0),
+                pipeline_tx: c.tx_frames.get(i).copied().unwrap_or(0),
+            })
+            .collect();
+        Ok(Stats {
+            ports,
+            drops: vmpls_dataplane::Drop::ALL
+                .iter()
+                .map(|d| Counter { name: d.name().into(), value: c.drops(*d) })
+                .collect(),
+            events: vmpls_dataplane::Event::ALL
+                .iter()
+                .map(|e| Counter { name: e.name().into(), value: c.events(*e) })
+                .collect(),
+            neighbors: snap.neighbors.len() as u64,
+            neighbors_reachable: snap.neighbors.iter().filter(|n| n.2.is_some()).count() as u64,
+            label_routes: fib.labels.len() as u64,
+            prefix_routes: fib.vrfs.iter().map(|v| (v.v4.len() + v.v6.len()) as u64).sum(),
+        })
+    }
+
+    fn links(&self) -> anyhow::Result<Vec<api::Link>> {
+        let snap = self.lp.snapshot()?;
+        let cfg = self.tables().config().clone();
+        Ok(self
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let pc = cfg.ports.get(i);
+                let caps = p.caps;
+                let offloads = [
+                    (caps.tso4, "tso4"),
+                    (caps.tso6, "tso6"),
+                    (caps.uso, "uso"),
+                    (caps.csum, "csum"),
+                    (caps.mpls_gso, "mpls_gso"),
+                ]
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, n)| n.to_string())
+                .collect();
+                api::Link {
+                    index: p.id,
+                    name: p.name.clone(),
+                    interface: pc.map(|c| c.interface.clone()).unwrap_or_default(),
+                    kind: "af-packet".into(),
+                    mtu: p.mtu,
+                    address: mac(&p.mac),
+                    vrf: pc.map(|c| c.vrf.clone()).unwrap_or_default(),
+                    addresses: pc
+                        .map(|c| c.addresses.iter().map(|(a, l)| format!("{a}/{l}")).collect())
+                        .unwrap_or_default(),
+                    offloads,
+                    stats: link_stats(&snap, i),
+                }
+            })
+            .collect())
+    }
+
+    fn neighbors(&self) -> anyhow::Result<Vec<Neighbor>> {
+        let snap = self.lp.snapshot()?;
+        let mut list: Vec<Neighbor> = snap
+            .neighbors
+            .iter()
+            .map(|(port, addr, m)| Neighbor {
+                dst: *addr,
+                dev: self
+                    .ports
+                    .get(usize::from(*port))
+                    .map_or_else(|| format!("port{port}"), |p| p.name.clone()),
+                lladdr: m.as_ref().map(mac),
+                state: if m.is_some() { NeighState::Reachable } else { NeighState::Incomplete },
+            })
+            .collect();
+        list.sort_by(|a, b| (&a.dev, a.dst).cmp(&(&b.dev, b.dst)));
+        Ok(list)
+    }
+
+    /// Carries out one request (all but `capture`).
+    pub fn handle(&self, req: &Request) -> Reply {
+        let data = |r: anyhow::Result<serde_json::Value>| match r {
+            Ok(v) => Reply::data(v),
+            Err(e) => Reply::error(format!("{e:#}")),
+        };
+        match req {
+            Request::RouteShow { family, vrf } => match self.tables().show(*family, vrf.as_deref()) {
+                Ok(v) => Reply::data(v),
+                Err(e) => Reply::error(e),
+            },
+            Request::RouteAdd { route } => self.change(Change::Add, route),
+            Request::RouteDel { route } => self.change(Change::Delete, route),
+            Request::RouteReplace { route } => self.change(Change::Replace, route),
+            Request::LinkShow => data(self.links().and_then(|l| Ok(serde_json::to_value(l)?))),
+            Request::NeighShow => data(self.neighbors().and_then(|l| Ok(serde_json::to_value(l)?))),
+            Request::Stats => data(self.stats().and_then(|s| Ok(serde_json::to_value(s)?))),
+            Request::Reload => match self.reload_logged("request") {
+                Ok(sum) => data(serde_json::to_value(sum).map_err(Into::into)),
+                Err(e) => Reply::error(e),
+            },
+            Request::Capture { .. } => Reply::error("capture needs its own connection"),
+        }
+    }
+
+    fn change(&self, change: Change, route: &api::RouteSpec) -> Reply {
+        let mut t = self.tables();
+        match t.change(change, route) {
+            Ok(fib) => {
+                self.fib.store(fib);
+                info!(change = ?change, route = ?route, "route changed");
+                Reply::done()
+            }
+            Err(e) => Reply::error(e),
+        }
+    }
+
+    /// Serves one connection until the client closes it.
+    fn serve(&self, stream: UnixStream) -> anyhow::Result<()> {
+        let mut writer = stream.try_clone()?;
+        let mut reader = BufReader::new(stream);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let n = (&mut reader).take(api::MAX_REQUEST_LINE as u64 + 1).read_until(b'\n', &mut line)?;
+            if n == 0 {
+                return Ok(());
+            }
+            if line.len() > api::MAX_REQUEST_LINE {
+                send(&mut writer, &Reply::error("request line too long"))?;
+                return Ok(());
+            }
+            let req: Request = match serde_json::from_slice(&line) {
+                Ok(r) => r,
+                Err(e) => {
+                    send(&mut writer, &Reply::error(format!("bad request: {e}")))?;
+                    continue;
+                }
+            };
+            if let Request::Capture { port, label, count } = req {
+                return self.capture(writer, reader.into_inner(), &port, label, count);
+            }
+            send(&mut writer, &self.handle(&req))?;
+        }
+    }
+
+    fn capture(
+        &self,
+        mut writer: UnixStream,
+        stream: UnixStream,
+        port: &str,
+        label: Option<u32>,
+        count: Option<u64>,
+    ) -> anyhow::Result<()> {
+        let cfg_port = self.tables().config().port(port).map(|(id, p)| (id, p.interface.clone()));
+        let Some((id, interface)) = cfg_port else {
+            let names: Vec<&str> = self.ports.iter().map(|p| p.name.as_str()).collect();
+            return send(
+                &mut writer,
+                &Reply::error(format!("no port named \"{port}\" (ports are: {})", names.join(", "))),
+            );
+        };
+        if label.is_some_and(|l| l > vmpls_fib::MAX_LABEL) {
+            return send(&mut writer, &Reply::error("label filter out of range (0-1048575)"));
+        }
+        let (tx, rx) = mpsc::sync_channel(CAPTURE_QUEUE);
+        let lost = Arc::new(AtomicU64::new(0));
+        if let Err(e) = self.lp.capture(CaptureSink { port: id, label, tx, lost: lost.clone() }) {
+            return send(&mut writer, &Reply::error(format!("{e:#}")));
+        }
+        let start = CaptureStart { port: port.to_string(), interface, linktype: 1 };
+        send(&mut writer, &Reply::data(serde_json::to_value(start)?))?;
+        info!(port, ?label, ?count, "capture started");
+        // A client that stops reading (but stays connected) ends the capture after this.
+        writer.set_write_timeout(Some(Duration::from_secs(10)))?;
+        let mut sent = 0u64;
+        let result = loop {
+            if count.is_some_and(|c| sent >= c) {
+                break Ok(());
+            }
+            match rx.recv_timeout(Duration::from_millis(250)) {
+                Ok(f) => {
+                    let frame = api::CapturedFrame {
+                        ts_ns: f.ts_ns,
+                        dir: f.dir,
+                        data: api::base64_encode(&f.data),
+                        lost: lost.load(Ordering::Relaxed),
+                    };
+                    let mut line = serde_json::to_vec(&frame)?;
+                    line.push(b'\n');
+                    if let Err(e) = writer.write_all(&line) {
+                        break Err(e.into());
+                    }
+                    sent += 1;
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if peer_closed(&stream) {
+                        break Ok(());
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => break Ok(()),
+            }
+        };
+        info!(port, frames = sent, lost = lost.load(Ordering::Relaxed), "capture ended");
+        // Dropping `rx` tells the forwarding loop to stop copying.
+        result
+    }
+}
+
+/// Whether the client closed its end (it sends nothing during a capture, so anything
+/// readable is the end of the stream).
+fn peer_closed(stream: &UnixStream) -> bool {
+    let mut p = libc::pollfd { fd: stream.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd; timeout 0 does not block.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    if n <= 0 {
+        return false;
+    }
+    if p.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+        return true;
+    }
+    let mut b = [0u8; 1];
+    // SAFETY: peeks at most one byte into a live buffer; MSG_DONTWAIT never blocks.
+    let r = unsafe {
+        libc::recv(stream.as_raw_fd(), b.as_mut_ptr().cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT)
+    };
+    r == 0
+}
+
+fn link_stats(snap: &Snapshot, i: usize) -> LinkStats {
+    let s = snap.ports.get(i).copied().unwrap_or_default();
+    LinkStats {
+        rx_packets: s.rx_packets,
+        rx_bytes: s.rx_bytes,
+        rx_dropped: s.rx_dropped(),
+        tx_packets: s.tx_packets,
+        tx_bytes: s.tx_bytes,
+        tx_dropped: s.tx_dropped,
+        tx_errors: s.tx_errors.total(),
+    }
+}
+
+fn send(w: &mut impl Write, reply: &Reply) -> anyhow::Result<()> {
+    let mut line = serde_json::to_vec(reply)?;
+    line.push(b'\n');
+    w.write_all(&line)?;
+    Ok(())
+}
+
+/// Starts the control thread: it accepts connections on `listener` (one thread each)
+/// and reloads the config when `reload` (the SIGHUP eventfd) becomes readable.
+///
+/// # Errors
+/// The thread could not be started.
+pub fn spawn(server: Arc<Server>, listener: UnixListener, reload: OwnedFd) -> anyhow::Result<()> {
+    listener.set_nonblocking(true).context("control socket")?;
+    std::thread::Builder::new()
+        .name("control".into())
+        .spawn(move || accept_loop(&server, &listener, &reload))
+        .context("starting the control thread")?;
+    Ok(())
+}
+
+fn accept_loop(server: &Arc<Server>, listener: &UnixListener, reload: &OwnedFd) {
+    let mut fds = [
+        libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: reload.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+    ];
+    loop {
+        // SAFETY: `fds` is a valid, exclusively borrowed array of two pollfd.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                warn!(error = %e, "control socket poll failed");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            continue;
+        }
+        if fds[1].revents & libc::POLLIN != 0 {
+            eventfd_drain(reload.as_raw_fd());
+            let _ = server.reload_logged("SIGHUP");
+        }
+        if fds[0].revents & libc::POLLIN != 0 {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    let s = server.clone();
+                    let spawned = std::thread::Builder::new().name("control-conn".into()).spawn(move || {
+                        if stream.set_nonblocking(false).is_err() {
+                            return;
+                        }
+                        if let Err(e) = s.serve(stream) {
+                            tracing::debug!(error = %e, "control connection ended");
+                        }
+                    });
+                    if let Err(e) = spawned {
+                        warn!(error = %e, "cannot start a thread for a control connection");
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => warn!(error = %e, "accept on the control socket failed"),
+            }
+        }
+    }
+}

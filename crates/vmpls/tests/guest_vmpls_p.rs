@@ -1,0 +1,226 @@
+//! vmpls running inside a QEMU guest as the P router, on the guest's virtio-net NICs
+//! (AF_PACKET), between two vmpls PEs on the host:
+//!
+//! ```text
+//!  ce1 .1.2 -- .1.1 pe1 .10.1 ==tap t1== eth0 .10.2 [guest: vmpls p] eth1 .20.1 ==tap t2== .20.2 pe2 .2.1 -- .2.2 ce2
+//! ```
+//!
+//! pe1 pushes 1002, p (in the guest) swaps it to 2002, pe2 pops; back 1001 -> 2001.
+//! Checked: ping both ways and a content-checked TCP transfer ce1 -> ce2 through the guest.
+//! Needs root and QEMU (TCG is enough); the `vmpls` binary is copied into the guest.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use vmpls_guest::{ExtraFile, Guest, GuestCache, GuestConfig, GuestImage, Nic};
+use vmpls_lab::topology::{HostOptions, Topology};
+use vmpls_lab::traffic::{FlowOptions, Limit, run_flow};
+
+const PE1: &str = r#"
+[router]
+name = "pe1"
+addresses = ["198.18.255.1"]
+
+[[port]]
+name = "ce"
+interface = "pe1-ce1"
+addresses = ["198.18.1.1/24"]
+
+[[port]]
+name = "core"
+interface = "t1"
+addresses = ["198.18.10.1/24"]
+
+[[route]]
+prefix = "198.18.2.0/24"
+push = [1002]
+via = "198.18.10.2"
+port = "core"
+
+[[label]]
+in = 2001
+action = "pop"
+"#;
+
+const PE2: &str = r#"
+[router]
+name = "pe2"
+addresses = ["198.18.255.3"]
+
+[[port]]
+name = "ce"
+interface = "pe2-ce2"
+addresses = ["198.18.2.1/24"]
+
+[[port]]
+name = "core"
+interface = "t2"
+addresses = ["198.18.20.2/24"]
+
+[[route]]
+prefix = "198.18.1.0/24"
+push = [1001]
+via = "198.18.20.1"
+port = "core"
+
+[[label]]
+in = 2002
+action = "pop"
+"#;
+
+/// The guest's script: its NICs up (no kernel addresses: vmpls owns them), then vmpls
+/// as P in the background.
+const P_SCRIPT: &str = r#"
+sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+for i in eth0 eth1; do sysctl -qw net.ipv6.conf.$i.disable_ipv6=1; ip link set $i up; done
+cat > /tmp/p.toml <<'EOF'
+[router]
+name = "p"
+addresses = ["198.18.255.2"]
+
+[[port]]
+name = "west"
+interface = "eth0"
+addresses = ["198.18.10.2/24"]
+
+[[port]]
+name = "east"
+interface = "eth1"
+addresses = ["198.18.20.1/24"]
+
+[[label]]
+in = 1002
+action = "swap"
+out = [2002]
+via = "198.18.20.2"
+port = "east"
+
+[[label]]
+in = 1001
+action = "swap"
+out = [2001]
+via = "198.18.10.1"
+port = "west"
+EOF
+vmpls run --config /tmp/p.toml --socket /tmp/p.sock > /tmp/vmpls.log 2>&1 &
+pid=$!
+sleep 1
+kill -0 $pid 2>/dev/null || { cat /tmp/vmpls.log > /dev/console; fail "vmpls did not start"; }
+result "vmpls running"
+wait $pid
+cat /tmp/vmpls.log > /dev/console
+fail "vmpls exited"
+"#;
+
+/// The `vmpls` binary without debug info (a tenth of the size), to keep the guest's
+/// initramfs small; the original if `strip` is not installed.
+fn stripped_vmpls(work: &Path) -> PathBuf {
+    let original = PathBuf::from(env!("CARGO_BIN_EXE_vmpls"));
+    let out = work.join("vmpls");
+    let ok = Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&out)
+        .arg(&original)
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok { out } else { original }
+}
+
+fn start_router(topo: &mut Topology, host: &str, name: &str, work: &Path, config: &str) -> PathBuf {
+    let path = work.join(format!("{name}.toml"));
+    std::fs::write(&path, config).unwrap();
+    let log = work.join(format!("{name}.log"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vmpls"));
+    cmd.arg("run")
+        .arg("--config")
+        .arg(&path)
+        .arg("--socket")
+        .arg(work.join(format!("{name}.sock")))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    topo.spawn(host, name, cmd, Some(log.clone())).unwrap();
+    log
+}
+
+fn ping(topo: &Topology, host: &str, dst: &str) -> String {
+    let mut cmd = Command::new("ping");
+    cmd.args(["-c", "3", "-i", "0.3", "-W", "5", dst]);
+    let out = topo.run(host, cmd).unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn vmpls_in_a_guest_switches_labels_between_two_host_pes() {
+    let started = Instant::now();
+    let image = GuestImage::build(&GuestCache::default_location()).expect("guest image");
+    let work = std::env::temp_dir().join(format!("vmpls-guest-p-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let vmpls = stripped_vmpls(&work);
+
+    let mut topo = Topology::new();
+    for h in ["ce1", "h", "ce2"] {
+        topo.add_host_with(h, HostOptions { ipv6: false }).unwrap();
+    }
+    topo.add_link("ce1", "ce1-pe1", "h", "pe1-ce1", 1500).unwrap();
+    topo.add_link("ce2", "ce2-pe2", "h", "pe2-ce2", 1500).unwrap();
+    topo.add_address("ce1", "ce1-pe1", "198.18.1.2/24".parse().unwrap()).unwrap();
+    topo.add_address("ce2", "ce2-pe2", "198.18.2.2/24".parse().unwrap()).unwrap();
+    topo.add_default_route("ce1", "198.18.1.1".parse().unwrap()).unwrap();
+    topo.add_default_route("ce2", "198.18.2.1".parse().unwrap()).unwrap();
+    let ns = topo.ns("h").unwrap().to_string();
+
+    let mut p = Guest::boot(
+        &image,
+        GuestConfig {
+            name: "p".into(),
+            nics: vec![Nic::tap("t1"), Nic::tap("t2")],
+            script: P_SCRIPT.into(),
+            netns: Some(ns),
+            memory_mib: 768,
+            files: vec![ExtraFile::program(&vmpls, "/usr/bin/vmpls")],
+            ..GuestConfig::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    // Both PEs in one namespace, each on its own interfaces.
+    let logs =
+        [start_router(&mut topo, "h", "pe1", &work, PE1), start_router(&mut topo, "h", "pe2", &work, PE2)];
+    let logs_text = || {
+        logs.iter()
+            .map(|l| format!("{}:\n{}", l.display(), Topology::log_tail(l, 20)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    p.wait_for("vmpls running", Duration::from_secs(150)).unwrap_or_else(|e| panic!("{e}\n{}", logs_text()));
+
+    // The first ping waits for every ARP on the way; retry until the LSP answers.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut out = ping(&topo, "ce1", "198.18.2.2");
+    while !out.contains(" 0% packet loss") && Instant::now() < deadline {
+        out = ping(&topo, "ce1", "198.18.2.2");
+    }
+    assert!(out.contains("3 received"), "ce1 -> ce2: {out}\n{}\n{}", p.output(), logs_text());
+    let back = ping(&topo, "ce2", "198.18.1.2");
+    assert!(back.contains("3 received"), "ce2 -> ce1: {back}");
+
+    let opts = FlowOptions { limit: Limit::Bytes(4 << 20), ..FlowOptions::default() };
+    let dst: IpAddr = "198.18.2.2".parse().unwrap();
+    let flow = run_flow(topo.ns("ce1").unwrap(), topo.ns("ce2").unwrap(), dst, &opts, &mut |_| {})
+        .unwrap_or_else(|e| panic!("flow: {e:#}\n{}", logs_text()));
+    assert!(flow.content_ok, "{flow:?}");
+    assert_eq!(flow.bytes_received, 4 << 20, "{flow:?}");
+    assert!(topo.exited_child().is_none(), "a PE exited:\n{}", logs_text());
+    assert!(!p.results().contains("VMPLS-GUEST-FAIL"), "{}", p.results());
+    eprintln!(
+        "P in a guest: pings and 4 MiB ce1 -> ce2 at {:.3} Gbit/s; {:?} in all",
+        flow.gbps,
+        started.elapsed()
+    );
+    drop(p);
+    topo.cleanup().unwrap();
+    let _ = std::fs::remove_dir_all(&work);
+}

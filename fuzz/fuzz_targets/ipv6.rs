@@ -1,0 +1,7 @@
+//! Fuzz target `ipv6`: see `fuzz/common/wire.rs`.
+#![no_main]
+
+#[path = "../common/wire.rs"]
+mod wire;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| wire::ipv6(data));
