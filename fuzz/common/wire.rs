@@ -352,7 +352,7 @@ pub fn icmpv6(data: &[u8]) {
         let Ok((_, body)) = opt else { break };
         assert_eq!((body.len() + 2) % 8, 0);
     }
-    black_box(icmpv6::NdiscOptions::new(data).link_layer_addr(1));
+    let _ = black_box(icmpv6::NdiscOptions::new(data).link_layer_addr(1));
     let Ok(p) = icmpv6::Packet::new_checked(data) else { return };
     assert_eq!(p.data(), &data[8..]);
     black_box((p.msg_type(), p.code(), p.checksum(), p.echo_ident(), p.echo_seq_no(), p.mtu()));
@@ -363,7 +363,7 @@ pub fn icmpv6(data: &[u8]) {
         extension(ext);
     }
     if let Ok(ns) = icmpv6::NeighborSolicit::new_checked(data) {
-        black_box((ns.checksum(), ns.target_addr(), ns.source_link_addr()));
+        let _ = black_box((ns.checksum(), ns.target_addr(), ns.source_link_addr()));
         assert_eq!(ns.verify_checksum(SRC6, DST6), valid);
         if let Ok(r) = icmpv6::NeighborSolicitRepr::parse(&ns) {
             let mut out = vec![0u8; r.buffer_len()];
@@ -374,7 +374,7 @@ pub fn icmpv6(data: &[u8]) {
     }
     if let Ok(na) = icmpv6::NeighborAdvert::new_checked(data) {
         black_box((na.checksum(), na.flags_raw(), na.router(), na.solicited(), na.override_()));
-        black_box((na.target_addr(), na.target_link_addr()));
+        let _ = black_box((na.target_addr(), na.target_link_addr()));
         assert_eq!(na.verify_checksum(SRC6, DST6), valid);
         if let Ok(r) = icmpv6::NeighborAdvertRepr::parse(&na) {
             let mut out = vec![0u8; r.buffer_len()];

@@ -26,7 +26,7 @@ use crate::counters::{Counters, Drop, Event};
 use crate::hash::{ip_flow_hash, mpls_flow_hash};
 use crate::neighbor::{NeighborConfig, NeighborTable, Resolution};
 use crate::packet::{Packet, PacketPool, PortId};
-use crate::port::PortInfo;
+use crate::port::{PortCaps, PortInfo};
 use crate::{fragment, gro, gso};
 
 const ETH: usize = ethernet::HEADER_LEN;
@@ -167,6 +167,14 @@ impl Dataplane {
     /// The ports.
     pub fn ports(&self) -> &[PortInfo] {
         &self.ports
+    }
+
+    /// Updates what a port accepts at output, for ports whose offloads change while the
+    /// router runs (a vhost-user guest negotiates its features when it connects).
+    pub fn set_port_caps(&mut self, port: PortId, caps: PortCaps) {
+        if let Some(p) = self.ports.get_mut(usize::from(port)) {
+            p.caps = caps;
+        }
     }
 
     /// The neighbour table.
