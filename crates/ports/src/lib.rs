@@ -8,8 +8,15 @@
 //! Implementations:
 //! - [`AfPacketPort`]: any Linux Ethernet interface (veth, NIC) through an `AF_PACKET`
 //!   socket with `PACKET_VNET_HDR`, batched with `recvmmsg`/`sendmmsg`.
+//! - [`TapPort`]: a TAP device vmpls creates (`IFF_VNET_HDR`, checksum and TSO offloads),
+//!   for the host stack or a container.
+//! - [`VhostUserPort`]: the virtio-net device of a QEMU/KVM guest, over a vhost-user
+//!   socket; guest TSO frames enter whole, and frames leave whole to a guest that
+//!   negotiated `GUEST_TSO4/6`.
 //!
-//! All `unsafe` code (the syscalls) lives in the private `sys` module.
+//! `unsafe` code is confined to the syscall layers: `sys` (AF_PACKET), the `tun` module
+//! in `tap`, and the file-descriptor passing in `vhost_user::relay`; guest memory is only
+//! touched through `vm-memory` and `virtio-queue`. Every block has a `// SAFETY:` note.
 
 mod af_packet;
 mod sys;
