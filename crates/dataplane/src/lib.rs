@@ -14,5 +14,5 @@ pub mod port;
 
 pub use counters::{Counters, Drop, Event};
 pub use packet::{Packet, PacketPool, PortId};
-pub use pipeline::{Dataplane, DataplaneConfig, Output};
+pub use pipeline::{Dataplane, DataplaneConfig, Output, POOL_LOW_WATER};
 pub use port::{PortCaps, PortInfo};

@@ -41,6 +41,10 @@ const MAX_LABELS: usize = 32;
 /// (with fewer, its last entry would lack the bottom-of-stack bit).
 const MAX_QUOTED_LABELS: usize = MAX_LABELS;
 
+/// Free buffers below which [`Dataplane::process_batch`] hands control back so the caller
+/// can send: enough for one 64 KiB super-frame cut into 1448-byte segments, twice over.
+pub const POOL_LOW_WATER: usize = 96;
+
 /// Settings of the pipeline that are not routes.
 #[derive(Debug, Clone, Copy)]
 pub struct DataplaneConfig {
@@ -189,6 +193,11 @@ impl Dataplane {
 
     /// Processes a batch of received frames (each with `port` set to where it arrived).
     /// Buffers of dropped frames go back to `pool`.
+    ///
+    /// Stops early, leaving the rest in `frames`, when fewer than [`POOL_LOW_WATER`]
+    /// buffers are left: cutting a batch of super-frames into segments can take thousands
+    /// of buffers. The caller then sends `out` (which returns buffers to the pool) and
+    /// calls again with what is left.
     pub fn process_batch(
         &mut self,
         now: Instant,
@@ -202,9 +211,15 @@ impl Dataplane {
             self.counters.event(Event::GroMerged, gro.merged);
             self.counters.event(Event::GroAbsorbed, gro.absorbed);
         }
-        for pkt in frames.drain(..) {
+        // Taken from the back of a reversed batch, so what is left stays in order.
+        frames.reverse();
+        while let Some(pkt) = frames.pop() {
             self.input(&fib, now, pkt, pool, out);
+            if pool.available() < POOL_LOW_WATER && !frames.is_empty() {
+                break;
+            }
         }
+        frames.reverse();
     }
 
     /// Processes one received frame.

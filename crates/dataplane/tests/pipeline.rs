@@ -1459,3 +1459,28 @@ fn segments_that_are_swapped_onward_are_not_coalesced() {
     assert_eq!(out.tx[usize::from(P_EAST)].len(), 4);
     assert_eq!(r.events(Event::GroMerged), 0);
 }
+
+#[test]
+fn a_batch_of_super_frames_stops_early_when_the_pool_runs_low_and_loses_nothing() {
+    let mut r = Router::pe1();
+    let mut pool = vmpls_dataplane::PacketPool::new(vmpls_dataplane::POOL_LOW_WATER + 40);
+    let mut batch: Vec<Packet> = (0..6).map(|_| super_frame_from_ce1(30000)).collect();
+    let mut out = Output::new(2);
+    let mut calls = 0;
+    let mut segments = 0;
+    while !batch.is_empty() {
+        calls += 1;
+        assert!(calls < 20, "makes progress");
+        r.dp.process_batch(r.now, &mut batch, &mut pool, &mut out);
+        // What the router loop does between calls: send, which returns the buffers.
+        for tx in out.tx.iter_mut() {
+            segments += tx.len();
+            for p in tx.drain(..) {
+                pool.put(p);
+            }
+        }
+    }
+    assert!(calls > 1, "the pool was too small for the whole batch at once");
+    assert_eq!(segments, 6 * 30000usize.div_ceil(1448));
+    assert_eq!(r.drops(Drop::NoBuffer), 0);
+}

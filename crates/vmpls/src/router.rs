@@ -30,7 +30,7 @@ use vmpls_control::Config;
 use vmpls_control::api::Direction;
 use vmpls_dataplane::{Counters, Dataplane, DataplaneConfig, Output, Packet, PacketPool, PortId};
 use vmpls_fib::FibHandle;
-use vmpls_ports::{AfPacketPort, BATCH, Port, PortStats};
+use vmpls_ports::{BATCH, Port, PortError, PortStats};
 
 /// Buffers per router: enough for a full batch on every port, frames held for neighbour
 /// resolution, and the segments of one super-frame.
@@ -233,11 +233,11 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let mut ports: Vec<Box<dyn Port>> = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         let id = PortId::try_from(i).context("too many ports")?;
-        let port = AfPacketPort::open(id, &p.name, &p.interface, p.mtu)
-            .with_context(|| format!("opening port {:?} on interface {}", p.name, p.interface))?;
+        let port = open_port(id, p)
+            .with_context(|| format!("opening port {:?} ({} {})", p.name, p.kind.name(), p.interface))?;
         let info = port.info();
-        info!(port = %p.name, interface = %p.interface, mtu = info.mtu, caps = ?info.caps, "port up");
-        ports.push(Box::new(port));
+        info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, mtu = info.mtu, caps = ?info.caps, "port up");
+        ports.push(port);
     }
     let infos: Vec<_> = ports.iter().map(|p| p.info().clone()).collect();
     let fib = FibHandle::new(fib);
@@ -272,6 +272,55 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     drop(control);
     info!(router = %cfg.router.name, "stopped");
     result
+}
+
+/// Opens the port a `[[port]]` describes, by its kind: an AF_PACKET socket on an existing
+/// interface, a TAP the router creates, or a vhost-user socket QEMU connects to (its
+/// directory is created if missing).
+fn open_port(id: PortId, p: &vmpls_control::PortConfig) -> Result<Box<dyn Port>, PortError> {
+    use vmpls_control::PortKind as K;
+    use vmpls_ports::PortKind as P;
+    match &p.kind {
+        K::AfPacket => {
+            vmpls_ports::open_port(id, &p.name, &P::AfPacket { ifname: p.interface.clone() }, p.mtu)
+        }
+        K::Tap { mac: None } => {
+            vmpls_ports::open_port(id, &p.name, &P::Tap { ifname: p.interface.clone() }, p.mtu)
+        }
+        K::Tap { mac: Some(mac) } => {
+            let opts = vmpls_ports::TapOptions { mtu: p.mtu, mac: Some(*mac), ..Default::default() };
+            Ok(Box::new(vmpls_ports::TapPort::create(id, &p.name, &p.interface, &opts)?))
+        }
+        K::VhostUser { socket, mac } => {
+            if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+                std::fs::create_dir_all(dir).map_err(|source| PortError::Io {
+                    ifname: socket.display().to_string(),
+                    op: "create the socket's directory",
+                    source,
+                })?;
+            }
+            match mac {
+                None => vmpls_ports::open_port(id, &p.name, &P::VhostUser { socket: socket.clone() }, p.mtu),
+                Some(mac) => {
+                    let opts = vmpls_ports::VhostUserOptions { mtu: p.mtu, mac: Some(*mac) };
+                    Ok(Box::new(vmpls_ports::VhostUserPort::open(id, &p.name, socket, &opts)?))
+                }
+            }
+        }
+    }
+}
+
+/// Hands the pipeline the offloads each port accepts now, where they changed: a
+/// vhost-user port's caps follow what its guest negotiated (they change when a guest
+/// connects, renegotiates or goes away). One struct compare per port.
+fn refresh_caps(dp: &mut Dataplane, ports: &[Box<dyn Port>]) {
+    for (i, port) in ports.iter().enumerate() {
+        let caps = port.info().caps;
+        if dp.ports().get(i).is_some_and(|known| known.caps != caps) {
+            info!(port = %port.info().name, ?caps, "port offloads changed");
+            dp.set_port_caps(i as PortId, caps);
+        }
+    }
 }
 
 fn now_ns() -> u64 {
@@ -378,12 +427,21 @@ fn forward(
                     if !captures.is_empty() {
                         capture(&mut captures, i as PortId, Direction::Rx, &batch);
                     }
-                    dp.process_batch(now, &mut batch, &mut pool, &mut out)
+                    // The pipeline stops early when the pool runs low (a batch of
+                    // super-frames cut into segments); sending returns the buffers.
+                    loop {
+                        dp.process_batch(now, &mut batch, &mut pool, &mut out);
+                        if batch.is_empty() {
+                            break;
+                        }
+                        flush(ports, &mut out, &mut pool, &mut captures);
+                    }
                 }
                 Err(e) => warn!(port = %ports[i].info().name, error = %e, "receive failed"),
             }
             flush(ports, &mut out, &mut pool, &mut captures);
         }
+        refresh_caps(dp, ports);
         if fds[n_ports].revents & libc::POLLIN != 0 {
             fds[n_ports].revents = 0;
             eventfd_drain(wake);
@@ -514,6 +572,60 @@ mod tests {
         drop(rx);
         capture(&mut caps, 1, Direction::Tx, &pkts);
         assert!(caps.is_empty(), "a capture whose reader left is removed");
+    }
+
+    /// A port whose offloads the test changes, like a vhost-user port's when a guest
+    /// negotiates.
+    struct FakePort(vmpls_dataplane::PortInfo);
+
+    impl Port for FakePort {
+        fn info(&self) -> &vmpls_dataplane::PortInfo {
+            &self.0
+        }
+        fn fd(&self) -> RawFd {
+            -1
+        }
+        fn recv_batch(
+            &mut self,
+            _: &mut PacketPool,
+            _: &mut Vec<Packet>,
+            _: usize,
+        ) -> std::io::Result<usize> {
+            Ok(0)
+        }
+        fn send_batch(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) -> std::io::Result<usize> {
+            let n = pkts.len();
+            pkts.drain(..).for_each(|p| pool.put(p));
+            Ok(n)
+        }
+        fn stats(&self) -> PortStats {
+            PortStats::default()
+        }
+    }
+
+    #[test]
+    fn caps_follow_the_ports_when_they_change() {
+        use vmpls_dataplane::{PortCaps, PortInfo};
+        let info = |id: PortId, caps| PortInfo {
+            id,
+            name: format!("p{id}"),
+            mac: [2, 0, 0, 0, 0, id as u8],
+            mtu: 1500,
+            caps,
+        };
+        let offered = PortCaps { tso4: true, tso6: true, csum: true, ..PortCaps::default() };
+        let mut ports: Vec<Box<dyn Port>> =
+            vec![Box::new(FakePort(info(0, offered))), Box::new(FakePort(info(1, offered)))];
+        let infos: Vec<_> = ports.iter().map(|p| p.info().clone()).collect();
+        let fib = FibHandle::new(vmpls_fib::Fib::default());
+        let mut dp = Dataplane::new(fib, infos, DataplaneConfig::default());
+        refresh_caps(&mut dp, &ports);
+        assert_eq!(dp.ports()[1].caps, offered);
+        // The guest on port 1 negotiated no receive offloads.
+        ports[1] = Box::new(FakePort(info(1, PortCaps::default())));
+        refresh_caps(&mut dp, &ports);
+        assert_eq!(dp.ports()[1].caps, PortCaps::default());
+        assert_eq!(dp.ports()[0].caps, offered, "other ports keep theirs");
     }
 
     #[test]
