@@ -40,8 +40,17 @@ use crate::{IpPrefix, check_interrupt, interrupted, is_interrupted, require_root
 pub enum ModeKind {
     /// The Linux kernel routes IP (the baseline).
     KernelIp,
+    /// Three vmpls processes route IP without labels.
+    VmplsIp,
     /// Three vmpls processes switch labels (configs from [`router_configs`]).
     VmplsMpls,
+}
+
+impl ModeKind {
+    /// vmpls forwards (as opposed to the kernel).
+    pub fn is_vmpls(self) -> bool {
+        self != ModeKind::KernelIp
+    }
 }
 
 /// One measurement of the seed lab.
@@ -52,41 +61,67 @@ pub struct Mode {
     /// Who forwards.
     pub kind: ModeKind,
     /// Whether segmentation offloads (TSO, GSO) stay on, on every interface; `false`
-    /// turns TSO, GSO and GRO off with ethtool.
+    /// turns TSO, GSO and GRO off with ethtool on the hosts' and kernel routers'
+    /// interfaces. vmpls routers then turn GRO on where they receive from a customer,
+    /// as a router vendor would (issue 3): the kernel coalesces the hosts' segments
+    /// into super-frames before vmpls reads them.
     pub offloads: bool,
+    /// The core links' MTU for this mode (`None`: the lab's [`SeedParams::core_mtu`]).
+    pub core_mtu: Option<u32>,
 }
 
 impl Mode {
+    fn new(name: &str, kind: ModeKind, offloads: bool, core_mtu: Option<u32>) -> Self {
+        Self { name: name.into(), kind, offloads, core_mtu }
+    }
+
     /// Kernel IP routing with default offloads: the baseline.
     pub fn kernel_ip() -> Self {
-        Self {
-            name: "kernel-ip".into(),
-            kind: ModeKind::KernelIp,
-            offloads: true,
-        }
+        Self::new("kernel-ip", ModeKind::KernelIp, true, None)
+    }
+
+    /// Kernel IP routing with TSO, GSO and GRO off on every link: the baseline of the
+    /// offloads-off modes.
+    pub fn kernel_ip_offloads_off() -> Self {
+        Self::new("kernel-ip-offloads-off", ModeKind::KernelIp, false, None)
+    }
+
+    /// vmpls routing IP without labels.
+    pub fn vmpls_ip() -> Self {
+        Self::new("vmpls-ip", ModeKind::VmplsIp, true, None)
     }
 
     /// vmpls label switching with default offloads.
     pub fn vmpls_mpls() -> Self {
-        Self {
-            name: "vmpls-mpls".into(),
-            kind: ModeKind::VmplsMpls,
-            offloads: true,
-        }
+        Self::new("vmpls-mpls", ModeKind::VmplsMpls, true, None)
     }
 
-    /// vmpls label switching with TSO, GSO and GRO off on every interface.
+    /// vmpls label switching with TSO, GSO and GRO off on the hosts.
     pub fn vmpls_mpls_offloads_off() -> Self {
-        Self {
-            name: "vmpls-mpls-offloads-off".into(),
-            kind: ModeKind::VmplsMpls,
-            offloads: false,
-        }
+        Self::new("vmpls-mpls-offloads-off", ModeKind::VmplsMpls, false, None)
+    }
+
+    /// vmpls label switching over 1500-byte core links: software segmentation at the
+    /// ingress, coalescing at the egress.
+    pub fn vmpls_mpls_1500() -> Self {
+        Self::new("vmpls-mpls-1500", ModeKind::VmplsMpls, true, Some(1500))
     }
 
     /// The modes `vmpls lab seed` runs by default: `kernel-ip`, then `vmpls-mpls`.
     pub fn defaults() -> Vec<Mode> {
         vec![Self::kernel_ip(), Self::vmpls_mpls()]
+    }
+
+    /// The modes of `vmpls bench seed`, in the order they run.
+    pub fn bench() -> Vec<Mode> {
+        vec![
+            Self::kernel_ip(),
+            Self::kernel_ip_offloads_off(),
+            Self::vmpls_ip(),
+            Self::vmpls_mpls(),
+            Self::vmpls_mpls_offloads_off(),
+            Self::vmpls_mpls_1500(),
+        ]
     }
 }
 
@@ -112,6 +147,9 @@ pub struct SeedParams {
     /// Write each port's MTU into the configs (`mtu = N`); by default the routers use
     /// the interface's MTU.
     pub mtu_in_config: bool,
+    /// Plain IP routing instead of the LSP: prefix routes with no labels on all three
+    /// routers (the `vmpls-ip` mode).
+    pub ip_only: bool,
 }
 
 impl Default for SeedParams {
@@ -125,6 +163,7 @@ impl Default for SeedParams {
             customer_mtu: 1500,
             core_mtu: 65535,
             mtu_in_config: false,
+            ip_only: false,
         }
     }
 }
@@ -183,10 +222,7 @@ const ROUTERS: [Router; 3] = [
                 core: true,
             },
         ],
-        kernel_routes: &[
-            ("198.18.2.0/24", "198.18.10.2"),
-            ("2001:db8:2::/64", "2001:db8:10::2"),
-        ],
+        kernel_routes: &[("198.18.2.0/24", "198.18.10.2"), ("2001:db8:2::/64", "2001:db8:10::2")],
     },
     Router {
         name: "p",
@@ -233,10 +269,7 @@ const ROUTERS: [Router; 3] = [
                 core: false,
             },
         ],
-        kernel_routes: &[
-            ("198.18.1.0/24", "198.18.20.1"),
-            ("2001:db8:1::/64", "2001:db8:20::1"),
-        ],
+        kernel_routes: &[("198.18.1.0/24", "198.18.20.1"), ("2001:db8:1::/64", "2001:db8:20::1")],
     },
 ];
 
@@ -250,13 +283,11 @@ const LINKS: [(&str, &str, &str, &str, bool); 4] = [
 
 fn prefix(s: &str) -> IpPrefix {
     // The constants above are valid; a failure here is a bug caught by the tests.
-    s.parse()
-        .unwrap_or_else(|e| panic!("bad built-in prefix {s}: {e}"))
+    s.parse().unwrap_or_else(|e| panic!("bad built-in prefix {s}: {e}"))
 }
 
 fn addr(s: &str) -> IpAddr {
-    s.parse()
-        .unwrap_or_else(|e| panic!("bad built-in address {s}: {e}"))
+    s.parse().unwrap_or_else(|e| panic!("bad built-in address {s}: {e}"))
 }
 
 /// The three router configs (pe1, p, pe2) of the seed lab, in the format of
@@ -264,10 +295,7 @@ fn addr(s: &str) -> IpAddr {
 pub fn router_configs(params: &SeedParams) -> Vec<RouterConfig> {
     ROUTERS
         .iter()
-        .map(|r| RouterConfig {
-            router: r.name.to_string(),
-            toml: router_config(r, params),
-        })
+        .map(|r| RouterConfig { router: r.name.to_string(), toml: router_config(r, params) })
         .collect()
 }
 
@@ -276,24 +304,12 @@ fn router_config(r: &Router, params: &SeedParams) -> String {
     // Writing to a String cannot fail.
     let _ = writeln!(s, "# {}: generated by vmpls lab seed.\n", r.name);
     let _ = writeln!(s, "[router]\nname = \"{}\"", r.name);
-    let _ = writeln!(
-        s,
-        "addresses = [\"{}\", \"{}\"]",
-        r.addresses[0], r.addresses[1]
-    );
+    let _ = writeln!(s, "addresses = [\"{}\", \"{}\"]", r.addresses[0], r.addresses[1]);
     for port in &r.ports {
-        let _ = writeln!(
-            s,
-            "\n[[port]]\nname = \"{}\"\ninterface = \"{}\"",
-            port.name, port.interface
-        );
+        let _ = writeln!(s, "\n[[port]]\nname = \"{}\"\ninterface = \"{}\"", port.name, port.interface);
         let _ = writeln!(s, "addresses = [\"{}\", \"{}\"]", port.v4, port.v6);
         if params.mtu_in_config {
-            let mtu = if port.core {
-                params.core_mtu
-            } else {
-                params.customer_mtu
-            };
+            let mtu = if port.core { params.core_mtu } else { params.customer_mtu };
             let _ = writeln!(s, "mtu = {mtu}");
         }
     }
@@ -312,6 +328,20 @@ fn router_config(r: &Router, params: &SeedParams) -> String {
             "\n[[label]]\nin = {label}\naction = \"swap\"\nout = [{out}]\nvia = \"{via}\"\nport = \"{port}\""
         );
     };
+    if params.ip_only {
+        let ip_route = |s: &mut String, pfx: &str, via: &str, port: &str| {
+            let _ = writeln!(s, "\n[[route]]\nprefix = \"{pfx}\"\nvia = \"{via}\"\nport = \"{port}\"");
+        };
+        for (dest, via) in r.kernel_routes {
+            let port = r
+                .ports
+                .iter()
+                .find(|p| prefix(p.v4).contains(addr(via)) || prefix(p.v6).contains(addr(via)))
+                .map_or("core", |p| p.name);
+            ip_route(&mut s, dest, via, port);
+        }
+        return s;
+    }
     match r.name {
         "pe1" => {
             push_route(&mut s, "198.18.2.0/24", params.pe1_push, "198.18.10.2");
@@ -321,11 +351,7 @@ fn router_config(r: &Router, params: &SeedParams) -> String {
             }
         }
         "p" => {
-            let (to_pe2, to_pe1) = if params.php {
-                (3, 3)
-            } else {
-                (params.p_to_pe2, params.p_to_pe1)
-            };
+            let (to_pe2, to_pe1) = if params.php { (3, 3) } else { (params.p_to_pe2, params.p_to_pe1) };
             swap_label(&mut s, params.pe1_push, to_pe2, "198.18.20.2", "east");
             swap_label(&mut s, params.pe2_push, to_pe1, "198.18.10.1", "west");
         }
@@ -415,8 +441,9 @@ impl SeedReport {
         self.modes.iter().all(|m| m.error.is_none())
     }
 
-    /// The seed's table in Markdown: mode, Gbit/s, retransmits, ratio to kernel-ip;
-    /// failures are listed under it.
+    /// The seed's table in Markdown: mode, Gbit/s, retransmits, ratio to kernel-ip (for
+    /// a mode with host offloads off: to kernel-ip-offloads-off, when the run measured
+    /// it); failures are listed under it.
     pub fn to_markdown(&self) -> String {
         let mut s = String::new();
         s.push_str("| mode | Gbit/s | retransmits | ratio to kernel-ip |\n");
@@ -429,11 +456,7 @@ impl SeedReport {
             let ratio = m.ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
             let _ = writeln!(s, "| {} | {gbps} | {retrans} | {ratio} |", m.name);
         }
-        let failures: Vec<_> = self
-            .modes
-            .iter()
-            .filter_map(|m| Some((&m.name, m.error.as_ref()?)))
-            .collect();
+        let failures: Vec<_> = self.modes.iter().filter_map(|m| Some((&m.name, m.error.as_ref()?))).collect();
         if !failures.is_empty() {
             s.push('\n');
             for (name, e) in failures {
@@ -479,7 +502,7 @@ pub fn run_seed(opts: &SeedOptions, progress: &mut dyn FnMut(&str)) -> anyhow::R
     if opts.duration.is_zero() {
         bail!("the flow duration must be more than 0 s");
     }
-    if opts.modes.iter().any(|m| m.kind == ModeKind::VmplsMpls) && !opts.router_binary.is_file() {
+    if opts.modes.iter().any(|m| m.kind.is_vmpls()) && !opts.router_binary.is_file() {
         bail!(
             "router binary {} not found (it runs as `{0} run --config FILE`)",
             opts.router_binary.display()
@@ -503,9 +526,7 @@ pub fn run_seed(opts: &SeedOptions, progress: &mut dyn FnMut(&str)) -> anyhow::R
             Ok(report)
         }
         Err(e) => {
-            let empty = std::fs::read_dir(&work_dir)
-                .map(|mut d| d.next().is_none())
-                .unwrap_or(false);
+            let empty = std::fs::read_dir(&work_dir).map(|mut d| d.next().is_none()).unwrap_or(false);
             if empty && temporary {
                 let _ = std::fs::remove_dir(&work_dir);
                 return Err(e);
@@ -513,10 +534,7 @@ pub fn run_seed(opts: &SeedOptions, progress: &mut dyn FnMut(&str)) -> anyhow::R
             if is_interrupted(&e) {
                 return Err(e);
             }
-            Err(e.context(format!(
-                "seed lab failed (configs and logs are in {})",
-                work_dir.display()
-            )))
+            Err(e.context(format!("seed lab failed (configs and logs are in {})", work_dir.display())))
         }
     }
 }
@@ -539,10 +557,7 @@ fn run_modes(
 ) -> anyhow::Result<SeedReport> {
     progress("building the seed topology: ce1 -- pe1 -- p -- pe2 -- ce2");
     let mut lab = SeedLab::build(&opts.params)?;
-    progress(&format!(
-        "namespaces: {}",
-        lab.topology().namespaces().join(" ")
-    ));
+    progress(&format!("namespaces: {}", lab.topology().namespaces().join(" ")));
     let mut results = Vec::new();
     for mode in &opts.modes {
         check_interrupt()?;
@@ -553,10 +568,7 @@ fn run_modes(
                     Some(at) => {
                         format!("received data differs from what was sent, first at byte {at}")
                     }
-                    None => format!(
-                        "sent {} bytes but received {}",
-                        flow.bytes_sent, flow.bytes_received
-                    ),
+                    None => format!("sent {} bytes but received {}", flow.bytes_sent, flow.bytes_received),
                 });
                 progress(&format!(
                     "{}: {:.2} Gbit/s, {} retransmits, {} bytes in {:.1} s{}",
@@ -565,18 +577,9 @@ fn run_modes(
                     flow.retransmits,
                     flow.bytes_received,
                     flow.seconds,
-                    if flow.content_ok {
-                        ""
-                    } else {
-                        ", CONTENT WRONG"
-                    }
+                    if flow.content_ok { "" } else { ", CONTENT WRONG" }
                 ));
-                results.push(ModeResult {
-                    name: mode.name.clone(),
-                    flow: Some(flow),
-                    ratio: None,
-                    error,
-                });
+                results.push(ModeResult { name: mode.name.clone(), flow: Some(flow), ratio: None, error });
             }
             Err(e) if interrupted() || is_interrupted(&e) => return Err(e),
             Err(e) if opts.keep_going => {
@@ -594,21 +597,27 @@ fn run_modes(
             progress(&format!("{}: stopping the routers: {e:#}", mode.name));
         }
     }
-    let baseline = opts
+    // Each mode is compared with kernel routing under the same host offloads, where
+    // the run measured that; else with kernel-ip.
+    let baseline = |offloads: bool| {
+        opts.modes
+            .iter()
+            .zip(&results)
+            .find(|(m, _)| m.kind == ModeKind::KernelIp && m.offloads == offloads && m.core_mtu.is_none())
+            .and_then(|(_, r)| r.gbps())
+            .filter(|g| *g > 0.0)
+    };
+    let ratios: Vec<Option<f64>> = opts
         .modes
         .iter()
         .zip(&results)
-        .find(|(m, _)| m.kind == ModeKind::KernelIp && m.offloads)
-        .and_then(|(_, r)| r.gbps())
-        .filter(|g| *g > 0.0);
-    for r in &mut results {
-        r.ratio = baseline.and_then(|b| Some(r.gbps()? / b));
+        .map(|(m, r)| Some(r.gbps()? / baseline(m.offloads).or_else(|| baseline(true))?))
+        .collect();
+    for (r, ratio) in results.iter_mut().zip(ratios) {
+        r.ratio = ratio;
     }
     lab.cleanup()?;
-    Ok(SeedReport {
-        modes: results,
-        work_dir: None,
-    })
+    Ok(SeedReport { modes: results, work_dir: None })
 }
 
 /// The seed topology, built and ready to be set up in one mode after another.
@@ -617,6 +626,10 @@ pub struct SeedLab {
     topo: Topology,
     params: SeedParams,
     offloads_on: bool,
+    /// GRO is on at the routers' customer-facing interfaces.
+    router_gro: bool,
+    /// The core links' MTU right now.
+    core_mtu_now: u32,
     routers: Vec<(String, u32, PathBuf)>,
     /// The stats file of each router started with
     /// [`SeedLab::start_routers_with_stats`].
@@ -634,17 +647,11 @@ impl SeedLab {
         }
         topo.add_host("ce2")?;
         for (a, a_if, b, b_if, core) in LINKS {
-            let mtu = if core {
-                params.core_mtu
-            } else {
-                params.customer_mtu
-            };
+            let mtu = if core { params.core_mtu } else { params.customer_mtu };
             topo.add_link(a, a_if, b, b_if, mtu)?;
         }
-        for (host, ifname, v4, v6) in [
-            ("ce1", "ce1-pe1", CE1_V4, CE1_V6),
-            ("ce2", "ce2-pe2", CE2_V4, CE2_V6),
-        ] {
+        for (host, ifname, v4, v6) in [("ce1", "ce1-pe1", CE1_V4, CE1_V6), ("ce2", "ce2-pe2", CE2_V4, CE2_V6)]
+        {
             let (v4, v6) = (prefix(v4), prefix(v6));
             topo.add_address(host, ifname, v4)?;
             topo.add_address(host, ifname, v6)?;
@@ -659,6 +666,8 @@ impl SeedLab {
         Ok(Self {
             topo,
             params: params.clone(),
+            router_gro: false,
+            core_mtu_now: params.core_mtu,
             offloads_on: true,
             routers: Vec::new(),
             stats_files: Vec::new(),
@@ -677,10 +686,8 @@ impl SeedLab {
             for port in &r.ports {
                 self.topo.set_ipv6(r.name, port.interface, true)?;
                 self.topo.flush_addresses(r.name, port.interface)?;
-                self.topo
-                    .add_address(r.name, port.interface, prefix(port.v4))?;
-                self.topo
-                    .add_address(r.name, port.interface, prefix(port.v6))?;
+                self.topo.add_address(r.name, port.interface, prefix(port.v4))?;
+                self.topo.add_address(r.name, port.interface, prefix(port.v6))?;
             }
             self.topo.set_forwarding(r.name, true)?;
             for (dest, via) in r.kernel_routes {
@@ -725,6 +732,35 @@ impl SeedLab {
         Ok(())
     }
 
+    /// GRO on the routers' customer-facing interfaces (pe1-ce1, pe2-ce2): with it the
+    /// kernel hands vmpls super-frames even from hosts that send 1500-byte segments.
+    pub fn set_router_gro(&mut self, on: bool) -> anyhow::Result<()> {
+        if on == self.router_gro {
+            return Ok(());
+        }
+        for (router, ifname) in [("pe1", "pe1-ce1"), ("pe2", "pe2-ce2")] {
+            self.topo.set_offloads(router, ifname, &[("gro", on)])?;
+        }
+        self.router_gro = on;
+        Ok(())
+    }
+
+    /// Sets both ends of both core links to `mtu` (routers read the interface MTU when
+    /// they start).
+    pub fn set_core_mtu(&mut self, mtu: u32) -> anyhow::Result<()> {
+        if mtu == self.core_mtu_now {
+            return Ok(());
+        }
+        for (a, a_if, b, b_if, core) in LINKS {
+            if core {
+                self.topo.set_mtu(a, a_if, mtu)?;
+                self.topo.set_mtu(b, b_if, mtu)?;
+            }
+        }
+        self.core_mtu_now = mtu;
+        Ok(())
+    }
+
     /// Writes the router configs into `work_dir` and starts `router_binary run
     /// --config FILE` in pe1, p and pe2, with output to `ROUTER.log` there.
     pub fn start_routers(&mut self, router_binary: &Path, work_dir: &Path) -> anyhow::Result<()> {
@@ -734,27 +770,20 @@ impl SeedLab {
     /// Like [`SeedLab::start_routers`], and each router writes its counters to
     /// `ROUTER.stats.json` in `work_dir` (`--stats-file`: every second and at exit);
     /// read them with [`SeedLab::router_stats`].
-    pub fn start_routers_with_stats(
-        &mut self,
-        router_binary: &Path,
-        work_dir: &Path,
-    ) -> anyhow::Result<()> {
+    pub fn start_routers_with_stats(&mut self, router_binary: &Path, work_dir: &Path) -> anyhow::Result<()> {
         self.start_routers_inner(router_binary, work_dir, true)
     }
 
     /// The stats file of `router` (started with [`SeedLab::start_routers_with_stats`]).
     pub fn stats_path(&self, router: &str) -> Option<&Path> {
-        self.stats_files
-            .iter()
-            .find(|(name, _)| name == router)
-            .map(|(_, p)| p.as_path())
+        self.stats_files.iter().find(|(name, _)| name == router).map(|(_, p)| p.as_path())
     }
 
     /// The counters `router` wrote last (every second while it runs, and at exit).
     pub fn router_stats(&self, router: &str) -> anyhow::Result<RouterStats> {
-        let path = self.stats_path(router).ok_or_else(|| {
-            anyhow!("router {router} was not started with start_routers_with_stats")
-        })?;
+        let path = self
+            .stats_path(router)
+            .ok_or_else(|| anyhow!("router {router} was not started with start_routers_with_stats"))?;
         RouterStats::read(path)
     }
 
@@ -767,27 +796,19 @@ impl SeedLab {
         self.stats_files.clear();
         for cfg in router_configs(&self.params) {
             let config = work_dir.join(format!("{}.toml", cfg.router));
-            std::fs::write(&config, &cfg.toml)
-                .with_context(|| format!("writing {}", config.display()))?;
+            std::fs::write(&config, &cfg.toml).with_context(|| format!("writing {}", config.display()))?;
             let log = work_dir.join(format!("{}.log", cfg.router));
             let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
             let err = out.try_clone()?;
             let mut cmd = Command::new(router_binary);
-            cmd.arg("run")
-                .arg("--config")
-                .arg(&config)
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err);
+            cmd.arg("run").arg("--config").arg(&config).stdin(Stdio::null()).stdout(out).stderr(err);
             if stats {
                 let path = work_dir.join(format!("{}.stats.json", cfg.router));
                 let _ = std::fs::remove_file(&path);
                 cmd.arg("--stats-file").arg(&path);
                 self.stats_files.push((cfg.router.clone(), path));
             }
-            let pid = self
-                .topo
-                .spawn(&cfg.router, &cfg.router, cmd, Some(log.clone()))?;
+            let pid = self.topo.spawn(&cfg.router, &cfg.router, cmd, Some(log.clone()))?;
             self.routers.push((cfg.router, pid, log));
         }
         Ok(())
@@ -807,10 +828,7 @@ impl SeedLab {
     /// Stops the routers started by [`SeedLab::start_routers`] (SIGTERM, SIGKILL after
     /// `grace`) and returns each one's exit status, in start order (pe1, p, pe2). A
     /// router that stops cleanly exits with status 0.
-    pub fn stop_routers_status(
-        &mut self,
-        grace: Duration,
-    ) -> anyhow::Result<Vec<(String, ExitStatus)>> {
+    pub fn stop_routers_status(&mut self, grace: Duration) -> anyhow::Result<Vec<(String, ExitStatus)>> {
         let mut statuses = Vec::new();
         let mut first = None;
         for (name, pid, _) in std::mem::take(&mut self.routers) {
@@ -845,36 +863,21 @@ impl SeedLab {
     pub fn router_logs(&self, lines: usize) -> String {
         let mut s = String::new();
         for (name, _, log) in &self.routers {
-            let _ = writeln!(
-                s,
-                "--- {name} ({}):\n{}",
-                log.display(),
-                Topology::log_tail(log, lines)
-            );
+            let _ = writeln!(s, "--- {name} ({}):\n{}", log.display(), Topology::log_tail(log, lines));
         }
         s
     }
 
     fn check_routers(&mut self) -> anyhow::Result<()> {
         if let Some(dead) = self.topo.exited_child() {
-            bail!(
-                "router {} exited ({})\n{}",
-                dead.label,
-                dead.status,
-                self.router_logs(20)
-            );
+            bail!("router {} exited ({})\n{}", dead.label, dead.status, self.router_logs(20));
         }
         Ok(())
     }
 
     /// Waits until `from` gets an echo reply from `to` (bounded by `timeout`), checking
     /// that the routers still run.
-    pub fn wait_reachable(
-        &mut self,
-        from: &str,
-        to: IpAddr,
-        timeout: Duration,
-    ) -> anyhow::Result<()> {
+    pub fn wait_reachable(&mut self, from: &str, to: IpAddr, timeout: Duration) -> anyhow::Result<()> {
         let start = Instant::now();
         let opts = PingOptions {
             count: 1,
@@ -931,17 +934,8 @@ impl SeedLab {
         duration: Duration,
         progress: &mut dyn FnMut(FlowProgress),
     ) -> anyhow::Result<FlowResult> {
-        let opts = FlowOptions {
-            limit: Limit::Duration(duration),
-            ..FlowOptions::default()
-        };
-        run_flow(
-            self.topo.ns("ce1")?,
-            self.topo.ns("ce2")?,
-            prefix(CE2_V4).addr(),
-            &opts,
-            progress,
-        )
+        let opts = FlowOptions { limit: Limit::Duration(duration), ..FlowOptions::default() };
+        run_flow(self.topo.ns("ce1")?, self.topo.ns("ce2")?, prefix(CE2_V4).addr(), &opts, progress)
     }
 
     /// Sets up `mode`, checks reachability and pings, and runs the flow. Routers a
@@ -955,25 +949,28 @@ impl SeedLab {
     ) -> anyhow::Result<FlowResult> {
         self.stop_routers()?;
         self.set_offloads(mode.offloads)?;
+        self.set_router_gro(mode.kind.is_vmpls() && !mode.offloads)?;
+        self.set_core_mtu(mode.core_mtu.unwrap_or(self.params.core_mtu))?;
         match mode.kind {
             ModeKind::KernelIp => self.setup_kernel_ip()?,
-            ModeKind::VmplsMpls => {
+            ModeKind::VmplsIp | ModeKind::VmplsMpls => {
                 self.clear_kernel_ip()?;
-                self.start_routers(&opts.router_binary, work_dir)?;
+                let labelled = self.params.ip_only;
+                self.params.ip_only = mode.kind == ModeKind::VmplsIp;
+                let started = self.start_routers(&opts.router_binary, work_dir);
+                self.params.ip_only = labelled;
+                started?;
             }
         }
         progress(&format!("{}: waiting for ce1 to reach ce2", mode.name));
         let checked = self.check_pings(opts.reach_timeout);
         if let Err(e) = checked {
-            if mode.kind == ModeKind::VmplsMpls && !self.routers.is_empty() && !is_interrupted(&e) {
+            if mode.kind.is_vmpls() && !self.routers.is_empty() && !is_interrupted(&e) {
                 return Err(anyhow!("{e:#}\n{}", self.router_logs(20)));
             }
             return Err(e);
         }
-        progress(&format!(
-            "{}: TCP ce1 -> ce2 for {:?}",
-            mode.name, opts.duration
-        ));
+        progress(&format!("{}: TCP ce1 -> ce2 for {:?}", mode.name, opts.duration));
         let name = mode.name.clone();
         let flow = self.run_flow(opts.duration, &mut |p| {
             let gbps = crate::traffic::gbps(p.bytes, p.elapsed.as_secs_f64());
@@ -985,7 +982,7 @@ impl SeedLab {
         });
         match flow {
             Ok(f) => Ok(f),
-            Err(e) if mode.kind == ModeKind::VmplsMpls && !is_interrupted(&e) => {
+            Err(e) if mode.kind.is_vmpls() && !is_interrupted(&e) => {
                 self.check_routers()?;
                 Err(anyhow!("{e:#}\n{}", self.router_logs(20)))
             }
@@ -1017,8 +1014,8 @@ mod tests {
         let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/seed");
         for cfg in router_configs(&SeedParams::default()) {
             let path = examples.join(format!("{}.toml", cfg.router));
-            let example = std::fs::read_to_string(&path)
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let example =
+                std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             assert_eq!(normalise(&cfg.toml), normalise(&example), "{}", cfg.router);
         }
     }
@@ -1037,24 +1034,19 @@ mod tests {
         };
         let cfgs = router_configs(&params);
         let p = &cfgs[1].toml;
-        assert!(
-            p.contains("in = 100\naction = \"swap\"\nout = [200]"),
-            "{p}"
-        );
-        assert!(
-            p.contains("in = 101\naction = \"swap\"\nout = [201]"),
-            "{p}"
-        );
+        assert!(p.contains("in = 100\naction = \"swap\"\nout = [200]"), "{p}");
+        assert!(p.contains("in = 101\naction = \"swap\"\nout = [201]"), "{p}");
         assert!(cfgs[0].toml.contains("push = [100]"));
         assert!(cfgs[0].toml.contains("in = 201\naction = \"pop\""));
-        assert!(cfgs[0].toml.contains("interface = \"pe1-ce1\"\naddresses = [\"198.18.1.1/24\", \"2001:db8:1::1/64\"]\nmtu = 1400"));
-        assert!(cfgs[0].toml.contains("interface = \"pe1-p\"\naddresses = [\"198.18.10.1/24\", \"2001:db8:10::1/64\"]\nmtu = 9000"));
+        assert!(cfgs[0].toml.contains(
+            "interface = \"pe1-ce1\"\naddresses = [\"198.18.1.1/24\", \"2001:db8:1::1/64\"]\nmtu = 1400"
+        ));
+        assert!(cfgs[0].toml.contains(
+            "interface = \"pe1-p\"\naddresses = [\"198.18.10.1/24\", \"2001:db8:10::1/64\"]\nmtu = 9000"
+        ));
         assert!(cfgs[2].toml.contains("in = 200\naction = \"pop\""));
 
-        let php = router_configs(&SeedParams {
-            php: true,
-            ..SeedParams::default()
-        });
+        let php = router_configs(&SeedParams { php: true, ..SeedParams::default() });
         assert_eq!(php[1].toml.matches("out = [3]").count(), 2);
         assert!(!php[0].toml.contains("action = \"pop\""));
         assert!(!php[2].toml.contains("action = \"pop\""));

@@ -3,10 +3,12 @@
 //! A thin dispatcher: each subcommand lives in its own module (`router`: run; `client`:
 //! the iproute2-style CLI; `capture`; `metrics`; `server`: the control socket).
 
+mod bench;
 mod capture;
 mod client;
 mod metrics;
 mod router;
+mod seed_vm;
 mod server;
 mod socket;
 
@@ -86,6 +88,11 @@ enum Command {
         #[command(subcommand)]
         lab: LabCommand,
     },
+    /// Benchmarks: every mode of a lab measured in one run, as ratios to kernel routing.
+    Bench {
+        #[command(subcommand)]
+        bench: BenchCommand,
+    },
     /// Routes of a running router: add, del, replace, show (iproute2 grammar;
     /// `vmpls route help`).
     #[command(alias = "ro", alias = "r")]
@@ -129,6 +136,23 @@ enum Command {
 }
 
 #[derive(Subcommand)]
+enum BenchCommand {
+    /// The seed lab in every mode: kernel-ip, kernel-ip-offloads-off, vmpls-ip, vmpls-mpls,
+    /// vmpls-mpls-offloads-off, vmpls-mpls-1500.
+    Seed {
+        /// Seconds each mode's TCP flow runs.
+        #[arg(long, default_value_t = 10)]
+        duration: u64,
+        /// Print JSON instead of a Markdown table.
+        #[arg(long)]
+        json: bool,
+        /// Also draw the bars into this SVG file.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
 enum LabCommand {
     /// The seed topology: ce1 -- pe1 -- p -- pe2 -- ce2, a TCP flow ce1 -> ce2 through
     /// kernel IP routing and through the vmpls LSP, one table.
@@ -139,6 +163,12 @@ enum LabCommand {
         /// Print JSON instead of a Markdown table.
         #[arg(long)]
         json: bool,
+        /// ce1 and ce2 as QEMU guests: on vhost-user ports of pe1 and pe2 (vmpls), and as
+        /// the baseline on TAPs with the host kernel routing between them; iperf3 inside
+        /// the guests. The guest image is cached in $VMPLS_GUEST_CACHE (default
+        /// target/guest-cache of the source tree).
+        #[arg(long)]
+        vm: bool,
     },
 }
 
@@ -186,8 +216,14 @@ fn main() -> ExitCode {
             println!("{}: ok ({} ports)", config.display(), cfg.ports.len());
             Ok(())
         }),
-        Command::Lab { lab: LabCommand::Seed { duration, json } } => {
+        Command::Bench { bench: BenchCommand::Seed { duration, json, plot } } => {
+            bench::seed(Duration::from_secs(*duration), *json, plot.as_deref())
+        }
+        Command::Lab { lab: LabCommand::Seed { duration, json, vm: false } } => {
             lab_seed(Duration::from_secs(*duration), *json)
+        }
+        Command::Lab { lab: LabCommand::Seed { duration, json, vm: true } } => {
+            lab_seed_vm(Duration::from_secs(*duration), *json)
         }
         other => return run_client(&cli, other),
     };
@@ -221,7 +257,7 @@ fn run_client(cli: &Cli, command: &Command) -> ExitCode {
                 filter: filter.clone(),
             },
         ),
-        Command::Run { .. } | Command::Check { .. } | Command::Lab { .. } => Ok(()),
+        Command::Run { .. } | Command::Check { .. } | Command::Lab { .. } | Command::Bench { .. } => Ok(()),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -243,6 +279,27 @@ fn lab_seed(duration: Duration, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report.to_json())?);
     } else {
         print!("{}", report.to_markdown());
+    }
+    if !report.ok() {
+        anyhow::bail!("some modes failed (see above)");
+    }
+    Ok(())
+}
+
+fn lab_seed_vm(duration: Duration, json: bool) -> anyhow::Result<()> {
+    vmpls_lab::install_interrupt_handler()?;
+    let mut opts = seed_vm::VmSeedOptions::new(std::env::current_exe()?, duration);
+    // A failing mode still leaves the others' rows in the table.
+    opts.keep_going = true;
+    let report = seed_vm::run_seed_vm(&opts, &mut |line| eprintln!("{line}"))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    } else {
+        print!("{}", report.to_markdown());
+        eprintln!("(guests on {}; iperf3 inside the guests, ce1 -> ce2)", report.accel);
+    }
+    if let Some(dir) = &report.work_dir {
+        eprintln!("configs and logs kept in {}", dir.display());
     }
     if !report.ok() {
         anyhow::bail!("some modes failed (see above)");
