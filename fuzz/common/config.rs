@@ -31,7 +31,10 @@ pub fn config(data: &[u8]) {
             let message = e.to_string();
             assert!(!message.is_empty(), "an error without a message");
             if let Some(line) = e.line() {
-                assert!((1..=lines).contains(&line), "error at line {line} of a {lines}-line text: {message}");
+                assert!(
+                    (1..=lines).contains(&line),
+                    "error at line {line} of a {lines}-line text: {message}"
+                );
             }
             std::hint::black_box(e.field());
         }

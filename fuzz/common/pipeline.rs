@@ -33,9 +33,7 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use vmpls_dataplane::{
-    Dataplane, DataplaneConfig, Output, Packet, PacketPool, PortCaps, PortId, PortInfo,
-};
+use vmpls_dataplane::{Dataplane, DataplaneConfig, Output, Packet, PacketPool, PortCaps, PortId, PortInfo};
 use vmpls_fib::{FibBuilder, FibHandle};
 use vmpls_wire::virtio_net::{self, GsoType};
 use vmpls_wire::{arp, icmpv4, icmpv6, ipv4, ipv6, mpls, tcp, udp};
@@ -43,7 +41,7 @@ use vmpls_wire::{arp, icmpv4, icmpv6, ipv4, ipv6, mpls, tcp, udp};
 use crate::fixtures::*;
 
 /// Packet buffers in the pool of every run.
-pub const POOL: usize = 64;
+pub const POOL: usize = 128;
 /// Operations read from one input at most.
 pub const MAX_OPS: usize = 32;
 /// MTUs a port may get.
@@ -157,7 +155,11 @@ impl Role {
             Role::Pe1 => {
                 // A TCP super-frame with a partial checksum, as a TSO sender hands it over.
                 let seg = 1000;
-                let tso = ipv4_frame(PE1_CE1_MAC, CE1_MAC, &ipv4_tcp_partial(CE1, CE2, 64, 1, &pattern(3 * seg, 3)));
+                let tso = ipv4_frame(
+                    PE1_CE1_MAC,
+                    CE1_MAC,
+                    &ipv4_tcp_partial(CE1, CE2, 64, 1, &pattern(3 * seg, 3)),
+                );
                 let tso_off = virtio_net::Repr {
                     needs_csum: true,
                     gso_type: GsoType::TcpV4,
@@ -170,13 +172,28 @@ impl Role {
                 vec![
                     (PE1_CE1, ipv4_frame(PE1_CE1_MAC, CE1_MAC, &tcp4(CE1, CE2, 64)), none),
                     (PE1_CE1, ipv6_frame(PE1_CE1_MAC, CE1_MAC, &tcp6(CE1_V6, CE2_V6, 64)), none),
-                    (PE1_CE1, ipv4_frame(PE1_CE1_MAC, CE1_MAC, &ipv4_udp(CE1, CE2, 1, &pattern(64, 4))), none),
+                    (
+                        PE1_CE1,
+                        ipv4_frame(PE1_CE1_MAC, CE1_MAC, &ipv4_udp(CE1, CE2, 1, &pattern(64, 4))),
+                        none,
+                    ),
                     (PE1_CE1, ipv4_frame(PE1_CE1_MAC, CE1_MAC, &icmpv4_echo(CE1, "198.18.1.1", 64)), none),
-                    (PE1_CE1, ipv6_frame(PE1_CE1_MAC, CE1_MAC, &icmpv6_echo(CE1_V6, "2001:db8:1::1", 64)), none),
+                    (
+                        PE1_CE1,
+                        ipv6_frame(PE1_CE1_MAC, CE1_MAC, &icmpv6_echo(CE1_V6, "2001:db8:1::1", 64)),
+                        none,
+                    ),
                     (PE1_CE1, tso, tso_off),
                     (
                         PE1_CE1,
-                        arp_frame(CE1_MAC, v4(CE1), v4("198.18.1.1"), arp::Operation::Request, [0xff; 6], [0; 6]),
+                        arp_frame(
+                            CE1_MAC,
+                            v4(CE1),
+                            v4("198.18.1.1"),
+                            arp::Operation::Request,
+                            [0xff; 6],
+                            [0; 6],
+                        ),
                         none,
                     ),
                     (
@@ -184,27 +201,54 @@ impl Role {
                         neighbor_solicit(CE1_MAC, v6(CE1_V6), v6("2001:db8:1::1"), PE1_CE1_MAC, false),
                         none,
                     ),
-                    (PE1_CORE, mpls_frame(PE1_CORE_MAC, P_WEST_MAC, &[(2001, 64)], &tcp4(CE2, CE1, 64)), none),
+                    (
+                        PE1_CORE,
+                        mpls_frame(PE1_CORE_MAC, P_WEST_MAC, &[(2001, 64)], &tcp4(CE2, CE1, 64)),
+                        none,
+                    ),
                 ]
             }
             Role::P => vec![
                 (P_WEST, mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 64)], &tcp4(CE1, CE2, 64)), none),
                 (
                     P_WEST,
-                    mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 2), (7, 3), (99_999, 4)], &tcp6(CE1_V6, CE2_V6, 64)),
+                    mpls_frame(
+                        P_WEST_MAC,
+                        PE1_CORE_MAC,
+                        &[(1002, 2), (7, 3), (99_999, 4)],
+                        &tcp6(CE1_V6, CE2_V6, 64),
+                    ),
                     none,
                 ),
                 (P_WEST, mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 1)], &tcp4(CE1, CE2, 64)), none),
-                (P_EAST, mpls_frame(P_EAST_MAC, PE2_CORE_MAC, &[(1001, 64)], &tcp6(CE2_V6, CE1_V6, 64)), none),
-                (P_WEST, ipv4_frame(P_WEST_MAC, PE1_CORE_MAC, &icmpv4_echo("198.18.10.1", "198.18.10.2", 64)), none),
+                (
+                    P_EAST,
+                    mpls_frame(P_EAST_MAC, PE2_CORE_MAC, &[(1001, 64)], &tcp6(CE2_V6, CE1_V6, 64)),
+                    none,
+                ),
+                (
+                    P_WEST,
+                    ipv4_frame(P_WEST_MAC, PE1_CORE_MAC, &icmpv4_echo("198.18.10.1", "198.18.10.2", 64)),
+                    none,
+                ),
             ],
             Role::Pe2 => vec![
                 (PE2_CORE, mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(2002, 64)], &tcp4(CE1, CE2, 64)), none),
-                (PE2_CORE, mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(0, 64), (2002, 1)], &tcp6(CE1_V6, CE2_V6, 64)), none),
+                (
+                    PE2_CORE,
+                    mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(0, 64), (2002, 1)], &tcp6(CE1_V6, CE2_V6, 64)),
+                    none,
+                ),
                 (PE2_CORE, mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(2002, 64)], &tcp4(CE1, CE2, 1)), none),
                 (
                     PE2_CORE,
-                    neighbor_solicit(P_EAST_MAC, v6("2001:db8:20::1"), v6("2001:db8:20::2"), PE2_CORE_MAC, false),
+                    neighbor_solicit(
+                        P_EAST_MAC,
+                        v6("2001:db8:20::1"),
+                        v6("2001:db8:20::2"),
+                        PE2_CORE_MAC,
+                        false,
+                    ),
                     none,
                 ),
                 (PE2_CE2, ipv4_frame(PE2_CE2_MAC, CE2_MAC, &tcp4(CE2, CE1, 64)), none),
@@ -228,7 +272,13 @@ pub fn check_frame(port: &PortInfo, pkt: &Packet) {
     assert!(f.len() >= ETH, "runt frame out of port {}: {} bytes", port.id, f.len());
     assert_eq!(&f[6..12], &port.mac, "source MAC of a frame out of port {}", port.id);
     if !gso {
-        assert!(f.len() - ETH <= port.mtu as usize, "{} bytes out of port {} over its MTU {}", f.len() - ETH, port.id, port.mtu);
+        assert!(
+            f.len() - ETH <= port.mtu as usize,
+            "{} bytes out of port {} over its MTU {}",
+            f.len() - ETH,
+            port.id,
+            port.mtu
+        );
     }
     let ethertype = u16::from_be_bytes([f[12], f[13]]);
     let mut l3 = &f[ETH..];
@@ -322,7 +372,12 @@ pub fn fix_checksums(frame: &mut [u8], ip_header: bool, transport: bool) {
         Some(6) if ip.len() >= 40 && transport => {
             let (src, dst, next, end) = {
                 let p = ipv6::Packet::new_unchecked(&ip[..]);
-                (p.src_addr(), p.dst_addr(), p.next_header(), (40 + usize::from(p.payload_len())).min(ip.len()))
+                (
+                    p.src_addr(),
+                    p.dst_addr(),
+                    p.next_header(),
+                    (40 + usize::from(p.payload_len())).min(ip.len()),
+                )
             };
             let l4 = &mut ip[40..end];
             match next {
@@ -378,7 +433,8 @@ impl Harness {
     pub fn new(role: Role, ports: Vec<PortInfo>, resolve: bool) -> Harness {
         let fib = role.builder().build().expect("the seed tables build");
         let dp = Dataplane::new(FibHandle::new(fib), ports.clone(), DataplaneConfig::default());
-        let mut h = Harness { dp, pool: PacketPool::new(POOL), now: Instant::now(), ports, role, templates: None };
+        let mut h =
+            Harness { dp, pool: PacketPool::new(POOL), now: Instant::now(), ports, role, templates: None };
         if resolve {
             for (port, addr, mac) in role.neighbours() {
                 h.learn(port, addr, mac);
@@ -412,25 +468,33 @@ impl Harness {
     fn process(&mut self, pkt: Packet) -> usize {
         let mut out = Output::new(self.ports.len());
         self.dp.process(self.now, pkt, &mut self.pool, &mut out);
-        self.drain(out)
+        self.drain(out, 0)
     }
 
+    /// Processes a batch the way a port loop does: `process_batch` may stop early when
+    /// the pool runs low, and is called again with what is left once the output is sent.
     fn process_batch(&mut self, mut frames: Vec<Packet>) -> usize {
-        let mut out = Output::new(self.ports.len());
-        self.dp.process_batch(self.now, &mut frames, &mut self.pool, &mut out);
-        assert!(frames.is_empty(), "process_batch leaves frames behind");
-        self.drain(out)
+        let mut sent = 0;
+        while !frames.is_empty() {
+            let before = frames.len();
+            let mut out = Output::new(self.ports.len());
+            self.dp.process_batch(self.now, &mut frames, &mut self.pool, &mut out);
+            assert!(frames.len() < before, "process_batch made no progress");
+            sent += self.drain(out, frames.len());
+        }
+        sent
     }
 
     fn poll(&mut self, dt: Duration) -> usize {
         self.now += dt;
         let mut out = Output::new(self.ports.len());
         self.dp.poll(self.now, &mut self.pool, &mut out);
-        self.drain(out)
+        self.drain(out, 0)
     }
 
-    /// Checks and returns every output frame, then counts the buffers.
-    fn drain(&mut self, mut out: Output) -> usize {
+    /// Checks and returns every output frame, then counts the buffers: `pending` are
+    /// still waiting in the caller's batch.
+    fn drain(&mut self, mut out: Output, pending: usize) -> usize {
         let mut n = 0;
         for (port, frames) in out.tx.iter_mut().enumerate() {
             for p in frames.drain(..) {
@@ -441,9 +505,9 @@ impl Harness {
             }
         }
         assert_eq!(
-            self.pool.available() + self.dp.neighbors().held(),
+            self.pool.available() + self.dp.neighbors().held() + pending,
             POOL,
-            "packet buffers lost: {} in the pool, {} held for resolution",
+            "packet buffers lost: {} in the pool, {} held for resolution, {pending} waiting",
             self.pool.available(),
             self.dp.neighbors().held()
         );
@@ -507,15 +571,18 @@ impl Harness {
 
     /// Runs the clock until the neighbour table has given up on every address, then
     /// checks that every buffer is back in the pool.
-    pub fn finish(&mut self) {
+    /// Returns the frames sent meanwhile (neighbour requests).
+    pub fn finish(&mut self) -> usize {
+        let mut sent = 0;
         for _ in 0..32 {
             if self.dp.neighbors().held() == 0 {
                 break;
             }
-            self.poll(Duration::from_secs(5));
+            sent += self.poll(Duration::from_secs(5));
         }
         assert_eq!(self.dp.neighbors().held(), 0, "frames held for resolution forever");
         assert_eq!(self.pool.available(), POOL, "packet buffers lost");
+        sent
     }
 }
 
@@ -536,14 +603,16 @@ fn ports_from(role: Role, mtus: u8, caps: [u8; 2]) -> Vec<PortInfo> {
     ports
 }
 
-/// Runs one input through a router; panics on any broken invariant.
-pub fn run(data: &[u8]) {
+/// Runs one input through a router and returns how many frames it sent (not counting the
+/// replies to the set-up neighbour requests); panics on any broken invariant.
+pub fn run(data: &[u8]) -> usize {
     let mut r = Reader::new(data);
     let head = r.u8();
     let role = Role::from_byte(head);
     let mtus = r.u8();
     let caps = [r.u8(), r.u8()];
     let mut h = Harness::new(role, ports_from(role, mtus, caps), head & 0x80 == 0);
+    let mut sent = 0;
     for _ in 0..MAX_OPS {
         if r.is_empty() {
             break;
@@ -552,26 +621,26 @@ pub fn run(data: &[u8]) {
         match op % 4 {
             0 => {
                 if let Some(pkt) = h.read_frame(&mut r) {
-                    h.process(pkt);
+                    sent += h.process(pkt);
                 }
             }
             1 => {
                 let n = 2 + usize::from(op >> 2) % 7;
                 let frames: Vec<Packet> = (0..n).filter_map(|_| h.read_frame(&mut r)).collect();
-                h.process_batch(frames);
+                sent += h.process_batch(frames);
             }
             2 => {
                 let dt = Duration::from_millis(u64::from(r.u16()) * 16);
-                h.poll(dt);
+                sent += h.poll(dt);
             }
             _ => {
                 if let Some(pkt) = h.read_template(&mut r) {
-                    h.process(pkt);
+                    sent += h.process(pkt);
                 }
             }
         }
     }
-    h.finish();
+    sent + h.finish()
 }
 
 /// Writes inputs in the format [`run`] reads, for the seed corpus.

@@ -13,17 +13,18 @@
 use std::hint::black_box;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use vmpls_wire::{
-    arp, checksum, ethernet, icmp_ext, icmpv4, icmpv6, ipv4, ipv6, mpls, tcp, udp, virtio_net,
-};
+use vmpls_wire::{arp, checksum, ethernet, icmp_ext, icmpv4, icmpv6, ipv4, ipv6, mpls, tcp, udp, virtio_net};
 
 const SRC4: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 2);
 const DST4: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 2);
 const SRC6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2);
 const DST6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 2);
 
+/// A target's check.
+pub type Check = fn(&[u8]);
+
 /// The wire targets by name, for the replay test.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Check)] = &[
     ("ethernet", ethernet),
     ("mpls", mpls),
     ("ipv4", ipv4),
@@ -328,7 +329,10 @@ pub fn icmpv4(data: &[u8]) {
     };
     let len = icmpv4::error_len(kind, data.len(), stack.len());
     let mut out = vec![0u8; len];
-    assert_eq!(icmpv4::emit_error(&mut out[..len - 1], kind, data, &stack), Err(vmpls_wire::Error::Truncated));
+    assert_eq!(
+        icmpv4::emit_error(&mut out[..len - 1], kind, data, &stack),
+        Err(vmpls_wire::Error::Truncated)
+    );
     assert_eq!(icmpv4::emit_error(&mut out, kind, data, &stack), Ok(len));
     assert!(len <= icmpv4::MAX_ERROR_LEN);
     let e = icmpv4::Packet::new_checked(&out[..]).unwrap();

@@ -70,7 +70,12 @@ fn assert_replays(kind: &str, target: &str, check: fn(&[u8]), must_exist: bool) 
         assert!(!files.is_empty(), "fuzz/{kind}/{target} is empty: the seed corpus is missing");
     }
     let (_, failures) = replay(&files, check);
-    assert!(failures.is_empty(), "fuzz/{kind}/{target}: {} input(s) fail:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "fuzz/{kind}/{target}: {} input(s) fail:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 fn run_pipeline(data: &[u8]) {
@@ -101,11 +106,22 @@ fn pipeline_regressions_replay() {
     assert_replays("regressions", "pipeline", run_pipeline, false);
 }
 
+/// Fixed bug: `icmpv4::emit_echo_reply` derived the reply's checksum incrementally (RFC
+/// 1624 eqn. 3) and got 0x0000 where only 0xffff is right, for a valid request whose other
+/// words all become zero in the reply (type 8 -> 0, identifier 0, sequence 0, no data:
+/// `08 00 f7 ff 00 00 00 00`).
+#[test]
+fn regression_icmpv4_echo_reply_checksum_zero() {
+    let data = std::fs::read(fuzz_dir().join("regressions/icmpv4/echo-reply-checksum-zero")).unwrap();
+    wire::icmpv4(&data);
+}
+
 #[test]
 fn harness_catches_a_frame_over_the_mtu() {
     // The checks must be able to fail: a frame one byte over the port's MTU is refused.
     let ports = pe1_ports();
-    let mut pkt = vmpls_dataplane::Packet::from_frame(PE1_CORE, &eth(P_WEST_MAC, PE1_CORE_MAC, 0x0800, &[0; 1501]));
+    let mut pkt =
+        vmpls_dataplane::Packet::from_frame(PE1_CORE, &eth(P_WEST_MAC, PE1_CORE_MAC, 0x0800, &[0; 1501]));
     pkt.port = PE1_CORE;
     assert!(catch_unwind(AssertUnwindSafe(|| pipeline::check_frame(&ports[1], &pkt))).is_err());
     let ok = ipv4_frame(P_WEST_MAC, PE1_CORE_MAC, &ipv4_udp(CE1, CE2, 64, &pattern(1472, 1)));
@@ -162,7 +178,8 @@ fn route(bytes: &[u8], out: &mut Vec<(&'static str, Vec<u8>)>) {
     let l3 = if bytes.len() == virtio_net::HEADER_LEN {
         out.push(("virtio_net", bytes.to_vec()));
         return;
-    } else if bytes.len() > 14 && matches!(u16::from_be_bytes([bytes[12], bytes[13]]), 0x0800 | 0x86dd | 0x8847 | 0x0806)
+    } else if bytes.len() > 14
+        && matches!(u16::from_be_bytes([bytes[12], bytes[13]]), 0x0800 | 0x86dd | 0x8847 | 0x0806)
     {
         let payload = &bytes[14..];
         match u16::from_be_bytes([bytes[12], bytes[13]]) {
@@ -240,14 +257,20 @@ fn pipeline_seeds(captures: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)> {
     }
     let seg = 1000;
     let pe2_run: Vec<(u16, Vec<u8>)> =
-        tcp_run(4, seg, |ip| mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(2002, 64)], &ip)).into_iter().map(|f| (PE2_CORE, f)).collect();
+        tcp_run(4, seg, |ip| mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(2002, 64)], &ip))
+            .into_iter()
+            .map(|f| (PE2_CORE, f))
+            .collect();
     seeds.push(("pe2-gro-batch".into(), Encoder::new(Role::Pe2, false).batch(&pe2_run).finish()));
     seeds.push((
         "pe2-gro-batch-tso-port".into(),
         Encoder::new(Role::Pe2, false).port(1, 0, 0x0f).batch(&pe2_run).finish(),
     ));
     let p_run: Vec<(u16, Vec<u8>)> =
-        tcp_run(3, seg, |ip| mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 64)], &ip)).into_iter().map(|f| (P_WEST, f)).collect();
+        tcp_run(3, seg, |ip| mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 64)], &ip))
+            .into_iter()
+            .map(|f| (P_WEST, f))
+            .collect();
     seeds.push(("p-batch".into(), Encoder::new(Role::P, false).batch(&p_run).finish()));
     // A UDP GSO super-frame at pe1, to a port that takes it whole and to one that does not.
     let udp = ipv4_frame(PE1_CE1_MAC, CE1_MAC, &ipv4_udp(CE1, CE2, 64, &pattern(3000, 9)));
