@@ -58,12 +58,45 @@ pub struct RouterConfig {
     pub control_socket: Option<PathBuf>,
 }
 
-/// How a port attaches to the system.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How a port attaches to the system (`kind` in the config).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum PortKind {
-    /// A Linux interface through an AF_PACKET socket (`kind = "af-packet"`).
+    /// A Linux interface through an AF_PACKET socket (`kind = "af-packet"`, the default):
+    /// [`PortConfig::interface`] must exist.
     #[default]
     AfPacket,
+    /// A TAP device the router creates (`kind = "tap"`), named
+    /// [`PortConfig::interface`]; the kernel stack of the router's namespace is the
+    /// other end.
+    Tap {
+        /// `mac`: the router's MAC on the port; `None`: derived from the TAP's.
+        mac: Option<[u8; 6]>,
+    },
+    /// A QEMU/KVM guest's virtio-net device (`kind = "vhost-user"`): the router listens
+    /// on `socket` and QEMU connects (`-netdev vhost-user`).
+    VhostUser {
+        /// `socket`: the Unix socket path (absolute).
+        socket: PathBuf,
+        /// `mac`: the router's MAC on the port; `None`: derived from the socket path.
+        mac: Option<[u8; 6]>,
+    },
+}
+
+impl PortKind {
+    /// The name the config file uses: `af-packet`, `tap` or `vhost-user`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PortKind::AfPacket => "af-packet",
+            PortKind::Tap { .. } => "tap",
+            PortKind::VhostUser { .. } => "vhost-user",
+        }
+    }
+
+    /// Whether the router creates what the port attaches to (a TAP, a vhost-user
+    /// socket), rather than attaching to an interface that must exist.
+    pub fn is_created_by_router(&self) -> bool {
+        !matches!(self, PortKind::AfPacket)
+    }
 }
 
 /// A `[[port]]`. Its [`PortId`] is its index in [`Config::ports`].
@@ -71,9 +104,10 @@ pub enum PortKind {
 pub struct PortConfig {
     /// How routes refer to the port.
     pub name: String,
-    /// The Linux interface it attaches to.
+    /// What it attaches to, for messages and `link show`: the Linux interface
+    /// (`af-packet`), the TAP's name (`tap`), or the socket path (`vhost-user`).
     pub interface: String,
-    /// MTU to use; `None`: the interface's.
+    /// MTU to use; `None`: the interface's (vhost-user: 1500).
     pub mtu: Option<u32>,
     /// The VRF of the port ("default" unless given).
     pub vrf: String,
@@ -81,8 +115,8 @@ pub struct PortConfig {
     pub addresses: Vec<(IpAddr, u8)>,
     /// How it attaches.
     pub kind: PortKind,
-    /// Line of the `interface` key, for errors about the interface
-    /// ([`check_interfaces`]).
+    /// Line of the `interface` key (`socket` for vhost-user), for errors about what the
+    /// port attaches to ([`check_interfaces`]).
     pub interface_line: usize,
 }
 
@@ -253,13 +287,14 @@ impl Config {
     }
 }
 
-/// Checks that every port's interface exists, with `exists` asking the system (for
-/// example through `if_nametoindex`). The error points at the port's `interface` key.
+/// Checks that the interface of every `af-packet` port exists, with `exists` asking the
+/// system (for example through `if_nametoindex`). TAP and vhost-user ports are skipped:
+/// the router creates those. The error points at the port's `interface` key.
 ///
 /// # Errors
 /// [`ConfigError::Invalid`] for the first port whose interface does not exist.
 pub fn check_interfaces(cfg: &Config, exists: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
-    match cfg.ports.iter().find(|p| !exists(&p.interface)) {
+    match cfg.ports.iter().find(|p| !p.kind.is_created_by_router() && !exists(&p.interface)) {
         None => Ok(()),
         Some(p) => Err(ConfigError::Invalid {
             path: cfg.path.clone(),

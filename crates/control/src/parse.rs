@@ -45,7 +45,9 @@ struct RawRouter {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawPort {
     name: S<String>,
-    interface: S<String>,
+    interface: Option<S<String>>,
+    socket: Option<S<String>>,
+    mac: Option<S<String>>,
     addresses: Option<Vec<S<String>>>,
     mtu: Option<S<i64>>,
     vrf: Option<S<String>>,
@@ -315,12 +317,22 @@ fn check_router_name(ctx: &Ctx, s: &S<String>) -> Result<String, ConfigError> {
     Ok(name)
 }
 
-/// `control-socket`: an absolute path of a Unix socket. Linux limits socket paths to 107
-/// bytes (`sun_path`).
+/// `control-socket`: an absolute path of a Unix socket.
 fn check_socket_path(ctx: &Ctx, s: &S<String>) -> Result<std::path::PathBuf, ConfigError> {
+    check_unix_socket_path(ctx, s, "router.control-socket", "/run/vmpls/pe1.sock")
+}
+
+/// An absolute path of a Unix socket for `field`. Linux limits socket paths to 107
+/// bytes (`sun_path`).
+fn check_unix_socket_path(
+    ctx: &Ctx,
+    s: &S<String>,
+    field: &str,
+    example: &str,
+) -> Result<std::path::PathBuf, ConfigError> {
     let text = s.get_ref();
     let problem = if !text.starts_with('/') {
-        Some("is not an absolute path; write it like \"/run/vmpls/pe1.sock\"".to_string())
+        Some(format!("is not an absolute path; write it like \"{example}\""))
     } else if text.len() > MAX_SOCKET_PATH {
         Some(format!("is {} bytes long; a Unix socket path has at most {MAX_SOCKET_PATH}", text.len()))
     } else if text.ends_with('/') || text.contains('\0') {
@@ -329,7 +341,7 @@ fn check_socket_path(ctx: &Ctx, s: &S<String>) -> Result<std::path::PathBuf, Con
         None
     };
     match problem {
-        Some(p) => Err(ctx.err(&s.span(), "router.control-socket", format!("\"{text}\" {p}"))),
+        Some(p) => Err(ctx.err(&s.span(), field, format!("\"{text}\" {p}"))),
         None => Ok(std::path::PathBuf::from(text)),
     }
 }
@@ -352,6 +364,126 @@ fn check_interface_name(ctx: &Ctx, s: &S<String>) -> Result<String, ConfigError>
     match problem {
         Some(p) => Err(ctx.err(&s.span(), "port.interface", format!("interface name \"{n}\" {p}"))),
         None => Ok(n.clone()),
+    }
+}
+
+/// The largest MTU the kernel gives a TAP device (65535 minus the Ethernet header).
+const TAP_MAX_MTU: u32 = 65535 - 14;
+
+/// `aa:bb:cc:dd:ee:ff`: a unicast MAC address, not all zeros.
+fn parse_mac(ctx: &Ctx, s: &S<String>) -> Result<[u8; 6], ConfigError> {
+    let text = s.get_ref().trim();
+    let bad = || {
+        ctx.err(
+            &s.span(),
+            "port.mac",
+            format!("\"{text}\" is not a MAC address; expected six hex bytes like \"02:00:5e:10:00:01\""),
+        )
+    };
+    let mut mac = [0u8; 6];
+    let mut parts = text.split([':', '-']);
+    for b in &mut mac {
+        let part = parts.next().ok_or_else(bad)?;
+        if part.is_empty() || part.len() > 2 {
+            return Err(bad());
+        }
+        *b = u8::from_str_radix(part, 16).map_err(|_| bad())?;
+    }
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    if mac[0] & 1 != 0 {
+        return Err(ctx.err(
+            &s.span(),
+            "port.mac",
+            format!(
+                "{text} is a multicast address (lowest bit of the first byte set); a port needs a unicast MAC"
+            ),
+        ));
+    }
+    if mac == [0; 6] {
+        return Err(ctx.err(&s.span(), "port.mac", "00:00:00:00:00:00 cannot be a port's MAC"));
+    }
+    Ok(mac)
+}
+
+/// Whether two ports' `interface` values name things in one namespace: interface names
+/// (af-packet and TAP ports) or socket paths (vhost-user).
+fn same_namespace(a: &PortKind, b: &PortKind) -> bool {
+    matches!(a, PortKind::VhostUser { .. }) == matches!(b, PortKind::VhostUser { .. })
+}
+
+/// A `[[port]]`'s kind and what it attaches to: (`interface` as [`PortConfig`] keeps it,
+/// the line of the key naming it, the kind). `line` is the port's `name` line, for
+/// missing keys.
+fn port_attachment(ctx: &Ctx, p: &RawPort, line: usize) -> Result<(String, usize, PortKind), ConfigError> {
+    let kind_name = p.kind.as_ref().map_or("af-packet", |k| k.get_ref().as_str());
+    let not_for = |s: &S<String>, field: &str, hint: &str| {
+        ctx.err(&s.span(), field, format!("a {kind_name} port takes no {}; {hint}", &field[5..]))
+    };
+    let mac = || p.mac.as_ref().map(|m| parse_mac(ctx, m)).transpose();
+    match kind_name {
+        "af-packet" | "tap" => {
+            if let Some(s) = &p.socket {
+                return Err(not_for(s, "port.socket", "socket = \"...\" is for kind = \"vhost-user\""));
+            }
+            let Some(iface) = &p.interface else {
+                let what = if kind_name == "tap" {
+                    "the name of the TAP device the router creates"
+                } else {
+                    "the Linux interface to attach to"
+                };
+                return Err(ctx.err_line(
+                    line,
+                    "port.interface",
+                    format!("port \"{}\" needs interface = \"...\": {what}", p.name.get_ref()),
+                ));
+            };
+            let interface = check_interface_name(ctx, iface)?;
+            let kind = if kind_name == "tap" {
+                PortKind::Tap { mac: mac()? }
+            } else {
+                if let Some(m) = &p.mac {
+                    return Err(not_for(
+                        m,
+                        "port.mac",
+                        "an af-packet port sends with its interface's MAC (set it with `ip link set IFACE address ...`)",
+                    ));
+                }
+                PortKind::AfPacket
+            };
+            Ok((interface, ctx.line(&iface.span()), kind))
+        }
+        "vhost-user" => {
+            if let Some(s) = &p.interface {
+                return Err(not_for(
+                    s,
+                    "port.interface",
+                    "a vhost-user port is a guest's NIC: give socket = \"/path\" for QEMU to connect to",
+                ));
+            }
+            let Some(sock) = &p.socket else {
+                return Err(ctx.err_line(
+                    line,
+                    "port.socket",
+                    format!(
+                        "port \"{}\" needs socket = \"/path\": the vhost-user socket the router listens on and QEMU connects to",
+                        p.name.get_ref()
+                    ),
+                ));
+            };
+            let socket = check_unix_socket_path(ctx, sock, "port.socket", "/run/vmpls/vm1.sock")?;
+            let interface = socket.display().to_string();
+            Ok((interface, ctx.line(&sock.span()), PortKind::VhostUser { socket, mac: mac()? }))
+        }
+        other => {
+            let span = p.kind.as_ref().map(|k| k.span()).unwrap_or_default();
+            Err(ctx.err(
+                &span,
+                "port.kind",
+                format!("unknown port kind \"{other}\"; expected \"af-packet\", \"tap\" or \"vhost-user\""),
+            ))
+        }
     }
 }
 
@@ -445,43 +577,43 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                 format!("port \"{name}\" is already defined at line {}", port_lines[i]),
             ));
         }
-        let interface = check_interface_name(&ctx, &p.interface)?;
-        let interface_line = ctx.line(&p.interface.span());
-        if let Some(q) = ports.iter().find(|q| q.interface == interface) {
+        let (interface, interface_line, kind) = port_attachment(&ctx, p, line)?;
+        if let Some(q) = ports.iter().find(|q| q.interface == interface && same_namespace(&q.kind, &kind)) {
+            let (field, what) = match kind {
+                PortKind::VhostUser { .. } => ("port.socket", "socket"),
+                _ => ("port.interface", "interface"),
+            };
             return Err(ctx.err_line(
                 interface_line,
-                "port.interface",
+                field,
                 format!(
-                    "interface \"{interface}\" is already used by port \"{}\" (line {})",
+                    "{what} \"{interface}\" is already used by port \"{}\" (line {})",
                     q.name, q.interface_line
                 ),
             ));
         }
         let mtu = match &p.mtu {
             None => None,
-            Some(m) => match u32::try_from(*m.get_ref()) {
-                Ok(v) if (68..=65535).contains(&v) => Some(v),
-                _ => {
-                    return Err(ctx.err(
-                        &m.span(),
-                        "port.mtu",
-                        format!("MTU {} is out of range; expected 68 to 65535", m.get_ref()),
-                    ));
+            Some(m) => {
+                let max = if matches!(kind, PortKind::Tap { .. }) { TAP_MAX_MTU } else { 65535 };
+                match u32::try_from(*m.get_ref()) {
+                    Ok(v) if (68..=max).contains(&v) => Some(v),
+                    _ => {
+                        let why = if max == TAP_MAX_MTU {
+                            " (a TAP's MTU is at most 65535 minus the Ethernet header)"
+                        } else {
+                            ""
+                        };
+                        return Err(ctx.err(
+                            &m.span(),
+                            "port.mtu",
+                            format!("MTU {} is out of range; expected 68 to {max}{why}", m.get_ref()),
+                        ));
+                    }
                 }
-            },
-        };
-        let vrf = vrf_of(p.vrf.as_ref(), "port.vrf")?;
-        let kind = match &p.kind {
-            None => PortKind::AfPacket,
-            Some(k) if k.get_ref() == "af-packet" => PortKind::AfPacket,
-            Some(k) => {
-                return Err(ctx.err(
-                    &k.span(),
-                    "port.kind",
-                    format!("unknown port kind \"{}\"; expected \"af-packet\"", k.get_ref()),
-                ));
             }
         };
+        let vrf = vrf_of(p.vrf.as_ref(), "port.vrf")?;
         let mut addresses: Vec<(IpAddr, u8)> = Vec::new();
         for s in p.addresses.iter().flatten() {
             let (a, len) = parse_prefix(&ctx, s, "port.addresses", "198.18.1.1/24 or 2001:db8:1::1/64")?;

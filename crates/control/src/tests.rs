@@ -154,7 +154,13 @@ fn unknown_key_is_an_error() {
 fn missing_required_key_is_an_error() {
     let e = Config::from_str("[router]\nname = \"x\"\n\n[[port]]\nname = \"a\"\n", Path::new("m.toml"))
         .unwrap_err();
-    assert_eq!(e.to_string(), "m.toml:4:1: missing field `interface`");
+    assert_eq!(
+        e.to_string(),
+        "m.toml:5: port.interface: port \"a\" needs interface = \"...\": the Linux interface to attach to"
+    );
+    let e = Config::from_str("[router]\nname = \"x\"\n\n[[port]]\nname = \"a\"\n", Path::new("m.toml"))
+        .unwrap_err();
+    assert_eq!(e.line(), Some(5), "{e}");
     let e = Config::from_str("[[port]]\nname = \"a\"\ninterface = \"a\"\n", Path::new("m.toml")).unwrap_err();
     assert_eq!(e.field(), Some("router"), "{e}");
 }
@@ -477,10 +483,10 @@ fn unknown_enum_values_are_rejected() {
         &["\"uniform\" or \"pipe\""],
     );
     assert_err(
-        "[[port]]\nname = \"x\"\ninterface = \"t-x\"\nkind = \"tap\"\n",
+        "[[port]]\nname = \"x\"\ninterface = \"t-x\"\nkind = \"af-xdp\"\n",
         4,
         "port.kind",
-        &["\"af-packet\""],
+        &["\"af-xdp\"", "\"af-packet\", \"tap\" or \"vhost-user\""],
     );
 }
 
@@ -590,4 +596,154 @@ fn port_network_or_broadcast_address_is_rejected() {
     );
     // /31 point-to-point links use both addresses.
     assert!(parse("[[port]]\nname = \"x\"\ninterface = \"t-x\"\naddresses = [\"198.18.5.0/31\"]\n").is_ok());
+}
+
+#[test]
+fn tap_port_names_the_tap_the_router_creates() {
+    let cfg = parse(
+        "[[port]]\nname = \"host\"\nkind = \"tap\"\ninterface = \"vm-tap0\"\nmac = \"02:00:5e:10:00:01\"\nmtu = 9000\naddresses = [\"198.18.3.1/24\"]\n",
+    )
+    .unwrap();
+    let p = &cfg.ports[2];
+    assert_eq!(p.kind, PortKind::Tap { mac: Some([0x02, 0x00, 0x5e, 0x10, 0x00, 0x01]) });
+    assert_eq!(
+        (p.interface.as_str(), p.mtu, p.interface_line),
+        ("vm-tap0", Some(9000), first_extra_line() + 3)
+    );
+    assert_eq!(p.kind.name(), "tap");
+    // Without mac: the TAP's own, derived by the port.
+    let cfg = parse("[[port]]\nname = \"host\"\nkind = \"tap\"\ninterface = \"vm-tap0\"\n").unwrap();
+    assert_eq!(cfg.ports[2].kind, PortKind::Tap { mac: None });
+}
+
+#[test]
+fn vhost_user_port_takes_a_socket_instead_of_an_interface() {
+    let cfg = parse(
+        "[[port]]\nname = \"vm1\"\nkind = \"vhost-user\"\nsocket = \"/run/vmpls/vm1.sock\"\nmtu = 1500\naddresses = [\"198.18.3.1/24\"]\n",
+    )
+    .unwrap();
+    let p = &cfg.ports[2];
+    assert_eq!(p.kind, PortKind::VhostUser { socket: "/run/vmpls/vm1.sock".into(), mac: None });
+    assert_eq!(p.interface, "/run/vmpls/vm1.sock");
+    assert_eq!(p.interface_line, first_extra_line() + 3);
+    assert_eq!(p.kind.name(), "vhost-user");
+    let cfg = parse(
+        "[[port]]\nname = \"vm1\"\nkind = \"vhost-user\"\nsocket = \"/tmp/a.sock\"\nmac = \"52-54-00-AB-CD-EF\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        cfg.ports[2].kind,
+        PortKind::VhostUser { socket: "/tmp/a.sock".into(), mac: Some([0x52, 0x54, 0, 0xab, 0xcd, 0xef]) }
+    );
+}
+
+#[test]
+fn port_kind_keys_that_do_not_fit_are_rejected() {
+    assert_err(
+        "[[port]]\nname = \"vm1\"\nkind = \"vhost-user\"\n",
+        2,
+        "port.socket",
+        &["port \"vm1\" needs socket = \"/path\""],
+    );
+    assert_err(
+        "[[port]]\nname = \"vm1\"\nkind = \"vhost-user\"\nsocket = \"/tmp/a.sock\"\ninterface = \"eth9\"\n",
+        5,
+        "port.interface",
+        &["vhost-user port takes no interface", "socket = \"/path\""],
+    );
+    assert_err(
+        "[[port]]\nname = \"vm1\"\nkind = \"vhost-user\"\nsocket = \"vm1.sock\"\n",
+        4,
+        "port.socket",
+        &["\"vm1.sock\" is not an absolute path"],
+    );
+    let long = format!("/{}", "s".repeat(MAX_SOCKET_PATH));
+    assert_err(
+        &format!("[[port]]\nname = \"vm1\"\nkind = \"vhost-user\"\nsocket = \"{long}\"\n"),
+        4,
+        "port.socket",
+        &["at most 107"],
+    );
+    assert_err(
+        "[[port]]\nname = \"t\"\nkind = \"tap\"\n",
+        2,
+        "port.interface",
+        &["the name of the TAP device the router creates"],
+    );
+    assert_err(
+        "[[port]]\nname = \"t\"\nkind = \"tap\"\ninterface = \"tap0\"\nsocket = \"/tmp/a.sock\"\n",
+        5,
+        "port.socket",
+        &["tap port takes no socket", "kind = \"vhost-user\""],
+    );
+    assert_err(
+        "[[port]]\nname = \"t\"\ninterface = \"eth9\"\nmac = \"02:00:00:00:00:01\"\n",
+        4,
+        "port.mac",
+        &["af-packet port takes no mac"],
+    );
+    assert_err(
+        "[[port]]\nname = \"t\"\nkind = \"tap\"\ninterface = \"tap0\"\nmtu = 65535\n",
+        5,
+        "port.mtu",
+        &["expected 68 to 65521"],
+    );
+}
+
+#[test]
+fn bad_macs_are_rejected() {
+    for (mac, needle) in [
+        ("02:00:00:00:00", "not a MAC address"),
+        ("02:00:00:00:00:01:02", "not a MAC address"),
+        ("02:00:00:00:00:1g", "not a MAC address"),
+        ("02:00:00:00:00:100", "not a MAC address"),
+        ("01:00:5e:00:00:01", "multicast"),
+        ("00:00:00:00:00:00", "cannot be a port's MAC"),
+    ] {
+        assert_err(
+            &format!("[[port]]\nname = \"t\"\nkind = \"tap\"\ninterface = \"tap0\"\nmac = \"{mac}\"\n"),
+            5,
+            "port.mac",
+            &[needle],
+        );
+    }
+}
+
+#[test]
+fn two_ports_on_one_tap_name_or_one_socket_are_rejected() {
+    assert_err(
+        "[[port]]\nname = \"t\"\nkind = \"tap\"\ninterface = \"t-core\"\n",
+        4,
+        "port.interface",
+        &["interface \"t-core\" is already used by port \"core\""],
+    );
+    assert_err(
+        "[[port]]\nname = \"a\"\nkind = \"vhost-user\"\nsocket = \"/tmp/a.sock\"\n\n[[port]]\nname = \"b\"\nkind = \"vhost-user\"\nsocket = \"/tmp/a.sock\"\n",
+        9,
+        "port.socket",
+        &["socket \"/tmp/a.sock\" is already used by port \"a\" (line"],
+    );
+}
+
+#[test]
+fn check_interfaces_skips_the_ports_the_router_creates() {
+    let cfg = parse(
+        "[[port]]\nname = \"t\"\nkind = \"tap\"\ninterface = \"new-tap\"\n\n[[port]]\nname = \"vm\"\nkind = \"vhost-user\"\nsocket = \"/tmp/vm.sock\"\n",
+    )
+    .unwrap();
+    let asked = std::cell::RefCell::new(Vec::new());
+    check_interfaces(&cfg, |n| {
+        asked.borrow_mut().push(n.to_string());
+        n.starts_with("t-")
+    })
+    .unwrap();
+    assert_eq!(asked.into_inner(), ["t-ce1", "t-core"]);
+}
+
+#[test]
+fn the_vm_example_has_a_vhost_user_customer_port() {
+    let cfg = load("vm/pe1.toml");
+    let (_, ce) = cfg.port("ce1").expect("port ce1");
+    assert!(matches!(ce.kind, PortKind::VhostUser { .. }), "{ce:?}");
+    assert!(check_interfaces(&cfg, |n| n == "pe1-p").is_ok());
 }

@@ -1021,6 +1021,18 @@ mod tests {
     }
 
     #[test]
+    fn ip_only_configs_route_both_ways_without_labels() {
+        let cfgs = router_configs(&SeedParams { ip_only: true, ..SeedParams::default() });
+        for cfg in &cfgs {
+            assert!(!cfg.toml.contains("push") && !cfg.toml.contains("[[label]]"), "{}", cfg.toml);
+        }
+        let p = &cfgs[1].toml;
+        assert!(p.contains("prefix = \"198.18.2.0/24\"\nvia = \"198.18.20.2\"\nport = \"east\""), "{p}");
+        assert!(p.contains("prefix = \"2001:db8:1::/64\"\nvia = \"2001:db8:10::1\"\nport = \"west\""), "{p}");
+        assert!(cfgs[0].toml.contains("prefix = \"198.18.2.0/24\"\nvia = \"198.18.10.2\"\nport = \"core\""));
+    }
+
+    #[test]
     fn configs_follow_the_params() {
         let params = SeedParams {
             pe1_push: 100,
@@ -1031,6 +1043,7 @@ mod tests {
             customer_mtu: 1400,
             core_mtu: 9000,
             mtu_in_config: true,
+            ip_only: false,
         };
         let cfgs = router_configs(&params);
         let p = &cfgs[1].toml;
