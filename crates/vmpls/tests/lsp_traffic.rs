@@ -119,8 +119,10 @@ fn sustained_tcp_flow_loses_nothing_in_the_routers() {
     assert!(stats["pe2"].event("gso_superframes_rebuilt") > 0, "{stats:#?}");
     for r in ROUTERS {
         assert_eq!(stats[r].event("gso_superframes_segmented"), 0, "{r} segmented on a jumbo core: {stats:#?}");
-        assert_eq!(stats[r].event("gro_superframes_built"), 0, "{r} coalesced on a jumbo core: {stats:#?}");
     }
+    // Coalescing only where frames leave the LSP (pe2 may merge the few small segments a
+    // TCP sender sends before its super-frames); never at p, which swaps them onward.
+    assert_eq!(stats["p"].event("gro_superframes_built"), 0, "{stats:#?}");
     // A 1500-byte core: pe1 cuts every super-frame into labelled segments, p switches
     // them one by one, pe2 coalesces them again where they leave the LSP.
     let stats = sustained_flow("sustained-1500", SeedParams { core_mtu: 1500, ..SeedParams::default() });
