@@ -19,7 +19,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::Instant;
 
-use vmpls_fib::{Fib, FibHandle, LabelAction, Nexthop, RouteTarget, TtlModel, VrfId};
+use vmpls_fib::{Fib, FibHandle, LabelAction, Nexthop, PrefixRoute, RouteTarget, TtlModel, VrfId};
 use vmpls_wire::{arp, checksum, ethernet, icmpv4, icmpv6, ipv4, ipv6, mpls, virtio_net};
 
 use crate::counters::{Counters, Drop, Event};
@@ -606,6 +606,25 @@ impl Dataplane {
         if matches!(route.map(|r| &r.target), Some(RouteTarget::Local)) {
             return self.ipv4_local(fib, now, pkt, ctx, pool, out);
         }
+        self.route_ip(fib, now, pkt, ctx, IpAddr::V4(dst), ttl, route, pool, out);
+    }
+
+    /// The routing step both IP versions share, after the local-address check: TTL
+    /// expiry, no route, next-hop choice (ECMP), TTL decrement, then output. `ttl` is the
+    /// IPv4 TTL or IPv6 hop limit as received.
+    #[allow(clippy::too_many_arguments)]
+    fn route_ip(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        mut pkt: Packet,
+        ctx: IpContext,
+        dst: IpAddr,
+        ttl: u8,
+        route: Option<&PrefixRoute>,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
         if !ctx.originated && ttl <= 1 {
             self.counters.drop(Drop::IpTtlExpired);
             let stack = ctx.stack.unwrap_or_default();
@@ -622,22 +641,24 @@ impl Dataplane {
             return;
         };
         let hop = match &route.target {
-            RouteTarget::Local => unreachable!("handled above"),
+            RouteTarget::Local => unreachable!("the callers deliver local routes"),
             RouteTarget::Blackhole => return self.discard(Drop::Blackhole, pkt, pool),
-            RouteTarget::Connected { port } => Hop { port: *port, addr: IpAddr::V4(dst), labels: &[] },
+            RouteTarget::Connected { port } => Hop { port: *port, addr: dst, labels: &[] },
             RouteTarget::Forward(group) => {
                 let nh =
                     group.select(if group.is_multipath() { ip_flow_hash(&pkt.frame()[ETH..]) } else { 0 });
-                Hop { port: nh.port, addr: nh.via.unwrap_or(IpAddr::V4(dst)), labels: &nh.labels }
+                Hop { port: nh.port, addr: nh.via.unwrap_or(dst), labels: &nh.labels }
             }
         };
         let mut ttl_out = ttl;
         if !ctx.originated {
-            let mut ip = ipv4::Packet::new_unchecked(&mut pkt.frame_mut()[ETH..]);
-            ttl_out = ip.decrement_ttl();
+            let ip = &mut pkt.frame_mut()[ETH..];
+            ttl_out = match dst {
+                IpAddr::V4(_) => ipv4::Packet::new_unchecked(ip).decrement_ttl(),
+                IpAddr::V6(_) => ipv6::Packet::new_unchecked(ip).decrement_hop_limit(),
+            };
         }
-        let model = route.ttl_model;
-        self.ip_output(fib, now, pkt, ctx, hop, ttl_out, model, pool, out);
+        self.ip_output(fib, now, pkt, ctx, hop, ttl_out, route.ttl_model, pool, out);
     }
 
     fn ipv4_local(
@@ -740,38 +761,7 @@ impl Dataplane {
         if is_link_local(dst) {
             return self.discard(Drop::NoRoute, pkt, pool);
         }
-        if !ctx.originated && hop_limit <= 1 {
-            self.counters.drop(Drop::IpTtlExpired);
-            let stack = ctx.stack.unwrap_or_default();
-            self.icmp_error_reply(fib, now, &pkt, ctx, IcmpKind::TimeExceeded, stack.words(), pool, out);
-            pool.put(pkt);
-            return;
-        }
-        let Some(route) = route else {
-            self.counters.drop(Drop::NoRoute);
-            if !ctx.originated {
-                self.icmp_error_reply(fib, now, &pkt, ctx, IcmpKind::NetUnreachable, &[], pool, out);
-            }
-            pool.put(pkt);
-            return;
-        };
-        let hop = match &route.target {
-            RouteTarget::Local => unreachable!("handled above"),
-            RouteTarget::Blackhole => return self.discard(Drop::Blackhole, pkt, pool),
-            RouteTarget::Connected { port } => Hop { port: *port, addr: IpAddr::V6(dst), labels: &[] },
-            RouteTarget::Forward(group) => {
-                let nh =
-                    group.select(if group.is_multipath() { ip_flow_hash(&pkt.frame()[ETH..]) } else { 0 });
-                Hop { port: nh.port, addr: nh.via.unwrap_or(IpAddr::V6(dst)), labels: &nh.labels }
-            }
-        };
-        let mut hl_out = hop_limit;
-        if !ctx.originated {
-            let mut ip = ipv6::Packet::new_unchecked(&mut pkt.frame_mut()[ETH..]);
-            hl_out = ip.decrement_hop_limit();
-        }
-        let model = route.ttl_model;
-        self.ip_output(fib, now, pkt, ctx, hop, hl_out, model, pool, out);
+        self.route_ip(fib, now, pkt, ctx, IpAddr::V6(dst), hop_limit, route, pool, out);
     }
 
     fn ipv6_local(
