@@ -9,7 +9,7 @@
 //! `valgrind --tool=callgrind target/release/deps/pipeline-* --count CASE N`.
 
 #[path = "../tests/fixtures/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod fixtures;
 
 use std::hint::black_box;
