@@ -393,6 +393,20 @@ pub struct Stats {
     pub label_routes: u64,
     /// Prefix routes over all VRFs (local and connected included).
     pub prefix_routes: u64,
+    /// Frames and bytes switched per incoming label (labels that switched any).
+    #[serde(default)]
+    pub labels: Vec<LabelCounter>,
+}
+
+/// Frames and bytes one incoming label's route switched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelCounter {
+    /// The incoming label.
+    pub label: u32,
+    /// Frames (super-frames count once).
+    pub packets: u64,
+    /// Bytes, Ethernet header on.
+    pub bytes: u64,
 }
 
 impl Stats {

@@ -196,6 +196,13 @@ pub fn stats(st: &Stats, detail: bool) -> String {
     for c in st.events.iter().filter(|c| detail || c.value > 0) {
         let _ = writeln!(s, "  {:<28} {}", c.name, c.value);
     }
+    if !st.labels.is_empty() {
+        let _ = writeln!(s, "labels:");
+        let _ = writeln!(s, "  {:<10} {:>12} {:>14}", "in label", "packets", "bytes");
+        for l in &st.labels {
+            let _ = writeln!(s, "  {:<10} {:>12} {:>14}", l.label, l.packets, l.bytes);
+        }
+    }
     let _ = writeln!(s, "neighbors: {} ({} reachable)", st.neighbors, st.neighbors_reachable);
     if detail {
         let _ = writeln!(s, "routes: {} label, {} prefix", st.label_routes, st.prefix_routes);
@@ -306,9 +313,11 @@ mod tests {
             neighbors_reachable: 1,
             label_routes: 2,
             prefix_routes: 4,
+            labels: vec![crate::api::LabelCounter { label: 1002, packets: 5, bytes: 740 }],
         };
         let short = stats(&st, false);
         assert!(short.contains("drops: 3\n  unknown_label"), "{short}");
+        assert!(short.contains("labels:\n  in label") && short.contains("  1002 "), "{short}");
         assert!(!short.contains("no_route") && !short.contains("label_swap"), "{short}");
         let long = stats(&st, true);
         assert!(

@@ -153,6 +153,9 @@ pub struct Counters {
     pub rx_frames: Vec<u64>,
     /// Frames handed to each port for sending.
     pub tx_frames: Vec<u64>,
+    /// Per incoming label with a route: [frames, bytes], indexed by label, grown on
+    /// demand up to the largest label seen (labels are at most 2^20).
+    labels: Vec<[u64; 2]>,
 }
 
 impl Counters {
@@ -163,7 +166,24 @@ impl Counters {
             events: [0; Event::ALL.len()],
             rx_frames: vec![0; ports],
             tx_frames: vec![0; ports],
+            labels: Vec::new(),
         }
+    }
+
+    /// Counts a frame of `bytes` switched by the route of `label`.
+    #[inline]
+    pub fn label(&mut self, label: u32, bytes: usize) {
+        let i = label as usize;
+        if i >= self.labels.len() {
+            self.labels.resize(i + 1, [0; 2]);
+        }
+        self.labels[i][0] += 1;
+        self.labels[i][1] += bytes as u64;
+    }
+
+    /// Labels that switched frames, as (label, frames, bytes), in label order.
+    pub fn label_list(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
+        self.labels.iter().enumerate().filter(|(_, c)| c[0] > 0).map(|(l, c)| (l as u32, c[0], c[1]))
     }
 
     /// Counts one drop.

@@ -367,6 +367,7 @@ impl Dataplane {
             let Some(route) = fib.labels.get(top.label) else {
                 return self.discard(Drop::UnknownLabel, pkt, pool);
             };
+            self.counters.label(top.label, pkt.len());
             if ttl <= 1 {
                 self.counters.drop(Drop::LabelTtlExpired);
                 if !along_lsp {

@@ -1484,3 +1484,17 @@ fn a_batch_of_super_frames_stops_early_when_the_pool_runs_low_and_loses_nothing(
     assert_eq!(segments, 6 * 30000usize.div_ceil(1448));
     assert_eq!(r.drops(Drop::NoBuffer), 0);
 }
+
+#[test]
+fn frames_and_bytes_are_counted_per_incoming_label() {
+    let mut r = Router::p();
+    let ip = icmpv4_echo(CE1, CE2, 64);
+    let frame = mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 64)], &ip);
+    for _ in 0..3 {
+        assert_eq!(r.send(P_WEST, &frame).len(), 1);
+    }
+    // An unknown label is a drop, not a label count.
+    r.send(P_WEST, &mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(4444, 64)], &ip));
+    let labels: Vec<_> = r.dp.counters().label_list().collect();
+    assert_eq!(labels, vec![(1002, 3, 3 * frame.len() as u64)]);
+}

@@ -99,6 +99,17 @@ pub fn render(router: &str, st: &Stats) -> String {
     };
     counters(&mut reg, "drops", "Frames the pipeline dropped, by reason", "reason", &named(&st.drops));
     counters(&mut reg, "events", "Things the pipeline did, by kind", "event", &named(&st.events));
+    let per_label = |f: fn(&vmpls_control::api::LabelCounter) -> u64| -> Vec<(String, u64)> {
+        st.labels.iter().map(|l| (l.label.to_string(), f(l))).collect()
+    };
+    counters(
+        &mut reg,
+        "label_packets",
+        "Frames switched per incoming label",
+        "label",
+        &per_label(|l| l.packets),
+    );
+    counters(&mut reg, "label_bytes", "Bytes switched per incoming label", "label", &per_label(|l| l.bytes));
     let neigh = Family::<Labels, Gauge>::default();
     reg.register("neighbors", "Neighbour table entries", neigh.clone());
     let reachable = i64::try_from(st.neighbors_reachable).unwrap_or(i64::MAX);
@@ -213,6 +224,7 @@ mod tests {
             neighbors_reachable: 2,
             label_routes: 2,
             prefix_routes: 9,
+            labels: vec![vmpls_control::api::LabelCounter { label: 1002, packets: 5, bytes: 740 }],
         };
         let text = render("pe1", &st);
         for want in [
@@ -222,6 +234,8 @@ mod tests {
             "vmpls_events_total{event=\"gso_segments_out\"} 44",
             "vmpls_neighbors{state=\"incomplete\"} 1",
             "vmpls_label_routes 2",
+            "vmpls_label_packets_total{label=\"1002\"} 5",
+            "vmpls_label_bytes_total{label=\"1002\"} 740",
             "vmpls_info{router=\"pe1\"} 1",
             "# EOF",
         ] {

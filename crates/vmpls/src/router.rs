@@ -510,7 +510,11 @@ pub fn stats_json(dp: &Dataplane, ports: &[Box<dyn Port>]) -> serde_json::Value 
             })
         })
         .collect();
-    serde_json::json!({ "drops": drops, "events": events, "ports": ports })
+    let labels: Vec<serde_json::Value> = c
+        .label_list()
+        .map(|(label, packets, bytes)| serde_json::json!({ "label": label, "packets": packets, "bytes": bytes }))
+        .collect();
+    serde_json::json!({ "drops": drops, "events": events, "ports": ports, "labels": labels })
 }
 
 fn write_stats(dp: &Dataplane, ports: &[Box<dyn Port>], path: Option<&Path>) {

@@ -121,6 +121,10 @@ impl Server {
             neighbors_reachable: snap.neighbors.iter().filter(|n| n.2.is_some()).count() as u64,
             label_routes: fib.labels.len() as u64,
             prefix_routes: fib.vrfs.iter().map(|v| (v.v4.len() + v.v6.len()) as u64).sum(),
+            labels: c
+                .label_list()
+                .map(|(label, packets, bytes)| api::LabelCounter { label, packets, bytes })
+                .collect(),
         })
     }
 

@@ -472,6 +472,13 @@ fn cli_routes_live_change_capture_and_metrics_on_the_seed_lab() -> anyhow::Resul
     assert_eq!(sample(&m2, "vmpls_label_routes"), st["label_routes"].as_u64().expect("n"));
     assert!(sample(&m2, "vmpls_neighbors{state=\"reachable\"}") >= 2, "{m2}");
     assert!(m2.contains("vmpls_events_total{event=\"gso_superframes_segmented\"}"));
+    // Per-label counters: pe1 pops the return LSP's label 2001; stats and metrics agree.
+    let labels = st["labels"].as_array().expect("labels");
+    let l2001 =
+        labels.iter().find(|l| l["label"] == 2001).unwrap_or_else(|| panic!("no label 2001 in {labels:?}"));
+    let v = l2001["packets"].as_u64().expect("packets");
+    let series = "vmpls_label_packets_total{label=\"2001\"}";
+    assert!(v > 0 && sample(&m1, series) <= v && v <= sample(&m2, series), "{series}: {v}\n{m2}");
 
     // link and neigh show what the router has.
     let links = lab.ok("pe1", &["-s", "link", "show"])?;
