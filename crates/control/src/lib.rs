@@ -118,6 +118,26 @@ pub struct PortConfig {
     /// Line of the `interface` key (`socket` for vhost-user), for errors about what the
     /// port attaches to ([`check_interfaces`]).
     pub interface_line: usize,
+    /// Offloads forced on or off at output, over what the port reports (`offloads`).
+    pub offloads: OffloadOverrides,
+}
+
+/// `[[port]] offloads = { tso = false, csum = true, mpls-gso = true, uso = false }`: what
+/// the router may hand the port, forced over what the port kind reports. Turning an
+/// offload off makes the router do that work in software (segment, complete checksums);
+/// turning one on that the kernel refuses makes its frames fail at send (counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OffloadOverrides {
+    /// TCP super-frames over IPv4 (`tso` sets both).
+    pub tso4: Option<bool>,
+    /// TCP super-frames over IPv6.
+    pub tso6: Option<bool>,
+    /// UDP super-frames (`GSO_UDP_L4`).
+    pub uso: Option<bool>,
+    /// Partial checksums.
+    pub csum: Option<bool>,
+    /// Labelled super-frames marked GSO.
+    pub mpls_gso: Option<bool>,
 }
 
 /// One next hop of a route or label route, resolved against the ports.

@@ -52,6 +52,18 @@ struct RawPort {
     mtu: Option<S<i64>>,
     vrf: Option<S<String>>,
     kind: Option<S<String>>,
+    offloads: Option<RawOffloads>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawOffloads {
+    tso: Option<bool>,
+    tso4: Option<bool>,
+    tso6: Option<bool>,
+    uso: Option<bool>,
+    csum: Option<bool>,
+    mpls_gso: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -677,7 +689,8 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             }
             addresses.push((a, len));
         }
-        ports.push(PortConfig { name, interface, mtu, vrf, addresses, kind, interface_line });
+        let offloads = raw_offloads(&p.offloads);
+        ports.push(PortConfig { name, interface, mtu, vrf, addresses, kind, interface_line, offloads });
         port_lines.push(line);
     }
     for &(a, line) in &router_lines {
@@ -1062,5 +1075,16 @@ impl Validator<'_> {
         // Implicit null alone: no label (penultimate-hop pop, or push nothing).
         let labels = if labels == [IMPLICIT_NULL] { Vec::new() } else { labels };
         Ok(NexthopConfig { port: port as PortId, via, labels, weight })
+    }
+}
+
+fn raw_offloads(raw: &Option<RawOffloads>) -> crate::OffloadOverrides {
+    let Some(o) = raw else { return crate::OffloadOverrides::default() };
+    crate::OffloadOverrides {
+        tso4: o.tso4.or(o.tso),
+        tso6: o.tso6.or(o.tso),
+        uso: o.uso,
+        csum: o.csum,
+        mpls_gso: o.mpls_gso,
     }
 }

@@ -747,3 +747,34 @@ fn the_vm_example_has_a_vhost_user_customer_port() {
     assert!(matches!(ce.kind, PortKind::VhostUser { .. }), "{ce:?}");
     assert!(check_interfaces(&cfg, |n| n == "pe1-p").is_ok());
 }
+
+#[test]
+fn port_offloads_can_be_forced_per_port() {
+    let cfg = Config::from_str(
+        &BASE.replace(
+            "name = \"core\"",
+            "name = \"core\"\noffloads = { tso = false, csum = false, mpls-gso = true }",
+        ),
+        Path::new("t.toml"),
+    )
+    .unwrap();
+    let core = cfg.ports.iter().find(|p| p.name == "core").unwrap();
+    assert_eq!(
+        core.offloads,
+        crate::OffloadOverrides {
+            tso4: Some(false),
+            tso6: Some(false),
+            uso: None,
+            csum: Some(false),
+            mpls_gso: Some(true)
+        }
+    );
+    let other = cfg.ports.iter().find(|p| p.name != "core").unwrap();
+    assert_eq!(other.offloads, crate::OffloadOverrides::default());
+    let e = Config::from_str(
+        &BASE.replace("name = \"core\"", "name = \"core\"\noffloads = { gro = true }"),
+        Path::new("t.toml"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("gro"), "{e}");
+}
