@@ -175,10 +175,18 @@ impl Counters {
     pub fn label(&mut self, label: u32, bytes: usize) {
         let i = label as usize;
         if i >= self.labels.len() {
-            self.labels.resize(i + 1, [0; 2]);
+            self.grow_labels(i);
         }
-        self.labels[i][0] += 1;
-        self.labels[i][1] += bytes as u64;
+        let c = &mut self.labels[i];
+        c[0] += 1;
+        c[1] += bytes as u64;
+    }
+
+    /// Out of line: it runs once per new highest label, and keeping it out of
+    /// [`Counters::label`] lets that be inlined on the fast path.
+    #[cold]
+    fn grow_labels(&mut self, label: usize) {
+        self.labels.resize(label + 1, [0; 2]);
     }
 
     /// Labels that switched frames, as (label, frames, bytes), in label order.

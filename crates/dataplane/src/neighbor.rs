@@ -75,6 +75,9 @@ pub struct NeighborTable {
     config: NeighborConfig,
     /// Frames held in all entries.
     held: usize,
+    /// Bumped whenever a resolved entry may have changed or gone (learn, poll), so a
+    /// cache of fresh resolutions (the pipeline's adjacency cache) knows when to forget.
+    generation: u64,
 }
 
 /// What a timer run asks the pipeline to do.
@@ -89,7 +92,7 @@ pub struct Expiry {
 impl NeighborTable {
     /// An empty table.
     pub fn new(config: NeighborConfig) -> NeighborTable {
-        NeighborTable { entries: HashMap::default(), config, held: 0 }
+        NeighborTable { entries: HashMap::default(), config, held: 0, generation: 1 }
     }
 
     /// Looks up a next hop, creating an incomplete entry if it is unknown.
@@ -135,6 +138,23 @@ impl NeighborTable {
         }
     }
 
+    /// The MAC of a known address that is not stale at `now`, and when it turns stale:
+    /// exactly the case where [`resolve`](NeighborTable::resolve) answers
+    /// `Known { probe: false }`, found without changing the table.
+    pub fn fresh(&self, now: Instant, port: PortId, addr: IpAddr) -> Option<([u8; 6], Instant)> {
+        let e = self.entries.get(&(port, addr))?;
+        let mac = e.mac?;
+        (now < e.stale_at).then_some((mac, e.stale_at))
+    }
+
+    /// A number that changes whenever an answer of [`fresh`](NeighborTable::fresh) may
+    /// have changed other than by time passing: an answer is good, until its stale time,
+    /// for as long as this stays the same. At least 1 for a table made by
+    /// [`new`](NeighborTable::new).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// Holds a frame until its next hop resolves. Gives the frame back when the queue
     /// for that address is full, all queues together hold `max_held_total` frames, or
     /// there is no entry for it.
@@ -170,6 +190,7 @@ impl NeighborTable {
         mac: [u8; 6],
         create: bool,
     ) -> Vec<Packet> {
+        self.generation += 1;
         if let Some(e) = self.entries.get_mut(&(port, addr)) {
             e.mac = Some(mac);
             e.confirmed = now;
@@ -200,6 +221,7 @@ impl NeighborTable {
     pub fn poll(&mut self, now: Instant) -> Expiry {
         let cfg = self.config;
         let mut expiry = Expiry::default();
+        self.generation += 1;
         self.entries.retain(|&(port, addr), e| {
             let since_probe = e.last_probe.map(|t| now.duration_since(t));
             match e.mac {
@@ -359,5 +381,27 @@ mod tests {
         let mut t = NeighborTable::new(NeighborConfig::default());
         t.learn(Instant::now(), 0, addr(), MAC, false);
         assert_eq!(t.entries().count(), 0);
+    }
+
+    #[test]
+    fn fresh_matches_resolve_and_generation_tracks_changes() {
+        let cfg = NeighborConfig::default();
+        let mut t = NeighborTable::new(cfg);
+        let now = Instant::now();
+        assert!(t.generation() >= 1);
+        assert_eq!(t.fresh(now, 1, addr()), None, "unknown");
+        t.resolve(now, 1, addr());
+        assert_eq!(t.fresh(now, 1, addr()), None, "incomplete");
+        let g0 = t.generation();
+        t.learn(now, 1, addr(), MAC, false);
+        let g1 = t.generation();
+        assert_ne!(g0, g1, "learning changes the generation");
+        assert_eq!(t.fresh(now, 1, addr()), Some((MAC, now + cfg.reachable)));
+        assert_eq!(t.fresh(now, 2, addr()), None, "per port");
+        assert_eq!(t.fresh(now + cfg.reachable, 1, addr()), None, "stale");
+        t.resolve(now, 1, addr());
+        assert_eq!(t.generation(), g1, "lookups leave it alone");
+        t.poll(now);
+        assert_ne!(t.generation(), g1, "timers change it");
     }
 }

@@ -65,11 +65,13 @@ impl Packet {
     }
 
     /// The frame, from the Ethernet header on.
+    #[inline]
     pub fn frame(&self) -> &[u8] {
         &self.buf[self.start..self.start + self.len]
     }
 
     /// The frame, writable.
+    #[inline]
     pub fn frame_mut(&mut self) -> &mut [u8] {
         &mut self.buf[self.start..self.start + self.len]
     }

@@ -131,11 +131,39 @@ struct Hop<'a> {
     labels: &'a [u32],
 }
 
+/// Slots of the adjacency cache (a power of two).
+const ADJ_SLOTS: usize = 16;
+
+/// A fresh neighbour resolution remembered by the swap fast path, so a switched frame
+/// costs no hash lookup: valid while the neighbour table's generation is `generation`
+/// and the time is before `stale_at` (exactly when the table would answer the same).
+#[derive(Debug, Clone, Copy)]
+struct Adjacency {
+    /// 0: empty slot (a table made by `NeighborTable::new` never has generation 0).
+    generation: u64,
+    port: PortId,
+    addr: IpAddr,
+    mac: [u8; 6],
+    stale_at: Instant,
+}
+
+/// The slot of a (port, address) pair in the adjacency cache: low address bits, where
+/// next hops on one subnet differ, mixed with the port.
+#[inline(always)]
+fn adj_slot(port: PortId, addr: IpAddr) -> usize {
+    let a = match addr {
+        IpAddr::V4(a) => a.to_bits(),
+        IpAddr::V6(a) => a.to_bits() as u32,
+    };
+    (a ^ (a >> 8) ^ u32::from(port)) as usize & (ADJ_SLOTS - 1)
+}
+
 /// The router's forwarding state and logic. Owned by one forwarding thread.
 pub struct Dataplane {
     fib: FibHandle,
     ports: Vec<PortInfo>,
     neighbors: NeighborTable,
+    adjacency: [Adjacency; ADJ_SLOTS],
     counters: Counters,
     config: DataplaneConfig,
     ip_ident: u16,
@@ -153,6 +181,13 @@ impl Dataplane {
             fib,
             ports,
             neighbors: NeighborTable::new(config.neighbor),
+            adjacency: [Adjacency {
+                generation: 0,
+                port: 0,
+                addr: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                mac: [0; 6],
+                stale_at: Instant::now(),
+            }; ADJ_SLOTS],
             counters: Counters::new(n),
             config,
             ip_ident: 1,
@@ -207,7 +242,7 @@ impl Dataplane {
     ) {
         let fib = self.fib.load_full();
         if frames.len() > 1 {
-            let gro = gro::coalesce(frames, &mut self.gro_scratch, pool, |p| leaves_lsp(&fib, p.frame()));
+            let gro = gro::coalesce(frames, &mut self.gro_scratch, pool, |p| gro_eligible(&fib, p));
             self.counters.event(Event::GroMerged, gro.merged);
             self.counters.event(Event::GroAbsorbed, gro.absorbed);
         }
@@ -246,7 +281,14 @@ impl Dataplane {
         pool.put(pkt);
     }
 
-    fn input(&mut self, fib: &Arc<Fib>, now: Instant, pkt: Packet, pool: &mut PacketPool, out: &mut Output) {
+    fn input(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        mut pkt: Packet,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
         let in_port = pkt.port;
         let Some(port) = self.ports.get(usize::from(in_port)) else {
             return self.discard(Drop::NoSuchPort, pkt, pool);
@@ -268,9 +310,17 @@ impl Dataplane {
         if pkt.offload.needs_csum && usize::from(pkt.offload.csum_start) < ETH {
             return self.discard(Drop::BadChecksumOffload, pkt, pool);
         }
+        // Untagged (checked above): the EtherType is the outer one, read without the
+        // enum round trip.
+        let ethertype = u16::from_be_bytes([pkt.frame()[12], pkt.frame()[13]]);
+        if ethertype == MPLS_ETHERTYPE {
+            if self.swap_fast(fib, now, &mut pkt, out) {
+                return out.tx[usize::from(pkt.port)].push(pkt);
+            }
+            return self.mpls_input(fib, now, pkt, pool, out, false);
+        }
         let vrf = fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
-        match u16::from(frame.ethertype()) {
-            MPLS_ETHERTYPE => self.mpls_input(fib, now, pkt, pool, out, false),
+        match ethertype {
             IPV4_ETHERTYPE => {
                 let ctx = IpContext { in_port, vrf, originated: false, stack: None };
                 self.ipv4_input(fib, now, pkt, ctx, pool, out)
@@ -285,6 +335,88 @@ impl Dataplane {
     }
 
     // ---------------------------------------------------------------- MPLS
+
+    /// The common case of a P router, switched without the general path's detours: a
+    /// label swapped for exactly one label toward a resolved next hop, on a frame that
+    /// needs nothing else (no segmentation, no checksum to complete, fits the MTU, TTL
+    /// left). Returns false, having changed nothing, for anything else: the general path
+    /// ([`mpls_input`](Dataplane::mpls_input)) is the reference behaviour, and this does
+    /// exactly what it would do (same frame out, same counters) except for the push onto
+    /// `out.tx[pkt.port]`, left to the caller.
+    #[inline(always)]
+    fn swap_fast(&mut self, fib: &Fib, now: Instant, pkt: &mut Packet, out: &Output) -> bool {
+        let offload = pkt.offload;
+        if offload.is_gso() {
+            return false;
+        }
+        let frame = pkt.frame_mut();
+        let len = frame.len();
+        let Some(entry) = frame.get_mut(ETH..ETH + 4) else { return false };
+        let word = u32::from_be_bytes([entry[0], entry[1], entry[2], entry[3]]);
+        let top = mpls::Repr::from_u32(word);
+        if top.label < mpls::FIRST_UNRESERVED || top.ttl <= 1 {
+            return false;
+        }
+        // The general path's stack checks: complete, not too deep, no checksum offset
+        // inside it.
+        let depth = if top.bottom {
+            1
+        } else {
+            match mpls::stack_depth(&frame[ETH..]) {
+                Ok(d) if d <= MAX_LABELS => d,
+                _ => return false,
+            }
+        };
+        if offload.needs_csum && usize::from(offload.csum_start) < ETH + 4 * depth {
+            return false;
+        }
+        let Some(route) = fib.labels.get(top.label) else { return false };
+        let LabelAction::Forward(group) = &route.action else { return false };
+        let nh = match group.nexthops() {
+            [nh] => nh,
+            _ => group.select(mpls_flow_hash(&frame[ETH..])),
+        };
+        let (&[label], Some(addr)) = (nh.labels.as_slice(), nh.via) else { return false };
+        let out_port = nh.port;
+        let Some(port) = self.ports.get(usize::from(out_port)) else { return false };
+        // On the wire after the Ethernet header: the frame as it is (one label for one).
+        if len - ETH > port.mtu as usize || (offload.needs_csum && !port.caps.csum) {
+            return false;
+        }
+        let src_mac = port.mac;
+        if usize::from(out_port) >= out.tx.len() {
+            return false;
+        }
+        // Unknown, stale or refresh due: the general path resolves (and asks).
+        let Some(dst_mac) = self.fresh_neighbor(now, out_port, addr) else { return false };
+        // Committed: from here on, what the general path does for this frame.
+        let entry = mpls::Repr { label, tc: top.tc, bottom: top.bottom, ttl: top.ttl - 1 };
+        frame[ETH..ETH + 4].copy_from_slice(&entry.to_u32().to_be_bytes());
+        frame[0..6].copy_from_slice(&dst_mac);
+        frame[6..12].copy_from_slice(&src_mac);
+        pkt.port = out_port;
+        self.counters.label(top.label, len);
+        self.counters.event(Event::LabelSwap, 1);
+        self.counters.tx_frames[usize::from(out_port)] += 1;
+        true
+    }
+
+    /// The MAC of a next hop when the neighbour table would answer
+    /// `Resolution::Known { probe: false }` (known, not stale), from the adjacency cache
+    /// when it can: no hash lookup per frame. Changes nothing in the table; `None` means
+    /// "ask the table" ([`NeighborTable::resolve`]).
+    #[inline(always)]
+    fn fresh_neighbor(&mut self, now: Instant, port: PortId, addr: IpAddr) -> Option<[u8; 6]> {
+        let generation = self.neighbors.generation();
+        let slot = adj_slot(port, addr);
+        let adj = &self.adjacency[slot];
+        if adj.generation == generation && adj.port == port && adj.addr == addr && now < adj.stale_at {
+            return Some(adj.mac);
+        }
+        let (mac, stale_at) = self.neighbors.fresh(now, port, addr)?;
+        self.adjacency[slot] = Adjacency { generation, port, addr, mac, stale_at };
+        Some(mac)
+    }
 
     /// A labelled frame: label stack right after the Ethernet header. `along_lsp` marks an
     /// ICMP error this router built and is sending along the LSP (never answered with
@@ -1008,6 +1140,9 @@ impl Dataplane {
         out: &mut Output,
     ) {
         pkt.port = hop.port;
+        if let Some(mac) = self.fresh_neighbor(now, hop.port, hop.addr) {
+            return self.emit(mac, pkt, pool, out);
+        }
         match self.neighbors.resolve(now, hop.port, hop.addr) {
             Resolution::Known { mac, probe } => {
                 if probe {
@@ -1544,6 +1679,26 @@ fn ip_dscp(b: &[u8]) -> u8 {
 /// True when a labelled frame's top label ends the label-switched path here (pop and
 /// lookup, penultimate-hop pop, explicit null): only those frames are coalesced, since a
 /// frame swapped onto another small-MTU link would be cut up again at once.
+/// Whether GRO may merge `pkt`: it leaves the LSP here ([`leaves_lsp`]) and it could be
+/// a run member at all (not GSO, TCP right under a single label), checked first because
+/// it is cheap and rules out most switched traffic without a label lookup. Merging needs
+/// two adjacent frames GRO takes as candidates, and those pass the cheap check, so it
+/// changes nothing but the cost.
+#[inline]
+fn gro_eligible(fib: &Fib, pkt: &Packet) -> bool {
+    const TCP: u8 = 6;
+    let frame = pkt.frame();
+    if pkt.offload.is_gso() || frame.get(12..14) != Some(&MPLS_ETHERTYPE.to_be_bytes()[..]) {
+        return false;
+    }
+    let tcp = match frame.get(ETH + 4).map(|b| b >> 4) {
+        Some(4) => frame.get(ETH + 4 + 9) == Some(&TCP),
+        Some(6) => frame.get(ETH + 4 + 6) == Some(&TCP),
+        _ => false,
+    };
+    tcp && leaves_lsp(fib, frame)
+}
+
 fn leaves_lsp(fib: &Fib, frame: &[u8]) -> bool {
     let Some(e) = frame.get(ETH..ETH + 4) else { return false };
     if u16::from_be_bytes([frame[12], frame[13]]) != MPLS_ETHERTYPE {
@@ -1600,5 +1755,191 @@ fn set_ip_ttl_below(frame: &mut [u8], off: usize, ttl: u8) {
         }
         Some(6) if ip.len() >= 40 => ip[7] = ip[7].min(ttl),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The swap fast path against the general path: the same frames through two routers,
+    //! one by [`Dataplane::process`] (fast path first), one straight into
+    //! [`Dataplane::mpls_input`], must give the same frames out, the same counters and the
+    //! same neighbour table, including across neighbour changes and stale entries.
+
+    use std::time::Duration;
+
+    use vmpls_fib::{LabelRoute, NexthopGroup};
+
+    use super::*;
+
+    const WEST_MAC: [u8; 6] = [2, 0, 0, 0, 0x10, 0x02];
+    const EAST_MAC: [u8; 6] = [2, 0, 0, 0, 0x20, 0x01];
+    const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 0x20, 0x02];
+    const PEER2_MAC: [u8; 6] = [2, 0, 0, 0, 0x20, 0x03];
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn route(nexthops: &[(PortId, &str, &[u32])]) -> LabelRoute {
+        let nhs = nexthops
+            .iter()
+            .map(|&(p, via, labels)| Nexthop::new(p, Some(ip(via)), labels.to_vec()))
+            .collect();
+        LabelRoute {
+            action: LabelAction::Forward(NexthopGroup::new(nhs).unwrap()),
+            ttl_model: TtlModel::Uniform,
+        }
+    }
+
+    fn router() -> Dataplane {
+        let mut b = Fib::builder();
+        b.router_v4("198.18.255.2".parse().unwrap());
+        b.add_port("west", vmpls_fib::DEFAULT_VRF, &[(ip("198.18.10.2"), 24), (ip("2001:db8:10::2"), 64)])
+            .unwrap();
+        b.add_port("east", vmpls_fib::DEFAULT_VRF, &[(ip("198.18.20.1"), 24), (ip("2001:db8:20::1"), 64)])
+            .unwrap();
+        b.add_label_route(1002, route(&[(1, "198.18.20.2", &[2002])])).unwrap();
+        b.add_label_route(1003, route(&[(1, "198.18.20.9", &[2003])])).unwrap();
+        b.add_label_route(1004, route(&[(1, "198.18.20.2", &[])])).unwrap();
+        b.add_label_route(1005, route(&[(1, "198.18.20.2", &[2005, 2006])])).unwrap();
+        b.add_label_route(1006, route(&[(1, "198.18.20.2", &[2007]), (1, "198.18.20.3", &[2008])])).unwrap();
+        b.add_label_route(1007, route(&[(1, "2001:db8:20::2", &[2009])])).unwrap();
+        let ports = vec![
+            PortInfo { id: 0, name: "west".into(), mac: WEST_MAC, mtu: 1500, caps: PortCaps::default() },
+            PortInfo { id: 1, name: "east".into(), mac: EAST_MAC, mtu: 1500, caps: PortCaps::default() },
+        ];
+        let now = Instant::now();
+        let mut dp = Dataplane::new(FibHandle::new(b.build().unwrap()), ports, DataplaneConfig::default());
+        for a in ["198.18.20.2", "198.18.20.3", "2001:db8:20::2"] {
+            dp.neighbors.learn(now, 1, ip(a), PEER_MAC, true);
+        }
+        dp
+    }
+
+    /// A labelled frame to the west port over a UDP/IPv4 packet of `payload` bytes.
+    fn frame(entries: &[(u32, u8, bool)], payload: usize) -> Vec<u8> {
+        let mut f = WEST_MAC.to_vec();
+        f.extend_from_slice(&[2, 0, 0, 0, 0x10, 0x01]);
+        f.extend_from_slice(&MPLS_ETHERTYPE.to_be_bytes());
+        for &(label, ttl, bottom) in entries {
+            let e = mpls::Repr { label, tc: 5, bottom, ttl };
+            f.extend_from_slice(&e.to_u32().to_be_bytes());
+        }
+        let total = (28 + payload) as u16;
+        let mut ip = vec![0x45, 0, 0, 0, 0x12, 0x34, 0, 0, 64, 17, 0, 0, 198, 18, 1, 2, 198, 18, 2, 2];
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        let c = !checksum::fold(checksum::sum(&ip));
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&[0x30, 0x39, 0x30, 0x3a]);
+        f.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend((0..payload).map(|i| i as u8));
+        f
+    }
+
+    fn cases() -> Vec<Packet> {
+        let mut v: Vec<Packet> = [
+            frame(&[(1002, 64, true)], 18),
+            frame(&[(1002, 2, true)], 18),
+            frame(&[(1002, 1, true)], 18),
+            frame(&[(1002, 0, true)], 18),
+            frame(&[(1003, 64, true)], 18),
+            frame(&[(1004, 64, true)], 18),
+            frame(&[(1005, 64, true)], 18),
+            frame(&[(1006, 64, true)], 18),
+            frame(&[(1006, 64, false), (77, 9, true)], 40),
+            frame(&[(1007, 64, true)], 18),
+            frame(&[(9999, 64, true)], 18),
+            frame(&[(5, 64, true)], 18),
+            frame(&[(1002, 64, false), (2000, 64, true)], 18),
+            frame(&[(1002, 64, false)], 0)[..18].to_vec(),
+            frame(&[(1002, 64, true)], 1500 - 4 - 28),
+            frame(&[(1002, 64, true)], 1500 - 4 - 28 + 1),
+        ]
+        .iter()
+        .map(|f| Packet::from_frame(0, f))
+        .collect();
+        let mut csum = Packet::from_frame(0, &frame(&[(1002, 64, true)], 18));
+        csum.offload =
+            virtio_net::Repr { needs_csum: true, csum_start: 38, csum_offset: 6, ..Default::default() };
+        v.push(csum);
+        let mut inside = Packet::from_frame(0, &frame(&[(1002, 64, false), (2000, 64, true)], 18));
+        inside.offload =
+            virtio_net::Repr { needs_csum: true, csum_start: 20, csum_offset: 6, ..Default::default() };
+        v.push(inside);
+        let mut gso = Packet::from_frame(0, &frame(&[(1002, 64, true)], 3000));
+        gso.offload = virtio_net::Repr {
+            needs_csum: true,
+            gso_type: virtio_net::GsoType::UdpL4,
+            gso_size: 1000,
+            csum_start: 38,
+            csum_offset: 6,
+            ..Default::default()
+        };
+        v.push(gso);
+        v
+    }
+
+    fn run(dp: &mut Dataplane, now: Instant, fast: bool, pool: &mut PacketPool) -> Vec<(PortId, Vec<u8>)> {
+        let mut out = Output::new(2);
+        for pkt in cases() {
+            if fast {
+                dp.process(now, pkt, pool, &mut out);
+            } else {
+                let fib = dp.fib.load_full();
+                dp.counters.rx_frames[usize::from(pkt.port)] += 1;
+                dp.mpls_input(&fib, now, pkt, pool, &mut out, false);
+            }
+        }
+        let mut sent = Vec::new();
+        for tx in &mut out.tx {
+            for p in tx.drain(..) {
+                sent.push((p.port, p.frame().to_vec()));
+                pool.put(p);
+            }
+        }
+        sent
+    }
+
+    /// Counters (as text) and neighbour entries, sorted.
+    type State = (String, Vec<(PortId, IpAddr, Option<[u8; 6]>)>);
+
+    fn state(dp: &Dataplane) -> State {
+        let mut n: Vec<_> = dp.neighbors().entries().collect();
+        n.sort();
+        (format!("{:?}", dp.counters()), n)
+    }
+
+    #[test]
+    fn swap_fast_path_matches_the_general_path() {
+        let (mut a, mut b) = (router(), router());
+        let (mut pa, mut pb) = (PacketPool::new(64), PacketPool::new(64));
+        let t0 = Instant::now();
+        let step = |a: &mut Dataplane, b: &mut Dataplane, pa: &mut PacketPool, pb: &mut PacketPool, now| {
+            let sa = run(a, now, true, pa);
+            let sb = run(b, now, false, pb);
+            assert!(!sa.is_empty());
+            assert_eq!(sa, sb, "frames out");
+            assert_eq!(state(a), state(b), "counters and neighbours");
+            sa
+        };
+        let first = step(&mut a, &mut b, &mut pa, &mut pb, t0);
+        assert!(a.counters().events(Event::LabelSwap) >= 6, "the fast cases were switched");
+        // Cached resolutions follow a neighbour's new MAC.
+        for dp in [&mut a, &mut b] {
+            dp.neighbors.learn(t0, 1, ip("198.18.20.2"), PEER2_MAC, false);
+        }
+        let moved = step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(1));
+        assert_ne!(first, moved);
+        assert!(moved.iter().any(|(_, f)| f[..6] == PEER2_MAC));
+        // Stale: the general path switches and asks again; then expired and forgotten.
+        step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(31));
+        for dp in [&mut a, &mut b] {
+            let mut out = Output::new(2);
+            let mut pool = PacketPool::new(8);
+            dp.poll(t0 + Duration::from_secs(40), &mut pool, &mut out);
+        }
+        step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(40));
     }
 }
