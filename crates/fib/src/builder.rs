@@ -56,11 +56,7 @@ fn usable_host(a: IpAddr) -> bool {
 }
 
 fn check_len(addr: IpAddr, len: u8) -> Result<(), FibError> {
-    let max = if addr.is_ipv4() {
-        <Ipv4Addr as LpmKey>::BITS
-    } else {
-        <Ipv6Addr as LpmKey>::BITS
-    };
+    let max = if addr.is_ipv4() { <Ipv4Addr as LpmKey>::BITS } else { <Ipv6Addr as LpmKey>::BITS };
     if len > max {
         return Err(FibError::InvalidPrefixLength { len, max });
     }
@@ -87,9 +83,7 @@ impl FibBuilder {
     /// [`FibError::TooManyVrfs`].
     pub fn add_vrf(&mut self, name: &str) -> Result<VrfId, FibError> {
         if self.vrf_id(name).is_some() {
-            return Err(FibError::DuplicateVrf {
-                name: name.to_string(),
-            });
+            return Err(FibError::DuplicateVrf { name: name.to_string() });
         }
         let id = VrfId::try_from(self.vrfs.len()).map_err(|_| FibError::TooManyVrfs)?;
         self.vrfs.push(name.to_string());
@@ -107,12 +101,7 @@ impl FibBuilder {
     /// # Errors
     /// Unknown VRF, a prefix length too long, an address that cannot be a host's
     /// (unspecified, multicast, broadcast), or too many ports.
-    pub fn add_port(
-        &mut self,
-        name: &str,
-        vrf: VrfId,
-        addrs: &[(IpAddr, u8)],
-    ) -> Result<PortId, FibError> {
+    pub fn add_port(&mut self, name: &str, vrf: VrfId, addrs: &[(IpAddr, u8)]) -> Result<PortId, FibError> {
         if usize::from(vrf) >= self.vrfs.len() {
             return Err(FibError::UnknownVrf { vrf });
         }
@@ -128,20 +117,13 @@ impl FibBuilder {
                 IpAddr::V6(a) => pa.v6.push((a, len)),
             }
         }
-        self.ports.push(PortSpec {
-            name: name.to_string(),
-            vrf,
-            addrs: pa,
-        });
+        self.ports.push(PortSpec { name: name.to_string(), vrf, addrs: pa });
         Ok(id)
     }
 
     /// The id of the port named `name`.
     pub fn port_id(&self, name: &str) -> Option<PortId> {
-        self.ports
-            .iter()
-            .position(|p| p.name == name)
-            .map(|i| i as PortId)
+        self.ports.iter().position(|p| p.name == name).map(|i| i as PortId)
     }
 
     /// Sets the router's IPv4 address (source of the ICMP it originates).
@@ -193,11 +175,7 @@ impl FibBuilder {
     }
 
     fn check_group(&self, group: &NexthopGroup) -> Result<(), FibError> {
-        match group
-            .nexthops()
-            .iter()
-            .find(|nh| usize::from(nh.port) >= self.ports.len())
-        {
+        match group.nexthops().iter().find(|nh| usize::from(nh.port) >= self.ports.len()) {
             Some(nh) => Err(FibError::UnknownPort { port: nh.port }),
             None => Ok(()),
         }
@@ -257,19 +235,11 @@ impl FibBuilder {
         for (vrf, addr, len, route) in self.routes {
             let table = &mut vrfs[usize::from(vrf)];
             let dup = match addr {
-                IpAddr::V4(a) => {
-                    table.v4.get(a, len).is_some() || table.v4.insert(a, len, route)?.is_some()
-                }
-                IpAddr::V6(a) => {
-                    table.v6.get(a, len).is_some() || table.v6.insert(a, len, route)?.is_some()
-                }
+                IpAddr::V4(a) => table.v4.get(a, len).is_some() || table.v4.insert(a, len, route)?.is_some(),
+                IpAddr::V6(a) => table.v6.get(a, len).is_some() || table.v6.insert(a, len, route)?.is_some(),
             };
             if dup {
-                return Err(FibError::DuplicatePrefix {
-                    vrf,
-                    addr: mask_ip(addr, len),
-                    len,
-                });
+                return Err(FibError::DuplicatePrefix { vrf, addr: mask_ip(addr, len), len });
             }
         }
         Ok(Fib {
@@ -287,11 +257,7 @@ impl FibBuilder {
 pub(crate) fn mask_ip(addr: IpAddr, len: u8) -> IpAddr {
     fn m<A: LpmKey>(a: A, len: u8) -> A {
         let k = a.to_key();
-        A::from_key(if len == 0 {
-            0
-        } else {
-            k & (u128::MAX << (128 - u32::from(len)))
-        })
+        A::from_key(if len == 0 { 0 } else { k & (u128::MAX << (128 - u32::from(len))) })
     }
     match addr {
         IpAddr::V4(a) => IpAddr::V4(m(a, len)),
@@ -306,14 +272,8 @@ fn add_local<A: LpmKey + Into<IpAddr>>(
 ) -> Result<(), FibError> {
     match t.get(a, A::BITS) {
         Some(r) if r.target == RouteTarget::Local => Ok(()),
-        Some(_) => Err(FibError::DuplicatePrefix {
-            vrf,
-            addr: a.into(),
-            len: A::BITS,
-        }),
-        None => t
-            .insert(a, A::BITS, PrefixRoute::new(RouteTarget::Local))
-            .map(|_| ()),
+        Some(_) => Err(FibError::DuplicatePrefix { vrf, addr: a.into(), len: A::BITS }),
+        None => t.insert(a, A::BITS, PrefixRoute::new(RouteTarget::Local)).map(|_| ()),
     }
 }
 
@@ -331,11 +291,7 @@ fn add_port_routes<A: LpmKey + Into<IpAddr>>(
     let connected = RouteTarget::Connected { port };
     match t.get(a, len) {
         Some(r) if r.target == connected => Ok(()),
-        Some(_) => Err(FibError::DuplicatePrefix {
-            vrf,
-            addr: mask_ip(a.into(), len),
-            len,
-        }),
+        Some(_) => Err(FibError::DuplicatePrefix { vrf, addr: mask_ip(a.into(), len), len }),
         None => t.insert(a, len, PrefixRoute::new(connected)).map(|_| ()),
     }
 }
@@ -351,20 +307,9 @@ mod tests {
 
     fn pe1() -> FibBuilder {
         let mut b = FibBuilder::new();
-        b.router_v4("198.18.255.1".parse().unwrap())
-            .router_v6("2001:db8:ff::1".parse().unwrap());
-        b.add_port(
-            "ce1",
-            DEFAULT_VRF,
-            &[(ip("198.18.1.1"), 24), (ip("2001:db8:1::1"), 64)],
-        )
-        .unwrap();
-        b.add_port(
-            "core",
-            DEFAULT_VRF,
-            &[(ip("198.18.10.1"), 24), (ip("2001:db8:10::1"), 64)],
-        )
-        .unwrap();
+        b.router_v4("198.18.255.1".parse().unwrap()).router_v6("2001:db8:ff::1".parse().unwrap());
+        b.add_port("ce1", DEFAULT_VRF, &[(ip("198.18.1.1"), 24), (ip("2001:db8:1::1"), 64)]).unwrap();
+        b.add_port("core", DEFAULT_VRF, &[(ip("198.18.10.1"), 24), (ip("2001:db8:10::1"), 64)]).unwrap();
         b
     }
 
@@ -374,21 +319,12 @@ mod tests {
         let v = &fib.vrfs[0];
         let target = |a: &str| v.lookup(ip(a)).map(|r| r.target.clone());
         assert_eq!(target("198.18.1.1"), Some(RouteTarget::Local));
-        assert_eq!(
-            target("198.18.1.9"),
-            Some(RouteTarget::Connected { port: 0 })
-        );
-        assert_eq!(
-            target("198.18.10.200"),
-            Some(RouteTarget::Connected { port: 1 })
-        );
+        assert_eq!(target("198.18.1.9"), Some(RouteTarget::Connected { port: 0 }));
+        assert_eq!(target("198.18.10.200"), Some(RouteTarget::Connected { port: 1 }));
         assert_eq!(target("198.18.255.1"), Some(RouteTarget::Local));
         assert_eq!(target("2001:db8:ff::1"), Some(RouteTarget::Local));
         assert_eq!(target("2001:db8:10::1"), Some(RouteTarget::Local));
-        assert_eq!(
-            target("2001:db8:10::99"),
-            Some(RouteTarget::Connected { port: 1 })
-        );
+        assert_eq!(target("2001:db8:10::99"), Some(RouteTarget::Connected { port: 1 }));
         assert_eq!(target("198.18.2.1"), None);
         assert_eq!(v.v4.len(), 5);
         assert_eq!(fib.port_vrf, vec![0, 0]);
@@ -402,19 +338,10 @@ mod tests {
             DEFAULT_VRF,
             ip("198.18.2.0"),
             24,
-            PrefixRoute {
-                target: RouteTarget::Forward(g.clone()),
-                ttl_model: TtlModel::Pipe,
-            },
+            PrefixRoute { target: RouteTarget::Forward(g.clone()), ttl_model: TtlModel::Pipe },
         )
         .unwrap();
-        b.add_prefix_route(
-            DEFAULT_VRF,
-            ip("0.0.0.0"),
-            0,
-            PrefixRoute::new(RouteTarget::Blackhole),
-        )
-        .unwrap();
+        b.add_prefix_route(DEFAULT_VRF, ip("0.0.0.0"), 0, PrefixRoute::new(RouteTarget::Blackhole)).unwrap();
         b.add_label_route(
             2001,
             LabelRoute {
@@ -427,142 +354,80 @@ mod tests {
         let r = fib.vrfs[0].lookup(ip("198.18.2.5")).unwrap();
         assert_eq!(r.target, RouteTarget::Forward(g));
         assert_eq!(r.ttl_model, TtlModel::Pipe);
-        assert_eq!(
-            fib.vrfs[0].lookup(ip("203.0.113.1")).unwrap().target,
-            RouteTarget::Blackhole
-        );
-        assert!(matches!(
-            fib.labels.get(2001).unwrap().action,
-            LabelAction::PopAndLookup { vrf: 0 }
-        ));
+        assert_eq!(fib.vrfs[0].lookup(ip("203.0.113.1")).unwrap().target, RouteTarget::Blackhole);
+        assert!(matches!(fib.labels.get(2001).unwrap().action, LabelAction::PopAndLookup { vrf: 0 }));
     }
 
     #[test]
     fn ports_in_a_vrf_get_their_routes_there() {
         let mut b = FibBuilder::new();
         let cust = b.add_vrf("cust").unwrap();
-        assert_eq!(
-            b.add_vrf("cust"),
-            Err(FibError::DuplicateVrf {
-                name: "cust".into()
-            })
-        );
-        b.add_port("core", DEFAULT_VRF, &[(ip("198.18.10.1"), 24)])
-            .unwrap();
+        assert_eq!(b.add_vrf("cust"), Err(FibError::DuplicateVrf { name: "cust".into() }));
+        b.add_port("core", DEFAULT_VRF, &[(ip("198.18.10.1"), 24)]).unwrap();
         // The same subnet in another VRF is fine.
         b.add_port("ce", cust, &[(ip("198.18.10.1"), 24)]).unwrap();
         let fib = b.build().unwrap();
         assert_eq!(fib.vrfs[1].name, "cust");
-        assert_eq!(
-            fib.vrfs[1].lookup(ip("198.18.10.5")).unwrap().target,
-            RouteTarget::Connected { port: 1 }
-        );
-        assert_eq!(
-            fib.vrfs[0].lookup(ip("198.18.10.5")).unwrap().target,
-            RouteTarget::Connected { port: 0 }
-        );
+        assert_eq!(fib.vrfs[1].lookup(ip("198.18.10.5")).unwrap().target, RouteTarget::Connected { port: 1 });
+        assert_eq!(fib.vrfs[0].lookup(ip("198.18.10.5")).unwrap().target, RouteTarget::Connected { port: 0 });
         assert_eq!(fib.port_vrf, vec![0, 1]);
     }
 
     #[test]
     fn conflicts_and_bad_references_are_errors() {
         let mut b = pe1();
-        b.add_prefix_route(
-            DEFAULT_VRF,
-            ip("198.18.1.0"),
-            24,
-            PrefixRoute::new(RouteTarget::Blackhole),
-        )
-        .unwrap();
+        b.add_prefix_route(DEFAULT_VRF, ip("198.18.1.0"), 24, PrefixRoute::new(RouteTarget::Blackhole))
+            .unwrap();
         assert_eq!(
             b.build().unwrap_err(),
-            FibError::DuplicatePrefix {
-                vrf: 0,
-                addr: ip("198.18.1.0"),
-                len: 24
-            }
+            FibError::DuplicatePrefix { vrf: 0, addr: ip("198.18.1.0"), len: 24 }
         );
 
         let mut b = pe1();
-        b.add_port("other", DEFAULT_VRF, &[(ip("198.18.1.2"), 24)])
-            .unwrap();
-        assert!(matches!(
-            b.build(),
-            Err(FibError::DuplicatePrefix { len: 24, .. })
-        ));
+        b.add_port("other", DEFAULT_VRF, &[(ip("198.18.1.2"), 24)]).unwrap();
+        assert!(matches!(b.build(), Err(FibError::DuplicatePrefix { len: 24, .. })));
 
         let mut b = pe1();
         let g = NexthopGroup::single(Nexthop::new(7, None, vec![])).unwrap();
-        b.add_prefix_route(
-            DEFAULT_VRF,
-            ip("198.18.2.0"),
-            24,
-            PrefixRoute::new(RouteTarget::Forward(g)),
-        )
-        .unwrap();
+        b.add_prefix_route(DEFAULT_VRF, ip("198.18.2.0"), 24, PrefixRoute::new(RouteTarget::Forward(g)))
+            .unwrap();
         assert_eq!(b.build().unwrap_err(), FibError::UnknownPort { port: 7 });
 
         let mut b = pe1();
         b.add_label_route(
             100,
-            LabelRoute {
-                action: LabelAction::PopAndLookup { vrf: 3 },
-                ttl_model: TtlModel::Uniform,
-            },
+            LabelRoute { action: LabelAction::PopAndLookup { vrf: 3 }, ttl_model: TtlModel::Uniform },
         )
         .unwrap();
         assert_eq!(b.build().unwrap_err(), FibError::UnknownVrf { vrf: 3 });
 
         let mut b = pe1();
-        let pop = LabelRoute {
-            action: LabelAction::PopAndLookup { vrf: 0 },
-            ttl_model: TtlModel::Uniform,
-        };
-        assert_eq!(
-            b.add_label_route(15, pop.clone()),
-            Err(FibError::ReservedLabel { label: 15 })
-        );
+        let pop = LabelRoute { action: LabelAction::PopAndLookup { vrf: 0 }, ttl_model: TtlModel::Uniform };
+        assert_eq!(b.add_label_route(15, pop.clone()), Err(FibError::ReservedLabel { label: 15 }));
         assert_eq!(
             b.add_label_route(1 << 20, pop.clone()),
             Err(FibError::LabelOutOfRange { label: 1 << 20 })
         );
         b.add_label_route(16, pop.clone()).unwrap();
+        assert_eq!(b.add_label_route(16, pop), Err(FibError::DuplicateLabel { label: 16 }));
         assert_eq!(
-            b.add_label_route(16, pop),
-            Err(FibError::DuplicateLabel { label: 16 })
-        );
-        assert_eq!(
-            b.add_prefix_route(
-                0,
-                ip("198.18.0.0"),
-                33,
-                PrefixRoute::new(RouteTarget::Blackhole)
-            ),
+            b.add_prefix_route(0, ip("198.18.0.0"), 33, PrefixRoute::new(RouteTarget::Blackhole)),
             Err(FibError::InvalidPrefixLength { len: 33, max: 32 })
         );
         assert_eq!(
             b.add_port("x", 0, &[(ip("224.0.0.1"), 24)]),
-            Err(FibError::InvalidAddress {
-                addr: ip("224.0.0.1")
-            })
+            Err(FibError::InvalidAddress { addr: ip("224.0.0.1") })
         );
-        assert_eq!(
-            b.add_port("x", 5, &[]),
-            Err(FibError::UnknownVrf { vrf: 5 })
-        );
+        assert_eq!(b.add_port("x", 5, &[]), Err(FibError::UnknownVrf { vrf: 5 }));
     }
 
     #[test]
     fn host_address_port_and_shared_router_address() {
         let mut b = FibBuilder::new();
         b.router_v4("198.18.1.1".parse().unwrap());
-        b.add_port("p2p", DEFAULT_VRF, &[(ip("198.18.1.1"), 32)])
-            .unwrap();
+        b.add_port("p2p", DEFAULT_VRF, &[(ip("198.18.1.1"), 32)]).unwrap();
         let fib = b.build().unwrap();
         assert_eq!(fib.vrfs[0].v4.len(), 1);
-        assert_eq!(
-            fib.vrfs[0].lookup(ip("198.18.1.1")).unwrap().target,
-            RouteTarget::Local
-        );
+        assert_eq!(fib.vrfs[0].lookup(ip("198.18.1.1")).unwrap().target, RouteTarget::Local);
     }
 }

@@ -85,22 +85,15 @@ impl fmt::Display for FibError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FibError::InvalidPrefixLength { len, max } => {
-                write!(
-                    f,
-                    "prefix length /{len} is longer than the address (at most /{max})"
-                )
+                write!(f, "prefix length /{len} is longer than the address (at most /{max})")
             }
-            FibError::EmptyNexthopGroup => {
-                f.write_str("a next-hop group needs at least one next hop")
-            }
+            FibError::EmptyNexthopGroup => f.write_str("a next-hop group needs at least one next hop"),
             FibError::ZeroWeight { index } => {
                 write!(f, "next hop {index} has weight 0; weights start at 1")
             }
-            FibError::TooManyNexthops { count } => write!(
-                f,
-                "{count} next hops in one group; at most {} are allowed",
-                crate::MAX_NEXTHOPS
-            ),
+            FibError::TooManyNexthops { count } => {
+                write!(f, "{count} next hops in one group; at most {} are allowed", crate::MAX_NEXTHOPS)
+            }
             FibError::LabelOutOfRange { label } => {
                 write!(f, "label {label} is out of range (0-{})", crate::MAX_LABEL)
             }
@@ -109,9 +102,9 @@ impl fmt::Display for FibError {
                 "label {label} is reserved (0-15); incoming labels start at {}",
                 crate::MIN_UNRESERVED_LABEL
             ),
-            FibError::ImplicitNullInStack => f.write_str(
-                "implicit null (3) can only stand alone as [3] (pop), not inside a label stack",
-            ),
+            FibError::ImplicitNullInStack => {
+                f.write_str("implicit null (3) can only stand alone as [3] (pop), not inside a label stack")
+            }
             FibError::UnknownVrf { vrf } => write!(f, "VRF {vrf} is not defined"),
             FibError::DuplicateVrf { name } => write!(f, "VRF \"{name}\" is defined twice"),
             FibError::UnknownPort { port } => write!(f, "port {port} is not defined"),

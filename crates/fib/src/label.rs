@@ -68,11 +68,7 @@ impl LabelTable {
     ///
     /// # Errors
     /// [`FibError::LabelOutOfRange`] if `label` is above [`MAX_LABEL`].
-    pub fn try_insert(
-        &mut self,
-        label: Label,
-        route: LabelRoute,
-    ) -> Result<Option<LabelRoute>, FibError> {
+    pub fn try_insert(&mut self, label: Label, route: LabelRoute) -> Result<Option<LabelRoute>, FibError> {
         if label > MAX_LABEL {
             return Err(FibError::LabelOutOfRange { label });
         }
@@ -82,10 +78,7 @@ impl LabelTable {
         }
         let i = self.index[slot];
         if i != EMPTY {
-            return Ok(Some(core::mem::replace(
-                &mut self.routes[i as usize].1,
-                route,
-            )));
+            return Ok(Some(core::mem::replace(&mut self.routes[i as usize].1, route)));
         }
         self.index[slot] = self.routes.len() as u32;
         self.routes.push((label, route));
@@ -105,11 +98,7 @@ impl LabelTable {
             self.index[*moved as usize] = i;
         }
         // Shrink the index to the largest label still in use.
-        let keep = self
-            .index
-            .iter()
-            .rposition(|&x| x != EMPTY)
-            .map_or(0, |p| p + 1);
+        let keep = self.index.iter().rposition(|&x| x != EMPTY).map_or(0, |p| p + 1);
         self.index.truncate(keep);
         if self.index.capacity() > 2 * self.index.len() + 64 {
             self.index.shrink_to_fit();
@@ -147,10 +136,7 @@ mod tests {
     use super::*;
 
     fn pop(vrf: VrfId) -> LabelRoute {
-        LabelRoute {
-            action: LabelAction::PopAndLookup { vrf },
-            ttl_model: TtlModel::Uniform,
-        }
+        LabelRoute { action: LabelAction::PopAndLookup { vrf }, ttl_model: TtlModel::Uniform }
     }
 
     #[test]
@@ -196,11 +182,7 @@ mod tests {
             assert_eq!(t.remove(l), Some(pop(l as VrfId)));
         }
         for l in 16..100u32 {
-            let want = if (l - 16) % 3 == 0 {
-                None
-            } else {
-                Some(pop(l as VrfId))
-            };
+            let want = if (l - 16) % 3 == 0 { None } else { Some(pop(l as VrfId)) };
             assert_eq!(t.get(l).cloned(), want);
         }
         let labels: Vec<_> = t.iter().map(|(l, _)| l).collect();
@@ -213,10 +195,7 @@ mod tests {
     #[test]
     fn out_of_range_label_is_an_error() {
         let mut t = LabelTable::new();
-        assert_eq!(
-            t.try_insert(1 << 20, pop(0)),
-            Err(FibError::LabelOutOfRange { label: 1 << 20 })
-        );
+        assert_eq!(t.try_insert(1 << 20, pop(0)), Err(FibError::LabelOutOfRange { label: 1 << 20 }));
         assert!(t.is_empty());
     }
 }

@@ -83,10 +83,7 @@ pub struct PrefixRoute {
 impl PrefixRoute {
     /// A route with the default (uniform) TTL model.
     pub fn new(target: RouteTarget) -> Self {
-        PrefixRoute {
-            target,
-            ttl_model: TtlModel::Uniform,
-        }
+        PrefixRoute { target, ttl_model: TtlModel::Uniform }
     }
 }
 
@@ -104,11 +101,7 @@ pub struct Vrf {
 impl Vrf {
     /// An empty VRF.
     pub fn new(name: impl Into<String>) -> Self {
-        Vrf {
-            name: name.into(),
-            v4: Lpm::new(),
-            v6: Lpm::new(),
-        }
+        Vrf { name: name.into(), v4: Lpm::new(), v6: Lpm::new() }
     }
 
     /// The longest-match route for `addr`, of either family.
@@ -180,40 +173,24 @@ impl Fib {
 
     /// Whether `a` is the router's address or any port's.
     pub fn is_local_v4(&self, a: Ipv4Addr) -> bool {
-        self.router_v4 == Some(a)
-            || self
-                .port_addrs
-                .iter()
-                .any(|p| p.v4.iter().any(|&(x, _)| x == a))
+        self.router_v4 == Some(a) || self.port_addrs.iter().any(|p| p.v4.iter().any(|&(x, _)| x == a))
     }
 
     /// Whether `a` is the router's address or any port's.
     pub fn is_local_v6(&self, a: Ipv6Addr) -> bool {
-        self.router_v6 == Some(a)
-            || self
-                .port_addrs
-                .iter()
-                .any(|p| p.v6.iter().any(|&(x, _)| x == a))
+        self.router_v6 == Some(a) || self.port_addrs.iter().any(|p| p.v6.iter().any(|&(x, _)| x == a))
     }
 
     /// The first IPv4 address of a port (the sender address of its ARP requests).
     #[inline]
     pub fn port_v4(&self, port: PortId) -> Option<Ipv4Addr> {
-        self.port_addrs
-            .get(usize::from(port))?
-            .v4
-            .first()
-            .map(|&(a, _)| a)
+        self.port_addrs.get(usize::from(port))?.v4.first().map(|&(a, _)| a)
     }
 
     /// The first IPv6 address of a port (the source of its neighbour solicitations).
     #[inline]
     pub fn port_v6(&self, port: PortId) -> Option<Ipv6Addr> {
-        self.port_addrs
-            .get(usize::from(port))?
-            .v6
-            .first()
-            .map(|&(a, _)| a)
+        self.port_addrs.get(usize::from(port))?.v6.first().map(|&(a, _)| a)
     }
 
     /// Source address for ICMP the router sends out of `port`: the router address, else
@@ -241,9 +218,7 @@ pub struct FibHandle {
 impl FibHandle {
     /// A handle holding `fib`.
     pub fn new(fib: Fib) -> Self {
-        FibHandle {
-            inner: Arc::new(ArcSwap::from_pointee(fib)),
-        }
+        FibHandle { inner: Arc::new(ArcSwap::from_pointee(fib)) }
     }
 
     /// The current FIB, wait-free: hold the guard for a batch, not forever.
@@ -273,27 +248,14 @@ mod tests {
         let mut b = FibBuilder::new();
         let ip = Ipv4Addr::from(0xc613_0000 | (g & 0xffff));
         b.router_v4(Ipv4Addr::new(198, 18, 255, (g % 250) as u8 + 1));
-        b.add_port(
-            "p",
-            DEFAULT_VRF,
-            &[(IpAddr::V4(Ipv4Addr::new(198, 18, 1, 1)), 24)],
-        )
-        .unwrap();
+        b.add_port("p", DEFAULT_VRF, &[(IpAddr::V4(Ipv4Addr::new(198, 18, 1, 1)), 24)]).unwrap();
         b.add_label_route(
             16 + g,
-            LabelRoute {
-                action: LabelAction::PopAndLookup { vrf: DEFAULT_VRF },
-                ttl_model: TtlModel::Pipe,
-            },
+            LabelRoute { action: LabelAction::PopAndLookup { vrf: DEFAULT_VRF }, ttl_model: TtlModel::Pipe },
         )
         .unwrap();
-        b.add_prefix_route(
-            DEFAULT_VRF,
-            IpAddr::V4(ip),
-            32,
-            PrefixRoute::new(RouteTarget::Blackhole),
-        )
-        .unwrap();
+        b.add_prefix_route(DEFAULT_VRF, IpAddr::V4(ip), 32, PrefixRoute::new(RouteTarget::Blackhole))
+            .unwrap();
         b.build().unwrap()
     }
 
@@ -313,10 +275,7 @@ mod tests {
                         let (label, _) = fib.labels.iter().next().expect("one label route");
                         let g = label - 16;
                         assert_eq!(fib.labels.len(), 1);
-                        assert_eq!(
-                            fib.router_v4,
-                            Some(Ipv4Addr::new(198, 18, 255, (g % 250) as u8 + 1))
-                        );
+                        assert_eq!(fib.router_v4, Some(Ipv4Addr::new(198, 18, 255, (g % 250) as u8 + 1)));
                         let ip = Ipv4Addr::from(0xc613_0000 | (g & 0xffff));
                         assert_eq!(
                             fib.vrfs[0].v4.lookup(ip).map(|(_, l, r)| (l, &r.target)),
@@ -333,9 +292,7 @@ mod tests {
         // many times (the machine may be busy), for at most 20 s.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         let mut g = 0;
-        while g < 300
-            || (loads.load(Ordering::Relaxed) < 2000 && std::time::Instant::now() < deadline)
-        {
+        while g < 300 || (loads.load(Ordering::Relaxed) < 2000 && std::time::Instant::now() < deadline) {
             g += 1;
             handle.store(fib_generation(g));
         }
@@ -344,10 +301,7 @@ mod tests {
             r.join().expect("reader saw a consistent FIB");
         }
         assert!(loads.load(Ordering::Relaxed) >= 2000, "readers did not run");
-        assert_eq!(
-            handle.load_full().labels.iter().next().map(|(l, _)| l),
-            Some(16 + g)
-        );
+        assert_eq!(handle.load_full().labels.iter().next().map(|(l, _)| l), Some(16 + g));
     }
 
     #[test]
@@ -375,10 +329,7 @@ mod tests {
         let fib = b.build().unwrap();
         assert_eq!(fib.source_v4_for(0), Some(Ipv4Addr::new(198, 18, 255, 1)));
         assert_eq!(fib.source_v4_for(1), Some(Ipv4Addr::new(198, 18, 255, 1)));
-        assert_eq!(
-            fib.source_v6_for(1),
-            Some("2001:db8:ff::1".parse().unwrap())
-        );
+        assert_eq!(fib.source_v6_for(1), Some("2001:db8:ff::1".parse().unwrap()));
         assert!(fib.is_local_v4(Ipv4Addr::new(198, 18, 255, 1)));
         assert!(fib.is_local_v4(Ipv4Addr::new(198, 18, 10, 1)));
         assert!(!fib.is_local_v4(Ipv4Addr::new(198, 18, 10, 2)));
@@ -390,10 +341,7 @@ mod tests {
     #[test]
     fn default_fib_has_the_default_vrf() {
         let fib = Fib::default();
-        assert_eq!(
-            fib.vrf(DEFAULT_VRF).map(|v| v.name.as_str()),
-            Some("default")
-        );
+        assert_eq!(fib.vrf(DEFAULT_VRF).map(|v| v.name.as_str()), Some("default"));
         assert!(fib.vrf(1).is_none());
     }
 }

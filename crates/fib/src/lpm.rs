@@ -56,11 +56,7 @@ impl LpmKey for Ipv6Addr {
 /// The key with only its first `len` bits kept.
 #[inline]
 fn mask(key: u128, len: u8) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        key & (u128::MAX << (128 - u32::from(len)))
-    }
+    if len == 0 { 0 } else { key & (u128::MAX << (128 - u32::from(len))) }
 }
 
 /// The bit of `key` at position `pos` (0 = most significant), as a child index.
@@ -115,9 +111,7 @@ impl<A: LpmKey, V> Default for Lpm<A, V> {
 
 impl<A: LpmKey, V: fmt::Debug> fmt::Debug for Lpm<A, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map()
-            .entries(self.iter().map(|(a, l, v)| (Prefix(a, l), v)))
-            .finish()
+        f.debug_map().entries(self.iter().map(|(a, l, v)| (Prefix(a, l), v))).finish()
     }
 }
 
@@ -131,13 +125,7 @@ impl<A: fmt::Debug> fmt::Debug for Prefix<A> {
 impl<A: LpmKey, V> Lpm<A, V> {
     /// An empty table.
     pub fn new() -> Self {
-        Lpm {
-            nodes: Vec::new(),
-            free: Vec::new(),
-            root: NONE,
-            len: 0,
-            _addr: core::marker::PhantomData,
-        }
+        Lpm { nodes: Vec::new(), free: Vec::new(), root: NONE, len: 0, _addr: core::marker::PhantomData }
     }
 
     /// Number of prefixes in the table.
@@ -169,11 +157,7 @@ impl<A: LpmKey, V> Lpm<A, V> {
 
     /// Follows `parent`'s child slot (or the root when `parent` is `NONE`).
     fn slot(&self, parent: u32, dir: usize) -> u32 {
-        if parent == NONE {
-            self.root
-        } else {
-            self.nodes[parent as usize].children[dir]
-        }
+        if parent == NONE { self.root } else { self.nodes[parent as usize].children[dir] }
     }
 
     fn set_slot(&mut self, parent: u32, dir: usize, to: u32) {
@@ -198,12 +182,7 @@ impl<A: LpmKey, V> Lpm<A, V> {
         loop {
             let cur = self.slot(parent, dir);
             if cur == NONE {
-                let leaf = self.alloc(Node {
-                    key,
-                    len,
-                    value: Some(value),
-                    children: [NONE, NONE],
-                });
+                let leaf = self.alloc(Node { key, len, value: Some(value), children: [NONE, NONE] });
                 self.set_slot(parent, dir, leaf);
                 self.len += 1;
                 return Ok(None);
@@ -230,32 +209,17 @@ impl<A: LpmKey, V> Lpm<A, V> {
                 // Our prefix covers the node's: it becomes our child.
                 let mut children = [NONE, NONE];
                 children[bit(nkey, len)] = cur;
-                let new = self.alloc(Node {
-                    key,
-                    len,
-                    value: Some(value),
-                    children,
-                });
+                let new = self.alloc(Node { key, len, value: Some(value), children });
                 self.set_slot(parent, dir, new);
                 self.len += 1;
                 return Ok(None);
             }
             // The prefixes diverge below both: a branch node at the common length.
-            let leaf = self.alloc(Node {
-                key,
-                len,
-                value: Some(value),
-                children: [NONE, NONE],
-            });
+            let leaf = self.alloc(Node { key, len, value: Some(value), children: [NONE, NONE] });
             let mut children = [NONE, NONE];
             children[bit(key, common)] = leaf;
             children[bit(nkey, common)] = cur;
-            let branch = self.alloc(Node {
-                key: mask(key, common),
-                len: common,
-                value: None,
-                children,
-            });
+            let branch = self.alloc(Node { key: mask(key, common), len: common, value: None, children });
             self.set_slot(parent, dir, branch);
             self.len += 1;
             return Ok(None);
@@ -359,14 +323,7 @@ impl<A: LpmKey, V> Lpm<A, V> {
 
     /// All prefixes in order: by address, then shorter before longer.
     pub fn iter(&self) -> impl Iterator<Item = (A, u8, &V)> + '_ {
-        Iter {
-            lpm: self,
-            stack: if self.root == NONE {
-                Vec::new()
-            } else {
-                vec![self.root]
-            },
-        }
+        Iter { lpm: self, stack: if self.root == NONE { Vec::new() } else { vec![self.root] } }
     }
 }
 
@@ -422,18 +379,9 @@ mod tests {
         t.insert(v4("0.0.0.0"), 0, "default").unwrap();
         t.insert(v4("198.18.1.0"), 24, "subnet").unwrap();
         t.insert(v4("198.18.1.1"), 32, "host").unwrap();
-        assert_eq!(
-            t.lookup(v4("198.18.1.1")),
-            Some((v4("198.18.1.1"), 32, &"host"))
-        );
-        assert_eq!(
-            t.lookup(v4("198.18.1.2")),
-            Some((v4("198.18.1.0"), 24, &"subnet"))
-        );
-        assert_eq!(
-            t.lookup(v4("203.0.113.1")),
-            Some((v4("0.0.0.0"), 0, &"default"))
-        );
+        assert_eq!(t.lookup(v4("198.18.1.1")), Some((v4("198.18.1.1"), 32, &"host")));
+        assert_eq!(t.lookup(v4("198.18.1.2")), Some((v4("198.18.1.0"), 24, &"subnet")));
+        assert_eq!(t.lookup(v4("203.0.113.1")), Some((v4("0.0.0.0"), 0, &"default")));
         assert_eq!(t.len(), 3);
     }
 
@@ -445,14 +393,8 @@ mod tests {
         t.insert(a("2001:db8:1::"), 64, 64).unwrap();
         t.insert(a("2001:db8:1::1"), 128, 128).unwrap();
         assert_eq!(t.lookup(a("2001:db8:1::1")).map(|x| *x.2), Some(128));
-        assert_eq!(
-            t.lookup(a("2001:db8:1::2")),
-            Some((a("2001:db8:1::"), 64, &64))
-        );
-        assert_eq!(
-            t.lookup(a("2001:db8:2::1")).map(|x| (x.1, *x.2)),
-            Some((0, 0))
-        );
+        assert_eq!(t.lookup(a("2001:db8:1::2")), Some((a("2001:db8:1::"), 64, &64)));
+        assert_eq!(t.lookup(a("2001:db8:2::1")).map(|x| (x.1, *x.2)), Some((0, 0)));
     }
 
     #[test]
@@ -476,10 +418,7 @@ mod tests {
     #[test]
     fn too_long_prefix_is_an_error() {
         let mut t = Lpm::new();
-        assert_eq!(
-            t.insert(v4("1.2.3.4"), 33, ()),
-            Err(FibError::InvalidPrefixLength { len: 33, max: 32 })
-        );
+        assert_eq!(t.insert(v4("1.2.3.4"), 33, ()), Err(FibError::InvalidPrefixLength { len: 33, max: 32 }));
         let mut t6 = Lpm::new();
         assert!(t6.insert(Ipv6Addr::LOCALHOST, 129, ()).is_err());
         assert!(t6.insert(Ipv6Addr::LOCALHOST, 128, ()).is_ok());
@@ -507,35 +446,16 @@ mod tests {
     #[test]
     fn iter_is_in_prefix_order() {
         let mut t = Lpm::new();
-        for (a, l) in [
-            ("10.1.0.0", 16),
-            ("0.0.0.0", 0),
-            ("10.0.0.0", 8),
-            ("9.0.0.0", 8),
-            ("10.0.0.0", 24),
-        ] {
+        for (a, l) in [("10.1.0.0", 16), ("0.0.0.0", 0), ("10.0.0.0", 8), ("9.0.0.0", 8), ("10.0.0.0", 24)] {
             t.insert(v4(a), l, ()).unwrap();
         }
         let got: Vec<_> = t.iter().map(|(a, l, _)| format!("{a}/{l}")).collect();
-        assert_eq!(
-            got,
-            [
-                "0.0.0.0/0",
-                "9.0.0.0/8",
-                "10.0.0.0/8",
-                "10.0.0.0/24",
-                "10.1.0.0/16"
-            ]
-        );
+        assert_eq!(got, ["0.0.0.0/0", "9.0.0.0/8", "10.0.0.0/8", "10.0.0.0/24", "10.1.0.0/16"]);
     }
 
     /// Naive reference: scan every prefix, keep the longest that matches.
     fn naive(entries: &[(u128, u8, u32)], key: u128) -> Option<(u128, u8, u32)> {
-        entries
-            .iter()
-            .filter(|(k, l, _)| mask(key, *l) == *k)
-            .max_by_key(|(_, l, _)| *l)
-            .copied()
+        entries.iter().filter(|(k, l, _)| mask(key, *l) == *k).max_by_key(|(_, l, _)| *l).copied()
     }
 
     fn random_against_reference<A: LpmKey>(seed: u64, max_len: u8) {
@@ -544,18 +464,13 @@ mod tests {
         let mut reference: Vec<(u128, u8, u32)> = Vec::new();
         // Keys drawn around a few bases, low bits flipped, so prefixes nest and overlap a lot.
         let shift = 128 - u32::from(A::BITS);
-        let bases: Vec<u128> = (0..8)
-            .map(|_| mask((rng.next() as u128) << 64 | rng.next() as u128, A::BITS))
-            .collect();
+        let bases: Vec<u128> =
+            (0..8).map(|_| mask((rng.next() as u128) << 64 | rng.next() as u128, A::BITS)).collect();
         let random_key = |rng: &mut Rng| -> u128 {
             let base = bases[rng.below(bases.len() as u64) as usize];
             let flip_bits = rng.below(u64::from(A::BITS) + 1) as u32;
             let noise = (rng.next() as u128) << 64 | rng.next() as u128;
-            let low = if flip_bits == 0 {
-                0
-            } else {
-                noise >> (128 - flip_bits)
-            };
+            let low = if flip_bits == 0 { 0 } else { noise >> (128 - flip_bits) };
             base ^ (low << shift)
         };
         for step in 0..4000u32 {
@@ -564,17 +479,13 @@ mod tests {
             let mkey = mask(key, len);
             match rng.below(4) {
                 0 => {
-                    let pos = reference
-                        .iter()
-                        .position(|(k, l, _)| *k == mkey && *l == len);
+                    let pos = reference.iter().position(|(k, l, _)| *k == mkey && *l == len);
                     let got = t.remove(A::from_key(key), len);
                     let want = pos.map(|p| reference.swap_remove(p).2);
                     assert_eq!(got, want);
                 }
                 _ => {
-                    let pos = reference
-                        .iter()
-                        .position(|(k, l, _)| *k == mkey && *l == len);
+                    let pos = reference.iter().position(|(k, l, _)| *k == mkey && *l == len);
                     let want = pos.map(|p| core::mem::replace(&mut reference[p].2, step));
                     if pos.is_none() {
                         reference.push((mkey, len, step));
@@ -585,15 +496,8 @@ mod tests {
             assert_eq!(t.len(), reference.len());
             for _ in 0..8 {
                 let probe = random_key(&mut rng);
-                let got = t
-                    .lookup(A::from_key(probe))
-                    .map(|(a, l, v)| (a.to_key(), l, *v));
-                assert_eq!(
-                    got,
-                    naive(&reference, probe),
-                    "probe {:?}",
-                    A::from_key(probe)
-                );
+                let got = t.lookup(A::from_key(probe)).map(|(a, l, v)| (a.to_key(), l, *v));
+                assert_eq!(got, naive(&reference, probe), "probe {:?}", A::from_key(probe));
             }
         }
         let mut sorted = reference.clone();

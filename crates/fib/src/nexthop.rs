@@ -30,12 +30,7 @@ pub struct Nexthop {
 impl Nexthop {
     /// A next hop of weight 1.
     pub fn new(port: PortId, via: Option<IpAddr>, labels: Vec<Label>) -> Self {
-        Nexthop {
-            port,
-            via,
-            labels,
-            weight: 1,
-        }
+        Nexthop { port, via, labels, weight: 1 }
     }
 }
 
@@ -64,9 +59,7 @@ impl NexthopGroup {
             return Err(FibError::EmptyNexthopGroup);
         }
         if nexthops.len() > MAX_NEXTHOPS {
-            return Err(FibError::TooManyNexthops {
-                count: nexthops.len(),
-            });
+            return Err(FibError::TooManyNexthops { count: nexthops.len() });
         }
         for (index, nh) in nexthops.iter_mut().enumerate() {
             if nh.weight == 0 {
@@ -189,43 +182,22 @@ mod tests {
             x ^= x << 17;
             let h = (x >> 16) as u32;
             let chosen = g.select(h);
-            let i = g
-                .nexthops()
-                .iter()
-                .position(|c| std::ptr::eq(c, chosen))
-                .unwrap();
+            let i = g.nexthops().iter().position(|c| std::ptr::eq(c, chosen)).unwrap();
             counts[i] += 1;
         }
-        counts
-            .iter()
-            .map(|&c| f64::from(c) / f64::from(n))
-            .collect()
+        counts.iter().map(|&c| f64::from(c) / f64::from(n)).collect()
     }
 
     #[test]
     fn weighted_selection_shares_follow_weights() {
-        for weights in [
-            vec![2, 1],
-            vec![1, 1, 1],
-            vec![5, 3, 1, 1],
-            vec![1_000_000, 1, 3_000_000],
-        ] {
-            let g = NexthopGroup::new(
-                weights
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &w)| nh(i as u16, w))
-                    .collect(),
-            )
-            .unwrap();
+        for weights in [vec![2, 1], vec![1, 1, 1], vec![5, 3, 1, 1], vec![1_000_000, 1, 3_000_000]] {
+            let g = NexthopGroup::new(weights.iter().enumerate().map(|(i, &w)| nh(i as u16, w)).collect())
+                .unwrap();
             let sum: f64 = weights.iter().map(|&w| f64::from(w)).sum();
             let got = shares(&g, 200_000);
             for (w, s) in weights.iter().zip(&got) {
                 let want = f64::from(*w) / sum;
-                assert!(
-                    (s - want).abs() < 0.02,
-                    "weights {weights:?}: share {s} want {want}"
-                );
+                assert!((s - want).abs() < 0.02, "weights {weights:?}: share {s} want {want}");
             }
         }
     }
@@ -250,20 +222,13 @@ mod tests {
         assert!(!g.is_multipath());
         assert_eq!(g.select(0).port, 7);
         assert_eq!(g.select(u32::MAX).port, 7);
-        assert!(
-            NexthopGroup::new(vec![nh(0, 1), nh(1, 1)])
-                .unwrap()
-                .is_multipath()
-        );
+        assert!(NexthopGroup::new(vec![nh(0, 1), nh(1, 1)]).unwrap().is_multipath());
     }
 
     #[test]
     fn invalid_groups_are_rejected() {
         assert_eq!(NexthopGroup::new(vec![]), Err(FibError::EmptyNexthopGroup));
-        assert_eq!(
-            NexthopGroup::new(vec![nh(0, 1), nh(1, 0)]),
-            Err(FibError::ZeroWeight { index: 1 })
-        );
+        assert_eq!(NexthopGroup::new(vec![nh(0, 1), nh(1, 0)]), Err(FibError::ZeroWeight { index: 1 }));
         assert_eq!(
             NexthopGroup::new((0..65).map(|i| nh(i, 1)).collect()),
             Err(FibError::TooManyNexthops { count: 65 })
@@ -271,16 +236,10 @@ mod tests {
         assert!(NexthopGroup::new((0..64).map(|i| nh(i, 1)).collect()).is_ok());
         let mut bad = nh(0, 1);
         bad.labels = vec![1 << 20];
-        assert_eq!(
-            NexthopGroup::single(bad),
-            Err(FibError::LabelOutOfRange { label: 1 << 20 })
-        );
+        assert_eq!(NexthopGroup::single(bad), Err(FibError::LabelOutOfRange { label: 1 << 20 }));
         let mut bad = nh(0, 1);
         bad.labels = vec![100, 3];
-        assert_eq!(
-            NexthopGroup::single(bad),
-            Err(FibError::ImplicitNullInStack)
-        );
+        assert_eq!(NexthopGroup::single(bad), Err(FibError::ImplicitNullInStack));
     }
 
     #[test]

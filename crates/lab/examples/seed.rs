@@ -9,26 +9,12 @@ use vmpls_lab::seed::{Mode, SeedOptions, run_seed};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let flags: Vec<&str> = args
-        .iter()
-        .filter(|a| a.starts_with("--"))
-        .map(String::as_str)
-        .collect();
-    let positional: Vec<&str> = args
-        .iter()
-        .filter(|a| !a.starts_with("--"))
-        .map(String::as_str)
-        .collect();
+    let flags: Vec<&str> = args.iter().filter(|a| a.starts_with("--")).map(String::as_str).collect();
+    let positional: Vec<&str> = args.iter().filter(|a| !a.starts_with("--")).map(String::as_str).collect();
     let Some(router) = positional.first() else {
-        anyhow::bail!(
-            "usage: seed ROUTER_BINARY [SECONDS] [--kernel-only] [--keep-going] [--json]"
-        );
+        anyhow::bail!("usage: seed ROUTER_BINARY [SECONDS] [--kernel-only] [--keep-going] [--json]");
     };
-    let seconds: u64 = positional
-        .get(1)
-        .map(|s| s.parse())
-        .transpose()?
-        .unwrap_or(10);
+    let seconds: u64 = positional.get(1).map(|s| s.parse()).transpose()?.unwrap_or(10);
     vmpls_lab::install_interrupt_handler()?;
     let mut opts = SeedOptions::new(router, Duration::from_secs(seconds));
     opts.json = flags.contains(&"--json");

@@ -45,16 +45,10 @@ fn validate_name(name: &str) -> anyhow::Result<()> {
 }
 
 fn cstring(path: &Path) -> anyhow::Result<CString> {
-    CString::new(path.as_os_str().as_bytes())
-        .with_context(|| format!("{} contains NUL", path.display()))
+    CString::new(path.as_os_str().as_bytes()).with_context(|| format!("{} contains NUL", path.display()))
 }
 
-fn mount(
-    source: &Path,
-    target: &Path,
-    fstype: Option<&str>,
-    flags: libc::c_ulong,
-) -> io::Result<()> {
+fn mount(source: &Path, target: &Path, fstype: Option<&str>, flags: libc::c_ulong) -> io::Result<()> {
     let source = CString::new(source.as_os_str().as_bytes())?;
     let target = CString::new(target.as_os_str().as_bytes())?;
     let fstype = fstype.map(CString::new).transpose()?;
@@ -91,13 +85,8 @@ fn prepare_netns_dir() -> anyhow::Result<()> {
             return Err(e).with_context(|| format!("making {NETNS_DIR} a shared mount"));
         }
         // Not a mount point yet: bind it onto itself, then make it shared.
-        mount(
-            dir,
-            dir,
-            None,
-            (libc::MS_BIND | libc::MS_REC) as libc::c_ulong,
-        )
-        .with_context(|| format!("bind-mounting {NETNS_DIR} onto itself"))?;
+        mount(dir, dir, None, (libc::MS_BIND | libc::MS_REC) as libc::c_ulong)
+            .with_context(|| format!("bind-mounting {NETNS_DIR} onto itself"))?;
         mount(Path::new("none"), dir, None, shared)
             .with_context(|| format!("making {NETNS_DIR} a shared mount"))?;
     }
@@ -118,12 +107,7 @@ pub fn create(name: &str) -> anyhow::Result<()> {
         .create_new(true)
         .mode(0o444)
         .open(&target)
-        .with_context(|| {
-            format!(
-                "creating {} (does the namespace exist already?)",
-                target.display()
-            )
-        })?;
+        .with_context(|| format!("creating {} (does the namespace exist already?)", target.display()))?;
     let target_c = target.clone();
     let result = std::thread::Builder::new()
         .name("netns-create".into())
@@ -133,12 +117,7 @@ pub fn create(name: &str) -> anyhow::Result<()> {
             if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
                 return Err(io::Error::last_os_error());
             }
-            mount(
-                Path::new("/proc/thread-self/ns/net"),
-                &target_c,
-                None,
-                libc::MS_BIND as libc::c_ulong,
-            )
+            mount(Path::new("/proc/thread-self/ns/net"), &target_c, None, libc::MS_BIND as libc::c_ulong)
         })
         .context("spawning a thread")?
         .join();
@@ -176,8 +155,7 @@ pub fn delete(name: &str) -> anyhow::Result<()> {
 pub fn open(name: &str) -> anyhow::Result<File> {
     validate_name(name)?;
     let p = path(name);
-    File::open(&p)
-        .with_context(|| format!("opening network namespace {} (does it exist?)", p.display()))
+    File::open(&p).with_context(|| format!("opening network namespace {} (does it exist?)", p.display()))
 }
 
 /// Moves the calling thread into the network namespace `ns` (an open namespace file).

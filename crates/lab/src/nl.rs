@@ -30,8 +30,7 @@ where
             .build()
             .context("building a tokio runtime")?;
         runtime.block_on(async move {
-            let (connection, handle, _) =
-                rtnetlink::new_connection().context("opening a netlink socket")?;
+            let (connection, handle, _) = rtnetlink::new_connection().context("opening a netlink socket")?;
             let task = tokio::spawn(connection);
             let result = f(handle).await;
             task.abort();
@@ -69,9 +68,7 @@ pub(crate) async fn add_veth(
     peer_mtu: u32,
     peer_ns: Option<RawFd>,
 ) -> anyhow::Result<()> {
-    let mut peer_msg = LinkMessageBuilder::<LinkUnspec>::new()
-        .name(peer.to_string())
-        .mtu(peer_mtu);
+    let mut peer_msg = LinkMessageBuilder::<LinkUnspec>::new().name(peer.to_string()).mtu(peer_mtu);
     if let Some(fd) = peer_ns {
         peer_msg = peer_msg.setns_by_fd(fd);
     }
@@ -80,12 +77,7 @@ pub(crate) async fn add_veth(
         .mtu(mtu)
         .set_info_data(InfoData::Veth(InfoVeth::Peer(peer_msg.build())))
         .build();
-    handle
-        .link()
-        .add(msg)
-        .execute()
-        .await
-        .with_context(|| format!("creating veth pair {name} -- {peer}"))
+    handle.link().add(msg).execute().await.with_context(|| format!("creating veth pair {name} -- {peer}"))
 }
 
 /// Sets the interface `name` up or down.
@@ -105,12 +97,7 @@ pub(crate) async fn set_up(handle: &Handle, name: &str, up: bool) -> anyhow::Res
 pub(crate) async fn set_mtu(handle: &Handle, name: &str, mtu: u32) -> anyhow::Result<()> {
     let index = link_index(handle, name).await?;
     let msg = LinkUnspec::new_with_index(index).mtu(mtu).build();
-    handle
-        .link()
-        .set(msg)
-        .execute()
-        .await
-        .with_context(|| format!("setting the MTU of {name} to {mtu}"))
+    handle.link().set(msg).execute().await.with_context(|| format!("setting the MTU of {name} to {mtu}"))
 }
 
 /// The MTU of the interface `name`.
@@ -124,13 +111,7 @@ pub(crate) async fn mtu(handle: &Handle, name: &str) -> anyhow::Result<u32> {
         .ok_or_else(|| anyhow!("no interface {name}"))?;
     msg.attributes
         .iter()
-        .find_map(|a| {
-            if let LinkAttribute::Mtu(m) = a {
-                Some(*m)
-            } else {
-                None
-            }
-        })
+        .find_map(|a| if let LinkAttribute::Mtu(m) = a { Some(*m) } else { None })
         .ok_or_else(|| anyhow!("interface {name} has no MTU attribute"))
 }
 
@@ -190,9 +171,9 @@ pub(crate) async fn flush_addresses(handle: &Handle, name: &str) -> anyhow::Resu
         .await
         .with_context(|| format!("listing the addresses of {name}"))?;
     for msg in msgs {
-        let link_local = msg.attributes.iter().any(|a| {
-            matches!(a, AddressAttribute::Address(IpAddr::V6(v6)) if v6.segments()[0] & 0xffc0 == 0xfe80)
-        });
+        let link_local = msg.attributes.iter().any(
+            |a| matches!(a, AddressAttribute::Address(IpAddr::V6(v6)) if v6.segments()[0] & 0xffc0 == 0xfe80),
+        );
         if link_local {
             continue;
         }
@@ -239,19 +220,9 @@ pub(crate) async fn add_route(
         None => None,
     };
     let msg = route_message(dest, via, index)?;
-    handle
-        .route()
-        .add(msg)
-        .replace()
-        .execute()
-        .await
-        .with_context(|| {
-            format!(
-                "adding route {}{}",
-                dest.network(),
-                via.map(|v| format!(" via {v}")).unwrap_or_default()
-            )
-        })
+    handle.route().add(msg).replace().execute().await.with_context(|| {
+        format!("adding route {}{}", dest.network(), via.map(|v| format!(" via {v}")).unwrap_or_default())
+    })
 }
 
 /// Deletes the route to `dest`; returns whether one was there.

@@ -121,9 +121,7 @@ impl PingResult {
     /// The MTU from the first fragmentation-needed or packet-too-big error, if any.
     pub fn reported_mtu(&self) -> Option<u32> {
         self.errors.iter().find_map(|e| match e {
-            IcmpError::FragmentationNeeded { mtu, .. } | IcmpError::PacketTooBig { mtu, .. } => {
-                Some(*mtu)
-            }
+            IcmpError::FragmentationNeeded { mtu, .. } | IcmpError::PacketTooBig { mtu, .. } => Some(*mtu),
             _ => None,
         })
     }
@@ -138,9 +136,8 @@ pub fn ping(ns: &str, dst: IpAddr, opts: &PingOptions) -> anyhow::Result<PingRes
 
 /// Pings `dst` from the calling thread's network namespace.
 pub fn ping_here(dst: IpAddr, opts: &PingOptions) -> anyhow::Result<PingResult> {
-    let id = (std::process::id() as u16)
-        .wrapping_mul(31)
-        .wrapping_add(NEXT_ID.fetch_add(1, Ordering::Relaxed));
+    let id =
+        (std::process::id() as u16).wrapping_mul(31).wrapping_add(NEXT_ID.fetch_add(1, Ordering::Relaxed));
     let socket = open_socket(dst, opts).context("opening a raw ICMP socket (needs root)")?;
     let fd = socket.as_raw_fd();
     let mut result = PingResult::default();
@@ -180,25 +177,14 @@ pub fn ping_here(dst: IpAddr, opts: &PingOptions) -> anyhow::Result<PingResult> 
         if done_sending && (answered.len() == sent_at.len() || now >= last_send + opts.timeout) {
             break;
         }
-        let wake = if done_sending {
-            last_send + opts.timeout
-        } else {
-            next_send
-        };
-        let wait = wake
-            .saturating_duration_since(now)
-            .min(Duration::from_millis(100));
+        let wake = if done_sending { last_send + opts.timeout } else { next_send };
+        let wait = wake.saturating_duration_since(now).min(Duration::from_millis(100));
         if !poll_readable(fd, wait)? {
             continue;
         }
         let (n, from) = match recv_from(fd, &mut buf, dst.is_ipv4()) {
             Ok(x) => x,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
                 continue;
             }
             Err(e) => return Err(e).context("receiving ICMP"),
@@ -208,11 +194,7 @@ pub fn ping_here(dst: IpAddr, opts: &PingOptions) -> anyhow::Result<PingResult> 
                 if let Some(t) = sent_at.get(&s) {
                     answered.push(s);
                     result.received += 1;
-                    result.replies.push(PingReply {
-                        seq: s,
-                        from,
-                        rtt: t.elapsed(),
-                    });
+                    result.replies.push(PingReply { seq: s, from, rtt: t.elapsed() });
                 }
             }
             Some(Incoming::Reply(_)) => {}
@@ -229,13 +211,8 @@ fn open_socket(dst: IpAddr, opts: &PingOptions) -> io::Result<OwnedFd> {
         IpAddr::V6(_) => (libc::AF_INET6, libc::IPPROTO_ICMPV6),
     };
     // SAFETY: socket(2) with constant arguments; the result is checked.
-    let raw = unsafe {
-        libc::socket(
-            domain,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-            proto,
-        )
-    };
+    let raw =
+        unsafe { libc::socket(domain, libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, proto) };
     if raw < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -243,36 +220,18 @@ fn open_socket(dst: IpAddr, opts: &PingOptions) -> io::Result<OwnedFd> {
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
     match dst {
         IpAddr::V4(_) => {
-            let pmtu = if opts.dont_fragment {
-                libc::IP_PMTUDISC_DO
-            } else {
-                libc::IP_PMTUDISC_DONT
-            };
+            let pmtu = if opts.dont_fragment { libc::IP_PMTUDISC_DO } else { libc::IP_PMTUDISC_DONT };
             setsockopt_int(&fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, pmtu)?;
             if let Some(ttl) = opts.ttl {
                 setsockopt_int(&fd, libc::IPPROTO_IP, libc::IP_TTL, i32::from(ttl))?;
             }
         }
         IpAddr::V6(_) => {
-            let pmtu = if opts.dont_fragment {
-                libc::IPV6_PMTUDISC_DO
-            } else {
-                libc::IPV6_PMTUDISC_DONT
-            };
+            let pmtu = if opts.dont_fragment { libc::IPV6_PMTUDISC_DO } else { libc::IPV6_PMTUDISC_DONT };
             setsockopt_int(&fd, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, pmtu)?;
-            setsockopt_int(
-                &fd,
-                libc::IPPROTO_IPV6,
-                libc::IPV6_DONTFRAG,
-                i32::from(opts.dont_fragment),
-            )?;
+            setsockopt_int(&fd, libc::IPPROTO_IPV6, libc::IPV6_DONTFRAG, i32::from(opts.dont_fragment))?;
             if let Some(ttl) = opts.ttl {
-                setsockopt_int(
-                    &fd,
-                    libc::IPPROTO_IPV6,
-                    libc::IPV6_UNICAST_HOPS,
-                    i32::from(ttl),
-                )?;
+                setsockopt_int(&fd, libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS, i32::from(ttl))?;
             }
         }
     }
@@ -297,20 +256,12 @@ fn setsockopt_int(fd: &OwnedFd, level: i32, name: i32, value: i32) -> io::Result
 }
 
 fn poll_readable(fd: i32, wait: Duration) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
     // SAFETY: `pfd` is one valid pollfd.
     let rc = unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as libc::c_int) };
     if rc < 0 {
         let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(false)
-        } else {
-            Err(e)
-        };
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
     }
     Ok(rc > 0)
 }
@@ -379,13 +330,11 @@ fn recv_from(fd: i32, buf: &mut [u8], v4: bool) -> io::Result<(usize, IpAddr)> {
     }
     let from = if v4 {
         // SAFETY: an AF_INET socket fills a sockaddr_in, which fits in the storage.
-        let sa =
-            unsafe { &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+        let sa = unsafe { &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
         IpAddr::V4(Ipv4Addr::from(sa.sin_addr.s_addr.to_ne_bytes()))
     } else {
         // SAFETY: an AF_INET6 socket fills a sockaddr_in6, which fits in the storage.
-        let sa =
-            unsafe { &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+        let sa = unsafe { &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
         IpAddr::V6(Ipv6Addr::from(sa.sin6_addr.s6_addr))
     };
     Ok((n as usize, from))
@@ -424,11 +373,7 @@ impl ErrorKind {
             Self::TooBig(mtu) => IcmpError::PacketTooBig { from, mtu },
             Self::TimeExceeded => IcmpError::TimeExceeded { from },
             Self::Unreachable(code) => IcmpError::Unreachable { from, code },
-            Self::Other(icmp_type, code) => IcmpError::Other {
-                from,
-                icmp_type,
-                code,
-            },
+            Self::Other(icmp_type, code) => IcmpError::Other { from, icmp_type, code },
         }
     }
 }
@@ -452,9 +397,7 @@ fn classify(packet: &[u8], dst: IpAddr, id: u16) -> Option<Incoming> {
         packet
     };
     let (icmp_type, code) = (*icmp.first()?, *icmp.get(1)?);
-    let word = |at: usize| -> Option<u16> {
-        Some(u16::from_be_bytes([*icmp.get(at)?, *icmp.get(at + 1)?]))
-    };
+    let word = |at: usize| -> Option<u16> { Some(u16::from_be_bytes([*icmp.get(at)?, *icmp.get(at + 1)?])) };
     match (dst, icmp_type) {
         (IpAddr::V4(_), 0) | (IpAddr::V6(_), 129) => {
             if word(4)? == id {
@@ -469,17 +412,9 @@ fn classify(packet: &[u8], dst: IpAddr, id: u16) -> Option<Incoming> {
             if inner.first()? >> 4 != 4 || ihl < 20 || *inner.get(9)? != 1 {
                 return None;
             }
-            let inner_dst = Ipv4Addr::new(
-                *inner.get(16)?,
-                *inner.get(17)?,
-                *inner.get(18)?,
-                *inner.get(19)?,
-            );
+            let inner_dst = Ipv4Addr::new(*inner.get(16)?, *inner.get(17)?, *inner.get(18)?, *inner.get(19)?);
             let echo = inner.get(ihl..ihl + 8)?;
-            if IpAddr::V4(inner_dst) != dst
-                || echo[0] != 8
-                || u16::from_be_bytes([echo[4], echo[5]]) != id
-            {
+            if IpAddr::V4(inner_dst) != dst || echo[0] != 8 || u16::from_be_bytes([echo[4], echo[5]]) != id {
                 return None;
             }
             Some(Incoming::Error(match (icmp_type, code) {
@@ -496,9 +431,7 @@ fn classify(packet: &[u8], dst: IpAddr, id: u16) -> Option<Incoming> {
             }
             let inner_dst = Ipv6Addr::from(<[u8; 16]>::try_from(inner.get(24..40)?).ok()?);
             let echo = inner.get(40..48)?;
-            if IpAddr::V6(inner_dst) != dst
-                || echo[0] != 128
-                || u16::from_be_bytes([echo[4], echo[5]]) != id
+            if IpAddr::V6(inner_dst) != dst || echo[0] != 128 || u16::from_be_bytes([echo[4], echo[5]]) != id
             {
                 return None;
             }
@@ -545,10 +478,7 @@ mod tests {
         err.extend_from_slice(&[3, 4, 0, 0, 0, 0]);
         err.extend_from_slice(&1400u16.to_be_bytes());
         err.extend_from_slice(&quoted);
-        assert_eq!(
-            classify(&err, dst, 0x1234),
-            Some(Incoming::Error(ErrorKind::FragNeeded(1400)))
-        );
+        assert_eq!(classify(&err, dst, 0x1234), Some(Incoming::Error(ErrorKind::FragNeeded(1400))));
         // Not for our id.
         assert_eq!(classify(&err, dst, 0x4321), None);
         // Truncated packets are ignored, not a panic.
@@ -570,10 +500,7 @@ mod tests {
         let mut ptb = vec![2, 0, 0, 0];
         ptb.extend_from_slice(&1280u32.to_be_bytes());
         ptb.extend_from_slice(&inner);
-        assert_eq!(
-            classify(&ptb, dst, 0x99),
-            Some(Incoming::Error(ErrorKind::TooBig(1280)))
-        );
+        assert_eq!(classify(&ptb, dst, 0x99), Some(Incoming::Error(ErrorKind::TooBig(1280))));
         let mut reply = request.clone();
         reply[0] = 129;
         assert_eq!(classify(&reply, dst, 0x99), Some(Incoming::Reply(1)));

@@ -31,9 +31,7 @@ impl IpPrefix {
     pub fn new(addr: IpAddr, len: u8) -> Result<Self, PrefixError> {
         let max = if addr.is_ipv4() { 32 } else { 128 };
         if len > max {
-            return Err(PrefixError(format!(
-                "prefix length {len} is longer than {max} for {addr}"
-            )));
+            return Err(PrefixError(format!("prefix length {len} is longer than {max} for {addr}")));
         }
         Ok(Self { addr, len })
     }
@@ -41,14 +39,8 @@ impl IpPrefix {
     /// The default route of `addr`'s family: `0.0.0.0/0` or `::/0`.
     pub fn default_for(addr: IpAddr) -> Self {
         match addr {
-            IpAddr::V4(_) => Self {
-                addr: Ipv4Addr::UNSPECIFIED.into(),
-                len: 0,
-            },
-            IpAddr::V6(_) => Self {
-                addr: Ipv6Addr::UNSPECIFIED.into(),
-                len: 0,
-            },
+            IpAddr::V4(_) => Self { addr: Ipv4Addr::UNSPECIFIED.into(), len: 0 },
+            IpAddr::V6(_) => Self { addr: Ipv6Addr::UNSPECIFIED.into(), len: 0 },
         }
     }
 
@@ -75,16 +67,11 @@ impl IpPrefix {
                 IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask))
             }
             IpAddr::V6(a) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.len))
-                    .unwrap_or(0);
+                let mask = u128::MAX.checked_shl(128 - u32::from(self.len)).unwrap_or(0);
                 IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask))
             }
         };
-        Self {
-            addr,
-            len: self.len,
-        }
+        Self { addr, len: self.len }
     }
 
     /// Whether `addr` lies inside this prefix.
@@ -106,15 +93,10 @@ impl FromStr for IpPrefix {
     type Err = PrefixError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (addr, len) = s
-            .split_once('/')
-            .ok_or_else(|| PrefixError(format!("{s:?} is not ADDRESS/LENGTH")))?;
-        let addr: IpAddr = addr
-            .parse()
-            .map_err(|_| PrefixError(format!("{addr:?} is not an IP address")))?;
-        let len: u8 = len
-            .parse()
-            .map_err(|_| PrefixError(format!("{len:?} is not a prefix length")))?;
+        let (addr, len) =
+            s.split_once('/').ok_or_else(|| PrefixError(format!("{s:?} is not ADDRESS/LENGTH")))?;
+        let addr: IpAddr = addr.parse().map_err(|_| PrefixError(format!("{addr:?} is not an IP address")))?;
+        let len: u8 = len.parse().map_err(|_| PrefixError(format!("{len:?} is not a prefix length")))?;
         Self::new(addr, len)
     }
 }
@@ -139,13 +121,7 @@ mod tests {
 
     #[test]
     fn rejects_malformed_prefixes() {
-        for bad in [
-            "198.18.1.2",
-            "198.18.1.2/33",
-            "2001:db8::/129",
-            "x/8",
-            "1.2.3.4/-1",
-        ] {
+        for bad in ["198.18.1.2", "198.18.1.2/33", "2001:db8::/129", "x/8", "1.2.3.4/-1"] {
             assert!(bad.parse::<IpPrefix>().is_err(), "{bad} accepted");
         }
     }

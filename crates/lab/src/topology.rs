@@ -86,9 +86,7 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 fn validate_host_name(name: &str) -> anyhow::Result<()> {
     if name.is_empty()
         || name.len() > 32
-        || !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     {
         bail!("host name {name:?} must be 1 to 32 characters of [A-Za-z0-9_-]");
     }
@@ -100,13 +98,9 @@ fn validate_ifname(name: &str) -> anyhow::Result<()> {
         || name.len() > MAX_IFNAME
         || name == "."
         || name == ".."
-        || name
-            .bytes()
-            .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0)
+        || name.bytes().any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0)
     {
-        bail!(
-            "interface name {name:?} must be 1 to {MAX_IFNAME} characters without '/', ':' or spaces"
-        );
+        bail!("interface name {name:?} must be 1 to {MAX_IFNAME} characters without '/', ':' or spaces");
     }
     Ok(())
 }
@@ -128,11 +122,7 @@ impl Topology {
     /// An empty topology with a unique name prefix (`vl<pid>-<n>`).
     pub fn new() -> Self {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        Self {
-            prefix: format!("vl{}-{n}", std::process::id()),
-            hosts: Vec::new(),
-            children: Vec::new(),
-        }
+        Self { prefix: format!("vl{}-{n}", std::process::id()), hosts: Vec::new(), children: Vec::new() }
     }
 
     /// The prefix of this topology's namespace names.
@@ -141,10 +131,7 @@ impl Topology {
     }
 
     fn host(&self, name: &str) -> anyhow::Result<&Host> {
-        self.hosts
-            .iter()
-            .find(|h| h.name == name)
-            .ok_or_else(|| anyhow!("no host {name:?} in this topology"))
+        self.hosts.iter().find(|h| h.name == name).ok_or_else(|| anyhow!("no host {name:?} in this topology"))
     }
 
     fn host_mut(&mut self, name: &str) -> anyhow::Result<&mut Host> {
@@ -189,11 +176,7 @@ impl Topology {
         let ns = format!("{}-{name}", self.prefix);
         netns::create(&ns)?;
         // Registered before anything else can fail, so cleanup removes it.
-        self.hosts.push(Host {
-            name: name.to_string(),
-            ns,
-            interfaces: Vec::new(),
-        });
+        self.hosts.push(Host { name: name.to_string(), ns, interfaces: Vec::new() });
         let disable = if options.ipv6 { "0" } else { "1" };
         for conf in ["all", "default"] {
             self.set_sysctl(name, &format!("net/ipv6/conf/{conf}/accept_dad"), "0")?;
@@ -227,16 +210,10 @@ impl Topology {
         }
         let a_ns = self.ns(a_host)?.to_string();
         let b_ns = self.ns(b_host)?.to_string();
-        let b_file: Option<File> = if a_ns == b_ns {
-            None
-        } else {
-            Some(netns::open(&b_ns)?)
-        };
+        let b_file: Option<File> = if a_ns == b_ns { None } else { Some(netns::open(&b_ns)?) };
         let b_fd = b_file.as_ref().map(|f| f.as_raw_fd());
-        nl::session(&a_ns, |h| async move {
-            nl::add_veth(&h, a_if, mtu, b_if, mtu, b_fd).await
-        })
-        .with_context(|| format!("linking {a_host}:{a_if} -- {b_host}:{b_if}"))?;
+        nl::session(&a_ns, |h| async move { nl::add_veth(&h, a_if, mtu, b_if, mtu, b_fd).await })
+            .with_context(|| format!("linking {a_host}:{a_if} -- {b_host}:{b_if}"))?;
         drop(b_file);
         self.host_mut(a_host)?.interfaces.push(a_if.to_string());
         self.host_mut(b_host)?.interfaces.push(b_if.to_string());
@@ -269,11 +246,8 @@ impl Topology {
     /// Adds a kernel address to `host`'s interface `ifname`.
     pub fn add_address(&self, host: &str, ifname: &str, addr: IpPrefix) -> anyhow::Result<()> {
         let ns = self.ns(host)?;
-        nl::session(
-            ns,
-            |h| async move { nl::add_address(&h, ifname, addr).await },
-        )
-        .with_context(|| format!("on host {host}"))
+        nl::session(ns, |h| async move { nl::add_address(&h, ifname, addr).await })
+            .with_context(|| format!("on host {host}"))
     }
 
     /// The kernel addresses on `host`'s interface `ifname` (IPv6 link-local included).
@@ -294,10 +268,8 @@ impl Topology {
     /// Adds (or replaces) a kernel route on `host` to `dest` via the gateway `via`.
     pub fn add_route(&self, host: &str, dest: IpPrefix, via: IpAddr) -> anyhow::Result<()> {
         let ns = self.ns(host)?;
-        nl::session(ns, |h| async move {
-            nl::add_route(&h, dest, Some(via), None).await
-        })
-        .with_context(|| format!("on host {host}"))
+        nl::session(ns, |h| async move { nl::add_route(&h, dest, Some(via), None).await })
+            .with_context(|| format!("on host {host}"))
     }
 
     /// Adds (or replaces) the default route of `via`'s address family on `host`.
@@ -350,12 +322,7 @@ impl Topology {
 
     /// Switches offload features of `host`'s interface `ifname` with `ethtool -K`
     /// (feature names as ethtool spells them: `tso`, `gso`, `gro`, `tx`, `rx`, ...).
-    pub fn set_offloads(
-        &self,
-        host: &str,
-        ifname: &str,
-        features: &[(&str, bool)],
-    ) -> anyhow::Result<()> {
+    pub fn set_offloads(&self, host: &str, ifname: &str, features: &[(&str, bool)]) -> anyhow::Result<()> {
         validate_ifname(ifname)?;
         if features.is_empty() {
             return Ok(());
@@ -365,9 +332,7 @@ impl Topology {
         for (feature, on) in features {
             cmd.arg(feature).arg(if *on { "on" } else { "off" });
         }
-        let out = self
-            .run(host, cmd)
-            .context("running ethtool (is it installed?)")?;
+        let out = self.run(host, cmd).context("running ethtool (is it installed?)")?;
         if !out.status.success() {
             bail!(
                 "ethtool -K {ifname} on host {host} failed ({}): {}",
@@ -383,20 +348,13 @@ impl Topology {
     pub fn run(&self, host: &str, mut cmd: Command) -> anyhow::Result<Output> {
         netns::command_in_netns(self.ns(host)?, &mut cmd)?;
         cmd.stdin(Stdio::null());
-        cmd.output()
-            .with_context(|| format!("running {:?} on host {host}", cmd.get_program()))
+        cmd.output().with_context(|| format!("running {:?} on host {host}", cmd.get_program()))
     }
 
     /// Runs `cmd` inside `host`'s namespace with stdout and stderr captured, killing it
     /// if it runs longer than `timeout` (see [`crate::process::run_timeout`]).
-    pub fn run_timeout(
-        &self,
-        host: &str,
-        cmd: Command,
-        timeout: Duration,
-    ) -> anyhow::Result<Output> {
-        crate::process::run_timeout(self.ns(host)?, cmd, timeout)
-            .with_context(|| format!("on host {host}"))
+    pub fn run_timeout(&self, host: &str, cmd: Command, timeout: Duration) -> anyhow::Result<Output> {
+        crate::process::run_timeout(self.ns(host)?, cmd, timeout).with_context(|| format!("on host {host}"))
     }
 
     /// Runs `f` on a thread inside `host`'s namespace (see [`netns::in_netns`]).
@@ -425,29 +383,17 @@ impl Topology {
         // async-signal-safe and the closure allocates nothing.
         unsafe {
             cmd.pre_exec(|| {
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                ) != 0
-                {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
                     return Err(io::Error::last_os_error());
                 }
                 Ok(())
             });
         }
-        let child = cmd.spawn().with_context(|| {
-            format!("starting {label} ({:?}) on host {host}", cmd.get_program())
-        })?;
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {label} ({:?}) on host {host}", cmd.get_program()))?;
         let pid = child.id();
-        self.children.push(ChildProcess {
-            host: host.to_string(),
-            label: label.to_string(),
-            child,
-            log,
-        });
+        self.children.push(ChildProcess { host: host.to_string(), label: label.to_string(), child, log });
         Ok(pid)
     }
 
@@ -476,8 +422,7 @@ impl Topology {
             .position(|c| c.child.id() == pid)
             .ok_or_else(|| anyhow!("process {pid} is not a child of this topology"))?;
         let mut c = self.children.remove(i);
-        stop_child(&mut c.child, grace)
-            .with_context(|| format!("stopping {} on host {}", c.label, c.host))
+        stop_child(&mut c.child, grace).with_context(|| format!("stopping {} on host {}", c.label, c.host))
     }
 
     /// Stops every child process (see [`Topology::stop`]); returns the first error.
@@ -490,8 +435,7 @@ impl Topology {
         for mut c in std::mem::take(&mut self.children) {
             let left = deadline.saturating_duration_since(Instant::now());
             if let Err(e) = stop_child(&mut c.child, left) {
-                first_err
-                    .get_or_insert(e.context(format!("stopping {} on host {}", c.label, c.host)));
+                first_err.get_or_insert(e.context(format!("stopping {} on host {}", c.label, c.host)));
             }
         }
         first_err.map_or(Ok(()), Err)
@@ -528,8 +472,7 @@ impl Topology {
 }
 
 fn signal(child: &Child, sig: libc::c_int) -> io::Result<()> {
-    let pid =
-        libc::pid_t::try_from(child.id()).map_err(|_| io::Error::other("pid out of range"))?;
+    let pid = libc::pid_t::try_from(child.id()).map_err(|_| io::Error::other("pid out of range"))?;
     // SAFETY: kill(2) on our own, not yet reaped child: the pid cannot have been reused.
     if unsafe { libc::kill(pid, sig) } != 0 {
         return Err(io::Error::last_os_error());

@@ -57,10 +57,7 @@ pub struct Pattern {
 
 impl std::fmt::Debug for Pattern {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pattern")
-            .field("seed", &self.seed)
-            .field("pos", &self.pos)
-            .finish()
+        f.debug_struct("Pattern").field("seed", &self.seed).field("pos", &self.pos).finish()
     }
 }
 
@@ -76,13 +73,7 @@ impl Pattern {
             state ^= state >> 27;
             table.extend_from_slice(&state.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
         }
-        let mut p = Self {
-            seed,
-            table,
-            block_start: 0,
-            block_index: 0,
-            pos: 0,
-        };
+        let mut p = Self { seed, table, block_start: 0, block_index: 0, pos: 0 };
         p.block_start = p.window(0);
         p
     }
@@ -137,10 +128,7 @@ pub struct Verifier {
 impl Verifier {
     /// A verifier for the stream of `seed`, expecting offset 0 next.
     pub fn new(seed: u64) -> Self {
-        Self {
-            pattern: Pattern::new(seed),
-            first_mismatch: None,
-        }
+        Self { pattern: Pattern::new(seed), first_mismatch: None }
     }
 
     /// Checks the next `data.len()` bytes of the stream. Once a mismatch is found the
@@ -155,11 +143,7 @@ impl Verifier {
             let expected = self.pattern.peek();
             let n = expected.len().min(data.len());
             if expected[..n] != data[..n] {
-                let i = expected[..n]
-                    .iter()
-                    .zip(&data[..n])
-                    .position(|(a, b)| a != b)
-                    .unwrap_or(0);
+                let i = expected[..n].iter().zip(&data[..n]).position(|(a, b)| a != b).unwrap_or(0);
                 self.first_mismatch = Some(start + i as u64);
                 self.pattern.advance(data.len());
                 return;
@@ -276,11 +260,7 @@ pub struct FlowProgress {
 
 /// Gbit/s for `bytes` in `seconds` (0 if no time passed).
 pub fn gbps(bytes: u64, seconds: f64) -> f64 {
-    if seconds > 0.0 {
-        bytes as f64 * 8.0 / seconds / 1e9
-    } else {
-        0.0
-    }
+    if seconds > 0.0 { bytes as f64 * 8.0 / seconds / 1e9 } else { 0.0 }
 }
 
 #[derive(Debug)]
@@ -342,11 +322,7 @@ fn wait_readable(fd: i32, timeout: Duration, stop: &AtomicBool) -> anyhow::Resul
         if left.is_zero() {
             return Ok(false);
         }
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
         let ms = left.as_millis().min(100) as libc::c_int;
         // SAFETY: `pfd` is one valid pollfd.
         let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
@@ -382,30 +358,19 @@ fn receive(
     loop {
         check_interrupt()?;
         if stop.load(Ordering::Relaxed) {
-            return Err(anyhow::Error::from(Stopped)
-                .context(format!("after receiving {} bytes", verifier.bytes())));
+            return Err(
+                anyhow::Error::from(Stopped).context(format!("after receiving {} bytes", verifier.bytes()))
+            );
         }
         if started.elapsed() > deadline {
-            bail!(
-                "the flow passed its deadline of {deadline:?} after {} bytes",
-                verifier.bytes()
-            );
+            bail!("the flow passed its deadline of {deadline:?} after {} bytes", verifier.bytes());
         }
         let n = match stream.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                bail!(
-                    "no data for {:?}: the flow stalled after {} bytes",
-                    opts.io_timeout,
-                    verifier.bytes()
-                )
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                bail!("no data for {:?}: the flow stalled after {} bytes", opts.io_timeout, verifier.bytes())
             }
             Err(e) => return Err(e).context(format!("receiving after {} bytes", verifier.bytes())),
         };
@@ -415,11 +380,7 @@ fn receive(
     let seconds = begin.elapsed().as_secs_f64();
     // Closing tells the sender everything arrived.
     drop(stream);
-    Ok(ReceiveOutcome {
-        bytes: verifier.bytes(),
-        seconds,
-        first_mismatch: verifier.first_mismatch(),
-    })
+    Ok(ReceiveOutcome { bytes: verifier.bytes(), seconds, first_mismatch: verifier.first_mismatch() })
 }
 
 fn send(
@@ -437,14 +398,12 @@ fn send(
     loop {
         check_interrupt()?;
         if stop.load(Ordering::Relaxed) {
-            return Err(anyhow::Error::from(Stopped)
-                .context(format!("after sending {} bytes", pattern.position())));
+            return Err(
+                anyhow::Error::from(Stopped).context(format!("after sending {} bytes", pattern.position()))
+            );
         }
         if started.elapsed() > deadline {
-            bail!(
-                "the flow passed its deadline of {deadline:?} after sending {} bytes",
-                pattern.position()
-            );
+            bail!("the flow passed its deadline of {deadline:?} after sending {} bytes", pattern.position());
         }
         let sent = pattern.position();
         let chunk = pattern.peek();
@@ -458,33 +417,20 @@ fn send(
             Ok(0) => bail!("the connection closed after sending {sent} bytes"),
             Ok(n) => pattern.advance(n),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                bail!(
-                    "could not send for {:?}: the flow stalled after {sent} bytes",
-                    opts.io_timeout
-                )
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                bail!("could not send for {:?}: the flow stalled after {sent} bytes", opts.io_timeout)
             }
             Err(e) => return Err(e).context(format!("sending after {sent} bytes")),
         }
     }
     let bytes = pattern.position();
-    stream
-        .shutdown(Shutdown::Write)
-        .context("closing the sending side")?;
+    stream.shutdown(Shutdown::Write).context("closing the sending side")?;
     // Wait for the receiver to close after reading everything, so the retransmit
     // count covers the whole transfer.
     let mut rest = [0u8; 64];
     loop {
         if !wait_readable(stream.as_raw_fd(), opts.io_timeout, stop)? {
-            bail!(
-                "the receiver did not close within {:?} after the end of the stream",
-                opts.io_timeout
-            );
+            bail!("the receiver did not close within {:?} after the end of the stream", opts.io_timeout);
         }
         match stream.read(&mut rest) {
             Ok(0) => break,
@@ -573,10 +519,7 @@ pub fn run_flow(
         std::thread::sleep(Duration::from_millis(20));
         if last_progress.elapsed() >= opts.progress_interval {
             last_progress = Instant::now();
-            progress(FlowProgress {
-                bytes: counter.load(Ordering::Relaxed),
-                elapsed: started.elapsed(),
-            });
+            progress(FlowProgress { bytes: counter.load(Ordering::Relaxed), elapsed: started.elapsed() });
         }
     }
     let received = join(receiver, "receiver");

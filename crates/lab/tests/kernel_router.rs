@@ -65,43 +65,26 @@ fn kernel_router_pings_and_carries_100_mb_both_ways() {
     let h1_addrs = t.addresses("h1", "h1-r").unwrap();
     assert!(h1_addrs.contains(&p("198.18.101.2/24")), "{h1_addrs:?}");
 
-    for (from, to) in [
-        ("h1", "198.18.102.2"),
-        ("h1", "2001:db8:102::2"),
-        ("h2", "198.18.101.2"),
-        ("h2", "2001:db8:101::2"),
-    ] {
+    for (from, to) in
+        [("h1", "198.18.102.2"), ("h1", "2001:db8:102::2"), ("h2", "198.18.101.2"), ("h2", "2001:db8:101::2")]
+    {
         let r = ping(t.ns(from).unwrap(), ip(to), &PingOptions::default()).unwrap();
         assert_eq!((r.sent, r.received), (3, 3), "{from} -> {to}: {r:?}");
         assert!(r.errors.is_empty(), "{r:?}");
         assert!(r.replies.iter().all(|x| x.from == ip(to)));
     }
 
-    let opts = FlowOptions {
-        limit: Limit::Bytes(100_000_000),
-        ..FlowOptions::default()
-    };
+    let opts = FlowOptions { limit: Limit::Bytes(100_000_000), ..FlowOptions::default() };
     let mut ticks = 0;
-    let forward = run_flow(
-        t.ns("h1").unwrap(),
-        t.ns("h2").unwrap(),
-        ip("198.18.102.2"),
-        &opts,
-        &mut |_| ticks += 1,
-    )
-    .unwrap();
+    let forward =
+        run_flow(t.ns("h1").unwrap(), t.ns("h2").unwrap(), ip("198.18.102.2"), &opts, &mut |_| ticks += 1)
+            .unwrap();
     assert!(forward.content_ok, "{forward:?}");
     assert_eq!(forward.bytes_received, 100_000_000);
     assert_eq!(forward.bytes_sent, 100_000_000);
     assert!(forward.gbps > 0.0);
-    let back = run_flow(
-        t.ns("h2").unwrap(),
-        t.ns("h1").unwrap(),
-        ip("2001:db8:101::2"),
-        &opts,
-        &mut |_| (),
-    )
-    .unwrap();
+    let back = run_flow(t.ns("h2").unwrap(), t.ns("h1").unwrap(), ip("2001:db8:101::2"), &opts, &mut |_| ())
+        .unwrap();
     assert!(back.content_ok, "{back:?}");
     assert_eq!(back.bytes_received, 100_000_000);
     eprintln!("h1 -> h2 IPv4: {forward:?}\nh2 -> h1 IPv6: {back:?} (progress calls: {ticks})");
@@ -114,52 +97,21 @@ fn kernel_router_pings_and_carries_100_mb_both_ways() {
 fn dont_fragment_ping_gets_the_routers_mtu() {
     let t = kernel_router(1400);
     // 1450 bytes of payload + 8 + 20 > 1400 on r's egress link.
-    let big = PingOptions {
-        count: 1,
-        size: 1450,
-        dont_fragment: true,
-        ..PingOptions::default()
-    };
+    let big = PingOptions { count: 1, size: 1450, dont_fragment: true, ..PingOptions::default() };
     let r = ping(t.ns("h1").unwrap(), ip("198.18.102.2"), &big).unwrap();
     assert_eq!(r.received, 0, "{r:?}");
-    assert_eq!(
-        r.errors,
-        vec![IcmpError::FragmentationNeeded {
-            from: ip("198.18.101.1"),
-            mtu: 1400
-        }]
-    );
+    assert_eq!(r.errors, vec![IcmpError::FragmentationNeeded { from: ip("198.18.101.1"), mtu: 1400 }]);
     let r = ping(t.ns("h1").unwrap(), ip("2001:db8:102::2"), &big).unwrap();
     assert_eq!(r.received, 0, "{r:?}");
-    assert_eq!(
-        r.errors,
-        vec![IcmpError::PacketTooBig {
-            from: ip("2001:db8:101::1"),
-            mtu: 1400
-        }]
-    );
+    assert_eq!(r.errors, vec![IcmpError::PacketTooBig { from: ip("2001:db8:101::1"), mtu: 1400 }]);
     // Small enough: passes.
-    let small = PingOptions {
-        count: 2,
-        size: 1300,
-        dont_fragment: true,
-        ..PingOptions::default()
-    };
+    let small = PingOptions { count: 2, size: 1300, dont_fragment: true, ..PingOptions::default() };
     let r = ping(t.ns("h1").unwrap(), ip("198.18.102.2"), &small).unwrap();
     assert_eq!(r.received, 2, "{r:?}");
     // TTL 1 expires at r.
-    let ttl1 = PingOptions {
-        count: 1,
-        ttl: Some(1),
-        ..PingOptions::default()
-    };
+    let ttl1 = PingOptions { count: 1, ttl: Some(1), ..PingOptions::default() };
     let r = ping(t.ns("h1").unwrap(), ip("198.18.102.2"), &ttl1).unwrap();
-    assert_eq!(
-        r.errors,
-        vec![IcmpError::TimeExceeded {
-            from: ip("198.18.101.1")
-        }]
-    );
+    assert_eq!(r.errors, vec![IcmpError::TimeExceeded { from: ip("198.18.101.1") }]);
 }
 
 #[test]
@@ -191,19 +143,9 @@ fn flow_to_an_unreachable_host_times_out_instead_of_hanging() {
         ..FlowOptions::default()
     };
     let start = std::time::Instant::now();
-    let err = run_flow(
-        t.ns("h1").unwrap(),
-        t.ns("h2").unwrap(),
-        ip("198.18.102.2"),
-        &opts,
-        &mut |_| (),
-    )
-    .unwrap_err();
-    assert!(
-        start.elapsed() < Duration::from_secs(10),
-        "took {:?}",
-        start.elapsed()
-    );
+    let err = run_flow(t.ns("h1").unwrap(), t.ns("h2").unwrap(), ip("198.18.102.2"), &opts, &mut |_| ())
+        .unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
     let msg = format!("{err:#}");
     assert!(msg.contains("connecting to 198.18.102.2"), "{msg}");
 }
@@ -219,26 +161,16 @@ fn flow_that_stalls_midway_ends_with_an_error() {
     };
     let start = std::time::Instant::now();
     let mut cut = false;
-    let err = run_flow(
-        t.ns("h1").unwrap(),
-        t.ns("h2").unwrap(),
-        ip("198.18.102.2"),
-        &opts,
-        &mut |p| {
-            // Once data flows, r stops forwarding.
-            if !cut && p.bytes > 0 {
-                t.set_forwarding("r", false).unwrap();
-                cut = true;
-            }
-        },
-    )
+    let err = run_flow(t.ns("h1").unwrap(), t.ns("h2").unwrap(), ip("198.18.102.2"), &opts, &mut |p| {
+        // Once data flows, r stops forwarding.
+        if !cut && p.bytes > 0 {
+            t.set_forwarding("r", false).unwrap();
+            cut = true;
+        }
+    })
     .unwrap_err();
     assert!(cut);
-    assert!(
-        start.elapsed() < Duration::from_secs(10),
-        "took {:?}",
-        start.elapsed()
-    );
+    assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
     let msg = format!("{err:#}");
     assert!(msg.contains("stalled"), "{msg}");
 }

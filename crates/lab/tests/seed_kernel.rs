@@ -20,20 +20,14 @@ fn seed_lab_runs_in_kernel_ip_mode() {
     assert!(flow.seconds >= 1.5, "{flow:?}");
     assert_eq!(m.ratio, Some(1.0));
     let md = report.to_markdown();
-    assert!(
-        md.starts_with("| mode | Gbit/s | retransmits | ratio to kernel-ip |"),
-        "{md}"
-    );
+    assert!(md.starts_with("| mode | Gbit/s | retransmits | ratio to kernel-ip |"), "{md}");
     assert!(md.contains("| kernel-ip |"), "{md}");
     assert_eq!(report.to_json()["modes"][0]["name"], "kernel-ip");
     // The temporary work dir is removed after a clean run.
     assert!(report.work_dir.is_none());
     assert!(lines.iter().any(|l| l.contains("Gbit/s")), "{lines:?}");
     // The namespaces listed in the progress lines are gone.
-    let ns_line = lines
-        .iter()
-        .find(|l| l.starts_with("namespaces: "))
-        .unwrap();
+    let ns_line = lines.iter().find(|l| l.starts_with("namespaces: ")).unwrap();
     for ns in ns_line.trim_start_matches("namespaces: ").split(' ') {
         assert!(!netns::exists(ns), "{ns} left behind");
     }
@@ -48,41 +42,20 @@ fn seed_lab_switches_the_kernel_out_for_vmpls() {
     let t = lab.topology();
     assert_eq!(t.mtu("pe1", "pe1-p").unwrap(), 65535);
     assert_eq!(t.mtu("pe1", "pe1-ce1").unwrap(), 1500);
-    assert_eq!(
-        t.sysctl("p", "net/ipv6/conf/p-pe1/disable_ipv6").unwrap(),
-        "1"
-    );
+    assert_eq!(t.sysctl("p", "net/ipv6/conf/p-pe1/disable_ipv6").unwrap(), "1");
     lab.setup_kernel_ip().unwrap();
-    lab.wait_reachable("ce1", "198.18.2.2".parse().unwrap(), Duration::from_secs(5))
-        .unwrap();
+    lab.wait_reachable("ce1", "198.18.2.2".parse().unwrap(), Duration::from_secs(5)).unwrap();
     lab.clear_kernel_ip().unwrap();
     let t = lab.topology();
-    for (host, ifname) in [
-        ("pe1", "pe1-ce1"),
-        ("pe1", "pe1-p"),
-        ("p", "p-pe1"),
-        ("p", "p-pe2"),
-        ("pe2", "pe2-p"),
-    ] {
-        assert_eq!(
-            t.addresses(host, ifname).unwrap(),
-            vec![],
-            "{host} {ifname}"
-        );
-        assert_eq!(
-            t.sysctl(host, &format!("net/ipv6/conf/{ifname}/disable_ipv6"))
-                .unwrap(),
-            "1"
-        );
+    for (host, ifname) in
+        [("pe1", "pe1-ce1"), ("pe1", "pe1-p"), ("p", "p-pe1"), ("p", "p-pe2"), ("pe2", "pe2-p")]
+    {
+        assert_eq!(t.addresses(host, ifname).unwrap(), vec![], "{host} {ifname}");
+        assert_eq!(t.sysctl(host, &format!("net/ipv6/conf/{ifname}/disable_ipv6")).unwrap(), "1");
     }
     assert_eq!(t.sysctl("p", "net/ipv4/ip_forward").unwrap(), "0");
-    let err = lab
-        .wait_reachable(
-            "ce1",
-            "198.18.2.2".parse().unwrap(),
-            Duration::from_millis(500),
-        )
-        .unwrap_err();
+    let err =
+        lab.wait_reachable("ce1", "198.18.2.2".parse().unwrap(), Duration::from_millis(500)).unwrap_err();
     assert!(format!("{err:#}").contains("cannot reach"), "{err:#}");
     // And back: kernel-ip mode can be set up again in the same namespaces, here with
     // offloads off.
@@ -107,9 +80,8 @@ fn seed_lab_switches_the_kernel_out_for_vmpls() {
 #[test]
 fn seed_lab_vmpls_mode_fails_cleanly_when_the_router_exits() {
     // `false` exits at once: the lab must notice and report, not wait or hang.
-    let Some(false_bin) = ["/usr/bin/false", "/bin/false"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).is_file())
+    let Some(false_bin) =
+        ["/usr/bin/false", "/bin/false"].into_iter().find(|p| std::path::Path::new(p).is_file())
     else {
         panic!("no `false` binary");
     };

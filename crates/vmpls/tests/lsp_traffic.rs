@@ -89,7 +89,10 @@ fn lsp_carries_ping_and_tcp_both_ways() {
 
 /// A few seconds of TCP ce1 -> ce2 at full speed with the hosts' offloads on, then
 /// the routers' counters: no frame of the flow may be dropped inside a router.
-fn sustained_flow(tag: &str, params: SeedParams) -> std::collections::BTreeMap<String, vmpls_lab::stats::RouterStats> {
+fn sustained_flow(
+    tag: &str,
+    params: SeedParams,
+) -> std::collections::BTreeMap<String, vmpls_lab::stats::RouterStats> {
     let mut lab = Lab::start(tag, params);
     let opts = vmpls_lab::traffic::FlowOptions {
         limit: vmpls_lab::traffic::Limit::Duration(Duration::from_secs(3)),
@@ -100,7 +103,10 @@ fn sustained_flow(tag: &str, params: SeedParams) -> std::collections::BTreeMap<S
         let flow = vmpls_lab::traffic::run_flow(&lab.ns("ce1"), &lab.ns("ce2"), ip(dst), &opts, &mut |_| {})
             .unwrap_or_else(|e| panic!("{tag} {dst}: {e:#}\n{}", lab.logs()));
         assert!(flow.content_ok, "{tag} {dst}: {flow:?}");
-        eprintln!("{tag}: TCP ce1 -> {dst} for 3 s: {:.2} Gbit/s, {} retransmits", flow.gbps, flow.retransmits);
+        eprintln!(
+            "{tag}: TCP ce1 -> {dst} for 3 s: {:.2} Gbit/s, {} retransmits",
+            flow.gbps, flow.retransmits
+        );
     }
     let stats = lab.stop_routers();
     assert!(stats["pe1"].event("label_push") > 0, "{stats:#?}");
@@ -118,7 +124,11 @@ fn sustained_tcp_flow_loses_nothing_in_the_routers() {
     assert!(stats["pe1"].event("superframes_sent_as_jumbo") > 0, "{stats:#?}");
     assert!(stats["pe2"].event("gso_superframes_rebuilt") > 0, "{stats:#?}");
     for r in ROUTERS {
-        assert_eq!(stats[r].event("gso_superframes_segmented"), 0, "{r} segmented on a jumbo core: {stats:#?}");
+        assert_eq!(
+            stats[r].event("gso_superframes_segmented"),
+            0,
+            "{r} segmented on a jumbo core: {stats:#?}"
+        );
     }
     // Coalescing only where frames leave the LSP (pe2 may merge the few small segments a
     // TCP sender sends before its super-frames); never at p, which swaps them onward.
@@ -129,7 +139,11 @@ fn sustained_tcp_flow_loses_nothing_in_the_routers() {
     assert!(stats["pe1"].event("gso_superframes_segmented") > 0, "{stats:#?}");
     assert!(stats["pe2"].event("gro_superframes_built") > 0, "{stats:#?}");
     assert_eq!(stats["p"].event("gso_superframes_segmented"), 0, "{stats:#?}");
-    assert_eq!(stats["p"].event("gro_superframes_built"), 0, "p must not coalesce what it swaps on: {stats:#?}");
+    assert_eq!(
+        stats["p"].event("gro_superframes_built"),
+        0,
+        "p must not coalesce what it swaps on: {stats:#?}"
+    );
     assert_eq!(stats["pe1"].event("superframes_sent_as_jumbo"), 0, "{stats:#?}");
 }
 

@@ -77,20 +77,14 @@ pub fn verify(data: &[u8]) -> bool {
 pub fn pseudo_header_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, length: u32) -> u32 {
     let mut acc = sum(&src.octets());
     acc = add(acc, sum(&dst.octets()));
-    add(
-        acc,
-        u32::from(protocol) + (length & 0xffff) + (length >> 16),
-    )
+    add(acc, u32::from(protocol) + (length & 0xffff) + (length >> 16))
 }
 
 /// Sum of the IPv6 pseudo-header (RFC 8200 section 8.1).
 pub fn pseudo_header_v6(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, length: u32) -> u32 {
     let mut acc = sum(&src.octets());
     acc = add(acc, sum(&dst.octets()));
-    add(
-        acc,
-        u32::from(next_header) + (length & 0xffff) + (length >> 16),
-    )
+    add(acc, u32::from(next_header) + (length & 0xffff) + (length >> 16))
 }
 
 /// RFC 1624 eqn. 3: the new checksum after a 16-bit word changes from `old` to `new`,
@@ -114,8 +108,8 @@ mod tests {
     // An IPv4 header of a `ping 198.18.2.2` (ICMP, TTL 64, DF), checksum 0x6ef1 (verified
     // independently with Python).
     static IPV4_HEADER: [u8; 20] = [
-        0x45, 0x00, 0x00, 0x54, 0x3c, 0x8f, 0x40, 0x00, 0x40, 0x01, 0x6e, 0xf1, 0xc6, 0x12, 0x01,
-        0x02, 0xc6, 0x12, 0x02, 0x02,
+        0x45, 0x00, 0x00, 0x54, 0x3c, 0x8f, 0x40, 0x00, 0x40, 0x01, 0x6e, 0xf1, 0xc6, 0x12, 0x01, 0x02, 0xc6,
+        0x12, 0x02, 0x02,
     ];
 
     #[test]
@@ -130,10 +124,7 @@ mod tests {
     #[test]
     fn rfc1071_example() {
         // RFC 1071 section 3 example: words 0001 f203 f4f5 f6f7 sum to ddf2 (folded).
-        assert_eq!(
-            fold(sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7])),
-            0xddf2
-        );
+        assert_eq!(fold(sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7])), 0xddf2);
     }
 
     #[test]

@@ -82,11 +82,7 @@ impl Address {
 impl fmt::Display for Address {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = &self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            b[0], b[1], b[2], b[3], b[4], b[5]
-        )
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
     }
 }
 
@@ -167,11 +163,7 @@ pub struct VlanTag {
 impl VlanTag {
     /// Decodes a 16-bit TCI.
     pub const fn from_tci(tci: u16) -> VlanTag {
-        VlanTag {
-            pcp: (tci >> 13) as u8,
-            dei: tci & 0x1000 != 0,
-            vid: tci & 0x0fff,
-        }
+        VlanTag { pcp: (tci >> 13) as u8, dei: tci & 0x1000 != 0, vid: tci & 0x0fff }
     }
 
     /// Encodes the TCI; bits of `pcp` above 3 and of `vid` above 12 are dropped.
@@ -256,20 +248,12 @@ impl<T: AsRef<[u8]>> Frame<T> {
 
     /// The 802.1Q tag, if the frame carries one.
     pub fn vlan(&self) -> Option<VlanTag> {
-        if self.is_tagged() {
-            Some(VlanTag::from_tci(self.u16_at(field::VLAN_TCI)))
-        } else {
-            None
-        }
+        if self.is_tagged() { Some(VlanTag::from_tci(self.u16_at(field::VLAN_TCI))) } else { None }
     }
 
     /// Length of the header: 14, or 18 with an 802.1Q tag.
     pub fn header_len(&self) -> usize {
-        if self.is_tagged() {
-            HEADER_LEN + VLAN_TAG_LEN
-        } else {
-            HEADER_LEN
-        }
+        if self.is_tagged() { HEADER_LEN + VLAN_TAG_LEN } else { HEADER_LEN }
     }
 
     /// The bytes after the header.
@@ -359,11 +343,7 @@ impl Repr {
 
     /// Length of the header this emits: 14, or 18 with a tag.
     pub const fn buffer_len(&self) -> usize {
-        if self.vlan.is_some() {
-            HEADER_LEN + VLAN_TAG_LEN
-        } else {
-            HEADER_LEN
-        }
+        if self.vlan.is_some() { HEADER_LEN + VLAN_TAG_LEN } else { HEADER_LEN }
     }
 
     /// Writes the header into the first [`Repr::buffer_len`] bytes of `frame`.
@@ -393,25 +373,23 @@ mod tests {
     // namespaces, the other end having 02:00:00:00:0a:01 and 198.18.1.1/24 (sent by the
     // kernel before `ping 198.18.1.2`). The kernel pads nothing on veth: 42 bytes.
     static ARP_FRAME: [u8; 42] = [
-        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0x00, 0x00, 0x00, 0x0a, 0x01, 0x08, 0x06, 0x00,
-        0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x02, 0x00, 0x00, 0x00, 0x0a, 0x01, 0xc6, 0x12,
-        0x01, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc6, 0x12, 0x01, 0x02,
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0x00, 0x00, 0x00, 0x0a, 0x01, 0x08, 0x06, 0x00, 0x01, 0x08,
+        0x00, 0x06, 0x04, 0x00, 0x01, 0x02, 0x00, 0x00, 0x00, 0x0a, 0x01, 0xc6, 0x12, 0x01, 0x01, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0xc6, 0x12, 0x01, 0x02,
     ];
 
     // The Ethernet header of an MLDv2 report to 33:33:00:00:00:16 captured the same way.
-    static MLD_HEADER: [u8; 14] = [
-        0x33, 0x33, 0x00, 0x00, 0x00, 0x16, 0x02, 0x00, 0x00, 0x00, 0x0a, 0x01, 0x86, 0xdd,
-    ];
+    static MLD_HEADER: [u8; 14] =
+        [0x33, 0x33, 0x00, 0x00, 0x00, 0x16, 0x02, 0x00, 0x00, 0x00, 0x0a, 0x01, 0x86, 0xdd];
 
     // ARP_FRAME with an 802.1Q tag inserted after the addresses, built by hand with
     // Python's struct (this kernel has no 8021q module, so no tagged traffic could be
     // captured): TPID 0x8100, TCI = PCP 5 << 13 | DEI 0 << 12 | VID 100 = 0xa000 | 0x064
     // = 0xa064.
     static VLAN_ARP_FRAME: [u8; 46] = [
-        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0x00, 0x00, 0x00, 0x0a, 0x01, 0x81, 0x00, 0xa0,
-        0x64, 0x08, 0x06, 0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x02, 0x00, 0x00, 0x00,
-        0x0a, 0x01, 0xc6, 0x12, 0x01, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc6, 0x12, 0x01,
-        0x02,
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0x00, 0x00, 0x00, 0x0a, 0x01, 0x81, 0x00, 0xa0, 0x64, 0x08,
+        0x06, 0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x02, 0x00, 0x00, 0x00, 0x0a, 0x01, 0xc6, 0x12,
+        0x01, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc6, 0x12, 0x01, 0x02,
     ];
 
     const HOST_A: Address = Address([0x02, 0x00, 0x00, 0x00, 0x0a, 0x01]);
@@ -427,23 +405,14 @@ mod tests {
         assert_eq!(frame.payload(), &ARP_FRAME[14..]);
         assert_eq!(
             Repr::parse(&frame).unwrap(),
-            Repr {
-                src_addr: HOST_A,
-                dst_addr: Address::BROADCAST,
-                ethertype: EtherType::Arp,
-                vlan: None,
-            }
+            Repr { src_addr: HOST_A, dst_addr: Address::BROADCAST, ethertype: EtherType::Arp, vlan: None }
         );
     }
 
     #[test]
     fn emits_captured_arp_header() {
-        let repr = Repr {
-            src_addr: HOST_A,
-            dst_addr: Address::BROADCAST,
-            ethertype: EtherType::Arp,
-            vlan: None,
-        };
+        let repr =
+            Repr { src_addr: HOST_A, dst_addr: Address::BROADCAST, ethertype: EtherType::Arp, vlan: None };
         assert_eq!(repr.buffer_len(), 14);
         let mut out = [0u8; 42];
         out[14..].copy_from_slice(&ARP_FRAME[14..]);
@@ -456,14 +425,7 @@ mod tests {
         let frame = Frame::new_checked(&VLAN_ARP_FRAME[..]).unwrap();
         assert_eq!(frame.outer_ethertype(), EtherType::Vlan);
         assert_eq!(frame.ethertype(), EtherType::Arp);
-        assert_eq!(
-            frame.vlan(),
-            Some(VlanTag {
-                pcp: 5,
-                dei: false,
-                vid: 100
-            })
-        );
+        assert_eq!(frame.vlan(), Some(VlanTag { pcp: 5, dei: false, vid: 100 }));
         assert_eq!(frame.header_len(), 18);
         assert_eq!(frame.payload(), &ARP_FRAME[14..]);
     }
@@ -485,11 +447,7 @@ mod tests {
         frame.set_ethertype(EtherType::Mpls);
         assert_eq!(frame.ethertype(), EtherType::Mpls);
         assert_eq!(frame.outer_ethertype(), EtherType::Vlan);
-        assert!(frame.set_vlan(VlanTag {
-            pcp: 7,
-            dei: true,
-            vid: 4095
-        }));
+        assert!(frame.set_vlan(VlanTag { pcp: 7, dei: true, vid: 4095 }));
         assert_eq!(&bytes[12..18], &[0x81, 0x00, 0xff, 0xff, 0x88, 0x47]);
 
         let mut bytes = ARP_FRAME;
@@ -499,12 +457,7 @@ mod tests {
         frame.set_dst_addr(HOST_A);
         frame.set_src_addr(Address::BROADCAST);
         frame.payload_mut()[0] = 0xaa;
-        assert_eq!(
-            &bytes[..15],
-            &[
-                2, 0, 0, 0, 10, 1, 255, 255, 255, 255, 255, 255, 0x86, 0xdd, 0xaa
-            ]
-        );
+        assert_eq!(&bytes[..15], &[2, 0, 0, 0, 10, 1, 255, 255, 255, 255, 255, 255, 0x86, 0xdd, 0xaa]);
     }
 
     #[test]
@@ -549,23 +502,14 @@ mod tests {
     #[test]
     fn short_frames_are_truncated() {
         for len in 0..14 {
-            assert_eq!(
-                Frame::new_checked(&ARP_FRAME[..len]).unwrap_err(),
-                Error::Truncated
-            );
+            assert_eq!(Frame::new_checked(&ARP_FRAME[..len]).unwrap_err(), Error::Truncated);
         }
         // Tagged: the tag and inner type must be there too.
         for len in 0..18 {
-            assert_eq!(
-                Frame::new_checked(&VLAN_ARP_FRAME[..len]).unwrap_err(),
-                Error::Truncated
-            );
+            assert_eq!(Frame::new_checked(&VLAN_ARP_FRAME[..len]).unwrap_err(), Error::Truncated);
         }
         assert!(Frame::new_checked(&VLAN_ARP_FRAME[..18]).is_ok());
-        assert_eq!(
-            Repr::parse(&Frame::new_unchecked(&VLAN_ARP_FRAME[..16])).unwrap_err(),
-            Error::Truncated
-        );
+        assert_eq!(Repr::parse(&Frame::new_unchecked(&VLAN_ARP_FRAME[..16])).unwrap_err(), Error::Truncated);
     }
 
     #[test]

@@ -85,10 +85,7 @@ pub fn emit_mpls_extension(buf: &mut [u8], entries: &[u32]) -> Result<usize> {
     obj[field::OBJ_LENGTH].copy_from_slice(&obj_len.to_be_bytes());
     obj[field::OBJ_CLASS_NUM] = CLASS_MPLS_LABEL_STACK;
     obj[field::OBJ_C_TYPE] = C_TYPE_INCOMING_LABEL_STACK;
-    for (dst, entry) in obj[OBJECT_HEADER_LEN..]
-        .chunks_exact_mut(ENTRY_LEN)
-        .zip(entries)
-    {
+    for (dst, entry) in obj[OBJECT_HEADER_LEN..].chunks_exact_mut(ENTRY_LEN).zip(entries) {
         dst.copy_from_slice(&entry.to_be_bytes());
     }
     let check = checksum::checksum(out);
@@ -178,9 +175,7 @@ impl<T: AsRef<[u8]>> Extension<T> {
     /// The objects after the header, in order. Yields an error and stops at an object whose
     /// length is below 4 (`Malformed`) or runs past the buffer (`Truncated`).
     pub fn objects(&self) -> Objects<'_> {
-        Objects {
-            rest: &self.buffer.as_ref()[HEADER_LEN..],
-        }
+        Objects { rest: &self.buffer.as_ref()[HEADER_LEN..] }
     }
 
     /// The entries of the first MPLS label stack object, if there is one. `Err(Malformed)`
@@ -189,9 +184,7 @@ impl<T: AsRef<[u8]>> Extension<T> {
     pub fn mpls_label_stack(&self) -> Result<Option<LabelStack<'_>>> {
         for obj in self.objects() {
             let obj = obj?;
-            if obj.class_num() == CLASS_MPLS_LABEL_STACK
-                && obj.c_type() == C_TYPE_INCOMING_LABEL_STACK
-            {
+            if obj.class_num() == CLASS_MPLS_LABEL_STACK && obj.c_type() == C_TYPE_INCOMING_LABEL_STACK {
                 let bytes = obj.into_inner();
                 return LabelStack::new(&bytes[OBJECT_HEADER_LEN..]).map(Some);
             }
@@ -299,9 +292,7 @@ impl<'a> LabelStack<'a> {
         if !payload.len().is_multiple_of(ENTRY_LEN) {
             return Err(Error::Malformed);
         }
-        Ok(LabelStack {
-            words: payload.chunks_exact(ENTRY_LEN),
-        })
+        Ok(LabelStack { words: payload.chunks_exact(ENTRY_LEN) })
     }
 }
 
@@ -309,9 +300,7 @@ impl Iterator for LabelStack<'_> {
     type Item = u32;
 
     fn next(&mut self) -> Option<u32> {
-        self.words
-            .next()
-            .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+        self.words.next().map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -338,10 +327,7 @@ mod tests {
         // Version 2, reserved zero.
         assert_eq!(&buf[0..2], &[0x20, 0x00]);
         // Object: length 12, class 1, c-type 1, then the two entries as on the wire.
-        assert_eq!(
-            &buf[4..16],
-            &[0, 12, 1, 1, 0x00, 0x06, 0x40, 0x01, 0x00, 0x0c, 0x81, 0x40]
-        );
+        assert_eq!(&buf[4..16], &[0, 12, 1, 1, 0x00, 0x06, 0x40, 0x01, 0x00, 0x0c, 0x81, 0x40]);
         assert!(checksum::verify(&buf[..n]));
         assert_ne!(u16::from_be_bytes([buf[2], buf[3]]), 0);
         // Nothing past the structure is touched.
@@ -357,10 +343,7 @@ mod tests {
         assert!(ext.verify_checksum());
         let objs: Vec<_> = ext.objects().collect::<Result<_>>().unwrap();
         assert_eq!(objs.len(), 1);
-        assert_eq!(
-            (objs[0].length(), objs[0].class_num(), objs[0].c_type()),
-            (12, 1, 1)
-        );
+        assert_eq!((objs[0].length(), objs[0].class_num(), objs[0].c_type()), (12, 1, 1));
         assert_eq!(objs[0].payload().len(), 8);
         let stack: Vec<u32> = ext.mpls_label_stack().unwrap().unwrap().collect();
         assert_eq!(stack, STACK);
@@ -394,10 +377,7 @@ mod tests {
         assert!(ext.verify_checksum());
         assert_eq!(length_field(LENGTH_UNIT_V4), 32);
         assert_eq!(length_field(LENGTH_UNIT_V6), 16);
-        assert_eq!(
-            find_extension(&buf[..n], 32, LENGTH_UNIT_V4),
-            Some(&buf[128..n])
-        );
+        assert_eq!(find_extension(&buf[..n], 32, LENGTH_UNIT_V4), Some(&buf[128..n]));
         assert_eq!(find_extension(&buf[..n], 0, LENGTH_UNIT_V4), None);
         assert_eq!(find_extension(&buf[..128], 32, LENGTH_UNIT_V4), None);
     }
@@ -405,20 +385,11 @@ mod tests {
     #[test]
     fn short_buffers_are_errors() {
         let mut buf = [0u8; 143];
-        assert_eq!(
-            emit_quote_and_extension(&mut buf, &[1, 2, 3], &STACK),
-            Err(Error::Truncated)
-        );
-        assert_eq!(
-            emit_mpls_extension(&mut buf[..15], &STACK),
-            Err(Error::Truncated)
-        );
+        assert_eq!(emit_quote_and_extension(&mut buf, &[1, 2, 3], &STACK), Err(Error::Truncated));
+        assert_eq!(emit_mpls_extension(&mut buf[..15], &STACK), Err(Error::Truncated));
         let too_many = vec![0u32; 20_000];
         let mut big = vec![0u8; mpls_extension_len(too_many.len())];
-        assert_eq!(
-            emit_mpls_extension(&mut big, &too_many),
-            Err(Error::Malformed)
-        );
+        assert_eq!(emit_mpls_extension(&mut big, &too_many), Err(Error::Malformed));
     }
 
     #[test]
@@ -439,22 +410,13 @@ mod tests {
         // A label stack object whose payload is not whole entries.
         let mut odd = [0x20u8, 0, 0, 0, 0, 7, 1, 1, 0, 0, 0];
         assert_eq!(
-            Extension::new_checked(&odd[..])
-                .unwrap()
-                .mpls_label_stack()
-                .unwrap_err(),
+            Extension::new_checked(&odd[..]).unwrap().mpls_label_stack().unwrap_err(),
             Error::Malformed
         );
         odd[0] = 0x10;
-        assert_eq!(
-            Extension::new_checked(&odd[..]).unwrap_err(),
-            Error::Malformed
-        );
+        assert_eq!(Extension::new_checked(&odd[..]).unwrap_err(), Error::Malformed);
         for len in 0..HEADER_LEN {
-            assert_eq!(
-                Extension::new_checked(&buf[..len]).unwrap_err(),
-                Error::Truncated
-            );
+            assert_eq!(Extension::new_checked(&buf[..len]).unwrap_err(), Error::Truncated);
         }
         // Every prefix parses or errors without panicking.
         for len in 0..buf.len() {

@@ -219,10 +219,7 @@ pub struct Stack<'a> {
 impl<'a> Stack<'a> {
     /// Iterates the stack at the start of `buf`.
     pub const fn new(buf: &'a [u8]) -> Stack<'a> {
-        Stack {
-            rest: buf,
-            done: false,
-        }
+        Stack { rest: buf, done: false }
     }
 
     /// The bytes not consumed yet: after the bottom entry has been yielded, the payload.
@@ -253,11 +250,7 @@ impl Iterator for Stack<'_> {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        if self.done {
-            (0, Some(0))
-        } else {
-            (0, Some(self.rest.len() / ENTRY_LEN))
-        }
+        if self.done { (0, Some(0)) } else { (0, Some(self.rest.len() / ENTRY_LEN)) }
     }
 }
 
@@ -278,28 +271,17 @@ mod tests {
     //   label 100, TC 5, S 1, TTL 17: 100 << 12 = 0x64000, | 5 << 9 = 0xa00, | 1 << 8,
     //                                  | 17 = 0x0006_4b11
     static MPLS_FRAME: [u8; 106] = [
-        0x02, 0x00, 0x00, 0x00, 0x0b, 0x01, 0x02, 0x00, 0x00, 0x00, 0x0a, 0x01, 0x88, 0x47, 0x03,
-        0xe8, 0x00, 0x40, 0x00, 0x06, 0x4b, 0x11, 0x45, 0xb9, 0x00, 0x54, 0xa5, 0x4b, 0x40, 0x00,
-        0x11, 0x01, 0x35, 0x7d, 0xc6, 0x12, 0x01, 0x01, 0xc6, 0x12, 0x01, 0x02, 0x08, 0x00, 0x93,
-        0x5c, 0x19, 0x36, 0x00, 0x01, 0x21, 0xd2, 0x0c, 0x6b, 0x00, 0x00, 0x00, 0x00, 0x51, 0x5c,
-        0x0d, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,
-        0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27,
-        0x28, 0x29, 0x2a, 0x2b, 0x2c, 0x2d, 0x2e, 0x2f, 0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36,
-        0x37,
+        0x02, 0x00, 0x00, 0x00, 0x0b, 0x01, 0x02, 0x00, 0x00, 0x00, 0x0a, 0x01, 0x88, 0x47, 0x03, 0xe8, 0x00,
+        0x40, 0x00, 0x06, 0x4b, 0x11, 0x45, 0xb9, 0x00, 0x54, 0xa5, 0x4b, 0x40, 0x00, 0x11, 0x01, 0x35, 0x7d,
+        0xc6, 0x12, 0x01, 0x01, 0xc6, 0x12, 0x01, 0x02, 0x08, 0x00, 0x93, 0x5c, 0x19, 0x36, 0x00, 0x01, 0x21,
+        0xd2, 0x0c, 0x6b, 0x00, 0x00, 0x00, 0x00, 0x51, 0x5c, 0x0d, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x11,
+        0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x21, 0x22,
+        0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2a, 0x2b, 0x2c, 0x2d, 0x2e, 0x2f, 0x30, 0x31, 0x32, 0x33,
+        0x34, 0x35, 0x36, 0x37,
     ];
 
-    const TOP: Repr = Repr {
-        label: 16000,
-        tc: 0,
-        bottom: false,
-        ttl: 64,
-    };
-    const BOTTOM: Repr = Repr {
-        label: 100,
-        tc: 5,
-        bottom: true,
-        ttl: 17,
-    };
+    const TOP: Repr = Repr { label: 16000, tc: 0, bottom: false, ttl: 64 };
+    const BOTTOM: Repr = Repr { label: 100, tc: 5, bottom: true, ttl: 17 };
 
     fn stack_bytes() -> &'static [u8] {
         &MPLS_FRAME[14..]
@@ -313,12 +295,7 @@ mod tests {
         // IPv4 explicit null, bottom, TTL 64.
         assert_eq!(
             Repr::from_u32(0x0000_0140),
-            Repr {
-                label: IPV4_EXPLICIT_NULL,
-                tc: 0,
-                bottom: true,
-                ttl: 64
-            }
+            Repr { label: IPV4_EXPLICIT_NULL, tc: 0, bottom: true, ttl: 64 }
         );
         assert_eq!(Repr::from_u32(0xffff_ffff).label, MAX_LABEL);
     }
@@ -328,21 +305,10 @@ mod tests {
         let frame = Frame::new_checked(&MPLS_FRAME[..]).unwrap();
         assert_eq!(frame.ethertype(), EtherType::Mpls);
         let top = Entry::new_checked(frame.payload()).unwrap();
-        assert_eq!(
-            (top.label(), top.tc(), top.bottom_of_stack(), top.ttl()),
-            (16000, 0, false, 64)
-        );
+        assert_eq!((top.label(), top.tc(), top.bottom_of_stack(), top.ttl()), (16000, 0, false, 64));
         assert_eq!(Repr::parse(&top).unwrap(), TOP);
         let bottom = Entry::new_checked(&frame.payload()[4..]).unwrap();
-        assert_eq!(
-            (
-                bottom.label(),
-                bottom.tc(),
-                bottom.bottom_of_stack(),
-                bottom.ttl()
-            ),
-            (100, 5, true, 17)
-        );
+        assert_eq!((bottom.label(), bottom.tc(), bottom.bottom_of_stack(), bottom.ttl()), (100, 5, true, 17));
         assert_eq!(Repr::parse(&bottom).unwrap(), BOTTOM);
     }
 
@@ -407,13 +373,7 @@ mod tests {
         ] {
             assert!(Repr { label, ..TOP }.is_reserved(), "label {label}");
         }
-        assert!(
-            !Repr {
-                label: FIRST_UNRESERVED,
-                ..TOP
-            }
-            .is_reserved()
-        );
+        assert!(!Repr { label: FIRST_UNRESERVED, ..TOP }.is_reserved());
         assert!(!TOP.is_reserved());
     }
 
@@ -424,15 +384,9 @@ mod tests {
         assert_eq!(stack_depth(&stack_bytes()[..4]), Err(Error::Truncated));
         assert_eq!(stack_depth(&stack_bytes()[..7]), Err(Error::Truncated));
         assert_eq!(stack_depth(&stack_bytes()[..8]), Ok(2));
-        assert_eq!(
-            Stack::new(&stack_bytes()[..7]).collect::<Vec<_>>(),
-            vec![TOP]
-        );
+        assert_eq!(Stack::new(&stack_bytes()[..7]).collect::<Vec<_>>(), vec![TOP]);
         for len in 0..4 {
-            assert_eq!(
-                Entry::new_checked(&stack_bytes()[..len]).unwrap_err(),
-                Error::Truncated
-            );
+            assert_eq!(Entry::new_checked(&stack_bytes()[..len]).unwrap_err(), Error::Truncated);
             assert_eq!(
                 Repr::parse(&Entry::new_unchecked(&stack_bytes()[..len])).unwrap_err(),
                 Error::Truncated
@@ -444,12 +398,7 @@ mod tests {
     fn deep_stack_depth() {
         let mut buf = Vec::new();
         for i in 0..16u32 {
-            let e = Repr {
-                label: FIRST_UNRESERVED + i,
-                tc: 0,
-                bottom: i == 15,
-                ttl: 64,
-            };
+            let e = Repr { label: FIRST_UNRESERVED + i, tc: 0, bottom: i == 15, ttl: 64 };
             buf.extend_from_slice(&e.to_u32().to_be_bytes());
         }
         buf.extend_from_slice(&[0x45, 0x00]);

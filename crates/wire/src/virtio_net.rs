@@ -280,16 +280,10 @@ mod tests {
 
     #[test]
     fn rejects_short_and_unknown() {
-        assert_eq!(
-            Header::new_checked(&TSO_HEADER[..9]).unwrap_err(),
-            Error::Truncated
-        );
+        assert_eq!(Header::new_checked(&TSO_HEADER[..9]).unwrap_err(), Error::Truncated);
         let mut bytes = TSO_HEADER;
         bytes[1] = 2;
-        assert_eq!(
-            Repr::parse(&Header::new_checked(&bytes[..]).unwrap()).unwrap_err(),
-            Error::Malformed
-        );
+        assert_eq!(Repr::parse(&Header::new_checked(&bytes[..]).unwrap()).unwrap_err(), Error::Malformed);
     }
 
     #[test]
