@@ -31,23 +31,14 @@ const SOCKET_BUFFER: libc::c_int = 32 << 20;
 ///   frames must leave as single frames (`gso_type` none), which fit only a link with a
 ///   large MTU, or be segmented by vmpls.
 pub fn af_packet_caps() -> PortCaps {
-    PortCaps {
-        tso4: true,
-        tso6: true,
-        uso: false,
-        csum: true,
-        mpls_gso: false,
-    }
+    PortCaps { tso4: true, tso6: true, uso: false, csum: true, mpls_gso: false }
 }
 
 /// What one received message turned out to be.
 #[derive(Debug, PartialEq, Eq)]
 enum RxVerdict {
     /// A frame of `len` bytes with its offload metadata.
-    Frame {
-        len: usize,
-        offload: virtio_net::Repr,
-    },
+    Frame { len: usize, offload: virtio_net::Repr },
     /// Larger than the buffer (`MSG_TRUNC`), or shorter than the virtio-net header.
     Truncated,
     /// A virtio-net header we cannot decode, or offsets outside the frame.
@@ -115,27 +106,17 @@ impl AfPacketPort {
         ifname: &str,
         mtu_override: Option<u32>,
     ) -> Result<AfPacketPort, PortError> {
-        let cname = sys::ifname_cstring(ifname).ok_or_else(|| PortError::InvalidName {
-            ifname: ifname.to_owned(),
-        })?;
-        let no_such = || PortError::NoSuchInterface {
-            ifname: ifname.to_owned(),
-        };
+        let cname = sys::ifname_cstring(ifname)
+            .ok_or_else(|| PortError::InvalidName { ifname: ifname.to_owned() })?;
+        let no_such = || PortError::NoSuchInterface { ifname: ifname.to_owned() };
         let io_err = |op: &'static str| {
-            move |source: io::Error| PortError::Io {
-                ifname: ifname.to_owned(),
-                op,
-                source,
-            }
+            move |source: io::Error| PortError::Io { ifname: ifname.to_owned(), op, source }
         };
         let ifindex = sys::if_nametoindex(ifname).ok_or_else(no_such)?;
 
         let fd = sys::packet_socket().map_err(|source| {
             if source.kind() == io::ErrorKind::PermissionDenied {
-                PortError::PermissionDenied {
-                    ifname: ifname.to_owned(),
-                    source,
-                }
+                PortError::PermissionDenied { ifname: ifname.to_owned(), source }
             } else {
                 io_err("open a packet socket")(source)
             }
@@ -149,15 +130,10 @@ impl AfPacketPort {
             }
         })?;
         if details.flags & libc::IFF_UP == 0 {
-            return Err(PortError::InterfaceDown {
-                ifname: ifname.to_owned(),
-            });
+            return Err(PortError::InterfaceDown { ifname: ifname.to_owned() });
         }
         if details.hw_type != libc::ARPHRD_ETHER {
-            return Err(PortError::NotEthernet {
-                ifname: ifname.to_owned(),
-                hw_type: details.hw_type,
-            });
+            return Err(PortError::NotEthernet { ifname: ifname.to_owned(), hw_type: details.hw_type });
         }
         let mtu = match mtu_override {
             Some(requested) if requested > details.mtu => {
@@ -168,10 +144,7 @@ impl AfPacketPort {
                 });
             }
             Some(requested) if requested < MIN_MTU => {
-                return Err(PortError::MtuTooSmall {
-                    ifname: ifname.to_owned(),
-                    requested,
-                });
+                return Err(PortError::MtuTooSmall { ifname: ifname.to_owned(), requested });
             }
             Some(requested) => requested,
             None => details.mtu,
@@ -212,13 +185,7 @@ impl AfPacketPort {
 
         tracing::debug!(ifname, ifindex, mtu, "AF_PACKET port open");
         Ok(AfPacketPort {
-            info: PortInfo {
-                id,
-                name: name.to_owned(),
-                mac: details.mac,
-                mtu,
-                caps: af_packet_caps(),
-            },
+            info: PortInfo { id, name: name.to_owned(), mac: details.mac, mtu, caps: af_packet_caps() },
             ifname: ifname.to_owned(),
             ifindex,
             fd,
@@ -244,18 +211,12 @@ pub const MIN_MTU: u32 = 68;
 
 /// True for errors that say "nothing now", not "something is wrong".
 fn is_transient(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-    )
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted)
 }
 
 /// Errors that concern the device, not the frame: every later frame would fail the same.
 fn is_device_error(errno: i32) -> bool {
-    matches!(
-        errno,
-        libc::ENETDOWN | libc::ENXIO | libc::ENODEV | libc::EBADF | libc::ENOTSOCK
-    )
+    matches!(errno, libc::ENETDOWN | libc::ENXIO | libc::ENODEV | libc::EBADF | libc::ENOTSOCK)
 }
 
 impl Port for AfPacketPort {
@@ -267,12 +228,7 @@ impl Port for AfPacketPort {
         self.fd.as_raw_fd()
     }
 
-    fn recv_batch(
-        &mut self,
-        pool: &mut PacketPool,
-        out: &mut Vec<Packet>,
-        max: usize,
-    ) -> io::Result<usize> {
+    fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {
         let want = max.min(BATCH);
         if want == 0 {
             return Ok(0);
@@ -289,8 +245,7 @@ impl Port for AfPacketPort {
                 Err(e) => Err(e),
             };
         }
-        self.staging
-            .extend(std::iter::from_fn(|| pool.get()).take(n));
+        self.staging.extend(std::iter::from_fn(|| pool.get()).take(n));
         let got = match self.batch.recv(self.fd.as_fd(), &mut self.staging) {
             Ok(k) => k,
             Err(e) => {
@@ -401,15 +356,9 @@ mod tests {
 
     #[test]
     fn classify_drops_truncated_outgoing_and_bad_headers() {
-        assert_eq!(
-            classify(10 + 100, libc::MSG_TRUNC, 0, &TSO_HDR),
-            RxVerdict::Truncated
-        );
+        assert_eq!(classify(10 + 100, libc::MSG_TRUNC, 0, &TSO_HDR), RxVerdict::Truncated);
         assert_eq!(classify(4, 0, 0, &TSO_HDR), RxVerdict::Truncated);
-        assert_eq!(
-            classify(10 + 100, 0, sys::PACKET_OUTGOING, &TSO_HDR),
-            RxVerdict::Outgoing
-        );
+        assert_eq!(classify(10 + 100, 0, sys::PACKET_OUTGOING, &TSO_HDR), RxVerdict::Outgoing);
         let mut unknown_gso = TSO_HDR;
         unknown_gso[1] = 2;
         assert_eq!(classify(10 + 100, 0, 0, &unknown_gso), RxVerdict::BadHeader);
@@ -419,10 +368,7 @@ mod tests {
         hdr[6] = 34;
         hdr[8] = 16;
         assert_eq!(classify(10 + 40, 0, 0, &hdr), RxVerdict::BadHeader);
-        assert!(matches!(
-            classify(10 + 52, 0, 0, &hdr),
-            RxVerdict::Frame { len: 52, .. }
-        ));
+        assert!(matches!(classify(10 + 52, 0, 0, &hdr), RxVerdict::Frame { len: 52, .. }));
     }
 
     #[test]

@@ -14,11 +14,13 @@
 //!   socket; guest TSO frames enter whole, and frames leave whole to a guest that
 //!   negotiated `GUEST_TSO4/6`.
 //!
-//! `unsafe` code is confined to the syscall layers: `sys` (AF_PACKET), the `tun` module
-//! in `tap`, and the file-descriptor passing in `vhost_user::relay`; guest memory is only
+//! `unsafe` code is confined to the syscall layers: `sys` (AF_PACKET), the ring mapping in
+//! `af_packet_ring`, the `tun` module in `tap`, and the file-descriptor passing in
+//! `vhost_user::relay`; guest memory is only
 //! touched through `vm-memory` and `virtio-queue`. Every block has a `// SAFETY:` note.
 
 mod af_packet;
+mod af_packet_ring;
 mod sys;
 mod tap;
 mod vhost_user;
@@ -29,10 +31,11 @@ use std::os::fd::RawFd;
 use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
 
 pub use af_packet::{AfPacketPort, MIN_MTU, af_packet_caps};
+pub use af_packet_ring::{AfPacketRingPort, RingConfig};
 pub use tap::{TAP_MAX_MTU, TapOptions, TapPort, tap_caps};
 pub use vhost_user::{
-    DEFAULT_MTU as VHOST_USER_DEFAULT_MTU, OFFERED_FEATURES as VHOST_USER_FEATURES,
-    VhostUserOptions, VhostUserPort, VhostUserStats, vhost_user_caps,
+    DEFAULT_MTU as VHOST_USER_DEFAULT_MTU, OFFERED_FEATURES as VHOST_USER_FEATURES, VhostUserOptions,
+    VhostUserPort, VhostUserStats, vhost_user_caps,
 };
 
 /// Most frames one `recv_batch`/`send_batch` syscall moves.
@@ -53,12 +56,7 @@ pub trait Port: Send {
     /// malformed virtio-net header or truncated (`MSG_TRUNC`) is counted and dropped, not
     /// returned. When `pool` is empty, waiting frames are read and dropped (counted as
     /// `rx_no_buffer`) so a level-triggered poll does not spin.
-    fn recv_batch(
-        &mut self,
-        pool: &mut PacketPool,
-        out: &mut Vec<Packet>,
-        max: usize,
-    ) -> io::Result<usize>;
+    fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize>;
 
     /// Sends every frame in `pkts` (draining it, returning each buffer to `pool`), writing
     /// each frame's `offload` as its virtio-net header. Frames the kernel refuses are
@@ -145,9 +143,7 @@ impl PortStats {
 #[derive(Debug, thiserror::Error)]
 pub enum PortError {
     /// The name cannot be a Linux interface name.
-    #[error(
-        "{ifname:?} is not a valid interface name: it must be 1 to 15 bytes without NUL or '/'"
-    )]
+    #[error("{ifname:?} is not a valid interface name: it must be 1 to 15 bytes without NUL or '/'")]
     InvalidName {
         /// The name given.
         ifname: String,
@@ -259,17 +255,11 @@ pub fn open_port(
     match kind {
         PortKind::AfPacket { ifname } => Ok(Box::new(AfPacketPort::open(id, name, ifname, mtu)?)),
         PortKind::Tap { ifname } => {
-            let opts = TapOptions {
-                mtu,
-                ..TapOptions::default()
-            };
+            let opts = TapOptions { mtu, ..TapOptions::default() };
             Ok(Box::new(TapPort::create(id, name, ifname, &opts)?))
         }
         PortKind::VhostUser { socket } => {
-            let opts = VhostUserOptions {
-                mtu,
-                ..VhostUserOptions::default()
-            };
+            let opts = VhostUserOptions { mtu, ..VhostUserOptions::default() };
             Ok(Box::new(VhostUserPort::open(id, name, socket, &opts)?))
         }
     }
@@ -282,36 +272,21 @@ mod tests {
     #[test]
     fn tx_errors_are_counted_by_errno() {
         let mut e = TxErrors::default();
-        for errno in [
-            libc::ENOMEM,
-            libc::ENOBUFS,
-            libc::ENOBUFS,
-            libc::EMSGSIZE,
-            libc::EINVAL,
-            libc::ENETDOWN,
-        ] {
+        for errno in
+            [libc::ENOMEM, libc::ENOBUFS, libc::ENOBUFS, libc::EMSGSIZE, libc::EINVAL, libc::ENETDOWN]
+        {
             e.record(errno);
         }
-        assert_eq!(
-            (e.nomem, e.nobufs, e.msgsize, e.inval, e.other),
-            (1, 2, 1, 1, 1)
-        );
+        assert_eq!((e.nomem, e.nobufs, e.msgsize, e.inval, e.other), (1, 2, 1, 1, 1));
         assert_eq!(e.last_other_errno, libc::ENETDOWN);
         assert_eq!(e.total(), 6);
     }
 
     #[test]
     fn error_messages_name_the_interface_and_the_fix() {
-        let e = PortError::InterfaceDown {
-            ifname: "core0".into(),
-        };
-        assert_eq!(
-            e.to_string(),
-            "interface \"core0\" is down: bring it up first (`ip link set core0 up`)"
-        );
-        let e = PortError::NoSuchInterface {
-            ifname: "nope0".into(),
-        };
+        let e = PortError::InterfaceDown { ifname: "core0".into() };
+        assert_eq!(e.to_string(), "interface \"core0\" is down: bring it up first (`ip link set core0 up`)");
+        let e = PortError::NoSuchInterface { ifname: "nope0".into() };
         assert!(e.to_string().contains("\"nope0\""));
     }
 }

@@ -35,11 +35,7 @@ struct PacketMreq {
 }
 
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
+    if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(ret) }
 }
 
 /// A valid Linux interface name as a C string: 1 to 15 bytes, no NUL, no '/'.
@@ -65,22 +61,13 @@ pub fn packet_socket() -> io::Result<OwnedFd> {
     let proto = 0;
     // SAFETY: socket() takes no pointers; the result is checked before use.
     let fd = check(unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            proto,
-        )
+        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, proto)
     })?;
     // SAFETY: `fd` is a freshly created descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn setsockopt<T>(
-    fd: BorrowedFd<'_>,
-    level: libc::c_int,
-    opt: libc::c_int,
-    val: &T,
-) -> io::Result<()> {
+fn setsockopt<T>(fd: BorrowedFd<'_>, level: libc::c_int, opt: libc::c_int, val: &T) -> io::Result<()> {
     // SAFETY: `val` points to a live `T` of `size_of::<T>()` bytes for the duration of the
     // call; the kernel only reads it.
     check(unsafe {
@@ -96,23 +83,13 @@ fn setsockopt<T>(
 }
 
 /// Sets an integer socket option.
-pub fn set_int(
-    fd: BorrowedFd<'_>,
-    level: libc::c_int,
-    opt: libc::c_int,
-    val: libc::c_int,
-) -> io::Result<()> {
+pub fn set_int(fd: BorrowedFd<'_>, level: libc::c_int, opt: libc::c_int, val: libc::c_int) -> io::Result<()> {
     setsockopt(fd, level, opt, &val)
 }
 
 /// Adds a packet-socket membership (`PACKET_MR_*`) on `ifindex`.
 pub fn add_membership(fd: BorrowedFd<'_>, ifindex: u32, mr_type: libc::c_ushort) -> io::Result<()> {
-    let mreq = PacketMreq {
-        mr_ifindex: ifindex as libc::c_int,
-        mr_type,
-        mr_alen: 0,
-        mr_address: [0; 8],
-    };
+    let mreq = PacketMreq { mr_ifindex: ifindex as libc::c_int, mr_type, mr_alen: 0, mr_address: [0; 8] };
     setsockopt(fd, libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq)
 }
 
@@ -174,12 +151,7 @@ pub fn if_details(fd: BorrowedFd<'_>, name: &CString) -> io::Result<IfDetails> {
     let ifr = ifreq_ioctl(fd, name, libc::SIOCGIFMTU)?;
     // SAFETY: SIOCGIFMTU filled the `ifru_mtu` member of the union.
     let mtu = unsafe { ifr.ifr_ifru.ifru_mtu };
-    Ok(IfDetails {
-        flags,
-        hw_type: hw.sa_family,
-        mac,
-        mtu: mtu.max(0) as u32,
-    })
+    Ok(IfDetails { flags, hw_type: hw.sa_family, mac, mtu: mtu.max(0) as u32 })
 }
 
 /// The arrays `recvmmsg`/`sendmmsg` work on, allocated once per port and reused: each
@@ -202,11 +174,7 @@ impl MmsgBatch {
         // SAFETY: mmsghdr, iovec and sockaddr_ll are plain C data (integers and raw
         // pointers); all zeroes (null pointers, zero lengths) is a valid value.
         let (msg, iov, addr) = unsafe {
-            (
-                mem::zeroed::<libc::mmsghdr>(),
-                mem::zeroed::<libc::iovec>(),
-                mem::zeroed::<libc::sockaddr_ll>(),
-            )
+            (mem::zeroed::<libc::mmsghdr>(), mem::zeroed::<libc::iovec>(), mem::zeroed::<libc::sockaddr_ll>())
         };
         MmsgBatch {
             msgs: vec![msg; BATCH],
@@ -219,14 +187,9 @@ impl MmsgBatch {
     /// Points message `i` at its header, `frame` (`len` bytes) and, for receive, its
     /// address slot.
     fn prepare(&mut self, i: usize, frame: *mut libc::c_void, len: usize, with_addr: bool) {
-        self.iovs[i][0] = libc::iovec {
-            iov_base: self.hdrs[i].as_mut_ptr().cast(),
-            iov_len: virtio_net::HEADER_LEN,
-        };
-        self.iovs[i][1] = libc::iovec {
-            iov_base: frame,
-            iov_len: len,
-        };
+        self.iovs[i][0] =
+            libc::iovec { iov_base: self.hdrs[i].as_mut_ptr().cast(), iov_len: virtio_net::HEADER_LEN };
+        self.iovs[i][1] = libc::iovec { iov_base: frame, iov_len: len };
         let h = &mut self.msgs[i].msg_hdr;
         if with_addr {
             h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_ll).cast();
@@ -299,9 +262,7 @@ impl MmsgBatch {
     pub fn send(&mut self, fd: BorrowedFd<'_>, pkts: &[Packet]) -> io::Result<usize> {
         let n = pkts.len().min(BATCH);
         for (i, p) in pkts[..n].iter().enumerate() {
-            p.offload.emit(&mut virtio_net::Header::new_unchecked(
-                &mut self.hdrs[i][..],
-            ));
+            p.offload.emit(&mut virtio_net::Header::new_unchecked(&mut self.hdrs[i][..]));
             let frame = p.frame();
             // The kernel only reads through this pointer on send.
             let (ptr, len) = (frame.as_ptr().cast_mut().cast(), frame.len());
@@ -311,12 +272,7 @@ impl MmsgBatch {
         // this batch's arrays or into the frames of `pkts`, which the caller borrows for the
         // duration of this call; the kernel only reads the frames.
         let r = check(unsafe {
-            libc::sendmmsg(
-                fd.as_raw_fd(),
-                self.msgs.as_mut_ptr(),
-                n as libc::c_uint,
-                libc::MSG_DONTWAIT,
-            )
+            libc::sendmmsg(fd.as_raw_fd(), self.msgs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT)
         })?;
         Ok(r as usize)
     }

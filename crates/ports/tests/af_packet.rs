@@ -20,12 +20,7 @@ const MARKER: &[u8] = b"vmpls-ports-test";
 
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
 }
 
 /// Two namespaces joined by a veth pair: `vpa` (MAC_A) in `a`, `vpb` (MAC_B) in `b`, both
@@ -38,35 +33,21 @@ struct Lab {
 impl Lab {
     fn new(tag: &str, mtu: u32) -> Lab {
         let pid = std::process::id();
-        let lab = Lab {
-            a: format!("vmpls-pt-{pid}-{tag}-a"),
-            b: format!("vmpls-pt-{pid}-{tag}-b"),
-        };
+        let lab = Lab { a: format!("vmpls-pt-{pid}-{tag}-a"), b: format!("vmpls-pt-{pid}-{tag}-b") };
         let (a, b) = (lab.a.as_str(), lab.b.as_str());
         ip(&["netns", "add", a]);
         ip(&["netns", "add", b]);
-        ip(&[
-            "link", "add", "vpa", "netns", a, "type", "veth", "peer", "name", "vpb", "netns", b,
-        ]);
+        ip(&["link", "add", "vpa", "netns", a, "type", "veth", "peer", "name", "vpb", "netns", b]);
         for (ns, dev, mac) in [(a, "vpa", MAC_A), (b, "vpb", MAC_B)] {
             let out = Command::new("ip")
                 .args(["netns", "exec", ns, "sysctl", "-qw"])
-                .args([
-                    "net.ipv6.conf.all.disable_ipv6=1",
-                    "net.ipv6.conf.default.disable_ipv6=1",
-                ])
+                .args(["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])
                 .output()
                 .expect("run sysctl");
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
             let mac = mac.map(|b| format!("{b:02x}")).join(":");
             let mtu = mtu.to_string();
-            ip(&[
-                "-n", ns, "link", "set", dev, "address", &mac, "mtu", &mtu, "up",
-            ]);
+            ip(&["-n", ns, "link", "set", dev, "address", &mac, "mtu", &mtu, "up"]);
             ip(&["-n", ns, "link", "set", "lo", "up"]);
         }
         lab
@@ -119,8 +100,7 @@ impl RawSock {
             (libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf),
         ] {
             // SAFETY: `val` points to a live c_int of the size given.
-            let r =
-                unsafe { libc::setsockopt(fd, level, opt, (val as *const libc::c_int).cast(), 4) };
+            let r = unsafe { libc::setsockopt(fd, level, opt, (val as *const libc::c_int).cast(), 4) };
             assert_eq!(r, 0, "setsockopt: {}", std::io::Error::last_os_error());
         }
         // SAFETY: sockaddr_ll is plain data; zeroes are valid.
@@ -143,12 +123,7 @@ impl RawSock {
     fn send(&self, frame: &[u8]) {
         // SAFETY: `frame` is a live slice of the length given.
         let r = unsafe { libc::send(self.0.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-        assert_eq!(
-            r,
-            frame.len() as isize,
-            "send: {}",
-            std::io::Error::last_os_error()
-        );
+        assert_eq!(r, frame.len() as isize, "send: {}", std::io::Error::last_os_error());
     }
 
     /// The next frame, or `None` once `deadline` passes.
@@ -161,12 +136,7 @@ impl RawSock {
             }
             // SAFETY: `buf` is a live, writable buffer of the length given.
             let n = unsafe {
-                libc::recv(
-                    self.0.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
+                libc::recv(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
             };
             if n >= 0 {
                 buf.truncate(n as usize);
@@ -177,11 +147,7 @@ impl RawSock {
 }
 
 fn wait_readable(fd: i32, timeout: Duration) -> bool {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
     let ms = timeout.as_millis().min(100) as i32;
     // SAFETY: `pfd` is one live pollfd.
     unsafe { libc::poll(&mut pfd, 1, ms) > 0 }
@@ -233,10 +199,7 @@ fn test_frame(dst: [u8; 6], src: [u8; 6], seq: u32, len: usize) -> Vec<u8> {
 
 fn test_seq(frame: &[u8]) -> Option<u32> {
     let m = 14 + MARKER.len();
-    if frame.len() < m + 4
-        || frame[12..14] != TEST_ETHERTYPE.to_be_bytes()
-        || &frame[14..m] != MARKER
-    {
+    if frame.len() < m + 4 || frame[12..14] != TEST_ETHERTYPE.to_be_bytes() || &frame[14..m] != MARKER {
         return None;
     }
     Some(u32::from_be_bytes(frame[m..m + 4].try_into().unwrap()))
@@ -343,23 +306,12 @@ fn ipv6_tso_frame(payload_len: usize) -> (Vec<u8>, Repr) {
 #[test]
 fn open_on_a_missing_interface_says_no_such_interface() {
     let err = AfPacketPort::open(0, "core0", "vmpls-nosuch0", None).unwrap_err();
-    assert!(
-        matches!(&err, PortError::NoSuchInterface { ifname } if ifname == "vmpls-nosuch0"),
-        "{err:?}"
-    );
-    assert!(
-        err.to_string()
-            .contains("no network interface named \"vmpls-nosuch0\"")
-    );
+    assert!(matches!(&err, PortError::NoSuchInterface { ifname } if ifname == "vmpls-nosuch0"), "{err:?}");
+    assert!(err.to_string().contains("no network interface named \"vmpls-nosuch0\""));
     assert!(!interface_exists("vmpls-nosuch0"));
     assert!(interface_exists("lo"));
-    let kind = PortKind::AfPacket {
-        ifname: "vmpls-nosuch0".into(),
-    };
-    assert!(matches!(
-        open_port(0, "core0", &kind, None),
-        Err(PortError::NoSuchInterface { .. })
-    ));
+    let kind = PortKind::AfPacket { ifname: "vmpls-nosuch0".into() };
+    assert!(matches!(open_port(0, "core0", &kind, None), Err(PortError::NoSuchInterface { .. })));
     assert!(matches!(
         AfPacketPort::open(0, "core0", "much-too-long-ifname", None),
         Err(PortError::InvalidName { .. })
@@ -385,14 +337,7 @@ fn open_reports_mac_and_mtu_and_refuses_a_bad_mtu_or_a_down_link() {
         assert_eq!(lower.info().mtu, 1300);
         let err = AfPacketPort::open(3, "core0", "vpa", Some(1500)).unwrap_err();
         assert!(
-            matches!(
-                err,
-                PortError::MtuTooLarge {
-                    requested: 1500,
-                    interface_mtu: 1400,
-                    ..
-                }
-            ),
+            matches!(err, PortError::MtuTooLarge { requested: 1500, interface_mtu: 1400, .. }),
             "{err:?}"
         );
         assert!(matches!(
@@ -410,9 +355,7 @@ fn open_reports_mac_and_mtu_and_refuses_a_bad_mtu_or_a_down_link() {
 #[test]
 fn frames_cross_a_veth_in_both_directions() {
     let lab = Lab::new("xfer", 1500);
-    let mut port = in_netns(&lab.a, || {
-        AfPacketPort::open(1, "core0", "vpa", None).unwrap()
-    });
+    let mut port = in_netns(&lab.a, || AfPacketPort::open(1, "core0", "vpa", None).unwrap());
     let peer = in_netns(&lab.b, || RawSock::open("vpb"));
     let mut pool = PacketPool::new(128);
     let deadline = Instant::now() + Duration::from_secs(3);
@@ -430,14 +373,8 @@ fn frames_cross_a_veth_in_both_directions() {
     // In from the plain socket, out of the port with empty offload metadata.
     let frame = test_frame(MAC_A, MAC_B, 8, 300);
     peer.send(&frame);
-    let p = recv_until(
-        &mut port,
-        &mut pool,
-        deadline,
-        |_| {},
-        |p| test_seq(p.frame()) == Some(8),
-    )
-    .expect("frame sent by the peer arrives at the port");
+    let p = recv_until(&mut port, &mut pool, deadline, |_| {}, |p| test_seq(p.frame()) == Some(8))
+        .expect("frame sent by the peer arrives at the port");
     assert_eq!(p.frame(), &frame[..]);
     assert_eq!(p.port, 1);
     assert_eq!(p.offload, Repr::default());
@@ -454,14 +391,10 @@ fn kernel_tcp_with_tso_arrives_as_gso_super_frames() {
     let lab = Lab::new("tso", 1500);
     ip(&["-n", &lab.a, "addr", "add", "198.18.0.1/24", "dev", "vpa"]);
     ip(&["-n", &lab.b, "addr", "add", "198.18.0.2/24", "dev", "vpb"]);
-    let mut port = in_netns(&lab.a, || {
-        AfPacketPort::open(0, "core0", "vpa", None).unwrap()
-    });
+    let mut port = in_netns(&lab.a, || AfPacketPort::open(0, "core0", "vpa", None).unwrap());
     let listener = in_netns(&lab.a, || TcpListener::bind("198.18.0.1:0").unwrap());
     let addr = listener.local_addr().unwrap();
-    let stream = in_netns(&lab.b, || {
-        TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap()
-    });
+    let stream = in_netns(&lab.b, || TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap());
 
     let receiver = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
@@ -493,9 +426,7 @@ fn kernel_tcp_with_tso_arrives_as_gso_super_frames() {
     );
     sender.join().unwrap();
     assert_eq!(receiver.join().unwrap(), 256 << 16);
-    let p = gso
-        .take()
-        .expect("a GSO super-frame from the kernel TCP sender");
+    let p = gso.take().expect("a GSO super-frame from the kernel TCP sender");
     assert_eq!(p.offload.gso_type, GsoType::TcpV4);
     assert!(p.offload.needs_csum);
     assert!(p.len() > 1514, "super-frame of {} bytes", p.len());
@@ -504,19 +435,14 @@ fn kernel_tcp_with_tso_arrives_as_gso_super_frames() {
     assert_eq!(&p.frame()[6..12], &MAC_B);
     // The kernel stack in `a` sends ACKs out of vpa: PACKET_IGNORE_OUTGOING keeps them
     // from the port (and the sll_pkttype check would count any that slipped through).
-    assert_eq!(
-        own_frames, 0,
-        "the port must not read back frames sent from vpa"
-    );
+    assert_eq!(own_frames, 0, "the port must not read back frames sent from vpa");
     assert_eq!(port.stats().rx_outgoing, 0, "{:?}", port.stats());
 }
 
 #[test]
 fn ip_tso_frames_are_accepted_and_mpls_gso_is_refused_without_losing_the_rest() {
     let lab = Lab::new("gso", 1500);
-    let mut port = in_netns(&lab.a, || {
-        AfPacketPort::open(0, "core0", "vpa", None).unwrap()
-    });
+    let mut port = in_netns(&lab.a, || AfPacketPort::open(0, "core0", "vpa", None).unwrap());
     let peer = in_netns(&lab.b, || RawSock::open("vpb"));
     let mut pool = PacketPool::new(16);
 
@@ -531,11 +457,7 @@ fn ip_tso_frames_are_accepted_and_mpls_gso_is_refused_without_losing_the_rest() 
     let (v6, v6_offload) = ipv6_tso_frame(8000);
     let small = test_frame(MAC_B, MAC_A, 42, 100);
     let mut batch = Vec::new();
-    for (frame, offload) in [
-        (&mpls, mpls_offload),
-        (&v6, v6_offload),
-        (&small, Repr::default()),
-    ] {
+    for (frame, offload) in [(&mpls, mpls_offload), (&v6, v6_offload), (&small, Repr::default())] {
         let mut p = Packet::from_frame(0, frame);
         p.offload = offload;
         batch.push(p);
@@ -563,9 +485,7 @@ fn ip_tso_frames_are_accepted_and_mpls_gso_is_refused_without_losing_the_rest() 
 #[test]
 fn a_batch_of_64_small_frames_goes_out_in_one_call() {
     let lab = Lab::new("b64", 1500);
-    let mut port = in_netns(&lab.a, || {
-        AfPacketPort::open(0, "core0", "vpa", None).unwrap()
-    });
+    let mut port = in_netns(&lab.a, || AfPacketPort::open(0, "core0", "vpa", None).unwrap());
     let peer = in_netns(&lab.b, || RawSock::open("vpb"));
     let mut pool = PacketPool::new(64);
     let mut batch: Vec<Packet> = (0..64u32)
@@ -598,9 +518,7 @@ fn a_batch_of_64_small_frames_goes_out_in_one_call() {
 #[test]
 fn an_empty_pool_drops_waiting_frames_and_counts_them() {
     let lab = Lab::new("nobuf", 1500);
-    let mut port = in_netns(&lab.a, || {
-        AfPacketPort::open(0, "core0", "vpa", None).unwrap()
-    });
+    let mut port = in_netns(&lab.a, || AfPacketPort::open(0, "core0", "vpa", None).unwrap());
     let peer = in_netns(&lab.b, || RawSock::open("vpb"));
     for seq in 0..5 {
         peer.send(&test_frame(MAC_A, MAC_B, seq, 80));

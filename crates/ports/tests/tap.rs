@@ -18,12 +18,7 @@ use vmpls_wire::virtio_net::{GsoType, Repr};
 
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
 }
 
 fn ip_output(args: &[&str]) -> String {
@@ -75,22 +70,10 @@ fn in_netns<R: Send>(ns: &str, f: impl FnOnce() -> R + Send) -> R {
 }
 
 fn wait_readable(fds: &[i32], timeout: Duration) -> Vec<bool> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+    let mut pfds: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     // SAFETY: `pfds` is a live array of the length given.
-    unsafe {
-        libc::poll(
-            pfds.as_mut_ptr(),
-            pfds.len() as libc::nfds_t,
-            timeout.as_millis() as i32,
-        )
-    };
+    unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout.as_millis() as i32) };
     pfds.iter().map(|p| p.revents & libc::POLLIN != 0).collect()
 }
 
@@ -98,9 +81,7 @@ fn wait_readable(fds: &[i32], timeout: Duration) -> Vec<bool> {
 fn open_port_creates_a_tap_that_is_up_with_the_configured_mtu_and_goes_away_on_drop() {
     let ns = Namespaces::new("open", &["a"]);
     in_netns(&ns.0[0], || {
-        let kind = PortKind::Tap {
-            ifname: "vtap0".into(),
-        };
+        let kind = PortKind::Tap { ifname: "vtap0".into() };
         let port = open_port(2, "host", &kind, Some(9000)).unwrap();
         assert_eq!(port.info().id, 2);
         assert_eq!(port.info().name, "host");
@@ -115,12 +96,8 @@ fn open_port_creates_a_tap_that_is_up_with_the_configured_mtu_and_goes_away_on_d
         assert!(link.contains("tun type tap"), "{link}");
         assert!(link.contains("vnet_hdr on"), "{link}");
         // The port's MAC is not the kernel side's.
-        let tap_mac = link
-            .split("link/ether ")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .unwrap()
-            .to_string();
+        let tap_mac =
+            link.split("link/ether ").nth(1).and_then(|s| s.split_whitespace().next()).unwrap().to_string();
         let port_mac = port.info().mac.map(|b| format!("{b:02x}")).join(":");
         assert_ne!(tap_mac, port_mac);
         // The kernel sees the offloads we asked for.
@@ -133,10 +110,7 @@ fn open_port_creates_a_tap_that_is_up_with_the_configured_mtu_and_goes_away_on_d
         drop(port);
         assert!(!interface_exists("vtap0"), "the TAP outlived its port");
 
-        let opts = TapOptions {
-            mtu: Some(10),
-            ..TapOptions::default()
-        };
+        let opts = TapOptions { mtu: Some(10), ..TapOptions::default() };
         assert!(matches!(
             TapPort::create(0, "host", "vtap0", &opts),
             Err(PortError::MtuTooSmall { requested: 10, .. })
@@ -145,27 +119,10 @@ fn open_port_creates_a_tap_that_is_up_with_the_configured_mtu_and_goes_away_on_d
             TapPort::create(0, "host", "much-too-long-ifname", &TapOptions::default()),
             Err(PortError::InvalidName { .. })
         ));
-        let opts = TapOptions {
-            mtu: Some(70000),
-            mpls_gso: true,
-            mac: Some([0x02, 0, 0, 0, 0, 7]),
-        };
+        let opts = TapOptions { mtu: Some(70000), mpls_gso: true, mac: Some([0x02, 0, 0, 0, 0, 7]) };
         let err = TapPort::create(0, "host", "vtap1", &opts).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                PortError::MtuTooLarge {
-                    requested: 70000,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        let opts = TapOptions {
-            mtu: None,
-            mpls_gso: true,
-            mac: Some([0x02, 0, 0, 0, 0, 7]),
-        };
+        assert!(matches!(err, PortError::MtuTooLarge { requested: 70000, .. }), "{err:?}");
+        let opts = TapOptions { mtu: None, mpls_gso: true, mac: Some([0x02, 0, 0, 0, 0, 7]) };
         let port = TapPort::create(0, "host", "vtap1", &opts).unwrap();
         assert_eq!(port.info().mac, [0x02, 0, 0, 0, 0, 7]);
         assert_eq!(port.info().mtu, 1500);
@@ -187,11 +144,7 @@ fn bridge(mut a: TapPort, mut b: TapPort, stop: Arc<AtomicBool>) -> ([u64; 2], [
             if !r {
                 continue;
             }
-            let (from, to) = if dir == 0 {
-                (&mut a, &mut b)
-            } else {
-                (&mut b, &mut a)
-            };
+            let (from, to) = if dir == 0 { (&mut a, &mut b) } else { (&mut b, &mut a) };
             from.recv_batch(&mut pool, &mut rx, 64).expect("recv_batch");
             for p in &rx {
                 if p.offload.is_gso() && p.len() > 1514 {
@@ -204,11 +157,7 @@ fn bridge(mut a: TapPort, mut b: TapPort, stop: Arc<AtomicBool>) -> ([u64; 2], [
     }
     let (sa, sb) = (a.stats(), b.stats());
     assert_eq!(sa.rx_dropped() + sb.rx_dropped(), 0, "{sa:?} {sb:?}");
-    assert_eq!(
-        sa.tx_errors.total() + sb.tx_errors.total(),
-        0,
-        "{sa:?} {sb:?}"
-    );
+    assert_eq!(sa.tx_errors.total() + sb.tx_errors.total(), 0, "{sa:?} {sb:?}");
     (superframes, sent)
 }
 
@@ -224,8 +173,7 @@ fn tcp_transfer(from: &str, to: &str, to_addr: IpAddr, len: usize) {
     std::thread::scope(|s| {
         let receiver = s.spawn(|| {
             let (mut conn, _) = listener.accept().expect("accept");
-            conn.set_read_timeout(Some(Duration::from_secs(10)))
-                .unwrap();
+            conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             let mut buf = vec![0u8; 1 << 16];
             let mut got = 0usize;
             loop {
@@ -240,11 +188,9 @@ fn tcp_transfer(from: &str, to: &str, to_addr: IpAddr, len: usize) {
             }
             got
         });
-        let mut conn = in_netns(from, || {
-            TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect")
-        });
-        conn.set_write_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
+        let mut conn =
+            in_netns(from, || TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect"));
+        conn.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
         let data: Vec<u8> = (0..len).map(pattern).collect();
         conn.write_all(&data).expect("write");
         conn.shutdown(std::net::Shutdown::Write).unwrap();
@@ -257,12 +203,8 @@ fn tcp_transfer(from: &str, to: &str, to_addr: IpAddr, len: usize) {
 fn kernel_tcp_super_frames_cross_two_taps_whole_both_ways_over_ipv4_and_ipv6() {
     let ns = Namespaces::new("tcp", &["a", "b"]);
     let (na, nb) = (ns.0[0].clone(), ns.0[1].clone());
-    let a = in_netns(&na, || {
-        TapPort::create(0, "a", "tta", &TapOptions::default()).unwrap()
-    });
-    let b = in_netns(&nb, || {
-        TapPort::create(1, "b", "ttb", &TapOptions::default()).unwrap()
-    });
+    let a = in_netns(&na, || TapPort::create(0, "a", "tta", &TapOptions::default()).unwrap());
+    let b = in_netns(&nb, || TapPort::create(1, "b", "ttb", &TapOptions::default()).unwrap());
     for (n, dev, v4, v6) in [
         (&na, "tta", "198.18.50.1/24", "2001:db8:50::1/64"),
         (&nb, "ttb", "198.18.50.2/24", "2001:db8:50::2/64"),
@@ -286,14 +228,8 @@ fn kernel_tcp_super_frames_cross_two_taps_whole_both_ways_over_ipv4_and_ipv6() {
     }
     // a -> b carried the IPv4 flow, b -> a the IPv6 one; both as kernel TSO super-frames
     // that the other kernel took whole.
-    assert!(
-        superframes[0] > 10,
-        "a->b super-frames {superframes:?} of {sent:?}"
-    );
-    assert!(
-        superframes[1] > 10,
-        "b->a super-frames {superframes:?} of {sent:?}"
-    );
+    assert!(superframes[0] > 10, "a->b super-frames {superframes:?} of {sent:?}");
+    assert!(superframes[1] > 10, "b->a super-frames {superframes:?} of {sent:?}");
 }
 
 /// An Ethernet frame with one MPLS label over an IPv4 TCP super-frame of `payload` bytes,
@@ -333,10 +269,7 @@ fn an_mpls_super_frame_written_to_a_tap_reaches_a_packet_socket_on_it_whole() {
     // whose reader is another router's AF_PACKET port.
     let ns = Namespaces::new("pipe", &["a"]);
     in_netns(&ns.0[0], || {
-        let opts = TapOptions {
-            mpls_gso: true,
-            ..TapOptions::default()
-        };
+        let opts = TapOptions { mpls_gso: true, ..TapOptions::default() };
         let mut tap = TapPort::create(0, "pipe-w", "tpipe", &opts).unwrap();
         let mut reader = AfPacketPort::open(1, "pipe-r", "tpipe", None).unwrap();
         let mut pool = PacketPool::new(16);
