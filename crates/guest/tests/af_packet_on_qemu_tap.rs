@@ -174,8 +174,11 @@ fn af_packet_port_on_a_qemu_tap_keeps_guest_super_frames_and_sends_ours() {
     let total = receiver.join().expect("receiver");
     guest.wait_for("sent", Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(total, 256 * 65536);
+    // How many of the guest's frames are super-frames depends on its TCP's TSO autosizing,
+    // which follows its send rate: under TCG on a busy machine that can be a handful (5 of
+    // 16380 in one CI run, over 700 in others). One is proof enough that they pass whole.
     assert!(
-        superframes > 10,
+        superframes >= 1,
         "{superframes} super-frames of {frames} frames from the guest (largest {largest})"
     );
 
