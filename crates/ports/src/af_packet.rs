@@ -215,6 +215,61 @@ fn is_transient(e: &io::Error) -> bool {
 }
 
 /// Errors that concern the device, not the frame: every later frame would fail the same.
+/// Sends `pkts` on a packet socket with `sendmmsg`, batch after batch, counting into
+/// `stats`; drains `pkts` into `pool` and returns how many the kernel took. A refused frame
+/// is counted by errno and skipped, a full socket buffer drops the rest (the forwarding
+/// thread never blocks), a device-wide error ends the batch. Shared by the AF_PACKET ports.
+pub(crate) fn send_all(
+    batch: &mut MmsgBatch,
+    fd: std::os::fd::BorrowedFd<'_>,
+    pkts: &mut Vec<Packet>,
+    pool: &mut PacketPool,
+    stats: &mut PortStats,
+) -> usize {
+    let total = pkts.len();
+    let mut start = 0;
+    let mut sent = 0;
+    while start < total {
+        let end = (start + BATCH).min(total);
+        match batch.send(fd, &pkts[start..end]) {
+            Ok(0) => {
+                // sendmmsg reports an error rather than 0 for a non-empty batch; be safe
+                // against looping forever all the same.
+                stats.tx_dropped += (total - start) as u64;
+                break;
+            }
+            Ok(k) => {
+                for p in &pkts[start..start + k] {
+                    stats.tx_bytes += p.len() as u64;
+                }
+                stats.tx_packets += k as u64;
+                sent += k;
+                start += k;
+            }
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EINTR) => {}
+                Some(libc::EAGAIN) => {
+                    stats.tx_dropped += (total - start) as u64;
+                    break;
+                }
+                Some(errno) if is_device_error(errno) => {
+                    for _ in start..total {
+                        stats.tx_errors.record(errno);
+                    }
+                    break;
+                }
+                errno => {
+                    // This frame was refused; the next ones may still go.
+                    stats.tx_errors.record(errno.unwrap_or(0));
+                    start += 1;
+                }
+            },
+        }
+    }
+    pkts.drain(..).for_each(|p| pool.put(p));
+    sent
+}
+
 fn is_device_error(errno: i32) -> bool {
     matches!(errno, libc::ENETDOWN | libc::ENXIO | libc::ENODEV | libc::EBADF | libc::ENOTSOCK)
 }
@@ -284,49 +339,7 @@ impl Port for AfPacketPort {
     }
 
     fn send_batch(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) -> io::Result<usize> {
-        let total = pkts.len();
-        let mut start = 0;
-        let mut sent = 0;
-        while start < total {
-            let end = (start + BATCH).min(total);
-            match self.batch.send(self.fd.as_fd(), &pkts[start..end]) {
-                Ok(0) => {
-                    // sendmmsg reports an error rather than 0 for a non-empty batch; be
-                    // safe against looping forever all the same.
-                    self.stats.tx_dropped += (total - start) as u64;
-                    break;
-                }
-                Ok(k) => {
-                    for p in &pkts[start..start + k] {
-                        self.stats.tx_bytes += p.len() as u64;
-                    }
-                    self.stats.tx_packets += k as u64;
-                    sent += k;
-                    start += k;
-                }
-                Err(e) => match e.raw_os_error() {
-                    Some(libc::EINTR) => {}
-                    Some(libc::EAGAIN) => {
-                        // Socket buffer full: drop the rest, never block forwarding.
-                        self.stats.tx_dropped += (total - start) as u64;
-                        break;
-                    }
-                    Some(errno) if is_device_error(errno) => {
-                        for _ in start..total {
-                            self.stats.tx_errors.record(errno);
-                        }
-                        break;
-                    }
-                    errno => {
-                        // This frame was refused; the next ones may still go.
-                        self.stats.tx_errors.record(errno.unwrap_or(0));
-                        start += 1;
-                    }
-                },
-            }
-        }
-        pkts.drain(..).for_each(|p| pool.put(p));
-        Ok(sent)
+        Ok(send_all(&mut self.batch, self.fd.as_fd(), pkts, pool, &mut self.stats))
     }
 
     fn stats(&self) -> PortStats {

@@ -55,7 +55,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
 use vmpls_wire::virtio_net;
 
-use crate::sys::{self, BATCH, MmsgBatch};
+use crate::sys::{self, MmsgBatch};
 use crate::{MIN_MTU, Port, PortError, PortStats, af_packet_caps};
 
 /// `PACKET_RX_RING` socket option.
@@ -416,11 +416,6 @@ impl AfPacketRingPort {
     }
 }
 
-/// Errors that concern the device, not the frame.
-fn is_device_error(errno: i32) -> bool {
-    matches!(errno, libc::ENETDOWN | libc::ENXIO | libc::ENODEV | libc::EBADF | libc::ENOTSOCK)
-}
-
 impl Port for AfPacketRingPort {
     fn info(&self) -> &PortInfo {
         &self.info
@@ -492,45 +487,7 @@ impl Port for AfPacketRingPort {
     }
 
     fn send_batch(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) -> io::Result<usize> {
-        let total = pkts.len();
-        let mut start = 0;
-        let mut sent = 0;
-        while start < total {
-            let end = (start + BATCH).min(total);
-            match self.batch.send(self.fd.as_fd(), &pkts[start..end]) {
-                Ok(0) => {
-                    self.stats.tx_dropped += (total - start) as u64;
-                    break;
-                }
-                Ok(k) => {
-                    for p in &pkts[start..start + k] {
-                        self.stats.tx_bytes += p.len() as u64;
-                    }
-                    self.stats.tx_packets += k as u64;
-                    sent += k;
-                    start += k;
-                }
-                Err(e) => match e.raw_os_error() {
-                    Some(libc::EINTR) => {}
-                    Some(libc::EAGAIN) => {
-                        self.stats.tx_dropped += (total - start) as u64;
-                        break;
-                    }
-                    Some(errno) if is_device_error(errno) => {
-                        for _ in start..total {
-                            self.stats.tx_errors.record(errno);
-                        }
-                        break;
-                    }
-                    errno => {
-                        self.stats.tx_errors.record(errno.unwrap_or(0));
-                        start += 1;
-                    }
-                },
-            }
-        }
-        pkts.drain(..).for_each(|p| pool.put(p));
-        Ok(sent)
+        Ok(crate::af_packet::send_all(&mut self.batch, self.fd.as_fd(), pkts, pool, &mut self.stats))
     }
 
     fn stats(&self) -> PortStats {
