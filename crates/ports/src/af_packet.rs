@@ -106,48 +106,10 @@ impl AfPacketPort {
         ifname: &str,
         mtu_override: Option<u32>,
     ) -> Result<AfPacketPort, PortError> {
-        let cname = sys::ifname_cstring(ifname)
-            .ok_or_else(|| PortError::InvalidName { ifname: ifname.to_owned() })?;
+        let (fd, ifindex, details, mtu) = open_checked(ifname, mtu_override)?;
         let no_such = || PortError::NoSuchInterface { ifname: ifname.to_owned() };
         let io_err = |op: &'static str| {
             move |source: io::Error| PortError::Io { ifname: ifname.to_owned(), op, source }
-        };
-        let ifindex = sys::if_nametoindex(ifname).ok_or_else(no_such)?;
-
-        let fd = sys::packet_socket().map_err(|source| {
-            if source.kind() == io::ErrorKind::PermissionDenied {
-                PortError::PermissionDenied { ifname: ifname.to_owned(), source }
-            } else {
-                io_err("open a packet socket")(source)
-            }
-        })?;
-
-        let details = sys::if_details(fd.as_fd(), &cname).map_err(|source| {
-            if source.raw_os_error() == Some(libc::ENODEV) {
-                no_such()
-            } else {
-                io_err("read the interface's flags, address and MTU")(source)
-            }
-        })?;
-        if details.flags & libc::IFF_UP == 0 {
-            return Err(PortError::InterfaceDown { ifname: ifname.to_owned() });
-        }
-        if details.hw_type != libc::ARPHRD_ETHER {
-            return Err(PortError::NotEthernet { ifname: ifname.to_owned(), hw_type: details.hw_type });
-        }
-        let mtu = match mtu_override {
-            Some(requested) if requested > details.mtu => {
-                return Err(PortError::MtuTooLarge {
-                    ifname: ifname.to_owned(),
-                    requested,
-                    interface_mtu: details.mtu,
-                });
-            }
-            Some(requested) if requested < MIN_MTU => {
-                return Err(PortError::MtuTooSmall { ifname: ifname.to_owned(), requested });
-            }
-            Some(requested) => requested,
-            None => details.mtu,
         };
 
         let sock = fd.as_fd();
@@ -215,6 +177,59 @@ fn is_transient(e: &io::Error) -> bool {
 }
 
 /// Errors that concern the device, not the frame: every later frame would fail the same.
+/// A packet socket for `ifname`, not yet configured or bound: the checks both AF_PACKET
+/// ports make before they set their options. Returns the socket, the interface index,
+/// its details (MAC among them) and the MTU to use (`mtu_override` checked against the
+/// interface's).
+pub(crate) fn open_checked(
+    ifname: &str,
+    mtu_override: Option<u32>,
+) -> Result<(OwnedFd, u32, sys::IfDetails, u32), PortError> {
+    let cname =
+        sys::ifname_cstring(ifname).ok_or_else(|| PortError::InvalidName { ifname: ifname.to_owned() })?;
+    let no_such = || PortError::NoSuchInterface { ifname: ifname.to_owned() };
+    let io_err =
+        |op: &'static str| move |source: io::Error| PortError::Io { ifname: ifname.to_owned(), op, source };
+    let ifindex = sys::if_nametoindex(ifname).ok_or_else(no_such)?;
+
+    let fd = sys::packet_socket().map_err(|source| {
+        if source.kind() == io::ErrorKind::PermissionDenied {
+            PortError::PermissionDenied { ifname: ifname.to_owned(), source }
+        } else {
+            io_err("open a packet socket")(source)
+        }
+    })?;
+
+    let details = sys::if_details(fd.as_fd(), &cname).map_err(|source| {
+        if source.raw_os_error() == Some(libc::ENODEV) {
+            no_such()
+        } else {
+            io_err("read the interface's flags, address and MTU")(source)
+        }
+    })?;
+    if details.flags & libc::IFF_UP == 0 {
+        return Err(PortError::InterfaceDown { ifname: ifname.to_owned() });
+    }
+    if details.hw_type != libc::ARPHRD_ETHER {
+        return Err(PortError::NotEthernet { ifname: ifname.to_owned(), hw_type: details.hw_type });
+    }
+    let mtu = match mtu_override {
+        Some(requested) if requested > details.mtu => {
+            return Err(PortError::MtuTooLarge {
+                ifname: ifname.to_owned(),
+                requested,
+                interface_mtu: details.mtu,
+            });
+        }
+        Some(requested) if requested < MIN_MTU => {
+            return Err(PortError::MtuTooSmall { ifname: ifname.to_owned(), requested });
+        }
+        Some(requested) => requested,
+        None => details.mtu,
+    };
+    Ok((fd, ifindex, details, mtu))
+}
+
 /// Sends `pkts` on a packet socket with `sendmmsg`, batch after batch, counting into
 /// `stats`; drains `pkts` into `pool` and returns how many the kernel took. A refused frame
 /// is counted by errno and skipped, a full socket buffer drops the rest (the forwarding

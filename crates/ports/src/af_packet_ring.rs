@@ -56,7 +56,7 @@ use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
 use vmpls_wire::virtio_net;
 
 use crate::sys::{self, MmsgBatch};
-use crate::{MIN_MTU, Port, PortError, PortStats, af_packet_caps};
+use crate::{Port, PortError, PortStats, af_packet_caps};
 
 /// `PACKET_RX_RING` socket option.
 const PACKET_RX_RING: libc::c_int = 5;
@@ -238,46 +238,10 @@ impl AfPacketRingPort {
         mtu_override: Option<u32>,
         cfg: RingConfig,
     ) -> Result<AfPacketRingPort, PortError> {
-        let cname = sys::ifname_cstring(ifname)
-            .ok_or_else(|| PortError::InvalidName { ifname: ifname.to_owned() })?;
+        let (fd, ifindex, details, mtu) = crate::af_packet::open_checked(ifname, mtu_override)?;
         let no_such = || PortError::NoSuchInterface { ifname: ifname.to_owned() };
         let io_err = |op: &'static str| {
             move |source: io::Error| PortError::Io { ifname: ifname.to_owned(), op, source }
-        };
-        let ifindex = sys::if_nametoindex(ifname).ok_or_else(no_such)?;
-        let fd = sys::packet_socket().map_err(|source| {
-            if source.kind() == io::ErrorKind::PermissionDenied {
-                PortError::PermissionDenied { ifname: ifname.to_owned(), source }
-            } else {
-                io_err("open a packet socket")(source)
-            }
-        })?;
-        let details = sys::if_details(fd.as_fd(), &cname).map_err(|source| {
-            if source.raw_os_error() == Some(libc::ENODEV) {
-                no_such()
-            } else {
-                io_err("read the interface's flags, address and MTU")(source)
-            }
-        })?;
-        if details.flags & libc::IFF_UP == 0 {
-            return Err(PortError::InterfaceDown { ifname: ifname.to_owned() });
-        }
-        if details.hw_type != libc::ARPHRD_ETHER {
-            return Err(PortError::NotEthernet { ifname: ifname.to_owned(), hw_type: details.hw_type });
-        }
-        let mtu = match mtu_override {
-            Some(requested) if requested > details.mtu => {
-                return Err(PortError::MtuTooLarge {
-                    ifname: ifname.to_owned(),
-                    requested,
-                    interface_mtu: details.mtu,
-                });
-            }
-            Some(requested) if requested < MIN_MTU => {
-                return Err(PortError::MtuTooSmall { ifname: ifname.to_owned(), requested });
-            }
-            Some(requested) => requested,
-            None => details.mtu,
         };
 
         let sock = fd.as_fd();
