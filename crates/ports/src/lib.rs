@@ -33,6 +33,9 @@ use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
 pub use af_packet::{AfPacketPort, MIN_MTU, af_packet_caps};
 pub use af_packet_ring::{AfPacketRingPort, RingConfig};
 pub use tap::{TAP_MAX_MTU, TapOptions, TapPort, tap_caps};
+/// The vhost-user virtqueue fuzz harness (for `fuzz/` and the corpus replay test).
+#[doc(hidden)]
+pub use vhost_user::fuzz::{QueueRun as FuzzQueueRun, drive_queues as fuzz_vhost_queues};
 pub use vhost_user::{
     DEFAULT_MTU as VHOST_USER_DEFAULT_MTU, OFFERED_FEATURES as VHOST_USER_FEATURES, VhostUserOptions,
     VhostUserPort, VhostUserStats, vhost_user_caps,

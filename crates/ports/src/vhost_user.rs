@@ -62,6 +62,7 @@
 //! Labelled super-frames are always segmented: virtio-net has no MPLS GSO type.
 
 mod chain;
+pub(crate) mod fuzz;
 mod relay;
 
 use std::io;
