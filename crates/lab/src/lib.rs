@@ -12,6 +12,8 @@
 //!   drop, even after a panic.
 //! - [`traffic`]: a TCP sender and receiver that check every byte of a seeded
 //!   pseudo-random stream and report throughput and retransmits.
+//! - [`udp`]: a UDP flow at a fixed rate with sequence numbers: sent, received, lost,
+//!   reordered, duplicated, corrupted.
 //! - [`ping`]: ICMP and ICMPv6 echo with raw sockets, with don't-fragment and the
 //!   ICMP errors that come back.
 //! - [`process`]: external programs in a namespace, with timeouts or in the
@@ -41,6 +43,7 @@ pub mod seed;
 pub mod stats;
 pub mod topology;
 pub mod traffic;
+pub mod udp;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -205,6 +205,9 @@ pub struct FlowOptions {
     pub deadline: Option<Duration>,
     /// How often the progress callback is called.
     pub progress_interval: Duration,
+    /// Pace the sender to this many bits a second on average (bursts of at most one
+    /// [`BLOCK`]); `None`: as fast as TCP goes.
+    pub max_rate: Option<u64>,
 }
 
 impl Default for FlowOptions {
@@ -217,6 +220,7 @@ impl Default for FlowOptions {
             io_timeout: Duration::from_secs(5),
             deadline: None,
             progress_interval: Duration::from_secs(1),
+            max_rate: None,
         }
     }
 }
@@ -227,6 +231,45 @@ impl FlowOptions {
             Limit::Duration(d) => d + Duration::from_secs(30),
             Limit::Bytes(_) => Duration::from_secs(120),
         })
+    }
+}
+
+/// A token bucket that spreads sending over time at a fixed average rate.
+///
+/// Sans-I/O: the caller passes the time and the bytes it has sent so far, and asks how
+/// many more may go now or how long to wait. Sending that fell behind (the sender was
+/// blocked) catches up, so the average over the whole flow stays at the rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pacer {
+    bits_per_second: u64,
+    burst: u64,
+    start: Instant,
+}
+
+impl Pacer {
+    /// A pacer for `bits_per_second` (at least 1), starting at `start`, that lets
+    /// `burst` bytes go at once.
+    pub fn new(bits_per_second: u64, burst: u64, start: Instant) -> Self {
+        Self { bits_per_second: bits_per_second.max(1), burst, start }
+    }
+
+    /// Bytes due by `now`: the rate times the time since the start, plus the burst.
+    fn due(&self, now: Instant) -> u64 {
+        let nanos = now.saturating_duration_since(self.start).as_nanos();
+        let bytes = nanos * u128::from(self.bits_per_second) / 8_000_000_000;
+        u64::try_from(bytes).unwrap_or(u64::MAX).saturating_add(self.burst)
+    }
+
+    /// How many bytes may be sent at `now` when `sent` have been sent since the start.
+    pub fn allowance(&self, sent: u64, now: Instant) -> u64 {
+        self.due(now).saturating_sub(sent)
+    }
+
+    /// How long after `now` the allowance reaches `n` bytes (zero if it has).
+    pub fn wait(&self, sent: u64, n: u64, now: Instant) -> Duration {
+        let short = u128::from(sent.saturating_add(n).saturating_sub(self.due(now)));
+        let nanos = (short * 8_000_000_000).div_ceil(u128::from(self.bits_per_second));
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
     }
 }
 
@@ -395,6 +438,7 @@ fn send(
     stream.set_write_timeout(Some(opts.io_timeout))?;
     let mut pattern = Pattern::new(opts.seed);
     let begin = Instant::now();
+    let pacer = opts.max_rate.map(|rate| Pacer::new(rate, BLOCK as u64, begin));
     loop {
         check_interrupt()?;
         if stop.load(Ordering::Relaxed) {
@@ -412,6 +456,22 @@ fn send(
             Limit::Duration(_) => chunk,
             Limit::Bytes(total) if sent >= total => break,
             Limit::Bytes(total) => &chunk[..chunk.len().min((total - sent) as usize)],
+        };
+        let chunk = match &pacer {
+            None => chunk,
+            Some(pacer) => {
+                let now = Instant::now();
+                let allowed = pacer.allowance(sent, now);
+                if allowed == 0 {
+                    // Short sleeps: the stop flag, the deadline and the interrupt
+                    // stay checked.
+                    let wait =
+                        pacer.wait(sent, 1, now).clamp(Duration::from_micros(100), Duration::from_millis(20));
+                    std::thread::sleep(wait);
+                    continue;
+                }
+                &chunk[..chunk.len().min(usize::try_from(allowed).unwrap_or(usize::MAX))]
+            }
         };
         match stream.write(chunk) {
             Ok(0) => bail!("the connection closed after sending {sent} bytes"),
@@ -618,6 +678,24 @@ mod tests {
         let mut v = Verifier::new(6);
         v.check(&data[..100]);
         assert!(v.first_mismatch().is_some());
+    }
+
+    #[test]
+    fn pacer_allows_the_rate_plus_one_burst() {
+        let t0 = Instant::now();
+        // 8 Mbit/s = 1 MB/s, bursts of 1000 bytes.
+        let p = Pacer::new(8_000_000, 1000, t0);
+        assert_eq!(p.allowance(0, t0), 1000);
+        assert_eq!(p.allowance(1000, t0), 0);
+        assert_eq!(p.wait(1000, 1, t0), Duration::from_micros(1));
+        let later = t0 + Duration::from_millis(10);
+        assert_eq!(p.allowance(1000, later), 10_000);
+        assert_eq!(p.allowance(20_000, later), 0);
+        // 9 000 bytes short at 1 MB/s: 9 ms.
+        assert_eq!(p.wait(20_000, 0, later), Duration::from_millis(9));
+        assert_eq!(p.wait(0, 5, later), Duration::ZERO);
+        // Time before the start counts as none.
+        assert_eq!(p.allowance(0, t0.checked_sub(Duration::from_secs(1)).unwrap_or(t0)), 1000);
     }
 
     #[test]

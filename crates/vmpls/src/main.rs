@@ -10,6 +10,7 @@ mod metrics;
 mod router;
 mod seed_vm;
 mod server;
+mod soak;
 mod socket;
 
 use std::io::IsTerminal;
@@ -150,6 +151,34 @@ enum BenchCommand {
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
     },
+    /// The seed lab's vmpls routers under paced TCP and UDP traffic both ways for a long
+    /// time, the LSP changing every few seconds (make-before-break): bytes and datagrams
+    /// sent and received, drops by reason, memory at start and end. Not for CI.
+    Soak {
+        /// How long the traffic runs: 90s, 10m, 1h, 1h30m.
+        #[arg(long, default_value = "10m", value_parser = soak::parse_duration)]
+        duration: Duration,
+        /// Print JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Each TCP flow's rate, Mbit/s.
+        #[arg(long, value_name = "MBIT", default_value_t = 200.0, value_parser = parse_mbit)]
+        rate: f64,
+        /// Each UDP flow's rate, Mbit/s.
+        #[arg(long, value_name = "MBIT", default_value_t = 50.0, value_parser = parse_mbit)]
+        udp_rate: f64,
+        /// How often the path changes: 3s, 500ms.
+        #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = soak::parse_duration)]
+        change_every: Duration,
+    },
+}
+
+/// A rate in Mbit/s: a positive number.
+fn parse_mbit(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e6 => Ok(v),
+        _ => Err(format!("\"{text}\" is not a rate in Mbit/s (a number above 0, like 200 or 0.5)")),
+    }
 }
 
 #[derive(Subcommand)]
@@ -219,6 +248,9 @@ fn main() -> ExitCode {
         Command::Bench { bench: BenchCommand::Seed { duration, json, plot } } => {
             bench::seed(Duration::from_secs(*duration), *json, plot.as_deref())
         }
+        Command::Bench { bench: BenchCommand::Soak { duration, json, rate, udp_rate, change_every } } => {
+            bench_soak(*duration, *json, *rate, *udp_rate, *change_every)
+        }
         Command::Lab { lab: LabCommand::Seed { duration, json, vm: false } } => {
             lab_seed(Duration::from_secs(*duration), *json)
         }
@@ -282,6 +314,30 @@ fn lab_seed(duration: Duration, json: bool) -> anyhow::Result<()> {
     }
     if !report.ok() {
         anyhow::bail!("some modes failed (see above)");
+    }
+    Ok(())
+}
+
+fn bench_soak(
+    duration: Duration,
+    json: bool,
+    rate: f64,
+    udp_rate: f64,
+    change_every: Duration,
+) -> anyhow::Result<()> {
+    vmpls_lab::install_interrupt_handler()?;
+    let mut opts = soak::SoakOptions::new(std::env::current_exe()?, duration);
+    opts.tcp_rate = (rate * 1e6) as u64;
+    opts.udp_rate = (udp_rate * 1e6) as u64;
+    opts.change_every = change_every;
+    let report = soak::run_soak(&opts, &mut |line| eprintln!("{line}"))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    } else {
+        print!("{}", report.to_text());
+    }
+    if !report.ok() {
+        anyhow::bail!("the soak failed: {}", report.failures.join("; "));
     }
     Ok(())
 }
