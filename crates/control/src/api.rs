@@ -317,8 +317,13 @@ pub struct LinkStats {
     pub rx_packets: u64,
     /// Bytes received.
     pub rx_bytes: u64,
-    /// Frames dropped on receive (bad virtio-net header, truncated, no buffer).
+    /// Frames dropped on receive (bad virtio-net header, truncated, no buffer, the
+    /// kernel's receive queue full).
     pub rx_dropped: u64,
+    /// Of those, frames the kernel dropped before the router read them (the router fell
+    /// behind; AF_PACKET ports).
+    #[serde(default)]
+    pub rx_kernel_dropped: u64,
     /// Frames sent.
     pub tx_packets: u64,
     /// Bytes sent.
@@ -327,6 +332,17 @@ pub struct LinkStats {
     pub tx_dropped: u64,
     /// Frames the kernel refused.
     pub tx_errors: u64,
+    /// Errors on the port itself (its interface went down or was deleted, a failed
+    /// receive or send).
+    #[serde(default)]
+    pub errors: u64,
+    /// Times the port was opened again on a re-created interface.
+    #[serde(default)]
+    pub reopened: u64,
+    /// The port has no usable interface now (deleted, or back but down or too small);
+    /// the router checks every second.
+    #[serde(default)]
+    pub detached: bool,
 }
 
 /// Resolution state of a neighbour.

@@ -21,6 +21,9 @@
 //! out = [2002]
 //! via = "198.18.20.2"
 //! port = "east"
+//!
+//! [limits]                         # optional; see LimitsConfig
+//! icmp-rate = 100
 //! ```
 //!
 //! Every error names the file, the line and the key, and says what was expected; see
@@ -205,6 +208,98 @@ pub struct LabelConfig {
     pub line: usize,
 }
 
+/// The `[limits]` table: bounds on what the router sends on its own initiative and on
+/// what it keeps while it resolves next hops. Every key is optional; the defaults are
+/// [`LimitsConfig::default`]. They apply when the router starts: a reload that changes
+/// them is refused with a message saying to restart.
+///
+/// ```toml
+/// [limits]
+/// icmp-rate = 1000                 # ICMP errors a second; 0: never send any
+/// icmp-burst = 1000                # back to back before the rate applies (default: icmp-rate)
+/// neighbor-request-rate = 100      # ARP requests + neighbour solicitations a second
+/// neighbor-request-burst = 100     # (default: neighbor-request-rate)
+/// neighbor-entries = 4096          # neighbour table size
+/// neighbor-held-per-address = 4    # frames held while one address resolves
+/// neighbor-held-total = 256        # frames held for all addresses together
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitsConfig {
+    /// `icmp-rate`: ICMP errors (time exceeded, unreachable, too big) the router sends
+    /// per second at most, 0 to [`MAX_RATE`]; 0 means it never sends any (an operator's
+    /// choice: traceroute and path MTU discovery through the router stop working).
+    pub icmp_rate: u32,
+    /// `icmp-burst`: ICMP errors sent back to back before the rate applies, 1 to
+    /// [`MAX_RATE`]; defaults to `icmp_rate`. 0 when `icmp_rate` is 0.
+    pub icmp_burst: u32,
+    /// `neighbor-request-rate`: ARP requests and neighbour solicitations the router sends
+    /// per second at most, all ports together, 1 to [`MAX_RATE`]. Requests over it are not
+    /// sent (counted as `neighbor_request_suppressed`); the frames waiting stay held
+    /// until the next retransmission (1 s) or until they expire (3 tries).
+    pub neighbor_request_rate: u32,
+    /// `neighbor-request-burst`: requests sent back to back before the rate applies, 1
+    /// to [`MAX_RATE`]; defaults to `neighbor_request_rate`.
+    pub neighbor_request_burst: u32,
+    /// `neighbor-entries`: neighbour table entries (resolved and being resolved), 16 to
+    /// [`MAX_NEIGHBOR_ENTRIES`]. When full, frames to new addresses are dropped
+    /// (`neighbor_queue_full`); entries being resolved that hold no frame leave after
+    /// one retransmission interval.
+    pub neighbor_entries: u32,
+    /// `neighbor-held-per-address`: frames held while one address is resolved, 1 to
+    /// `neighbor_held_total`.
+    pub neighbor_held_per_address: u32,
+    /// `neighbor-held-total`: frames held for all addresses together, 1 to
+    /// [`MAX_HELD_TOTAL`]. Held frames keep their packet buffers.
+    pub neighbor_held_total: u32,
+}
+
+/// The largest rate or burst `[limits]` accepts (a million a second).
+pub const MAX_RATE: u32 = 1_000_000;
+/// The largest `neighbor-entries` (2^20).
+pub const MAX_NEIGHBOR_ENTRIES: u32 = 1 << 20;
+/// The largest `neighbor-held-total`: half the packet buffers of the router's forwarding
+/// loop (1024), so that frames held for silent hosts can never starve forwarding.
+pub const MAX_HELD_TOTAL: u32 = 512;
+
+impl Default for LimitsConfig {
+    /// The dataplane's own defaults (`vmpls_dataplane::DataplaneConfig::default`).
+    fn default() -> Self {
+        LimitsConfig {
+            icmp_rate: 1000,
+            icmp_burst: 1000,
+            neighbor_request_rate: 100,
+            neighbor_request_burst: 100,
+            neighbor_entries: 4096,
+            neighbor_held_per_address: 4,
+            neighbor_held_total: 256,
+        }
+    }
+}
+
+impl LimitsConfig {
+    /// The keys whose values differ between `self` and `other`, as `key (old -> new)`,
+    /// in file order; empty when they are the same.
+    pub fn changes(&self, other: &LimitsConfig) -> Vec<String> {
+        let fields = |l: &LimitsConfig| {
+            [
+                ("icmp-rate", l.icmp_rate),
+                ("icmp-burst", l.icmp_burst),
+                ("neighbor-request-rate", l.neighbor_request_rate),
+                ("neighbor-request-burst", l.neighbor_request_burst),
+                ("neighbor-entries", l.neighbor_entries),
+                ("neighbor-held-per-address", l.neighbor_held_per_address),
+                ("neighbor-held-total", l.neighbor_held_total),
+            ]
+        };
+        fields(self)
+            .into_iter()
+            .zip(fields(other))
+            .filter(|((_, a), (_, b))| a != b)
+            .map(|((k, a), (_, b))| format!("{k} ({a} -> {b})"))
+            .collect()
+    }
+}
+
 /// A validated config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -220,6 +315,8 @@ pub struct Config {
     pub routes: Vec<RouteConfig>,
     /// `[[label]]`s, in file order.
     pub labels: Vec<LabelConfig>,
+    /// `[limits]` (all defaults when the table is absent).
+    pub limits: LimitsConfig,
 }
 
 impl Config {

@@ -118,9 +118,10 @@ pub fn mpls_route_line(r: &MplsRoute) -> String {
 pub fn links(list: &[Link], stats: bool) -> String {
     let mut s = String::new();
     for l in list {
+        let state = if l.stats.detached { "DETACHED" } else { "UP" };
         let _ = writeln!(
             s,
-            "{}: {}: <UP> mtu {} interface {} vrf {}",
+            "{}: {}: <{state}> mtu {} interface {} vrf {}",
             l.index, l.name, l.mtu, l.interface, l.vrf
         );
         let offloads = if l.offloads.is_empty() { "none".to_string() } else { l.offloads.join(",") };
@@ -139,6 +140,16 @@ pub fn links(list: &[Link], stats: bool) -> String {
                 "        {:>12} {:>10} {:>8} {:>8}",
                 t.tx_bytes, t.tx_packets, t.tx_dropped, t.tx_errors
             );
+            if t.rx_kernel_dropped + t.errors + t.reopened > 0 || t.detached {
+                let _ = writeln!(
+                    s,
+                    "    kernel rx dropped {}, port errors {}, reopened {}{}",
+                    t.rx_kernel_dropped,
+                    t.errors,
+                    t.reopened,
+                    if t.detached { ", detached" } else { "" }
+                );
+            }
         }
     }
     s
@@ -237,6 +248,35 @@ mod tests {
             protocol: p,
             prefsrc: None,
         }
+    }
+
+    #[test]
+    fn links_show_faults_only_when_there_are_some() {
+        let link = |stats: LinkStats| Link {
+            index: 1,
+            name: "core".into(),
+            interface: "pe1-p".into(),
+            kind: "af-packet".into(),
+            mtu: 1500,
+            address: "02:00:00:00:00:01".into(),
+            vrf: "default".into(),
+            addresses: vec!["198.18.10.1/24".into()],
+            offloads: vec![],
+            stats,
+        };
+        let healthy = links(&[link(LinkStats { rx_packets: 5, ..LinkStats::default() })], true);
+        assert!(healthy.starts_with("1: core: <UP> mtu 1500"), "{healthy}");
+        assert!(!healthy.contains("reopened"), "{healthy}");
+        let hurt = LinkStats {
+            rx_kernel_dropped: 3,
+            errors: 2,
+            reopened: 1,
+            detached: true,
+            ..LinkStats::default()
+        };
+        let text = links(&[link(hurt)], true);
+        assert!(text.starts_with("1: core: <DETACHED> mtu 1500"), "{text}");
+        assert!(text.contains("    kernel rx dropped 3, port errors 2, reopened 1, detached\n"), "{text}");
     }
 
     #[test]

@@ -638,6 +638,10 @@ impl Tables {
 
 /// Why `new` cannot be applied without a restart, if it cannot.
 fn restart_needed(old: &Config, new: &Config) -> Option<String> {
+    let limits = old.limits.changes(&new.limits);
+    if !limits.is_empty() {
+        return Some(format!("[limits] changed: {}; limits apply when the router starts", limits.join(", ")));
+    }
     if old.router.name != new.router.name {
         return Some(format!("router.name changed (\"{}\" -> \"{}\")", old.router.name, new.router.name));
     }

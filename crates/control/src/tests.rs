@@ -778,3 +778,117 @@ fn port_offloads_can_be_forced_per_port() {
     .unwrap_err();
     assert!(e.to_string().contains("gro"), "{e}");
 }
+
+#[test]
+fn limits_default_when_the_table_is_absent_or_empty() {
+    assert_eq!(parse("").unwrap().limits, LimitsConfig::default());
+    assert_eq!(parse("[limits]\n").unwrap().limits, LimitsConfig::default());
+    let d = LimitsConfig::default();
+    assert_eq!((d.icmp_rate, d.icmp_burst), (1000, 1000));
+    assert_eq!((d.neighbor_request_rate, d.neighbor_request_burst), (100, 100));
+    assert_eq!((d.neighbor_entries, d.neighbor_held_per_address, d.neighbor_held_total), (4096, 4, 256));
+}
+
+#[test]
+fn limits_are_read_and_bursts_default_to_their_rate() {
+    let l = parse(
+        "[limits]\nicmp-rate = 10\nneighbor-request-rate = 5\nneighbor-request-burst = 20\n\
+         neighbor-entries = 64\nneighbor-held-per-address = 2\nneighbor-held-total = 16\n",
+    )
+    .unwrap()
+    .limits;
+    assert_eq!(
+        l,
+        LimitsConfig {
+            icmp_rate: 10,
+            icmp_burst: 10,
+            neighbor_request_rate: 5,
+            neighbor_request_burst: 20,
+            neighbor_entries: 64,
+            neighbor_held_per_address: 2,
+            neighbor_held_total: 16,
+        }
+    );
+    let l = parse("[limits]\nicmp-burst = 50\nneighbor-held-total = 3\n").unwrap().limits;
+    assert_eq!((l.icmp_rate, l.icmp_burst), (1000, 50));
+    assert_eq!((l.neighbor_held_per_address, l.neighbor_held_total), (3, 3), "per address fits the total");
+}
+
+#[test]
+fn icmp_rate_zero_means_no_icmp_errors() {
+    let l = parse("[limits]\nicmp-rate = 0\n").unwrap().limits;
+    assert_eq!((l.icmp_rate, l.icmp_burst), (0, 0));
+    assert_err(
+        "[limits]\nicmp-rate = 0\nicmp-burst = 5\n",
+        3,
+        "limits.icmp-burst",
+        &["icmp-rate = 0 sends no ICMP errors at all", "remove icmp-burst"],
+    );
+}
+
+#[test]
+fn zero_and_absurd_limits_are_rejected() {
+    let cases: &[(&str, &[&str])] = &[
+        ("icmp-rate = -1", &["-1 is out of range; expected 0 to 1000000"]),
+        ("icmp-rate = 1000001", &["expected 0 to 1000000"]),
+        ("icmp-burst = 0", &["expected 1 to 1000000", "set icmp-rate = 0"]),
+        ("neighbor-request-rate = 0", &["expected 1 to 1000000", "resolve no next hop"]),
+        ("neighbor-request-rate = 99999999999", &["99999999999 is out of range"]),
+        ("neighbor-request-burst = 0", &["expected 1 to 1000000"]),
+        ("neighbor-entries = 3", &["expected 16 to 1048576", "own next hops"]),
+        ("neighbor-entries = 2000000", &["expected 16 to 1048576"]),
+        ("neighbor-held-per-address = 0", &["expected 1 to 512"]),
+        ("neighbor-held-total = 0", &["expected 1 to 512", "first frames"]),
+        ("neighbor-held-total = 100000", &["expected 1 to 512", "starve forwarding"]),
+    ];
+    for (line, needles) in cases {
+        let key = line.split(' ').next().unwrap();
+        assert_err(&format!("[limits]\n{line}\n"), 2, &format!("limits.{key}"), needles);
+    }
+    assert_err(
+        "[limits]\nneighbor-held-per-address = 8\nneighbor-held-total = 4\n",
+        2,
+        "limits.neighbor-held-per-address",
+        &["8 is more than neighbor-held-total (4)"],
+    );
+}
+
+#[test]
+fn limits_shape_errors_name_the_line() {
+    let e = parse("[limits]\nicmp-rate = \"fast\"\n").unwrap_err();
+    assert!(matches!(e, ConfigError::Parse { .. }), "{e:?}");
+    assert_eq!(e.line(), Some(first_extra_line() + 1), "{e}");
+    assert!(e.to_string().contains("expected an integer"), "{e}");
+    let e = parse("[limits]\narp-rate = 5\n").unwrap_err();
+    assert_eq!(e.line(), Some(first_extra_line() + 1), "{e}");
+    assert!(e.to_string().contains("arp-rate"), "{e}");
+}
+
+#[test]
+fn reload_refuses_a_limits_change_and_says_to_restart() {
+    let mut t = crate::tables::Tables::new(parse("[limits]\nicmp-rate = 10\n").unwrap());
+    let e = t.reload(parse("[limits]\nicmp-rate = 20\nneighbor-entries = 64\n").unwrap()).unwrap_err();
+    assert!(
+        e.contains(
+            "[limits] changed: icmp-rate (10 -> 20), icmp-burst (10 -> 20), neighbor-entries (4096 -> 64)"
+        ) && e.contains("restart the router"),
+        "{e}"
+    );
+    assert_eq!(t.config().limits.icmp_rate, 10, "the running limits stay");
+    // The same limits written another way are no change.
+    let (_, sum) = t.reload(parse("[limits]\nicmp-burst = 10\nicmp-rate = 10\n").unwrap()).unwrap();
+    assert!(sum.unchanged(), "{sum}");
+}
+
+#[test]
+fn the_readme_limits_example_shows_the_defaults() {
+    let readme = std::fs::read_to_string(examples_dir().join("../README.md")).unwrap();
+    let start = readme.find("```toml\n[limits]\n").expect("README documents [limits]") + "```toml\n".len();
+    let block = &readme[start..start + readme[start..].find("```").unwrap()];
+    assert_eq!(parse(block).unwrap().limits, LimitsConfig::default());
+    // The commented one in examples/seed/pe1.toml too, uncommented.
+    let pe1 = std::fs::read_to_string(examples_dir().join("seed/pe1.toml")).unwrap();
+    let start = pe1.find("# [limits]\n").expect("pe1.toml shows [limits]");
+    let block: String = pe1[start..].lines().map(|l| format!("{}\n", l.trim_start_matches("# "))).collect();
+    assert_eq!(parse(&block).unwrap().limits, LimitsConfig::default());
+}

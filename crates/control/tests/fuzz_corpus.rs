@@ -107,12 +107,21 @@ const API_SEEDS: &[(&str, u8, &str)] = &[
     ("cli-del", 3, "del 198.18.2.0/24 vrf cust"),
 ];
 
-/// A config that uses every kind of table the parser knows: VRFs, port MTU and VRF,
+/// A config that uses every kind of table the parser knows: limits, VRFs, port MTU and VRF,
 /// multipath routes with weights, blackholes, every label action, both TTL models.
 const EVERYTHING: &str = r#"[router]
 name = "all"
 control-socket = "/run/vmpls/all.sock"
 addresses = ["198.18.255.9", "2001:db8:ff::9"]
+
+[limits]
+icmp-rate = 10
+icmp-burst = 20
+neighbor-request-rate = 5
+neighbor-request-burst = 8
+neighbor-entries = 64
+neighbor-held-per-address = 2
+neighbor-held-total = 16
 
 [[vrf]]
 name = "cust"

@@ -82,6 +82,10 @@ reasons! {
         BadChecksumOffload => "bad_checksum_offload",
         /// An ICMP error was due but the rate limit was reached, or no source address.
         IcmpSuppressed => "icmp_suppressed",
+        /// An ARP request or neighbour solicitation was due but the request rate limit
+        /// was reached: not sent (the frames waiting for the address stay held until
+        /// the next retransmission or until they expire).
+        NeighborRequestSuppressed => "neighbor_request_suppressed",
         /// The next hop's port does not exist (stale route).
         NoSuchPort => "no_such_port",
         /// The frame would exceed the port's MTU at output (should not happen: a bug).

@@ -11,8 +11,10 @@ pub mod neighbor;
 pub mod packet;
 pub mod pipeline;
 pub mod port;
+pub mod rate;
 
 pub use counters::{Counters, Drop, Event};
 pub use packet::{Packet, PacketPool, PortId};
 pub use pipeline::{Dataplane, DataplaneConfig, Output, POOL_LOW_WATER};
 pub use port::{PortCaps, PortInfo};
+pub use rate::TokenBucket;

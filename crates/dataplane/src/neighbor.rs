@@ -217,7 +217,10 @@ impl NeighborTable {
     }
 
     /// Runs the timers: incomplete entries that used up their requests are removed with
-    /// their held frames; stale entries not confirmed within the grace period are removed.
+    /// their held frames, and so are incomplete entries that hold no frame once a
+    /// retransmission interval has passed (a scan toward silent hosts cannot fill the
+    /// table for longer than that); stale entries not confirmed within the grace period
+    /// are removed.
     pub fn poll(&mut self, now: Instant) -> Expiry {
         let cfg = self.config;
         let mut expiry = Expiry::default();
@@ -226,11 +229,18 @@ impl NeighborTable {
             let since_probe = e.last_probe.map(|t| now.duration_since(t));
             match e.mac {
                 None => {
-                    if e.probes >= cfg.max_probes && since_probe.is_none_or(|d| d >= cfg.retransmit) {
+                    let due = since_probe.is_none_or(|d| d >= cfg.retransmit);
+                    if e.probes >= cfg.max_probes && due {
                         expiry.dropped.append(&mut e.held);
                         return false;
                     }
-                    if !e.held.is_empty() && since_probe.is_none_or(|d| d >= cfg.retransmit) {
+                    if e.held.is_empty() && due {
+                        // Nothing waits for it (its frames were refused: queues full):
+                        // keeping it would only take a place in the table. The next
+                        // frame toward the address asks again.
+                        return false;
+                    }
+                    if due {
                         e.last_probe = Some(now);
                         e.probes += 1;
                         expiry.probes.push((port, addr));
@@ -374,6 +384,27 @@ mod tests {
             dropped += t.poll(t0 + Duration::from_secs(s)).dropped.len();
         }
         assert_eq!((dropped, t.held()), (4, 0));
+    }
+
+    #[test]
+    fn incomplete_entries_holding_nothing_leave_after_a_retransmission_interval() {
+        let cfg = NeighborConfig { max_entries: 3, max_held_total: 1, ..NeighborConfig::default() };
+        let mut t = NeighborTable::new(cfg);
+        let t0 = Instant::now();
+        let host = |i: u8| IpAddr::from([198, 18, 10, i]);
+        for i in 1..=5 {
+            t.resolve(t0, 0, host(i));
+            let _ = t.hold(0, host(i), Packet::new());
+        }
+        assert_eq!((t.entries().count(), t.held()), (3, 1), "full: hosts 4 and 5 are not added");
+        assert_eq!(t.resolve(t0, 0, host(4)), Resolution::Unknown { probe: false });
+        let e = t.poll(t0 + cfg.retransmit / 2);
+        assert_eq!((e.probes.len(), t.entries().count()), (0, 3), "not yet");
+        let e = t.poll(t0 + cfg.retransmit);
+        assert_eq!(e.probes, vec![(0, host(1))], "only the entry with a frame is asked for again");
+        assert!(e.dropped.is_empty());
+        assert_eq!(t.entries().count(), 1);
+        assert_eq!(t.resolve(t0 + cfg.retransmit, 0, host(4)), Resolution::Unknown { probe: true });
     }
 
     #[test]

@@ -27,6 +27,7 @@ use crate::hash::{ip_flow_hash, mpls_flow_hash};
 use crate::neighbor::{NeighborConfig, NeighborTable, Resolution};
 use crate::packet::{Packet, PacketPool, PortId};
 use crate::port::{PortCaps, PortInfo};
+use crate::rate::TokenBucket;
 use crate::{fragment, gro, gso};
 
 const ETH: usize = ethernet::HEADER_LEN;
@@ -50,15 +51,50 @@ pub const POOL_LOW_WATER: usize = 96;
 pub struct DataplaneConfig {
     /// TTL of labels pushed under the pipe model, and of ICMP the router originates.
     pub default_ttl: u8,
-    /// ICMP errors per second the router sends at most (token bucket, burst of the same size).
+    /// ICMP errors per second the router sends at most (a [`TokenBucket`]); 0: none at
+    /// all. Errors over the limit are counted as [`Drop::IcmpSuppressed`].
     pub icmp_rate: u32,
-    /// Neighbour table timers.
+    /// ICMP errors the router may send back to back before `icmp_rate` applies;
+    /// `None`: as many as `icmp_rate`.
+    pub icmp_burst: Option<u32>,
+    /// ARP requests and neighbour solicitations per second the router sends at most, all
+    /// ports together (a [`TokenBucket`]); at least 1 to resolve anything. Requests over
+    /// the limit are not sent and are counted as [`Drop::NeighborRequestSuppressed`];
+    /// the frames waiting for the address stay held until the next retransmission or
+    /// until they expire.
+    pub neighbor_request_rate: u32,
+    /// Requests the router may send back to back before `neighbor_request_rate`
+    /// applies; `None`: as many as `neighbor_request_rate`.
+    pub neighbor_request_burst: Option<u32>,
+    /// Neighbour table timers and sizes.
     pub neighbor: NeighborConfig,
 }
 
 impl Default for DataplaneConfig {
     fn default() -> Self {
-        DataplaneConfig { default_ttl: 255, icmp_rate: 1000, neighbor: NeighborConfig::default() }
+        DataplaneConfig {
+            default_ttl: 255,
+            icmp_rate: 1000,
+            icmp_burst: None,
+            neighbor_request_rate: 100,
+            neighbor_request_burst: None,
+            neighbor: NeighborConfig::default(),
+        }
+    }
+}
+
+impl DataplaneConfig {
+    /// The bucket limiting ICMP errors.
+    fn icmp_bucket(&self) -> TokenBucket {
+        TokenBucket::new(self.icmp_rate, self.icmp_burst.unwrap_or(self.icmp_rate))
+    }
+
+    /// The bucket limiting ARP requests and neighbour solicitations.
+    fn neighbor_request_bucket(&self) -> TokenBucket {
+        TokenBucket::new(
+            self.neighbor_request_rate,
+            self.neighbor_request_burst.unwrap_or(self.neighbor_request_rate),
+        )
     }
 }
 
@@ -167,8 +203,10 @@ pub struct Dataplane {
     counters: Counters,
     config: DataplaneConfig,
     ip_ident: u16,
-    icmp_tokens: f64,
-    icmp_refill: Option<Instant>,
+    /// ICMP errors the router originates.
+    icmp_limit: TokenBucket,
+    /// ARP requests and neighbour solicitations the router originates.
+    request_limit: TokenBucket,
     scratch: Vec<Packet>,
     gro_scratch: Vec<Packet>,
 }
@@ -191,8 +229,8 @@ impl Dataplane {
             counters: Counters::new(n),
             config,
             ip_ident: 1,
-            icmp_tokens: f64::from(config.icmp_rate),
-            icmp_refill: None,
+            icmp_limit: config.icmp_bucket(),
+            request_limit: config.neighbor_request_bucket(),
             scratch: Vec::new(),
             gro_scratch: Vec::new(),
         }
@@ -268,7 +306,7 @@ impl Dataplane {
         let fib = self.fib.load_full();
         let expiry = self.neighbors.poll(now);
         for (port, addr) in expiry.probes {
-            self.send_solicit(&fib, port, addr, pool, out);
+            self.send_solicit(&fib, now, port, addr, pool, out);
         }
         for pkt in expiry.dropped {
             self.counters.drop(Drop::NeighborUnresolved);
@@ -1146,7 +1184,7 @@ impl Dataplane {
         match self.neighbors.resolve(now, hop.port, hop.addr) {
             Resolution::Known { mac, probe } => {
                 if probe {
-                    self.send_solicit(fib, hop.port, hop.addr, pool, out);
+                    self.send_solicit(fib, now, hop.port, hop.addr, pool, out);
                 }
                 self.emit(mac, pkt, pool, out);
             }
@@ -1155,7 +1193,7 @@ impl Dataplane {
                     self.discard(Drop::NeighborQueueFull, pkt, pool);
                 }
                 if probe {
-                    self.send_solicit(fib, hop.port, hop.addr, pool, out);
+                    self.send_solicit(fib, now, hop.port, hop.addr, pool, out);
                 }
             }
         }
@@ -1245,21 +1283,6 @@ impl Dataplane {
         self.ip_ident
     }
 
-    fn icmp_allowed(&mut self, now: Instant) -> bool {
-        let rate = f64::from(self.config.icmp_rate);
-        if let Some(last) = self.icmp_refill {
-            let dt = now.saturating_duration_since(last).as_secs_f64();
-            self.icmp_tokens = (self.icmp_tokens + dt * rate).min(rate);
-        }
-        self.icmp_refill = Some(now);
-        if self.icmp_tokens >= 1.0 {
-            self.icmp_tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-
     /// Answers the packet in `pkt` (IP header right after Ethernet) with an ICMP error
     /// routed back to its source.
     #[allow(clippy::too_many_arguments)]
@@ -1330,7 +1353,7 @@ impl Dataplane {
         if !may_answer_with_error(original) {
             return None;
         }
-        if !self.icmp_allowed(now) {
+        if !self.icmp_limit.take(now) {
             self.counters.drop(Drop::IcmpSuppressed);
             return None;
         }
@@ -1424,7 +1447,14 @@ impl Dataplane {
         if repr.sender_protocol_addr.is_unspecified() {
             return; // an address-conflict probe: nothing to learn
         }
-        let released = self.neighbors.learn(now, in_port, sender, repr.sender_hardware_addr, ours);
+        // RFC 826's merge rule: a known sender is updated; a new one is added only from a
+        // request for one of our addresses (as Linux without arp_accept: an unsolicited
+        // reply never adds one), and only when it is on the port's subnet, the only
+        // addresses a route can name as next hop. Floods of replies, or of requests from
+        // elsewhere, cannot fill the table.
+        let create =
+            ours && repr.operation == arp::Operation::Request && on_port_subnet(fib, in_port, sender);
+        let released = self.neighbors.learn(now, in_port, sender, repr.sender_hardware_addr, create);
         self.release(released, repr.sender_hardware_addr, pool, out);
         if ours && repr.operation == arp::Operation::Request {
             let Some(port) = self.ports.get(usize::from(in_port)) else { return };
@@ -1472,10 +1502,13 @@ impl Dataplane {
         }
     }
 
-    /// Asks for `addr`'s MAC on `port`: ARP request or neighbour solicitation.
+    /// Asks for `addr`'s MAC on `port`: ARP request or neighbour solicitation, if the
+    /// request rate limit allows one now (else counted, and the neighbour table's next
+    /// retransmission tries again).
     fn send_solicit(
         &mut self,
         fib: &Arc<Fib>,
+        now: Instant,
         port: PortId,
         addr: IpAddr,
         pool: &mut PacketPool,
@@ -1483,6 +1516,16 @@ impl Dataplane {
     ) {
         let Some(info) = self.ports.get(usize::from(port)) else { return };
         let mac = info.mac;
+        let has_source = match addr {
+            IpAddr::V4(_) => fib.port_v4(port).is_some(),
+            IpAddr::V6(_) => fib.port_v6(port).is_some(),
+        };
+        if !has_source {
+            return;
+        }
+        if !self.request_limit.take(now) {
+            return self.counters.drop(Drop::NeighborRequestSuppressed);
+        }
         match addr {
             IpAddr::V4(target) => {
                 let Some(src) = fib.port_v4(port) else { return };
@@ -1560,7 +1603,12 @@ impl Dataplane {
                     (all, icmpv6::multicast_mac(all))
                 } else {
                     let Some(smac) = source_mac else { return };
-                    let released = self.neighbors.learn(now, in_port, IpAddr::V6(src), smac, true);
+                    // RFC 4861 section 7.2.3 creates an entry for the sender; here only
+                    // for one on the port's subnet (the only possible next hops), so a
+                    // flood from elsewhere cannot fill the table. The reply goes out
+                    // either way.
+                    let create = on_port_subnet(fib, in_port, IpAddr::V6(src));
+                    let released = self.neighbors.learn(now, in_port, IpAddr::V6(src), smac, create);
                     self.release(released, smac, pool, out);
                     (src, smac)
                 };
@@ -1590,11 +1638,17 @@ impl Dataplane {
                 self.counters.tx_frames[usize::from(in_port)] += 1;
                 out.tx[usize::from(in_port)].push(p);
             }
-            icmpv6::NdRepr::NeighborAdvert { target, target_mac, .. } => {
-                if let Some(mac) = target_mac {
-                    let released = self.neighbors.learn(now, in_port, IpAddr::V6(target), mac, false);
-                    self.release(released, mac, pool, out);
+            icmpv6::NdRepr::NeighborAdvert { target, target_mac, override_, .. } => {
+                let Some(mac) = target_mac else { return };
+                // RFC 4861 section 7.2.5: without the override flag, an advertisement
+                // does not replace the address of a reachable entry.
+                if !override_
+                    && self.neighbors.fresh(now, in_port, IpAddr::V6(target)).is_some_and(|(m, _)| m != mac)
+                {
+                    return;
                 }
+                let released = self.neighbors.learn(now, in_port, IpAddr::V6(target), mac, false);
+                self.release(released, mac, pool, out);
             }
         }
     }
@@ -1609,8 +1663,10 @@ enum IcmpKind {
     PortUnreachable,
 }
 
-/// RFC 1812 section 4.3.2.7 / RFC 4443 section 2.4(e): no error about an ICMP error, a
-/// non-first fragment, or a packet from a multicast, broadcast or unspecified source.
+/// RFC 1812 section 4.3.2.7 / RFC 4443 section 2.4(e): no error about an ICMP error (for
+/// IPv6 also one behind extension headers), a non-first fragment, a packet whose IPv6
+/// extension headers cannot be followed, or a packet from a multicast, broadcast or
+/// unspecified source.
 fn may_answer_with_error(original: &[u8]) -> bool {
     match original.first().map(|b| b >> 4) {
         Some(4) => {
@@ -1631,13 +1687,75 @@ fn may_answer_with_error(original: &[u8]) -> bool {
             if src.is_unspecified() || src.is_multicast() {
                 return false;
             }
-            if ip.next_header() == ipv4::protocol::IPV6_ICMP {
-                // Types below 128 are errors.
-                return ip.payload().first().is_some_and(|t| *t >= 128);
+            // The upper layer may sit behind extension headers: walk them, and stay
+            // silent when the chain cannot be followed (cut short, too long).
+            match ipv6_upper_layer(ip.next_header(), ip.payload()) {
+                Some(Upper::Protocol(ipv4::protocol::IPV6_ICMP, icmp)) => {
+                    // Types below 128 are errors.
+                    icmp.first().is_some_and(|t| *t >= 128)
+                }
+                Some(Upper::Protocol(..)) => true,
+                Some(Upper::LaterFragment) | None => false,
             }
-            true
         }
         _ => false,
+    }
+}
+
+/// Extension headers [`ipv6_upper_layer`] follows at most.
+const MAX_IPV6_EXT_HEADERS: usize = 32;
+
+/// What follows an IPv6 header's extension headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Upper<'a> {
+    /// An upper-layer protocol (or one this walk does not know as an extension header)
+    /// and the bytes from its header on.
+    Protocol(u8, &'a [u8]),
+    /// A fragment header with a nonzero offset: the upper-layer header is elsewhere.
+    LaterFragment,
+}
+
+/// Follows the extension headers (hop-by-hop, routing, fragment, destination options,
+/// authentication) from `next` over `payload` (the bytes after the fixed IPv6 header) to
+/// the upper layer. `None` when a header runs past the payload or the chain is longer
+/// than [`MAX_IPV6_EXT_HEADERS`].
+fn ipv6_upper_layer(mut next: u8, mut payload: &[u8]) -> Option<Upper<'_>> {
+    use ipv4::protocol::{AH, HOPOPT, IPV6_FRAG, IPV6_ROUTE};
+    const IPV6_OPTS: u8 = 60;
+    for _ in 0..=MAX_IPV6_EXT_HEADERS {
+        let len = match next {
+            HOPOPT | IPV6_ROUTE | IPV6_OPTS => (usize::from(*payload.get(1)?) + 1) * 8,
+            AH => (usize::from(*payload.get(1)?) + 2) * 4,
+            IPV6_FRAG => {
+                let offset = u16::from_be_bytes([*payload.get(2)?, *payload.get(3)?]) >> 3;
+                if offset != 0 {
+                    return Some(Upper::LaterFragment);
+                }
+                8
+            }
+            _ => return Some(Upper::Protocol(next, payload)),
+        };
+        let header = payload.get(..len)?;
+        next = header[0];
+        payload = &payload[len..];
+    }
+    None
+}
+
+/// Whether `a` is on one of `port`'s subnets: the only neighbours a route can name (a
+/// config's next hop must be directly connected), so the only ones worth an entry in the
+/// neighbour table.
+fn on_port_subnet(fib: &Fib, port: PortId, a: IpAddr) -> bool {
+    let Some(addrs) = fib.port_addrs.get(usize::from(port)) else { return false };
+    match a {
+        IpAddr::V4(a) => addrs.v4.iter().any(|&(net, len)| {
+            let mask = u32::MAX.checked_shl(32 - u32::from(len.min(32))).unwrap_or(0);
+            (net.to_bits() ^ a.to_bits()) & mask == 0
+        }),
+        IpAddr::V6(a) => addrs.v6.iter().any(|&(net, len)| {
+            let mask = u128::MAX.checked_shl(128 - u32::from(len.min(128))).unwrap_or(0);
+            (net.to_bits() ^ a.to_bits()) & mask == 0
+        }),
     }
 }
 
@@ -1909,6 +2027,169 @@ mod tests {
         let mut n: Vec<_> = dp.neighbors().entries().collect();
         n.sort();
         (format!("{:?}", dp.counters()), n)
+    }
+
+    /// An IPv6 packet 2001:db8:1::2 -> 2001:db8:2::2 with `next` and `payload`.
+    fn ipv6_packet(next: u8, payload: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8; 40];
+        ipv6_repr(ip6("2001:db8:1::2"), ip6("2001:db8:2::2"), payload.len(), 1)
+            .emit(&mut ipv6::Packet::new_unchecked(&mut p[..]));
+        p[6] = next;
+        p.extend_from_slice(payload);
+        p
+    }
+
+    fn ip6(s: &str) -> Ipv6Addr {
+        s.parse().unwrap()
+    }
+
+    /// An extension header of `len` bytes (a multiple of 8) announcing `next`.
+    fn ext(next: u8, len: usize) -> Vec<u8> {
+        let mut h = vec![0u8; len];
+        h[0] = next;
+        h[1] = (len / 8 - 1) as u8;
+        if len >= 8 {
+            h[2] = 1; // PadN over the rest
+            h[3] = (len - 4) as u8;
+        }
+        h
+    }
+
+    #[test]
+    fn no_icmp_error_about_icmpv6_errors_or_later_fragments_behind_extension_headers() {
+        const UDP: u8 = 17;
+        const ICMP6: u8 = 58;
+        const OPTS: u8 = 60;
+        let chain = |headers: &[(u8, Vec<u8>)], upper: &[u8]| {
+            let mut v: Vec<u8> = headers.iter().flat_map(|(_, h)| h.clone()).collect();
+            v.extend_from_slice(upper);
+            ipv6_packet(headers.first().map_or(UDP, |h| h.0), &v)
+        };
+        let echo = [128u8, 0, 0, 0, 0, 1, 0, 1];
+        let unreachable = [1u8, 4, 0, 0, 0, 0, 0, 0];
+        // hop-by-hop, then destination options, then the upper layer.
+        let two = |upper: u8| vec![(0u8, ext(OPTS, 8)), (OPTS, ext(upper, 16))];
+        assert!(may_answer_with_error(&chain(&two(ICMP6), &echo)), "echo behind options");
+        assert!(!may_answer_with_error(&chain(&two(ICMP6), &unreachable)), "error behind options");
+        assert!(!may_answer_with_error(&ipv6_packet(ICMP6, &unreachable)), "error right behind");
+        assert!(may_answer_with_error(&chain(&two(UDP), &[0; 8])));
+        // Fragments: an atomic or first one is looked through, a later one never answered.
+        let mut first = vec![ICMP6, 0, 0, 1, 0, 0, 0, 7]; // offset 0, more fragments
+        first.extend_from_slice(&unreachable);
+        assert!(!may_answer_with_error(&ipv6_packet(44, &first)));
+        let later = [UDP, 0, 0, 8 << 3, 0, 0, 0, 7, 1, 2, 3, 4, 5, 6, 7, 8];
+        assert!(!may_answer_with_error(&ipv6_packet(44, &later)), "offset 8");
+        // A header running past the packet: cannot tell.
+        let mut cut = ext(UDP, 64);
+        cut.truncate(16);
+        assert!(!may_answer_with_error(&ipv6_packet(OPTS, &cut)));
+        // Long chains: up to the limit followed, beyond it not answered.
+        let opts = |n: usize| {
+            let hs: Vec<(u8, Vec<u8>)> =
+                (0..n).map(|i| (OPTS, ext(if i + 1 == n { UDP } else { OPTS }, 8))).collect();
+            chain(&hs, &[0; 8])
+        };
+        assert!(may_answer_with_error(&opts(MAX_IPV6_EXT_HEADERS)));
+        assert!(!may_answer_with_error(&opts(MAX_IPV6_EXT_HEADERS + 1)));
+        // IPv4: echo answered; errors and later fragments not.
+        let v4 = |proto: u8, frag: u16, payload: &[u8]| {
+            let mut p = vec![0x45, 0, 0, 0, 0, 1, 0, 0, 1, proto, 0, 0, 198, 18, 1, 2, 198, 18, 2, 2];
+            p[2..4].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
+            p[6..8].copy_from_slice(&frag.to_be_bytes());
+            p.extend_from_slice(payload);
+            p
+        };
+        assert!(may_answer_with_error(&v4(1, 0, &[8, 0, 0, 0, 0, 1, 0, 1])));
+        assert!(!may_answer_with_error(&v4(1, 0, &[11, 0, 0, 0, 0, 0, 0, 0])));
+        assert!(!may_answer_with_error(&v4(1, 0, &[3, 3, 0, 0, 0, 0, 0, 0])));
+        assert!(!may_answer_with_error(&v4(17, 1, &[0; 8])), "offset 8");
+    }
+
+    fn arp_frame(op: arp::Operation, sender: &str, mac: [u8; 6], target: &str) -> Packet {
+        let repr = arp::Repr {
+            operation: op,
+            sender_hardware_addr: mac,
+            sender_protocol_addr: sender.parse().unwrap(),
+            target_hardware_addr: if op == arp::Operation::Request { [0; 6] } else { WEST_MAC },
+            target_protocol_addr: target.parse().unwrap(),
+        };
+        let mut f = vec![0u8; ETH + 28];
+        let dst = if op == arp::Operation::Request { [0xff; 6] } else { WEST_MAC };
+        write_ethernet(&mut f, dst, mac, ARP_ETHERTYPE);
+        repr.emit(&mut arp::Packet::new_unchecked(&mut f[ETH..]));
+        Packet::from_frame(0, &f)
+    }
+
+    /// A neighbour solicitation or advertisement from `src` (MAC `mac`) on the east port.
+    fn nd_frame(src: &str, mac: [u8; 6], advert: Option<(&str, bool)>, target: &str) -> Packet {
+        let (src, target) = (ip6(src), ip6(target));
+        let dst = ip6("2001:db8:20::1");
+        let mut f = vec![0u8; ETH + 40 + 32];
+        write_ethernet(&mut f, EAST_MAC, mac, IPV6_ETHERTYPE);
+        let n = match advert {
+            None => icmpv6::emit_neighbor_solicit(&mut f[ETH + 40..], src, dst, target, mac).unwrap(),
+            Some((_, o)) => {
+                icmpv6::emit_neighbor_advert(&mut f[ETH + 40..], src, dst, target, mac, true, false, o)
+                    .unwrap()
+            }
+        };
+        ipv6_repr(src, dst, n, 255).emit(&mut ipv6::Packet::new_unchecked(&mut f[ETH..ETH + 40]));
+        f.truncate(ETH + 40 + n);
+        Packet::from_frame(1, &f)
+    }
+
+    fn neighbor(dp: &Dataplane, port: PortId, addr: &str) -> Option<[u8; 6]> {
+        dp.neighbors().entries().find(|e| (e.0, e.1) == (port, ip(addr))).and_then(|e| e.2)
+    }
+
+    #[test]
+    fn neighbours_are_added_only_from_requests_by_senders_on_the_port_subnet() {
+        let mut dp = router();
+        let mut pool = PacketPool::new(16);
+        let mut out = Output::new(2);
+        let now = Instant::now();
+        let mac = [2, 0, 0, 0, 0x10, 0x77];
+        let entries = |dp: &Dataplane| dp.neighbors().entries().count();
+        let before = entries(&dp);
+        let (request, reply) = (arp::Operation::Request, arp::Operation::Reply);
+        let ours = "198.18.10.2";
+        // From off the subnet: answered, not added.
+        dp.process(now, arp_frame(request, "198.19.0.7", mac, ours), &mut pool, &mut out);
+        assert_eq!(out.tx[0].len(), 1, "the request is answered");
+        assert_eq!(entries(&dp), before);
+        // An unsolicited reply, even from the subnet: not added.
+        dp.process(now, arp_frame(reply, "198.18.10.77", mac, ours), &mut pool, &mut out);
+        assert_eq!(entries(&dp), before);
+        // A request from the subnet: added; a later reply updates it (merge).
+        dp.process(now, arp_frame(request, "198.18.10.77", mac, ours), &mut pool, &mut out);
+        assert_eq!(neighbor(&dp, 0, "198.18.10.77"), Some(mac));
+        let moved = [2, 0, 0, 0, 0x10, 0x78];
+        dp.process(now, arp_frame(reply, "198.18.10.77", moved, ours), &mut pool, &mut out);
+        assert_eq!(neighbor(&dp, 0, "198.18.10.77"), Some(moved));
+        // Neighbour solicitations likewise: the advertisement goes out either way.
+        let sent = out.tx[1].len();
+        dp.process(now, nd_frame("2001:db8:99::5", mac, None, "2001:db8:20::1"), &mut pool, &mut out);
+        dp.process(now, nd_frame("2001:db8:20::5", mac, None, "2001:db8:20::1"), &mut pool, &mut out);
+        assert_eq!(out.tx[1].len(), sent + 2, "both solicitations answered");
+        assert_eq!(neighbor(&dp, 1, "2001:db8:99::5"), None);
+        assert_eq!(neighbor(&dp, 1, "2001:db8:20::5"), Some(mac));
+        assert_eq!(dp.counters().total_drops(), 0);
+    }
+
+    #[test]
+    fn an_advert_without_override_does_not_replace_a_reachable_neighbour() {
+        let mut dp = router();
+        let mut pool = PacketPool::new(16);
+        let mut out = Output::new(2);
+        let now = Instant::now();
+        let peer = "2001:db8:20::2";
+        assert_eq!(neighbor(&dp, 1, peer), Some(PEER_MAC));
+        let spoof = [2, 0, 0, 0, 0x66, 0x66];
+        dp.process(now, nd_frame(peer, spoof, Some((peer, false)), peer), &mut pool, &mut out);
+        assert_eq!(neighbor(&dp, 1, peer), Some(PEER_MAC), "O clear: kept");
+        dp.process(now, nd_frame(peer, spoof, Some((peer, true)), peer), &mut pool, &mut out);
+        assert_eq!(neighbor(&dp, 1, peer), Some(spoof), "O set: replaced (RFC 4861 section 7.2.5)");
+        assert_eq!(dp.counters().total_drops(), 0);
     }
 
     #[test]

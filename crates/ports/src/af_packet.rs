@@ -3,6 +3,7 @@
 //! metadata. Frames move in batches of up to [`BATCH`] with `recvmmsg`/`sendmmsg`, into
 //! and out of [`Packet`] buffers, with no allocation per packet.
 
+use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
@@ -77,11 +78,16 @@ pub struct AfPacketPort {
     info: PortInfo,
     ifname: String,
     ifindex: u32,
+    /// The interface's own MTU when the port was opened (`info.mtu` may be lower).
+    interface_mtu: u32,
     fd: OwnedFd,
     batch: MmsgBatch,
     /// Buffers lent to the kernel during one `recvmmsg`; empty between calls.
     staging: Vec<Packet>,
     stats: PortStats,
+    /// Frames the kernel dropped, summed over `PACKET_STATISTICS` reads (each read resets
+    /// the kernel's count; `stats` reads through `&self`).
+    kernel_dropped: Cell<u64>,
 }
 
 impl std::fmt::Debug for AfPacketPort {
@@ -150,10 +156,12 @@ impl AfPacketPort {
             info: PortInfo { id, name: name.to_owned(), mac: details.mac, mtu, caps: af_packet_caps() },
             ifname: ifname.to_owned(),
             ifindex,
+            interface_mtu: details.mtu,
             fd,
             batch: MmsgBatch::new(),
             staging: Vec::with_capacity(BATCH),
             stats: PortStats::default(),
+            kernel_dropped: Cell::new(0),
         })
     }
 
@@ -166,6 +174,55 @@ impl AfPacketPort {
     pub fn ifindex(&self) -> u32 {
         self.ifindex
     }
+
+    /// The index of the interface named `ifname` in the calling thread's network
+    /// namespace now, `None` if there is none. A port whose interface was deleted keeps a
+    /// socket the kernel has unbound (measured on 6.18: one `ENETDOWN` on receive, then
+    /// `ENXIO` on every send, and nothing received ever again, even when an interface of
+    /// the same name comes back); an index other than [`AfPacketPort::ifindex`] says the
+    /// interface was deleted and created again, and the port must be opened anew.
+    pub fn interface_index(ifname: &str) -> Option<u32> {
+        sys::if_nametoindex(ifname)
+    }
+
+    /// Makes this port, just opened on a re-created interface (with `previous.mtu` as
+    /// the MTU, or none), stand in for `previous`: the port the router had on the interface's earlier
+    /// incarnation. It takes `previous`'s id, name, MAC and MTU, so neither the pipeline
+    /// nor the neighbours on the link have anything to learn again:
+    /// - MTU: the interface must carry `previous.mtu` (else [`PortError::MtuTooLarge`],
+    ///   the port is refused); a larger interface MTU is not adopted.
+    /// - MAC: a re-created veth gets a new random address. The port keeps answering to
+    ///   `previous.mac` (the neighbours learned it): the socket joins
+    ///   `PACKET_MR_PROMISC`, so a NIC that filters unicast by address still passes the
+    ///   frames (a veth passes them anyway), and the pipeline goes on filtering by
+    ///   `previous.mac`.
+    ///
+    /// Returns the interface's own MAC and MTU, for the caller to report what it did not
+    /// adopt.
+    pub fn stand_in_for(&mut self, previous: &PortInfo) -> Result<([u8; 6], u32), PortError> {
+        let own = (self.info.mac, self.interface_mtu);
+        if previous.mtu > self.interface_mtu {
+            return Err(PortError::MtuTooLarge {
+                ifname: self.ifname.clone(),
+                requested: previous.mtu,
+                interface_mtu: self.interface_mtu,
+            });
+        }
+        if previous.mac != self.info.mac {
+            sys::add_membership(self.fd.as_fd(), self.ifindex, sys::PACKET_MR_PROMISC).map_err(|source| {
+                PortError::Io {
+                    ifname: self.ifname.clone(),
+                    op: "receive the frames for the port's earlier MAC (PACKET_MR_PROMISC)",
+                    source,
+                }
+            })?;
+        }
+        self.info.id = previous.id;
+        self.info.name.clone_from(&previous.name);
+        self.info.mac = previous.mac;
+        self.info.mtu = previous.mtu;
+        Ok(own)
+    }
 }
 
 /// The smallest MTU a port may be configured with (the IPv4 minimum, RFC 791).
@@ -176,7 +233,6 @@ fn is_transient(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted)
 }
 
-/// Errors that concern the device, not the frame: every later frame would fail the same.
 /// A packet socket for `ifname`, not yet configured or bound: the checks both AF_PACKET
 /// ports make before they set their options. Returns the socket, the interface index,
 /// its details (MAC among them) and the MTU to use (`mtu_override` checked against the
@@ -285,6 +341,7 @@ pub(crate) fn send_all(
     sent
 }
 
+/// Errors that concern the device, not the frame: every later frame would fail the same.
 fn is_device_error(errno: i32) -> bool {
     matches!(errno, libc::ENETDOWN | libc::ENXIO | libc::ENODEV | libc::EBADF | libc::ENOTSOCK)
 }
@@ -358,7 +415,10 @@ impl Port for AfPacketPort {
     }
 
     fn stats(&self) -> PortStats {
-        self.stats
+        if let Ok(n) = sys::packet_drops(self.fd.as_fd()) {
+            self.kernel_dropped.set(self.kernel_dropped.get() + n);
+        }
+        PortStats { rx_kernel_dropped: self.kernel_dropped.get(), ..self.stats }
     }
 }
 
@@ -397,6 +457,165 @@ mod tests {
         hdr[8] = 16;
         assert_eq!(classify(10 + 40, 0, 0, &hdr), RxVerdict::BadHeader);
         assert!(matches!(classify(10 + 52, 0, 0, &hdr), RxVerdict::Frame { len: 52, .. }));
+    }
+
+    /// A network namespace of its own (`vmpls-af-<pid>-<tag>`), deleted on drop.
+    struct Netns(String);
+
+    impl Netns {
+        fn new(tag: &str) -> Netns {
+            let ns = Netns(format!("vmpls-af-{}-{tag}", std::process::id()));
+            ns.ip(&["netns", "add", &ns.0]);
+            ns
+        }
+
+        /// Runs `ip ARGS` (`ip -n NS ARGS` unless `args` starts with "netns").
+        fn ip(&self, args: &[&str]) {
+            let mut cmd = std::process::Command::new("ip");
+            if args[0] != "netns" {
+                cmd.args(["-n", &self.0]);
+            }
+            let out = cmd.args(args).output().expect("run ip");
+            assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+
+        /// A veth pair `fa` (MAC `a`) -- `fb` (MAC `b`) with `mtu`, both up.
+        fn veth(&self, a: &str, b: &str, mtu: u32) {
+            let mtu = mtu.to_string();
+            self.ip(&["link", "add", "fa", "address", a, "mtu", &mtu, "type", "veth", "peer", "name", "fb"]);
+            self.ip(&["link", "set", "fb", "address", b, "mtu", &mtu]);
+            self.ip(&["link", "set", "fa", "up"]);
+            self.ip(&["link", "set", "fb", "up"]);
+        }
+
+        /// Runs `f` on a thread inside the namespace (sockets opened there stay there).
+        fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let file = std::fs::File::open(format!("/run/netns/{}", self.0)).expect("open netns");
+                    // SAFETY: setns(2) on a descriptor we own; it changes only this
+                    // thread's network namespace.
+                    let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+                    assert_eq!(r, 0, "setns: {}", io::Error::last_os_error());
+                    f()
+                })
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e))
+            })
+        }
+    }
+
+    impl Drop for Netns {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("ip").args(["netns", "del", &self.0]).output();
+        }
+    }
+
+    /// Receives on `port` until a frame of `ethertype` arrives or 2 s pass.
+    fn receive(port: &mut AfPacketPort, pool: &mut PacketPool, ethertype: [u8; 2]) -> Option<Vec<u8>> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let mut got = Vec::new();
+        while std::time::Instant::now() < deadline {
+            let mut p = libc::pollfd { fd: port.fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut p, 1, 100) };
+            let _ = port.recv_batch(pool, &mut got, BATCH);
+            let hit = got.iter().position(|p| p.frame().get(12..14) == Some(&ethertype[..]));
+            let frame = hit.map(|i| got[i].frame().to_vec());
+            got.drain(..).for_each(|p| pool.put(p));
+            if frame.is_some() {
+                return frame;
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_port_reopened_on_a_recreated_interface_keeps_its_mac_and_mtu() {
+        const OLD_MAC: [u8; 6] = [2, 0, 0, 0xaf, 0, 1];
+        let ns = Netns::new("reopen");
+        ns.veth("02:00:00:af:00:01", "02:00:00:af:00:02", 1500);
+        let mut pool = PacketPool::new(4 * BATCH);
+        let ethertype = [0x88, 0xb5];
+        let mut frame = vec![0u8; 60];
+        frame[..6].copy_from_slice(&OLD_MAC);
+        frame[6..12].copy_from_slice(&[2, 0, 0, 0xaf, 0, 0x12]);
+        frame[12..14].copy_from_slice(&ethertype);
+
+        let old = ns.run(|| AfPacketPort::open(3, "core", "fa", None).expect("open fa"));
+        assert_eq!((old.info().mac, old.info().mtu), (OLD_MAC, 1500));
+        let (old_index, old_info) = (old.ifindex(), old.info().clone());
+        ns.run(|| assert_eq!(AfPacketPort::interface_index("fa"), Some(old_index)));
+
+        // Deleted: the socket reports ENETDOWN once, then the name is gone.
+        ns.ip(&["link", "del", "fa"]);
+        let mut old = old;
+        let mut out = Vec::new();
+        let e = old.recv_batch(&mut pool, &mut out, BATCH).expect_err("an error on the unbound socket");
+        assert_eq!(e.raw_os_error(), Some(libc::ENETDOWN), "{e}");
+        assert!(matches!(old.recv_batch(&mut pool, &mut out, BATCH), Ok(0)), "the error is reported once");
+        ns.run(|| assert_eq!(AfPacketPort::interface_index("fa"), None));
+
+        // Back with new MACs and a smaller MTU: refused.
+        ns.veth("02:00:00:af:00:11", "02:00:00:af:00:12", 1400);
+        let (mut new, refused) = ns.run(|| {
+            let mut p = AfPacketPort::open(9, "x", "fa", None).expect("open the new fa");
+            let r = p.stand_in_for(&old_info);
+            (p, r)
+        });
+        assert!(
+            matches!(refused, Err(PortError::MtuTooLarge { requested: 1500, interface_mtu: 1400, .. })),
+            "{refused:?}"
+        );
+        // With room for the old MTU: taken, under the old identity.
+        ns.ip(&["link", "set", "fa", "mtu", "9000"]);
+        ns.ip(&["link", "set", "fb", "mtu", "9000"]);
+        let (mut peer, own) = ns.run(|| {
+            new = AfPacketPort::open(9, "x", "fa", None).expect("open the new fa");
+            assert_ne!(AfPacketPort::interface_index("fa"), Some(old_index), "a new index");
+            let own = new.stand_in_for(&old_info).expect("stand in");
+            (AfPacketPort::open(0, "peer", "fb", None).expect("open fb"), own)
+        });
+        assert_eq!(own, ([2, 0, 0, 0xaf, 0, 0x11], 9000));
+        assert_eq!((new.info().id, new.info().name.as_str()), (3, "core"));
+        assert_eq!((new.info().mac, new.info().mtu), (OLD_MAC, 1500));
+        // The interface passes frames for the old MAC (a NIC would filter them otherwise).
+        let link =
+            std::process::Command::new("ip").args(["-n", &ns.0, "-d", "-o", "link", "show", "fa"]).output();
+        let link = String::from_utf8_lossy(&link.expect("ip link show").stdout).into_owned();
+        assert!(link.contains("promiscuity 1 "), "{link}");
+        // A frame to the old MAC reaches the new socket.
+        let mut tx = vec![Packet::from_frame(0, &frame)];
+        assert_eq!(peer.send_batch(&mut tx, &mut pool).unwrap(), 1);
+        let got = receive(&mut new, &mut pool, ethertype).expect("the frame to the old MAC arrives");
+        assert_eq!(got, frame);
+    }
+
+    #[test]
+    fn frames_the_kernel_drops_for_a_full_receive_queue_are_counted() {
+        let ns = Netns::new("kdrop");
+        ns.veth("02:00:00:af:01:01", "02:00:00:af:01:02", 65535);
+        let (mut sender, receiver) = ns.run(|| {
+            let r = AfPacketPort::open(1, "slow", "fb", None).expect("open fb");
+            (AfPacketPort::open(0, "fast", "fa", None).expect("open fa"), r)
+        });
+        let mut pool = PacketPool::new(4 * BATCH);
+        let mut frame = vec![0u8; 60_000];
+        frame[..6].copy_from_slice(&[2, 0, 0, 0xaf, 1, 2]);
+        frame[6..12].copy_from_slice(&[2, 0, 0, 0xaf, 1, 1]);
+        frame[12..14].copy_from_slice(&[0x88, 0xb5]);
+        // Far more than the receiver's socket buffer holds, and it never reads.
+        let mut sent = 0;
+        for _ in 0..40 {
+            let mut batch: Vec<Packet> = (0..BATCH).map(|_| Packet::from_frame(0, &frame)).collect();
+            sent += sender.send_batch(&mut batch, &mut pool).unwrap();
+        }
+        assert!(sent > 2000, "only {sent} frames sent");
+        let s = receiver.stats();
+        assert!(s.rx_kernel_dropped > 0, "{s:?}");
+        assert!(s.rx_kernel_dropped < sent as u64 && s.rx_dropped() >= s.rx_kernel_dropped, "{s:?}");
+        // The kernel's count is reset on read; ours accumulates.
+        assert_eq!(receiver.stats().rx_kernel_dropped, s.rx_kernel_dropped);
     }
 
     #[test]

@@ -21,6 +21,7 @@
 
 mod af_packet;
 mod af_packet_ring;
+mod af_packet_txring;
 mod sys;
 mod tap;
 mod vhost_user;
@@ -32,6 +33,7 @@ use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
 
 pub use af_packet::{AfPacketPort, MIN_MTU, af_packet_caps};
 pub use af_packet_ring::{AfPacketRingPort, RingConfig};
+pub use af_packet_txring::{AfPacketTxRing, RecvFrom, SubmitError, TxRingConfig};
 pub use tap::{TAP_MAX_MTU, TapOptions, TapPort, tap_caps};
 /// The vhost-user virtqueue fuzz harness (for `fuzz/` and the corpus replay test).
 #[doc(hidden)]
@@ -122,6 +124,9 @@ pub struct PortStats {
     pub rx_truncated: u64,
     /// Frames dropped because the packet pool was empty.
     pub rx_no_buffer: u64,
+    /// Frames the kernel dropped before the router read them: the socket's receive queue
+    /// was full (`PACKET_STATISTICS`; AF_PACKET ports only).
+    pub rx_kernel_dropped: u64,
     /// Our own transmitted frames seen on receive (`PACKET_OUTGOING`), ignored.
     pub rx_outgoing: u64,
     /// Frames the kernel accepted.
@@ -135,10 +140,49 @@ pub struct PortStats {
     pub tx_errors: TxErrors,
 }
 
+/// Counters of two sockets of one port (before and after it was reopened): summed; the
+/// last errno is the later one's if it has any.
+impl std::ops::Add for TxErrors {
+    type Output = TxErrors;
+
+    fn add(self, b: TxErrors) -> TxErrors {
+        TxErrors {
+            nomem: self.nomem + b.nomem,
+            nobufs: self.nobufs + b.nobufs,
+            msgsize: self.msgsize + b.msgsize,
+            inval: self.inval + b.inval,
+            other: self.other + b.other,
+            last_other_errno: if b.other > 0 { b.last_other_errno } else { self.last_other_errno },
+        }
+    }
+}
+
+/// Counters of two sockets of one port (before and after it was reopened), summed.
+impl std::ops::Add for PortStats {
+    type Output = PortStats;
+
+    fn add(self, b: PortStats) -> PortStats {
+        PortStats {
+            rx_packets: self.rx_packets + b.rx_packets,
+            rx_bytes: self.rx_bytes + b.rx_bytes,
+            rx_bad_vnet_hdr: self.rx_bad_vnet_hdr + b.rx_bad_vnet_hdr,
+            rx_truncated: self.rx_truncated + b.rx_truncated,
+            rx_no_buffer: self.rx_no_buffer + b.rx_no_buffer,
+            rx_kernel_dropped: self.rx_kernel_dropped + b.rx_kernel_dropped,
+            rx_outgoing: self.rx_outgoing + b.rx_outgoing,
+            tx_packets: self.tx_packets + b.tx_packets,
+            tx_bytes: self.tx_bytes + b.tx_bytes,
+            tx_dropped: self.tx_dropped + b.tx_dropped,
+            tx_errors: self.tx_errors + b.tx_errors,
+        }
+    }
+}
+
 impl PortStats {
-    /// All frames dropped on receive (bad header, truncated, no buffer).
+    /// All frames dropped on receive (bad header, truncated, no buffer, the kernel's
+    /// receive queue full).
     pub fn rx_dropped(&self) -> u64 {
-        self.rx_bad_vnet_hdr + self.rx_truncated + self.rx_no_buffer
+        self.rx_bad_vnet_hdr + self.rx_truncated + self.rx_no_buffer + self.rx_kernel_dropped
     }
 }
 

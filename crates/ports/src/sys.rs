@@ -20,6 +20,9 @@ pub const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
 pub const PACKET_VNET_HDR: libc::c_int = 15;
 /// `PACKET_IGNORE_OUTGOING` socket option: do not loop our own transmitted frames back.
 pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+/// `PACKET_MR_PROMISC` membership type: receive every frame (promiscuous mode while the
+/// socket is open).
+pub const PACKET_MR_PROMISC: libc::c_ushort = 1;
 /// `PACKET_MR_ALLMULTI` membership type: receive all multicast.
 pub const PACKET_MR_ALLMULTI: libc::c_ushort = 2;
 /// `sll_pkttype` of a frame this host transmitted.
@@ -85,6 +88,31 @@ fn setsockopt<T>(fd: BorrowedFd<'_>, level: libc::c_int, opt: libc::c_int, val: 
 /// Sets an integer socket option.
 pub fn set_int(fd: BorrowedFd<'_>, level: libc::c_int, opt: libc::c_int, val: libc::c_int) -> io::Result<()> {
     setsockopt(fd, level, opt, &val)
+}
+
+/// `PACKET_STATISTICS`: frames received and dropped since the last read (the kernel
+/// resets both on every read).
+pub const PACKET_STATISTICS: libc::c_int = 6;
+
+/// Frames the kernel dropped for this packet socket since the last call (its receive
+/// queue was full: the router fell behind), from `PACKET_STATISTICS` (`tp_drops`). The
+/// kernel resets the count on every read.
+pub fn packet_drops(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    // struct tpacket_stats { unsigned int tp_packets; unsigned int tp_drops; }
+    let mut stats = [0u32; 2];
+    let mut len = mem::size_of_val(&stats) as libc::socklen_t;
+    // SAFETY: `stats` and `len` are live for the call and `len` is the size of `stats`;
+    // the kernel writes at most `len` bytes.
+    check(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            PACKET_STATISTICS,
+            stats.as_mut_ptr().cast(),
+            &mut len,
+        )
+    })?;
+    Ok(u64::from(stats[1]))
 }
 
 /// Adds a packet-socket membership (`PACKET_MR_*`) on `ifindex`.

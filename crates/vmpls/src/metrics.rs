@@ -8,14 +8,14 @@
 //! |---|---|---|
 //! | `vmpls_port_rx_packets_total`, `_rx_bytes_total`, `_tx_packets_total`, `_tx_bytes_total` | `port` | frames and bytes per port |
 //! | `vmpls_port_rx_dropped_total`, `_tx_dropped_total`, `_tx_errors_total` | `port` | frames lost at the port |
+//! | `vmpls_port_rx_kernel_dropped_total` | `port` | of the receive drops, those the kernel made (the router fell behind) |
+//! | `vmpls_port_errors_total`, `_reopened_total`, `vmpls_port_detached` | `port` | interface faults: down or deleted, re-created, gone now |
 //! | `vmpls_drops_total` | `reason` | frames the pipeline dropped, by reason |
 //! | `vmpls_events_total` | `event` | label push/swap/pop, software segmentation (`gso_superframes_segmented`, `gso_segments_out`), super-frames passed whole, ICMP sent, ... |
 //! | `vmpls_neighbors` | `state` | neighbour table size (`reachable`, `incomplete`) |
 //! | `vmpls_label_routes`, `vmpls_prefix_routes` | | forwarding table sizes |
+//! | `vmpls_label_packets_total`, `vmpls_label_bytes_total` | `label` | frames and bytes switched per incoming label |
 //! | `vmpls_info` | `router` | 1 |
-//!
-//! Per-label packet counts are not kept by the pipeline (it would need a counter slot
-//! per label route in the hot path), so there is no per-label metric yet.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -51,6 +51,14 @@ fn counters(reg: &mut Registry, name: &str, help: &str, label: &str, values: &[(
     reg.register(name, help, fam.clone());
     for (l, v) in values {
         fam.get_or_create(&vec![(label.to_string(), l.clone())]).inc_by(*v);
+    }
+}
+
+fn gauges(reg: &mut Registry, name: &str, help: &str, label: &str, values: &[(String, u64)]) {
+    let fam = Family::<Labels, Gauge>::default();
+    reg.register(name, help, fam.clone());
+    for (l, v) in values {
+        fam.get_or_create(&vec![(label.to_string(), l.clone())]).set(i64::try_from(*v).unwrap_or(i64::MAX));
     }
 }
 
@@ -93,6 +101,34 @@ pub fn render(router: &str, st: &Stats) -> String {
         "Frames the kernel refused on send",
         "port",
         &per_port(|p| p.link.tx_errors),
+    );
+    counters(
+        &mut reg,
+        "port_rx_kernel_dropped",
+        "Frames the kernel dropped before the router read them (receive queue full)",
+        "port",
+        &per_port(|p| p.link.rx_kernel_dropped),
+    );
+    counters(
+        &mut reg,
+        "port_errors",
+        "Errors on the port itself (interface down or deleted, failed receive or send)",
+        "port",
+        &per_port(|p| p.link.errors),
+    );
+    counters(
+        &mut reg,
+        "port_reopened",
+        "Times the port was opened again on a re-created interface",
+        "port",
+        &per_port(|p| p.link.reopened),
+    );
+    gauges(
+        &mut reg,
+        "port_detached",
+        "1 while the port has no usable interface",
+        "port",
+        &per_port(|p| u64::from(p.link.detached)),
     );
     let named = |l: &[vmpls_control::api::Counter]| -> Vec<(String, u64)> {
         l.iter().map(|c| (c.name.clone(), c.value)).collect()
@@ -214,7 +250,14 @@ mod tests {
         let st = Stats {
             ports: vec![PortCounters {
                 name: "core".into(),
-                link: LinkStats { rx_packets: 7, tx_bytes: 1500, ..LinkStats::default() },
+                link: LinkStats {
+                    rx_packets: 7,
+                    tx_bytes: 1500,
+                    rx_kernel_dropped: 4,
+                    reopened: 1,
+                    detached: true,
+                    ..LinkStats::default()
+                },
                 pipeline_rx: 7,
                 pipeline_tx: 1,
             }],
@@ -233,6 +276,9 @@ mod tests {
             "vmpls_drops_total{reason=\"unknown_label\"} 3",
             "vmpls_events_total{event=\"gso_segments_out\"} 44",
             "vmpls_neighbors{state=\"incomplete\"} 1",
+            "vmpls_port_rx_kernel_dropped_total{port=\"core\"} 4",
+            "vmpls_port_reopened_total{port=\"core\"} 1",
+            "vmpls_port_detached{port=\"core\"} 1",
             "vmpls_label_routes 2",
             "vmpls_label_packets_total{label=\"1002\"} 5",
             "vmpls_label_bytes_total{label=\"1002\"} 740",

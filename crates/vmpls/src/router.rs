@@ -30,7 +30,7 @@ use vmpls_control::api::Direction;
 use vmpls_control::{Config, OffloadOverrides};
 use vmpls_dataplane::{Counters, Dataplane, DataplaneConfig, Output, Packet, PacketPool, PortId};
 use vmpls_fib::FibHandle;
-use vmpls_ports::{BATCH, Port, PortError, PortStats};
+use vmpls_ports::{AfPacketPort, BATCH, Port, PortError, PortStats};
 
 /// Buffers per router: enough for a full batch on every port, frames held for neighbour
 /// resolution, and the segments of one super-frame.
@@ -38,6 +38,11 @@ const POOL_SIZE: usize = 1024;
 /// How often timers run and stats are written.
 const TICK: Duration = Duration::from_millis(200);
 const STATS_EVERY: Duration = Duration::from_secs(1);
+/// How often the ports' interfaces are checked (a deleted interface come back) and ports
+/// muted for errors are polled again.
+const LINK_CHECK_EVERY: Duration = Duration::from_secs(1);
+/// At most one warning per port this often while its errors go on (each is counted).
+const ERROR_LOG_EVERY: Duration = Duration::from_secs(10);
 /// How long a control request waits for the forwarding loop.
 const LOOP_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -139,6 +144,22 @@ pub struct Snapshot {
     pub ports: Vec<PortStats>,
     /// The neighbour table: (port, address, MAC if resolved).
     pub neighbors: Vec<(PortId, std::net::IpAddr, Option<[u8; 6]>)>,
+    /// Each port's faults (index = port id).
+    pub faults: Vec<PortFaults>,
+}
+
+/// What went wrong with a port while the router ran, and what the router did about it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortFaults {
+    /// Errors the port reported: an error condition on its descriptor (`POLLERR`, as when
+    /// its interface goes down or is deleted), a failed receive, a failed send. Frames
+    /// the kernel refuses one by one are counted in the port's `tx_errors` instead.
+    pub errors: u64,
+    /// Times the port was opened again on a re-created interface of the same name.
+    pub reopened: u64,
+    /// The port has no interface now: it was deleted and is not back, or is back but
+    /// cannot be used (down, a smaller MTU); the router checks again every second.
+    pub detached: bool,
 }
 
 /// One frame copied for a capture.
@@ -231,22 +252,20 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         None => None,
     };
     let mut ports: Vec<Box<dyn Port>> = Vec::new();
+    let mut watch: Vec<PortWatch> = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         let id = PortId::try_from(i).context("too many ports")?;
-        let port = open_port(id, p)
+        let (port, relink) = open_port(id, p)
             .with_context(|| format!("opening port {:?} ({} {})", p.name, p.kind.name(), p.interface))?;
-        let port: Box<dyn Port> = if p.offloads == OffloadOverrides::default() {
-            port
-        } else {
-            Box::new(WithOffloads::new(port, p.offloads))
-        };
+        let port = with_overrides(port, p.offloads);
         let info = port.info();
         info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, mtu = info.mtu, caps = ?info.caps, "port up");
         ports.push(port);
+        watch.push(PortWatch::new(relink));
     }
     let infos: Vec<_> = ports.iter().map(|p| p.info().clone()).collect();
     let fib = FibHandle::new(fib);
-    let mut dp = Dataplane::new(fib.clone(), infos.clone(), DataplaneConfig::default());
+    let mut dp = Dataplane::new(fib.clone(), infos.clone(), dataplane_config(&cfg.limits));
     let (handle, requests, wake) = LoopHandle::new().context("creating an eventfd")?;
     let reload = eventfd().context("creating an eventfd")?;
     RELOAD_FD.store(reload.as_raw_fd(), Ordering::Relaxed);
@@ -266,8 +285,13 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         info!(address = ?addr, "serving metrics at /metrics");
     }
     info!(router = %cfg.router.name, ports = ports.len(), socket = %control.path().display(), "forwarding");
-    let result = forward(&mut dp, &mut ports, opts.stats_file.as_deref(), &requests, wake.as_raw_fd());
-    write_stats(&dp, &ports, opts.stats_file.as_deref());
+    let result =
+        forward(&mut dp, &mut ports, &mut watch, opts.stats_file.as_deref(), &requests, wake.as_raw_fd());
+    write_stats(&dp, &ports, &watch, opts.stats_file.as_deref());
+    for (port, w) in ports.iter().zip(&watch).filter(|(_, w)| w.faults != PortFaults::default()) {
+        let f = w.faults;
+        info!(port = %port.info().name, errors = f.errors, reopened = f.reopened, detached = f.detached, "port faults");
+    }
     for (name, n) in dp.counters().drop_list() {
         info!(reason = name, count = n, "dropped");
     }
@@ -279,22 +303,50 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     result
 }
 
+/// The pipeline's settings from the config's `[limits]` (the rest: the dataplane's
+/// defaults).
+fn dataplane_config(limits: &vmpls_control::LimitsConfig) -> DataplaneConfig {
+    // Held frames keep their buffers: the config's bound leaves half the pool free.
+    const _: () = assert!(vmpls_control::MAX_HELD_TOTAL as usize <= POOL_SIZE / 2);
+    let d = DataplaneConfig::default();
+    DataplaneConfig {
+        icmp_rate: limits.icmp_rate,
+        icmp_burst: Some(limits.icmp_burst),
+        neighbor_request_rate: limits.neighbor_request_rate,
+        neighbor_request_burst: Some(limits.neighbor_request_burst),
+        neighbor: vmpls_dataplane::neighbor::NeighborConfig {
+            max_entries: limits.neighbor_entries as usize,
+            max_held: limits.neighbor_held_per_address as usize,
+            max_held_total: limits.neighbor_held_total as usize,
+            ..d.neighbor
+        },
+        ..d
+    }
+}
+
 /// Opens the port a `[[port]]` describes, by its kind: an AF_PACKET socket on an existing
 /// interface, a TAP the router creates, or a vhost-user socket QEMU connects to (its
-/// directory is created if missing).
-fn open_port(id: PortId, p: &vmpls_control::PortConfig) -> Result<Box<dyn Port>, PortError> {
+/// directory is created if missing). For an AF_PACKET port, also how to find its
+/// interface again should it be deleted and created anew.
+fn open_port(
+    id: PortId,
+    p: &vmpls_control::PortConfig,
+) -> Result<(Box<dyn Port>, Option<Relink>), PortError> {
     use vmpls_control::PortKind as K;
     use vmpls_ports::PortKind as P;
-    match &p.kind {
+    let port = match &p.kind {
         K::AfPacket => {
-            vmpls_ports::open_port(id, &p.name, &P::AfPacket { ifname: p.interface.clone() }, p.mtu)
+            let port = AfPacketPort::open(id, &p.name, &p.interface, p.mtu)?;
+            let relink =
+                Relink { ifname: p.interface.clone(), ifindex: port.ifindex(), offloads: p.offloads };
+            return Ok((Box::new(port), Some(relink)));
         }
         K::Tap { mac: None } => {
             vmpls_ports::open_port(id, &p.name, &P::Tap { ifname: p.interface.clone() }, p.mtu)
         }
         K::Tap { mac: Some(mac) } => {
             let opts = vmpls_ports::TapOptions { mtu: p.mtu, mac: Some(*mac), ..Default::default() };
-            Ok(Box::new(vmpls_ports::TapPort::create(id, &p.name, &p.interface, &opts)?))
+            Ok(Box::new(vmpls_ports::TapPort::create(id, &p.name, &p.interface, &opts)?) as Box<dyn Port>)
         }
         K::VhostUser { socket, mac } => {
             if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
@@ -308,11 +360,204 @@ fn open_port(id: PortId, p: &vmpls_control::PortConfig) -> Result<Box<dyn Port>,
                 None => vmpls_ports::open_port(id, &p.name, &P::VhostUser { socket: socket.clone() }, p.mtu),
                 Some(mac) => {
                     let opts = vmpls_ports::VhostUserOptions { mtu: p.mtu, mac: Some(*mac) };
-                    Ok(Box::new(vmpls_ports::VhostUserPort::open(id, &p.name, socket, &opts)?))
+                    Ok(Box::new(vmpls_ports::VhostUserPort::open(id, &p.name, socket, &opts)?)
+                        as Box<dyn Port>)
+                }
+            }
+        }
+    };
+    Ok((port?, None))
+}
+
+/// `port`, wrapped to report the config's offload overrides if it has any.
+fn with_overrides(port: Box<dyn Port>, offloads: OffloadOverrides) -> Box<dyn Port> {
+    if offloads == OffloadOverrides::default() { port } else { Box::new(WithOffloads::new(port, offloads)) }
+}
+
+/// How the router finds an AF_PACKET port's interface again.
+#[derive(Debug, Clone)]
+struct Relink {
+    /// The interface name (from the config).
+    ifname: String,
+    /// The index of the interface the port's socket is bound to.
+    ifindex: u32,
+    /// The config's offload overrides, for the reopened port.
+    offloads: OffloadOverrides,
+}
+
+/// The forwarding loop's record of one port's faults, next to the port.
+#[derive(Debug)]
+struct PortWatch {
+    faults: PortFaults,
+    /// Counters of the port's earlier sockets (before it was reopened): the port's
+    /// counters run on across a reopen.
+    earlier: PortStats,
+    /// For AF_PACKET ports.
+    relink: Option<Relink>,
+    /// The descriptor reported an error in the last poll round.
+    erred_last_round: bool,
+    /// Left out of the poll set until the next link check: it reported errors in two
+    /// poll rounds in a row (an error condition that reading does not clear would
+    /// otherwise wake the loop at once, forever).
+    muted: bool,
+    /// Errors since the last receive that delivered frames.
+    failing: bool,
+    last_warning: Option<Instant>,
+    /// Why the port could not be reopened, as last logged (logged again only if it changes).
+    refusal: Option<String>,
+}
+
+impl PortWatch {
+    fn new(relink: Option<Relink>) -> PortWatch {
+        PortWatch {
+            faults: PortFaults::default(),
+            earlier: PortStats::default(),
+            relink,
+            erred_last_round: false,
+            muted: false,
+            failing: false,
+            last_warning: None,
+            refusal: None,
+        }
+    }
+
+    /// Counts an error of port `name`; warns at most every [`ERROR_LOG_EVERY`].
+    fn error(&mut self, now: Instant, name: &str, what: &dyn std::fmt::Display) {
+        self.faults.errors += 1;
+        self.failing = true;
+        if self.last_warning.is_none_or(|t| now.duration_since(t) >= ERROR_LOG_EVERY) {
+            self.last_warning = Some(now);
+            warn!(port = %name, error = %what, errors = self.faults.errors, "port error");
+        }
+    }
+
+    /// Takes in a poll round's result for the port (`fd`, its entry in the poll set);
+    /// returns whether to receive from it. An error condition (the interface went down
+    /// or was deleted: `ENETDOWN`) is level-triggered: the receive reads it, and so
+    /// clears it. One that reading does not clear would wake the loop at once, forever:
+    /// a port reporting errors in two rounds in a row is left out of the poll set until
+    /// [`PortWatch::unmute`] (the next link check).
+    fn polled(&mut self, now: Instant, name: &str, fd: &mut libc::pollfd) -> bool {
+        let revents = std::mem::take(&mut fd.revents);
+        let erred = revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0;
+        if erred {
+            self.error(now, name, &format_args!("poll revents {revents:#x}"));
+            if self.erred_last_round {
+                self.muted = true;
+                fd.fd = -1;
+                warn!(port = %name, "the port keeps reporting errors: not polled for a second");
+            }
+        }
+        self.erred_last_round = erred;
+        erred || revents & libc::POLLIN != 0
+    }
+
+    /// Puts a muted port back in the poll set (`fd`: its entry, `port_fd`: its descriptor).
+    fn unmute(&mut self, fd: &mut libc::pollfd, port_fd: RawFd) {
+        if self.muted {
+            self.muted = false;
+            self.erred_last_round = false;
+            fd.fd = port_fd;
+        }
+    }
+
+    /// The port delivered frames.
+    fn received(&mut self, name: &str) {
+        if self.failing {
+            self.failing = false;
+            self.last_warning = None;
+            info!(port = %name, errors = self.faults.errors, "port receives again");
+        }
+    }
+
+    /// The port's counters, its earlier sockets' included.
+    fn stats(&self, port: &dyn Port) -> PortStats {
+        self.earlier + port.stats()
+    }
+}
+
+/// Checks the interfaces of the AF_PACKET ports: one whose interface was deleted and
+/// created again (a new index under the same name) is opened anew on it, standing in for
+/// the port it replaces (same MAC and MTU, see [`AfPacketPort::stand_in_for`]), so the
+/// pipeline and the neighbours on the link go on as before. A down interface needs
+/// nothing: the kernel keeps the socket bound and resumes it when the interface comes up.
+/// Also puts muted ports back in the poll set. Bounded: one name lookup per AF_PACKET
+/// port, and one open per port whose interface came back.
+fn check_links(
+    dp: &Dataplane,
+    ports: &mut [Box<dyn Port>],
+    watch: &mut [PortWatch],
+    fds: &mut [libc::pollfd],
+) {
+    for (i, (w, fd)) in watch.iter_mut().zip(fds.iter_mut()).enumerate() {
+        w.unmute(fd, ports[i].fd());
+        let Some(relink) = &mut w.relink else { continue };
+        let name = ports[i].info().name.clone();
+        let now_index = AfPacketPort::interface_index(&relink.ifname);
+        if now_index == Some(relink.ifindex) {
+            continue;
+        }
+        // Deleted (a socket bound to it is unbound for good), and maybe back.
+        if !w.faults.detached {
+            w.faults.detached = true;
+            warn!(
+                port = %name,
+                interface = %relink.ifname,
+                "the interface was deleted: the port is out of service until an interface of that name is back"
+            );
+        }
+        let Some(previous) = dp.ports().get(i).filter(|_| now_index.is_some()) else { continue };
+        // The MTU asked for is checked before the socket is bound: a refused interface
+        // costs a socket and a few ioctls a second, and no membership change on it.
+        let reopened = AfPacketPort::open(previous.id, &previous.name, &relink.ifname, Some(previous.mtu))
+            .and_then(|mut port| port.stand_in_for(previous).map(|own| (port, own)));
+        match reopened {
+            Ok((port, (mac, mtu))) => {
+                let ifindex = port.ifindex();
+                w.earlier = w.earlier + ports[i].stats();
+                ports[i] = with_overrides(Box::new(port), relink.offloads);
+                fd.fd = ports[i].fd();
+                relink.ifindex = ifindex;
+                w.faults.reopened += 1;
+                w.faults.detached = false;
+                w.refusal = None;
+                w.erred_last_round = false;
+                info!(port = %name, interface = %relink.ifname, ifindex, "the interface is back: port reopened");
+                if mac != previous.mac {
+                    info!(
+                        port = %name,
+                        interface_mac = %fmt_mac(&mac),
+                        port_mac = %fmt_mac(&previous.mac),
+                        "the interface has a new MAC; the port keeps its own (promiscuous mode)"
+                    );
+                }
+                if mtu != previous.mtu {
+                    info!(
+                        port = %name,
+                        interface_mtu = mtu,
+                        port_mtu = previous.mtu,
+                        "the interface has another MTU; the port keeps its own (restart the router to use the new one)"
+                    );
+                }
+            }
+            Err(e) => {
+                let why = format!("{:#}", anyhow::Error::from(e));
+                if w.refusal.as_deref() != Some(why.as_str()) {
+                    warn!(
+                        port = %name,
+                        interface = %relink.ifname,
+                        error = %why,
+                        "the interface is back but the port cannot use it; trying again every second"
+                    );
+                    w.refusal = Some(why);
                 }
             }
         }
     }
+}
+
+fn fmt_mac(m: &[u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
 /// A port with the config's `offloads` forced over what it reports, in the manner of
@@ -434,13 +679,20 @@ fn capture(captures: &mut Vec<CaptureSink>, port: PortId, dir: Direction, pkts: 
     });
 }
 
-fn answer(req: LoopRequest, dp: &Dataplane, ports: &[Box<dyn Port>], captures: &mut Vec<CaptureSink>) {
+fn answer(
+    req: LoopRequest,
+    dp: &Dataplane,
+    ports: &[Box<dyn Port>],
+    watch: &[PortWatch],
+    captures: &mut Vec<CaptureSink>,
+) {
     match req {
         LoopRequest::Snapshot(reply) => {
             let snap = Snapshot {
                 counters: dp.counters().clone(),
-                ports: ports.iter().map(|p| p.stats()).collect(),
+                ports: ports.iter().zip(watch).map(|(p, w)| w.stats(p.as_ref())).collect(),
                 neighbors: dp.neighbors().entries().collect(),
+                faults: watch.iter().map(|w| w.faults).collect(),
             };
             // The requester may have given up; nothing to do then.
             let _ = reply.try_send(snap);
@@ -452,6 +704,7 @@ fn answer(req: LoopRequest, dp: &Dataplane, ports: &[Box<dyn Port>], captures: &
 fn forward(
     dp: &mut Dataplane,
     ports: &mut [Box<dyn Port>],
+    watch: &mut [PortWatch],
     stats: Option<&Path>,
     requests: &Receiver<LoopRequest>,
     wake: RawFd,
@@ -468,6 +721,7 @@ fn forward(
     let n_ports = ports.len();
     let mut next_tick = Instant::now() + TICK;
     let mut next_stats = Instant::now() + STATS_EVERY;
+    let mut next_link_check = Instant::now() + LINK_CHECK_EVERY;
     while !STOP.load(Ordering::Relaxed) {
         let timeout = next_tick.saturating_duration_since(Instant::now()).as_millis() as i32;
         // SAFETY: fds is a valid, exclusively borrowed array of pollfd of the given length.
@@ -481,17 +735,16 @@ fn forward(
         }
         let now = Instant::now();
         for i in 0..n_ports {
-            let fd = &mut fds[i];
-            if fd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-                warn!(port = %ports[i].info().name, revents = fd.revents, "port error");
-            }
-            if fd.revents & libc::POLLIN == 0 {
+            let w = &mut watch[i];
+            if !w.polled(now, &ports[i].info().name, &mut fds[i]) {
                 continue;
             }
-            fd.revents = 0;
             match ports[i].recv_batch(&mut pool, &mut batch, BATCH) {
                 Ok(0) => {}
                 Ok(_) => {
+                    if w.failing {
+                        w.received(&ports[i].info().name);
+                    }
                     if !captures.is_empty() {
                         capture(&mut captures, i as PortId, Direction::Rx, &batch);
                     }
@@ -502,28 +755,32 @@ fn forward(
                         if batch.is_empty() {
                             break;
                         }
-                        flush(ports, &mut out, &mut pool, &mut captures);
+                        flush(ports, watch, now, &mut out, &mut pool, &mut captures);
                     }
                 }
-                Err(e) => warn!(port = %ports[i].info().name, error = %e, "receive failed"),
+                Err(e) => w.error(now, &ports[i].info().name, &format_args!("receive failed: {e}")),
             }
-            flush(ports, &mut out, &mut pool, &mut captures);
+            flush(ports, watch, now, &mut out, &mut pool, &mut captures);
         }
         refresh_caps(dp, ports);
         if fds[n_ports].revents & libc::POLLIN != 0 {
             fds[n_ports].revents = 0;
             eventfd_drain(wake);
             while let Ok(req) = requests.try_recv() {
-                answer(req, dp, ports, &mut captures);
+                answer(req, dp, ports, watch, &mut captures);
             }
         }
         if now >= next_tick {
             dp.poll(now, &mut pool, &mut out);
-            flush(ports, &mut out, &mut pool, &mut captures);
+            flush(ports, watch, now, &mut out, &mut pool, &mut captures);
             next_tick = now + TICK;
         }
+        if now >= next_link_check {
+            check_links(dp, ports, watch, &mut fds[..n_ports]);
+            next_link_check = now + LINK_CHECK_EVERY;
+        }
         if now >= next_stats {
-            write_stats(dp, ports, stats);
+            write_stats(dp, ports, watch, stats);
             next_stats = now + STATS_EVERY;
         }
     }
@@ -532,11 +789,13 @@ fn forward(
 
 fn flush(
     ports: &mut [Box<dyn Port>],
+    watch: &mut [PortWatch],
+    now: Instant,
     out: &mut Output,
     pool: &mut PacketPool,
     captures: &mut Vec<CaptureSink>,
 ) {
-    for (i, (port, tx)) in ports.iter_mut().zip(out.tx.iter_mut()).enumerate() {
+    for (i, ((port, w), tx)) in ports.iter_mut().zip(watch.iter_mut()).zip(out.tx.iter_mut()).enumerate() {
         if tx.is_empty() {
             continue;
         }
@@ -544,7 +803,7 @@ fn flush(
             capture(captures, i as PortId, Direction::Tx, tx);
         }
         if let Err(e) = port.send_batch(tx, pool) {
-            warn!(port = %port.info().name, error = %e, "send failed");
+            w.error(now, &port.info().name, &format_args!("send failed: {e}"));
             for p in tx.drain(..) {
                 pool.put(p);
             }
@@ -553,7 +812,7 @@ fn flush(
 }
 
 /// The counters as JSON: drops and events by name, and per-port frame counts.
-pub fn stats_json(dp: &Dataplane, ports: &[Box<dyn Port>]) -> serde_json::Value {
+fn stats_json(dp: &Dataplane, ports: &[Box<dyn Port>], watch: &[PortWatch]) -> serde_json::Value {
     let c = dp.counters();
     let drops: serde_json::Map<_, _> =
         vmpls_dataplane::Drop::ALL.iter().map(|d| (d.name().to_string(), c.drops(*d).into())).collect();
@@ -561,9 +820,10 @@ pub fn stats_json(dp: &Dataplane, ports: &[Box<dyn Port>]) -> serde_json::Value 
         vmpls_dataplane::Event::ALL.iter().map(|e| (e.name().to_string(), c.events(*e).into())).collect();
     let ports: Vec<serde_json::Value> = ports
         .iter()
+        .zip(watch)
         .enumerate()
-        .map(|(i, p)| {
-            let s = p.stats();
+        .map(|(i, (p, w))| {
+            let s = w.stats(p.as_ref());
             serde_json::json!({
                 "name": p.info().name,
                 "rx_packets": s.rx_packets,
@@ -575,6 +835,9 @@ pub fn stats_json(dp: &Dataplane, ports: &[Box<dyn Port>]) -> serde_json::Value 
                 "tx_errors": s.tx_errors.total(),
                 "pipeline_rx": c.rx_frames.get(i).copied().unwrap_or(0),
                 "pipeline_tx": c.tx_frames.get(i).copied().unwrap_or(0),
+                "errors": w.faults.errors,
+                "reopened": w.faults.reopened,
+                "detached": w.faults.detached,
             })
         })
         .collect();
@@ -585,12 +848,14 @@ pub fn stats_json(dp: &Dataplane, ports: &[Box<dyn Port>]) -> serde_json::Value 
     serde_json::json!({ "drops": drops, "events": events, "ports": ports, "labels": labels })
 }
 
-fn write_stats(dp: &Dataplane, ports: &[Box<dyn Port>], path: Option<&Path>) {
+fn write_stats(dp: &Dataplane, ports: &[Box<dyn Port>], watch: &[PortWatch], path: Option<&Path>) {
     let Some(path) = path else { return };
     let tmp = path.with_extension("tmp");
     let r = std::fs::File::create(&tmp)
         .and_then(|mut f| {
-            f.write_all(serde_json::to_string_pretty(&stats_json(dp, ports)).unwrap_or_default().as_bytes())
+            f.write_all(
+                serde_json::to_string_pretty(&stats_json(dp, ports, watch)).unwrap_or_default().as_bytes(),
+            )
         })
         .and_then(|_| std::fs::rename(&tmp, path));
     if let Err(e) = r {
@@ -720,6 +985,52 @@ mod tests {
         refresh_caps(&mut dp, &ports);
         assert_eq!(dp.ports()[1].caps, PortCaps::default());
         assert_eq!(dp.ports()[0].caps, offered, "other ports keep theirs");
+    }
+
+    #[test]
+    fn a_port_whose_error_condition_persists_is_muted_until_the_link_check() {
+        // A pipe whose writer is gone: POLLHUP that no read clears.
+        let mut ends = [0; 2];
+        // SAFETY: pipe2(2) writes two descriptors into a live array of two.
+        assert_eq!(unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) }, 0);
+        // SAFETY: both were just created and are owned by nobody else.
+        let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
+        drop(wr);
+        let mut w = PortWatch::new(None);
+        let mut fd = libc::pollfd { fd: rd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let now = Instant::now();
+        let mut rounds = 0;
+        // SAFETY: one valid pollfd; a muted entry (fd -1) is ignored and the call times out.
+        while unsafe { libc::poll(&mut fd, 1, 50) } > 0 {
+            assert!(w.polled(now, "p", &mut fd), "an error is read to clear it");
+            rounds += 1;
+            assert!(rounds <= 2, "still polled after {rounds} rounds");
+        }
+        assert_eq!((rounds, fd.fd, w.faults.errors), (2, -1, 2));
+        w.unmute(&mut fd, rd.as_raw_fd());
+        assert_eq!(fd.fd, rd.as_raw_fd());
+        // SAFETY: one valid pollfd.
+        assert_eq!(unsafe { libc::poll(&mut fd, 1, 0) }, 1, "polled again after the check");
+        // A single error (read, cleared) mutes nothing.
+        let mut w = PortWatch::new(None);
+        let mut ok = libc::pollfd { fd: 7, events: libc::POLLIN, revents: libc::POLLERR };
+        assert!(w.polled(now, "p", &mut ok));
+        ok.revents = libc::POLLIN;
+        assert!(w.polled(now, "p", &mut ok));
+        ok.revents = 0;
+        assert!(!w.polled(now, "p", &mut ok), "nothing to read");
+        assert_eq!((ok.fd, w.faults.errors, w.muted), (7, 1, false));
+    }
+
+    #[test]
+    fn counters_run_on_across_a_reopen() {
+        let mut a = PortStats { rx_packets: 3, tx_bytes: 100, ..PortStats::default() };
+        a.tx_errors.record(libc::ENXIO);
+        let mut b = PortStats { rx_packets: 2, tx_bytes: 50, tx_dropped: 1, ..PortStats::default() };
+        b.tx_errors.record(libc::ENOBUFS);
+        let sum = a + b;
+        assert_eq!((sum.rx_packets, sum.tx_bytes, sum.tx_dropped), (5, 150, 1));
+        assert_eq!((sum.tx_errors.total(), sum.tx_errors.last_other_errno), (2, libc::ENXIO));
     }
 
     #[test]

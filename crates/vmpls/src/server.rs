@@ -337,14 +337,19 @@ fn peer_closed(stream: &UnixStream) -> bool {
 
 fn link_stats(snap: &Snapshot, i: usize) -> LinkStats {
     let s = snap.ports.get(i).copied().unwrap_or_default();
+    let f = snap.faults.get(i).copied().unwrap_or_default();
     LinkStats {
         rx_packets: s.rx_packets,
         rx_bytes: s.rx_bytes,
         rx_dropped: s.rx_dropped(),
+        rx_kernel_dropped: s.rx_kernel_dropped,
         tx_packets: s.tx_packets,
         tx_bytes: s.tx_bytes,
         tx_dropped: s.tx_dropped,
         tx_errors: s.tx_errors.total(),
+        errors: f.errors,
+        reopened: f.reopened,
+        detached: f.detached,
     }
 }
 
