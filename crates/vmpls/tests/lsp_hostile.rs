@@ -1236,14 +1236,11 @@ fn vlan_tagged(frame: &[u8], vid: u16) -> Vec<u8> {
 }
 
 /// A router with no VLANs configured must not switch a tagged frame as if it were
-/// untagged (the pipeline counts such frames as `vlan_tagged`). Over AF_PACKET it does:
-/// the receiving kernel moves the 802.1Q tag out of the frame into the packet's
-/// metadata (`skb_vlan_untag`) before packet sockets see it, and the port reads neither
-/// `PACKET_AUXDATA` nor filters tagged frames, so a frame of VLAN 100 is switched like
-/// an untagged one. The fix belongs in the port (vmpls-ports): read the tag from the
-/// auxiliary data and put it back, or drop tagged frames with a socket filter.
+/// untagged (the pipeline counts such frames as `vlan_tagged`). The receiving kernel
+/// moves the 802.1Q tag out of the frame into the packet's metadata (`skb_vlan_untag`)
+/// before packet sockets see it; the AF_PACKET port reads it from `PACKET_AUXDATA` and
+/// puts it back. Before it did, a frame of VLAN 100 was switched like an untagged one.
 #[test]
-#[ignore = "known bug: AF_PACKET ports lose the VLAN tag (vmpls-ports must read PACKET_AUXDATA)"]
 fn vlan_tagged_frames_are_counted_not_switched() {
     let mut lab = Lab::start("hostile-vlan", SeedParams::default());
     let m = Macs::read(&lab);
