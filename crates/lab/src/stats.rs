@@ -7,6 +7,11 @@ use std::path::Path;
 
 use anyhow::{Context, anyhow};
 
+/// Drop reasons that traffic a lab did not send causes on the routers' links: the hosts'
+/// own IPv6 multicast (MLD reports, router solicitations) and frames for other stations.
+/// Every other reason means a frame of the lab's traffic was lost or malformed.
+pub const BACKGROUND_DROPS: &[&str] = &["other_host", "ip_multicast", "local_unhandled", "unknown_ethertype"];
+
 /// One router's counters, as read from its stats file.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RouterStats {

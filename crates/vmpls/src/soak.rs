@@ -40,10 +40,9 @@ use vmpls_lab::udp::{UdpOptions, UdpResult, run_udp_flow};
 
 use crate::client::{Connection, Globals};
 
-/// Drop reasons that traffic the soak did not send causes on the routers' links: the
-/// hosts' own IPv6 multicast (MLD reports, router solicitations) and frames for other
-/// stations. Listed in the report, not counted against it.
-pub const BACKGROUND_DROPS: &[&str] = &["other_host", "ip_multicast", "local_unhandled", "unknown_ethertype"];
+/// Drop reasons the soak's own traffic does not cause: listed in the report, not counted
+/// against it.
+pub use vmpls_lab::stats::BACKGROUND_DROPS;
 
 /// The share of its pace a TCP flow must reach: less means the path stalled it.
 pub const MIN_TCP_PACE: f64 = 0.5;

@@ -37,11 +37,7 @@ pub const PE2_V6: &str = "2001:db8:ff::3";
 /// The routers of the seed lab, in start order.
 pub const ROUTERS: [&str; 3] = ["pe1", "p", "pe2"];
 
-/// Drop reasons that traffic the test did not send can cause on the routers' links:
-/// the customer hosts' own IPv6 multicast (MLD reports, router solicitations) and
-/// frames for other stations. Every other reason means a frame of the test's traffic
-/// was lost or was malformed.
-pub const BACKGROUND_DROPS: &[&str] = &["other_host", "ip_multicast", "local_unhandled", "unknown_ethertype"];
+pub use vmpls_lab::stats::BACKGROUND_DROPS;
 
 /// Drops tolerated under sustained load: none. (`no_buffer` was, until the pipeline
 /// learnt to hand control back to the loop when the pool runs low; keep this list empty
