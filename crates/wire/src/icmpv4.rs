@@ -214,10 +214,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 /// was corrupted in flight yields a reply its sender will also reject. Callers check the
 /// request's checksum first if they want to drop such requests here.
 ///
-/// One case is recomputed in full: a message whose words all sum to zero (identifier,
-/// sequence and data all zero). Its only valid checksum is 0xffff, but the incremental
-/// update lands on the other ones-complement zero, 0x0000 (found by the `icmpv4` fuzz
-/// target).
+/// Where the update lands on 0x0000 the reply carries 0xffff, the other ones-complement
+/// zero: for a message whose other words all sum to zero (identifier, sequence and data
+/// all zero) 0xffff is the only valid checksum, and for any other message both verify the
+/// same way. (Found by the `icmpv4` fuzz target twice: 0x0000 made an all-zero request's
+/// reply invalid; recomputing the checksum instead made a corrupted request's reply valid.)
 ///
 /// `Err(Malformed)` if `request` is not an echo request with code 0, `Err(Truncated)` if it
 /// is shorter than the header or `buf` is shorter than it.
@@ -233,11 +234,7 @@ pub fn emit_echo_reply(request: &[u8], buf: &mut [u8]) -> Result<usize> {
     let new = u16::from_be_bytes([msg_type::ECHO_REPLY, 0]);
     reply.set_msg_type(msg_type::ECHO_REPLY);
     let c = checksum::update16(req.checksum(), old, new);
-    if c == 0 {
-        reply.fill_checksum();
-    } else {
-        reply.set_checksum(c);
-    }
+    reply.set_checksum(if c == 0 { 0xffff } else { c });
     Ok(request.len())
 }
 
@@ -571,6 +568,22 @@ mod tests {
         p.data_mut()[0] = 1;
         assert_eq!(p.data()[0], 1);
         assert!(is_error(msg_type::TIME_EXCEEDED) && !is_error(msg_type::ECHO_REQUEST));
+    }
+
+    #[test]
+    fn echo_reply_keeps_the_requests_checksum_validity_at_both_zeros() {
+        let mut buf = [0u8; 64];
+        // All zero but the type: the reply's only valid checksum is 0xffff.
+        let zero = [8, 0, 0xf7, 0xff, 0, 0, 0, 0];
+        let n = emit_echo_reply(&zero, &mut buf).unwrap();
+        assert_eq!(&buf[..n], &[0, 0, 0xff, 0xff, 0, 0, 0, 0]);
+        assert!(Packet::new_unchecked(&buf[..n]).verify_checksum());
+        // Corrupted in flight (found by fuzzing): the update lands on zero, and the reply
+        // must stay as invalid as the request.
+        let bad = [8, 0, 0xf7, 0xff, 0, 0, 0, 0xff, 0, 0, 0xff, 0, 0xde, 0x46];
+        assert!(!Packet::new_unchecked(&bad[..]).verify_checksum());
+        let n = emit_echo_reply(&bad, &mut buf).unwrap();
+        assert!(!Packet::new_unchecked(&buf[..n]).verify_checksum());
     }
 
     #[test]
