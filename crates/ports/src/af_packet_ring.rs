@@ -47,8 +47,7 @@
 //! (`TPACKET_V2`, 128 KiB slots) or a TX ring was not measured.
 
 use std::io;
-use std::mem;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -162,21 +161,6 @@ impl std::fmt::Debug for AfPacketRingPort {
     }
 }
 
-fn setsockopt_struct<T>(fd: BorrowedFd<'_>, opt: libc::c_int, val: &T) -> io::Result<()> {
-    // SAFETY: `val` points to a live `T` of `size_of::<T>()` bytes for the duration of the
-    // call; the kernel only reads it.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            opt,
-            (val as *const T).cast(),
-            mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
-}
-
 /// What one ring slot turned out to be.
 #[derive(Debug, PartialEq, Eq)]
 enum Slot {
@@ -264,7 +248,7 @@ impl AfPacketRingPort {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        setsockopt_struct(sock, PACKET_RX_RING, &req)
+        sys::setsockopt(sock, libc::SOL_PACKET, PACKET_RX_RING, &req)
             .map_err(io_err("set up the TPACKET_V3 receive ring (PACKET_RX_RING)"))?;
         let len = cfg.block_size as usize * cfg.block_nr as usize;
         // SAFETY: a fresh shared mapping of the socket's ring, of exactly the size the

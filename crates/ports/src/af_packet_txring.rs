@@ -275,21 +275,6 @@ impl std::fmt::Debug for AfPacketTxRing {
     }
 }
 
-fn setsockopt_struct<T>(fd: BorrowedFd<'_>, opt: libc::c_int, val: &T) -> io::Result<()> {
-    // SAFETY: `val` points to a live `T` of `size_of::<T>()` bytes for the duration of the
-    // call; the kernel only reads it.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            opt,
-            (val as *const T).cast(),
-            mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
-}
-
 /// Binds a packet socket to `ifindex` with protocol 0: it can send there but the kernel
 /// registers no receive hook, so nothing is queued on it.
 fn bind_send_only(fd: BorrowedFd<'_>, ifindex: u32) -> io::Result<()> {
@@ -341,7 +326,7 @@ impl AfPacketTxRing {
             tp_frame_size: cfg.frame_size,
             tp_frame_nr: cfg.frame_nr,
         };
-        setsockopt_struct(sock, PACKET_TX_RING, &req)
+        sys::setsockopt(sock, libc::SOL_PACKET, PACKET_TX_RING, &req)
             .map_err(io_err("set up the transmit ring (PACKET_TX_RING)"))?;
         let len = cfg.frame_size as usize * cfg.frame_nr as usize;
         // SAFETY: a fresh shared mapping of the socket's ring, of exactly the size the

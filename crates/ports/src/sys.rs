@@ -70,7 +70,8 @@ pub fn packet_socket() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn setsockopt<T>(fd: BorrowedFd<'_>, level: libc::c_int, opt: libc::c_int, val: &T) -> io::Result<()> {
+/// Sets a socket option whose value is a plain C struct (or integer) `T`.
+pub fn setsockopt<T>(fd: BorrowedFd<'_>, level: libc::c_int, opt: libc::c_int, val: &T) -> io::Result<()> {
     // SAFETY: `val` points to a live `T` of `size_of::<T>()` bytes for the duration of the
     // call; the kernel only reads it.
     check(unsafe {

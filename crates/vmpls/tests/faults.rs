@@ -28,23 +28,6 @@ const HEAL_WITHIN: Duration = Duration::from_secs(5);
 /// next to nothing; one spinning on an error condition uses a whole core.
 const MAX_IDLE_CPU: f64 = 0.2;
 
-/// The pid of `router`'s `vmpls run`, found by its config path (unique to this lab).
-fn router_pid(lab: &Lab, router: &str) -> u32 {
-    let config = lab.work.path().join(format!("{router}.toml"));
-    let config = config.to_str().expect("utf-8 path");
-    let pids: Vec<u32> = std::fs::read_dir("/proc")
-        .expect("/proc")
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == config.as_bytes()))
-        })
-        .collect();
-    assert_eq!(pids.len(), 1, "processes running with {config}: {pids:?}");
-    pids[0]
-}
-
 /// CPU seconds (user + system) `pid` has used so far.
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/PID/stat");

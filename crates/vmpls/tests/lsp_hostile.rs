@@ -1271,24 +1271,6 @@ fn wait_for(mut cond: impl FnMut() -> bool, what: &str) {
 
 // ==================================================================== memory under a flood
 
-/// The PID of `router`'s `vmpls run` process, found by its config path in the lab's
-/// work directory (unique to this lab).
-fn router_pid(lab: &Lab, router: &str) -> u32 {
-    let config = lab.work.path().join(format!("{router}.toml"));
-    let config = config.to_str().unwrap();
-    let found: Vec<u32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == config.as_bytes()))
-        })
-        .collect();
-    assert_eq!(found.len(), 1, "processes running {config}: {found:?}");
-    found[0]
-}
-
 /// Resident memory of a process in KiB (VmRSS).
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
