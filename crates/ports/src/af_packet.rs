@@ -447,6 +447,7 @@ impl Port for AfPacketPort {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testns::Netns;
 
     // NEEDS_CSUM, TCPV4, hdr_len 66, gso_size 1448, csum_start 34, csum_offset 16: what a
     // veth delivers from a kernel TCP sender with TSO on (research/kernel-io.md).
@@ -479,58 +480,6 @@ mod tests {
         hdr[8] = 16;
         assert_eq!(classify(10 + 40, 0, 0, &hdr), RxVerdict::BadHeader);
         assert!(matches!(classify(10 + 52, 0, 0, &hdr), RxVerdict::Frame { len: 52, .. }));
-    }
-
-    /// A network namespace of its own (`vmpls-af-<pid>-<tag>`), deleted on drop.
-    struct Netns(String);
-
-    impl Netns {
-        fn new(tag: &str) -> Netns {
-            let ns = Netns(format!("vmpls-af-{}-{tag}", std::process::id()));
-            ns.ip(&["netns", "add", &ns.0]);
-            ns
-        }
-
-        /// Runs `ip ARGS` (`ip -n NS ARGS` unless `args` starts with "netns").
-        fn ip(&self, args: &[&str]) {
-            let mut cmd = std::process::Command::new("ip");
-            if args[0] != "netns" {
-                cmd.args(["-n", &self.0]);
-            }
-            let out = cmd.args(args).output().expect("run ip");
-            assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        }
-
-        /// A veth pair `fa` (MAC `a`) -- `fb` (MAC `b`) with `mtu`, both up.
-        fn veth(&self, a: &str, b: &str, mtu: u32) {
-            let mtu = mtu.to_string();
-            self.ip(&["link", "add", "fa", "address", a, "mtu", &mtu, "type", "veth", "peer", "name", "fb"]);
-            self.ip(&["link", "set", "fb", "address", b, "mtu", &mtu]);
-            self.ip(&["link", "set", "fa", "up"]);
-            self.ip(&["link", "set", "fb", "up"]);
-        }
-
-        /// Runs `f` on a thread inside the namespace (sockets opened there stay there).
-        fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-            std::thread::scope(|s| {
-                s.spawn(|| {
-                    let file = std::fs::File::open(format!("/run/netns/{}", self.0)).expect("open netns");
-                    // SAFETY: setns(2) on a descriptor we own; it changes only this
-                    // thread's network namespace.
-                    let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                    assert_eq!(r, 0, "setns: {}", io::Error::last_os_error());
-                    f()
-                })
-                .join()
-                .unwrap_or_else(|e| std::panic::resume_unwind(e))
-            })
-        }
-    }
-
-    impl Drop for Netns {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("ip").args(["netns", "del", &self.0]).output();
-        }
     }
 
     /// Receives on `port` until a frame of `ethertype` arrives or 2 s pass.

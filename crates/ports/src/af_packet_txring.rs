@@ -682,77 +682,27 @@ mod tests {
         assert_eq!(check_frame(&plain), Ok(14));
     }
 
-    /// Network tests against a real veth pair, in namespaces each test creates
-    /// (`vmpls-txr-<pid>-<tag>-{a,b}`) and removes on drop, even on panic. Need root.
+    /// Network tests against a real veth pair, in a namespace each test creates and
+    /// removes on drop, even on panic. Need root.
     mod net {
-        use std::fs::File;
-        use std::os::fd::AsRawFd;
-        use std::process::Command;
         use std::time::{Duration, Instant};
 
         use vmpls_dataplane::{Packet, PacketPool};
         use vmpls_wire::virtio_net::{self, GsoType};
 
         use super::super::*;
+        use crate::testns::Netns;
         use crate::{AfPacketPort, Port};
 
         const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0xaa, 1];
         const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0xbb, 1];
 
-        fn ip(args: &[&str]) {
-            let out = Command::new("ip").args(args).output().expect("run ip");
-            assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-        }
-
-        struct Lab {
-            a: String,
-            b: String,
-        }
-
-        impl Lab {
-            fn new(tag: &str) -> Lab {
-                let pid = std::process::id();
-                let lab =
-                    Lab { a: format!("vmpls-txr-{pid}-{tag}-a"), b: format!("vmpls-txr-{pid}-{tag}-b") };
-                let (a, b) = (lab.a.as_str(), lab.b.as_str());
-                ip(&["netns", "add", a]);
-                ip(&["netns", "add", b]);
-                ip(&["link", "add", "vpa", "netns", a, "type", "veth", "peer", "name", "vpb", "netns", b]);
-                for (ns, dev, mac) in [(a, "vpa", MAC_A), (b, "vpb", MAC_B)] {
-                    let out = Command::new("ip")
-                        .args(["netns", "exec", ns, "sysctl", "-qw"])
-                        .args(["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])
-                        .output()
-                        .expect("run sysctl");
-                    assert!(out.status.success());
-                    let mac = mac.map(|b| format!("{b:02x}")).join(":");
-                    ip(&["-n", ns, "link", "set", dev, "address", &mac, "up"]);
-                }
-                lab
-            }
-        }
-
-        impl Drop for Lab {
-            fn drop(&mut self) {
-                for ns in [&self.a, &self.b] {
-                    let _ = Command::new("ip").args(["netns", "del", ns]).output();
-                }
-            }
-        }
-
-        fn in_netns<R: Send>(ns: &str, f: impl FnOnce() -> R + Send) -> R {
-            std::thread::scope(|s| {
-                s.spawn(|| {
-                    let file = File::open(format!("/run/netns/{ns}")).expect("open netns");
-                    // SAFETY: setns takes a descriptor we own and changes only this
-                    // thread's network namespace.
-                    let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                    assert_eq!(r, 0, "setns: {}", io::Error::last_os_error());
-                    f()
-                })
-                .join()
-                .unwrap_or_else(|e| std::panic::resume_unwind(e))
-            })
+        /// A namespace with the veth pair `fa` (MAC_A) -- `fb` (MAC_B), MTU 1500.
+        fn lab(tag: &str) -> Netns {
+            let ns = Netns::new(&format!("txr-{tag}"));
+            let mac = |m: [u8; 6]| m.map(|b| format!("{b:02x}")).join(":");
+            ns.veth(&mac(MAC_A), &mac(MAC_B), 1500);
+            ns
         }
 
         /// An Ethernet frame of `len` bytes, ethertype 0x88b5, payload a pattern from `seed`.
@@ -842,9 +792,9 @@ mod tests {
 
         #[test]
         fn frames_leave_the_ring_whole_with_their_virtio_net_header() {
-            let lab = Lab::new("whole");
-            let mut ring = in_netns(&lab.a, || AfPacketTxRing::open("vpa", TxRingConfig::default()).unwrap());
-            let mut peer = in_netns(&lab.b, || AfPacketPort::open(0, "peer", "vpb", None).unwrap());
+            let ns = lab("whole");
+            let mut ring = ns.run(|| AfPacketTxRing::open("fa", TxRingConfig::default()).unwrap());
+            let mut peer = ns.run(|| AfPacketPort::open(0, "peer", "fb", None).unwrap());
             let mut pool = PacketPool::new(16);
             let small = test_frame(60, 1);
             let big = tcp_super_frame(64_000, 0x0800, 0);
@@ -874,10 +824,10 @@ mod tests {
 
         #[test]
         fn a_frame_reused_once_available_does_not_change_what_the_peer_reads() {
-            let lab = Lab::new("reuse");
+            let ns = lab("reuse");
             let cfg = TxRingConfig { frame_size: 128 << 10, frame_nr: 1 };
-            let mut ring = in_netns(&lab.a, || AfPacketTxRing::open("vpa", cfg).unwrap());
-            let mut peer = in_netns(&lab.b, || AfPacketPort::open(0, "peer", "vpb", None).unwrap());
+            let mut ring = ns.run(|| AfPacketTxRing::open("fa", cfg).unwrap());
+            let mut peer = ns.run(|| AfPacketPort::open(0, "peer", "fb", None).unwrap());
             let mut pool = PacketPool::new(4);
             // 1500 bytes: beyond the 14 copied into the skb head, the rest are page
             // fragments of the ring frame.
@@ -899,9 +849,9 @@ mod tests {
 
         #[test]
         fn a_frame_the_device_refuses_does_not_stall_the_ring() {
-            let lab = Lab::new("refuse");
-            let mut ring = in_netns(&lab.a, || AfPacketTxRing::open("vpa", TxRingConfig::default()).unwrap());
-            let mut peer = in_netns(&lab.b, || AfPacketPort::open(0, "peer", "vpb", None).unwrap());
+            let ns = lab("refuse");
+            let mut ring = ns.run(|| AfPacketTxRing::open("fa", TxRingConfig::default()).unwrap());
+            let mut peer = ns.run(|| AfPacketPort::open(0, "peer", "fb", None).unwrap());
             let mut pool = PacketPool::new(16);
             let before = test_frame(100, 1);
             let after = test_frame(100, 2);
@@ -927,12 +877,12 @@ mod tests {
 
         #[test]
         fn frames_received_into_the_ring_go_out_unchanged() {
-            let lab = Lab::new("recv");
-            // One pair, used both ways: `peer` sends on vpb, `rx` reads them on vpa straight
-            // into the ring, which sends them back out of vpa to `peer`.
-            let rx = in_netns(&lab.a, || AfPacketPort::open(0, "in", "vpa", None).unwrap());
-            let mut ring = in_netns(&lab.a, || AfPacketTxRing::open("vpa", TxRingConfig::default()).unwrap());
-            let mut peer = in_netns(&lab.b, || AfPacketPort::open(1, "peer", "vpb", None).unwrap());
+            let ns = lab("recv");
+            // One pair, used both ways: `peer` sends on fb, `rx` reads them on fa straight
+            // into the ring, which sends them back out of fa to `peer`.
+            let rx = ns.run(|| AfPacketPort::open(0, "in", "fa", None).unwrap());
+            let mut ring = ns.run(|| AfPacketTxRing::open("fa", TxRingConfig::default()).unwrap());
+            let mut peer = ns.run(|| AfPacketPort::open(1, "peer", "fb", None).unwrap());
             let mut pool = PacketPool::new(16);
             let frames = [test_frame(60, 1), test_frame(1514, 2), tcp_super_frame(40_000, 0x0800, 0)];
             let offloads = [virtio_net::Repr::default(), virtio_net::Repr::default(), tso_repr(14)];

@@ -14,8 +14,8 @@
 //!   socket; guest TSO frames enter whole, and frames leave whole to a guest that
 //!   negotiated `GUEST_TSO4/6`.
 //!
-//! `unsafe` code is confined to the syscall layers: `sys` (AF_PACKET), the ring mapping in
-//! `af_packet_ring`, the `tun` module in `tap`, and the file-descriptor passing in
+//! `unsafe` code is confined to the syscall layers: `sys` (AF_PACKET), the ring mappings in
+//! `af_packet_ring` and `af_packet_txring`, the `tun` module in `tap`, and the file-descriptor passing in
 //! `vhost_user::relay`; guest memory is only
 //! touched through `vm-memory` and `virtio-queue`. Every block has a `// SAFETY:` note.
 
@@ -24,6 +24,8 @@ mod af_packet_ring;
 mod af_packet_txring;
 mod sys;
 mod tap;
+#[cfg(test)]
+mod testns;
 mod vhost_user;
 
 use std::io;
