@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use vmpls_dataplane::{Packet, PacketPool};
-use vmpls_guest::{Accel, DONE_MARKER, Guest, GuestCache, GuestConfig, GuestError, GuestImage, Nic};
+use vmpls_guest::{Accel, Guest, GuestCache, GuestConfig, GuestError, GuestImage, Nic, DONE_MARKER};
 use vmpls_ports::{Port, VhostUserOptions, VhostUserPort};
 use vmpls_wire::checksum;
 use vmpls_wire::virtio_net::{GsoType, Repr};
@@ -138,7 +138,18 @@ struct Inbound {
     rcv_nxt: u32,
     data: Vec<u8>,
     fin: bool,
+    /// The host acknowledges no data before this instant (set by the first data segment),
+    /// so the guest's writes pile up in its send queue and leave as super-frames whatever
+    /// the relative speed of guest and host.
+    acks_held_until: Option<Instant>,
+    ack_owed: bool,
 }
+
+/// Less than Linux's minimum retransmission timeout (200 ms): holding the first ACK
+/// never makes the guest retransmit.
+const ACK_HOLD: Duration = Duration::from_millis(150);
+/// The host's initial sequence number on the guest's connections.
+const INBOUND_ISN: u32 = 7_000;
 
 /// The test's side of the link: a port, a pool, and what it has seen.
 struct Host {
@@ -205,6 +216,7 @@ impl Host {
         while Instant::now() < end {
             wait_readable(self.port.fd(), Duration::from_millis(20));
             let n = self.port.recv_batch(&mut self.pool, &mut batch, 64).unwrap();
+            self.send_owed_acks();
             if n == 0 {
                 self.retransmit();
                 continue;
@@ -288,7 +300,7 @@ impl Host {
             ack,
             flags,
         };
-        let our_isn = 7_000u32;
+        let our_isn = INBOUND_ISN;
         if t.flags & SYN != 0 {
             self.inbound.retain(|(port, _)| *port != t.src_port);
             self.inbound.push((
@@ -303,6 +315,9 @@ impl Host {
             return;
         };
         if t.seq == conn.rcv_nxt {
+            if !payload.is_empty() && conn.acks_held_until.is_none() {
+                conn.acks_held_until = Some(Instant::now() + ACK_HOLD);
+            }
             conn.data.extend_from_slice(payload);
             conn.rcv_nxt = conn.rcv_nxt.wrapping_add(payload.len() as u32);
             if t.flags & FIN != 0 {
@@ -314,10 +329,37 @@ impl Host {
         if payload.is_empty() && t.flags & FIN == 0 {
             return; // a bare ACK
         }
+        if conn.acks_held_until.is_some_and(|until| Instant::now() < until) {
+            conn.ack_owed = true;
+            return;
+        }
         let flags = if fin { ACK | FIN } else { ACK };
         let (fr, off) =
             tcp_frame(self.mac, guest_mac, reply(our_isn.wrapping_add(1), ack, flags), &[], false);
         self.send(&fr, off);
+    }
+
+    /// The ACKs held back by `ACK_HOLD`, once it has passed.
+    fn send_owed_acks(&mut self) {
+        let (Some(guest_mac), now) = (self.guest_mac, Instant::now()) else { return };
+        let mut owed = Vec::new();
+        for (guest_src_port, conn) in &mut self.inbound {
+            if conn.ack_owed && conn.acks_held_until.is_some_and(|until| now >= until) {
+                conn.ack_owed = false;
+                let flags = if conn.fin { ACK | FIN } else { ACK };
+                owed.push(Tcp {
+                    src_port: conn.guest_port,
+                    dst_port: *guest_src_port,
+                    seq: INBOUND_ISN.wrapping_add(1),
+                    ack: conn.rcv_nxt,
+                    flags,
+                });
+            }
+        }
+        for t in owed {
+            let (fr, off) = tcp_frame(self.mac, guest_mac, t, &[], false);
+            self.send(&fr, off);
+        }
     }
 
     /// The host's connection to the guest's port 5002.
@@ -504,7 +546,9 @@ result ECHOED
     let stream = host.inbound_data(5001).expect("a TCP stream to port 5001");
     assert_eq!(stream.data.len(), TO_HOST, "bytes received from the guest");
     assert!(stream.data.iter().all(|b| *b == 0));
-    let (len, off) = host.largest_tso.expect("a TCP super-frame from the guest");
+    let (len, off) = host
+        .largest_tso
+        .unwrap_or_else(|| panic!("no TCP super-frame from the guest; port {:?}", host.port.stats()));
     assert!(len > 1514 && off.gso_size > 0 && off.needs_csum, "{len} {off:?}");
     eprintln!("largest super-frame from the guest: {len} bytes, {off:?}");
 
