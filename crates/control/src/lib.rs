@@ -8,6 +8,7 @@
 //! [router]
 //! name = "p"
 //! # control-socket = "/run/vmpls/p.sock"   # the default
+//! # fast-path = "tc"                       # in-kernel fast path on veth ports; default "off"
 //! addresses = ["198.18.255.2", "2001:db8:ff::2"]
 //!
 //! [[port]]
@@ -59,6 +60,30 @@ pub struct RouterConfig {
     /// `control-socket`: where the runtime API listens; `None`: the default
     /// (`/run/vmpls/NAME.sock`, see the `vmpls` binary).
     pub control_socket: Option<PathBuf>,
+    /// `fast-path`: whether the router also programs the kernel's in-kernel fast path.
+    pub fast_path: FastPathMode,
+}
+
+/// `fast-path` in `[router]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FastPathMode {
+    /// `"off"` (the default): every frame goes through the router's own pipeline.
+    #[default]
+    Off,
+    /// `"tc"`: TC eBPF programs on the router's veth ports push, swap, pop and forward
+    /// the common cases inside the kernel, handing each frame to the next veth with
+    /// `bpf_redirect_peer`; whatever they do not handle reaches the pipeline as before.
+    Tc,
+}
+
+impl FastPathMode {
+    /// The word the config uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            FastPathMode::Off => "off",
+            FastPathMode::Tc => "tc",
+        }
+    }
 }
 
 /// How a port attaches to the system (`kind` in the config).

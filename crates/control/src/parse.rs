@@ -13,8 +13,9 @@ use vmpls_fib::{
 };
 
 use crate::{
-    Config, ConfigError, LabelConfig, LabelConfigAction, LimitsConfig, MAX_HELD_TOTAL, MAX_NEIGHBOR_ENTRIES,
-    MAX_RATE, NexthopConfig, PortConfig, PortKind, RouteAction, RouteConfig, RouterConfig,
+    Config, ConfigError, FastPathMode, LabelConfig, LabelConfigAction, LimitsConfig, MAX_HELD_TOTAL,
+    MAX_NEIGHBOR_ENTRIES, MAX_RATE, NexthopConfig, PortConfig, PortKind, RouteAction, RouteConfig,
+    RouterConfig,
 };
 
 type S<T> = Spanned<T>;
@@ -52,6 +53,7 @@ struct RawRouter {
     name: S<String>,
     addresses: Option<Vec<S<String>>>,
     control_socket: Option<S<String>>,
+    fast_path: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -535,8 +537,24 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         None => None,
         Some(s) => Some(check_socket_path(&ctx, s)?),
     };
-    let mut router =
-        RouterConfig { name: check_router_name(&ctx, &rr.name)?, v4: None, v6: None, control_socket };
+    let fast_path = match rr.fast_path.as_ref().map(|s| (s, s.get_ref().as_str())) {
+        None | Some((_, "off")) => FastPathMode::Off,
+        Some((_, "tc")) => FastPathMode::Tc,
+        Some((s, other)) => {
+            return Err(ctx.err(
+                &s.span(),
+                "router.fast-path",
+                format!("unknown fast path \"{other}\"; use \"tc\" or \"off\""),
+            ));
+        }
+    };
+    let mut router = RouterConfig {
+        name: check_router_name(&ctx, &rr.name)?,
+        v4: None,
+        v6: None,
+        control_socket,
+        fast_path,
+    };
     let mut router_lines = Vec::new();
     for s in rr.addresses.iter().flatten() {
         let a = parse_host(&ctx, s, "router.addresses", "198.18.255.1 or 2001:db8:ff::1")?;

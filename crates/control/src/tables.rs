@@ -648,6 +648,13 @@ fn restart_needed(old: &Config, new: &Config) -> Option<String> {
     if old.router.control_socket != new.router.control_socket {
         return Some("router.control-socket changed".into());
     }
+    if old.router.fast_path != new.router.fast_path {
+        return Some(format!(
+            "router.fast-path changed (\"{}\" -> \"{}\")",
+            old.router.fast_path.name(),
+            new.router.fast_path.name()
+        ));
+    }
     let names = |c: &Config| c.ports.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
     if names(old) != names(new) {
         return Some(format!(

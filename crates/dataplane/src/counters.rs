@@ -186,6 +186,18 @@ impl Counters {
         c[1] += bytes as u64;
     }
 
+    /// Counts `frames` frames of `bytes` bytes in all switched by the route of `label`
+    /// elsewhere (the in-kernel fast path).
+    pub fn label_add(&mut self, label: u32, frames: u64, bytes: u64) {
+        let i = label as usize;
+        if i >= self.labels.len() {
+            self.grow_labels(i);
+        }
+        let c = &mut self.labels[i];
+        c[0] += frames;
+        c[1] += bytes;
+    }
+
     /// Out of line: it runs once per new highest label, and keeping it out of
     /// [`Counters::label`] lets that be inlined on the fast path.
     #[cold]

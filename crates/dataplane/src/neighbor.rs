@@ -147,6 +147,11 @@ impl NeighborTable {
         (now < e.stale_at).then_some((mac, e.stale_at))
     }
 
+    /// The MAC of a resolved address, fresh or stale, without changing the table.
+    pub fn mac(&self, port: PortId, addr: IpAddr) -> Option<[u8; 6]> {
+        self.entries.get(&(port, addr))?.mac
+    }
+
     /// A number that changes whenever an answer of [`fresh`](NeighborTable::fresh) may
     /// have changed other than by time passing: an answer is good, until its stale time,
     /// for as long as this stays the same. At least 1 for a table made by

@@ -259,6 +259,33 @@ impl Dataplane {
         &self.neighbors
     }
 
+    /// The counters, for work done on the pipeline's behalf elsewhere (the in-kernel fast
+    /// path's frames are added here so every report shows the router's whole work).
+    pub fn counters_mut(&mut self) -> &mut Counters {
+        &mut self.counters
+    }
+
+    /// Uses the neighbour entry of a next hop as forwarding a frame toward it would: a
+    /// next hop the in-kernel fast path sends to is never seen here, and without this
+    /// its entry would go stale and expire while traffic flows. Resolves it (creating an
+    /// incomplete entry if it is unknown) and sends a request when one is due.
+    pub fn use_neighbor(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        addr: IpAddr,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let probe = match self.neighbors.resolve(now, port, addr) {
+            Resolution::Known { probe, .. } | Resolution::Unknown { probe } => probe,
+        };
+        if probe {
+            let fib = self.fib.load_full();
+            self.send_solicit(&fib, now, port, addr, pool, out);
+        }
+    }
+
     /// The routes in force.
     pub fn fib(&self) -> &FibHandle {
         &self.fib

@@ -4,6 +4,7 @@
 mod fixtures;
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use fixtures::*;
@@ -1497,4 +1498,41 @@ fn frames_and_bytes_are_counted_per_incoming_label() {
     r.send(P_WEST, &mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(4444, 64)], &ip));
     let labels: Vec<_> = r.dp.counters().label_list().collect();
     assert_eq!(labels, vec![(1002, 3, 3 * frame.len() as u64)]);
+}
+
+/// A next hop that only the in-kernel fast path sends to: `use_neighbor` asks for it when
+/// unknown, keeps its entry (asking again when it turns stale) and adds nothing to the
+/// wire while it is fresh.
+#[test]
+fn use_neighbor_resolves_and_keeps_a_next_hop_the_pipeline_never_sees() {
+    let mut r = Router::new(p_builder(), p_ports());
+    let gw: IpAddr = "198.18.20.2".parse().unwrap();
+    let mut out = Output::new(2);
+    r.dp.use_neighbor(r.now, P_EAST, gw, &mut r.pool, &mut out);
+    let asked: Vec<_> = out.tx[usize::from(P_EAST)].drain(..).map(|p| p.frame().to_vec()).collect();
+    assert_eq!(asked.len(), 1, "one ARP request for the unknown next hop");
+    assert_eq!(&asked[0][12..14], &[0x08, 0x06]);
+    assert_eq!(r.dp.neighbors().mac(P_EAST, gw), None);
+    r.learn(P_EAST, "198.18.20.2", PE2_CORE_MAC);
+    assert_eq!(r.dp.neighbors().mac(P_EAST, gw), Some(PE2_CORE_MAC));
+    // Fresh: nothing to send.
+    r.dp.use_neighbor(r.now, P_EAST, gw, &mut r.pool, &mut out);
+    assert!(out.tx.iter().all(|t| t.is_empty()));
+    // Stale (30 s without confirmation): a refresh request, and the MAC stays usable.
+    r.poll(Duration::from_secs(31));
+    r.dp.use_neighbor(r.now, P_EAST, gw, &mut r.pool, &mut out);
+    assert_eq!(out.tx[usize::from(P_EAST)].len(), 1, "a refresh request");
+    for p in out.tx[usize::from(P_EAST)].drain(..) {
+        r.pool.put(p);
+    }
+    assert_eq!(r.dp.neighbors().mac(P_EAST, gw), Some(PE2_CORE_MAC));
+}
+
+#[test]
+fn counts_added_for_the_fast_path_show_in_the_label_list() {
+    let mut r = Router::p();
+    r.dp.counters_mut().label_add(1002, 3, 3000);
+    r.dp.counters_mut().event(Event::LabelSwap, 3);
+    assert_eq!(r.dp.counters().label_list().collect::<Vec<_>>(), vec![(1002, 3, 3000)]);
+    assert_eq!(r.events(Event::LabelSwap), 3);
 }

@@ -21,6 +21,9 @@ pub struct RouterStats {
     pub events: BTreeMap<String, u64>,
     /// Per-port counters, as the router wrote them (objects with a `name`).
     pub ports: Vec<serde_json::Value>,
+    /// What the in-kernel fast path did (`swap`, `push`, `pop`, `passed`, ...); empty
+    /// when the router runs without it.
+    pub fast_path: BTreeMap<String, u64>,
 }
 
 fn counter_map(v: &serde_json::Value, key: &str) -> anyhow::Result<BTreeMap<String, u64>> {
@@ -41,6 +44,11 @@ impl RouterStats {
             drops: counter_map(&v, "drops")?,
             events: counter_map(&v, "events")?,
             ports: v.get("ports").and_then(serde_json::Value::as_array).cloned().unwrap_or_default(),
+            fast_path: if v.get("fast_path").is_some() {
+                counter_map(&v, "fast_path")?
+            } else {
+                BTreeMap::new()
+            },
         })
     }
 
@@ -54,6 +62,11 @@ impl RouterStats {
     /// Drops counted under `reason` (0 if the router does not know the reason).
     pub fn drop_count(&self, reason: &str) -> u64 {
         self.drops.get(reason).copied().unwrap_or(0)
+    }
+
+    /// The fast path's counter `name` (0 if unknown or without a fast path).
+    pub fn fast(&self, name: &str) -> u64 {
+        self.fast_path.get(name).copied().unwrap_or(0)
     }
 
     /// Events counted under `name` (0 if unknown).
@@ -82,6 +95,7 @@ impl RouterStats {
             drops: diff(&self.drops, &earlier.drops),
             events: diff(&self.events, &earlier.events),
             ports: self.ports.clone(),
+            fast_path: diff(&self.fast_path, &earlier.fast_path),
         }
     }
 }

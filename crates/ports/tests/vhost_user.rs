@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use vmpls_dataplane::{Packet, PacketPool};
-use vmpls_guest::{Accel, Guest, GuestCache, GuestConfig, GuestError, GuestImage, Nic, DONE_MARKER};
+use vmpls_guest::{Accel, DONE_MARKER, Guest, GuestCache, GuestConfig, GuestError, GuestImage, Nic};
 use vmpls_ports::{Port, VhostUserOptions, VhostUserPort};
 use vmpls_wire::checksum;
 use vmpls_wire::virtio_net::{GsoType, Repr};

@@ -6,6 +6,7 @@
 mod bench;
 mod capture;
 mod client;
+mod fastpath;
 mod metrics;
 mod router;
 mod seed_vm;

@@ -17,7 +17,7 @@
 //!   channels that never block it.
 
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -31,6 +31,8 @@ use vmpls_control::{Config, OffloadOverrides};
 use vmpls_dataplane::{Counters, Dataplane, DataplaneConfig, Output, Packet, PacketPool, PortId};
 use vmpls_fib::FibHandle;
 use vmpls_ports::{AfPacketPort, BATCH, Port, PortError, PortStats};
+
+use crate::fastpath::{FastPathRuntime, FastPortInfo};
 
 /// Buffers per router: enough for a full batch on every port, frames held for neighbour
 /// resolution, and the segments of one super-frame.
@@ -191,6 +193,9 @@ pub enum LoopRequest {
     Snapshot(SyncSender<Snapshot>),
     /// Start feeding a capture.
     Capture(CaptureSink),
+    /// The FIB was replaced: answered once the loop has handed it to everything that
+    /// keeps a copy (the in-kernel fast path's tables).
+    FibStored(SyncSender<()>),
 }
 
 /// How the control side reaches the forwarding loop: a channel and an eventfd in the
@@ -222,6 +227,19 @@ impl LoopHandle {
     pub fn snapshot(&self) -> anyhow::Result<Snapshot> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.send(LoopRequest::Snapshot(tx))?;
+        rx.recv_timeout(LOOP_ANSWER_TIMEOUT)
+            .map_err(|_| anyhow::anyhow!("the forwarding loop did not answer"))
+    }
+
+    /// Waits until the loop has put a FIB just stored in force everywhere: with the
+    /// in-kernel fast path, the kernel's tables would otherwise follow only at the loop's
+    /// next wake-up, and traffic the kernel forwards does not wake it.
+    ///
+    /// # Errors
+    /// The loop stopped or did not answer in time.
+    pub fn fib_stored(&self) -> anyhow::Result<()> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.send(LoopRequest::FibStored(tx))?;
         rx.recv_timeout(LOOP_ANSWER_TIMEOUT)
             .map_err(|_| anyhow::anyhow!("the forwarding loop did not answer"))
     }
@@ -285,9 +303,23 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         info!(address = ?addr, "serving metrics at /metrics");
     }
     info!(router = %cfg.router.name, ports = ports.len(), socket = %control.path().display(), "forwarding");
-    let result =
-        forward(&mut dp, &mut ports, &mut watch, opts.stats_file.as_deref(), &requests, wake.as_raw_fd());
-    write_stats(&dp, &ports, &watch, opts.stats_file.as_deref());
+    let mut fast = match cfg.router.fast_path {
+        vmpls_control::FastPathMode::Off => None,
+        vmpls_control::FastPathMode::Tc => Some(start_fast_path(&cfg, &ports)?),
+    };
+    let result = forward(
+        &mut dp,
+        &mut ports,
+        &mut watch,
+        fast.as_mut(),
+        opts.stats_file.as_deref(),
+        &requests,
+        wake.as_raw_fd(),
+    );
+    if let Some(f) = fast.as_mut() {
+        f.count(&mut dp);
+    }
+    write_stats(&dp, &ports, &watch, fast.as_ref(), opts.stats_file.as_deref());
     for (port, w) in ports.iter().zip(&watch).filter(|(_, w)| w.faults != PortFaults::default()) {
         let f = w.faults;
         info!(port = %port.info().name, errors = f.errors, reopened = f.reopened, detached = f.detached, "port faults");
@@ -301,6 +333,37 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     drop(control);
     info!(router = %cfg.router.name, "stopped");
     result
+}
+
+/// Loads the TC fast path and attaches it to the AF_PACKET ports over veth (the programs
+/// hand frames on with `bpf_redirect_peer`, which only veth has); other ports stay with
+/// the pipeline alone.
+fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<FastPathRuntime> {
+    let mut served = Vec::new();
+    let mut sockets = Vec::new();
+    for (p, port) in cfg.ports.iter().zip(ports) {
+        let veth = p.kind == vmpls_control::PortKind::AfPacket && vmpls_fastpath::is_veth(&p.interface);
+        let ifindex = AfPacketPort::interface_index(&p.interface).filter(|_| veth);
+        match ifindex {
+            Some(ifindex) => {
+                let info = port.info();
+                served.push(Some(FastPortInfo {
+                    ifname: p.interface.clone(),
+                    ifindex,
+                    mac: info.mac,
+                    mtu: info.mtu,
+                }));
+                // SAFETY: the port owns the socket and outlives this call.
+                sockets.push(Some(unsafe { BorrowedFd::borrow_raw(port.fd()) }));
+            }
+            None => {
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "not a veth: the fast path leaves this port to the pipeline");
+                served.push(None);
+                sockets.push(None);
+            }
+        }
+    }
+    FastPathRuntime::start(served, &sockets, dataplane_config(&cfg.limits).default_ttl)
 }
 
 /// The pipeline's settings from the config's `[limits]` (the rest: the dataplane's
@@ -488,7 +551,8 @@ fn check_links(
     ports: &mut [Box<dyn Port>],
     watch: &mut [PortWatch],
     fds: &mut [libc::pollfd],
-) {
+) -> Vec<(PortId, u32)> {
+    let mut reopened_ports = Vec::new();
     for (i, (w, fd)) in watch.iter_mut().zip(fds.iter_mut()).enumerate() {
         w.unmute(fd, ports[i].fd());
         let Some(relink) = &mut w.relink else { continue };
@@ -522,6 +586,7 @@ fn check_links(
                 w.faults.detached = false;
                 w.refusal = None;
                 w.erred_last_round = false;
+                reopened_ports.push((previous.id, ifindex));
                 info!(port = %name, interface = %relink.ifname, ifindex, "the interface is back: port reopened");
                 if mac != previous.mac {
                     info!(
@@ -554,6 +619,7 @@ fn check_links(
             }
         }
     }
+    reopened_ports
 }
 
 fn fmt_mac(m: &[u8; 6]) -> String {
@@ -685,6 +751,7 @@ fn answer(
     ports: &[Box<dyn Port>],
     watch: &[PortWatch],
     captures: &mut Vec<CaptureSink>,
+    fast: Option<&mut FastPathRuntime>,
 ) {
     match req {
         LoopRequest::Snapshot(reply) => {
@@ -698,13 +765,21 @@ fn answer(
             let _ = reply.try_send(snap);
         }
         LoopRequest::Capture(sink) => captures.push(sink),
+        LoopRequest::FibStored(reply) => {
+            if let Some(f) = fast {
+                f.sync(dp);
+            }
+            let _ = reply.try_send(());
+        }
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn forward(
     dp: &mut Dataplane,
     ports: &mut [Box<dyn Port>],
     watch: &mut [PortWatch],
+    mut fast: Option<&mut FastPathRuntime>,
     stats: Option<&Path>,
     requests: &Receiver<LoopRequest>,
     wake: RawFd,
@@ -763,24 +838,36 @@ fn forward(
             flush(ports, watch, now, &mut out, &mut pool, &mut captures);
         }
         refresh_caps(dp, ports);
+        if let Some(f) = fast.as_deref_mut() {
+            f.sync(dp);
+        }
         if fds[n_ports].revents & libc::POLLIN != 0 {
             fds[n_ports].revents = 0;
             eventfd_drain(wake);
             while let Ok(req) = requests.try_recv() {
-                answer(req, dp, ports, watch, &mut captures);
+                answer(req, dp, ports, watch, &mut captures, fast.as_deref_mut());
             }
         }
         if now >= next_tick {
             dp.poll(now, &mut pool, &mut out);
+            if let Some(f) = fast.as_deref_mut() {
+                f.tick(now, dp, &mut pool, &mut out);
+            }
             flush(ports, watch, now, &mut out, &mut pool, &mut captures);
             next_tick = now + TICK;
         }
         if now >= next_link_check {
-            check_links(dp, ports, watch, &mut fds[..n_ports]);
+            for (port, ifindex) in check_links(dp, ports, watch, &mut fds[..n_ports]) {
+                if let Some(f) = fast.as_deref_mut() {
+                    // SAFETY: the port owns the socket and outlives this call.
+                    let socket = unsafe { BorrowedFd::borrow_raw(ports[usize::from(port)].fd()) };
+                    f.port_reopened(port, ifindex, socket);
+                }
+            }
             next_link_check = now + LINK_CHECK_EVERY;
         }
         if now >= next_stats {
-            write_stats(dp, ports, watch, stats);
+            write_stats(dp, ports, watch, fast.as_deref(), stats);
             next_stats = now + STATS_EVERY;
         }
     }
@@ -812,7 +899,12 @@ fn flush(
 }
 
 /// The counters as JSON: drops and events by name, and per-port frame counts.
-fn stats_json(dp: &Dataplane, ports: &[Box<dyn Port>], watch: &[PortWatch]) -> serde_json::Value {
+fn stats_json(
+    dp: &Dataplane,
+    ports: &[Box<dyn Port>],
+    watch: &[PortWatch],
+    fast: Option<&FastPathRuntime>,
+) -> serde_json::Value {
     let c = dp.counters();
     let drops: serde_json::Map<_, _> =
         vmpls_dataplane::Drop::ALL.iter().map(|d| (d.name().to_string(), c.drops(*d).into())).collect();
@@ -845,16 +937,38 @@ fn stats_json(dp: &Dataplane, ports: &[Box<dyn Port>], watch: &[PortWatch]) -> s
         .label_list()
         .map(|(label, packets, bytes)| serde_json::json!({ "label": label, "packets": packets, "bytes": bytes }))
         .collect();
-    serde_json::json!({ "drops": drops, "events": events, "ports": ports, "labels": labels })
+    let mut json = serde_json::json!({ "drops": drops, "events": events, "ports": ports, "labels": labels });
+    if let Some(f) = fast {
+        let c = f.counters();
+        json["fast_path"] = serde_json::json!({
+            "frames_in": c.frames_in,
+            "swap": c.swap,
+            "push": c.push,
+            "pop": c.pop,
+            "ip_forward": c.ip_forward,
+            "passed": c.passed,
+            "bytes": c.bytes,
+            "redirect_failed": c.redirect_failed,
+        });
+    }
+    json
 }
 
-fn write_stats(dp: &Dataplane, ports: &[Box<dyn Port>], watch: &[PortWatch], path: Option<&Path>) {
+fn write_stats(
+    dp: &Dataplane,
+    ports: &[Box<dyn Port>],
+    watch: &[PortWatch],
+    fast: Option<&FastPathRuntime>,
+    path: Option<&Path>,
+) {
     let Some(path) = path else { return };
     let tmp = path.with_extension("tmp");
     let r = std::fs::File::create(&tmp)
         .and_then(|mut f| {
             f.write_all(
-                serde_json::to_string_pretty(&stats_json(dp, ports, watch)).unwrap_or_default().as_bytes(),
+                serde_json::to_string_pretty(&stats_json(dp, ports, watch, fast))
+                    .unwrap_or_default()
+                    .as_bytes(),
             )
         })
         .and_then(|_| std::fs::rename(&tmp, path));

@@ -76,7 +76,16 @@ impl Server {
         let mut t = self.tables();
         let (fib, sum) = t.reload(cfg)?;
         self.fib.store(fib);
+        self.in_force();
         Ok(sum)
+    }
+
+    /// Returns once the FIB just stored is in force in the forwarding loop and in the
+    /// kernel's fast path, if the router has one.
+    fn in_force(&self) {
+        if let Err(e) = self.lp.fib_stored() {
+            warn!(error = %e, "the new routes are stored; the forwarding loop did not confirm them");
+        }
     }
 
     fn reload_logged(&self, why: &str) -> Result<api::ReloadSummary, String> {
@@ -216,6 +225,7 @@ impl Server {
         match t.change(change, route) {
             Ok(fib) => {
                 self.fib.store(fib);
+                self.in_force();
                 info!(change = ?change, route = ?route, "route changed");
                 Reply::done()
             }

@@ -186,39 +186,6 @@ fn labels_on_the_wire_with_penultimate_hop_popping() {
     }
 }
 
-/// One line of `traceroute -n -e -q 1`: hop number, address (None for `*`), and the
-/// extension text (`MPLS:L=1002,E=0,S=1,T=1`) if any.
-fn parse_hop(line: &str) -> Option<(u32, Option<String>, Option<String>)> {
-    let mut words = line.split_whitespace();
-    let hop: u32 = words.next()?.parse().ok()?;
-    let addr = words.next()?;
-    if addr == "*" {
-        return Some((hop, None, None));
-    }
-    let ext = line.split_once('<').and_then(|(_, rest)| rest.split_once('>')).map(|(e, _)| e.to_string());
-    Some((hop, Some(addr.to_string()), ext))
-}
-
-fn traceroute(lab: &Lab, v6: bool) -> Vec<(u32, Option<String>, Option<String>)> {
-    let dst = if v6 { CE2_V6 } else { CE2_V4 };
-    // One probe per hop, one at a time (-N 1: no burst for the hosts' ICMP rate
-    // limits), at most 8 hops.
-    let mut args = vec!["traceroute"];
-    if v6 {
-        args.push("-6");
-    }
-    args.extend(["-e", "-n", "-q", "1", "-w", "1", "-N", "1", "-m", "8", dst]);
-    let out = lab.run("ce1", &args, Duration::from_secs(30));
-    let text = output_text(&out);
-    assert!(out.status.success(), "{args:?}: {text}");
-    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .skip(1)
-        .map(|l| parse_hop(l).unwrap_or_else(|| panic!("unexpected line {l:?} in:\n{text}")))
-        .collect()
-}
-
 #[test]
 fn traceroute_shows_every_hop_with_labels() {
     let lab = Lab::start("traceroute", SeedParams::default());

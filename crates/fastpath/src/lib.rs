@@ -1,0 +1,650 @@
+//! vmpls's in-kernel MPLS fast path on veth: TC eBPF programs that swap, pop, push and
+//! IP-forward frames and hand them to the next hop with `bpf_redirect_peer`, keeping GSO
+//! super-frames whole (research/tc-fastpath/README.md has the measurements behind it).
+//!
+//! vmpls stays the control plane and the slow path. [`FastPath::load`] loads one eBPF
+//! object holding
+//! - `fp_tc`, attached with [`FastPath::attach`] at tcx ingress of each veth port;
+//! - `fp_sock`, a socket filter that [`FastPath::filter_socket`] puts on the router's
+//!   AF_PACKET `SOCK_RAW` socket: packet taps run before tc ingress, so without it the
+//!   router would also see (and forward a second time) every frame the fast path
+//!   redirects. It drops exactly those frames and keeps everything else;
+//! - the maps both programs read, which [`FastPath::apply`] makes equal to a
+//!   [`FastTables`], and the counters ([`FastPath::counters`], [`FastPath::label_stats`],
+//!   [`FastPath::port_stats`]).
+//!
+//! # What the fast path does
+//! A frame is a candidate when it arrives untagged, addressed (`PACKET_HOST`, destination
+//! MAC) to a port that is both in [`FastTables::ports`] and attached. Then:
+//! - MPLS, top label with TTL > 1 in [`FastTables::labels`]:
+//!   [`LabelEntry::Swap`] rewrites the label (TC and S kept, TTL - 1);
+//!   [`LabelEntry::PopIp`] (bottom of stack only) pops and forwards the IP packet by a
+//!   [`RouteEntry::Forward`] without labels in the entry's VRF. A pop needs
+//!   `skb->protocol` to be IPv4/IPv6, which holds for frames that came by
+//!   `bpf_redirect_peer` from another fast path; a labelled frame that came through a real
+//!   transmit is left to userspace.
+//! - IPv4 (valid header and checksum) / IPv6 unicast, TTL > 1, with a
+//!   [`RouteEntry::Forward`] in the port's VRF: forwards (TTL - 1), pushing its labels.
+//! - Frames must fit the out port's MTU: the IP packet (plus the labels), or for GSO
+//!   frames one segment (`gso_size` + IP and TCP/UDP headers, plus the labels).
+//!
+//! Everything else (TTL expiry, ARP/ND, multicast, link-local, local routes, unknown
+//! labels and prefixes, frames too big, anything unparsed) goes to the router untouched.
+//! The out port of every adjacency must be a veth ([`is_veth`]) in the netns where
+//! [`FastPath::attach`] runs.
+//!
+//! The programs detach when the [`FastPath`] is dropped or the process exits: a dead
+//! router stops forwarding.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::fd::BorrowedFd;
+
+use aya::maps::lpm_trie::LpmTrie;
+use aya::maps::{HashMap as BpfHashMap, MapData, MapError, PerCpuArray, PerCpuHashMap};
+use aya::programs::tc::SchedClassifierLink;
+use aya::programs::{Link, ProgramError, SchedClassifier, SocketFilter, TcAttachType};
+
+mod raw;
+
+use raw::{Encoded, RawKey4, RawKey6, RawLabel, RawLabelStat, RawPort, RawPortStat, RawRoute, counter};
+
+/// Where a frame goes: the out veth and the Ethernet header to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Adjacency {
+    /// The out veth's ifindex in the router's netns; `bpf_redirect_peer` delivers the
+    /// frame to its peer's ingress.
+    pub ifindex: u32,
+    /// The largest L3 packet (labels included) the out port takes.
+    pub mtu: u32,
+    /// Destination MAC: the next hop's address on that link.
+    pub dst_mac: [u8; 6],
+    /// Source MAC: the out port's address.
+    pub src_mac: [u8; 6],
+}
+
+/// A port the fast path serves (keyed by ifindex in [`FastTables::ports`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FastPort {
+    /// The VRF the port's IP traffic is routed in.
+    pub vrf: u16,
+    /// The port's MAC: only unicast frames to it are fast-pathed.
+    pub mac: [u8; 6],
+}
+
+/// What the fast path does with a frame whose top label is the key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LabelEntry {
+    /// Replace the top label with `out_label` (TC and S kept, TTL - 1) and send to `adj`.
+    Swap {
+        /// The outgoing label (0..=1048575).
+        out_label: u32,
+        /// Where to send.
+        adj: Adjacency,
+    },
+    /// Bottom of stack only: pop, then route the IP packet in `vrf` (only a
+    /// [`RouteEntry::Forward`] without labels is fast).
+    PopIp {
+        /// The VRF to route the inner packet in.
+        vrf: u16,
+        /// Uniform TTL model: IP TTL = min(IP TTL, label TTL) before the IP hop's own
+        /// decrement. Otherwise (pipe) the label TTL is ignored.
+        uniform: bool,
+    },
+}
+
+/// What the fast path does with an IP packet whose destination matches the key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RouteEntry {
+    /// Addressed to the router: never fast, always left to userspace.
+    Local,
+    /// Forward to `adj` (TTL - 1), pushing `labels` (0 to 4, `labels[0]` outermost).
+    Forward {
+        /// Labels to push, outermost first; empty for plain IP forwarding.
+        labels: Vec<u32>,
+        /// TTL of the pushed labels: `None` copies the IP TTL after this hop's decrement
+        /// (uniform), `Some(ttl)` sets it (pipe; 0 is invalid).
+        label_ttl: Option<u8>,
+        /// Where to send.
+        adj: Adjacency,
+    },
+}
+
+/// Everything the fast path forwards by; [`FastPath::apply`] makes the maps equal to it.
+#[derive(Default, Clone, PartialEq, Debug)]
+pub struct FastTables {
+    /// Ports by ifindex. A port takes effect once it is also attached.
+    pub ports: BTreeMap<u32, FastPort>,
+    /// Incoming labels (0..=1048575).
+    pub labels: BTreeMap<u32, LabelEntry>,
+    /// IPv4 routes by (VRF, prefix, prefix length); no bits set beyond the length.
+    pub routes_v4: BTreeMap<(u16, Ipv4Addr, u8), RouteEntry>,
+    /// IPv6 routes by (VRF, prefix, prefix length); no bits set beyond the length.
+    pub routes_v6: BTreeMap<(u16, Ipv6Addr, u8), RouteEntry>,
+}
+
+/// The fast path's counters, summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FastCounters {
+    /// Candidate frames looked at (to a served port's MAC, untagged).
+    pub frames_in: u64,
+    /// Frames swapped and redirected.
+    pub swap: u64,
+    /// Frames pushed and redirected.
+    pub push: u64,
+    /// Frames popped and redirected.
+    pub pop: u64,
+    /// Frames IP-forwarded without labels and redirected.
+    pub ip_forward: u64,
+    /// Candidates left to userspace.
+    pub passed: u64,
+    /// Bytes (`skb->len`, as sent, super-frames whole) of redirected frames.
+    pub bytes: u64,
+    /// Frames dropped because rewriting or redirecting failed after the decision.
+    pub redirect_failed: u64,
+}
+
+/// Per-port counters of redirected frames, summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FastPortStats {
+    /// Frames received on this port and redirected.
+    pub rx_frames: u64,
+    /// Their bytes, as received.
+    pub rx_bytes: u64,
+    /// Frames redirected out of this port.
+    pub tx_frames: u64,
+    /// Their bytes, as sent.
+    pub tx_bytes: u64,
+}
+
+/// Errors of the fast path.
+#[derive(Debug, thiserror::Error)]
+pub enum FastPathError {
+    /// The crate was compiled without clang, so there is no eBPF object.
+    #[error(
+        "vmpls was built without clang: the TC fast path is unavailable; install clang and libbpf-dev and rebuild"
+    )]
+    Unavailable,
+    /// The kernel refused the eBPF object's maps or BTF.
+    #[error("loading the fast path's eBPF object failed (needs root, or CAP_BPF and CAP_NET_ADMIN)")]
+    Load(#[source] aya::EbpfError),
+    /// The kernel refused a program (verifier) or the program is missing.
+    #[error("eBPF program `{name}`: {what} failed")]
+    Program {
+        /// The program's name.
+        name: &'static str,
+        /// What was being done.
+        what: &'static str,
+        /// The cause.
+        #[source]
+        source: ProgramError,
+    },
+    /// The eBPF object lacks a map or it has an unexpected layout.
+    #[error("eBPF map `{map}`: {what} failed")]
+    Map {
+        /// The map's name.
+        map: &'static str,
+        /// What was being done.
+        what: &'static str,
+        /// The cause.
+        #[source]
+        source: MapError,
+    },
+    /// The eBPF object has no map of that name.
+    #[error("the fast path's eBPF object has no map `{0}`")]
+    MissingMap(&'static str),
+    /// No interface of that name in the calling thread's network namespace.
+    #[error("interface `{ifname}` not found in this network namespace")]
+    NoInterface {
+        /// The name asked for.
+        ifname: String,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// Attaching `fp_tc` at tcx ingress failed.
+    #[error("attaching the fast path to `{ifname}` (tcx ingress) failed")]
+    Attach {
+        /// The interface.
+        ifname: String,
+        /// The cause.
+        #[source]
+        source: ProgramError,
+    },
+    /// Detaching `fp_tc` failed.
+    #[error("detaching the fast path from `{ifname}` failed")]
+    Detach {
+        /// The interface.
+        ifname: String,
+        /// The cause.
+        #[source]
+        source: ProgramError,
+    },
+    /// `SO_ATTACH_BPF` failed.
+    #[error("attaching the fast path's socket filter to the packet socket failed")]
+    SocketFilter(#[source] ProgramError),
+    /// A label outside 0..=1048575 in the tables.
+    #[error("{what} {label} is not a valid MPLS label (0..=1048575)")]
+    InvalidLabel {
+        /// The value.
+        label: u32,
+        /// Which label it was.
+        what: &'static str,
+    },
+    /// A route pushes more than 4 labels.
+    #[error("route {prefix} pushes {count} labels; the fast path pushes at most 4")]
+    TooManyLabels {
+        /// The route.
+        prefix: String,
+        /// How many labels it has.
+        count: usize,
+    },
+    /// A route key with a prefix length beyond the family or host bits set.
+    #[error("route {prefix}: {why}")]
+    InvalidPrefix {
+        /// The route.
+        prefix: String,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// A route pushes labels with a fixed TTL of 0.
+    #[error("route {prefix}: a fixed label TTL of 0 would be dropped by the next hop; use 1..=255 or None")]
+    ZeroLabelTtl {
+        /// The route.
+        prefix: String,
+    },
+}
+
+const TC_PROG: &str = "fp_tc";
+const SOCK_PROG: &str = "fp_sock";
+
+#[cfg(not(vmpls_fastpath_unavailable))]
+fn object() -> Result<&'static [u8], FastPathError> {
+    Ok(aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fastpath.bpf.o")))
+}
+
+#[cfg(vmpls_fastpath_unavailable)]
+fn object() -> Result<&'static [u8], FastPathError> {
+    Err(FastPathError::Unavailable)
+}
+
+/// A tcx attachment of `fp_tc`; dropping the link detaches it.
+struct Attached {
+    ifindex: u32,
+    link: SchedClassifierLink,
+}
+
+/// The loaded fast path: programs, maps and attachments. Dropping it detaches everything.
+pub struct FastPath {
+    attached: BTreeMap<String, Attached>,
+    ebpf: aya::Ebpf,
+    ports: BpfHashMap<MapData, u32, RawPort>,
+    labels: BpfHashMap<MapData, u32, RawLabel>,
+    routes_v4: LpmTrie<MapData, RawKey4, RawRoute>,
+    routes_v6: LpmTrie<MapData, RawKey6, RawRoute>,
+    counters: PerCpuArray<MapData, u64>,
+    label_stats: PerCpuHashMap<MapData, u32, RawLabelStat>,
+    port_stats: PerCpuHashMap<MapData, u32, RawPortStat>,
+    /// The last applied tables, encoded (all ports, attached or not).
+    wanted: Encoded,
+    /// What the maps hold.
+    installed: Encoded,
+}
+
+impl std::fmt::Debug for FastPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastPath")
+            .field("attached", &self.attached.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+fn take_map<M>(ebpf: &mut aya::Ebpf, name: &'static str) -> Result<M, FastPathError>
+where
+    M: TryFrom<aya::maps::Map, Error = MapError>,
+{
+    let map = ebpf.take_map(name).ok_or(FastPathError::MissingMap(name))?;
+    M::try_from(map).map_err(|source| FastPathError::Map { map: name, what: "opening", source })
+}
+
+fn map_err(map: &'static str, what: &'static str) -> impl FnOnce(MapError) -> FastPathError {
+    move |source| FastPathError::Map { map, what, source }
+}
+
+/// A delete of a key that is already gone succeeds.
+fn deleted(r: Result<(), MapError>) -> Result<(), MapError> {
+    match r {
+        Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+        Err(MapError::KeyNotFound) => Ok(()),
+        r => r,
+    }
+}
+
+impl FastPath {
+    /// Loads both programs and creates the maps (empty). Needs root (CAP_BPF and
+    /// CAP_NET_ADMIN); aya raises RLIMIT_MEMLOCK where the kernel still charges it.
+    pub fn load() -> Result<FastPath, FastPathError> {
+        let mut ebpf = aya::Ebpf::load(object()?).map_err(FastPathError::Load)?;
+        {
+            let tc: &mut SchedClassifier = program(&mut ebpf, TC_PROG)?;
+            tc.load().map_err(|source| FastPathError::Program { name: TC_PROG, what: "loading", source })?;
+        }
+        {
+            let sock: &mut SocketFilter = program(&mut ebpf, SOCK_PROG)?;
+            sock.load().map_err(|source| FastPathError::Program {
+                name: SOCK_PROG,
+                what: "loading",
+                source,
+            })?;
+        }
+        Ok(FastPath {
+            attached: BTreeMap::new(),
+            ports: take_map(&mut ebpf, "fp_ports")?,
+            labels: take_map(&mut ebpf, "fp_labels")?,
+            routes_v4: take_map(&mut ebpf, "fp_routes_v4")?,
+            routes_v6: take_map(&mut ebpf, "fp_routes_v6")?,
+            counters: take_map(&mut ebpf, "fp_counters")?,
+            label_stats: take_map(&mut ebpf, "fp_label_stats")?,
+            port_stats: take_map(&mut ebpf, "fp_port_stats")?,
+            ebpf,
+            wanted: Encoded::default(),
+            installed: Encoded::default(),
+        })
+    }
+
+    /// Attaches the TC program at tcx ingress of `ifname`, an interface in the calling
+    /// thread's network namespace. Attaching an attached interface again does nothing.
+    /// The port's entry in [`FastTables::ports`] takes effect only after this.
+    pub fn attach(&mut self, ifname: &str) -> Result<(), FastPathError> {
+        let ifindex = ifindex(ifname)?;
+        if let Some(a) = self.attached.get(ifname) {
+            if a.ifindex == ifindex {
+                return Ok(());
+            }
+            // The interface was replaced: the old attachment went with it.
+            self.detach(ifname)?;
+        }
+        let tc: &mut SchedClassifier = program(&mut self.ebpf, TC_PROG)?;
+        let attach_err = |source| FastPathError::Attach { ifname: ifname.to_owned(), source };
+        let id = tc.attach(ifname, TcAttachType::Ingress).map_err(attach_err)?;
+        let link = tc.take_link(id).map_err(attach_err)?;
+        self.attached.insert(ifname.to_owned(), Attached { ifindex, link });
+        self.sync()
+    }
+
+    /// Detaches the TC program from `ifname`; the port's entry leaves the maps first, so
+    /// the socket filter keeps its frames again. Detaching a detached interface does nothing.
+    pub fn detach(&mut self, ifname: &str) -> Result<(), FastPathError> {
+        let Some(a) = self.attached.remove(ifname) else {
+            return Ok(());
+        };
+        let synced = self.sync();
+        let _ = deleted(self.port_stats.remove(&a.ifindex));
+        // An interface that is gone took its tcx link with it: nothing left to detach.
+        match a.link.detach() {
+            Ok(()) => {}
+            Err(_) if ifindex(ifname).ok() != Some(a.ifindex) => {}
+            Err(source) => return Err(FastPathError::Detach { ifname: ifname.to_owned(), source }),
+        }
+        synced
+    }
+
+    /// Attaches the socket filter (`SO_ATTACH_BPF`) to `socket`, the router's AF_PACKET
+    /// `SOCK_RAW` socket: it then receives no frame that the TC program redirects.
+    pub fn filter_socket(&self, socket: BorrowedFd<'_>) -> Result<(), FastPathError> {
+        let prog = self.ebpf.program(SOCK_PROG).ok_or(FastPathError::Program {
+            name: SOCK_PROG,
+            what: "finding",
+            source: ProgramError::NotLoaded,
+        })?;
+        let sock: &SocketFilter = prog.try_into().map_err(|source| FastPathError::Program {
+            name: SOCK_PROG,
+            what: "finding",
+            source,
+        })?;
+        sock.attach(socket).map_err(FastPathError::SocketFilter)
+    }
+
+    /// Makes the maps equal to `tables`: writes what changed since the last call and
+    /// deletes what is gone (with its label counters). Invalid tables (label > 1048575,
+    /// more than 4 labels, prefix length beyond the family, host bits set, fixed label
+    /// TTL 0) give an error and change nothing. On a map error part of the change may be
+    /// in place; the next call finishes it.
+    pub fn apply(&mut self, tables: &FastTables) -> Result<(), FastPathError> {
+        self.wanted = raw::encode(tables)?;
+        self.sync()
+    }
+
+    /// Brings the maps to `wanted` (ports only where attached). Ports leave first and
+    /// arrive last, so a port is never served by entries that are not yet in place.
+    fn sync(&mut self) -> Result<(), FastPathError> {
+        let ports: BTreeMap<u32, RawPort> = self
+            .wanted
+            .ports
+            .iter()
+            .filter(|(i, _)| self.attached.values().any(|a| a.ifindex == **i))
+            .map(|(i, p)| (*i, *p))
+            .collect();
+        let port_diff = raw::diff(&self.installed.ports, &ports);
+        for i in port_diff.remove {
+            deleted(self.ports.remove(&i)).map_err(map_err("fp_ports", "deleting"))?;
+            self.installed.ports.remove(&i);
+        }
+
+        let d = raw::diff(&self.installed.labels, &self.wanted.labels);
+        for (l, v) in d.upsert {
+            self.labels.insert(l, v, 0).map_err(map_err("fp_labels", "updating"))?;
+            self.installed.labels.insert(l, v);
+        }
+        let d4 = raw::diff(&self.installed.routes_v4, &self.wanted.routes_v4);
+        for ((vrf, a, len), v) in d4.upsert {
+            self.routes_v4
+                .insert(&raw::key4(vrf, a, len), v, 0)
+                .map_err(map_err("fp_routes_v4", "updating"))?;
+            self.installed.routes_v4.insert((vrf, a, len), v);
+        }
+        let d6 = raw::diff(&self.installed.routes_v6, &self.wanted.routes_v6);
+        for ((vrf, a, len), v) in d6.upsert {
+            self.routes_v6
+                .insert(&raw::key6(vrf, a, len), v, 0)
+                .map_err(map_err("fp_routes_v6", "updating"))?;
+            self.installed.routes_v6.insert((vrf, a, len), v);
+        }
+        for l in d.remove {
+            deleted(self.labels.remove(&l)).map_err(map_err("fp_labels", "deleting"))?;
+            self.installed.labels.remove(&l);
+            deleted(self.label_stats.remove(&l)).map_err(map_err("fp_label_stats", "deleting"))?;
+        }
+        for (vrf, a, len) in d4.remove {
+            deleted(self.routes_v4.remove(&raw::key4(vrf, a, len)))
+                .map_err(map_err("fp_routes_v4", "deleting"))?;
+            self.installed.routes_v4.remove(&(vrf, a, len));
+        }
+        for (vrf, a, len) in d6.remove {
+            deleted(self.routes_v6.remove(&raw::key6(vrf, a, len)))
+                .map_err(map_err("fp_routes_v6", "deleting"))?;
+            self.installed.routes_v6.remove(&(vrf, a, len));
+        }
+
+        for (i, p) in port_diff.upsert {
+            self.ports.insert(i, p, 0).map_err(map_err("fp_ports", "updating"))?;
+            self.installed.ports.insert(i, p);
+        }
+        Ok(())
+    }
+
+    /// The counters, summed over CPUs.
+    pub fn counters(&self) -> Result<FastCounters, FastPathError> {
+        let get = |i: u32| -> Result<u64, FastPathError> {
+            let v = self.counters.get(&i, 0).map_err(map_err("fp_counters", "reading"))?;
+            Ok(v.iter().fold(0u64, |s, x| s.wrapping_add(*x)))
+        };
+        Ok(FastCounters {
+            frames_in: get(counter::FRAMES_IN)?,
+            swap: get(counter::SWAP)?,
+            push: get(counter::PUSH)?,
+            pop: get(counter::POP)?,
+            ip_forward: get(counter::IP_FORWARD)?,
+            passed: get(counter::PASSED)?,
+            bytes: get(counter::BYTES)?,
+            redirect_failed: get(counter::REDIRECT_FAILED)?,
+        })
+    }
+
+    /// Frames and bytes (as received) swapped or popped, by incoming label, summed over
+    /// CPUs. A label's counters restart when it leaves the tables.
+    pub fn label_stats(&self) -> Result<BTreeMap<u32, (u64, u64)>, FastPathError> {
+        let mut out = BTreeMap::new();
+        for entry in self.label_stats.iter() {
+            let (label, per_cpu) = entry.map_err(map_err("fp_label_stats", "reading"))?;
+            let sum = per_cpu
+                .iter()
+                .fold((0u64, 0u64), |(f, b), s| (f.wrapping_add(s.frames), b.wrapping_add(s.bytes)));
+            out.insert(label, sum);
+        }
+        Ok(out)
+    }
+
+    /// Redirected frames by ifindex (rx on the port they came in, tx on the port they went
+    /// out), summed over CPUs. A port's counters restart when it is detached.
+    pub fn port_stats(&self) -> Result<BTreeMap<u32, FastPortStats>, FastPathError> {
+        let mut out = BTreeMap::new();
+        for entry in self.port_stats.iter() {
+            let (ifindex, per_cpu) = entry.map_err(map_err("fp_port_stats", "reading"))?;
+            let mut s = FastPortStats::default();
+            for c in per_cpu.iter() {
+                s.rx_frames = s.rx_frames.wrapping_add(c.rx_frames);
+                s.rx_bytes = s.rx_bytes.wrapping_add(c.rx_bytes);
+                s.tx_frames = s.tx_frames.wrapping_add(c.tx_frames);
+                s.tx_bytes = s.tx_bytes.wrapping_add(c.tx_bytes);
+            }
+            out.insert(ifindex, s);
+        }
+        Ok(out)
+    }
+}
+
+// A FastPath moves to the thread that runs the control plane.
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<FastPath>();
+};
+
+fn program<'a, P>(ebpf: &'a mut aya::Ebpf, name: &'static str) -> Result<&'a mut P, FastPathError>
+where
+    &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = ProgramError>,
+{
+    let prog = ebpf.program_mut(name).ok_or(FastPathError::Program {
+        name,
+        what: "finding",
+        source: ProgramError::NotLoaded,
+    })?;
+    prog.try_into().map_err(|source| FastPathError::Program { name, what: "finding", source })
+}
+
+fn ifindex(ifname: &str) -> Result<u32, FastPathError> {
+    let no_if = |source| FastPathError::NoInterface { ifname: ifname.to_owned(), source };
+    let c = CString::new(ifname).map_err(|_| no_if(io::Error::from(io::ErrorKind::InvalidInput)))?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        return Err(no_if(io::Error::last_os_error()));
+    }
+    Ok(i)
+}
+
+/// `struct ethtool_drvinfo` (linux/ethtool.h).
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+const ETHTOOL_GDRVINFO: u32 = 0x3;
+
+/// Whether `ifname` (in the calling thread's network namespace) is a veth, whose driver
+/// offers `bpf_redirect_peer`: every [`Adjacency`]'s out port must be one. Asks the driver
+/// (ETHTOOL_GDRVINFO), so it sees the thread's namespace, unlike `/sys/class/net`.
+pub fn is_veth(ifname: &str) -> bool {
+    let bytes = ifname.as_bytes();
+    if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
+        return false;
+    }
+    // SAFETY: plain socket(2); the result is checked and closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: `fd` is a socket we just opened and own.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let mut info = EthtoolDrvinfo {
+        cmd: ETHTOOL_GDRVINFO,
+        driver: [0; 32],
+        version: [0; 32],
+        fw_version: [0; 32],
+        bus_info: [0; 32],
+        erom_version: [0; 32],
+        reserved2: [0; 12],
+        n_priv_flags: 0,
+        n_stats: 0,
+        testinfo_len: 0,
+        eedump_len: 0,
+        regdump_len: 0,
+    };
+    // SAFETY: ifreq is plain old data; all zeroes is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = (&raw mut info).cast();
+    // SAFETY: SIOCETHTOOL with ETHTOOL_GDRVINFO writes at most one ethtool_drvinfo to
+    // `ifru_data`, which points at `info`, alive and exclusively borrowed for the call.
+    let r = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::SIOCETHTOOL, &mut ifr) };
+    if r != 0 {
+        return false;
+    }
+    let len = info.driver.iter().position(|b| *b == 0).unwrap_or(info.driver.len());
+    &info.driver[..len] == b"veth"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn is_veth_rejects_names_that_cannot_be_interfaces() {
+        assert!(!is_veth(""));
+        assert!(!is_veth("a-name-much-longer-than-ifnamsiz"));
+        assert!(!is_veth("bad\0name"));
+        assert!(!is_veth("vmpls-no-such-if"));
+    }
+
+    #[test]
+    fn loopback_is_not_a_veth() {
+        assert!(!is_veth("lo"));
+    }
+
+    #[test]
+    fn unknown_interfaces_are_named_in_the_error() {
+        let e = ifindex("vmpls-nosuchif").unwrap_err();
+        assert!(e.to_string().contains("vmpls-nosuchif"), "{e}");
+    }
+
+    #[test]
+    fn unavailable_error_says_what_to_install() {
+        let e = FastPathError::Unavailable.to_string();
+        assert!(e.contains("clang") && e.contains("libbpf-dev"), "{e}");
+    }
+}

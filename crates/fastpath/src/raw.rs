@@ -1,0 +1,403 @@
+//! The maps' C layout (`bpf/fastpath.bpf.c`) as `#[repr(C)]` twins, the encoding of
+//! [`FastTables`] into map entries with its validation, and the diff between two sets of
+//! entries. Pure: no syscalls, unit-tested without root.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::{Adjacency, FastPathError, FastPort, FastTables, LabelEntry, RouteEntry};
+
+/// The largest MPLS label value (20 bits).
+pub(crate) const LABEL_MAX: u32 = 0xf_ffff;
+/// The most labels a route may push.
+pub(crate) const MAX_PUSH: usize = 4;
+
+pub(crate) const LABEL_SWAP: u32 = 1;
+pub(crate) const LABEL_POP_IP: u32 = 2;
+pub(crate) const ROUTE_LOCAL: u32 = 1;
+pub(crate) const ROUTE_FORWARD: u32 = 2;
+
+/// `fp_counters` indices.
+pub(crate) mod counter {
+    pub(crate) const FRAMES_IN: u32 = 0;
+    pub(crate) const SWAP: u32 = 1;
+    pub(crate) const PUSH: u32 = 2;
+    pub(crate) const POP: u32 = 3;
+    pub(crate) const IP_FORWARD: u32 = 4;
+    pub(crate) const PASSED: u32 = 5;
+    pub(crate) const BYTES: u32 = 6;
+    pub(crate) const REDIRECT_FAILED: u32 = 7;
+}
+
+/// `struct fp_adj`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct RawAdj {
+    pub ifindex: u32,
+    pub mtu: u32,
+    pub dmac: [u8; 6],
+    pub smac: [u8; 6],
+}
+
+/// `struct fp_port`, the value of `fp_ports` (key: ifindex).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct RawPort {
+    pub vrf: u32,
+    pub mac: [u8; 6],
+    pub pad: [u8; 2],
+}
+
+/// `struct fp_label`, the value of `fp_labels` (key: label).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct RawLabel {
+    pub action: u32,
+    pub out_label: u32,
+    pub vrf: u32,
+    pub uniform: u32,
+    pub adj: RawAdj,
+}
+
+/// `struct fp_key4` without its leading `prefixlen` (aya's `lpm_trie::Key` adds it).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct RawKey4 {
+    /// VRF in network byte order.
+    pub vrf: u32,
+    pub addr: [u8; 4],
+}
+
+/// `struct fp_key6` without its leading `prefixlen`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct RawKey6 {
+    /// VRF in network byte order.
+    pub vrf: u32,
+    pub addr: [u8; 16],
+}
+
+/// `struct fp_route`, the value of `fp_routes_v4` and `fp_routes_v6`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct RawRoute {
+    pub action: u32,
+    pub nlabels: u32,
+    pub labels: [u32; 4],
+    pub label_ttl: u32,
+    pub adj: RawAdj,
+}
+
+/// `struct fp_label_stat`, per CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct RawLabelStat {
+    pub frames: u64,
+    pub bytes: u64,
+}
+
+/// `struct fp_port_stat`, per CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct RawPortStat {
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+}
+
+// The C side has the same sizes as _Static_assert; none of these has padding, which Pod
+// requires (every byte initialised).
+const _: () = assert!(size_of::<RawAdj>() == 20);
+const _: () = assert!(size_of::<RawPort>() == 12);
+const _: () = assert!(size_of::<RawLabel>() == 36);
+const _: () = assert!(size_of::<RawKey4>() + 4 == 12);
+const _: () = assert!(size_of::<RawKey6>() + 4 == 24);
+const _: () = assert!(size_of::<RawRoute>() == 48);
+const _: () = assert!(size_of::<RawLabelStat>() == 16);
+const _: () = assert!(size_of::<RawPortStat>() == 32);
+
+// SAFETY: each type is #[repr(C)], Copy, made only of integers and byte arrays, with no
+// padding (sizes asserted above), so every bit pattern is valid and every byte is
+// initialised: what aya's `Pod` asks for.
+unsafe impl aya::Pod for RawAdj {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawPort {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawLabel {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawKey4 {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawKey6 {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawRoute {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawLabelStat {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawPortStat {}
+
+/// The map entries a [`FastTables`] stands for. Route keys stay in the tables' form
+/// `(vrf, prefix, length)`; [`key4`] / [`key6`] give the trie key.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Encoded {
+    pub ports: BTreeMap<u32, RawPort>,
+    pub labels: BTreeMap<u32, RawLabel>,
+    pub routes_v4: BTreeMap<(u16, Ipv4Addr, u8), RawRoute>,
+    pub routes_v6: BTreeMap<(u16, Ipv6Addr, u8), RawRoute>,
+}
+
+fn adj(a: &Adjacency) -> RawAdj {
+    RawAdj { ifindex: a.ifindex, mtu: a.mtu, dmac: a.dst_mac, smac: a.src_mac }
+}
+
+fn port(p: &FastPort) -> RawPort {
+    RawPort { vrf: u32::from(p.vrf), mac: p.mac, pad: [0; 2] }
+}
+
+fn check_label(label: u32, what: &'static str) -> Result<(), FastPathError> {
+    if label > LABEL_MAX {
+        return Err(FastPathError::InvalidLabel { label, what });
+    }
+    Ok(())
+}
+
+fn label(l: &LabelEntry) -> Result<RawLabel, FastPathError> {
+    Ok(match l {
+        LabelEntry::Swap { out_label, adj: a } => {
+            check_label(*out_label, "swap out label")?;
+            RawLabel { action: LABEL_SWAP, out_label: *out_label, vrf: 0, uniform: 0, adj: adj(a) }
+        }
+        LabelEntry::PopIp { vrf, uniform } => RawLabel {
+            action: LABEL_POP_IP,
+            out_label: 0,
+            vrf: u32::from(*vrf),
+            uniform: u32::from(*uniform),
+            adj: RawAdj::default(),
+        },
+    })
+}
+
+fn route(r: &RouteEntry, prefix: &dyn std::fmt::Display) -> Result<RawRoute, FastPathError> {
+    Ok(match r {
+        RouteEntry::Local => RawRoute { action: ROUTE_LOCAL, ..RawRoute::default() },
+        RouteEntry::Forward { labels, label_ttl, adj: a } => {
+            if labels.len() > MAX_PUSH {
+                return Err(FastPathError::TooManyLabels { prefix: prefix.to_string(), count: labels.len() });
+            }
+            let mut raw = [0u32; 4];
+            for (slot, l) in raw.iter_mut().zip(labels) {
+                check_label(*l, "pushed label")?;
+                *slot = *l;
+            }
+            if *label_ttl == Some(0) {
+                return Err(FastPathError::ZeroLabelTtl { prefix: prefix.to_string() });
+            }
+            RawRoute {
+                action: ROUTE_FORWARD,
+                nlabels: labels.len() as u32,
+                labels: raw,
+                label_ttl: label_ttl.map_or(0, u32::from),
+                adj: adj(a),
+            }
+        }
+    })
+}
+
+/// Checks that `len` fits the family's `bits` and that no bit beyond it is set in `addr`
+/// (two spellings of one prefix would be one trie entry).
+fn check_prefix(addr: &[u8], len: u8, bits: u8, prefix: &dyn std::fmt::Display) -> Result<(), FastPathError> {
+    if len > bits {
+        return Err(FastPathError::InvalidPrefix {
+            prefix: prefix.to_string(),
+            why: "prefix length too long",
+        });
+    }
+    let host_bits_set = addr.iter().enumerate().any(|(i, b)| {
+        let first = (i * 8) as u32;
+        let keep = u32::from(len).saturating_sub(first).min(8);
+        let mask = if keep == 0 { 0u8 } else { 0xffu8 << (8 - keep) };
+        b & !mask != 0
+    });
+    if host_bits_set {
+        return Err(FastPathError::InvalidPrefix {
+            prefix: prefix.to_string(),
+            why: "bits set beyond the prefix length",
+        });
+    }
+    Ok(())
+}
+
+/// Validates `t` and encodes it into map entries; nothing is touched on error.
+pub(crate) fn encode(t: &FastTables) -> Result<Encoded, FastPathError> {
+    let mut e = Encoded::default();
+    for (ifindex, p) in &t.ports {
+        e.ports.insert(*ifindex, port(p));
+    }
+    for (l, entry) in &t.labels {
+        check_label(*l, "incoming label")?;
+        e.labels.insert(*l, label(entry)?);
+    }
+    for ((vrf, addr, len), r) in &t.routes_v4 {
+        let shown = format!("vrf {vrf} {addr}/{len}");
+        check_prefix(&addr.octets(), *len, 32, &shown)?;
+        e.routes_v4.insert((*vrf, *addr, *len), route(r, &shown)?);
+    }
+    for ((vrf, addr, len), r) in &t.routes_v6 {
+        let shown = format!("vrf {vrf} {addr}/{len}");
+        check_prefix(&addr.octets(), *len, 128, &shown)?;
+        e.routes_v6.insert((*vrf, *addr, *len), route(r, &shown)?);
+    }
+    Ok(e)
+}
+
+/// The `fp_routes_v4` key of `(vrf, prefix, length)`: the VRF is matched exactly.
+pub(crate) fn key4(vrf: u16, addr: Ipv4Addr, len: u8) -> aya::maps::lpm_trie::Key<RawKey4> {
+    aya::maps::lpm_trie::Key::new(
+        32 + u32::from(len),
+        RawKey4 { vrf: u32::from(vrf).to_be(), addr: addr.octets() },
+    )
+}
+
+/// The `fp_routes_v6` key of `(vrf, prefix, length)`.
+pub(crate) fn key6(vrf: u16, addr: Ipv6Addr, len: u8) -> aya::maps::lpm_trie::Key<RawKey6> {
+    aya::maps::lpm_trie::Key::new(
+        32 + u32::from(len),
+        RawKey6 { vrf: u32::from(vrf).to_be(), addr: addr.octets() },
+    )
+}
+
+/// What turns `old` into `new`: the entries to insert or overwrite, and the keys to delete.
+pub(crate) struct Diff<K, V> {
+    pub upsert: Vec<(K, V)>,
+    pub remove: Vec<K>,
+}
+
+pub(crate) fn diff<K: Ord + Copy, V: PartialEq + Copy>(
+    old: &BTreeMap<K, V>,
+    new: &BTreeMap<K, V>,
+) -> Diff<K, V> {
+    Diff {
+        upsert: new.iter().filter(|(k, v)| old.get(k) != Some(v)).map(|(k, v)| (*k, *v)).collect(),
+        remove: old.keys().filter(|k| !new.contains_key(k)).copied().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adjacency() -> Adjacency {
+        Adjacency { ifindex: 7, mtu: 1500, dst_mac: [2, 0, 0, 0, 0, 1], src_mac: [2, 0, 0, 0, 0, 2] }
+    }
+
+    #[test]
+    fn route_keys_put_the_vrf_in_network_order_after_the_prefix_length() {
+        let k = key4(0x0102, Ipv4Addr::new(198, 18, 0, 0), 15);
+        assert_eq!(k.prefix_len(), 47);
+        // SAFETY: Key<RawKey4> is #[repr(C, packed)], 12 initialised bytes, read as bytes.
+        let bytes: [u8; 12] = unsafe { std::mem::transmute(k) };
+        assert_eq!(bytes, [47, 0, 0, 0, 0, 0, 1, 2, 198, 18, 0, 0]);
+        let k = key6(1, "2001:db8::".parse().unwrap(), 128);
+        assert_eq!(k.prefix_len(), 160);
+        let data = k.data();
+        assert_eq!(data.vrf.to_ne_bytes(), [0, 0, 0, 1]);
+        assert_eq!(&data.addr[..4], &[0x20, 0x01, 0x0d, 0xb8]);
+    }
+
+    #[test]
+    fn encode_lays_out_labels_routes_and_ports() {
+        let mut t = FastTables::default();
+        t.ports.insert(3, FastPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5] });
+        t.labels.insert(100, LabelEntry::Swap { out_label: 200, adj: adjacency() });
+        t.labels.insert(101, LabelEntry::PopIp { vrf: 4, uniform: true });
+        t.routes_v4.insert(
+            (0, Ipv4Addr::new(198, 18, 2, 0), 24),
+            RouteEntry::Forward { labels: vec![16, 17], label_ttl: Some(255), adj: adjacency() },
+        );
+        t.routes_v6.insert((2, "2001:db8::".parse().unwrap(), 32), RouteEntry::Local);
+        let e = encode(&t).unwrap();
+        assert_eq!(e.ports[&3], RawPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5], pad: [0; 2] });
+        let swap = e.labels[&100];
+        assert_eq!((swap.action, swap.out_label, swap.adj.ifindex, swap.adj.mtu), (LABEL_SWAP, 200, 7, 1500));
+        assert_eq!(swap.adj.dmac, [2, 0, 0, 0, 0, 1]);
+        let pop = e.labels[&101];
+        assert_eq!((pop.action, pop.vrf, pop.uniform), (LABEL_POP_IP, 4, 1));
+        let r = e.routes_v4[&(0, Ipv4Addr::new(198, 18, 2, 0), 24)];
+        assert_eq!((r.action, r.nlabels, r.labels, r.label_ttl), (ROUTE_FORWARD, 2, [16, 17, 0, 0], 255));
+        let l = e.routes_v6.values().next().unwrap();
+        assert_eq!((l.action, l.nlabels), (ROUTE_LOCAL, 0));
+    }
+
+    #[test]
+    fn uniform_label_ttl_is_encoded_as_zero() {
+        let mut t = FastTables::default();
+        t.routes_v4.insert(
+            (0, Ipv4Addr::new(198, 18, 0, 1), 32),
+            RouteEntry::Forward { labels: vec![16], label_ttl: None, adj: adjacency() },
+        );
+        assert_eq!(encode(&t).unwrap().routes_v4.values().next().unwrap().label_ttl, 0);
+    }
+
+    #[test]
+    fn validation_rejects_bad_labels_prefixes_and_stacks() {
+        let fwd = |labels: Vec<u32>, label_ttl| RouteEntry::Forward { labels, label_ttl, adj: adjacency() };
+        let mut t = FastTables::default();
+        t.labels.insert(LABEL_MAX + 1, LabelEntry::PopIp { vrf: 0, uniform: false });
+        assert!(matches!(encode(&t), Err(FastPathError::InvalidLabel { label: 0x10_0000, .. })));
+
+        let mut t = FastTables::default();
+        t.labels.insert(16, LabelEntry::Swap { out_label: 1 << 20, adj: adjacency() });
+        assert!(matches!(encode(&t), Err(FastPathError::InvalidLabel { .. })));
+
+        let mut t = FastTables::default();
+        t.routes_v4.insert((0, Ipv4Addr::new(198, 18, 0, 0), 15), fwd(vec![16, 17, 18, 19, 20], None));
+        assert!(matches!(encode(&t), Err(FastPathError::TooManyLabels { count: 5, .. })));
+
+        let mut t = FastTables::default();
+        t.routes_v4.insert((0, Ipv4Addr::new(198, 18, 0, 0), 15), fwd(vec![16, LABEL_MAX + 1], None));
+        assert!(matches!(encode(&t), Err(FastPathError::InvalidLabel { .. })));
+
+        let mut t = FastTables::default();
+        t.routes_v4.insert((0, Ipv4Addr::new(198, 18, 0, 0), 33), RouteEntry::Local);
+        assert!(matches!(encode(&t), Err(FastPathError::InvalidPrefix { .. })));
+
+        let mut t = FastTables::default();
+        t.routes_v4.insert((0, Ipv4Addr::new(198, 19, 0, 0), 15), RouteEntry::Local);
+        assert!(matches!(encode(&t), Err(FastPathError::InvalidPrefix { .. })));
+
+        let mut t = FastTables::default();
+        t.routes_v6.insert((0, "2001:db8::".parse().unwrap(), 129), RouteEntry::Local);
+        assert!(matches!(encode(&t), Err(FastPathError::InvalidPrefix { .. })));
+
+        let mut t = FastTables::default();
+        t.routes_v6.insert((0, "2001:db8::1".parse().unwrap(), 127), RouteEntry::Local);
+        assert!(matches!(encode(&t), Err(FastPathError::InvalidPrefix { .. })));
+
+        let mut t = FastTables::default();
+        t.routes_v6.insert((0, "2001:db8::1".parse().unwrap(), 128), fwd(vec![16], Some(0)));
+        assert!(matches!(encode(&t), Err(FastPathError::ZeroLabelTtl { .. })));
+    }
+
+    #[test]
+    fn prefixes_at_the_edges_are_valid() {
+        let mut t = FastTables::default();
+        t.routes_v4.insert((0, Ipv4Addr::UNSPECIFIED, 0), RouteEntry::Local);
+        t.routes_v4.insert((0, Ipv4Addr::new(198, 18, 0, 1), 32), RouteEntry::Local);
+        t.routes_v4.insert((0, Ipv4Addr::new(198, 18, 0, 0), 15), RouteEntry::Local);
+        t.routes_v6.insert((0, "2001:db8::1".parse().unwrap(), 128), RouteEntry::Local);
+        t.routes_v6.insert((0, "2001:db8:8000::".parse().unwrap(), 33), RouteEntry::Local);
+        t.labels.insert(LABEL_MAX, LabelEntry::Swap { out_label: LABEL_MAX, adj: adjacency() });
+        assert!(encode(&t).is_ok());
+    }
+
+    #[test]
+    fn diff_inserts_changed_and_removes_gone_entries() {
+        let old: BTreeMap<u32, u32> = [(1, 10), (2, 20), (3, 30)].into();
+        let new: BTreeMap<u32, u32> = [(2, 20), (3, 31), (4, 40)].into();
+        let d = diff(&old, &new);
+        assert_eq!(d.upsert, vec![(3, 31), (4, 40)]);
+        assert_eq!(d.remove, vec![1]);
+        let d = diff(&new, &new);
+        assert!(d.upsert.is_empty() && d.remove.is_empty());
+    }
+}

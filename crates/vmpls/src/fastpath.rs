@@ -1,0 +1,426 @@
+//! The in-kernel fast path (`[router] fast-path = "tc"`): what of the router's forwarding
+//! state the TC programs of `vmpls-fastpath` can carry, kept in step with the FIB and the
+//! neighbour table, and their counters folded into the router's.
+//!
+//! The programs handle a frame only where the result is what the pipeline would send;
+//! everything else (TTL expiry, unknown labels, ECMP, unresolved next hops, frames too
+//! big, ports that are not veth, pops of frames that came through a real transmit)
+//! reaches the pipeline through the port's socket as before. [`fast_tables`] therefore
+//! installs every prefix of the FIB, those it cannot carry as `Local` ("leave it to the
+//! pipeline"), so the kernel's longest match always lands on the route the FIB would
+//! choose.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use tracing::{info, warn};
+use vmpls_dataplane::neighbor::NeighborTable;
+use vmpls_dataplane::{Dataplane, Event, Output, PacketPool, PortId};
+use vmpls_fastpath::{Adjacency, FastCounters, FastPath, FastPort, FastTables, LabelEntry, RouteEntry};
+use vmpls_fib::{Fib, LabelAction, Nexthop, RouteTarget, TtlModel, VrfId};
+
+/// Most labels the programs push at once.
+const MAX_PUSH: usize = 4;
+
+/// A port the fast path serves: an AF_PACKET port over a veth.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FastPortInfo {
+    /// The interface.
+    pub ifname: String,
+    pub ifindex: u32,
+    pub mac: [u8; 6],
+    pub mtu: u32,
+}
+
+/// The fast path's tables for `fib` as the neighbour table knows the next hops now, and
+/// the next hops they depend on (resolved or not: the caller keeps them resolved).
+/// `ports[i]` is `Some` for the ports the fast path serves.
+pub fn fast_tables(
+    fib: &Fib,
+    ports: &[Option<FastPortInfo>],
+    neighbors: &NeighborTable,
+    default_ttl: u8,
+) -> (FastTables, Vec<(PortId, IpAddr)>) {
+    let mut t = FastTables::default();
+    let mut used = Vec::new();
+    let fast = |port: PortId| ports.get(usize::from(port)).and_then(Option::as_ref);
+    for (id, p) in ports.iter().enumerate() {
+        if let Some(p) = p {
+            let vrf = fib.port_vrf.get(id).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
+            t.ports.insert(p.ifindex, FastPort { vrf, mac: p.mac });
+        }
+    }
+    // A next hop the programs can send to: a served port and a known MAC.
+    let adjacency = |port: PortId, addr: IpAddr, used: &mut Vec<(PortId, IpAddr)>| {
+        let p = fast(port)?;
+        used.push((port, addr));
+        let mac = neighbors.mac(port, addr)?;
+        Some(Adjacency { ifindex: p.ifindex, mtu: p.mtu, dst_mac: mac, src_mac: p.mac })
+    };
+    let single = |nhs: &[Nexthop]| match nhs {
+        [nh] => Some(nh.clone()),
+        _ => None,
+    };
+
+    for (label, route) in fib.labels.iter() {
+        let entry = match &route.action {
+            LabelAction::PopAndLookup { vrf } => {
+                Some(LabelEntry::PopIp { vrf: *vrf, uniform: route.ttl_model == TtlModel::Uniform })
+            }
+            LabelAction::Forward(group) => {
+                single(group.nexthops()).and_then(|nh| match (&nh.labels[..], nh.via) {
+                    (&[out_label], Some(via)) => {
+                        adjacency(nh.port, via, &mut used).map(|adj| LabelEntry::Swap { out_label, adj })
+                    }
+                    _ => None,
+                })
+            }
+        };
+        if let Some(e) = entry {
+            t.labels.insert(label, e);
+        }
+    }
+
+    for (vrf_id, vrf) in fib.vrfs.iter().enumerate() {
+        let vrf_id = vrf_id as VrfId;
+        let route_entry = |target: &RouteTarget, model: TtlModel, used: &mut Vec<_>| match target {
+            RouteTarget::Forward(group) => single(group.nexthops())
+                .filter(|nh| nh.labels.len() <= MAX_PUSH)
+                .and_then(|nh| {
+                    let via = nh.via?;
+                    let adj = adjacency(nh.port, via, used)?;
+                    let label_ttl = match model {
+                        TtlModel::Uniform => None,
+                        TtlModel::Pipe => Some(default_ttl),
+                    };
+                    Some(RouteEntry::Forward { labels: nh.labels.clone(), label_ttl, adj })
+                })
+                .unwrap_or(RouteEntry::Local),
+            _ => RouteEntry::Local,
+        };
+        for (addr, len, route) in vrf.v4.iter() {
+            let e = route_entry(&route.target, route.ttl_model, &mut used);
+            t.routes_v4.insert((vrf_id, addr, len), e);
+        }
+        for (addr, len, route) in vrf.v6.iter() {
+            let e = route_entry(&route.target, route.ttl_model, &mut used);
+            t.routes_v6.insert((vrf_id, addr, len), e);
+        }
+    }
+
+    // Hosts on connected subnets: one host route per known neighbour whose longest match
+    // is that subnet's route (a more specific route through a gateway wins otherwise).
+    for (port, addr, mac) in neighbors.entries() {
+        let (Some(mac), Some(p)) = (mac, fast(port)) else { continue };
+        let Some(vrf_id) = fib.vrf_of_port(port) else { continue };
+        let Some(route) = fib.vrf(vrf_id).and_then(|v| v.lookup(addr)) else { continue };
+        if route.target != (RouteTarget::Connected { port }) {
+            continue;
+        }
+        used.push((port, addr));
+        let e = RouteEntry::Forward {
+            labels: Vec::new(),
+            label_ttl: None,
+            adj: Adjacency { ifindex: p.ifindex, mtu: p.mtu, dst_mac: mac, src_mac: p.mac },
+        };
+        match addr {
+            IpAddr::V4(a) => t.routes_v4.insert((vrf_id, a, 32), e),
+            IpAddr::V6(a) => t.routes_v6.insert((vrf_id, a, 128), e),
+        };
+    }
+
+    // The router's own addresses, in every VRF: always the pipeline's.
+    let locals = fib
+        .port_addrs
+        .iter()
+        .flat_map(|p| {
+            p.v4.iter().map(|&(a, _)| IpAddr::V4(a)).chain(p.v6.iter().map(|&(a, _)| IpAddr::V6(a)))
+        })
+        .chain(fib.router_v4.map(IpAddr::V4))
+        .chain(fib.router_v6.map(IpAddr::V6))
+        .collect::<Vec<_>>();
+    for vrf_id in 0..fib.vrfs.len() as VrfId {
+        for &a in &locals {
+            match a {
+                IpAddr::V4(a) => t.routes_v4.insert((vrf_id, a, 32), RouteEntry::Local),
+                IpAddr::V6(a) => t.routes_v6.insert((vrf_id, a, 128), RouteEntry::Local),
+            };
+        }
+    }
+    used.sort_unstable();
+    used.dedup();
+    (t, used)
+}
+
+/// The fast path of a running router: the loaded programs, the ports they serve, and
+/// what was last installed and counted.
+pub struct FastPathRuntime {
+    fp: FastPath,
+    ports: Vec<Option<FastPortInfo>>,
+    default_ttl: u8,
+    /// The FIB and neighbour-table generation the installed tables were made from.
+    installed: Option<(Arc<Fib>, u64)>,
+    next_hops: Vec<(PortId, IpAddr)>,
+    /// Counters as last read, to add only the difference to the router's.
+    counted: FastCounters,
+    counted_labels: BTreeMap<u32, (u64, u64)>,
+    counted_ports: BTreeMap<u32, (u64, u64)>,
+}
+
+impl FastPathRuntime {
+    /// Loads the programs and attaches them to every port in `ports` (`Some`: an
+    /// AF_PACKET port over a veth), and filters each of those ports' sockets (`sockets`,
+    /// same index) so they no longer receive what the programs forward.
+    pub fn start(
+        ports: Vec<Option<FastPortInfo>>,
+        sockets: &[Option<BorrowedFd<'_>>],
+        default_ttl: u8,
+    ) -> anyhow::Result<FastPathRuntime> {
+        let mut fp = FastPath::load().context("loading the TC fast path")?;
+        for (p, socket) in ports.iter().zip(sockets) {
+            let (Some(p), Some(socket)) = (p, socket) else { continue };
+            fp.filter_socket(*socket).with_context(|| format!("filtering the socket of {}", p.ifname))?;
+            fp.attach(&p.ifname).with_context(|| format!("attaching the fast path to {}", p.ifname))?;
+            info!(interface = %p.ifname, ifindex = p.ifindex, "fast path attached");
+        }
+        Ok(FastPathRuntime {
+            fp,
+            ports,
+            default_ttl,
+            installed: None,
+            next_hops: Vec::new(),
+            counted: FastCounters::default(),
+            counted_labels: BTreeMap::new(),
+            counted_ports: BTreeMap::new(),
+        })
+    }
+
+    /// After a port's interface was deleted and created anew (a new ifindex, a new
+    /// socket): attaches again, filters the new socket, and reinstalls the tables.
+    pub fn port_reopened(&mut self, port: PortId, ifindex: u32, socket: BorrowedFd<'_>) {
+        let Some(Some(p)) = self.ports.get_mut(usize::from(port)) else { return };
+        p.ifindex = ifindex;
+        let ifname = p.ifname.clone();
+        let _ = self.fp.detach(&ifname);
+        let r = self.fp.filter_socket(socket).and_then(|()| self.fp.attach(&ifname));
+        match r {
+            Ok(()) => info!(interface = %ifname, ifindex, "fast path attached again"),
+            Err(e) => {
+                warn!(interface = %ifname, error = %e, "fast path not attached again; the pipeline forwards")
+            }
+        }
+        self.installed = None;
+    }
+
+    /// Installs the tables again if the FIB or the neighbour table changed since last
+    /// time. Cheap when nothing changed: a pointer and a number compared.
+    pub fn sync(&mut self, dp: &Dataplane) {
+        let fib = dp.fib().load_full();
+        let generation = dp.neighbors().generation();
+        if self.installed.as_ref().is_some_and(|(f, g)| Arc::ptr_eq(f, &fib) && *g == generation) {
+            return;
+        }
+        let (tables, next_hops) = fast_tables(&fib, &self.ports, dp.neighbors(), self.default_ttl);
+        if let Err(e) = self.fp.apply(&tables) {
+            warn!(error = %e, "fast path tables not installed; the pipeline forwards what they miss");
+        }
+        self.next_hops = next_hops;
+        self.installed = Some((fib, generation));
+    }
+
+    /// Runs with the pipeline's timers: keeps the next hops the programs send to
+    /// resolved (the pipeline never sees their traffic), and adds what the programs
+    /// forwarded since last time to the router's counters.
+    pub fn tick(&mut self, now: Instant, dp: &mut Dataplane, pool: &mut PacketPool, out: &mut Output) {
+        for &(port, addr) in &self.next_hops {
+            dp.use_neighbor(now, port, addr, pool, out);
+        }
+        self.count(dp);
+    }
+
+    /// Adds what the programs forwarded since last time to the router's counters.
+    pub fn count(&mut self, dp: &mut Dataplane) {
+        if let Err(e) = self.fold_counters(dp) {
+            warn!(error = %e, "reading the fast path's counters");
+        }
+    }
+
+    /// The programs' counters, summed, as last read.
+    pub fn counters(&self) -> &FastCounters {
+        &self.counted
+    }
+
+    fn fold_counters(&mut self, dp: &mut Dataplane) -> anyhow::Result<()> {
+        let now = self.fp.counters()?;
+        let c = dp.counters_mut();
+        let before = &self.counted;
+        c.event(Event::LabelSwap, now.swap.saturating_sub(before.swap));
+        c.event(Event::LabelPush, now.push.saturating_sub(before.push));
+        c.event(Event::LabelPop, now.pop.saturating_sub(before.pop));
+        c.event(Event::IpForward, now.ip_forward.saturating_sub(before.ip_forward));
+        self.counted = now;
+        let labels = self.fp.label_stats()?;
+        for (&label, &(frames, bytes)) in &labels {
+            let (f0, b0) = self.counted_labels.get(&label).copied().unwrap_or_default();
+            if frames > f0 {
+                c.label_add(label, frames - f0, bytes.saturating_sub(b0));
+            }
+        }
+        self.counted_labels = labels;
+        let ports = self.fp.port_stats()?;
+        for (&ifindex, s) in &ports {
+            let Some(id) = self.ports.iter().position(|p| p.as_ref().is_some_and(|p| p.ifindex == ifindex))
+            else {
+                continue;
+            };
+            let (rx0, tx0) = self.counted_ports.get(&ifindex).copied().unwrap_or_default();
+            if let Some(n) = c.rx_frames.get_mut(id) {
+                *n += s.rx_frames.saturating_sub(rx0);
+            }
+            if let Some(n) = c.tx_frames.get_mut(id) {
+                *n += s.tx_frames.saturating_sub(tx0);
+            }
+            self.counted_ports.insert(ifindex, (s.rx_frames, s.tx_frames));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    use std::path::Path;
+
+    use vmpls_dataplane::neighbor::NeighborConfig;
+
+    use super::*;
+
+    const CORE_MAC: [u8; 6] = [2, 0, 0, 0, 20, 2];
+    const CE_MAC: [u8; 6] = [2, 0, 0, 0, 2, 1];
+    const P_MAC: [u8; 6] = [2, 0, 0, 0, 20, 1];
+    const HOST_MAC: [u8; 6] = [2, 0, 0, 0, 2, 2];
+
+    fn fib(text: &str) -> Fib {
+        vmpls_control::Config::from_str(text, Path::new("t.toml")).unwrap().build_fib().unwrap()
+    }
+
+    fn pe2_text() -> String {
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/seed/pe2.toml")).unwrap()
+    }
+
+    fn served() -> Vec<Option<FastPortInfo>> {
+        vec![
+            Some(FastPortInfo { ifname: "pe2-p".into(), ifindex: 7, mac: CORE_MAC, mtu: 65535 }),
+            Some(FastPortInfo { ifname: "pe2-ce2".into(), ifindex: 9, mac: CE_MAC, mtu: 1500 }),
+        ]
+    }
+
+    fn v4(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn pe2_pops_to_known_hosts_and_pushes_toward_a_resolved_gateway() {
+        let fib = fib(&pe2_text());
+        let mut n = NeighborTable::new(NeighborConfig::default());
+        let now = Instant::now();
+        let (t, used) = fast_tables(&fib, &served(), &n, 255);
+        // Nothing resolved yet: the pop is there, the pushes leave it to the pipeline, and
+        // the gateway is a next hop to resolve.
+        assert_eq!(t.labels.get(&2002), Some(&LabelEntry::PopIp { vrf: 0, uniform: true }));
+        assert_eq!(t.routes_v4.get(&(0, v4("198.18.1.0"), 24)), Some(&RouteEntry::Local));
+        assert!(used.contains(&(0, "198.18.20.1".parse().unwrap())), "{used:?}");
+        assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC }));
+
+        n.learn(now, 0, "198.18.20.1".parse().unwrap(), P_MAC, true);
+        n.learn(now, 1, "198.18.2.2".parse().unwrap(), HOST_MAC, true);
+        n.learn(now, 1, "2001:db8:2::2".parse().unwrap(), HOST_MAC, true);
+        let (t, used) = fast_tables(&fib, &served(), &n, 255);
+        let toward_p = Adjacency { ifindex: 7, mtu: 65535, dst_mac: P_MAC, src_mac: CORE_MAC };
+        assert_eq!(
+            t.routes_v4.get(&(0, v4("198.18.1.0"), 24)),
+            Some(&RouteEntry::Forward { labels: vec![1001], label_ttl: None, adj: toward_p })
+        );
+        let to_host = Adjacency { ifindex: 9, mtu: 1500, dst_mac: HOST_MAC, src_mac: CE_MAC };
+        let host = RouteEntry::Forward { labels: vec![], label_ttl: None, adj: to_host };
+        assert_eq!(t.routes_v4.get(&(0, v4("198.18.2.2"), 32)), Some(&host));
+        let h6: Ipv6Addr = "2001:db8:2::2".parse().unwrap();
+        assert_eq!(t.routes_v6.get(&(0, h6, 128)), Some(&host));
+        // The subnet itself and the router's addresses stay with the pipeline.
+        assert_eq!(t.routes_v4.get(&(0, v4("198.18.2.0"), 24)), Some(&RouteEntry::Local));
+        assert_eq!(t.routes_v4.get(&(0, v4("198.18.2.1"), 32)), Some(&RouteEntry::Local));
+        assert_eq!(t.routes_v4.get(&(0, v4("198.18.255.3"), 32)), Some(&RouteEntry::Local));
+        assert!(used.contains(&(1, "198.18.2.2".parse().unwrap())), "{used:?}");
+    }
+
+    #[test]
+    fn what_the_programs_cannot_do_stays_with_the_pipeline() {
+        // A port that is not served, ECMP, a pipe-model push, a PHP label and a swap to
+        // two labels.
+        let text = pe2_text()
+            + r#"
+[[route]]
+prefix = "198.18.5.0/24"
+via = "198.18.20.1"
+port = "core"
+push = [1005]
+ttl-model = "pipe"
+
+[[route]]
+prefix = "198.18.6.0/24"
+nexthops = [
+  { via = "198.18.20.1", port = "core", push = [1006] },
+  { via = "198.18.20.9", port = "core", push = [1106] },
+]
+
+[[label]]
+in = 3000
+action = "swap"
+out = [3]
+via = "198.18.20.1"
+port = "core"
+
+[[label]]
+in = 3001
+action = "swap"
+out = [3001, 3002]
+via = "198.18.20.1"
+port = "core"
+
+[[label]]
+in = 3003
+action = "swap"
+out = [3003]
+via = "198.18.2.2"
+port = "ce2"
+"#;
+        let fib = fib(&text);
+        let mut n = NeighborTable::new(NeighborConfig::default());
+        let now = Instant::now();
+        n.learn(now, 0, "198.18.20.1".parse().unwrap(), P_MAC, true);
+        n.learn(now, 0, "198.18.20.9".parse().unwrap(), P_MAC, true);
+        n.learn(now, 1, "198.18.2.2".parse().unwrap(), HOST_MAC, true);
+        let mut ports = served();
+        let (t, _) = fast_tables(&fib, &ports, &n, 64);
+        let toward_p = Adjacency { ifindex: 7, mtu: 65535, dst_mac: P_MAC, src_mac: CORE_MAC };
+        assert_eq!(
+            t.routes_v4.get(&(0, v4("198.18.5.0"), 24)),
+            Some(&RouteEntry::Forward { labels: vec![1005], label_ttl: Some(64), adj: toward_p })
+        );
+        assert_eq!(t.routes_v4.get(&(0, v4("198.18.6.0"), 24)), Some(&RouteEntry::Local), "ECMP");
+        assert_eq!(t.labels.get(&3000), None, "PHP");
+        assert_eq!(t.labels.get(&3001), None, "two labels out");
+        assert!(matches!(t.labels.get(&3003), Some(LabelEntry::Swap { out_label: 3003, .. })));
+        // The customer port not served: nothing may be sent there, nothing arrives there.
+        ports[1] = None;
+        let (t, used) = fast_tables(&fib, &ports, &n, 64);
+        assert_eq!(t.labels.get(&3003), None);
+        assert_eq!(t.routes_v4.get(&(0, v4("198.18.2.2"), 32)), None);
+        assert!(!t.ports.contains_key(&9));
+        assert!(used.iter().all(|(port, _)| *port == 0), "{used:?}");
+    }
+}
