@@ -25,7 +25,7 @@
 #define FP_ETH_HLEN 14
 #define FP_ETH_P_MPLS_UC 0x8847
 #define FP_MAX_PUSH 4
-#define FP_MAX_STACK 8 // label stack depth parsed for the GSO MTU check of a swap
+#define FP_MAX_STACK 32 // deepest stack switched, as the pipeline's MAX_LABELS: deeper ones are its to count
 #define FP_LABEL_MAX 0xfffff
 
 #define FP_LABEL_SWAP 1
@@ -262,7 +262,9 @@ static __always_inline int parse_ip(struct __sk_buff *skb, __u32 off, __u32 ver,
 		ip->tot_len = ((__u32)h[2] << 8) | h[3];
 		__builtin_memcpy(ip->daddr, h + 16, 4);
 		if (!gso) {
-			if (ip->tot_len < hlen || (__u64)off + ip->tot_len > skb->len)
+			// Exactly the frame: a packet with link padding behind it is the pipeline's,
+			// which trims the padding, as the kernel does, before forwarding.
+			if (ip->tot_len < hlen || (__u64)off + ip->tot_len != skb->len)
 				return -1;
 			return 0;
 		}
@@ -281,7 +283,7 @@ static __always_inline int parse_ip(struct __sk_buff *skb, __u32 off, __u32 ver,
 		ip->tot_len = 40 + (((__u32)h[4] << 8) | h[5]);
 		__builtin_memcpy(ip->daddr, h + 24, 16);
 		if (!gso) {
-			if ((__u64)off + ip->tot_len > skb->len)
+			if ((__u64)off + ip->tot_len != skb->len)
 				return -1;
 			return 0;
 		}
@@ -333,8 +335,9 @@ static __always_inline int proto_is(struct __sk_buff *skb, __u32 ver)
 }
 
 // The size of the largest L3 packet the frame stands for after this hop, `grow` bytes of
-// labels added: one segment for GSO frames (gso_size after the adjustment the kernel makes
-// in adjust_room), else the IP packet.
+// labels added: one segment for GSO frames (gso_size stays: adjust_room runs with
+// BPF_F_ADJ_ROOM_FIXED_GSO), else the IP packet. The pipeline's rule: a segment that does
+// not fit the next link with its labels is the pipeline's (it answers "too big").
 static __always_inline __u64 l3_size(const struct ipinfo *ip, __u32 gso, __u32 grow)
 {
 	if (gso)
@@ -360,13 +363,12 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 		__u32 out_label = e->out_label;
 		if (out_label > FP_LABEL_MAX)
 			return;
-		if (!gso) {
-			if (skb->len < FP_ETH_HLEN || skb->len - FP_ETH_HLEN > e->adj.mtu)
-				return;
+		// The stack must end within FP_MAX_STACK entries, inside the frame.
+		__u32 depth = 0;
+		if (lse & 0x100) {
+			depth = 1;
 		} else {
-			__u32 depth = 0;
-#pragma unroll
-			for (int i = 0; i < FP_MAX_STACK; i++) {
+			for (int i = 1; i < FP_MAX_STACK; i++) {
 				__u32 x;
 				if (bpf_skb_load_bytes(skb, FP_ETH_HLEN + 4 * i, &x, 4))
 					return;
@@ -375,8 +377,13 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 					break;
 				}
 			}
-			if (!depth)
+		}
+		if (!depth)
+			return;
+		if (!gso) {
+			if (skb->len < FP_ETH_HLEN || skb->len - FP_ETH_HLEN > e->adj.mtu)
 				return;
+		} else {
 			__u32 off = FP_ETH_HLEN + 4 * depth;
 			struct ipinfo ip;
 			if (parse_ip(skb, off, ip_version(skb, off), gso, &ip))
@@ -409,8 +416,7 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 	struct fp_route *r = route_lookup(e->vrf, &ip);
 	if (!r || r->action != FP_ROUTE_FORWARD || r->nlabels != 0)
 		return;
-	// adjust_room(-4) without FIXED_GSO grows gso_size by 4
-	if (l3_size(&ip, gso ? gso + 4 : 0, 0) > r->adj.mtu)
+	if (l3_size(&ip, gso, 0) > r->adj.mtu)
 		return;
 	d->verdict = V_POP;
 	d->in_label = label;
@@ -437,9 +443,7 @@ static __always_inline void decide_ip(struct __sk_buff *skb, struct decision *d,
 		return;
 	if (n && gso && ip.l4proto != IPPROTO_TCP) // adjust_room keeps only TCP GSO
 		return;
-	// adjust_room(+4n) without FIXED_GSO shrinks gso_size by 4n, so each segment the
-	// super-frame stands for keeps its size on the wire: labels + headers + (gso - 4n)
-	if (l3_size(&ip, gso, gso ? 0 : 4 * n) > r->adj.mtu)
+	if (l3_size(&ip, gso, 4 * n) > r->adj.mtu)
 		return;
 	__u32 new_ttl = ip.ttl - 1;
 	__u32 lttl = r->label_ttl ? (r->label_ttl & 0xff) : new_ttl;
@@ -525,7 +529,7 @@ static __always_inline int act(struct __sk_buff *skb, const struct decision *d)
 		return set_eth(skb, &d->adj, FP_ETH_P_MPLS_UC);
 	}
 	case V_POP:
-		if (bpf_skb_adjust_room(skb, -4, BPF_ADJ_ROOM_MAC, 0))
+		if (bpf_skb_adjust_room(skb, -4, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_FIXED_GSO))
 			return -1;
 		if (set_ttl(skb, FP_ETH_HLEN, d->ipver, d->new_ttl))
 			return -1;
@@ -540,7 +544,7 @@ static __always_inline int act(struct __sk_buff *skb, const struct decision *d)
 			return -1;
 		if (set_ttl(skb, FP_ETH_HLEN, d->ipver, d->new_ttl))
 			return -1;
-		if (bpf_skb_adjust_room(skb, 4 * n, BPF_ADJ_ROOM_MAC, 0))
+		if (bpf_skb_adjust_room(skb, 4 * n, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_FIXED_GSO))
 			return -1;
 #pragma unroll
 		for (int i = 0; i < FP_MAX_PUSH; i++) {

@@ -169,6 +169,12 @@ pub struct FastPathRuntime {
     counted: FastCounters,
     counted_labels: BTreeMap<u32, (u64, u64)>,
     counted_ports: BTreeMap<u32, (u64, u64)>,
+    /// Frames the programs took in and sent on, by port (across reopens).
+    port_frames: Vec<(u64, u64)>,
+    /// Whether each served port's interface is up with a carrier, as last checked: the
+    /// programs send to running ports only (a frame redirected to a down veth is lost
+    /// without a trace; the pipeline counts its send errors).
+    running: Vec<bool>,
 }
 
 impl FastPathRuntime {
@@ -187,9 +193,12 @@ impl FastPathRuntime {
             fp.attach(&p.ifname).with_context(|| format!("attaching the fast path to {}", p.ifname))?;
             info!(interface = %p.ifname, ifindex = p.ifindex, "fast path attached");
         }
+        let n = ports.len();
         Ok(FastPathRuntime {
             fp,
             ports,
+            port_frames: vec![(0, 0); n],
+            running: vec![true; n],
             default_ttl,
             installed: None,
             next_hops: Vec::new(),
@@ -216,6 +225,21 @@ impl FastPathRuntime {
         self.installed = None;
     }
 
+    /// Checks the served ports' interfaces (with the router's link checks, every second):
+    /// a port whose interface went down or lost its carrier leaves the tables until it
+    /// is running again.
+    pub fn check_links(&mut self) {
+        for (p, running) in self.ports.iter().zip(&mut self.running) {
+            let Some(p) = p else { continue };
+            let now = vmpls_ports::AfPacketPort::interface_running(&p.ifname);
+            if now != *running {
+                info!(interface = %p.ifname, running = now, "fast path: link state changed");
+                *running = now;
+                self.installed = None;
+            }
+        }
+    }
+
     /// Installs the tables again if the FIB or the neighbour table changed since last
     /// time. Cheap when nothing changed: a pointer and a number compared.
     pub fn sync(&mut self, dp: &Dataplane) {
@@ -224,7 +248,9 @@ impl FastPathRuntime {
         if self.installed.as_ref().is_some_and(|(f, g)| Arc::ptr_eq(f, &fib) && *g == generation) {
             return;
         }
-        let (tables, next_hops) = fast_tables(&fib, &self.ports, dp.neighbors(), self.default_ttl);
+        let running: Vec<_> =
+            self.ports.iter().zip(&self.running).map(|(p, up)| p.clone().filter(|_| *up)).collect();
+        let (tables, next_hops) = fast_tables(&fib, &running, dp.neighbors(), self.default_ttl);
         if let Err(e) = self.fp.apply(&tables) {
             warn!(error = %e, "fast path tables not installed; the pipeline forwards what they miss");
         }
@@ -254,6 +280,11 @@ impl FastPathRuntime {
         &self.counted
     }
 
+    /// Frames the programs received on `port` and sent on it, as last read.
+    pub fn port_frames(&self, port: usize) -> (u64, u64) {
+        self.port_frames.get(port).copied().unwrap_or_default()
+    }
+
     fn fold_counters(&mut self, dp: &mut Dataplane) -> anyhow::Result<()> {
         let now = self.fp.counters()?;
         let c = dp.counters_mut();
@@ -278,12 +309,9 @@ impl FastPathRuntime {
                 continue;
             };
             let (rx0, tx0) = self.counted_ports.get(&ifindex).copied().unwrap_or_default();
-            if let Some(n) = c.rx_frames.get_mut(id) {
-                *n += s.rx_frames.saturating_sub(rx0);
-            }
-            if let Some(n) = c.tx_frames.get_mut(id) {
-                *n += s.tx_frames.saturating_sub(tx0);
-            }
+            let frames = &mut self.port_frames[id];
+            frames.0 += s.rx_frames.saturating_sub(rx0);
+            frames.1 += s.tx_frames.saturating_sub(tx0);
             self.counted_ports.insert(ifindex, (s.rx_frames, s.tx_frames));
         }
         Ok(())

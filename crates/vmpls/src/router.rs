@@ -857,6 +857,9 @@ fn forward(
             next_tick = now + TICK;
         }
         if now >= next_link_check {
+            if let Some(f) = fast.as_deref_mut() {
+                f.check_links();
+            }
             for (port, ifindex) in check_links(dp, ports, watch, &mut fds[..n_ports]) {
                 if let Some(f) = fast.as_deref_mut() {
                     // SAFETY: the port owns the socket and outlives this call.
@@ -927,6 +930,8 @@ fn stats_json(
                 "tx_errors": s.tx_errors.total(),
                 "pipeline_rx": c.rx_frames.get(i).copied().unwrap_or(0),
                 "pipeline_tx": c.tx_frames.get(i).copied().unwrap_or(0),
+                "fast_path_rx": fast.map_or(0, |f| f.port_frames(i).0),
+                "fast_path_tx": fast.map_or(0, |f| f.port_frames(i).1),
                 "errors": w.faults.errors,
                 "reopened": w.faults.reopened,
                 "detached": w.faults.detached,

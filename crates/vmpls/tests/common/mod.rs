@@ -95,8 +95,15 @@ impl Lab {
     /// Builds the seed topology with `params`, takes the kernel out of forwarding,
     /// starts the three routers with stats files, and waits until ce1 and ce2 reach
     /// each other over IPv4 and IPv6 (ping both ways, 3 of 3).
-    pub fn start(tag: &str, params: SeedParams) -> Self {
+    ///
+    /// With `VMPLS_TEST_FAST_PATH=1` in the environment every lab runs its routers with
+    /// `fast-path = "tc"`, to run a suite against the in-kernel fast path (tests that
+    /// count the pipeline's own work then fail for that reason alone).
+    pub fn start(tag: &str, mut params: SeedParams) -> Self {
         vmpls_lab::require_root().expect("the integration tests need root");
+        if std::env::var_os("VMPLS_TEST_FAST_PATH").is_some_and(|v| v == "1") {
+            params.fast_path = true;
+        }
         let work = WorkDir::new(tag);
         let mut seed = SeedLab::build(&params).expect("building the seed topology");
         seed.clear_kernel_ip().expect("taking the kernel out");
