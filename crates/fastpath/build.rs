@@ -50,4 +50,8 @@ fn unavailable(why: &str) {
         "cargo::warning=vmpls-fastpath: {why}; building without the TC fast path (install clang and libbpf-dev and rebuild)"
     );
     println!("cargo::rustc-cfg=vmpls_fastpath_unavailable");
+    // Look again once they are installed (a path that does not exist reruns this script
+    // at every build: a clang check, cheap).
+    println!("cargo::rerun-if-changed=/usr/bin/clang");
+    println!("cargo::rerun-if-changed=/usr/include/bpf/bpf_helpers.h");
 }

@@ -120,9 +120,10 @@ impl Mode {
         Self { fast_path: true, ..Self::new("vmpls-mpls-tc-1500", ModeKind::VmplsMpls, true, Some(1500)) }
     }
 
-    /// The modes `vmpls lab seed` runs by default: `kernel-ip`, then `vmpls-mpls`.
+    /// The modes `vmpls lab seed` runs by default: `kernel-ip`, then `vmpls-mpls` (the
+    /// routers' own pipelines) and `vmpls-mpls-tc` (with the in-kernel fast path).
     pub fn defaults() -> Vec<Mode> {
-        vec![Self::kernel_ip(), Self::vmpls_mpls()]
+        vec![Self::kernel_ip(), Self::vmpls_mpls(), Self::vmpls_mpls_tc()]
     }
 
     /// The modes of `vmpls bench seed`, in the order they run.

@@ -769,7 +769,18 @@ const ROUNDS: u64 = 3;
 
 #[test]
 fn hostile_packets_end_in_their_counter_or_reply_while_tcp_flows() {
-    let mut lab = Lab::start("hostile", SeedParams::default());
+    hostile_packets(SeedParams::default());
+}
+
+/// The same with the in-kernel fast path on every router: what it forwards must be
+/// exactly what the pipeline would, and everything else must still reach the pipeline.
+#[test]
+fn hostile_packets_end_in_their_counter_or_reply_with_the_fast_path() {
+    hostile_packets(SeedParams { fast_path: true, ..SeedParams::default() });
+}
+
+fn hostile_packets(params: SeedParams) {
+    let mut lab = Lab::start("hostile", params);
     let macs = Macs::read(&lab);
     let cases = flow_cases(&macs);
     let mut keys = std::collections::BTreeSet::new();
