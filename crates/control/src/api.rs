@@ -390,6 +390,12 @@ pub struct PortCounters {
     pub pipeline_rx: u64,
     /// Frames the pipeline handed to the port.
     pub pipeline_tx: u64,
+    /// Frames the in-kernel fast path took from the port (0 without it).
+    #[serde(default)]
+    pub fast_path_rx: u64,
+    /// Frames the in-kernel fast path sent out of the port.
+    #[serde(default)]
+    pub fast_path_tx: u64,
 }
 
 /// All counters (`stats`).
@@ -412,6 +418,11 @@ pub struct Stats {
     /// Frames and bytes switched per incoming label (labels that switched any).
     #[serde(default)]
     pub labels: Vec<LabelCounter>,
+    /// What the in-kernel fast path did (`swap`, `push`, `pop`, `ip_forward`, `passed`,
+    /// ...); empty when the router runs without it. Its frames are also in `events` and
+    /// `labels`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fast_path: Vec<Counter>,
 }
 
 /// Frames and bytes one incoming label's route switched.

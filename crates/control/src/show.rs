@@ -214,6 +214,12 @@ pub fn stats(st: &Stats, detail: bool) -> String {
             let _ = writeln!(s, "  {:<10} {:>12} {:>14}", l.label, l.packets, l.bytes);
         }
     }
+    if !st.fast_path.is_empty() {
+        let _ = writeln!(s, "fast path:");
+        for c in &st.fast_path {
+            let _ = writeln!(s, "  {:<28} {}", c.name, c.value);
+        }
+    }
     let _ = writeln!(s, "neighbors: {} ({} reachable)", st.neighbors, st.neighbors_reachable);
     if detail {
         let _ = writeln!(s, "routes: {} label, {} prefix", st.label_routes, st.prefix_routes);
@@ -221,8 +227,8 @@ pub fn stats(st: &Stats, detail: bool) -> String {
         for p in &st.ports {
             let _ = writeln!(
                 s,
-                "  {:<12} rx {} tx {} tx_errors {}",
-                p.name, p.pipeline_rx, p.pipeline_tx, p.link.tx_errors
+                "  {:<12} rx {} tx {} tx_errors {} fast path rx {} tx {}",
+                p.name, p.pipeline_rx, p.pipeline_tx, p.link.tx_errors, p.fast_path_rx, p.fast_path_tx
             );
         }
     }
@@ -343,6 +349,8 @@ mod tests {
                 link: LinkStats { rx_packets: 5, ..LinkStats::default() },
                 pipeline_rx: 5,
                 pipeline_tx: 0,
+                fast_path_rx: 0,
+                fast_path_tx: 0,
             }],
             drops: vec![
                 Counter { name: "unknown_label".into(), value: 3 },
@@ -354,8 +362,10 @@ mod tests {
             label_routes: 2,
             prefix_routes: 4,
             labels: vec![crate::api::LabelCounter { label: 1002, packets: 5, bytes: 740 }],
+            fast_path: Vec::new(),
         };
         let short = stats(&st, false);
+        assert!(!short.contains("fast path"), "{short}");
         assert!(short.contains("drops: 3\n  unknown_label"), "{short}");
         assert!(short.contains("labels:\n  in label") && short.contains("  1002 "), "{short}");
         assert!(!short.contains("no_route") && !short.contains("label_swap"), "{short}");
@@ -365,6 +375,12 @@ mod tests {
                 && long.contains("label_swap")
                 && long.contains("routes: 2 label, 4 prefix"),
             "{long}"
+        );
+        let fast = Stats { fast_path: vec![Counter { name: "swap".into(), value: 7 }], ..st };
+        assert!(
+            stats(&fast, false).contains("fast path:\n  swap                         7\n"),
+            "{}",
+            stats(&fast, false)
         );
     }
 }

@@ -280,6 +280,22 @@ impl FastPathRuntime {
         &self.counted
     }
 
+    /// The programs' counters by name, as last read: the names of the stats file, the
+    /// API and the metrics.
+    pub fn named_counters(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.counted;
+        vec![
+            ("frames_in", c.frames_in),
+            ("swap", c.swap),
+            ("push", c.push),
+            ("pop", c.pop),
+            ("ip_forward", c.ip_forward),
+            ("passed", c.passed),
+            ("bytes", c.bytes),
+            ("redirect_failed", c.redirect_failed),
+        ]
+    }
+
     /// Frames the programs received on `port` and sent on it, as last read.
     pub fn port_frames(&self, port: usize) -> (u64, u64) {
         self.port_frames.get(port).copied().unwrap_or_default()

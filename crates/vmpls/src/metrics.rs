@@ -15,6 +15,8 @@
 //! | `vmpls_neighbors` | `state` | neighbour table size (`reachable`, `incomplete`) |
 //! | `vmpls_label_routes`, `vmpls_prefix_routes` | | forwarding table sizes |
 //! | `vmpls_label_packets_total`, `vmpls_label_bytes_total` | `label` | frames and bytes switched per incoming label |
+//! | `vmpls_fast_path_total` | `counter` | the in-kernel fast path (`fast-path = "tc"`): `swap`, `push`, `pop`, `ip_forward`, `passed`, `bytes`, ... (its frames are also in the events and label counters) |
+//! | `vmpls_port_fast_path_rx_packets_total`, `_tx_packets_total` | `port` | frames the fast path took from and sent out of each port |
 //! | `vmpls_info` | `router` | 1 |
 
 use std::io::{Read, Write};
@@ -135,6 +137,29 @@ pub fn render(router: &str, st: &Stats) -> String {
     };
     counters(&mut reg, "drops", "Frames the pipeline dropped, by reason", "reason", &named(&st.drops));
     counters(&mut reg, "events", "Things the pipeline did, by kind", "event", &named(&st.events));
+    if !st.fast_path.is_empty() {
+        counters(
+            &mut reg,
+            "fast_path",
+            "What the in-kernel fast path did, by counter",
+            "counter",
+            &named(&st.fast_path),
+        );
+        counters(
+            &mut reg,
+            "port_fast_path_rx_packets",
+            "Frames the in-kernel fast path took from the port",
+            "port",
+            &per_port(|p| p.fast_path_rx),
+        );
+        counters(
+            &mut reg,
+            "port_fast_path_tx_packets",
+            "Frames the in-kernel fast path sent out of the port",
+            "port",
+            &per_port(|p| p.fast_path_tx),
+        );
+    }
     let per_label = |f: fn(&vmpls_control::api::LabelCounter) -> u64| -> Vec<(String, u64)> {
         st.labels.iter().map(|l| (l.label.to_string(), f(l))).collect()
     };
@@ -260,6 +285,8 @@ mod tests {
                 },
                 pipeline_rx: 7,
                 pipeline_tx: 1,
+                fast_path_rx: 90,
+                fast_path_tx: 0,
             }],
             drops: vec![C { name: "unknown_label".into(), value: 3 }],
             events: vec![C { name: "gso_segments_out".into(), value: 44 }],
@@ -268,6 +295,7 @@ mod tests {
             label_routes: 2,
             prefix_routes: 9,
             labels: vec![vmpls_control::api::LabelCounter { label: 1002, packets: 5, bytes: 740 }],
+            fast_path: vec![C { name: "swap".into(), value: 88 }],
         };
         let text = render("pe1", &st);
         for want in [
@@ -283,6 +311,8 @@ mod tests {
             "vmpls_label_packets_total{label=\"1002\"} 5",
             "vmpls_label_bytes_total{label=\"1002\"} 740",
             "vmpls_info{router=\"pe1\"} 1",
+            "vmpls_fast_path_total{counter=\"swap\"} 88",
+            "vmpls_port_fast_path_rx_packets_total{port=\"core\"} 90",
             "# EOF",
         ] {
             assert!(text.lines().any(|l| l == want), "missing {want:?} in\n{text}");

@@ -148,6 +148,10 @@ pub struct Snapshot {
     pub neighbors: Vec<(PortId, std::net::IpAddr, Option<[u8; 6]>)>,
     /// Each port's faults (index = port id).
     pub faults: Vec<PortFaults>,
+    /// The in-kernel fast path's counters by name (empty without it).
+    pub fast_path: Vec<(&'static str, u64)>,
+    /// Frames the fast path took from and sent out of each port (index = port id).
+    pub fast_path_frames: Vec<(u64, u64)>,
 }
 
 /// What went wrong with a port while the router ran, and what the router did about it.
@@ -760,6 +764,10 @@ fn answer(
                 ports: ports.iter().zip(watch).map(|(p, w)| w.stats(p.as_ref())).collect(),
                 neighbors: dp.neighbors().entries().collect(),
                 faults: watch.iter().map(|w| w.faults).collect(),
+                fast_path: fast.as_deref().map(FastPathRuntime::named_counters).unwrap_or_default(),
+                fast_path_frames: (0..ports.len())
+                    .map(|i| fast.as_deref().map_or((0, 0), |f| f.port_frames(i)))
+                    .collect(),
             };
             // The requester may have given up; nothing to do then.
             let _ = reply.try_send(snap);
@@ -944,17 +952,9 @@ fn stats_json(
         .collect();
     let mut json = serde_json::json!({ "drops": drops, "events": events, "ports": ports, "labels": labels });
     if let Some(f) = fast {
-        let c = f.counters();
-        json["fast_path"] = serde_json::json!({
-            "frames_in": c.frames_in,
-            "swap": c.swap,
-            "push": c.push,
-            "pop": c.pop,
-            "ip_forward": c.ip_forward,
-            "passed": c.passed,
-            "bytes": c.bytes,
-            "redirect_failed": c.redirect_failed,
-        });
+        let named: serde_json::Map<_, _> =
+            f.named_counters().into_iter().map(|(name, n)| (name.to_string(), n.into())).collect();
+        json["fast_path"] = named.into();
     }
     json
 }

@@ -114,6 +114,8 @@ impl Server {
                 link: link_stats(&snap, i),
                 pipeline_rx: c.rx_frames.get(i).copied().unwrap_or(0),
                 pipeline_tx: c.tx_frames.get(i).copied().unwrap_or(0),
+                fast_path_rx: snap.fast_path_frames.get(i).map_or(0, |f| f.0),
+                fast_path_tx: snap.fast_path_frames.get(i).map_or(0, |f| f.1),
             })
             .collect();
         Ok(Stats {
@@ -133,6 +135,11 @@ impl Server {
             labels: c
                 .label_list()
                 .map(|(label, packets, bytes)| api::LabelCounter { label, packets, bytes })
+                .collect(),
+            fast_path: snap
+                .fast_path
+                .iter()
+                .map(|&(name, value)| Counter { name: name.into(), value })
                 .collect(),
         })
     }

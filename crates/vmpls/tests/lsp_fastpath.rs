@@ -3,8 +3,8 @@
 //! programs leave to them. Checked end to end: ping and content-checked TCP both ways
 //! over IPv4 and IPv6, most frames switched by the programs and kept from the routers'
 //! sockets, TTL expiry still answered by the pipelines (traceroute shows every hop with
-//! its label), and a route change followed at once. Needs root and a vmpls built with
-//! clang.
+//! its label), a route change followed at once, and nothing forwarded by a router that
+//! was killed. Needs root and a vmpls built with clang.
 
 mod common;
 
@@ -60,6 +60,17 @@ fn fast_path_carries_the_lsp_and_leaves_the_rest_to_the_pipeline() {
     // frames before the neighbours were known) is a small part of what p switched.
     assert!(rx_packets(p) * 10 < p.fast("swap"), "p's sockets got {} frames: {:?}", rx_packets(p), p.ports);
     assert_no_unexpected_drops(&stats, BACKGROUND_DROPS, "fast path flows");
+    // The operator sees the same through the CLI.
+    let out = vmpls_cli(&lab, "p", &["-j", "stats"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("-j stats: {e}: {}", output_text(&out)));
+    let swaps = json["fast_path"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "swap"))
+        .and_then(|c| c["value"].as_u64());
+    assert!(swaps >= Some(p.fast("swap")), "{json}");
+    let text = output_text(&vmpls_cli(&lab, "p", &["stats"]));
+    assert!(text.contains("fast path:\n") && text.contains("  swap "), "{text}");
 
     // TTL expiry is the pipeline's: every hop answers, with the label it received.
     let s = |x: &str| Some(x.to_string());
@@ -91,4 +102,17 @@ fn fast_path_carries_the_lsp_and_leaves_the_rest_to_the_pipeline() {
     let after = lab.fresh_stats()["pe1"].fast("push");
     assert!(after >= before + 3, "the echo requests took the fast path again: {before} -> {after}");
     lab.stop_routers();
+
+    // A router that is gone forwards nothing: its programs went with it (tcx links owned
+    // by the process), also without a clean exit.
+    lab.start_routers();
+    let pid = router_pid(&lab, "p");
+    // SAFETY: kill(2) on the pid of a process this test started.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) }, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = lab.ping("ce1", CE2_V4, &opts);
+    assert_eq!(r.received, 0, "ce2 reached through a killed p: {r:?}");
 }
