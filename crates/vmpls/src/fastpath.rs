@@ -275,11 +275,6 @@ impl FastPathRuntime {
         }
     }
 
-    /// The programs' counters, summed, as last read.
-    pub fn counters(&self) -> &FastCounters {
-        &self.counted
-    }
-
     /// The programs' counters by name, as last read: the names of the stats file, the
     /// API and the metrics.
     pub fn named_counters(&self) -> Vec<(&'static str, u64)> {

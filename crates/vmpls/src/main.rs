@@ -171,6 +171,9 @@ enum BenchCommand {
         /// How often the path changes: 3s, 500ms.
         #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = soak::parse_duration)]
         change_every: Duration,
+        /// Run the routers with the in-kernel fast path (`fast-path = "tc"`).
+        #[arg(long)]
+        fast_path: bool,
     },
 }
 
@@ -249,9 +252,9 @@ fn main() -> ExitCode {
         Command::Bench { bench: BenchCommand::Seed { duration, json, plot } } => {
             bench::seed(Duration::from_secs(*duration), *json, plot.as_deref())
         }
-        Command::Bench { bench: BenchCommand::Soak { duration, json, rate, udp_rate, change_every } } => {
-            bench_soak(*duration, *json, *rate, *udp_rate, *change_every)
-        }
+        Command::Bench {
+            bench: BenchCommand::Soak { duration, json, rate, udp_rate, change_every, fast_path },
+        } => bench_soak(*duration, *json, *rate, *udp_rate, *change_every, *fast_path),
         Command::Lab { lab: LabCommand::Seed { duration, json, vm: false } } => {
             lab_seed(Duration::from_secs(*duration), *json)
         }
@@ -325,9 +328,11 @@ fn bench_soak(
     rate: f64,
     udp_rate: f64,
     change_every: Duration,
+    fast_path: bool,
 ) -> anyhow::Result<()> {
     vmpls_lab::install_interrupt_handler()?;
     let mut opts = soak::SoakOptions::new(std::env::current_exe()?, duration);
+    opts.fast_path = fast_path;
     opts.tcp_rate = (rate * 1e6) as u64;
     opts.udp_rate = (udp_rate * 1e6) as u64;
     opts.change_every = change_every;

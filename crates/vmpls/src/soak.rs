@@ -110,6 +110,8 @@ pub struct SoakOptions {
     pub max_udp_loss: f64,
     /// The largest growth of a router's resident memory from warm-up to the end, KiB.
     pub max_rss_growth_kib: u64,
+    /// The routers run with the in-kernel fast path (`fast-path = "tc"`).
+    pub fast_path: bool,
 }
 
 impl SoakOptions {
@@ -127,6 +129,7 @@ impl SoakOptions {
             warmup: (duration / 4).min(Duration::from_secs(5)),
             max_udp_loss: 0.001,
             max_rss_growth_kib: 10 * 1024,
+            fast_path: false,
         }
     }
 
@@ -848,9 +851,10 @@ fn soak_in(
     work_dir: &Path,
     progress: &mut dyn FnMut(&str),
 ) -> anyhow::Result<SoakReport> {
-    let params = SeedParams::default();
+    let params = SeedParams { fast_path: opts.fast_path, ..SeedParams::default() };
     let first = Lsp::of(&params);
-    progress("building the seed topology: ce1 -- pe1 -- p -- pe2 -- ce2 (vmpls-mpls)");
+    let mode = if opts.fast_path { "vmpls-mpls-tc" } else { "vmpls-mpls" };
+    progress(&format!("building the seed topology: ce1 -- pe1 -- p -- pe2 -- ce2 ({mode})"));
     let mut lab = SeedLab::build(&params)?;
     lab.clear_kernel_ip()?;
     lab.start_routers(&opts.router_binary, work_dir)?;
