@@ -751,14 +751,18 @@ fn capture(captures: &mut Vec<CaptureSink>, port: PortId, dir: Direction, pkts: 
 
 fn answer(
     req: LoopRequest,
-    dp: &Dataplane,
+    dp: &mut Dataplane,
     ports: &[Box<dyn Port>],
     watch: &[PortWatch],
     captures: &mut Vec<CaptureSink>,
-    fast: Option<&mut FastPathRuntime>,
+    mut fast: Option<&mut FastPathRuntime>,
 ) {
     match req {
         LoopRequest::Snapshot(reply) => {
+            // Exact as of now: what the fast path did since the last tick too.
+            if let Some(f) = fast.as_deref_mut() {
+                f.count(dp);
+            }
             let snap = Snapshot {
                 counters: dp.counters().clone(),
                 ports: ports.iter().zip(watch).map(|(p, w)| w.stats(p.as_ref())).collect(),
@@ -878,6 +882,9 @@ fn forward(
             next_link_check = now + LINK_CHECK_EVERY;
         }
         if now >= next_stats {
+            if let Some(f) = fast.as_deref_mut() {
+                f.count(dp);
+            }
             write_stats(dp, ports, watch, fast.as_deref(), stats);
             next_stats = now + STATS_EVERY;
         }
