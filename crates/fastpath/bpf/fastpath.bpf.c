@@ -30,6 +30,7 @@
 
 #define FP_LABEL_SWAP 1
 #define FP_LABEL_POP_IP 2
+#define FP_LABEL_PHP 3
 #define FP_ROUTE_LOCAL 1
 #define FP_ROUTE_FORWARD 2
 
@@ -156,7 +157,7 @@ struct {
 	__type(value, struct fp_port_stat);
 } fp_port_stats SEC(".maps");
 
-enum verdict { V_PASS = 0, V_SWAP, V_POP, V_FORWARD, V_PUSH };
+enum verdict { V_PASS = 0, V_SWAP, V_POP, V_FORWARD, V_PUSH, V_PHP };
 
 struct decision {
 	__u32 verdict;   // V_*
@@ -398,6 +399,33 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 		return;
 	}
 
+	if (e->action == FP_LABEL_PHP) {
+		// Penultimate-hop pop of the bottom label: the IP packet goes on to `adj`, with
+		// no IP hop here (uniform: IP TTL = min(IP TTL, label TTL - 1)). Labels below
+		// it are the pipeline's.
+		if (!(lse & 0x100))
+			return;
+		__u32 ver = ip_version(skb, FP_ETH_HLEN + 4);
+		if ((ver != 4 && ver != 6) || !proto_is(skb, ver))
+			return;
+		struct ipinfo ip;
+		if (parse_ip(skb, FP_ETH_HLEN + 4, ver, gso, &ip))
+			return;
+		if (gso && ip.l4proto != IPPROTO_TCP) // adjust_room keeps only TCP GSO
+			return;
+		if (l3_size(&ip, gso, 0) > e->adj.mtu)
+			return;
+		__u32 new_ttl = ip.ttl;
+		if (e->uniform && ttl - 1 < new_ttl)
+			new_ttl = ttl - 1;
+		d->verdict = V_PHP;
+		d->in_label = label;
+		d->ipver = ver;
+		d->new_ttl = new_ttl;
+		d->adj = e->adj;
+		return;
+	}
+
 	if (e->action != FP_LABEL_POP_IP || !(lse & 0x100))
 		return;
 	__u32 ver = ip_version(skb, FP_ETH_HLEN + 4);
@@ -529,6 +557,7 @@ static __always_inline int act(struct __sk_buff *skb, const struct decision *d)
 		return set_eth(skb, &d->adj, FP_ETH_P_MPLS_UC);
 	}
 	case V_POP:
+	case V_PHP:
 		if (bpf_skb_adjust_room(skb, -4, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_FIXED_GSO))
 			return -1;
 		if (set_ttl(skb, FP_ETH_HLEN, d->ipver, d->new_ttl))
@@ -592,6 +621,7 @@ int fp_tc(struct __sk_buff *skb)
 		label_stat(d.in_label, in_len);
 		break;
 	case V_POP:
+	case V_PHP:
 		count(C_POP, 1);
 		label_stat(d.in_label, in_len);
 		break;

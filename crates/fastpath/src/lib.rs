@@ -18,6 +18,7 @@
 //! MAC) to a port that is both in [`FastTables::ports`] and attached. Then:
 //! - MPLS, top label with TTL > 1 in [`FastTables::labels`]:
 //!   [`LabelEntry::Swap`] rewrites the label (TC and S kept, TTL - 1);
+//!   [`LabelEntry::Php`] (bottom of stack only) pops and sends the IP packet on;
 //!   [`LabelEntry::PopIp`] (bottom of stack only) pops and forwards the IP packet by a
 //!   [`RouteEntry::Forward`] without labels in the entry's VRF. A pop needs
 //!   `skb->protocol` to be IPv4/IPv6, which holds for frames that came by
@@ -92,6 +93,15 @@ pub enum LabelEntry {
         /// Uniform TTL model: IP TTL = min(IP TTL, label TTL) before the IP hop's own
         /// decrement. Otherwise (pipe) the label TTL is ignored.
         uniform: bool,
+    },
+    /// Penultimate-hop pop, bottom of stack only: pop and send the IP packet to `adj`
+    /// (no IP hop here, the IP TTL is not decremented).
+    Php {
+        /// Uniform TTL model: IP TTL = min(IP TTL, label TTL - 1). Otherwise (pipe) the
+        /// IP TTL stays.
+        uniform: bool,
+        /// Where to send.
+        adj: Adjacency,
     },
 }
 

@@ -14,6 +14,7 @@ pub(crate) const MAX_PUSH: usize = 4;
 
 pub(crate) const LABEL_SWAP: u32 = 1;
 pub(crate) const LABEL_POP_IP: u32 = 2;
+pub(crate) const LABEL_PHP: u32 = 3;
 pub(crate) const ROUTE_LOCAL: u32 = 1;
 pub(crate) const ROUTE_FORWARD: u32 = 2;
 
@@ -174,6 +175,9 @@ fn label(l: &LabelEntry) -> Result<RawLabel, FastPathError> {
             uniform: u32::from(*uniform),
             adj: RawAdj::default(),
         },
+        LabelEntry::Php { uniform, adj: a } => {
+            RawLabel { action: LABEL_PHP, out_label: 0, vrf: 0, uniform: u32::from(*uniform), adj: adj(a) }
+        }
     })
 }
 
@@ -310,6 +314,7 @@ mod tests {
         t.ports.insert(3, FastPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5] });
         t.labels.insert(100, LabelEntry::Swap { out_label: 200, adj: adjacency() });
         t.labels.insert(101, LabelEntry::PopIp { vrf: 4, uniform: true });
+        t.labels.insert(102, LabelEntry::Php { uniform: false, adj: adjacency() });
         t.routes_v4.insert(
             (0, Ipv4Addr::new(198, 18, 2, 0), 24),
             RouteEntry::Forward { labels: vec![16, 17], label_ttl: Some(255), adj: adjacency() },
@@ -322,6 +327,8 @@ mod tests {
         assert_eq!(swap.adj.dmac, [2, 0, 0, 0, 0, 1]);
         let pop = e.labels[&101];
         assert_eq!((pop.action, pop.vrf, pop.uniform), (LABEL_POP_IP, 4, 1));
+        let php = e.labels[&102];
+        assert_eq!((php.action, php.uniform, php.adj.ifindex), (LABEL_PHP, 0, 7));
         let r = e.routes_v4[&(0, Ipv4Addr::new(198, 18, 2, 0), 24)];
         assert_eq!((r.action, r.nlabels, r.labels, r.label_ttl), (ROUTE_FORWARD, 2, [16, 17, 0, 0], 255));
         let l = e.routes_v6.values().next().unwrap();

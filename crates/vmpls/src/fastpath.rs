@@ -76,6 +76,8 @@ pub fn fast_tables(
                     (&[out_label], Some(via)) => {
                         adjacency(nh.port, via, &mut used).map(|adj| LabelEntry::Swap { out_label, adj })
                     }
+                    (&[], Some(via)) => adjacency(nh.port, via, &mut used)
+                        .map(|adj| LabelEntry::Php { uniform: route.ttl_model == TtlModel::Uniform, adj }),
                     _ => None,
                 })
             }
@@ -399,7 +401,7 @@ mod tests {
     #[test]
     fn what_the_programs_cannot_do_stays_with_the_pipeline() {
         // A port that is not served, ECMP, a pipe-model push, a PHP label and a swap to
-        // two labels.
+        // two labels (PHP and the pipe push are fast; ECMP and two labels are not).
         let text = pe2_text()
             + r#"
 [[route]]
@@ -451,7 +453,11 @@ port = "ce2"
             Some(&RouteEntry::Forward { labels: vec![1005], label_ttl: Some(64), adj: toward_p })
         );
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.6.0"), 24)), Some(&RouteEntry::Local), "ECMP");
-        assert_eq!(t.labels.get(&3000), None, "PHP");
+        assert_eq!(
+            t.labels.get(&3000),
+            Some(&LabelEntry::Php { uniform: true, adj: toward_p }),
+            "PHP: pop and send the IP packet on"
+        );
         assert_eq!(t.labels.get(&3001), None, "two labels out");
         assert!(matches!(t.labels.get(&3003), Some(LabelEntry::Swap { out_label: 3003, .. })));
         // The customer port not served: nothing may be sent there, nothing arrives there.

@@ -116,3 +116,28 @@ fn fast_path_carries_the_lsp_and_leaves_the_rest_to_the_pipeline() {
     let r = lab.ping("ce1", CE2_V4, &opts);
     assert_eq!(r.received, 0, "ce2 reached through a killed p: {r:?}");
 }
+
+/// Penultimate-hop popping over the fast path: p pops the last label in the kernel and
+/// pe2 and pe1 route plain IP to their hosts, content-checked both ways.
+#[test]
+fn fast_path_pops_at_the_penultimate_hop() {
+    let mut lab =
+        Lab::start("fastpath-php", SeedParams { fast_path: true, php: true, ..SeedParams::default() });
+    for (from, to, addr) in [("ce1", "ce2", CE2_V4), ("ce2", "ce1", CE1_V6)] {
+        lab.flow(from, to, addr, TRANSFER);
+    }
+    let stats = lab.fresh_stats();
+    let (pe1, p, pe2) = (&stats["pe1"], &stats["p"], &stats["pe2"]);
+    let min = TRANSFER / 65536;
+    assert!(p.fast("pop") >= 2 * min, "p: {:?}", p.fast_path);
+    assert_eq!(p.fast("swap"), 0, "p: {:?}", p.fast_path);
+    assert!(p.event("label_pop") >= p.fast("pop"), "p: {:?}", p.events);
+    for (name, s) in [("pe1", pe1), ("pe2", pe2)] {
+        assert!(s.fast("push") >= min && s.fast("ip_forward") >= min, "{name}: {:?}", s.fast_path);
+    }
+    assert_no_unexpected_drops(&stats, BACKGROUND_DROPS, "PHP flows");
+    // TTL expiry at p is still answered, with the label p received.
+    let s = |x: &str| Some(x.to_string());
+    assert_eq!(traceroute(&lab, true)[1], (2, s(P_V6), s("MPLS:L=1002,E=0,S=1,T=1")));
+    lab.stop_routers();
+}
