@@ -177,17 +177,12 @@ impl Counters {
     /// Counts a frame of `bytes` switched by the route of `label`.
     #[inline]
     pub fn label(&mut self, label: u32, bytes: usize) {
-        let i = label as usize;
-        if i >= self.labels.len() {
-            self.grow_labels(i);
-        }
-        let c = &mut self.labels[i];
-        c[0] += 1;
-        c[1] += bytes as u64;
+        self.label_add(label, 1, bytes as u64);
     }
 
     /// Counts `frames` frames of `bytes` bytes in all switched by the route of `label`
-    /// elsewhere (the in-kernel fast path).
+    /// (several at once: the in-kernel fast path's, read from the kernel).
+    #[inline]
     pub fn label_add(&mut self, label: u32, frames: u64, bytes: u64) {
         let i = label as usize;
         if i >= self.labels.len() {

@@ -5,7 +5,7 @@
 
 use std::cell::Cell;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 use vmpls_dataplane::{Packet, PacketPool, PortCaps, PortId, PortInfo};
 use vmpls_wire::virtio_net;
@@ -207,13 +207,8 @@ impl AfPacketPort {
     /// leave. False also when there is no such interface or it cannot be asked.
     pub fn interface_running(ifname: &str) -> bool {
         let Some(name) = sys::ifname_cstring(ifname) else { return false };
-        // SAFETY: plain socket(2); the result is checked before it is owned.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return false;
-        }
-        // SAFETY: `fd` is a fresh descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // An unbound packet socket receives nothing; it is only asked about the interface.
+        let Ok(fd) = sys::packet_socket() else { return false };
         sys::if_details(fd.as_fd(), &name)
             .is_ok_and(|d| d.flags & libc::IFF_UP != 0 && d.flags & libc::IFF_RUNNING != 0)
     }

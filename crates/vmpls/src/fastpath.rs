@@ -36,6 +36,21 @@ pub struct FastPortInfo {
     pub mtu: u32,
 }
 
+impl FastPortInfo {
+    /// Sending out of this port to the neighbour with MAC `mac`.
+    fn adjacency(&self, mac: [u8; 6]) -> Adjacency {
+        Adjacency { ifindex: self.ifindex, mtu: self.mtu, dst_mac: mac, src_mac: self.mac }
+    }
+}
+
+/// The one next hop of a group, if it has exactly one (ECMP stays with the pipeline).
+fn single(nexthops: &[Nexthop]) -> Option<&Nexthop> {
+    match nexthops {
+        [nh] => Some(nh),
+        _ => None,
+    }
+}
+
 /// The fast path's tables for `fib` as the neighbour table knows the next hops now, and
 /// the next hops they depend on (resolved or not: the caller keeps them resolved).
 /// `ports[i]` is `Some` for the ports the fast path serves.
@@ -58,12 +73,7 @@ pub fn fast_tables(
     let adjacency = |port: PortId, addr: IpAddr, used: &mut Vec<(PortId, IpAddr)>| {
         let p = fast(port)?;
         used.push((port, addr));
-        let mac = neighbors.mac(port, addr)?;
-        Some(Adjacency { ifindex: p.ifindex, mtu: p.mtu, dst_mac: mac, src_mac: p.mac })
-    };
-    let single = |nhs: &[Nexthop]| match nhs {
-        [nh] => Some(nh.clone()),
-        _ => None,
+        Some(p.adjacency(neighbors.mac(port, addr)?))
     };
 
     for (label, route) in fib.labels.iter() {
@@ -124,11 +134,7 @@ pub fn fast_tables(
             continue;
         }
         used.push((port, addr));
-        let e = RouteEntry::Forward {
-            labels: Vec::new(),
-            label_ttl: None,
-            adj: Adjacency { ifindex: p.ifindex, mtu: p.mtu, dst_mac: mac, src_mac: p.mac },
-        };
+        let e = RouteEntry::Forward { labels: Vec::new(), label_ttl: None, adj: p.adjacency(mac) };
         match addr {
             IpAddr::V4(a) => t.routes_v4.insert((vrf_id, a, 32), e),
             IpAddr::V6(a) => t.routes_v6.insert((vrf_id, a, 128), e),
@@ -261,16 +267,16 @@ impl FastPathRuntime {
     }
 
     /// Runs with the pipeline's timers: keeps the next hops the programs send to
-    /// resolved (the pipeline never sees their traffic), and adds what the programs
-    /// forwarded since last time to the router's counters.
+    /// resolved (the pipeline never sees their traffic).
     pub fn tick(&mut self, now: Instant, dp: &mut Dataplane, pool: &mut PacketPool, out: &mut Output) {
         for &(port, addr) in &self.next_hops {
             dp.use_neighbor(now, port, addr, pool, out);
         }
-        self.count(dp);
     }
 
-    /// Adds what the programs forwarded since last time to the router's counters.
+    /// Adds what the programs forwarded since last time to the router's counters. Called
+    /// where the counters are read (the stats file, a snapshot, the exit), not on every
+    /// tick: reading the kernel's per-CPU maps is the costly part.
     pub fn count(&mut self, dp: &mut Dataplane) {
         if let Err(e) = self.fold_counters(dp) {
             warn!(error = %e, "reading the fast path's counters");
