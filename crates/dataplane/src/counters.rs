@@ -60,6 +60,14 @@ reasons! {
         IpMulticast => "ip_multicast",
         /// Addressed to the router, but not something it answers.
         LocalUnhandled => "local_unhandled",
+        /// Addressed to the router and received under labels (explicit null to one of
+        /// its addresses, or a pop-and-lookup whose IP destination is local) while the
+        /// kernel owns the host stack ([`HostStack::Kernel`](crate::HostStack::Kernel)):
+        /// the kernel on these machines has no MPLS, so it dropped its copy of the
+        /// labelled frame, and the pipeline has no way to hand it the popped packet.
+        /// The router's own traffic must reach it unlabelled (penultimate-hop popping:
+        /// implicit null for its own addresses, not explicit null).
+        LocalAfterPop => "local_after_pop",
         /// Too big for the output MTU with DF set (ICMP frag needed / packet too big sent).
         MtuExceeded => "mtu_exceeded",
         /// Malformed ARP.
@@ -145,6 +153,13 @@ reasons! {
         NdSolicit => "nd_solicit_sent",
         /// Neighbour advertisements sent.
         NdAdvert => "nd_advert_sent",
+        /// Frames for the router itself left unanswered because the kernel owns the host
+        /// stack ([`HostStack::Kernel`](crate::HostStack::Kernel)) and received its own
+        /// copy: ARP requests and neighbour solicitations for the router's addresses,
+        /// packets to them (ping, traceroute probes, routing sessions), broadcast and
+        /// multicast IP (OSPF, LDP hellos, IPv6 neighbour discovery and MLD), IPv6
+        /// link-local destinations. Not lost: the kernel answers them.
+        LeftToKernel => "left_to_kernel",
     }
 }
 

@@ -15,6 +15,6 @@ pub mod rate;
 
 pub use counters::{Counters, Drop, Event};
 pub use packet::{Packet, PacketPool, PortId};
-pub use pipeline::{Dataplane, DataplaneConfig, Output, POOL_LOW_WATER};
+pub use pipeline::{Dataplane, DataplaneConfig, HostStack, Output, POOL_LOW_WATER};
 pub use port::{PortCaps, PortInfo};
 pub use rate::TokenBucket;

@@ -14,6 +14,10 @@
 //! The frame is rewritten in place in its buffer: labels are pushed by moving the 14-byte
 //! Ethernet header into the headroom, popped by moving it back. ICMP errors are built in
 //! fresh buffers and sent through the same pipeline.
+//!
+//! Where the kernel owns the router's addresses ([`HostStack::Kernel`]), everything the
+//! "local" branches above would answer (ARP and neighbour solicitations for our addresses,
+//! packets to them, broadcast and multicast IP, IPv6 link-local) is left to it instead.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -46,6 +50,34 @@ const MAX_QUOTED_LABELS: usize = MAX_LABELS;
 /// can send: enough for one 64 KiB super-frame cut into 1448-byte segments, twice over.
 pub const POOL_LOW_WATER: usize = 96;
 
+/// Who answers for the router's own addresses: ARP and neighbour solicitations for
+/// them, echo requests, and every other packet addressed to the router.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HostStack {
+    /// The pipeline does: it answers ARP, neighbour solicitations and pings for the
+    /// router's addresses, and sends port unreachable to UDP for them. For a router
+    /// whose ports only vmpls reads (TAP, vhost-user, or interfaces the kernel has no
+    /// addresses on).
+    #[default]
+    Own,
+    /// The Linux kernel does: vmpls shares the router's interfaces with it (the MPLS data
+    /// plane for FRRouting on a kernel without MPLS). Every frame reaches both: the kernel
+    /// owns the addresses and answers ARP, neighbour discovery and ping for them, and runs
+    /// the routing daemons' sockets (OSPF and LDP hellos to multicast groups, LDP and BGP
+    /// sessions over TCP); its IP forwarding is off, so only vmpls forwards. Answering
+    /// here too would put a second reply on the wire, and a port unreachable or reset
+    /// could break a session, so a frame for the router itself is left alone: freed,
+    /// counted as [`Event::LeftToKernel`] (not a drop: the kernel has its own copy).
+    /// Under labels the kernel's copy was an MPLS frame it cannot read, so a packet for
+    /// the router that arrives labelled is lost: [`Drop::LocalAfterPop`].
+    ///
+    /// Unchanged: transit forwarding, the ARP requests and neighbour solicitations vmpls
+    /// sends to resolve its next hops (and what it learns from the answers), and the
+    /// ICMP errors about transit packets (time exceeded, fragmentation needed, packet too
+    /// big, unreachable), from the router's addresses.
+    Kernel,
+}
+
 /// Settings of the pipeline that are not routes.
 #[derive(Debug, Clone, Copy)]
 pub struct DataplaneConfig {
@@ -68,6 +100,8 @@ pub struct DataplaneConfig {
     pub neighbor_request_burst: Option<u32>,
     /// Neighbour table timers and sizes.
     pub neighbor: NeighborConfig,
+    /// Whether the pipeline or the kernel answers for the router's own addresses.
+    pub host_stack: HostStack,
 }
 
 impl Default for DataplaneConfig {
@@ -79,6 +113,7 @@ impl Default for DataplaneConfig {
             neighbor_request_rate: 100,
             neighbor_request_burst: None,
             neighbor: NeighborConfig::default(),
+            host_stack: HostStack::Own,
         }
     }
 }
@@ -343,6 +378,26 @@ impl Dataplane {
 
     fn discard(&mut self, reason: Drop, pkt: Packet, pool: &mut PacketPool) {
         self.counters.drop(reason);
+        pool.put(pkt);
+    }
+
+    /// True when the kernel received its own copy of this IP packet and answers it
+    /// ([`HostStack::Kernel`]): it arrived unlabelled from the wire (not built here).
+    #[inline]
+    fn kernel_has_copy(&self, ctx: &IpContext) -> bool {
+        self.config.host_stack == HostStack::Kernel && !ctx.originated && ctx.stack.is_none()
+    }
+
+    /// Under [`HostStack::Kernel`]: a packet received for the router itself is the
+    /// kernel's. Arrived unlabelled, the kernel has its copy: counted, freed. Arrived
+    /// under labels, the kernel could not read its copy and this one cannot be handed to
+    /// it: dropped as [`Drop::LocalAfterPop`].
+    #[cold]
+    fn leave_to_kernel(&mut self, pkt: Packet, ctx: &IpContext, pool: &mut PacketPool) {
+        if ctx.stack.is_some() {
+            return self.discard(Drop::LocalAfterPop, pkt, pool);
+        }
+        self.counters.event(Event::LeftToKernel, 1);
         pool.put(pkt);
     }
 
@@ -797,6 +852,11 @@ impl Dataplane {
         // Drop Ethernet padding so pushed labels and lengths stay exact.
         pkt.truncate(ETH + total_len);
         if dst.is_broadcast() || dst.is_multicast() || dst.is_unspecified() {
+            // Broadcast and multicast (OSPF, LDP hellos) are the host's: the kernel's, if
+            // it received them too. Unspecified is nobody's.
+            if !dst.is_unspecified() && self.kernel_has_copy(&ctx) {
+                return self.leave_to_kernel(pkt, &ctx, pool);
+            }
             return self.discard(Drop::IpMulticast, pkt, pool);
         }
         let Some(vrf) = fib.vrf(ctx.vrf) else { return self.discard(Drop::NoRoute, pkt, pool) };
@@ -868,6 +928,11 @@ impl Dataplane {
         pool: &mut PacketPool,
         out: &mut Output,
     ) {
+        // Only what came in from the wire: a packet built here (an ICMP error about one
+        // from our own address) was never the kernel's, and goes the way it always has.
+        if self.config.host_stack == HostStack::Kernel && !ctx.originated {
+            return self.leave_to_kernel(pkt, &ctx, pool);
+        }
         let ip = ipv4::Packet::new_unchecked(&pkt.frame()[ETH..]);
         let (src, dst, proto) = (ip.src_addr(), ip.dst_addr(), ip.protocol());
         let fragmented = ip.more_frags() || ip.frag_offset() != 0;
@@ -949,6 +1014,9 @@ impl Dataplane {
             return self.nd_input(fib, now, pkt, ctx, pool, out);
         }
         if dst.is_multicast() || dst.is_unspecified() {
+            if dst.is_multicast() && self.kernel_has_copy(&ctx) {
+                return self.leave_to_kernel(pkt, &ctx, pool);
+            }
             return self.discard(Drop::IpMulticast, pkt, pool);
         }
         let Some(vrf) = fib.vrf(ctx.vrf) else { return self.discard(Drop::NoRoute, pkt, pool) };
@@ -957,6 +1025,10 @@ impl Dataplane {
             return self.ipv6_local(fib, now, pkt, ctx, pool, out);
         }
         if is_link_local(dst) {
+            // Never routed; sent to our MAC, it is for the kernel's link-local address.
+            if self.kernel_has_copy(&ctx) {
+                return self.leave_to_kernel(pkt, &ctx, pool);
+            }
             return self.discard(Drop::NoRoute, pkt, pool);
         }
         self.route_ip(fib, now, pkt, ctx, IpAddr::V6(dst), hop_limit, route, pool, out);
@@ -971,6 +1043,9 @@ impl Dataplane {
         pool: &mut PacketPool,
         out: &mut Output,
     ) {
+        if self.config.host_stack == HostStack::Kernel && !ctx.originated {
+            return self.leave_to_kernel(pkt, &ctx, pool);
+        }
         let ip = ipv6::Packet::new_unchecked(&pkt.frame()[ETH..]);
         let (src, dst, next) = (ip.src_addr(), ip.dst_addr(), ip.next_header());
         let payload = ip.payload();
@@ -1470,6 +1545,13 @@ impl Dataplane {
             .port_addrs
             .get(usize::from(in_port))
             .is_some_and(|a| a.v4.iter().any(|(addr, _)| *addr == repr.target_protocol_addr));
+        let request_for_us = ours && repr.operation == arp::Operation::Request;
+        // The kernel answers for the addresses it owns; what it tells the sender is its
+        // business, learning from the request is still ours.
+        let kernel_answers = request_for_us && self.config.host_stack == HostStack::Kernel;
+        if kernel_answers {
+            self.counters.event(Event::LeftToKernel, 1);
+        }
         let sender = IpAddr::V4(repr.sender_protocol_addr);
         if repr.sender_protocol_addr.is_unspecified() {
             return; // an address-conflict probe: nothing to learn
@@ -1479,11 +1561,10 @@ impl Dataplane {
         // reply never adds one), and only when it is on the port's subnet, the only
         // addresses a route can name as next hop. Floods of replies, or of requests from
         // elsewhere, cannot fill the table.
-        let create =
-            ours && repr.operation == arp::Operation::Request && on_port_subnet(fib, in_port, sender);
+        let create = request_for_us && on_port_subnet(fib, in_port, sender);
         let released = self.neighbors.learn(now, in_port, sender, repr.sender_hardware_addr, create);
         self.release(released, repr.sender_hardware_addr, pool, out);
-        if ours && repr.operation == arp::Operation::Request {
+        if request_for_us && !kernel_answers {
             let Some(port) = self.ports.get(usize::from(in_port)) else { return };
             let mac = port.mac;
             let reply = arp::Repr {
@@ -1624,19 +1705,31 @@ impl Dataplane {
                     return;
                 }
                 let Some(mac) = self.ports.get(usize::from(in_port)).map(|p| p.mac) else { return };
-                // From the unspecified address (DAD): answer to all-nodes, learn nothing.
+                // From the unspecified address (DAD): learn nothing.
+                if !src.is_unspecified()
+                    && let Some(smac) = source_mac
+                {
+                    // RFC 4861 section 7.2.3 creates an entry for the sender; here only
+                    // for one on the port's subnet (the only possible next hops), so a
+                    // flood from elsewhere cannot fill the table. The reply (when this
+                    // router answers) goes out either way.
+                    let create = on_port_subnet(fib, in_port, IpAddr::V6(src));
+                    let released = self.neighbors.learn(now, in_port, IpAddr::V6(src), smac, create);
+                    self.release(released, smac, pool, out);
+                }
+                if self.config.host_stack == HostStack::Kernel {
+                    // The kernel advertises the addresses it owns (learning stays ours).
+                    if ctx.stack.is_some() {
+                        return self.counters.drop(Drop::LocalAfterPop);
+                    }
+                    return self.counters.event(Event::LeftToKernel, 1);
+                }
+                // DAD: answer to all-nodes.
                 let (reply_dst, reply_mac) = if src.is_unspecified() {
                     let all = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
                     (all, icmpv6::multicast_mac(all))
                 } else {
                     let Some(smac) = source_mac else { return };
-                    // RFC 4861 section 7.2.3 creates an entry for the sender; here only
-                    // for one on the port's subnet (the only possible next hops), so a
-                    // flood from elsewhere cannot fill the table. The reply goes out
-                    // either way.
-                    let create = on_port_subnet(fib, in_port, IpAddr::V6(src));
-                    let released = self.neighbors.learn(now, in_port, IpAddr::V6(src), smac, create);
-                    self.release(released, smac, pool, out);
                     (src, smac)
                 };
                 let Some(mut p) = pool.get() else {

@@ -1536,3 +1536,234 @@ fn counts_added_for_the_fast_path_show_in_the_label_list() {
     assert_eq!(r.dp.counters().label_list().collect::<Vec<_>>(), vec![(1002, 3, 3000)]);
     assert_eq!(r.events(Event::LabelSwap), 3);
 }
+
+// ================================================================ the kernel owns the host stack
+
+/// Which neighbour entry `dp` has for `addr` on `port`: its MAC, if resolved.
+fn neighbor_mac(r: &Router, port: u16, addr: &str) -> Option<[u8; 6]> {
+    r.dp.neighbors().entries().find(|e| (e.0, e.1) == (port, ip(addr))).and_then(|e| e.2)
+}
+
+#[test]
+fn kernel_mode_arp_request_for_a_port_address_is_left_to_the_kernel_and_the_sender_learned() {
+    let mut r = Router::kernel(pe1_builder(), pe1_ports());
+    let req = arp_frame(CE1_MAC, v4(CE1), v4("198.18.1.1"), arp::Operation::Request, [0xff; 6], [0; 6]);
+    assert!(r.send(PE1_CE1, &req).is_empty(), "the kernel answers");
+    assert_eq!((r.events(Event::LeftToKernel), r.events(Event::ArpReply)), (1, 0));
+    assert_eq!(neighbor_mac(&r, PE1_CE1, CE1), Some(CE1_MAC), "learned as today");
+    // A probe (sender 0.0.0.0) for our address is the kernel's too; one for another
+    // host's address is nobody's business here.
+    let probe =
+        arp_frame(CE1_MAC, v4("0.0.0.0"), v4("198.18.1.1"), arp::Operation::Request, [0xff; 6], [0; 6]);
+    assert!(r.send(PE1_CE1, &probe).is_empty());
+    let other = arp_frame(CE1_MAC, v4(CE1), v4("198.18.1.77"), arp::Operation::Request, [0xff; 6], [0; 6]);
+    assert!(r.send(PE1_CE1, &other).is_empty());
+    assert_eq!(r.events(Event::LeftToKernel), 2);
+    // What was learned is used: traffic to ce1 goes out without asking.
+    let ip = ipv4_tcp(CE2, CE1, 64, 1, 2, &pattern(40, 1), true);
+    let p = only(&r.send(PE1_CORE, &mpls_frame(PE1_CORE_MAC, P_WEST_MAC, &[(2001, 63)], &ip)), PE1_CE1);
+    assert_eq!((p.dst, p.ethertype), (CE1_MAC, 0x0800));
+    r.assert_no_drops();
+}
+
+#[test]
+fn kernel_mode_neighbor_solicitation_for_a_port_address_is_left_to_the_kernel_and_the_sender_learned() {
+    let mut r = Router::kernel(pe1_builder(), pe1_ports());
+    let target = v6("2001:db8:1::1");
+    let ns = neighbor_solicit(CE1_MAC, v6(CE1_V6), target, PE1_CE1_MAC, false);
+    assert!(r.send(PE1_CE1, &ns).is_empty(), "the kernel advertises");
+    assert_eq!((r.events(Event::LeftToKernel), r.events(Event::NdAdvert)), (1, 0));
+    assert_eq!(neighbor_mac(&r, PE1_CE1, CE1_V6), Some(CE1_MAC), "learned as today");
+    // Duplicate address detection (from ::) likewise: no advert to all-nodes.
+    let dad = neighbor_solicit(CE1_MAC, v6("::"), target, PE1_CE1_MAC, false);
+    assert!(r.send(PE1_CE1, &dad).is_empty());
+    assert_eq!(r.events(Event::LeftToKernel), 2);
+    r.assert_no_drops();
+}
+
+#[test]
+fn kernel_mode_still_resolves_its_own_next_hops_and_learns_from_the_replies() {
+    let mut r = Router::kernel(pe1_builder(), pe1_ports());
+    let ip = tcp_ce1_ce2(64, 1);
+    let out = r.send(PE1_CE1, &from_ce1(&ip));
+    let p = only(&out, PE1_CORE);
+    assert_eq!((p.dst, p.src, p.ethertype), ([0xff; 6], PE1_CORE_MAC, 0x0806), "our own ARP request");
+    let req = arp::Repr::parse(&arp::Packet::new_checked(&p.l3[..]).unwrap()).unwrap();
+    assert_eq!((req.sender_protocol_addr, req.target_protocol_addr), (v4("198.18.10.1"), v4("198.18.10.2")));
+    let reply = arp_frame(
+        P_WEST_MAC,
+        v4("198.18.10.2"),
+        v4("198.18.10.1"),
+        arp::Operation::Reply,
+        PE1_CORE_MAC,
+        PE1_CORE_MAC,
+    );
+    let p = only(&r.send(PE1_CORE, &reply), PE1_CORE);
+    assert_eq!((p.dst, p.stack()), (P_WEST_MAC, vec![(1002, 63, true)]), "the held frame, released");
+    assert_ipv4_forwarded(&p, &ip, 63);
+    assert_eq!(r.events(Event::LeftToKernel), 0, "a reply to our request is ours");
+    r.assert_no_drops();
+}
+
+#[test]
+fn kernel_mode_echo_requests_to_the_router_are_left_to_the_kernel() {
+    let mut r = Router::pe1_kernel();
+    let before = r.events(Event::LeftToKernel);
+    for dst in ["198.18.1.1", "198.18.10.1", "198.18.255.1"] {
+        assert!(r.send(PE1_CE1, &from_ce1(&icmpv4_echo(CE1, dst, 64))).is_empty(), "{dst}");
+    }
+    for dst in ["2001:db8:1::1", "2001:db8:ff::1"] {
+        assert!(r.send(PE1_CE1, &from_ce1_v6(&icmpv6_echo(CE1_V6, dst, 64))).is_empty(), "{dst}");
+    }
+    assert_eq!(r.events(Event::LeftToKernel) - before, 5);
+    assert_eq!(r.events(Event::EchoReply), 0);
+    r.assert_no_drops();
+}
+
+#[test]
+fn kernel_mode_udp_and_tcp_to_the_router_get_no_answer_from_the_pipeline() {
+    let mut r = Router::pe1_kernel();
+    let before = r.events(Event::LeftToKernel);
+    let frames = [
+        // traceroute's last probe (TTL 1, to our address): the kernel sends port unreachable.
+        from_ce1(&ipv4_udp(CE1, "198.18.1.1", 1, &pattern(32, 7))),
+        from_ce1(&ipv4_udp(CE1, "198.18.255.1", 64, &pattern(32, 7))),
+        // A BGP session to the loopback, an LDP session to the port address.
+        from_ce1(&ipv4_tcp(CE1, "198.18.255.1", 64, 40000, 179, &pattern(19, 1), true)),
+        from_ce1(&ipv4_tcp(CE1, "198.18.1.1", 1, 40000, 646, &pattern(19, 1), true)),
+        from_ce1_v6(&ipv6_udp_ports(CE1_V6, "2001:db8:1::1", 1, 40000, 33434, &pattern(32, 7))),
+        from_ce1_v6(&ipv6_tcp(CE1_V6, "2001:db8:ff::1", 64, 40000, 179, &pattern(19, 1))),
+    ];
+    for f in &frames {
+        assert!(r.send(PE1_CE1, f).is_empty());
+    }
+    assert_eq!(r.events(Event::LeftToKernel) - before, frames.len() as u64);
+    assert_eq!((r.events(Event::IcmpUnreachable), r.events(Event::IcmpTimeExceeded)), (0, 0));
+    r.assert_no_drops();
+}
+
+#[test]
+fn kernel_mode_routing_protocol_multicast_and_link_local_traffic_are_left_to_the_kernel_not_dropped() {
+    let mut r = Router::p_kernel();
+    let before = r.events(Event::LeftToKernel);
+    const OSPF: u8 = 89;
+    let v4_group = |group: &str, ip: &[u8]| ipv4_frame(ipv4_multicast_mac(group), PE1_CORE_MAC, ip);
+    let v6_group =
+        |group: &str, ip: &[u8]| ipv6_frame(vmpls_wire::icmpv6::multicast_mac(v6(group)), PE1_CORE_MAC, ip);
+    let pe1_ll = "fe80::1";
+    let frames = [
+        // OSPFv2 hello, LDP hello, a limited broadcast.
+        v4_group("224.0.0.5", &ipv4("198.18.10.1", "224.0.0.5", OSPF, 1, false, &pattern(44, 1))),
+        v4_group("224.0.0.2", &ipv4_udp_ports("198.18.10.1", "224.0.0.2", 1, 646, 646, &pattern(30, 2))),
+        ipv4_frame(
+            [0xff; 6],
+            PE1_CORE_MAC,
+            &ipv4_udp_ports("0.0.0.0", "255.255.255.255", 64, 68, 67, &[0; 8]),
+        ),
+        // OSPFv3 hello, LDP hello over IPv6, router solicitation, MLDv2 report.
+        v6_group("ff02::5", &ipv6(pe1_ll, "ff02::5", OSPF, 1, &pattern(40, 3))),
+        v6_group("ff02::2", &ipv6_udp_ports(pe1_ll, "ff02::2", 255, 646, 646, &pattern(30, 4))),
+        v6_group("ff02::2", &icmpv6_message(pe1_ll, "ff02::2", 255, 133, &[0; 4])),
+        v6_group("ff02::16", &icmpv6_message(pe1_ll, "ff02::16", 1, 143, &[0; 4])),
+        // Unicast to the kernel's link-local address: an OSPFv3 packet, a ping.
+        ipv6_frame(P_WEST_MAC, PE1_CORE_MAC, &ipv6(pe1_ll, "fe80::2", OSPF, 1, &pattern(40, 5))),
+        ipv6_frame(P_WEST_MAC, PE1_CORE_MAC, &icmpv6_echo(pe1_ll, "fe80::2", 64)),
+    ];
+    for f in &frames {
+        assert!(r.send(P_WEST, f).is_empty());
+    }
+    assert_eq!(r.events(Event::LeftToKernel) - before, frames.len() as u64);
+    r.assert_no_drops();
+    p_still_forwards(&mut r);
+}
+
+#[test]
+fn kernel_mode_transit_ip_and_labels_are_still_forwarded() {
+    let mut r = Router::pe1_kernel();
+    pe1_still_forwards(&mut r);
+    let ip6 = ipv6_tcp(CE1_V6, CE2_V6, 64, 40000, 5201, &pattern(100, 3));
+    let p = only(&r.send(PE1_CE1, &from_ce1_v6(&ip6)), PE1_CORE);
+    assert_eq!(p.stack(), vec![(1002, 63, true)]);
+    assert_eq!(r.events(Event::LabelPush), 2);
+    let mut r = Router::p_kernel();
+    p_still_forwards(&mut r);
+    let mut r = Router::pe2_kernel();
+    let ip = tcp_ce1_ce2(62, 1);
+    let p = only(&r.send(PE2_CORE, &to_pe2(&[(2002, 62)], &ip)), PE2_CE2);
+    assert_ipv4_forwarded(&p, &ip, 61);
+    r.assert_no_drops();
+}
+
+#[test]
+fn kernel_mode_transit_ttl_expiry_still_sends_time_exceeded() {
+    let mut r = Router::pe1_kernel();
+    let probe = ipv4_udp(CE1, CE2, 1, &pattern(32, 7));
+    let p = only(&r.send(PE1_CE1, &from_ce1(&probe)), PE1_CE1);
+    let h = p.ipv4();
+    assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.255.1"), v4(CE1)), "from the router address");
+    assert_eq!(p.icmpv4().msg_type(), icmpv4::msg_type::TIME_EXCEEDED);
+    r.assert_only_drop(Drop::IpTtlExpired, 1);
+    // At a P router: along the LSP with the received stack (RFC 4950).
+    let mut r = Router::p_kernel();
+    let p = only(&r.send(P_WEST, &to_p(&[(1002, 1)], &probe)), P_EAST);
+    assert_eq!(p.labels[0].label, 2002);
+    let icmp = p.icmpv4();
+    assert_eq!(icmp.msg_type(), icmpv4::msg_type::TIME_EXCEEDED);
+    assert_eq!(extension_stack(icmp.extension()), vec![word(1002, 1, true)]);
+    assert_eq!(r.events(Event::IcmpAlongLsp), 1);
+    r.assert_only_drop(Drop::LabelTtlExpired, 1);
+}
+
+#[test]
+fn kernel_mode_labelled_packets_for_the_router_are_dropped_as_local_after_pop() {
+    let mut r = Router::pe2_kernel();
+    let before = r.events(Event::LeftToKernel);
+    let echo = icmpv4_echo(CE1, "198.18.255.3", 60);
+    // Explicit null to the loopback, the egress label (pop and lookup), IPv6 explicit null.
+    assert!(r.send(PE2_CORE, &to_pe2(&[(0, 60)], &echo)).is_empty());
+    assert!(r.send(PE2_CORE, &to_pe2(&[(2002, 60)], &echo)).is_empty());
+    let bgp = ipv6_tcp(CE1_V6, "2001:db8:ff::3", 60, 40000, 179, &pattern(19, 1));
+    assert!(r.send(PE2_CORE, &to_pe2(&[(2, 60)], &bgp)).is_empty());
+    r.assert_only_drop(Drop::LocalAfterPop, 3);
+    assert_eq!(r.events(Event::LeftToKernel), before, "the kernel got nothing it could read");
+    assert_eq!(r.events(Event::EchoReply), 0);
+}
+
+#[test]
+fn own_mode_answers_udp_to_the_router_and_drops_multicast_as_today() {
+    let mut r = Router::pe1();
+    let probe = ipv4_udp(CE1, "198.18.1.1", 1, &pattern(32, 7));
+    let p = only(&r.send(PE1_CE1, &from_ce1(&probe)), PE1_CE1);
+    let icmp = p.icmpv4();
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::DST_UNREACHABLE, 3), "port unreachable");
+    r.assert_only_drop(Drop::LocalUnhandled, 1);
+    let hello = ipv4_udp_ports("198.18.1.2", "224.0.0.2", 1, 646, 646, &pattern(30, 2));
+    assert!(r.send(PE1_CE1, &ipv4_frame(ipv4_multicast_mac("224.0.0.2"), CE1_MAC, &hello)).is_empty());
+    assert_eq!(r.drops(Drop::IpMulticast), 1);
+    // Explicit null to the router's address: answered, over the reverse LSP.
+    let mut r = Router::pe2();
+    let echo = icmpv4_echo(CE1, "198.18.255.3", 60);
+    let p = only(&r.send(PE2_CORE, &to_pe2(&[(0, 60)], &echo)), PE2_CORE);
+    assert_eq!((p.labels[0].label, p.icmpv4().msg_type()), (1001, icmpv4::msg_type::ECHO_REPLY));
+    assert_eq!(r.events(Event::LeftToKernel), 0);
+    r.assert_no_drops();
+}
+
+#[test]
+fn every_counter_has_a_unique_snake_case_name() {
+    let drops: Vec<&str> = Drop::ALL.iter().map(|d| d.name()).collect();
+    let events: Vec<&str> = Event::ALL.iter().map(|e| e.name()).collect();
+    assert!(drops.contains(&"local_after_pop") && events.contains(&"left_to_kernel"));
+    let mut all: Vec<&str> = drops.iter().chain(&events).copied().collect();
+    assert!(all.iter().all(|n| n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')));
+    all.sort_unstable();
+    let n = all.len();
+    all.dedup();
+    assert_eq!(all.len(), n, "duplicate counter names");
+    for (i, d) in Drop::ALL.iter().enumerate() {
+        assert_eq!(*d as usize, i, "Drop::ALL in declaration order");
+    }
+    for (i, e) in Event::ALL.iter().enumerate() {
+        assert_eq!(*e as usize, i, "Event::ALL in declaration order");
+    }
+}

@@ -19,11 +19,15 @@ enum Role {
     Pe2,
 }
 
-fn router(role: Role) -> Router {
-    match role {
-        Role::Pe1 => Router::pe1(),
-        Role::P => Router::p(),
-        Role::Pe2 => Router::pe2(),
+/// The router of `role`, answering for its own addresses or leaving them to the kernel.
+fn router(role: Role, kernel: bool) -> Router {
+    match (role, kernel) {
+        (Role::Pe1, false) => Router::pe1(),
+        (Role::P, false) => Router::p(),
+        (Role::Pe2, false) => Router::pe2(),
+        (Role::Pe1, true) => Router::pe1_kernel(),
+        (Role::P, true) => Router::p_kernel(),
+        (Role::Pe2, true) => Router::pe2_kernel(),
     }
 }
 
@@ -108,12 +112,13 @@ proptest! {
     #[test]
     fn random_bytes_never_panic(
         role in role(),
+        kernel in any::<bool>(),
         frames in prop::collection::vec(
             (0u16..3, prop::collection::vec(any::<u8>(), 0..300), offload()),
             1..8,
         ),
     ) {
-        let mut r = router(role);
+        let mut r = router(role, kernel);
         for (port, mut bytes, off) in frames {
             // Address half the frames to the port's MAC so they get past the MAC filter.
             if bytes.len() >= 6 && bytes[0] & 1 == 0 {
@@ -132,6 +137,7 @@ proptest! {
         flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..8),
         cut in prop::option::of(any::<prop::sample::Index>()),
         off in prop_oneof![3 => Just(virtio_net::Repr::default()), 1 => offload()],
+        kernel in any::<bool>(),
     ) {
         let seeds = seeds();
         let (role, port, mut frame) = seeds[seed % seeds.len()].clone();
@@ -145,7 +151,7 @@ proptest! {
         if let Some(at) = cut {
             frame.truncate(at.index(frame.len() + 1));
         }
-        let mut r = router(role);
+        let mut r = router(role, kernel);
         run(&mut r, port, &frame, off);
         let out = r.poll(Duration::from_secs(5));
         check_output(&r, &out);
