@@ -174,7 +174,7 @@ pub enum RouteType {
     Blackhole,
 }
 
-/// Where a route came from (iproute2's `proto`).
+/// Where a route came from (iproute2's `proto`, with FRR's names for its daemons).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
@@ -185,6 +185,35 @@ pub enum Protocol {
     Static,
     /// A port's connected subnet.
     Kernel,
+    /// From zebra itself (`mpls lsp` static LSPs).
+    Zebra,
+    /// From FRR's bgpd.
+    Bgp,
+    /// From FRR's isisd (with segment routing: prefix SIDs).
+    Isis,
+    /// From FRR's ospfd (with segment routing: prefix SIDs).
+    Ospf,
+    /// From FRR's ripd.
+    Rip,
+    /// From FRR's ripngd.
+    Ripng,
+    /// From FRR's eigrpd.
+    Eigrp,
+    /// From FRR's ldpd.
+    Ldp,
+    /// From FRR's sharpd.
+    Sharp,
+    /// From FRR's staticd. Shown as `static`, as `ip route` shows it with FRR's names.
+    #[serde(rename(serialize = "static", deserialize = "frr-static"))]
+    FrrStatic,
+    /// From FRR's fabricd.
+    Openfabric,
+    /// From FRR's pathd (segment routing traffic engineering).
+    Srte,
+    /// From FRR's babeld.
+    Babel,
+    /// Any other `rtm_protocol` zebra sends.
+    Other,
 }
 
 impl Protocol {
@@ -192,9 +221,48 @@ impl Protocol {
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Boot => "boot",
-            Protocol::Static => "static",
+            Protocol::Static | Protocol::FrrStatic => "static",
             Protocol::Kernel => "kernel",
+            Protocol::Zebra => "zebra",
+            Protocol::Bgp => "bgp",
+            Protocol::Isis => "isis",
+            Protocol::Ospf => "ospf",
+            Protocol::Rip => "rip",
+            Protocol::Ripng => "ripng",
+            Protocol::Eigrp => "eigrp",
+            Protocol::Ldp => "ldp",
+            Protocol::Sharp => "sharp",
+            Protocol::Openfabric => "openfabric",
+            Protocol::Srte => "srte",
+            Protocol::Babel => "babel",
+            Protocol::Other => "other",
         }
+    }
+
+    /// The protocol of a route zebra sends with this `rtm_protocol` (FRR's
+    /// `zebra/rt_netlink.h` numbers).
+    pub fn from_zebra(rtm_protocol: u8) -> Protocol {
+        match rtm_protocol {
+            11 => Protocol::Zebra,
+            42 => Protocol::Babel,
+            186 => Protocol::Bgp,
+            187 => Protocol::Isis,
+            188 => Protocol::Ospf,
+            189 => Protocol::Rip,
+            190 => Protocol::Ripng,
+            192 => Protocol::Eigrp,
+            193 => Protocol::Ldp,
+            194 => Protocol::Sharp,
+            196 => Protocol::FrrStatic,
+            197 => Protocol::Openfabric,
+            198 => Protocol::Srte,
+            _ => Protocol::Other,
+        }
+    }
+
+    /// Whether the route came from FRR.
+    pub fn is_frr(self) -> bool {
+        !matches!(self, Protocol::Boot | Protocol::Static | Protocol::Kernel)
     }
 }
 
@@ -423,6 +491,11 @@ pub struct Stats {
     /// `labels`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fast_path: Vec<Counter>,
+    /// The FPM connection from FRR's zebra (`connected`, `connections`, `refused`,
+    /// `decode_errors`, `messages`, `batches`, `unusable`, `routes`, `label_routes`);
+    /// empty when the router runs without `[frr]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frr: Vec<Counter>,
 }
 
 /// Frames and bytes one incoming label's route switched.

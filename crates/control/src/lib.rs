@@ -342,6 +342,32 @@ pub struct Config {
     pub labels: Vec<LabelConfig>,
     /// `[limits]` (all defaults when the table is absent).
     pub limits: LimitsConfig,
+    /// `[frr]`: routes and labels also come from FRRouting's zebra over FPM, and the
+    /// kernel owns the ports' and the router's addresses.
+    pub frr: Option<FrrConfig>,
+}
+
+/// The `[frr]` table.
+///
+/// ```toml
+/// [frr]
+/// fpm = "127.0.0.1:2620"   # where zebra's dplane_fpm_nl connects; loopback only
+/// hold-time = 120          # seconds zebra's routes stay in force while it is away
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrrConfig {
+    /// The FPM listener: a loopback address of the router's network namespace.
+    pub fpm: std::net::SocketAddr,
+    /// How long the routes from zebra keep forwarding after its connection is lost.
+    pub hold: std::time::Duration,
+}
+
+impl FrrConfig {
+    /// zebra's default FPM server address.
+    pub const DEFAULT_FPM: std::net::SocketAddr =
+        std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 2620);
+    /// The default hold time.
+    pub const DEFAULT_HOLD: std::time::Duration = std::time::Duration::from_secs(120);
 }
 
 impl Config {

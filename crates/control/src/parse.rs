@@ -13,9 +13,9 @@ use vmpls_fib::{
 };
 
 use crate::{
-    Config, ConfigError, FastPathMode, LabelConfig, LabelConfigAction, LimitsConfig, MAX_HELD_TOTAL,
-    MAX_NEIGHBOR_ENTRIES, MAX_RATE, NexthopConfig, PortConfig, PortKind, RouteAction, RouteConfig,
-    RouterConfig,
+    Config, ConfigError, FastPathMode, FrrConfig, LabelConfig, LabelConfigAction, LimitsConfig,
+    MAX_HELD_TOTAL, MAX_NEIGHBOR_ENTRIES, MAX_RATE, NexthopConfig, PortConfig, PortKind, RouteAction,
+    RouteConfig, RouterConfig,
 };
 
 type S<T> = Spanned<T>;
@@ -33,6 +33,14 @@ struct RawFile {
     #[serde(default)]
     label: Vec<RawLabel>,
     limits: Option<RawLimits>,
+    frr: Option<RawFrr>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawFrr {
+    fpm: Option<S<String>>,
+    hold_time: Option<S<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -934,8 +942,70 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     }
 
     let limits = parse_limits(&ctx, raw.limits.as_ref())?;
+    let frr = match &raw.frr {
+        None => None,
+        Some(f) => Some(parse_frr(&ctx, f, &rr, &raw.port)?),
+    };
 
-    Ok(Config { path: path.to_path_buf(), router, ports, vrfs, routes, labels, limits })
+    Ok(Config { path: path.to_path_buf(), router, ports, vrfs, routes, labels, limits, frr })
+}
+
+/// `[frr]`: where zebra's FPM connects, and the rule that the kernel owns the addresses.
+fn parse_frr(ctx: &Ctx, f: &RawFrr, router: &RawRouter, ports: &[RawPort]) -> Result<FrrConfig, ConfigError> {
+    let fpm = match &f.fpm {
+        None => FrrConfig::DEFAULT_FPM,
+        Some(s) => {
+            let addr: std::net::SocketAddr = s.get_ref().parse().map_err(|_| {
+                ctx.err(
+                    &s.span(),
+                    "frr.fpm",
+                    format!("\"{}\" is not an address and port like 127.0.0.1:2620", s.get_ref()),
+                )
+            })?;
+            if !addr.ip().is_loopback() {
+                return Err(ctx.err(
+                    &s.span(),
+                    "frr.fpm",
+                    format!(
+                        "{addr} is not a loopback address: FPM has no authentication, so whoever reaches \
+                         it controls the router's tables; listen on 127.0.0.1 or ::1 (zebra runs in the \
+                         router's own network namespace)"
+                    ),
+                ));
+            }
+            addr
+        }
+    };
+    let hold = match &f.hold_time {
+        None => FrrConfig::DEFAULT_HOLD,
+        Some(h) => match u64::try_from(*h.get_ref()) {
+            Ok(v) if (1..=86_400).contains(&v) => std::time::Duration::from_secs(v),
+            _ => {
+                return Err(ctx.err(
+                    &h.span(),
+                    "frr.hold-time",
+                    format!("hold time {} is out of range; expected 1 to 86400 seconds", h.get_ref()),
+                ));
+            }
+        },
+    };
+    let kernel_owns = "with [frr] the kernel owns the addresses (FRR's daemons use them); \
+                       vmpls reads them from the interfaces: remove this key";
+    if let Some(a) = router.addresses.as_ref().and_then(|a| a.first()) {
+        return Err(ctx.err(&a.span(), "router.addresses", kernel_owns));
+    }
+    if let Some(a) = ports.iter().find_map(|p| p.addresses.as_ref().and_then(|a| a.first())) {
+        return Err(ctx.err(&a.span(), "port.addresses", kernel_owns));
+    }
+    if let Some(p) = ports.iter().find(|p| p.kind.as_ref().is_some_and(|k| k.get_ref() != "af-packet")) {
+        return Err(ctx.err(
+            &p.name.span(),
+            "port.kind",
+            "with [frr] every port is an interface the kernel also has (kind \"af-packet\"), so that \
+             FRR's daemons can use it",
+        ));
+    }
+    Ok(FrrConfig { fpm, hold })
 }
 
 /// One `[limits]` number: `None` when absent, else within `min..=max`. `below` explains

@@ -220,6 +220,12 @@ pub fn stats(st: &Stats, detail: bool) -> String {
             let _ = writeln!(s, "  {:<28} {}", c.name, c.value);
         }
     }
+    if !st.frr.is_empty() {
+        let _ = writeln!(s, "frr (zebra over FPM):");
+        for c in &st.frr {
+            let _ = writeln!(s, "  {:<28} {}", c.name, c.value);
+        }
+    }
     let _ = writeln!(s, "neighbors: {} ({} reachable)", st.neighbors, st.neighbors_reachable);
     if detail {
         let _ = writeln!(s, "routes: {} label, {} prefix", st.label_routes, st.prefix_routes);
@@ -363,6 +369,7 @@ mod tests {
             prefix_routes: 4,
             labels: vec![crate::api::LabelCounter { label: 1002, packets: 5, bytes: 740 }],
             fast_path: Vec::new(),
+            frr: Vec::new(),
         };
         let short = stats(&st, false);
         assert!(!short.contains("fast path"), "{short}");

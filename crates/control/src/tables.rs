@@ -52,6 +52,43 @@ pub struct Tables {
     file: Config,
     routes: BTreeMap<RouteKey, Entry<RouteConfig>>,
     labels: BTreeMap<Label, Entry<LabelConfig>>,
+    /// Routes from FRR (zebra over FPM). Kept apart so that zebra's reconnection
+    /// replaces only them; a route of the file or the CLI for the same destination
+    /// wins, as a static route with a better distance would.
+    frr_routes: BTreeMap<RouteKey, Entry<RouteConfig>>,
+    frr_labels: BTreeMap<Label, Entry<LabelConfig>>,
+}
+
+/// A route from FRR, its next hops already on the router's ports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrrChange {
+    /// Set or remove (`None`) the route for a prefix.
+    Route {
+        /// VRF name.
+        vrf: String,
+        /// The prefix (host bits clear).
+        prefix: IpAddr,
+        /// Its length.
+        len: u8,
+        /// The route now, and who made it.
+        route: Option<(RouteAction, Protocol)>,
+    },
+    /// Set or remove (`None`) the route for an incoming label.
+    Label {
+        /// The label.
+        label: Label,
+        /// The route now, and who made it.
+        route: Option<(LabelConfigAction, Protocol)>,
+    },
+}
+
+/// What [`Tables::apply_frr`] did.
+#[derive(Debug)]
+pub struct FrrApplied {
+    /// The tables to store.
+    pub fib: Fib,
+    /// Changes refused, each with the reason (the rest were applied).
+    pub refused: Vec<String>,
 }
 
 fn route_key(r: &RouteConfig) -> RouteKey {
@@ -138,7 +175,100 @@ impl Tables {
             .iter()
             .map(|l| (l.label, Entry { item: l.clone(), origin: Protocol::Static }))
             .collect();
-        Tables { file: config, routes, labels }
+        Tables { file: config, routes, labels, frr_routes: BTreeMap::new(), frr_labels: BTreeMap::new() }
+    }
+
+    /// Applies a burst of changes from FRR as one table change and returns the tables to
+    /// store. A change the tables cannot hold (a label out of range, too many next hops)
+    /// is refused alone, with its reason; the others apply.
+    ///
+    /// # Errors
+    /// The tables could not be built (nothing changed).
+    pub fn apply_frr(&mut self, changes: Vec<FrrChange>) -> Result<FrrApplied, String> {
+        let mut next = self.clone();
+        let mut refused = Vec::new();
+        for c in changes {
+            match c {
+                FrrChange::Route { vrf, prefix, len, route } => {
+                    let key = (vrf.clone(), prefix, len);
+                    match route {
+                        None => {
+                            next.frr_routes.remove(&key);
+                        }
+                        Some((action, origin)) => {
+                            if let RouteAction::Forward(nhs) = &action
+                                && let Err(e) = check_frr_nexthops(nhs, false)
+                            {
+                                refused.push(format!("{prefix}/{len} ({}): {e}", origin.name()));
+                                next.frr_routes.remove(&key);
+                                continue;
+                            }
+                            let item = RouteConfig {
+                                vrf,
+                                prefix,
+                                len,
+                                action,
+                                ttl_model: TtlModel::Uniform,
+                                line: 0,
+                            };
+                            next.frr_routes.insert(key, Entry { item, origin });
+                        }
+                    }
+                }
+                FrrChange::Label { label, route } => match route {
+                    None => {
+                        next.frr_labels.remove(&label);
+                    }
+                    Some((action, origin)) => {
+                        let nhs_ok = match &action {
+                            LabelConfigAction::Forward(nhs) => check_frr_nexthops(nhs, true),
+                            LabelConfigAction::PopAndLookup { .. } => Ok(()),
+                        };
+                        let range_ok = if (MIN_UNRESERVED_LABEL..=MAX_LABEL).contains(&label) {
+                            Ok(())
+                        } else {
+                            Err(format!("incoming label {label} is reserved or out of range"))
+                        };
+                        if let Err(e) = range_ok.and(nhs_ok) {
+                            refused.push(format!("label {label} ({}): {e}", origin.name()));
+                            next.frr_labels.remove(&label);
+                            continue;
+                        }
+                        let item = LabelConfig { label, action, ttl_model: TtlModel::Uniform, line: 0 };
+                        next.frr_labels.insert(label, Entry { item, origin });
+                    }
+                },
+            }
+        }
+        let fib = next.build_fib()?;
+        *self = next;
+        Ok(FrrApplied { fib, refused })
+    }
+
+    /// How many routes and label routes from FRR are held (some may be shadowed by the
+    /// file's or the CLI's).
+    pub fn frr_counts(&self) -> (usize, usize) {
+        (self.frr_routes.len(), self.frr_labels.len())
+    }
+
+    /// Sets the addresses the kernel has on each port (in order) and on the router's
+    /// loopback (FRR mode: the kernel owns them), and returns the tables to store.
+    ///
+    /// # Errors
+    /// The tables could not be built with them (nothing changed).
+    pub fn set_kernel_addresses(
+        &mut self,
+        ports: Vec<Vec<(IpAddr, u8)>>,
+        router: (Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>),
+    ) -> Result<Fib, String> {
+        let mut next = self.clone();
+        for (p, a) in next.file.ports.iter_mut().zip(ports) {
+            p.addresses = a;
+        }
+        (next.file.router.v4, next.file.router.v6) = router;
+        let fib = next.build_fib()?;
+        *self = next;
+        Ok(fib)
     }
 
     /// The config file as last loaded.
@@ -148,9 +278,11 @@ impl Tables {
 
     /// The running routes as a config: the file's ports and VRFs with the current routes.
     pub fn running_config(&self) -> Config {
+        let frr_routes = self.frr_routes.iter().filter(|(k, _)| !self.routes.contains_key(*k));
+        let frr_labels = self.frr_labels.iter().filter(|(k, _)| !self.labels.contains_key(*k));
         Config {
-            routes: self.routes.values().map(|e| e.item.clone()).collect(),
-            labels: self.labels.values().map(|e| e.item.clone()).collect(),
+            routes: self.routes.values().chain(frr_routes.map(|(_, e)| e)).map(|e| e.item.clone()).collect(),
+            labels: self.labels.values().chain(frr_labels.map(|(_, e)| e)).map(|e| e.item.clone()).collect(),
             ..self.file.clone()
         }
     }
@@ -251,6 +383,14 @@ impl Tables {
         if let Some(why) = restart_needed(&self.file, &new) {
             return Err(format!("{why}: restart the router to apply this (the running config stays)"));
         }
+        let mut new = new;
+        if new.frr.is_some() {
+            // The kernel owns the addresses; the file has none to compare.
+            for (n, o) in new.ports.iter_mut().zip(&self.file.ports) {
+                n.addresses.clone_from(&o.addresses);
+            }
+            (new.router.v4, new.router.v6) = (self.file.router.v4, self.file.router.v6);
+        }
         let mut next = self.clone();
         let mut sum = ReloadSummary { config: new.path.display().to_string(), ..ReloadSummary::default() };
         let old_routes: BTreeMap<RouteKey, &RouteConfig> =
@@ -325,8 +465,10 @@ impl Tables {
     pub fn show(&self, family: Family, vrf: Option<&str>) -> Result<serde_json::Value, String> {
         let vrf = vrf.unwrap_or(DEFAULT_VRF_NAME);
         if family == Family::Mpls {
-            let list: Vec<MplsRoute> =
-                self.labels.values().map(|e| self.show_label(&e.item, e.origin)).collect();
+            let mut list: BTreeMap<Label, MplsRoute> =
+                self.frr_labels.iter().map(|(k, e)| (*k, self.show_label(&e.item, e.origin))).collect();
+            list.extend(self.labels.iter().map(|(k, e)| (*k, self.show_label(&e.item, e.origin))));
+            let list: Vec<MplsRoute> = list.into_values().collect();
             return serde_json::to_value(list).map_err(|e| e.to_string());
         }
         self.check_vrf(vrf)?;
@@ -354,7 +496,7 @@ impl Tables {
                 });
             }
         }
-        for ((v, a, len), e) in &self.routes {
+        for ((v, a, len), e) in self.frr_routes.iter().chain(&self.routes) {
             if v == vrf && a.is_ipv4() == want_v4 {
                 list.insert((*a, *len), self.show_ip(&e.item, e.origin));
             }
@@ -637,6 +779,28 @@ impl Tables {
 }
 
 /// Why `new` cannot be applied without a restart, if it cannot.
+/// What the tables would refuse in the next hops of a route from FRR.
+fn check_frr_nexthops(nhs: &[NexthopConfig], label_route: bool) -> Result<(), String> {
+    if nhs.is_empty() {
+        return Err("no next hop on a port of this router".into());
+    }
+    if nhs.len() > MAX_NEXTHOPS {
+        return Err(format!("{} next hops; at most {MAX_NEXTHOPS}", nhs.len()));
+    }
+    for n in nhs {
+        if let Some(&l) = n.labels.iter().find(|&&l| l > MAX_LABEL || l == IMPLICIT_NULL) {
+            return Err(format!("outgoing label {l} cannot be in a stack"));
+        }
+        if n.weight == 0 {
+            return Err("a next hop with weight 0".into());
+        }
+        if label_route && n.via.is_none() {
+            return Err("a label route's next hop needs a gateway".into());
+        }
+    }
+    Ok(())
+}
+
 fn restart_needed(old: &Config, new: &Config) -> Option<String> {
     let limits = old.limits.changes(&new.limits);
     if !limits.is_empty() {
@@ -644,6 +808,9 @@ fn restart_needed(old: &Config, new: &Config) -> Option<String> {
     }
     if old.router.name != new.router.name {
         return Some(format!("router.name changed (\"{}\" -> \"{}\")", old.router.name, new.router.name));
+    }
+    if old.frr != new.frr {
+        return Some("[frr] changed".into());
     }
     if old.router.control_socket != new.router.control_socket {
         return Some("router.control-socket changed".into());

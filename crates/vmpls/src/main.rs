@@ -7,6 +7,8 @@ mod bench;
 mod capture;
 mod client;
 mod fastpath;
+mod frr;
+mod kernel;
 mod metrics;
 mod router;
 mod seed_vm;

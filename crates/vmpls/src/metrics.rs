@@ -296,6 +296,7 @@ mod tests {
             prefix_routes: 9,
             labels: vec![vmpls_control::api::LabelCounter { label: 1002, packets: 5, bytes: 740 }],
             fast_path: vec![C { name: "swap".into(), value: 88 }],
+            frr: Vec::new(),
         };
         let text = render("pe1", &st);
         for want in [

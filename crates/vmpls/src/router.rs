@@ -28,7 +28,7 @@ use anyhow::Context;
 use tracing::{info, warn};
 use vmpls_control::api::Direction;
 use vmpls_control::{Config, OffloadOverrides};
-use vmpls_dataplane::{Counters, Dataplane, DataplaneConfig, Output, Packet, PacketPool, PortId};
+use vmpls_dataplane::{Counters, Dataplane, DataplaneConfig, HostStack, Output, Packet, PacketPool, PortId};
 use vmpls_fib::FibHandle;
 use vmpls_ports::{AfPacketPort, BATCH, Port, PortError, PortStats};
 
@@ -259,7 +259,21 @@ impl LoopHandle {
 
 /// Runs a router until SIGINT or SIGTERM.
 pub fn run(opts: RunOptions) -> anyhow::Result<()> {
-    let cfg = load_config(&opts.config)?;
+    let mut cfg = load_config(&opts.config)?;
+    let interfaces: Vec<String> = cfg.ports.iter().map(|p| p.interface.clone()).collect();
+    let kernel_addresses = match cfg.frr {
+        None => None,
+        Some(_) => {
+            crate::kernel::check_forwarding_off(&interfaces)?;
+            let a = crate::kernel::read(&interfaces).context("reading the kernel's addresses")?;
+            for (p, addrs) in cfg.ports.iter_mut().zip(&a.ports) {
+                p.addresses.clone_from(addrs);
+            }
+            (cfg.router.v4, cfg.router.v6) = (a.router_v4, a.router_v6);
+            info!(ports = ?a.ports, router_v4 = ?a.router_v4, router_v6 = ?a.router_v6, "the kernel owns the addresses (FRR mode)");
+            Some(a)
+        }
+    };
     let fib = cfg.build_fib()?;
     let socket_path = opts
         .socket
@@ -287,7 +301,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     }
     let infos: Vec<_> = ports.iter().map(|p| p.info().clone()).collect();
     let fib = FibHandle::new(fib);
-    let mut dp = Dataplane::new(fib.clone(), infos.clone(), dataplane_config(&cfg.limits));
+    let mut dp = Dataplane::new(fib.clone(), infos.clone(), dataplane_config(&cfg));
     let (handle, requests, wake) = LoopHandle::new().context("creating an eventfd")?;
     let reload = eventfd().context("creating an eventfd")?;
     RELOAD_FD.store(reload.as_raw_fd(), Ordering::Relaxed);
@@ -301,6 +315,10 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     );
     let listener = control.listener.try_clone().context("cloning the control socket")?;
     crate::server::spawn(server.clone(), listener, reload)?;
+    if let (Some(frr), Some(addrs)) = (cfg.frr, kernel_addresses) {
+        crate::kernel::spawn_watch(server.clone(), interfaces.clone(), addrs)?;
+        server.set_frr_status(crate::frr::spawn(server.clone(), frr, interfaces)?);
+    }
     if let Some(m) = metrics {
         let addr = m.local_addr().ok();
         crate::metrics::spawn(m, server)?;
@@ -367,12 +385,13 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Fast
             }
         }
     }
-    FastPathRuntime::start(served, &sockets, dataplane_config(&cfg.limits).default_ttl)
+    FastPathRuntime::start(served, &sockets, dataplane_config(cfg).default_ttl)
 }
 
-/// The pipeline's settings from the config's `[limits]` (the rest: the dataplane's
-/// defaults).
-fn dataplane_config(limits: &vmpls_control::LimitsConfig) -> DataplaneConfig {
+/// The pipeline's settings from the config's `[limits]` and `[frr]` (with FRR, the
+/// kernel owns the host stack), the rest the dataplane's defaults.
+fn dataplane_config(cfg: &Config) -> DataplaneConfig {
+    let limits = &cfg.limits;
     // Held frames keep their buffers: the config's bound leaves half the pool free.
     const _: () = assert!(vmpls_control::MAX_HELD_TOTAL as usize <= POOL_SIZE / 2);
     let d = DataplaneConfig::default();
@@ -387,6 +406,7 @@ fn dataplane_config(limits: &vmpls_control::LimitsConfig) -> DataplaneConfig {
             max_held_total: limits.neighbor_held_total as usize,
             ..d.neighbor
         },
+        host_stack: if cfg.frr.is_some() { HostStack::Kernel } else { HostStack::Own },
         ..d
     }
 }

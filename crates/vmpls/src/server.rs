@@ -21,7 +21,7 @@ use tracing::{info, warn};
 use vmpls_control::api::{
     self, CaptureStart, Counter, LinkStats, NeighState, Neighbor, PortCounters, Reply, Request, Stats,
 };
-use vmpls_control::tables::{Change, Tables};
+use vmpls_control::tables::{Change, FrrChange, Tables};
 use vmpls_dataplane::PortInfo;
 use vmpls_fib::FibHandle;
 
@@ -37,6 +37,7 @@ pub struct Server {
     lp: LoopHandle,
     config_path: PathBuf,
     ports: Vec<PortInfo>,
+    frr: std::sync::OnceLock<Arc<crate::frr::FrrStatus>>,
 }
 
 /// Formats a MAC address.
@@ -53,7 +54,7 @@ impl Server {
         config_path: PathBuf,
         ports: Vec<PortInfo>,
     ) -> Arc<Server> {
-        Arc::new(Server { tables: Mutex::new(tables), fib, lp, config_path, ports })
+        Arc::new(Server { tables: Mutex::new(tables), fib, lp, config_path, ports, frr: Default::default() })
     }
 
     fn tables(&self) -> MutexGuard<'_, Tables> {
@@ -141,6 +142,7 @@ impl Server {
                 .iter()
                 .map(|&(name, value)| Counter { name: name.into(), value })
                 .collect(),
+            frr: self.frr.get().map(|f| f.counters(self.frr_counts())).unwrap_or_default(),
         })
     }
 
@@ -238,6 +240,41 @@ impl Server {
             }
             Err(e) => Reply::error(e),
         }
+    }
+
+    /// Applies a burst of route changes from FRR as one table change, in force when this
+    /// returns. Returns the changes refused, each with its reason.
+    ///
+    /// # Errors
+    /// The tables could not be built; the running ones stay.
+    pub fn apply_frr(&self, changes: Vec<FrrChange>) -> Result<Vec<String>, String> {
+        let mut t = self.tables();
+        let applied = t.apply_frr(changes)?;
+        self.fib.store(applied.fib);
+        self.in_force();
+        Ok(applied.refused)
+    }
+
+    /// Shows the FPM server's status in the stats.
+    pub fn set_frr_status(&self, status: Arc<crate::frr::FrrStatus>) {
+        let _ = self.frr.set(status);
+    }
+
+    /// How many routes and label routes from FRR the router holds.
+    pub fn frr_counts(&self) -> (usize, usize) {
+        self.tables().frr_counts()
+    }
+
+    /// Sets the addresses the kernel has on the ports and the loopback (FRR mode).
+    ///
+    /// # Errors
+    /// The tables could not be built with them; the running ones stay.
+    pub fn set_kernel_addresses(&self, addrs: &crate::kernel::Addresses) -> Result<(), String> {
+        let mut t = self.tables();
+        let fib = t.set_kernel_addresses(addrs.ports.clone(), (addrs.router_v4, addrs.router_v6))?;
+        self.fib.store(fib);
+        self.in_force();
+        Ok(())
     }
 
     /// Serves one connection until the client closes it.

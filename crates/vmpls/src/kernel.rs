@@ -1,0 +1,259 @@
+//! FRR mode's share of each router with the kernel: the kernel owns the addresses (FRR's
+//! daemons talk through its sockets), vmpls reads them over rtnetlink and follows their
+//! changes, and checks that the kernel does not forward transit traffic too.
+
+use std::ffi::CString;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use netlink_packet_core::{NLM_F_DUMP, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload};
+use netlink_packet_route::address::{AddressAttribute, AddressMessage, AddressScope};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
+use tracing::{error, info, warn};
+
+use crate::server::Server;
+
+/// rtnetlink multicast groups of address changes.
+const RTNLGRP_IPV4_IFADDR: u32 = 5;
+const RTNLGRP_IPV6_IFADDR: u32 = 9;
+/// How often the addresses are read again even without a change event (events can be
+/// lost when the socket's queue overflows).
+const REREAD_EVERY: Duration = Duration::from_secs(5);
+
+/// The kernel's addresses as the router uses them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Addresses {
+    /// Per port (in config order): its global addresses with prefix lengths.
+    pub ports: Vec<Vec<(IpAddr, u8)>>,
+    /// The loopback's first global IPv4 address: the router's own (router id, ICMP source).
+    pub router_v4: Option<Ipv4Addr>,
+    /// The loopback's first global IPv6 address.
+    pub router_v6: Option<Ipv6Addr>,
+}
+
+/// One address the kernel reported: interface index, address, prefix length.
+type KernelAddress = (u32, IpAddr, u8);
+
+/// The router's addresses from the kernel's: those of the ports' interfaces
+/// (`port_ifindexes`, in port order) and of the loopback (`lo_ifindex`). Link- and
+/// host-scope addresses (IPv6 link-local, 127.0.0.1, ::1) are the kernel's alone.
+pub fn router_addresses(all: &[KernelAddress], port_ifindexes: &[u32], lo_ifindex: u32) -> Addresses {
+    let global = |a: &IpAddr| match a {
+        IpAddr::V4(a) => !a.is_loopback() && !a.is_link_local() && !a.is_unspecified(),
+        IpAddr::V6(a) => !a.is_loopback() && !a.is_unicast_link_local() && !a.is_unspecified(),
+    };
+    let ports = port_ifindexes
+        .iter()
+        .map(|&i| all.iter().filter(|(x, a, _)| *x == i && global(a)).map(|&(_, a, l)| (a, l)).collect())
+        .collect();
+    let on_lo = || all.iter().filter(|(x, a, _)| *x == lo_ifindex && global(a)).map(|&(_, a, _)| a);
+    Addresses {
+        ports,
+        router_v4: on_lo().find_map(|a| match a {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => None,
+        }),
+        router_v6: on_lo().find_map(|a| match a {
+            IpAddr::V6(a) => Some(a),
+            IpAddr::V4(_) => None,
+        }),
+    }
+}
+
+fn ifindex(name: &str) -> anyhow::Result<u32> {
+    let c = CString::new(name).context("interface name with a NUL byte")?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    anyhow::ensure!(i != 0, "no interface {name}");
+    Ok(i)
+}
+
+/// Reads every address of the kernel (this network namespace) over rtnetlink.
+fn dump_addresses() -> anyhow::Result<Vec<KernelAddress>> {
+    let mut sock = Socket::new(NETLINK_ROUTE).context("opening an rtnetlink socket")?;
+    sock.bind_auto().context("binding the rtnetlink socket")?;
+    sock.connect(&SocketAddr::new(0, 0)).context("connecting the rtnetlink socket")?;
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    let mut req = NetlinkMessage::new(
+        header,
+        NetlinkPayload::InnerMessage(RouteNetlinkMessage::GetAddress(AddressMessage::default())),
+    );
+    req.finalize();
+    let mut buf = vec![0; req.buffer_len()];
+    req.serialize(&mut buf);
+    sock.send(&buf, 0).context("asking the kernel for its addresses")?;
+    let mut out = Vec::new();
+    let mut rx = Vec::with_capacity(64 * 1024);
+    loop {
+        rx.clear();
+        sock.recv(&mut rx, 0).context("reading the kernel's addresses")?;
+        let mut rest = &rx[..];
+        while !rest.is_empty() {
+            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(rest)
+                .context("decoding the kernel's address message")?;
+            let len = msg.header.length as usize;
+            match msg.payload {
+                NetlinkPayload::Done(_) => return Ok(out),
+                NetlinkPayload::Error(e) => anyhow::bail!("the kernel refused the address dump: {e:?}"),
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewAddress(a)) => {
+                    if let Some(addr) = address_of(&a) {
+                        out.push(addr);
+                    }
+                }
+                _ => {}
+            }
+            if len == 0 || len > rest.len() {
+                break;
+            }
+            rest = &rest[len.next_multiple_of(4).min(rest.len())..];
+        }
+    }
+}
+
+fn address_of(a: &AddressMessage) -> Option<KernelAddress> {
+    if !matches!(a.header.family, AddressFamily::Inet | AddressFamily::Inet6)
+        || a.header.scope != AddressScope::Universe
+    {
+        return None;
+    }
+    // IPv4 gives the interface's own address as IFA_LOCAL (IFA_ADDRESS is the peer on
+    // point-to-point links); IPv6 gives only IFA_ADDRESS.
+    let local = a.attributes.iter().find_map(|x| match x {
+        AddressAttribute::Local(ip) => Some(*ip),
+        _ => None,
+    });
+    let address = a.attributes.iter().find_map(|x| match x {
+        AddressAttribute::Address(ip) => Some(*ip),
+        _ => None,
+    });
+    local.or(address).map(|ip| (a.header.index, ip, a.header.prefix_len))
+}
+
+/// The router's addresses now.
+///
+/// # Errors
+/// An interface is missing, or rtnetlink failed.
+pub fn read(interfaces: &[String]) -> anyhow::Result<Addresses> {
+    let idx: Vec<u32> = interfaces.iter().map(|n| ifindex(n)).collect::<anyhow::Result<_>>()?;
+    let lo = ifindex("lo")?;
+    Ok(router_addresses(&dump_addresses()?, &idx, lo))
+}
+
+/// The interfaces among `interfaces` on which the kernel forwards IPv4 or IPv6.
+pub fn forwarding_interfaces(interfaces: &[String]) -> Vec<String> {
+    let on = |path: String| std::fs::read_to_string(path).is_ok_and(|v| v.trim() != "0");
+    interfaces
+        .iter()
+        .filter(|i| {
+            on(format!("/proc/sys/net/ipv4/conf/{i}/forwarding"))
+                || on(format!("/proc/sys/net/ipv6/conf/{i}/forwarding"))
+        })
+        .cloned()
+        .collect()
+}
+
+/// Fails unless the kernel leaves transit traffic on the ports to vmpls.
+///
+/// # Errors
+/// The kernel forwards on one of the interfaces: every transit packet would be
+/// forwarded twice.
+pub fn check_forwarding_off(interfaces: &[String]) -> anyhow::Result<()> {
+    let on = forwarding_interfaces(interfaces);
+    anyhow::ensure!(
+        on.is_empty(),
+        "the kernel forwards IP on {} (net.ipv4/ipv6.conf.*.forwarding = 1): with [frr], vmpls forwards transit \
+         traffic and the kernel must not, or every packet goes out twice; set \
+         `sysctl -w net.ipv4.conf.all.forwarding=0 net.ipv6.conf.all.forwarding=0` in the router's namespace \
+         (and leave `ip forwarding` out of zebra's config)",
+        on.join(", ")
+    );
+    Ok(())
+}
+
+/// Follows the kernel's addresses in a thread of its own: on every address event (and
+/// every few seconds) it reads them again and, when they changed, puts them in the
+/// router's tables. It also says, once, when the kernel starts forwarding.
+///
+/// # Errors
+/// The event socket could not be opened.
+pub fn spawn_watch(
+    server: Arc<Server>,
+    interfaces: Vec<String>,
+    mut current: Addresses,
+) -> anyhow::Result<()> {
+    let mut events = Socket::new(NETLINK_ROUTE).context("opening an rtnetlink socket")?;
+    events.bind_auto().context("binding the rtnetlink socket")?;
+    events.add_membership(RTNLGRP_IPV4_IFADDR).context("joining the IPv4 address group")?;
+    events.add_membership(RTNLGRP_IPV6_IFADDR).context("joining the IPv6 address group")?;
+    std::thread::Builder::new().name("kernel-addresses".into()).spawn(move || {
+        let mut warned_forwarding = false;
+        let mut last_read = Instant::now();
+        let mut rx = Vec::with_capacity(64 * 1024);
+        loop {
+            let mut pfd = libc::pollfd { fd: events.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+            let n = unsafe { libc::poll(&mut pfd, 1, 1000) };
+            let event = n > 0;
+            if event {
+                rx.clear();
+                // Drain what is queued; the content does not matter, the dump does.
+                let _ = events.recv(&mut rx, libc::MSG_DONTWAIT);
+            }
+            if !event && last_read.elapsed() < REREAD_EVERY {
+                continue;
+            }
+            last_read = Instant::now();
+            match read(&interfaces) {
+                Ok(now) if now != current => {
+                    info!(ports = ?now.ports, router_v4 = ?now.router_v4, router_v6 = ?now.router_v6, "the kernel's addresses changed");
+                    match server.set_kernel_addresses(&now) {
+                        Ok(()) => current = now,
+                        Err(e) => error!("the kernel's new addresses do not fit the tables, the old ones stay: {e}"),
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => warn!("reading the kernel's addresses: {e:#}"),
+            }
+            let forwarding = forwarding_interfaces(&interfaces);
+            if !forwarding.is_empty() && !warned_forwarding {
+                error!(interfaces = ?forwarding, "the kernel now forwards IP on the router's ports: transit packets go out twice; turn it off");
+            }
+            warned_forwarding = !forwarding.is_empty();
+        }
+    })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_get_their_global_addresses_and_the_router_its_loopback() {
+        let a = |s: &str| s.parse::<IpAddr>().unwrap();
+        let all = vec![
+            (1, a("127.0.0.1"), 8),
+            (1, a("198.18.255.1"), 32),
+            (1, a("::1"), 128),
+            (1, a("2001:db8:ff::1"), 128),
+            (2, a("198.18.10.1"), 24),
+            (2, a("fe80::1"), 64),
+            (2, a("2001:db8:10::1"), 64),
+            (3, a("198.18.1.1"), 24),
+            (9, a("198.18.99.1"), 24),
+        ];
+        let got = router_addresses(&all, &[3, 2], 1);
+        assert_eq!(
+            got.ports,
+            vec![vec![(a("198.18.1.1"), 24)], vec![(a("198.18.10.1"), 24), (a("2001:db8:10::1"), 64)]]
+        );
+        assert_eq!(got.router_v4, Some("198.18.255.1".parse().unwrap()));
+        assert_eq!(got.router_v6, Some("2001:db8:ff::1".parse().unwrap()));
+        assert_eq!(router_addresses(&all[..1], &[], 1), Addresses::default());
+    }
+}
