@@ -20,6 +20,8 @@
 //!   background.
 //! - [`capture`]: packet captures with `dumpcap`, dissected with `tshark`.
 //! - [`inject`]: hand-made Ethernet frames written onto an interface.
+//! - [`frr`]: FRRouting daemons (zebra, staticd, ospfd, ldpd) inside a namespace, as
+//!   the control plane of vmpls in FRR mode, and queries through `vtysh`.
 //! - [`stats`]: the counters a `vmpls run --stats-file` router writes.
 //! - [`seed`]: the seed lab, ce1 -- pe1 -- p -- pe2 -- ce2, measured in several modes
 //!   (kernel IP routing, vmpls MPLS) in one run.
@@ -33,6 +35,7 @@
 //! cleans up.
 
 pub mod capture;
+pub mod frr;
 pub mod inject;
 pub mod netns;
 mod nl;
