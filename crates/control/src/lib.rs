@@ -401,6 +401,20 @@ impl Config {
     /// [`ConfigError::Build`] if the tables reject an entry (validation catches these
     /// first, so this points at an inconsistency in a hand-made `Config`).
     pub fn build_fib(&self) -> Result<Fib, ConfigError> {
+        self.build_fib_with(&self.routes, &self.labels)
+    }
+
+    /// Builds the forwarding tables of this config's ports, VRFs and router addresses
+    /// with the given routes instead of the file's (the running routes, without copying
+    /// them into a config first).
+    ///
+    /// # Errors
+    /// As [`Config::build_fib`].
+    pub fn build_fib_with<'a>(
+        &self,
+        routes: impl IntoIterator<Item = &'a RouteConfig>,
+        labels: impl IntoIterator<Item = &'a LabelConfig>,
+    ) -> Result<Fib, ConfigError> {
         let err =
             |line: Option<usize>| move |source| ConfigError::Build { path: self.path.clone(), line, source };
         let mut b = FibBuilder::new();
@@ -432,7 +446,7 @@ impl Config {
                 .collect();
             NexthopGroup::new(nhs).map_err(err(Some(line)))
         };
-        for r in &self.routes {
+        for r in routes {
             let target = match &r.action {
                 RouteAction::Blackhole => RouteTarget::Blackhole,
                 RouteAction::Forward(nhs) => RouteTarget::Forward(group(nhs, r.line)?),
@@ -441,7 +455,7 @@ impl Config {
             b.add_prefix_route(vrf, r.prefix, r.len, PrefixRoute { target, ttl_model: r.ttl_model })
                 .map_err(err(Some(r.line)))?;
         }
-        for l in &self.labels {
+        for l in labels {
             let action = match &l.action {
                 LabelConfigAction::Forward(nhs) => LabelAction::Forward(group(nhs, l.line)?),
                 LabelConfigAction::PopAndLookup { vrf } => {

@@ -185,64 +185,97 @@ impl Tables {
     /// # Errors
     /// The tables could not be built (nothing changed).
     pub fn apply_frr(&mut self, changes: Vec<FrrChange>) -> Result<FrrApplied, String> {
-        let mut next = self.clone();
+        // Changed in place, not on a copy: at a hundred thousand routes a copy costs more
+        // than the change. The undo log puts back what was there if the build fails.
+        let mut undo_routes = Vec::new();
+        let mut undo_labels = Vec::new();
         let mut refused = Vec::new();
         for c in changes {
             match c {
                 FrrChange::Route { vrf, prefix, len, route } => {
                     let key = (vrf.clone(), prefix, len);
-                    match route {
-                        None => {
-                            next.frr_routes.remove(&key);
-                        }
-                        Some((action, origin)) => {
-                            if let RouteAction::Forward(nhs) = &action
-                                && let Err(e) = check_frr_nexthops(nhs, false)
-                            {
+                    let new = match route {
+                        None => None,
+                        Some((action, origin)) => match &action {
+                            RouteAction::Forward(nhs) if let Err(e) = check_frr_nexthops(nhs, false) => {
                                 refused.push(format!("{prefix}/{len} ({}): {e}", origin.name()));
-                                next.frr_routes.remove(&key);
-                                continue;
+                                None
                             }
-                            let item = RouteConfig {
-                                vrf,
-                                prefix,
-                                len,
-                                action,
-                                ttl_model: TtlModel::Uniform,
-                                line: 0,
-                            };
-                            next.frr_routes.insert(key, Entry { item, origin });
-                        }
-                    }
+                            _ => Some(Entry {
+                                item: RouteConfig {
+                                    vrf,
+                                    prefix,
+                                    len,
+                                    action,
+                                    ttl_model: TtlModel::Uniform,
+                                    line: 0,
+                                },
+                                origin,
+                            }),
+                        },
+                    };
+                    let old = match new {
+                        Some(e) => self.frr_routes.insert(key.clone(), e),
+                        None => self.frr_routes.remove(&key),
+                    };
+                    undo_routes.push((key, old));
                 }
-                FrrChange::Label { label, route } => match route {
-                    None => {
-                        next.frr_labels.remove(&label);
-                    }
-                    Some((action, origin)) => {
-                        let nhs_ok = match &action {
-                            LabelConfigAction::Forward(nhs) => check_frr_nexthops(nhs, true),
-                            LabelConfigAction::PopAndLookup { .. } => Ok(()),
-                        };
-                        let range_ok = if (MIN_UNRESERVED_LABEL..=MAX_LABEL).contains(&label) {
-                            Ok(())
-                        } else {
-                            Err(format!("incoming label {label} is reserved or out of range"))
-                        };
-                        if let Err(e) = range_ok.and(nhs_ok) {
-                            refused.push(format!("label {label} ({}): {e}", origin.name()));
-                            next.frr_labels.remove(&label);
-                            continue;
+                FrrChange::Label { label, route } => {
+                    let new = match route {
+                        None => None,
+                        Some((action, origin)) => {
+                            let nhs_ok = match &action {
+                                LabelConfigAction::Forward(nhs) => check_frr_nexthops(nhs, true),
+                                LabelConfigAction::PopAndLookup { .. } => Ok(()),
+                            };
+                            let range_ok = if (MIN_UNRESERVED_LABEL..=MAX_LABEL).contains(&label) {
+                                Ok(())
+                            } else {
+                                Err(format!("incoming label {label} is reserved or out of range"))
+                            };
+                            match range_ok.and(nhs_ok) {
+                                Err(e) => {
+                                    refused.push(format!("label {label} ({}): {e}", origin.name()));
+                                    None
+                                }
+                                Ok(()) => Some(Entry {
+                                    item: LabelConfig {
+                                        label,
+                                        action,
+                                        ttl_model: TtlModel::Uniform,
+                                        line: 0,
+                                    },
+                                    origin,
+                                }),
+                            }
                         }
-                        let item = LabelConfig { label, action, ttl_model: TtlModel::Uniform, line: 0 };
-                        next.frr_labels.insert(label, Entry { item, origin });
-                    }
-                },
+                    };
+                    let old = match new {
+                        Some(e) => self.frr_labels.insert(label, e),
+                        None => self.frr_labels.remove(&label),
+                    };
+                    undo_labels.push((label, old));
+                }
             }
         }
-        let fib = next.build_fib()?;
-        *self = next;
-        Ok(FrrApplied { fib, refused })
+        match self.build_fib() {
+            Ok(fib) => Ok(FrrApplied { fib, refused }),
+            Err(e) => {
+                for (key, old) in undo_routes.into_iter().rev() {
+                    match old {
+                        Some(o) => self.frr_routes.insert(key, o),
+                        None => self.frr_routes.remove(&key),
+                    };
+                }
+                for (label, old) in undo_labels.into_iter().rev() {
+                    match old {
+                        Some(o) => self.frr_labels.insert(label, o),
+                        None => self.frr_labels.remove(&label),
+                    };
+                }
+                Err(e)
+            }
+        }
     }
 
     /// How many routes and label routes from FRR are held (some may be shadowed by the
@@ -278,13 +311,23 @@ impl Tables {
 
     /// The running routes as a config: the file's ports and VRFs with the current routes.
     pub fn running_config(&self) -> Config {
-        let frr_routes = self.frr_routes.iter().filter(|(k, _)| !self.routes.contains_key(*k));
-        let frr_labels = self.frr_labels.iter().filter(|(k, _)| !self.labels.contains_key(*k));
         Config {
-            routes: self.routes.values().chain(frr_routes.map(|(_, e)| e)).map(|e| e.item.clone()).collect(),
-            labels: self.labels.values().chain(frr_labels.map(|(_, e)| e)).map(|e| e.item.clone()).collect(),
+            routes: self.running_routes().cloned().collect(),
+            labels: self.running_labels().cloned().collect(),
             ..self.file.clone()
         }
+    }
+
+    /// The routes in force: the file's and the CLI's, then FRR's where those have none.
+    fn running_routes(&self) -> impl Iterator<Item = &RouteConfig> {
+        let frr = self.frr_routes.iter().filter(|(k, _)| !self.routes.contains_key(*k)).map(|(_, e)| e);
+        self.routes.values().chain(frr).map(|e| &e.item)
+    }
+
+    /// The label routes in force, as [`Tables::running_routes`].
+    fn running_labels(&self) -> impl Iterator<Item = &LabelConfig> {
+        let frr = self.frr_labels.iter().filter(|(k, _)| !self.labels.contains_key(*k)).map(|(_, e)| e);
+        self.labels.values().chain(frr).map(|e| &e.item)
     }
 
     /// The forwarding tables of the running routes.
@@ -292,7 +335,7 @@ impl Tables {
     /// # Errors
     /// A message if the tables reject an entry (checks before catch what they can).
     pub fn build_fib(&self) -> Result<Fib, String> {
-        self.running_config().build_fib().map_err(|e| {
+        self.file.build_fib_with(self.running_routes(), self.running_labels()).map_err(|e| {
             let mut msg = e.to_string();
             if let Some(src) = std::error::Error::source(&e) {
                 msg = format!("{msg}: {src}");

@@ -158,26 +158,53 @@ fn decode_message(kind: u16, body: &[u8]) -> Result<Update, DecodeError> {
         _ => return Err(DecodeError::MessageType(kind)),
     }
     let msg = RouteMessage::parse(body).map_err(|e| DecodeError::Malformed(format!("{e:#}")))?;
-    let route = route(&msg)?;
-    Ok(if kind == RTM_NEWROUTE { Update::Add(route) } else { Update::Delete(route.key) })
+    if kind == RTM_DELROUTE {
+        // zebra's deletes name the destination and little else: no next hop for an
+        // LSP, route type 0, protocol 0.
+        return Ok(Update::Delete(key(&msg)?));
+    }
+    Ok(Update::Add(route(&msg)?))
 }
 
-fn route(msg: &RouteMessage) -> Result<Route, DecodeError> {
+/// The table and destination of a route message.
+fn key(msg: &RouteMessage) -> Result<RouteKey, DecodeError> {
     let h = &msg.header;
     let family = h.address_family;
-    let mpls = match family {
-        AddressFamily::Inet | AddressFamily::Inet6 => false,
-        AddressFamily::Mpls => true,
-        other => return Err(DecodeError::Family(u8::from(other))),
-    };
+    if !matches!(family, AddressFamily::Inet | AddressFamily::Inet6 | AddressFamily::Mpls) {
+        return Err(DecodeError::Family(u8::from(family)));
+    }
     let mut table = u32::from(h.table);
     let mut dest = None;
-    let mut top = NexthopAttrs::default();
-    let mut multipath = None;
     for a in &msg.attributes {
         match a {
             RouteAttribute::Table(t) => table = *t,
             RouteAttribute::Destination(d) => dest = Some(d.clone()),
+            _ => {}
+        }
+    }
+    let len = h.destination_prefix_length;
+    let dest = match (dest, family) {
+        (Some(RouteAddress::Mpls(l)), AddressFamily::Mpls) => Dest::Label(l.label),
+        (Some(RouteAddress::Inet(a)), AddressFamily::Inet) => prefix(IpAddr::V4(a), len)?,
+        (Some(RouteAddress::Inet6(a)), AddressFamily::Inet6) => prefix(IpAddr::V6(a), len)?,
+        (None, AddressFamily::Inet) => prefix(IpAddr::V4(Ipv4Addr::UNSPECIFIED), len)?,
+        (None, AddressFamily::Inet6) => prefix(IpAddr::V6(Ipv6Addr::UNSPECIFIED), len)?,
+        (d, _) => {
+            return Err(DecodeError::Malformed(format!("destination {d:?} does not fit family {family:?}")));
+        }
+    };
+    Ok(RouteKey { table, dest })
+}
+
+fn route(msg: &RouteMessage) -> Result<Route, DecodeError> {
+    let h = &msg.header;
+    let key = key(msg)?;
+    let mpls = h.address_family == AddressFamily::Mpls;
+    let mut top = NexthopAttrs::default();
+    let mut multipath = None;
+    for a in &msg.attributes {
+        match a {
+            RouteAttribute::Table(_) | RouteAttribute::Destination(_) => {}
             RouteAttribute::MultiPath(nhs) => multipath = Some(nhs),
             // The metric, preferred source and the kernel's own annotations change
             // nothing in how vmpls forwards.
@@ -189,29 +216,11 @@ fn route(msg: &RouteMessage) -> Result<Route, DecodeError> {
             other => top.take(other)?,
         }
     }
-    let dest = match (dest, family) {
-        (Some(RouteAddress::Mpls(l)), AddressFamily::Mpls) => Dest::Label(l.label),
-        (Some(RouteAddress::Inet(a)), AddressFamily::Inet) => {
-            prefix(IpAddr::V4(a), h.destination_prefix_length)?
-        }
-        (Some(RouteAddress::Inet6(a)), AddressFamily::Inet6) => {
-            prefix(IpAddr::V6(a), h.destination_prefix_length)?
-        }
-        (None, AddressFamily::Inet) => {
-            prefix(IpAddr::V4(Ipv4Addr::UNSPECIFIED), h.destination_prefix_length)?
-        }
-        (None, AddressFamily::Inet6) => {
-            prefix(IpAddr::V6(Ipv6Addr::UNSPECIFIED), h.destination_prefix_length)?
-        }
-        (d, _) => {
-            return Err(DecodeError::Malformed(format!("destination {d:?} does not fit family {family:?}")));
-        }
-    };
     let kind = match h.kind {
         RouteType::Unicast => Kind::Unicast,
         RouteType::BlackHole | RouteType::Unreachable | RouteType::Prohibit => Kind::Blackhole,
         other => {
-            return Err(DecodeError::Unsupported(format!("route type {other:?} for {dest:?}")));
+            return Err(DecodeError::Unsupported(format!("route type {other:?} for {:?}", key.dest)));
         }
     };
     let mut nexthops = Vec::new();
@@ -230,7 +239,7 @@ fn route(msg: &RouteMessage) -> Result<Route, DecodeError> {
             None => nexthops.push(top.nexthop(mpls)?),
         }
     }
-    Ok(Route { key: RouteKey { table, dest }, protocol: u8::from(h.protocol), kind, nexthops })
+    Ok(Route { key, protocol: u8::from(h.protocol), kind, nexthops })
 }
 
 fn nonzero(i: u32) -> Option<u32> {
@@ -324,7 +333,7 @@ impl NexthopAttrs {
 
 /// Labels from raw label stack entries (network order, label in the top 20 bits).
 fn stack_entries(raw: &[u8]) -> Result<Vec<u32>, DecodeError> {
-    if raw.is_empty() || raw.len() % 4 != 0 {
+    if raw.is_empty() || !raw.len().is_multiple_of(4) {
         return Err(DecodeError::Malformed(format!("a label stack of {} bytes", raw.len())));
     }
     Ok(raw.chunks_exact(4).map(|e| u32::from_be_bytes([e[0], e[1], e[2], e[3]]) >> 12).collect())
