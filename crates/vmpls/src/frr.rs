@@ -35,6 +35,8 @@ use crate::server::Server;
 /// How long zebra must be quiet after connecting before the routes it did not send again
 /// are removed (zebra does not mark the end of its table walk).
 pub const RESYNC_QUIET: Duration = Duration::from_secs(3);
+/// `rtm_protocol` of the kernel's own routes: zebra passes on the connected subnets.
+const RTPROT_KERNEL: u8 = 2;
 /// Bytes read per call.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -266,6 +268,9 @@ impl Session {
                     self.status.unusable.fetch_add(1, Ordering::Relaxed);
                     return None;
                 }
+                // Connected routes (the kernel's, protocol 2) come from the kernel's
+                // addresses, which vmpls reads itself.
+                let route = route.filter(|r| r.protocol != RTPROT_KERNEL);
                 let change = to_change(key, route, &ports);
                 if route.is_some() && change_is_removal(&change) {
                     self.status.unusable.fetch_add(1, Ordering::Relaxed);

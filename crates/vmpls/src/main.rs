@@ -4,6 +4,7 @@
 //! the iproute2-style CLI; `capture`; `metrics`; `server`: the control socket).
 
 mod bench;
+mod bench_fpm;
 mod capture;
 mod client;
 mod fastpath;
@@ -141,6 +142,23 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// Routes from zebra: a full table (label routes and labelled prefixes) and single
+    /// updates sent over FPM by a generator, each timed until in force; the kernel's own
+    /// FIB (`ip -batch`) in the same run as the baseline.
+    Fpm {
+        /// Label routes in the full table (and as many labelled prefixes).
+        #[arg(long, default_value_t = 10_000)]
+        routes: u32,
+        /// Single updates timed after the full table.
+        #[arg(long, default_value_t = 100)]
+        updates: u32,
+        /// Run the router with the in-kernel fast path (`fast-path = "tc"`).
+        #[arg(long)]
+        fast_path: bool,
+        /// Print JSON instead of a Markdown table.
+        #[arg(long)]
+        json: bool,
+    },
     /// The seed lab in every mode: kernel-ip, kernel-ip-offloads-off, vmpls-ip, vmpls-mpls,
     /// vmpls-mpls-offloads-off, vmpls-mpls-1500.
     Seed {
@@ -253,6 +271,14 @@ fn main() -> ExitCode {
         }),
         Command::Bench { bench: BenchCommand::Seed { duration, json, plot } } => {
             bench::seed(Duration::from_secs(*duration), *json, plot.as_deref())
+        }
+        Command::Bench { bench: BenchCommand::Fpm { routes, updates, fast_path, json } } => {
+            bench_fpm::run(&bench_fpm::FpmBenchOptions {
+                routes: *routes,
+                updates: *updates,
+                fast_path: *fast_path,
+                json: *json,
+            })
         }
         Command::Bench {
             bench: BenchCommand::Soak { duration, json, rate, udp_rate, change_every, fast_path },
