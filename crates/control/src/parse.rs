@@ -305,8 +305,14 @@ fn parse_weight(ctx: &Ctx, w: Option<&S<i64>>, field: &str) -> Result<u32, Confi
     }
 }
 
-/// A label stack (`push` or `out`): each label 0..=1048575, implicit null only alone.
-fn parse_stack(ctx: &Ctx, stack: &S<Vec<S<i64>>>, field: &str) -> Result<Vec<Label>, ConfigError> {
+/// A label stack (`push` or `out`), checked by [`crate::check_out_stack`];
+/// `ipv4_payload` as there.
+fn parse_stack(
+    ctx: &Ctx,
+    stack: &S<Vec<S<i64>>>,
+    field: &str,
+    ipv4_payload: Option<bool>,
+) -> Result<Vec<Label>, ConfigError> {
     let mut out = Vec::with_capacity(stack.get_ref().len());
     for l in stack.get_ref() {
         match u32::try_from(*l.get_ref()) {
@@ -320,13 +326,7 @@ fn parse_stack(ctx: &Ctx, stack: &S<Vec<S<i64>>>, field: &str) -> Result<Vec<Lab
             }
         }
     }
-    if out.len() > 1 && out.contains(&IMPLICIT_NULL) {
-        return Err(ctx.err(
-            &stack.span(),
-            field,
-            "implicit null (3) never goes on the wire: write [3] alone for penultimate-hop popping, not inside a stack",
-        ));
-    }
+    crate::check_out_stack(&out, ipv4_payload).map_err(|m| ctx.err(&stack.span(), field, m))?;
     Ok(out)
 }
 
@@ -794,11 +794,18 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                     labels: n.push.as_ref(),
                     weight: n.weight.as_ref(),
                 };
-                nhs.push(v.nexthop(&raw, "route.nexthops", "push", false, line)?);
+                nhs.push(v.nexthop(&raw, "route.nexthops", "push", false, Some(addr.is_ipv4()), line)?);
             }
             RouteAction::Forward(nhs)
         } else if inline.via.is_some() || inline.port.is_some() {
-            RouteAction::Forward(vec![v.nexthop(&inline, "route", "push", false, line)?])
+            RouteAction::Forward(vec![v.nexthop(
+                &inline,
+                "route",
+                "push",
+                false,
+                Some(addr.is_ipv4()),
+                line,
+            )?])
         } else {
             let hint = match inline_field {
                 Some((f, _)) => format!(" ({f} alone is not enough)"),
@@ -910,11 +917,11 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                     labels: n.out.as_ref(),
                     weight: n.weight.as_ref(),
                 };
-                nhs.push(v.nexthop(&raw, "label.nexthops", "out", swap, line)?);
+                nhs.push(v.nexthop(&raw, "label.nexthops", "out", swap, None, line)?);
             }
             Some(nhs)
         } else if has_inline_nh {
-            Some(vec![v.nexthop(&inline, "label", "out", swap, line)?])
+            Some(vec![v.nexthop(&inline, "label", "out", swap, None, line)?])
         } else {
             None
         };
@@ -1170,13 +1177,15 @@ impl Validator<'_> {
     }
 
     /// Resolves one next hop: the port by name or by `via`'s subnet, the gateway on it,
-    /// the label stack (required non-empty when `need_labels`), the weight.
+    /// the label stack (required non-empty when `need_labels`; `ipv4_payload` as in
+    /// [`crate::check_out_stack`]), the weight.
     fn nexthop(
         &self,
         nh: &RawNh,
         table: &str,
         labels_key: &str,
         need_labels: bool,
+        ipv4_payload: Option<bool>,
         line: usize,
     ) -> Result<NexthopConfig, ConfigError> {
         let ctx = self.ctx;
@@ -1285,7 +1294,7 @@ impl Validator<'_> {
             }
         };
         let labels = match nh.labels {
-            Some(stack) => parse_stack(ctx, stack, &field(labels_key))?,
+            Some(stack) => parse_stack(ctx, stack, &field(labels_key), ipv4_payload)?,
             None => Vec::new(),
         };
         if need_labels && labels.is_empty() {

@@ -661,7 +661,7 @@ impl Tables {
                         ));
                     }
                 } else {
-                    RouteAction::Forward(self.resolve_nexthops(&r.nexthops, false)?)
+                    RouteAction::Forward(self.resolve_nexthops(&r.nexthops, false, Some(addr.is_ipv4()))?)
                 }
             }
         };
@@ -702,17 +702,22 @@ impl Tables {
                 if m.nexthops.is_empty() && !delete {
                     return Err(format!("the route for label {} has no next hop", m.label));
                 }
-                LabelConfigAction::Forward(self.resolve_nexthops(&m.nexthops, true)?)
+                LabelConfigAction::Forward(self.resolve_nexthops(&m.nexthops, true, None)?)
             }
         };
         Ok(LabelConfig { label: m.label, action, ttl_model: ttl(m.ttl_propagate), line: 0 })
     }
 
-    fn resolve_nexthops(&self, nhs: &[Nexthop], label: bool) -> Result<Vec<NexthopConfig>, String> {
+    fn resolve_nexthops(
+        &self,
+        nhs: &[Nexthop],
+        label: bool,
+        ipv4_payload: Option<bool>,
+    ) -> Result<Vec<NexthopConfig>, String> {
         if nhs.len() > MAX_NEXTHOPS {
             return Err(format!("{} next hops; at most {MAX_NEXTHOPS} are allowed", nhs.len()));
         }
-        nhs.iter().map(|n| self.resolve_nexthop(n, label)).collect()
+        nhs.iter().map(|n| self.resolve_nexthop(n, label, ipv4_payload)).collect()
     }
 
     fn port_list(&self) -> String {
@@ -733,8 +738,13 @@ impl Tables {
     }
 
     /// One next hop: the port by name or by the gateway's subnet, the gateway on it, the
-    /// labels, the weight.
-    fn resolve_nexthop(&self, n: &Nexthop, label: bool) -> Result<NexthopConfig, String> {
+    /// labels (`ipv4_payload` as in [`crate::check_out_stack`]), the weight.
+    fn resolve_nexthop(
+        &self,
+        n: &Nexthop,
+        label: bool,
+        ipv4_payload: Option<bool>,
+    ) -> Result<NexthopConfig, String> {
         let ports = &self.file.ports;
         let port = match &n.dev {
             None => None,
@@ -805,14 +815,7 @@ impl Tables {
                 }
             }
         };
-        if let Some(&l) = n.labels.iter().find(|&&l| l > MAX_LABEL) {
-            return Err(format!("label {l} is out of range; labels are 0 to {MAX_LABEL} (20 bits)"));
-        }
-        if n.labels.len() > 1 && n.labels.contains(&IMPLICIT_NULL) {
-            return Err(
-                "implicit null (3) never goes on the wire: give it alone (pop), not inside a stack".into()
-            );
-        }
+        crate::check_out_stack(&n.labels, ipv4_payload)?;
         if n.weight == 0 {
             return Err("weight 0: weights start at 1".into());
         }
@@ -1010,6 +1013,15 @@ action = "pop"
             (ip_route("198.18.3.0/24", vec![nh("198.18.10.2", None, &[100, 3])]), "implicit null"),
             (ip_route("198.18.3.0/24", vec![nh("198.18.10.2", None, &[1 << 20])]), "out of range"),
             (
+                ip_route("198.18.3.0/24", vec![nh("198.18.10.2", None, &[1002, 1])]),
+                "label 1 (router alert) is reserved",
+            ),
+            (ip_route("198.18.3.0/24", vec![nh("198.18.10.2", None, &[2])]), "whose explicit null is 0"),
+            (
+                ip_route("198.18.3.0/24", vec![nh("198.18.10.2", None, &(1000..1300).collect::<Vec<_>>())]),
+                "300 labels: a router forwards label stacks of at most 32 entries",
+            ),
+            (
                 ip_route("198.18.1.0/24", vec![nh("198.18.10.2", None, &[])]),
                 "connected subnet of port \"ce1\"",
             ),
@@ -1043,7 +1055,27 @@ action = "pop"
             nexthops: vec![Nexthop { gateway: None, dev: Some("core".into()), labels: vec![200], weight: 1 }],
             ..m
         };
-        assert!(t.change(Change::Add, &RouteSpec::Mpls(swap_no_gw)).unwrap_err().contains("needs a gateway"));
+        assert!(
+            t.change(Change::Add, &RouteSpec::Mpls(swap_no_gw.clone()))
+                .unwrap_err()
+                .contains("needs a gateway")
+        );
+        for (out, want) in [
+            (vec![14], "label 14 (OAM alert) is reserved"),
+            ((1..=40).map(|l| l + 100).collect(), "40 labels"),
+        ] {
+            let swap = MplsRoute {
+                nexthops: vec![Nexthop {
+                    gateway: Some("198.18.10.2".parse().unwrap()),
+                    dev: None,
+                    labels: out,
+                    weight: 1,
+                }],
+                ..swap_no_gw.clone()
+            };
+            let e = t.change(Change::Add, &RouteSpec::Mpls(swap)).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
         // Nothing changed.
         assert_eq!(
             t.build_fib().unwrap().vrfs[0].v4.len(),
@@ -1093,7 +1125,7 @@ action = "pop"
         // A runtime route the file does not know stays.
         t.change(
             Change::Add,
-            &RouteSpec::Inet(ip_route("198.18.7.0/24", vec![nh("198.18.10.2", None, &[7])])),
+            &RouteSpec::Inet(ip_route("198.18.7.0/24", vec![nh("198.18.10.2", None, &[1007])])),
         )
         .unwrap();
         let new_text = PE1.replace("push = [1002]", "push = [1003]")
@@ -1104,7 +1136,7 @@ action = "pop"
         assert_eq!((sum.labels_added, sum.labels_removed, sum.labels_changed), (0, 1, 0));
         assert!(!sum.other_changed);
         assert_eq!(lookup_labels(&fib, "198.18.2.1"), Some(vec![1003]));
-        assert_eq!(lookup_labels(&fib, "198.18.7.1"), Some(vec![7]));
+        assert_eq!(lookup_labels(&fib, "198.18.7.1"), Some(vec![1007]));
         assert!(fib.labels.get(2001).is_none());
         // The same file again: no change.
         let (_, sum) = t.reload(Config::from_str(&new_text, Path::new("pe1.toml")).unwrap()).unwrap();
@@ -1122,7 +1154,7 @@ action = "pop"
         );
         t.change(
             Change::Add,
-            &RouteSpec::Inet(ip_route("198.18.7.0/24", vec![nh("198.18.10.2", None, &[7])])),
+            &RouteSpec::Inet(ip_route("198.18.7.0/24", vec![nh("198.18.10.2", None, &[1007])])),
         )
         .unwrap();
         let renumbered = PE1
@@ -1131,7 +1163,7 @@ action = "pop"
         let e = t.reload(Config::from_str(&renumbered, Path::new("pe1.toml")).unwrap()).unwrap_err();
         assert!(e.contains("198.18.7.0/24 (added at runtime)"), "{e}");
         // The running tables are unchanged.
-        assert_eq!(lookup_labels(&t.build_fib().unwrap(), "198.18.7.1"), Some(vec![7]));
+        assert_eq!(lookup_labels(&t.build_fib().unwrap(), "198.18.7.1"), Some(vec![1007]));
         assert_eq!(t.config().ports[1].addresses[0].0, "198.18.10.1".parse::<IpAddr>().unwrap());
     }
 

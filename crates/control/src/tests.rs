@@ -524,6 +524,49 @@ fn implicit_null_inside_a_stack_is_rejected() {
 }
 
 #[test]
+fn reserved_outgoing_labels_are_refused_with_the_reason() {
+    let route =
+        |push: &str| format!("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.10.2\"\npush = {push}\n");
+    let route6 = |push: &str| {
+        format!("[[route]]\nprefix = \"2001:db8:2::/64\"\nvia = \"2001:db8:10::2\"\npush = {push}\n")
+    };
+    let swap =
+        |out: &str| format!("[[label]]\nin = 100\naction = \"swap\"\nvia = \"198.18.10.2\"\nout = {out}\n");
+    assert_err(&route("[1002, 1]"), 4, "route.push", &["label 1 (router alert) is reserved"]);
+    assert_err(&swap("[14]"), 5, "label.out", &["label 14 (OAM alert) is reserved"]);
+    assert_err(&swap("[7, 100]"), 5, "label.out", &["entropy label indicator"]);
+    assert_err(&swap("[13]"), 5, "label.out", &["GAL"]);
+    assert_err(&swap("[5]"), 5, "label.out", &["unassigned"]);
+    assert_err(&route("[0, 1002]"), 4, "route.push", &["only at the bottom"]);
+    assert_err(&route("[1002, 2]"), 4, "route.push", &["IPv4 packets, whose explicit null is 0"]);
+    assert_err(&route6("[0]"), 4, "route.push", &["IPv6 packets, whose explicit null is 2"]);
+    // What the RFCs allow: explicit null of the payload's family at the bottom, implicit
+    // null alone; a swap may end in either explicit null.
+    for ok in
+        [route("[1002, 0]"), route6("[1002, 2]"), route("[3]"), swap("[200, 2]"), swap("[0]"), swap("[3]")]
+    {
+        parse(&ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+}
+
+#[test]
+fn stacks_deeper_than_the_routers_forward_are_refused() {
+    let stack =
+        |n: u32| format!("[{}]", (0..n).map(|i| (1000 + i).to_string()).collect::<Vec<_>>().join(", "));
+    let route =
+        |push: &str| format!("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.10.2\"\npush = {push}\n");
+    let swap =
+        |out: &str| format!("[[label]]\nin = 100\naction = \"swap\"\nvia = \"198.18.10.2\"\nout = {out}\n");
+    let limit = vmpls_fib::MAX_STACK_DEPTH as u32;
+    assert_eq!(limit, 32);
+    assert_err(&route(&stack(limit + 1)), 4, "route.push", &["33 labels", "at most 32"]);
+    assert_err(&route(&stack(300)), 4, "route.push", &["300 labels", "at most 32"]);
+    assert_err(&swap(&stack(40)), 5, "label.out", &["40 labels", "at most 32"]);
+    parse(&route(&stack(limit))).unwrap();
+    parse(&swap(&stack(limit))).unwrap();
+}
+
+#[test]
 fn two_ports_sharing_a_subnet_is_rejected() {
     assert_err(
         "[[port]]\nname = \"x\"\ninterface = \"t-x\"\naddresses = [\"198.18.1.2/24\"]\n",

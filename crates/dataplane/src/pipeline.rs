@@ -39,8 +39,9 @@ const MPLS_ETHERTYPE: u16 = 0x8847;
 const IPV4_ETHERTYPE: u16 = 0x0800;
 const IPV6_ETHERTYPE: u16 = 0x86dd;
 const ARP_ETHERTYPE: u16 = 0x0806;
-/// Most label stack entries one frame may carry; deeper stacks are dropped.
-const MAX_LABELS: usize = 32;
+/// Most label stack entries one frame may carry; deeper stacks are dropped. The control
+/// plane refuses routes that would push more.
+const MAX_LABELS: usize = vmpls_fib::MAX_STACK_DEPTH;
 /// Label stack entries kept for an ICMP extension or for sending an error along the LSP:
 /// the whole stack of any frame accepted, so an error sent along the LSP gets it all back
 /// (with fewer, its last entry would lack the bottom-of-stack bit).

@@ -44,6 +44,14 @@ pub const MAX_LABEL: Label = (1 << 20) - 1;
 pub const MIN_UNRESERVED_LABEL: Label = 16;
 /// Implicit null (RFC 3032): signalled, never sent; a label stack of `[3]` means "pop".
 pub const IMPLICIT_NULL: Label = 3;
+/// IPv4 explicit null (RFC 3032): an IPv4 packet follows the stack.
+pub const IPV4_EXPLICIT_NULL: Label = 0;
+/// IPv6 explicit null (RFC 3032): an IPv6 packet follows the stack.
+pub const IPV6_EXPLICIT_NULL: Label = 2;
+/// The deepest label stack the router forwards: a frame that arrives with more entries is
+/// dropped (`label_stack_too_deep`), by the pipeline and by the in-kernel fast path, so a
+/// route may not push (or swap to) more than this many labels.
+pub const MAX_STACK_DEPTH: usize = 32;
 
 /// How TTL crosses label pushes and pops (RFC 3443).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
