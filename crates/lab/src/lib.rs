@@ -36,6 +36,7 @@
 
 pub mod capture;
 pub mod frr;
+pub mod frr_lab;
 pub mod inject;
 pub mod netns;
 mod nl;
