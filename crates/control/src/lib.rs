@@ -353,6 +353,8 @@ pub struct Config {
 /// [frr]
 /// fpm = "127.0.0.1:2620"   # where zebra's dplane_fpm_nl connects; loopback only
 /// hold-time = 120          # seconds zebra's routes stay in force while it is away
+/// stale-time = 30          # seconds, after zebra reconnects, that routes it has not sent
+///                          # again keep forwarding
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrrConfig {
@@ -360,6 +362,10 @@ pub struct FrrConfig {
     pub fpm: std::net::SocketAddr,
     /// How long the routes from zebra keep forwarding after its connection is lost.
     pub hold: std::time::Duration,
+    /// After zebra reconnects, how long the routes it has not sent again keep
+    /// forwarding. zebra restarted alone replays only what its daemons have given it so
+    /// far, and they come back over several seconds (FRR's clients retry every 10 s).
+    pub stale: std::time::Duration,
 }
 
 impl FrrConfig {
@@ -368,6 +374,8 @@ impl FrrConfig {
         std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 2620);
     /// The default hold time.
     pub const DEFAULT_HOLD: std::time::Duration = std::time::Duration::from_secs(120);
+    /// The default stale time.
+    pub const DEFAULT_STALE: std::time::Duration = std::time::Duration::from_secs(30);
 }
 
 impl Config {

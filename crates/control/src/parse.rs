@@ -41,6 +41,7 @@ struct RawFile {
 struct RawFrr {
     fpm: Option<S<String>>,
     hold_time: Option<S<i64>>,
+    stale_time: Option<S<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -983,19 +984,19 @@ fn parse_frr(ctx: &Ctx, f: &RawFrr, router: &RawRouter, ports: &[RawPort]) -> Re
             addr
         }
     };
-    let hold = match &f.hold_time {
-        None => FrrConfig::DEFAULT_HOLD,
+    let seconds = |v: &Option<S<i64>>, key: &str, default| match v {
+        None => Ok(default),
         Some(h) => match u64::try_from(*h.get_ref()) {
-            Ok(v) if (1..=86_400).contains(&v) => std::time::Duration::from_secs(v),
-            _ => {
-                return Err(ctx.err(
-                    &h.span(),
-                    "frr.hold-time",
-                    format!("hold time {} is out of range; expected 1 to 86400 seconds", h.get_ref()),
-                ));
-            }
+            Ok(v) if (1..=86_400).contains(&v) => Ok(std::time::Duration::from_secs(v)),
+            _ => Err(ctx.err(
+                &h.span(),
+                key,
+                format!("{} is out of range; expected 1 to 86400 seconds", h.get_ref()),
+            )),
         },
     };
+    let hold = seconds(&f.hold_time, "frr.hold-time", FrrConfig::DEFAULT_HOLD)?;
+    let stale = seconds(&f.stale_time, "frr.stale-time", FrrConfig::DEFAULT_STALE)?;
     let kernel_owns = "with [frr] the kernel owns the addresses (FRR's daemons use them); \
                        vmpls reads them from the interfaces: remove this key";
     if let Some(a) = router.addresses.as_ref().and_then(|a| a.first()) {
@@ -1012,7 +1013,7 @@ fn parse_frr(ctx: &Ctx, f: &RawFrr, router: &RawRouter, ports: &[RawPort]) -> Re
              FRR's daemons can use it",
         ));
     }
-    Ok(FrrConfig { fpm, hold })
+    Ok(FrrConfig { fpm, hold, stale })
 }
 
 /// One `[limits]` number: `None` when absent, else within `min..=max`. `below` explains

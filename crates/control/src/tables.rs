@@ -261,19 +261,53 @@ impl Tables {
         match self.build_fib() {
             Ok(fib) => Ok(FrrApplied { fib, refused }),
             Err(e) => {
+                // Something the checks above did not foresee: take the batch back, then
+                // apply it one change at a time, refusing only what the tables refuse,
+                // so that the rest (a reroute, say) is not lost with it.
+                let mut changed: Vec<FrrChange> = Vec::new();
                 for (key, old) in undo_routes.into_iter().rev() {
-                    match old {
-                        Some(o) => self.frr_routes.insert(key, o),
+                    let now = match old {
+                        Some(o) => self.frr_routes.insert(key.clone(), o),
                         None => self.frr_routes.remove(&key),
                     };
+                    let (vrf, prefix, len) = key;
+                    changed.push(FrrChange::Route {
+                        vrf,
+                        prefix,
+                        len,
+                        route: now.map(|e| (e.item.action, e.origin)),
+                    });
                 }
                 for (label, old) in undo_labels.into_iter().rev() {
-                    match old {
+                    let now = match old {
                         Some(o) => self.frr_labels.insert(label, o),
                         None => self.frr_labels.remove(&label),
                     };
+                    changed.push(FrrChange::Label { label, route: now.map(|e| (e.item.action, e.origin)) });
                 }
-                Err(e)
+                if changed.len() <= 1 {
+                    return Err(e);
+                }
+                // In halves, so that a few bad changes in a table walk of thousands cost
+                // a few builds each, not one build per change.
+                changed.reverse();
+                let second = changed.split_off(changed.len() / 2);
+                let mut fib = None;
+                for half in [changed, second] {
+                    let what = half.len();
+                    match self.apply_frr(half) {
+                        Ok(applied) => {
+                            refused.extend(applied.refused);
+                            fib = Some(applied.fib);
+                        }
+                        Err(e) if what == 1 => refused.push(e),
+                        Err(e) => return Err(e),
+                    }
+                }
+                match fib {
+                    Some(fib) => Ok(FrrApplied { fib, refused }),
+                    None => self.build_fib().map(|fib| FrrApplied { fib, refused }),
+                }
             }
         }
     }
@@ -318,10 +352,26 @@ impl Tables {
         }
     }
 
-    /// The routes in force: the file's and the CLI's, then FRR's where those have none.
+    /// The routes in force: the file's and the CLI's, then FRR's where those have none
+    /// and where the router has no connected subnet or address of its own (zebra picks
+    /// an IGP route to a connected subnet when the link goes down, while the address
+    /// stays on the interface).
     fn running_routes(&self) -> impl Iterator<Item = &RouteConfig> {
-        let frr = self.frr_routes.iter().filter(|(k, _)| !self.routes.contains_key(*k)).map(|(_, e)| e);
+        let frr = self
+            .frr_routes
+            .iter()
+            .filter(|(k, _)| !self.routes.contains_key(*k) && !self.is_own(k))
+            .map(|(_, e)| e);
         self.routes.values().chain(frr).map(|e| &e.item)
+    }
+
+    /// Whether `key` is a connected subnet of a port or one of the router's addresses.
+    fn is_own(&self, (vrf, prefix, len): &RouteKey) -> bool {
+        let ports = self.file.ports.iter().filter(|p| &p.vrf == vrf);
+        let mut addrs = ports.flat_map(|p| p.addresses.iter());
+        let router = [self.file.router.v4.map(IpAddr::V4), self.file.router.v6.map(IpAddr::V6)];
+        addrs.any(|&(a, l)| (mask(a, l), l) == (*prefix, *len) || (a, max_len(a)) == (*prefix, *len))
+            || (vrf == DEFAULT_VRF_NAME && *len == max_len(*prefix) && router.contains(&Some(*prefix)))
     }
 
     /// The label routes in force, as [`Tables::running_routes`].
@@ -1173,5 +1223,72 @@ action = "pop"
         assert_eq!(parse_prefix("198.18.2.7", Family::Inet).unwrap(), ("198.18.2.7".parse().unwrap(), 32));
         assert!(parse_prefix("198.18.2.0/33", Family::Inet).unwrap_err().contains("/33"));
         assert!(parse_prefix("bogus", Family::Inet).unwrap_err().contains("\"bogus\" is not a prefix"));
+    }
+}
+
+#[cfg(test)]
+mod frr_tests {
+    use super::*;
+    use vmpls_fib::RouteTarget;
+
+    fn tables() -> Tables {
+        let cfg = Config::from_str(
+            "[router]\nname = \"r\"\naddresses = [\"198.18.255.1\"]\n\n[[port]]\nname = \"east\"\ninterface = \"lo\"\naddresses = [\"198.18.11.1/24\"]\n",
+            std::path::Path::new("r.toml"),
+        )
+        .unwrap();
+        Tables::new(cfg)
+    }
+
+    fn forward(label: Label) -> Vec<NexthopConfig> {
+        vec![NexthopConfig {
+            port: 0,
+            via: Some("198.18.11.2".parse().unwrap()),
+            labels: vec![label],
+            weight: 1,
+        }]
+    }
+
+    fn route(prefix: &str, len: u8) -> FrrChange {
+        FrrChange::Route {
+            vrf: DEFAULT_VRF_NAME.into(),
+            prefix: prefix.parse().unwrap(),
+            len,
+            route: Some((RouteAction::Forward(forward(100)), Protocol::Ospf)),
+        }
+    }
+
+    #[test]
+    fn a_route_from_frr_to_a_connected_subnet_or_own_address_is_shadowed_not_an_error() {
+        let mut t = tables();
+        let applied = t
+            .apply_frr(vec![route("198.18.11.0", 24), route("198.18.255.1", 32), route("198.18.12.0", 24)])
+            .unwrap();
+        assert!(applied.refused.is_empty(), "{:?}", applied.refused);
+        let v4 = &applied.fib.vrfs[0].v4;
+        let target = |a: &str| v4.lookup(a.parse().unwrap()).map(|(_, _, r)| r.target.clone());
+        assert!(matches!(target("198.18.11.9"), Some(RouteTarget::Connected { .. })));
+        assert!(matches!(target("198.18.255.1"), Some(RouteTarget::Local)));
+        assert!(matches!(target("198.18.12.9"), Some(RouteTarget::Forward(_))));
+        assert_eq!(t.frr_counts(), (3, 0), "kept, to take over should the subnet go");
+    }
+
+    #[test]
+    fn a_change_the_tables_refuse_costs_only_itself() {
+        let mut t = tables();
+        let bad = FrrChange::Label {
+            label: 100,
+            route: Some((LabelConfigAction::PopAndLookup { vrf: "nosuch".into() }, Protocol::Bgp)),
+        };
+        let good = FrrChange::Label {
+            label: 101,
+            route: Some((LabelConfigAction::Forward(forward(200)), Protocol::Ldp)),
+        };
+        let applied = t.apply_frr(vec![bad, good, route("198.18.12.0", 24)]).unwrap();
+        assert_eq!(applied.refused.len(), 1, "{:?}", applied.refused);
+        assert!(applied.refused[0].contains("nosuch"), "{:?}", applied.refused);
+        assert!(applied.fib.labels.get(101).is_some());
+        assert!(applied.fib.labels.get(100).is_none());
+        assert_eq!(t.frr_counts(), (1, 1));
     }
 }

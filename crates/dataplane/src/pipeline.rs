@@ -184,6 +184,10 @@ impl ReceivedStack {
     }
 }
 
+/// The largest MTU of an Ethernet NIC (jumbo frames). Links above it are virtual (veth,
+/// TAP) and carry super-frames whole.
+const MAX_ETHERNET_MTU: u32 = 9216;
+
 /// Where an IP packet came from, for TTL handling and ICMP.
 #[derive(Debug, Clone, Copy)]
 struct IpContext {
@@ -1148,10 +1152,17 @@ impl Dataplane {
         } else {
             pkt.len() - ETH + push
         };
-        let crossed_lsp = ip.is_some_and(|(ctx, _)| ctx.stack.is_some());
-        if on_wire > mtu && crossed_lsp && !pkt.offload.is_gso() {
-            // A TCP super-frame that crossed the core whole as a jumbo frame: cut it to
-            // this port's MTU again (by the port's TSO or in software at output).
+        // A TCP super-frame that crossed the core whole as a jumbo frame, with its GSO
+        // marking lost (the kernel refuses labelled GSO frames through AF_PACKET): cut it
+        // to this port's MTU again (by the port's TSO or in software at output). Popped
+        // here, or by the penultimate hop (PHP): then it arrives as plain IP, over a link
+        // larger than any Ethernet's, where only super-frames are that big. A host's
+        // oversized packet on an ordinary link still gets "too big".
+        let jumbo_in = |ctx: &IpContext| {
+            self.ports.get(usize::from(ctx.in_port)).is_some_and(|p| p.mtu > MAX_ETHERNET_MTU)
+        };
+        let recut = ip.is_some_and(|(ctx, _)| ctx.stack.is_some() || (!ctx.originated && jumbo_in(&ctx)));
+        if on_wire > mtu && recut && !pkt.offload.is_gso() {
             if gso::rebuild(&mut pkt, l3, mtu.saturating_sub(push)).is_ok() {
                 self.counters.event(Event::GsoRebuilt, 1);
                 on_wire = gso::segment_l3_len(&pkt, l3).map_or(on_wire, |n| n + push);

@@ -1395,6 +1395,44 @@ fn egress_rebuilds_gso_for_the_customer_port_from_a_jumbo_frame() {
 }
 
 #[test]
+fn egress_rebuilds_gso_for_a_jumbo_frame_the_penultimate_hop_popped() {
+    // With PHP, p pops the last label and pe2 gets the super-frame as plain IP over the
+    // 64 KiB core: cut for the customer like one that arrived labelled.
+    let mut ports = pe2_ports();
+    ports[usize::from(PE2_CORE)].mtu = 65535;
+    ports[usize::from(PE2_CE2)].caps = PortCaps { tso4: true, tso6: true, csum: true, ..PortCaps::default() };
+    let mut r = Router::new(pe2_builder(), ports);
+    r.resolve_all_pe2();
+    let ip = ipv4_tcp_partial(CE1, CE2, 62, 1, &pattern(30000, 7));
+    let mut pkt = Packet::from_frame(PE2_CORE, &ipv4_frame(PE2_CORE_MAC, P_EAST_MAC, &ip));
+    pkt.offload =
+        virtio_net::Repr { needs_csum: true, csum_start: 34, csum_offset: 16, ..Default::default() };
+    let out = r.send_packet(pkt);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, PE2_CE2);
+    assert_eq!(out[0].offload.gso_type, virtio_net::GsoType::TcpV4);
+    assert_eq!(out[0].offload.gso_size, 1500 - 20 - 20);
+    assert_eq!(r.events(Event::GsoRebuilt), 1);
+    r.assert_no_drops();
+
+    // The same over an ordinary 1500-byte core would not have arrived; over a 9000-byte
+    // Ethernet jumbo link it is a host's packet, answered with "too big".
+    let mut ports = pe2_ports();
+    ports[usize::from(PE2_CORE)].mtu = 9000;
+    let mut r = Router::new(pe2_builder(), ports);
+    r.resolve_all_pe2();
+    let ip = ipv4_tcp_partial(CE1, CE2, 62, 1, &pattern(8000, 7));
+    let mut pkt = Packet::from_frame(PE2_CORE, &ipv4_frame(PE2_CORE_MAC, P_EAST_MAC, &ip));
+    pkt.offload =
+        virtio_net::Repr { needs_csum: true, csum_start: 34, csum_offset: 16, ..Default::default() };
+    let out = r.send_packet(pkt);
+    assert_eq!(r.events(Event::GsoRebuilt), 0);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, PE2_CORE);
+    assert_eq!(out[0].parse().icmpv4().msg_type(), icmpv4::msg_type::DST_UNREACHABLE);
+}
+
+#[test]
 fn a_plain_ip_packet_too_big_for_the_port_still_gets_frag_needed() {
     // Only frames that crossed an LSP are re-cut; a host's oversized DF packet is answered.
     let mut ports = pe1_ports();

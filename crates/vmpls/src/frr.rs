@@ -90,7 +90,7 @@ pub fn spawn(server: Arc<Server>, cfg: FrrConfig, interfaces: Vec<String>) -> an
     listener.set_nonblocking(true)?;
     let status = Arc::new(FrrStatus::default());
     let st = status.clone();
-    info!(address = %cfg.fpm, hold_s = cfg.hold.as_secs(), "waiting for zebra's FPM connection");
+    info!(address = %cfg.fpm, hold_s = cfg.hold.as_secs(), stale_s = cfg.stale.as_secs(), "waiting for zebra's FPM connection");
     std::thread::Builder::new().name("fpm".into()).spawn(move || {
         Session::new(server, cfg, interfaces, st).run(&listener);
     })?;
@@ -106,6 +106,7 @@ struct Session {
     conn: Option<TcpStream>,
     buf: Vec<u8>,
     last_message: Instant,
+    connected_at: Instant,
     lost_at: Option<Instant>,
     warned_tables: bool,
 }
@@ -121,6 +122,7 @@ impl Session {
             conn: None,
             buf: Vec::new(),
             last_message: Instant::now(),
+            connected_at: Instant::now(),
             lost_at: None,
             warned_tables: false,
         }
@@ -169,6 +171,7 @@ impl Session {
         self.conn = Some(stream);
         self.buf.clear();
         self.last_message = Instant::now();
+        self.connected_at = Instant::now();
         self.lost_at = None;
     }
 
@@ -235,7 +238,11 @@ impl Session {
     }
 
     fn timers(&mut self) {
-        if self.conn.is_some() && self.rib.resyncing() && self.last_message.elapsed() >= RESYNC_QUIET {
+        if self.conn.is_some()
+            && self.rib.resyncing()
+            && self.last_message.elapsed() >= RESYNC_QUIET
+            && self.connected_at.elapsed() >= self.cfg.stale
+        {
             let removed = self.rib.end_resync();
             info!(
                 removed,
