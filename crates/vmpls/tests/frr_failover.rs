@@ -536,9 +536,6 @@ const CE1_NET: &str = "198.18.1.0/24";
 const CE2_NET: &str = "198.18.2.0/24";
 
 #[test]
-#[ignore = "vmpls bug: when pe1-p1 goes down zebra sends an OSPF route to 198.18.11.0/24 (the port's \
-            connected subnet, whose address stays), the FIB build refuses it, and the whole burst (the \
-            reroute via p2 with it) is dropped for good; run with --include-ignored once fixed"]
 fn a_core_link_fails_during_a_flow_and_vmpls_follows_ospf_and_ldp() {
     if !is_root() {
         eprintln!("skipping frr_failover: needs root (network namespaces, FRR daemons)");
