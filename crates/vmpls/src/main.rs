@@ -223,6 +223,22 @@ enum LabCommand {
         #[arg(long)]
         vm: bool,
     },
+    /// The seed topology with FRRouting as control plane: pe1, p and pe2 each run FRR
+    /// (zebra with vmpls's module and FPM, ospfd, ldpd) and vmpls; waits for OSPF and LDP,
+    /// checks ping and traceroute, and runs the TCP flow ce1 -> ce2 through kernel IP
+    /// routing and through the LDP LSP (pipeline and in-kernel fast path), one table.
+    Frr {
+        /// Seconds each mode's TCP flow runs.
+        #[arg(long, default_value_t = 10)]
+        duration: u64,
+        /// Print JSON instead of Markdown tables.
+        #[arg(long)]
+        json: bool,
+        /// The zebra module (`scripts/build-zebra-module` builds it and prints its path).
+        /// Default: $VMPLS_ZEBRA_MODULE, else the one built next to this binary.
+        #[arg(long, value_name = "PATH")]
+        zebra_module: Option<PathBuf>,
+    },
 }
 
 impl Cli {
@@ -289,6 +305,9 @@ fn main() -> ExitCode {
         Command::Lab { lab: LabCommand::Seed { duration, json, vm: true } } => {
             lab_seed_vm(Duration::from_secs(*duration), *json)
         }
+        Command::Lab { lab: LabCommand::Frr { duration, json, zebra_module } } => {
+            lab_frr(Duration::from_secs(*duration), *json, zebra_module.clone())
+        }
         other => return run_client(&cli, other),
     };
     match result {
@@ -346,6 +365,50 @@ fn lab_seed(duration: Duration, json: bool) -> anyhow::Result<()> {
     }
     if !report.ok() {
         anyhow::bail!("some modes failed (see above)");
+    }
+    Ok(())
+}
+
+/// The zebra module to load: given, from the environment, or built by
+/// `scripts/build-zebra-module` next to this binary (`target/frr-module/VERSION/`).
+fn zebra_module(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = given.or_else(|| std::env::var_os("VMPLS_ZEBRA_MODULE").map(PathBuf::from)) {
+        anyhow::ensure!(p.is_file(), "no zebra module at {}", p.display());
+        return Ok(p);
+    }
+    let exe = std::env::current_exe()?;
+    let built = exe.parent().and_then(|d| d.parent()).map(|t| t.join("frr-module"));
+    let newest = built
+        .and_then(|d| std::fs::read_dir(d).ok())
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some(e.ok()?.path().join("vmpls_zebra.so")))
+        .filter(|p| p.is_file())
+        .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
+    newest.ok_or_else(|| {
+        anyhow::anyhow!(
+            "vmpls lab frr needs the zebra module: build it with ./scripts/build-zebra-module (or run \
+             ./scripts/lab-frr), then pass --zebra-module PATH or set VMPLS_ZEBRA_MODULE"
+        )
+    })
+}
+
+fn lab_frr(duration: Duration, json: bool, module: Option<PathBuf>) -> anyhow::Result<()> {
+    vmpls_lab::install_interrupt_handler()?;
+    let opts = vmpls_lab::frr_lab::FrrLabOptions {
+        vmpls: std::env::current_exe()?,
+        duration,
+        zebra_module: zebra_module(module)?,
+        json,
+    };
+    let report = vmpls_lab::frr_lab::run_frr_lab(&opts, &mut |line| eprintln!("{line}"))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    } else {
+        print!("{}", report.to_markdown());
+    }
+    if !report.ok() {
+        anyhow::bail!("some checks or modes failed (see above)");
     }
     Ok(())
 }
