@@ -6,6 +6,7 @@
 mod bench;
 mod bench_fpm;
 mod capture;
+mod claim;
 mod client;
 mod fastpath;
 mod frr;

@@ -281,6 +281,13 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         .or_else(|| cfg.router.control_socket.clone())
         .unwrap_or_else(|| crate::socket::default_path(&cfg.router.name));
     let control = crate::socket::bind(&socket_path)?;
+    let claimed: Vec<&str> = cfg
+        .ports
+        .iter()
+        .filter(|p| !matches!(p.kind, vmpls_control::PortKind::VhostUser { .. }))
+        .map(|p| p.interface.as_str())
+        .collect();
+    let _claims = crate::claim::Claims::take(&cfg.router.name, &socket_path, &claimed)?;
     let metrics = match opts.metrics {
         Some(addr) => Some(
             std::net::TcpListener::bind(addr).with_context(|| format!("cannot serve metrics on {addr}"))?,

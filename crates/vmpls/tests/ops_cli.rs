@@ -117,10 +117,16 @@ impl Lab {
     }
 
     fn spawn(&self, router: &str, config: &Path, extra: &[&str]) -> anyhow::Result<Child> {
+        self.spawn_as(router, router, config, extra)
+    }
+
+    /// `vmpls run` in `host`'s namespace, logging to `log.log`.
+    fn spawn_as(&self, host: &str, log: &str, config: &Path, extra: &[&str]) -> anyhow::Result<Child> {
+        let router = host;
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.dir.join(format!("{router}.log")))?;
+            .open(self.dir.join(format!("{log}.log")))?;
         let mut cmd = Command::new(BIN);
         cmd.arg("run")
             .arg("--config")
@@ -620,5 +626,73 @@ fn reload_sighup_and_who_may_use_the_socket() -> anyhow::Result<()> {
     assert!(pe2.wait()?.success());
     assert!(!default_socket.exists());
     assert!(!default_socket.parent().expect("dir").exists(), "the namespace's directory goes too");
+    Ok(())
+}
+
+/// Issue 13, item 2: a second `vmpls run` on interfaces another router serves in the
+/// same namespace is refused and told which router holds them; once that router is
+/// gone (even killed), the interfaces are free.
+#[test]
+fn a_second_router_on_the_same_interfaces_is_refused() -> anyhow::Result<()> {
+    let mut lab = Lab::new("claim")?;
+    let pe1 = lab.config("pe1", |t| t);
+    lab.start("pe1", &pe1, &[])?;
+    lab.start("p", &lab.config("p", |t| t), &[])?;
+    lab.start("pe2", &lab.config("pe2", |t| t), &[])?;
+    lab.wait_ping(true)?;
+
+    // Another router (own name, own socket) on pe1's interfaces.
+    let other_socket = lab.dir.join("other.sock");
+    let other = pe1.replacen("name = \"pe1\"", "name = \"other\"", 1).replacen(
+        "[router]\n",
+        &format!("[router]\ncontrol-socket = \"{}\"\n", other_socket.display()),
+        1,
+    );
+    let other_cfg = lab.dir.join("other.toml");
+    std::fs::write(&other_cfg, &other)?;
+    let mut second = lab.spawn_as("pe1", "other", &other_cfg, &[])?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = second.try_wait()? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            second.kill()?;
+            second.wait()?;
+            panic!("a second router on pe1's interfaces started:\n{}", lab.log("other"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = lab.log("other");
+    assert!(!status.success(), "{err}");
+    let want = format!(
+        "interface pe1-ce1 is already served by router \"pe1\" (pid {}, control socket {})",
+        lab.pid("pe1"),
+        lab.socket("pe1").display()
+    );
+    assert!(err.contains(&want), "{err:?} lacks {want:?}");
+    assert!(!other_socket.exists(), "the refused router leaves no socket");
+    // pe1 still forwards, once: no duplicate replies.
+    assert_eq!(lab.replies(3)?, 3);
+
+    // pe1 killed: its claims die with it, and the other router starts.
+    let (_, mut pe1_child) = lab.routers.remove(0);
+    pe1_child.kill()?;
+    pe1_child.wait()?;
+    let child = lab.spawn_as("pe1", "other2", &other_cfg, &[])?;
+    lab.routers.push(("other".into(), child));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !Command::new(BIN)
+        .arg("--socket")
+        .arg(&other_socket)
+        .args(["link", "show"])
+        .output()?
+        .status
+        .success()
+    {
+        ensure!(Instant::now() < deadline, "the other router did not start:\n{}", lab.log("other2"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    lab.wait_ping(true)?;
     Ok(())
 }
