@@ -12,7 +12,8 @@
 //! difference is applied: routes the file no longer has are removed, routes it adds or
 //! changes are set, and routes it did not change are left as they are now, including
 //! routes added or replaced at runtime. Port changes (a port added, removed, renamed,
-//! moved to another interface, or a new MTU) need a restart and are rejected.
+//! moved to another interface, a new MTU, kind or forced offloads) need a restart and
+//! are rejected.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -874,7 +875,6 @@ impl Tables {
     }
 }
 
-/// Why `new` cannot be applied without a restart, if it cannot.
 /// What the tables would refuse in the next hops of a route from FRR.
 fn check_frr_nexthops(nhs: &[NexthopConfig], label_route: bool) -> Result<(), String> {
     if nhs.is_empty() {
@@ -897,6 +897,7 @@ fn check_frr_nexthops(nhs: &[NexthopConfig], label_route: bool) -> Result<(), St
     Ok(())
 }
 
+/// Why `new` cannot be applied without a restart, if it cannot.
 fn restart_needed(old: &Config, new: &Config) -> Option<String> {
     let limits = old.limits.changes(&new.limits);
     if !limits.is_empty() {
@@ -938,6 +939,9 @@ fn restart_needed(old: &Config, new: &Config) -> Option<String> {
         }
         if a.kind != b.kind {
             return Some(format!("the kind of port \"{}\" changed", a.name));
+        }
+        if a.offloads != b.offloads {
+            return Some(format!("the offloads of port \"{}\" changed", a.name));
         }
     }
     None
@@ -1202,6 +1206,15 @@ action = "pop"
             e.contains("port \"core\" moved from interface pe1-p to pe1-q") && e.contains("restart"),
             "{e}"
         );
+        // Forced offloads are read when the port opens: a change needs a restart too.
+        for offloads in ["{ tso = false }", "{ csum = false, mpls-gso = true }"] {
+            let forced = PE1.replace(
+                "interface = \"pe1-p\"\n",
+                &format!("interface = \"pe1-p\"\noffloads = {offloads}\n"),
+            );
+            let e = t.reload(Config::from_str(&forced, Path::new("pe1.toml")).unwrap()).unwrap_err();
+            assert!(e.contains("the offloads of port \"core\" changed"), "{e}");
+        }
         t.change(
             Change::Add,
             &RouteSpec::Inet(ip_route("198.18.7.0/24", vec![nh("198.18.10.2", None, &[1007])])),
