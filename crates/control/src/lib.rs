@@ -146,6 +146,8 @@ pub struct PortConfig {
     /// Line of the `interface` key (`socket` for vhost-user), for errors about what the
     /// port attaches to ([`check_interfaces`]).
     pub interface_line: usize,
+    /// The line of its `mtu` key (its `name` line without one), for messages.
+    pub mtu_line: usize,
     /// Offloads forced on or off at output, over what the port reports (`offloads`).
     pub offloads: OffloadOverrides,
 }
@@ -496,6 +498,31 @@ pub fn check_interfaces(cfg: &Config, exists: impl Fn(&str) -> bool) -> Result<(
             ),
         }),
     }
+}
+
+/// Checks every `af-packet` port against its interface as `run` will open it: `probe`
+/// gets the interface name and the configured MTU and says what is wrong (it is down, not
+/// Ethernet, smaller than `mtu`, missing). The error points at the port's `interface`
+/// key, or at `mtu` when that is what the interface cannot carry.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] for the first port `probe` refuses.
+pub fn check_ports(
+    cfg: &Config,
+    probe: impl Fn(&str, Option<u32>) -> Result<(), String>,
+) -> Result<(), ConfigError> {
+    for p in cfg.ports.iter().filter(|p| !p.kind.is_created_by_router()) {
+        if let Err(message) = probe(&p.interface, p.mtu) {
+            let mtu_problem = p.mtu.is_some() && probe(&p.interface, None).is_ok();
+            return Err(ConfigError::Invalid {
+                path: cfg.path.clone(),
+                line: if mtu_problem { p.mtu_line } else { p.interface_line },
+                field: if mtu_problem { "port.mtu" } else { "port.interface" }.into(),
+                message: format!("port \"{}\": {message}", p.name),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// What reserved label `l` (0-15) is, for messages.

@@ -730,7 +730,18 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             addresses.push((a, len));
         }
         let offloads = raw_offloads(&p.offloads);
-        ports.push(PortConfig { name, interface, mtu, vrf, addresses, kind, interface_line, offloads });
+        let mtu_line = p.mtu.as_ref().map_or(line, |m| ctx.line(&m.span()));
+        ports.push(PortConfig {
+            name,
+            interface,
+            mtu,
+            vrf,
+            addresses,
+            kind,
+            interface_line,
+            mtu_line,
+            offloads,
+        });
         port_lines.push(line);
     }
     for &(a, line) in &router_lines {

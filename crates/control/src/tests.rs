@@ -769,6 +769,36 @@ fn two_ports_on_one_tap_name_or_one_socket_are_rejected() {
 }
 
 #[test]
+fn check_ports_points_at_the_interface_or_the_mtu() {
+    let cfg = parse("").unwrap();
+    assert!(check_ports(&cfg, |_, _| Ok(())).is_ok());
+    let e =
+        check_ports(
+            &cfg,
+            |n, _| if n == "t-core" { Err("interface \"t-core\" is down".into()) } else { Ok(()) },
+        )
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "t.toml:{}: port.interface: port \"core\": interface \"t-core\" is down",
+            first_extra_line() - 2
+        )
+    );
+    // A configured MTU the interface cannot carry: the error names the mtu line.
+    let cfg = Config::from_str(
+        &BASE.replace("interface = \"t-core\"\n", "interface = \"t-core\"\nmtu = 9000\n"),
+        Path::new("t.toml"),
+    )
+    .unwrap();
+    let probe = |_: &str, mtu: Option<u32>| {
+        if mtu.is_some_and(|m| m > 1500) { Err("MTU 9000 exceeds 1500".to_string()) } else { Ok(()) }
+    };
+    let e = check_ports(&cfg, probe).unwrap_err();
+    assert_eq!((e.field(), e.line()), (Some("port.mtu"), Some(first_extra_line() - 1)), "{e}");
+}
+
+#[test]
 fn check_interfaces_skips_the_ports_the_router_creates() {
     let cfg = parse(
         "[[port]]\nname = \"t\"\nkind = \"tap\"\ninterface = \"new-tap\"\n\n[[port]]\nname = \"vm\"\nkind = \"vhost-user\"\nsocket = \"/tmp/vm.sock\"\n",

@@ -291,6 +291,17 @@ pub(crate) fn open_checked(
             io_err("read the interface's flags, address and MTU")(source)
         }
     })?;
+    let mtu = usable(ifname, &details, mtu_override)?;
+    Ok((fd, ifindex, details, mtu))
+}
+
+/// Whether an interface with `details` can carry a port with `mtu_override`: up,
+/// Ethernet, a configured MTU within its own. Returns the port's MTU.
+pub(crate) fn usable(
+    ifname: &str,
+    details: &sys::IfDetails,
+    mtu_override: Option<u32>,
+) -> Result<u32, PortError> {
     if details.flags & libc::IFF_UP == 0 {
         return Err(PortError::InterfaceDown { ifname: ifname.to_owned() });
     }
@@ -311,7 +322,7 @@ pub(crate) fn open_checked(
         Some(requested) => requested,
         None => details.mtu,
     };
-    Ok((fd, ifindex, details, mtu))
+    Ok(mtu)
 }
 
 /// Sends `pkts` on a packet socket with `sendmmsg`, batch after batch, counting into

@@ -271,6 +271,39 @@ pub fn interface_exists(ifname: &str) -> bool {
     sys::if_nametoindex(ifname).is_some()
 }
 
+/// Checks, without opening it, that an `af-packet` port could be opened on `ifname` with
+/// `mtu` (`None`: the interface's): the interface exists in the calling thread's network
+/// namespace, is up, is Ethernet, and its MTU is at least `mtu`. The checks of
+/// [`AfPacketPort::open`], without the privilege a packet socket needs.
+///
+/// # Errors
+/// The [`PortError`] opening the port would fail with.
+pub fn check_af_packet(ifname: &str, mtu: Option<u32>) -> Result<(), PortError> {
+    let cname =
+        sys::ifname_cstring(ifname).ok_or_else(|| PortError::InvalidName { ifname: ifname.to_owned() })?;
+    let io_err =
+        |op: &'static str| move |source: io::Error| PortError::Io { ifname: ifname.to_owned(), op, source };
+    if sys::if_nametoindex(ifname).is_none() {
+        return Err(PortError::NoSuchInterface { ifname: ifname.to_owned() });
+    }
+    // Any socket answers the interface ioctls; a datagram socket needs no privilege.
+    // SAFETY: socket(2) with constant arguments; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io_err("open a socket")(io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let details = sys::if_details(std::os::fd::AsFd::as_fd(&fd), &cname).map_err(|source| {
+        if source.raw_os_error() == Some(libc::ENODEV) {
+            PortError::NoSuchInterface { ifname: ifname.to_owned() }
+        } else {
+            io_err("read the interface's flags, address and MTU")(source)
+        }
+    })?;
+    af_packet::usable(ifname, &details, mtu).map(|_| ())
+}
+
 /// What kind of port to open, and on what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PortKind {

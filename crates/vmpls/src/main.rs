@@ -281,7 +281,7 @@ fn main() -> ExitCode {
             metrics: *metrics,
             socket: cli.socket.clone(),
         }),
-        Command::Check { config } => router::load_config(config).and_then(|cfg| {
+        Command::Check { config } => router::load_config_to_start(config).and_then(|cfg| {
             cfg.build_fib()?;
             println!("{}: ok ({} ports)", config.display(), cfg.ports.len());
             Ok(())

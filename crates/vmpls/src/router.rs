@@ -137,6 +137,17 @@ pub fn load_config(path: &Path) -> anyhow::Result<Config> {
     Ok(cfg)
 }
 
+/// Loads and validates a config for starting a router (`run`, `check`): also that every
+/// interface is as the ports need it now (up, Ethernet, MTU within the interface's), so
+/// that what `run` would refuse, `check` finds, with file and line.
+pub fn load_config_to_start(path: &Path) -> anyhow::Result<Config> {
+    let cfg = load_config(path)?;
+    vmpls_control::check_ports(&cfg, |ifname, mtu| {
+        vmpls_ports::check_af_packet(ifname, mtu).map_err(|e| e.to_string())
+    })?;
+    Ok(cfg)
+}
+
 /// A copy of the forwarding loop's state, taken on request.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -259,7 +270,7 @@ impl LoopHandle {
 
 /// Runs a router until SIGINT or SIGTERM.
 pub fn run(opts: RunOptions) -> anyhow::Result<()> {
-    let mut cfg = load_config(&opts.config)?;
+    let mut cfg = load_config_to_start(&opts.config)?;
     let interfaces: Vec<String> = cfg.ports.iter().map(|p| p.interface.clone()).collect();
     let kernel_addresses = match cfg.frr {
         None => None,

@@ -696,3 +696,70 @@ fn a_second_router_on_the_same_interfaces_is_refused() -> anyhow::Result<()> {
     lab.wait_ping(true)?;
     Ok(())
 }
+
+/// Issue 13, item 8: `vmpls check` finds what `vmpls run` refuses about the interfaces
+/// (down; a configured MTU above the interface's), and both say it with file and line.
+#[test]
+fn check_finds_what_run_refuses_with_file_and_line() -> anyhow::Result<()> {
+    let lab = Lab::new("check")?;
+    let ns = lab.lab.topology().ns("pe1")?.to_string();
+    let ip = |args: &[&str]| -> anyhow::Result<()> {
+        let st = Command::new("ip").arg("-n").arg(&ns).args(args).status()?;
+        ensure!(st.success(), "ip {args:?}");
+        Ok(())
+    };
+    let vmpls = |cmd: &str, config: &Path| -> anyhow::Result<Output> {
+        let mut c = Command::new(BIN);
+        c.arg(cmd).arg("--config").arg(config).stdin(Stdio::null());
+        vmpls_lab::netns::command_in_netns(&ns, &mut c)?;
+        // `run` of a config that passes would not return: both must fail here.
+        let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                child.kill()?;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(child.wait_with_output()?)
+    };
+    let line_of = |text: &str, needle: &str| text.lines().position(|l| l.contains(needle)).expect("line") + 1;
+
+    // A configured MTU above the interface's.
+    ip(&["link", "set", "pe1-p", "mtu", "1500"])?;
+    let pe1 =
+        lab.config("pe1", |t| t.replace("interface = \"pe1-p\"\n", "interface = \"pe1-p\"\nmtu = 9000\n"));
+    let path = lab.write_config("pe1", &pe1, false);
+    let want = format!(
+        "{}:{}: port.mtu: port \"core\": MTU 9000",
+        path.display(),
+        line_of(&std::fs::read_to_string(&path)?, "mtu = 9000")
+    );
+    for cmd in ["check", "run"] {
+        let out = vmpls(cmd, &path)?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "vmpls {cmd}: {err}");
+        assert!(
+            err.contains(&want) && err.contains("exceeds the interface MTU 1500"),
+            "vmpls {cmd}: {err:?} lacks {want:?}"
+        );
+    }
+
+    // An interface that is down.
+    ip(&["link", "set", "pe1-ce1", "down"])?;
+    let pe1 = lab.config("pe1", |t| t);
+    let path = lab.write_config("pe1", &pe1, false);
+    let want = format!(
+        "{}:{}: port.interface: port \"ce1\": interface \"pe1-ce1\" is down",
+        path.display(),
+        line_of(&std::fs::read_to_string(&path)?, "interface = \"pe1-ce1\"")
+    );
+    for cmd in ["check", "run"] {
+        let out = vmpls(cmd, &path)?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "vmpls {cmd}: {err}");
+        assert!(err.contains(&want), "vmpls {cmd}: {err:?} lacks {want:?}");
+    }
+    Ok(())
+}
