@@ -633,7 +633,13 @@ impl Dataplane {
                     let forward = matches!(route.action, LabelAction::Forward(_)) || !top.bottom;
                     let received =
                         *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
-                    self.label_ttl_expired(fib, now, &pkt, received, forward, port_vrf, pool, out);
+                    // At the egress the source is reached in the VRF the label pops into,
+                    // where the packet itself would have gone, not in the core port's.
+                    let vrf = match route.action {
+                        LabelAction::PopAndLookup { vrf } => vrf,
+                        LabelAction::Forward(_) => port_vrf,
+                    };
+                    self.label_ttl_expired(fib, now, &pkt, received, forward, vrf, pool, out);
                 }
                 pool.put(pkt);
                 return;

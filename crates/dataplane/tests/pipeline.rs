@@ -757,6 +757,43 @@ fn label_ttl_expiry_at_egress_pe_sends_time_exceeded_routed_over_the_reverse_lsp
     r.assert_only_drop(Drop::LabelTtlExpired, 1);
 }
 
+/// Issue 13, item 1: pe2 with its customer in VRF "cust": label 2002 pops into it, and
+/// the way back to ce1 (push 1001) is a route of that VRF only.
+#[test]
+fn label_ttl_expiry_at_a_vrf_egress_sends_time_exceeded_routed_in_the_labels_vrf() {
+    let mut b = vmpls_fib::Fib::builder();
+    b.router_v4(v4("198.18.255.3")).router_v6(v6("2001:db8:ff::3"));
+    let cust = b.add_vrf("cust").unwrap();
+    b.add_port("core", DEFAULT_VRF, &[(ip("198.18.20.2"), 24), (ip("2001:db8:20::2"), 64)]).unwrap();
+    b.add_port("ce2", cust, &[(ip("198.18.2.1"), 24), (ip("2001:db8:2::1"), 64)]).unwrap();
+    b.add_label_route(
+        2002,
+        vmpls_fib::LabelRoute {
+            action: LabelAction::PopAndLookup { vrf: cust },
+            ttl_model: TtlModel::Uniform,
+        },
+    )
+    .unwrap();
+    b.add_prefix_route(
+        cust,
+        ip("198.18.1.0"),
+        24,
+        push_route(single(PE2_CORE, "198.18.20.1", &[1001]), TtlModel::Uniform),
+    )
+    .unwrap();
+    let mut r = Router::new(b, pe2_ports());
+    r.learn(PE2_CORE, "198.18.20.1", P_EAST_MAC);
+    r.learn(PE2_CE2, CE2, CE2_MAC);
+    let probe = ipv4_udp(CE1, CE2, 1, &pattern(32, 7));
+    let p = only(&r.send(PE2_CORE, &to_pe2(&[(2002, 1)], &probe)), PE2_CORE);
+    assert_eq!(p.labels.len(), 1);
+    assert_eq!(p.labels[0].label, 1001, "the reverse LSP of VRF cust");
+    let h = p.ipv4();
+    assert_eq!(h.dst_addr(), v4(CE1));
+    assert_eq!((p.icmpv4().msg_type(), p.icmpv4().code()), (icmpv4::msg_type::TIME_EXCEEDED, 0));
+    r.assert_only_drop(Drop::LabelTtlExpired, 1);
+}
+
 // ================================================================ MTU
 
 #[test]
