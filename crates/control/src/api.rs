@@ -362,7 +362,7 @@ pub struct Link {
     pub name: String,
     /// The Linux interface it is attached to.
     pub interface: String,
-    /// Its kind (`af-packet`).
+    /// Its kind: `af-packet`, `tap` or `vhost-user`.
     pub kind: String,
     /// Its MTU.
     pub mtu: u32,

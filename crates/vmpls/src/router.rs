@@ -163,6 +163,9 @@ pub struct Snapshot {
     pub fast_path: Vec<(&'static str, u64)>,
     /// Frames the fast path took from and sent out of each port (index = port id).
     pub fast_path_frames: Vec<(u64, u64)>,
+    /// Each port as the pipeline uses it now (index = port id): its MTU and the offloads
+    /// it takes, which follow what a vhost-user guest negotiated since the start.
+    pub port_info: Vec<vmpls_dataplane::PortInfo>,
 }
 
 /// What went wrong with a port while the router ran, and what the router did about it.
@@ -810,6 +813,7 @@ fn answer(
                 fast_path_frames: (0..ports.len())
                     .map(|i| fast.as_deref().map_or((0, 0), |f| f.port_frames(i)))
                     .collect(),
+                port_info: dp.ports().to_vec(),
             };
             // The requester may have given up; nothing to do then.
             let _ = reply.try_send(snap);

@@ -155,6 +155,8 @@ impl Server {
             .enumerate()
             .map(|(i, p)| {
                 let pc = cfg.ports.get(i);
+                // The port now (a guest renegotiates offloads), else as it started.
+                let p = snap.port_info.get(i).unwrap_or(p);
                 let caps = p.caps;
                 let offloads = [
                     (caps.tso4, "tso4"),
@@ -171,7 +173,7 @@ impl Server {
                     index: p.id,
                     name: p.name.clone(),
                     interface: pc.map(|c| c.interface.clone()).unwrap_or_default(),
-                    kind: "af-packet".into(),
+                    kind: pc.map_or("af-packet", |c| c.kind.name()).into(),
                     mtu: p.mtu,
                     address: mac(&p.mac),
                     vrf: pc.map(|c| c.vrf.clone()).unwrap_or_default(),

@@ -763,3 +763,21 @@ fn check_finds_what_run_refuses_with_file_and_line() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Issue 13, item 6: `link show` names each port's kind (it said `af-packet` for all).
+#[test]
+fn link_show_names_the_port_kind() -> anyhow::Result<()> {
+    let mut lab = Lab::new("kind")?;
+    let pe1 = lab.config("pe1", |t| {
+        t + "\n[[port]]\nname = \"host\"\nkind = \"tap\"\ninterface = \"vmpls-k13\"\naddresses = [\"198.18.77.1/24\"]\n"
+    });
+    lab.start("pe1", &pe1, &[])?;
+    let tap = lab.ok("pe1", &["link", "show", "dev", "host"])?;
+    assert!(tap.contains("interface vmpls-k13") && tap.contains(" tap offloads "), "{tap}");
+    let veth = lab.ok("pe1", &["link", "show", "dev", "core"])?;
+    assert!(veth.contains(" af-packet offloads "), "{veth}");
+    let json = lab.json("pe1", &["link", "show"])?;
+    let kinds: Vec<&str> = json.as_array().expect("list").iter().filter_map(|l| l["kind"].as_str()).collect();
+    assert_eq!(kinds, ["af-packet", "af-packet", "tap"]);
+    Ok(())
+}
