@@ -8,12 +8,14 @@
 //! ([`vmpls_fib::FibHandle::store`]), so the data plane moves from one consistent version
 //! to the next.
 //!
-//! Reload semantics: the new file is compared with the file loaded before, and only the
-//! difference is applied: routes the file no longer has are removed, routes it adds or
-//! changes are set, and routes it did not change are left as they are now, including
-//! routes added or replaced at runtime. Port changes (a port added, removed, renamed,
-//! moved to another interface, a new MTU, kind or forced offloads) need a restart and
-//! are rejected.
+//! Reload semantics: the running routes are brought back to the new file for everything
+//! the file owns, as FRR's reload does: every route and label route the file defines is
+//! set as the file says (also one deleted or replaced with the CLI since), and routes
+//! that came from the file before and are no longer in it are removed. Routes added at
+//! runtime for destinations the file does not define stay, as do routes taken over with
+//! `replace` that the file no longer defines. Port changes (a port added, removed,
+//! renamed, moved to another interface, a new MTU, kind or forced offloads) need a
+//! restart and are rejected.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -487,36 +489,35 @@ impl Tables {
         }
         let mut next = self.clone();
         let mut sum = ReloadSummary { config: new.path.display().to_string(), ..ReloadSummary::default() };
-        let old_routes: BTreeMap<RouteKey, &RouteConfig> =
-            self.file.routes.iter().map(|r| (route_key(r), r)).collect();
+        // What the file owns is brought back to the file, whatever the CLI did to it;
+        // the routes the CLI added (or took over with `replace`) and the file does not
+        // have stay.
         let new_routes: BTreeMap<RouteKey, &RouteConfig> =
             new.routes.iter().map(|r| (route_key(r), r)).collect();
-        for k in old_routes.keys() {
-            if !new_routes.contains_key(k) {
+        for (k, e) in &self.routes {
+            if e.origin == Protocol::Static && !new_routes.contains_key(k) {
                 next.routes.remove(k);
                 sum.routes_removed += 1;
             }
         }
         for (k, r) in &new_routes {
-            match old_routes.get(k) {
-                Some(o) if same_route(o, r) => continue,
+            match self.routes.get(k) {
+                Some(e) if e.origin == Protocol::Static && same_route(&e.item, r) => continue,
                 Some(_) => sum.routes_changed += 1,
                 None => sum.routes_added += 1,
             }
             next.routes.insert(k.clone(), Entry { item: (*r).clone(), origin: Protocol::Static });
         }
-        let old_labels: BTreeMap<Label, &LabelConfig> =
-            self.file.labels.iter().map(|l| (l.label, l)).collect();
         let new_labels: BTreeMap<Label, &LabelConfig> = new.labels.iter().map(|l| (l.label, l)).collect();
-        for k in old_labels.keys() {
-            if !new_labels.contains_key(k) {
+        for (k, e) in &self.labels {
+            if e.origin == Protocol::Static && !new_labels.contains_key(k) {
                 next.labels.remove(k);
                 sum.labels_removed += 1;
             }
         }
         for (k, l) in &new_labels {
-            match old_labels.get(k) {
-                Some(o) if same_label(o, l) => continue,
+            match self.labels.get(k) {
+                Some(e) if e.origin == Protocol::Static && same_label(&e.item, l) => continue,
                 Some(_) => sum.labels_changed += 1,
                 None => sum.labels_added += 1,
             }
@@ -1195,6 +1196,45 @@ action = "pop"
         // The same file again: no change.
         let (_, sum) = t.reload(Config::from_str(&new_text, Path::new("pe1.toml")).unwrap()).unwrap();
         assert!(sum.unchanged(), "{sum}");
+    }
+
+    #[test]
+    fn reload_brings_back_what_the_file_owns_and_keeps_runtime_routes() {
+        let mut t = tables(PE1);
+        let file = Config::from_str(PE1, Path::new("pe1.toml")).unwrap();
+        // The CLI deletes the file's push route and its pop label, replaces nothing else,
+        // and adds a route of its own.
+        t.change(Change::Delete, &RouteSpec::Inet(ip_route("198.18.2.0/24", vec![]))).unwrap();
+        let pop = MplsRoute {
+            label: 2001,
+            action: MplsAction::Lookup,
+            nexthops: vec![],
+            vrf: None,
+            ttl_propagate: true,
+            protocol: Protocol::Boot,
+        };
+        t.change(Change::Delete, &RouteSpec::Mpls(pop)).unwrap();
+        t.change(
+            Change::Add,
+            &RouteSpec::Inet(ip_route("198.18.7.0/24", vec![nh("198.18.10.2", None, &[1007])])),
+        )
+        .unwrap();
+        // The same file again: the file's routes are back, the runtime one stays.
+        let (fib, sum) = t.reload(file.clone()).unwrap();
+        assert_eq!((sum.routes_added, sum.labels_added, sum.routes_removed), (1, 1, 0), "{sum}");
+        assert_eq!(lookup_labels(&fib, "198.18.2.1"), Some(vec![1002]));
+        assert!(fib.labels.get(2001).is_some());
+        assert_eq!(lookup_labels(&fib, "198.18.7.1"), Some(vec![1007]));
+        // A file route replaced with the CLI is the file's again.
+        t.change(
+            Change::Replace,
+            &RouteSpec::Inet(ip_route("198.18.2.0/24", vec![nh("198.18.10.2", None, &[999])])),
+        )
+        .unwrap();
+        let (fib, sum) = t.reload(file.clone()).unwrap();
+        assert_eq!(sum.routes_changed, 1, "{sum}");
+        assert_eq!(lookup_labels(&fib, "198.18.2.1"), Some(vec![1002]));
+        assert!(t.reload(file).unwrap().1.unchanged());
     }
 
     #[test]
