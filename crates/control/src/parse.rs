@@ -155,14 +155,22 @@ struct RawNh<'a> {
 struct Ctx<'a> {
     path: &'a Path,
     text: &'a str,
+    /// Byte offset of every newline, so that a line number is a binary search (every
+    /// entry of a config has one), not a count from the start of the file.
+    newlines: Vec<usize>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    fn new(path: &'a Path, text: &'a str) -> Ctx<'a> {
+        Ctx { path, text, newlines: text.match_indices('\n').map(|(i, _)| i).collect() }
+    }
+
     fn line_col(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.text.len());
+        let before_count = self.newlines.partition_point(|&nl| nl < offset);
+        let line = before_count + 1;
+        let line_start = before_count.checked_sub(1).map_or(0, |i| self.newlines[i] + 1);
         let before = self.text.get(..offset).unwrap_or(self.text);
-        let line = before.matches('\n').count() + 1;
-        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
         let column = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
         (line, column)
     }
@@ -531,7 +539,7 @@ enum Origin {
 }
 
 pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-    let ctx = Ctx { path, text };
+    let ctx = Ctx::new(path, text);
     let raw: RawFile = toml::from_str(text).map_err(|e| ctx.toml_error(&e))?;
 
     // [router]
