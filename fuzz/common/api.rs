@@ -120,8 +120,12 @@ pub fn api(data: &[u8]) {
         Request::RouteAdd { route } => (Change::Add, route),
         Request::RouteDel { route } => (Change::Delete, route),
         Request::RouteReplace { route } => (Change::Replace, route),
-        Request::RouteShow { family, vrf } => {
+        Request::RouteShow { family, vrf, .. } => {
             let _ = tables().show(*family, vrf.as_deref());
+            return;
+        }
+        Request::RouteGet { addr, vrf } => {
+            let _ = tables().get(*addr, vrf.as_deref());
             return;
         }
         _ => return,

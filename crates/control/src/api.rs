@@ -84,6 +84,18 @@ pub enum Request {
         /// The VRF (prefix tables only); `None`: "default".
         #[serde(default, skip_serializing_if = "Option::is_none")]
         vrf: Option<String>,
+        /// Only the route for this destination (`route show PREFIX`): a prefix as
+        /// `ADDRESS/LENGTH`, or a label.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dst: Option<String>,
+    },
+    /// The route a packet to `addr` would take (`route get ADDR`): the longest match.
+    RouteGet {
+        /// The destination.
+        addr: std::net::IpAddr,
+        /// The VRF; `None`: "default".
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vrf: Option<String>,
     },
     /// Add a route; fails if one exists for the destination.
     RouteAdd {
@@ -703,7 +715,7 @@ mod tests {
     fn requests_have_the_documented_json_form() {
         let r: Request =
             serde_json::from_str(r#"{"cmd":"route-show","family":"inet6","vrf":"cust"}"#).unwrap();
-        assert_eq!(r, Request::RouteShow { family: Family::Inet6, vrf: Some("cust".into()) });
+        assert_eq!(r, Request::RouteShow { family: Family::Inet6, vrf: Some("cust".into()), dst: None });
         let r: Request = serde_json::from_str(
             r#"{"cmd":"route-add","route":{"family":"inet","dst":"198.18.3.0/24","nexthops":[{"gateway":"198.18.10.2","dev":"core","labels":[100,200]}]}}"#,
         )

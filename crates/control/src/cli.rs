@@ -5,7 +5,8 @@
 //!       [ ttl-propagate { enabled | disabled } ] [ proto NAME ] NH | nexthop NH ...
 //! NH := [ encap mpls LABEL[/LABEL...] ] [ via [ inet | inet6 ] ADDRESS ] [ dev PORT ]
 //!       [ weight N ]
-//! route { show | list } [ vrf NAME ]
+//! route { show | list } [ vrf NAME ] [ PREFIX ]
+//! route get ADDRESS [ vrf NAME ]
 //!
 //! -f mpls route { add | del | replace } LABEL [ vrf NAME ] [ ttl-propagate ... ]
 //!       MNH | nexthop MNH ...
@@ -23,9 +24,10 @@ use crate::tables::parse_prefix;
 /// `vmpls route help`.
 pub const HELP: &str = "\
 Usage: vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] route { add | del | replace } ROUTE
-       vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] route show [ vrf NAME ]
+       vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] route show [ vrf NAME ] [ PREFIX ]
+       vmpls [-r ROUTER | --socket PATH] [-j] [-p] route get ADDRESS [ vrf NAME ]
        vmpls ... -f mpls route { add | del | replace } LABEL_ROUTE
-       vmpls ... -f mpls route show
+       vmpls ... -f mpls route show [ LABEL ]
 ROUTE := [ unicast | blackhole ] PREFIX [ vrf NAME ] [ ttl-propagate { enabled | disabled } ]
          NH | nexthop NH [ nexthop NH ... ]
 NH := [ encap mpls LABEL[/LABEL...] ] [ via [ inet | inet6 ] ADDRESS ] [ dev PORT ] [ weight N ]
@@ -39,6 +41,7 @@ with a next hop and no `as` it pops and forwards (penultimate-hop popping).";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
     Show,
+    Get,
     Add,
     Del,
     Replace,
@@ -48,10 +51,13 @@ fn op(word: Option<&str>) -> Result<Op, String> {
     Ok(match word {
         None | Some("show" | "list" | "ls" | "lst" | "sh" | "s" | "l") => Op::Show,
         Some("add" | "a") => Op::Add,
+        Some("get" | "g") => Op::Get,
         Some("del" | "delete" | "d") => Op::Del,
         Some("replace" | "repl") => Op::Replace,
         Some(other) => {
-            return Err(format!("unknown route command \"{other}\"; expected add, del, replace or show"));
+            return Err(format!(
+                "unknown route command \"{other}\"; expected add, del, replace, show or get"
+            ));
         }
     })
 }
@@ -188,19 +194,45 @@ fn garbage(word: &str) -> String {
 pub fn parse_route(family: Option<Family>, args: &[String]) -> Result<Request, String> {
     let mut w = Words { words: args, i: 0 };
     let op = op(w.next())?;
-    if op == Op::Show {
+    if op == Op::Show || op == Op::Get {
         let mut vrf = None;
+        let mut dst: Option<&str> = None;
         while let Some(word) = w.next() {
             match word {
                 "vrf" | "table" => vrf = Some(w.arg(word, "a VRF name")?.to_string()),
+                "to" | "exact" if dst.is_none() => dst = Some(w.arg(word, "a destination")?),
+                other if dst.is_none() => dst = Some(other),
                 other => return Err(garbage(other)),
             }
         }
-        let family = family.unwrap_or(Family::Inet);
+        if op == Op::Get {
+            let Some(dst) = dst else {
+                return Err("route get needs an address: vmpls route get ADDRESS".into());
+            };
+            let addr = dst.parse().map_err(|_| format!("\"{dst}\" is not an IPv4 or IPv6 address"))?;
+            return Ok(Request::RouteGet { addr, vrf });
+        }
+        let dst = match (dst, family) {
+            (None, _) => None,
+            (Some(l), Some(Family::Mpls)) => Some(
+                l.parse::<u32>()
+                    .map_err(|_| format!("\"{l}\" is not a label; expected a number like 100"))?
+                    .to_string(),
+            ),
+            (Some(p), f) => {
+                let (a, len) =
+                    parse_prefix(p, f.unwrap_or(if p.contains(':') { Family::Inet6 } else { Family::Inet }))?;
+                Some(format!("{a}/{len}"))
+            }
+        };
+        let family = family.unwrap_or(match &dst {
+            Some(d) if d.contains(':') => Family::Inet6,
+            _ => Family::Inet,
+        });
         if family == Family::Mpls && vrf.is_some() {
             return Err("label routes are not per VRF: drop `vrf`".into());
         }
-        return Ok(Request::RouteShow { family, vrf });
+        return Ok(Request::RouteShow { family, vrf, dst });
     }
     let route = if family == Some(Family::Mpls) {
         RouteSpec::Mpls(parse_mpls(&mut w, op)?)
@@ -210,7 +242,7 @@ pub fn parse_route(family: Option<Family>, args: &[String]) -> Result<Request, S
     Ok(match op {
         Op::Add => Request::RouteAdd { route },
         Op::Del => Request::RouteDel { route },
-        Op::Replace | Op::Show => Request::RouteReplace { route },
+        Op::Replace | Op::Show | Op::Get => Request::RouteReplace { route },
     })
 }
 
@@ -233,6 +265,15 @@ fn parse_ip(w: &mut Words, family: Option<Family>, op: Op) -> Result<RouteSpec, 
             "proto" | "protocol" => {
                 w.arg(word, "a protocol name")?;
             }
+            // What `route show` prints for connected routes, so its lines paste back.
+            "scope" => {
+                w.arg(word, "a scope (link, global)")?;
+            }
+            "src" => {
+                let a = w.arg(word, "an address")?;
+                a.parse::<std::net::IpAddr>()
+                    .map_err(|_| format!("\"{a}\" is not an IPv4 or IPv6 address"))?;
+            }
             "to" if dst.is_none() => dst = Some(w.arg("to", "a prefix")?),
             other if dst.is_none() => dst = Some(other),
             other => return Err(garbage(other)),
@@ -248,7 +289,11 @@ fn parse_ip(w: &mut Words, family: Option<Family>, op: Op) -> Result<RouteSpec, 
             "a destination is needed: vmpls route {verb} PREFIX [encap mpls LABEL] via ADDRESS dev PORT"
         ));
     };
-    let (addr, len) = parse_prefix(dst, family.unwrap_or(Family::Inet))?;
+    // `default` takes its family from -4/-6, else from the gateway.
+    let gateway_v6 =
+        nhs.inline.iter().chain(&nhs.blocks).find_map(|n| n.gateway).is_some_and(|g| g.is_ipv6());
+    let guess = if gateway_v6 { Family::Inet6 } else { Family::Inet };
+    let (addr, len) = parse_prefix(dst, family.unwrap_or(guess))?;
     let family = family.unwrap_or(if addr.is_ipv4() { Family::Inet } else { Family::Inet6 });
     let route = IpRoute {
         dst: format!("{addr}/{len}"),
@@ -338,15 +383,15 @@ mod tests {
 
         assert_eq!(
             parse(None, "show vrf cust").unwrap(),
-            Request::RouteShow { family: Family::Inet, vrf: Some("cust".into()) }
+            Request::RouteShow { family: Family::Inet, vrf: Some("cust".into()), dst: None }
         );
         assert_eq!(
             parse(Some(Family::Inet6), "").unwrap(),
-            Request::RouteShow { family: Family::Inet6, vrf: None }
+            Request::RouteShow { family: Family::Inet6, vrf: None, dst: None }
         );
         assert_eq!(
             parse(Some(Family::Mpls), "list").unwrap(),
-            Request::RouteShow { family: Family::Mpls, vrf: None }
+            Request::RouteShow { family: Family::Mpls, vrf: None, dst: None }
         );
     }
 
@@ -368,6 +413,44 @@ mod tests {
         assert!(
             matches!(r, Request::RouteAdd { route: RouteSpec::Inet(ref x) } if x.kind == RouteType::Blackhole)
         );
+    }
+
+    #[test]
+    fn show_takes_a_destination_get_an_address_and_default_a_family() {
+        let show = |fam, line| parse(fam, line).unwrap();
+        assert_eq!(
+            show(None, "show 198.18.2.0/24"),
+            Request::RouteShow { family: Family::Inet, vrf: None, dst: Some("198.18.2.0/24".into()) }
+        );
+        assert_eq!(
+            show(None, "show default"),
+            Request::RouteShow { family: Family::Inet, vrf: None, dst: Some("0.0.0.0/0".into()) }
+        );
+        assert_eq!(
+            show(Some(Family::Inet6), "list default"),
+            Request::RouteShow { family: Family::Inet6, vrf: None, dst: Some("::/0".into()) }
+        );
+        assert_eq!(
+            show(Some(Family::Mpls), "show 1002"),
+            Request::RouteShow { family: Family::Mpls, vrf: None, dst: Some("1002".into()) }
+        );
+        assert_eq!(
+            show(None, "get 198.18.2.7 vrf cust"),
+            Request::RouteGet { addr: "198.18.2.7".parse().unwrap(), vrf: Some("cust".into()) }
+        );
+        // `default` with an IPv6 gateway is ::/0 without -6.
+        let Request::RouteAdd { route: RouteSpec::Inet6(r) } = show(None, "add default via 2001:db8:10::2")
+        else {
+            panic!("not an IPv6 route")
+        };
+        assert_eq!(r.dst, "::/0");
+        // A connected route's line, as `route show` prints it, parses.
+        let Request::RouteReplace { route: RouteSpec::Inet(r) } =
+            show(None, "replace 198.18.1.0/24 dev ce1 proto kernel scope link src 198.18.1.1")
+        else {
+            panic!("not an IPv4 route")
+        };
+        assert_eq!(r.nexthops[0].dev.as_deref(), Some("ce1"));
     }
 
     #[test]
@@ -398,7 +481,10 @@ mod tests {
             (None, "add 198.18.2.0/24 198.18.3.0/24", "\"198.18.3.0/24\" is duplicate"),
             (None, "add 198.18.2.0/24 via 198.18.10.2 weight heavy", "\"heavy\" is not a valid weight"),
             (None, "add 198.18.2.0/24 ttl-propagate maybe", "ttl-propagate maybe"),
-            (None, "show extra", "\"extra\" is duplicate"),
+            (None, "show extra", "\"extra\" is not a prefix"),
+            (None, "show 198.18.2.0/24 extra", "\"extra\" is duplicate"),
+            (None, "get", "route get needs an address"),
+            (None, "get 198.18.2.0/24", "is not an IPv4 or IPv6 address"),
             (Some(Family::Mpls), "add x as 200", "\"x\" is not a label"),
             (Some(Family::Mpls), "add as 200 via inet 198.18.20.2", "an incoming label is needed"),
             (Some(Family::Mpls), "show vrf cust", "not per VRF"),

@@ -60,18 +60,24 @@ fn multipath(out: &mut String, nhs: &[Nexthop], mpls: bool) {
     }
 }
 
+/// A destination as iproute2 prints it: `default` for 0.0.0.0/0 and ::/0.
+fn dst_word(dst: &str) -> &str {
+    if dst.ends_with("/0") { "default" } else { dst }
+}
+
 /// One prefix route as `ip route show` prints it.
 pub fn ip_route_line(r: &IpRoute) -> String {
     let mut s = String::new();
+    let dst = dst_word(&r.dst);
     if r.kind == RouteType::Blackhole {
-        let _ = write!(s, "blackhole {}{}", r.dst, proto(r.protocol));
+        let _ = write!(s, "blackhole {dst}{}", proto(r.protocol));
     } else if let [n] = r.nexthops.as_slice() {
-        let _ = write!(s, "{}{}{}", r.dst, nexthop_words(n, false), proto(r.protocol));
+        let _ = write!(s, "{dst}{}{}", nexthop_words(n, false), proto(r.protocol));
         if n.weight != 1 {
             let _ = write!(s, " weight {}", n.weight);
         }
     } else {
-        let _ = write!(s, "{}{}", r.dst, proto(r.protocol));
+        let _ = write!(s, "{dst}{}", proto(r.protocol));
     }
     if r.protocol == Protocol::Kernel {
         s.push_str(" scope link");

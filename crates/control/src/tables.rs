@@ -407,6 +407,17 @@ impl Tables {
         match spec {
             RouteSpec::Inet(r) | RouteSpec::Inet6(r) => {
                 let family = if matches!(spec, RouteSpec::Inet(_)) { Family::Inet } else { Family::Inet6 };
+                // A connected route pasted back from `route show`: it is there already.
+                if change != Change::Delete && self.is_connected_route(r, family) {
+                    return match change {
+                        Change::Replace => self.build_fib(),
+                        _ => Err(format!(
+                            "{} is the connected subnet of port \"{}\"; it exists as long as the port has that address",
+                            r.dst,
+                            r.nexthops[0].dev.as_deref().unwrap_or_default()
+                        )),
+                    };
+                }
                 let route = self.resolve_ip(r, family, change == Change::Delete)?;
                 let key = route_key(&route);
                 let what = format!("{}/{} in VRF \"{}\"", route.prefix, route.len, route.vrf);
@@ -597,6 +608,40 @@ impl Tables {
             }
         }
         serde_json::to_value(list.into_values().collect::<Vec<_>>()).map_err(|e| e.to_string())
+    }
+
+    /// The route a packet to `addr` in `vrf` (default "default") would take: the longest
+    /// prefix that holds it, connected subnets included (`route get`).
+    ///
+    /// # Errors
+    /// An unknown VRF, or no route.
+    pub fn get(&self, addr: IpAddr, vrf: Option<&str>) -> Result<IpRoute, String> {
+        let family = if addr.is_ipv4() { Family::Inet } else { Family::Inet6 };
+        let list: Vec<IpRoute> =
+            serde_json::from_value(self.show(family, vrf)?).map_err(|e| e.to_string())?;
+        list.into_iter()
+            .filter_map(|r| {
+                let (net, len) = parse_prefix(&r.dst, family).ok()?;
+                on_subnet(net, len, addr).then_some((len, r))
+            })
+            .max_by_key(|(len, _)| *len)
+            .map(|(_, r)| r)
+            .ok_or_else(|| format!("no route to {addr} in VRF \"{}\"", vrf.unwrap_or(DEFAULT_VRF_NAME)))
+    }
+
+    /// Whether `r` is, word for word, the connected route of one of the ports (as
+    /// `route show` prints it: the subnet, `dev PORT`, nothing else).
+    fn is_connected_route(&self, r: &IpRoute, family: Family) -> bool {
+        let Ok((addr, len)) = parse_prefix(&r.dst, family) else { return false };
+        let [n] = r.nexthops.as_slice() else { return false };
+        r.kind == RouteType::Unicast
+            && n.gateway.is_none()
+            && n.labels.is_empty()
+            && self.file.ports.iter().any(|p| {
+                p.vrf == r.vrf
+                    && Some(&p.name) == n.dev.as_ref()
+                    && p.addresses.iter().any(|&(a, l)| l == len && l < max_len(a) && mask(a, l) == addr)
+            })
     }
 
     fn port_name(&self, id: PortId) -> String {

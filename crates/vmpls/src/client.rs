@@ -167,6 +167,10 @@ pub fn route(g: &Globals, args: &[String]) -> Result<(), CliError> {
         Request::RouteShow { .. } => {
             show(g, &req, |l: Vec<IpRoute>| l.iter().map(|r| show::ip_route_line(r) + "\n").collect())
         }
+        // As `ip route get`: the address, then the route that takes it.
+        Request::RouteGet { addr, .. } => {
+            show(g, &req, |r: IpRoute| show::ip_route_line(&IpRoute { dst: addr.to_string(), ..r }) + "\n")
+        }
         _ => Connection::open(g)?.request(&req).map(|_| ()),
     }
 }
@@ -226,6 +230,13 @@ pub fn neigh(g: &Globals, args: &[String]) -> Result<(), CliError> {
     let mut list: Vec<Neighbor> = decode(data)?;
     if let Some(n) = &name {
         list.retain(|e| &e.dev == n);
+        if list.is_empty() {
+            // An empty table of a port, or no such port: say which, as `link show` does.
+            let links: Vec<Link> = decode(Connection::open(g)?.request(&Request::LinkShow)?)?;
+            if !links.iter().any(|l| &l.name == n) {
+                return Err(CliError::Router(format!("no port named \"{n}\"")));
+            }
+        }
     }
     if g.json {
         let v = serde_json::to_value(&list).map_err(|e| usage(e.to_string()))?;

@@ -213,8 +213,20 @@ impl Server {
             Err(e) => Reply::error(format!("{e:#}")),
         };
         match req {
-            Request::RouteShow { family, vrf } => match self.tables().show(*family, vrf.as_deref()) {
+            Request::RouteShow { family, vrf, dst } => match self.tables().show(*family, vrf.as_deref()) {
+                Ok(serde_json::Value::Array(mut list)) if dst.is_some() => {
+                    let key = if *family == api::Family::Mpls { "label" } else { "dst" };
+                    list.retain(|r| match &r[key] {
+                        serde_json::Value::String(s) => Some(s) == dst.as_ref(),
+                        v => Some(v.to_string()) == *dst,
+                    });
+                    Reply::data(serde_json::Value::Array(list))
+                }
                 Ok(v) => Reply::data(v),
+                Err(e) => Reply::error(e),
+            },
+            Request::RouteGet { addr, vrf } => match self.tables().get(*addr, vrf.as_deref()) {
+                Ok(r) => data(serde_json::to_value(r).map_err(Into::into)),
                 Err(e) => Reply::error(e),
             },
             Request::RouteAdd { route } => self.change(Change::Add, route),

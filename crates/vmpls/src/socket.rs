@@ -53,7 +53,7 @@ pub fn client_path(router: Option<&str>, socket: Option<&Path>) -> Result<PathBu
         return Ok(s.to_path_buf());
     }
     if let Some(r) = router {
-        return Ok(default_path(r));
+        return router_path(r, &default_dir(), Path::new(RUN_DIR));
     }
     let dir = default_dir();
     let mut names: Vec<String> = std::fs::read_dir(&dir)
@@ -73,6 +73,37 @@ pub fn client_path(router: Option<&str>, socket: Option<&Path>) -> Result<PathBu
             dir.display()
         )),
         many => Err(format!("several routers run here ({}); choose one with -r ROUTER", many.join(", "))),
+    }
+}
+
+/// The socket of router `name`: its default in `here` (this namespace's directory) if
+/// there is one, else the one router of that name in another namespace's directory under
+/// `run` (`run/NAME.sock`, `run/netns/NS/NAME.sock`), as `-r NAME` from the host's
+/// namespace finds a lab router; several: an error naming their sockets.
+fn router_path(name: &str, here: &Path, run: &Path) -> Result<PathBuf, String> {
+    let mine = here.join(format!("{name}.sock"));
+    if mine.exists() {
+        return Ok(mine);
+    }
+    let file = format!("{name}.sock");
+    let mut found: Vec<PathBuf> = std::iter::once(run.join(&file))
+        .chain(
+            std::fs::read_dir(run.join("netns"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path().join(&file)),
+        )
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()))
+        .collect();
+    found.sort();
+    match found.len() {
+        0 => Ok(mine),
+        1 => Ok(found.remove(0)),
+        _ => Err(format!(
+            "router {name} runs in several network namespaces ({}); choose with --socket PATH, or run the CLI in its namespace (ip netns exec NS vmpls -r {name} ...)",
+            found.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        )),
     }
 }
 
@@ -222,5 +253,31 @@ mod tests {
             PathBuf::from("/tmp/x.sock")
         );
         assert!(client_path(Some("pe1"), None).unwrap().ends_with("pe1.sock"));
+    }
+
+    #[test]
+    fn a_router_in_another_namespace_is_found_by_name() {
+        let run = tmp("netns");
+        let here = run.clone();
+        let ns1 = run.join("netns/lab1");
+        std::fs::create_dir_all(&ns1).unwrap();
+        // Not running anywhere: this namespace's default (the connect error says so).
+        assert_eq!(router_path("pe1", &here, &run).unwrap(), here.join("pe1.sock"));
+        let _a = UnixListener::bind(ns1.join("pe1.sock")).unwrap();
+        assert_eq!(router_path("pe1", &here, &run).unwrap(), ns1.join("pe1.sock"));
+        let ns2 = run.join("netns/lab2");
+        std::fs::create_dir_all(&ns2).unwrap();
+        let _b = UnixListener::bind(ns2.join("pe1.sock")).unwrap();
+        let e = router_path("pe1", &here, &run).unwrap_err();
+        assert!(
+            e.contains("several network namespaces")
+                && e.contains("lab1/pe1.sock")
+                && e.contains("lab2/pe1.sock"),
+            "{e}"
+        );
+        // One here wins.
+        let _c = UnixListener::bind(here.join("pe1.sock")).unwrap();
+        assert_eq!(router_path("pe1", &here, &run).unwrap(), here.join("pe1.sock"));
+        std::fs::remove_dir_all(&run).unwrap();
     }
 }

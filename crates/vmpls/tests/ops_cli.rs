@@ -781,3 +781,69 @@ fn link_show_names_the_port_kind() -> anyhow::Result<()> {
     assert_eq!(kinds, ["af-packet", "af-packet", "tap"]);
     Ok(())
 }
+
+/// Issue 13, item 10: iproute2 habits: `route show PREFIX`, `route get ADDR`,
+/// `default` in and out, `route show` lines pasted back into `route replace`,
+/// `neigh show dev NOSUCH` an error.
+#[test]
+fn cli_keeps_iproute2_habits() -> anyhow::Result<()> {
+    let mut lab = Lab::new("habits")?;
+    for r in ["pe1", "p", "pe2"] {
+        let cfg = lab.config(r, |t| t);
+        lab.start(r, &cfg, &[])?;
+    }
+    lab.wait_ping(true)?;
+    assert_eq!(
+        lab.ok("pe1", &["route", "show", "198.18.2.0/24"])?,
+        "198.18.2.0/24 encap mpls 1002 via 198.18.10.2 dev core proto static\n"
+    );
+    assert_eq!(lab.ok("pe1", &["route", "show", "198.18.3.0/24"])?, "");
+    assert!(
+        lab.ok("pe1", &["-6", "route", "show", "2001:db8:2::/64"])?
+            .starts_with("2001:db8:2::/64 encap mpls 1002")
+    );
+    assert_eq!(lab.ok("p", &["-f", "mpls", "route", "show", "1002"])?.lines().count(), 1);
+    assert_eq!(
+        lab.ok("pe1", &["route", "get", "198.18.2.7"])?,
+        "198.18.2.7 encap mpls 1002 via 198.18.10.2 dev core proto static\n"
+    );
+    assert!(lab.ok("pe1", &["route", "get", "198.18.1.9"])?.starts_with("198.18.1.9 dev ce1 proto kernel"));
+    lab.fails("pe1", &["route", "get", "203.0.113.1"], 2, "no route to 203.0.113.1")?;
+
+    // default, in and out, both families.
+    lab.ok("pe1", &["route", "add", "default", "via", "198.18.10.2"])?;
+    lab.ok("pe1", &["route", "add", "default", "via", "2001:db8:10::2"])?;
+    assert_eq!(lab.ok("pe1", &["route", "show", "default"])?, "default via 198.18.10.2 dev core\n");
+    assert_eq!(lab.ok("pe1", &["-6", "route", "show", "default"])?, "default via 2001:db8:10::2 dev core\n");
+    assert!(
+        lab.ok("pe1", &["route", "get", "203.0.113.1"])?.starts_with("203.0.113.1 via 198.18.10.2 dev core")
+    );
+    lab.ok("pe1", &["route", "del", "default"])?;
+    lab.ok("pe1", &["-6", "route", "del", "default"])?;
+
+    // Every line `route show` prints pastes back into `route replace`.
+    for family in [&[][..], &["-6"][..]] {
+        let mut show = family.to_vec();
+        show.extend(["route", "show"]);
+        let before = lab.ok("pe1", &show)?;
+        for line in before.lines() {
+            let mut args = family.to_vec();
+            args.extend(["route", "replace"]);
+            args.extend(line.split_whitespace());
+            lab.ok("pe1", &args)?;
+        }
+        let after = lab.ok("pe1", &show)?;
+        assert_eq!(after.lines().count(), before.lines().count(), "{before}\n{after}");
+    }
+    lab.fails(
+        "pe1",
+        &["route", "add", "198.18.1.0/24", "dev", "ce1"],
+        2,
+        "connected subnet of port \"ce1\"",
+    )?;
+    lab.wait_ping(true)?;
+
+    lab.fails("pe1", &["neigh", "show", "dev", "nosuch"], 2, "no port named \"nosuch\"")?;
+    lab.ok("pe1", &["neigh", "show", "dev", "core"])?;
+    Ok(())
+}
