@@ -1,0 +1,344 @@
+//! What the FRR tests with their own topologies share (`frr_sr.rs`, `frr_failover.rs`):
+//! a lab of FRR routers with vmpls in FRR mode on any topology, and the comparison of
+//! vmpls's tables with FRR's.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use vmpls_lab::Topology;
+use vmpls_lab::frr::{FrrOptions, FrrRouter, OspfInterface};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_vmpls");
+
+pub fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Our zebra module: `VMPLS_ZEBRA_MODULE`, or what `scripts/build-zebra-module` builds
+/// (the last line of its stdout).
+pub fn zebra_module() -> PathBuf {
+    if let Some(m) = std::env::var_os("VMPLS_ZEBRA_MODULE") {
+        return PathBuf::from(m);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/build-zebra-module");
+    let out = Command::new(&script)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    assert!(out.status.success(), "{} failed ({})", script.display(), out.status);
+    let text = String::from_utf8_lossy(&out.stdout);
+    PathBuf::from(text.lines().last().expect("build-zebra-module printed nothing").trim())
+}
+
+/// One router of the lab: its FRR and its vmpls.
+pub struct RouterSpec {
+    pub name: &'static str,
+    /// Loopback 198.18.255.<id>.
+    pub id: u8,
+    /// Its interfaces, each a vmpls port of the same name.
+    pub ports: Vec<&'static str>,
+    pub ospf: Vec<OspfInterface>,
+    pub ldp: Vec<&'static str>,
+    pub ospfd_extra: String,
+}
+
+/// Namespaces, FRR and vmpls; stops and removes everything on drop (also on panic).
+pub struct Lab {
+    pub frr: BTreeMap<String, FrrRouter>,
+    pub topo: Topology,
+    pub dir: PathBuf,
+    pub sockets: BTreeMap<String, PathBuf>,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for (_, mut r) in std::mem::take(&mut self.frr) {
+            let _ = r.stop();
+        }
+        let _ = self.topo.stop_all(Duration::from_secs(3));
+        let _ = self.topo.cleanup();
+        if std::thread::panicking() {
+            eprintln!("work directory (logs, configs, captures) kept: {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+impl Lab {
+    pub fn new(tag: &str, topo: Topology) -> Lab {
+        let dir = std::env::temp_dir().join(format!("vmpls-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Lab { frr: BTreeMap::new(), topo, dir, sockets: BTreeMap::new() }
+    }
+
+    pub fn ns(&self, host: &str) -> String {
+        self.topo.ns(host).unwrap().to_string()
+    }
+
+    /// Starts `vmpls run` in FRR mode on `r`'s namespace (kernel forwarding off first).
+    pub fn start_vmpls(&mut self, r: &RouterSpec) {
+        self.topo.set_forwarding(r.name, false).unwrap();
+        let socket = self.dir.join(format!("{}.sock", r.name));
+        let mut cfg = format!(
+            "[router]\nname = \"{}\"\ncontrol-socket = \"{}\"\n\n[frr]\nfpm = \"127.0.0.1:2620\"\n",
+            r.name,
+            socket.display()
+        );
+        for p in &r.ports {
+            cfg.push_str(&format!("\n[[port]]\nname = \"{p}\"\ninterface = \"{p}\"\n"));
+        }
+        let path = self.dir.join(format!("{}.toml", r.name));
+        std::fs::write(&path, cfg).unwrap();
+        let log = self.dir.join(format!("{}.vmpls.log", r.name));
+        let mut cmd = Command::new(BIN);
+        cmd.args(["run", "--config"]).arg(&path);
+        cmd.stdout(Stdio::null()).stderr(std::fs::File::create(&log).unwrap());
+        self.topo.spawn(r.name, "vmpls", cmd, Some(log.clone())).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !socket.exists() {
+            if let Some(c) = self.topo.exited_child() {
+                panic!("vmpls on {} exited ({}): {}", c.host, c.status, Topology::log_tail(&log, 20));
+            }
+            assert!(
+                Instant::now() < deadline,
+                "vmpls on {} did not start: {}",
+                r.name,
+                Topology::log_tail(&log, 20)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.sockets.insert(r.name.to_string(), socket);
+    }
+
+    pub fn start_frr(&mut self, r: &RouterSpec, module: &Path) {
+        let mut o = FrrOptions::new(r.name, Ipv4Addr::new(198, 18, 255, r.id));
+        o.zebra_module = Some(module.to_path_buf());
+        o.ospf = r.ospf.clone();
+        o.ldp = r.ldp.iter().map(|s| s.to_string()).collect();
+        o.ospfd_extra = r.ospfd_extra.clone();
+        let router = FrrRouter::start(&self.topo, r.name, &self.dir.join("frr"), o).unwrap();
+        self.frr.insert(r.name.to_string(), router);
+    }
+
+    pub fn frr(&self, name: &str) -> &FrrRouter {
+        &self.frr[name]
+    }
+
+    pub fn cli(&self, router: &str, args: &[&str]) -> Value {
+        let out = Command::new(BIN)
+            .arg("--socket")
+            .arg(&self.sockets[router])
+            .arg("-j")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "vmpls {args:?} on {router}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Fails if a vmpls or an FRR daemon has exited.
+    pub fn check_running(&mut self) {
+        if let Some(c) = self.topo.exited_child() {
+            panic!(
+                "{} on {} exited ({}): {}",
+                c.label,
+                c.host,
+                c.status,
+                c.log.map(|l| Topology::log_tail(&l, 20)).unwrap_or_default()
+            );
+        }
+        for r in self.frr.values() {
+            r.check_running().unwrap();
+        }
+    }
+
+    /// The kernel's `Ip: ForwDatagrams` in `host`'s namespace.
+    pub fn kernel_forwarded(&self, host: &str) -> u64 {
+        let out =
+            self.topo.run_timeout(host, cmd(&["cat", "/proc/net/snmp"]), Duration::from_secs(5)).unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut ip = text.lines().filter(|l| l.starts_with("Ip:"));
+        let (names, values) = (ip.next().unwrap(), ip.next().unwrap());
+        let i = names.split_whitespace().position(|n| n == "ForwDatagrams").unwrap();
+        values.split_whitespace().nth(i).unwrap().parse().unwrap()
+    }
+}
+
+pub fn cmd(args: &[&str]) -> Command {
+    let mut c = Command::new(args[0]);
+    c.args(&args[1..]);
+    c
+}
+
+/// A next hop as both sides can say it: gateway, interface (FRR 8.4 gives none for
+/// some next hops), labels pushed or swapped in (implicit null left out: nothing is
+/// pushed).
+pub type Hop = (Option<IpAddr>, Option<String>, Vec<u32>);
+
+pub fn without_implicit_null(labels: &[u32]) -> Vec<u32> {
+    labels.iter().copied().filter(|&l| l != 3).collect()
+}
+
+/// zebra's label table: label -> next hops.
+pub fn frr_labels(r: &FrrRouter) -> BTreeMap<u32, BTreeSet<Hop>> {
+    r.mpls_table()
+        .unwrap()
+        .into_values()
+        .map(|lsp| {
+            let hops = lsp
+                .nexthops
+                .iter()
+                .map(|n| (n.via, n.interface.clone(), without_implicit_null(&n.out_labels)))
+                .collect();
+            (lsp.in_label, hops)
+        })
+        .collect()
+}
+
+pub fn vmpls_hops(nexthops: &Value) -> BTreeSet<Hop> {
+    nexthops
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|n| {
+            (
+                n["gateway"].as_str().map(ip),
+                n["dev"].as_str().map(str::to_string),
+                n["labels"].as_array().unwrap().iter().map(|l| l.as_u64().unwrap() as u32).collect(),
+            )
+        })
+        .collect()
+}
+
+/// vmpls's label table: label -> (action, next hops, protocol).
+pub fn vmpls_labels(lab: &Lab, router: &str) -> BTreeMap<u32, (String, BTreeSet<Hop>, String)> {
+    lab.cli(router, &["-f", "mpls", "route", "show"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["label"].as_u64().unwrap() as u32,
+                (
+                    r["action"].as_str().unwrap_or_default().to_string(),
+                    vmpls_hops(&r["nexthops"]),
+                    r["protocol"].as_str().unwrap_or_default().to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Where vmpls's label table differs from zebra's (empty: equal). An FRR next hop
+/// without an interface matches vmpls's with any; one without a gateway out of no port
+/// (zebra's "pop here" out of lo) is vmpls's `lookup`.
+pub fn label_differences(
+    frr: &BTreeMap<u32, BTreeSet<Hop>>,
+    vm: &BTreeMap<u32, (String, BTreeSet<Hop>, String)>,
+) -> Vec<String> {
+    let mut diffs = Vec::new();
+    for (label, hops) in frr {
+        let Some((action, vhops, _)) = vm.get(label) else {
+            diffs.push(format!("label {label}: FRR {hops:?}, vmpls none"));
+            continue;
+        };
+        let local = hops.iter().all(|(gw, _, labels)| gw.is_none() && labels.is_empty());
+        if local && action == "lookup" {
+            continue;
+        }
+        let strip = |s: &BTreeSet<Hop>| -> BTreeSet<(Option<IpAddr>, Vec<u32>)> {
+            s.iter().map(|(g, _, l)| (*g, l.clone())).collect()
+        };
+        let dev_ok = hops.iter().all(|(g, dev, l)| {
+            dev.is_none() || vhops.iter().any(|(vg, vdev, vl)| vg == g && vl == l && vdev == dev)
+        });
+        if action != "forward" || strip(hops) != strip(vhops) || !dev_ok {
+            diffs.push(format!("label {label}: FRR {hops:?}, vmpls {action} {vhops:?}"));
+        }
+    }
+    for label in vm.keys().filter(|l| !frr.contains_key(l)) {
+        diffs.push(format!("label {label}: vmpls {:?}, FRR none", vm[label]));
+    }
+    diffs
+}
+
+/// zebra's selected OSPF and static IPv4 routes: prefix -> (protocol, active next hops).
+pub fn frr_routes(r: &FrrRouter) -> BTreeMap<String, (String, BTreeSet<Hop>)> {
+    r.ip_routes()
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.selected && (r.protocol == "ospf" || r.protocol == "static"))
+        .map(|r| {
+            let hops = r
+                .nexthops
+                .iter()
+                .filter(|n| n.active)
+                .map(|n| (n.via, n.interface.clone(), without_implicit_null(&n.labels)))
+                .collect();
+            (r.prefix.to_string(), (r.protocol, hops))
+        })
+        .collect()
+}
+
+/// vmpls's OSPF and static (from staticd) IPv4 routes.
+pub fn vmpls_routes(lab: &Lab, router: &str) -> BTreeMap<String, (String, BTreeSet<Hop>)> {
+    lab.cli(router, &["route", "show"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["protocol"] == "ospf" || r["protocol"] == "static")
+        .map(|r| {
+            (
+                r["dst"].as_str().unwrap().to_string(),
+                (r["protocol"].as_str().unwrap().to_string(), vmpls_hops(&r["nexthops"])),
+            )
+        })
+        .collect()
+}
+
+/// Both tables of `router` equal FRR's: the differences, empty if none.
+pub fn differences(lab: &Lab, router: &str) -> Vec<String> {
+    let r = lab.frr(router);
+    let mut d = label_differences(&frr_labels(r), &vmpls_labels(lab, router));
+    let (f, v) = (frr_routes(r), vmpls_routes(lab, router));
+    if f != v {
+        d.push(format!("IP routes: FRR {f:?}, vmpls {v:?}"));
+    }
+    d
+}
+
+/// Waits until vmpls's tables on every router equal FRR's; returns how long it took.
+pub fn wait_tables_equal(lab: &mut Lab, routers: &[&str], timeout: Duration, what: &str) -> Duration {
+    let start = Instant::now();
+    loop {
+        lab.check_running();
+        let diffs: Vec<String> = routers
+            .iter()
+            .flat_map(|r| differences(lab, r).into_iter().map(move |d| format!("{r}: {d}")))
+            .collect();
+        if diffs.is_empty() {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "{what}: vmpls's tables differ from FRR's after {timeout:?}:\n{}",
+            diffs.join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
