@@ -200,7 +200,9 @@ impl Tables {
                     let new = match route {
                         None => None,
                         Some((action, origin)) => match &action {
-                            RouteAction::Forward(nhs) if let Err(e) = check_frr_nexthops(nhs, false) => {
+                            RouteAction::Forward(nhs)
+                                if let Err(e) = check_frr_nexthops(nhs, Some(prefix.is_ipv4())) =>
+                            {
                                 refused.push(format!("{prefix}/{len} ({}): {e}", origin.name()));
                                 None
                             }
@@ -228,7 +230,7 @@ impl Tables {
                         None => None,
                         Some((action, origin)) => {
                             let nhs_ok = match &action {
-                                LabelConfigAction::Forward(nhs) => check_frr_nexthops(nhs, true),
+                                LabelConfigAction::Forward(nhs) => check_frr_nexthops(nhs, None),
                                 LabelConfigAction::PopAndLookup { .. } => Ok(()),
                             };
                             let range_ok = if (MIN_UNRESERVED_LABEL..=MAX_LABEL).contains(&label) {
@@ -922,7 +924,9 @@ impl Tables {
 }
 
 /// What the tables would refuse in the next hops of a route from FRR.
-fn check_frr_nexthops(nhs: &[NexthopConfig], label_route: bool) -> Result<(), String> {
+/// `ipv4_payload`: for a prefix route, whether it is IPv4 (for explicit null); `None`
+/// for a label route.
+fn check_frr_nexthops(nhs: &[NexthopConfig], ipv4_payload: Option<bool>) -> Result<(), String> {
     if nhs.is_empty() {
         return Err("no next hop on a port of this router".into());
     }
@@ -930,13 +934,11 @@ fn check_frr_nexthops(nhs: &[NexthopConfig], label_route: bool) -> Result<(), St
         return Err(format!("{} next hops; at most {MAX_NEXTHOPS}", nhs.len()));
     }
     for n in nhs {
-        if let Some(&l) = n.labels.iter().find(|&&l| l > MAX_LABEL || l == IMPLICIT_NULL) {
-            return Err(format!("outgoing label {l} cannot be in a stack"));
-        }
+        crate::check_out_stack(&n.labels, ipv4_payload)?;
         if n.weight == 0 {
             return Err("a next hop with weight 0".into());
         }
-        if label_route && n.via.is_none() {
+        if ipv4_payload.is_none() && n.via.is_none() {
             return Err("a label route's next hop needs a gateway".into());
         }
     }
@@ -1369,6 +1371,33 @@ mod frr_tests {
         assert!(matches!(target("198.18.255.1"), Some(RouteTarget::Local)));
         assert!(matches!(target("198.18.12.9"), Some(RouteTarget::Forward(_))));
         assert_eq!(t.frr_counts(), (3, 0), "kept, to take over should the subnet go");
+    }
+
+    #[test]
+    fn labels_from_frr_are_checked_like_the_configs() {
+        let mut t = tables();
+        let push = |labels: Vec<Label>| FrrChange::Route {
+            vrf: DEFAULT_VRF_NAME.into(),
+            prefix: "198.18.12.0".parse().unwrap(),
+            len: 24,
+            route: Some((
+                RouteAction::Forward(vec![NexthopConfig {
+                    port: 0,
+                    via: Some("198.18.11.2".parse().unwrap()),
+                    labels,
+                    weight: 1,
+                }]),
+                Protocol::Ldp,
+            )),
+        };
+        for bad in [vec![1], vec![100; 33], vec![2, 100]] {
+            let applied = t.apply_frr(vec![push(bad.clone())]).unwrap();
+            assert_eq!(applied.refused.len(), 1, "{bad:?}");
+        }
+        assert!(
+            t.apply_frr(vec![push(vec![100, 0])]).unwrap().refused.is_empty(),
+            "IPv4 explicit null at the bottom"
+        );
     }
 
     #[test]
