@@ -1168,11 +1168,13 @@ impl Dataplane {
             self.ports.get(usize::from(ctx.in_port)).is_some_and(|p| p.mtu > MAX_ETHERNET_MTU)
         };
         let recut = ip.is_some_and(|(ctx, _)| ctx.stack.is_some() || (!ctx.originated && jumbo_in(&ctx)));
-        if on_wire > mtu && recut && !pkt.offload.is_gso() {
-            if gso::rebuild(&mut pkt, l3, mtu.saturating_sub(push)).is_ok() {
-                self.counters.event(Event::GsoRebuilt, 1);
-                on_wire = gso::segment_l3_len(&pkt, l3).map_or(on_wire, |n| n + push);
-            }
+        if on_wire > mtu
+            && recut
+            && !pkt.offload.is_gso()
+            && gso::rebuild(&mut pkt, l3, mtu.saturating_sub(push)).is_ok()
+        {
+            self.counters.event(Event::GsoRebuilt, 1);
+            on_wire = gso::segment_l3_len(&pkt, l3).map_or(on_wire, |n| n + push);
         }
         if on_wire > mtu {
             let room = mtu.saturating_sub(push + (l3 - ETH));

@@ -36,6 +36,7 @@ use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
 pub use af_packet::{AfPacketPort, MIN_MTU, af_packet_caps};
 pub use af_packet_ring::{AfPacketRingPort, RingConfig};
 pub use af_packet_txring::{AfPacketTxRing, RecvFrom, SubmitError, TxRingConfig};
+pub use sys::if_nametoindex;
 pub use tap::{TAP_MAX_MTU, TapOptions, TapPort, tap_caps};
 /// The vhost-user virtqueue fuzz harness (for `fuzz/` and the corpus replay test).
 #[doc(hidden)]

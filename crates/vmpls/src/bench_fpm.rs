@@ -197,11 +197,7 @@ pub fn run(opts: &FpmBenchOptions) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let ifindex = b.topo.in_host("r", || {
-        let name = std::ffi::CString::new("r-h").expect("no NUL");
-        // SAFETY: `name` is a valid NUL-terminated string for the duration of the call.
-        unsafe { libc::if_nametoindex(name.as_ptr()) }
-    })?;
+    let ifindex = b.topo.in_host("r", || vmpls_ports::if_nametoindex("r-h"))?.context("no interface r-h")?;
     let mut zebra = b.topo.in_host("r", || TcpStream::connect("127.0.0.1:2620"))??;
     zebra.set_nodelay(true)?;
     let mut stream = Vec::new();

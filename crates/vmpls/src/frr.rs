@@ -313,12 +313,7 @@ fn port_ifindexes(interfaces: &[String]) -> HashMap<u32, PortId> {
     interfaces
         .iter()
         .enumerate()
-        .filter_map(|(i, name)| {
-            let c = std::ffi::CString::new(name.as_str()).ok()?;
-            // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-            let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-            Some((idx, PortId::try_from(i).ok()?)).filter(|(idx, _)| *idx != 0)
-        })
+        .filter_map(|(i, name)| Some((vmpls_ports::if_nametoindex(name)?, PortId::try_from(i).ok()?)))
         .collect()
 }
 

@@ -2,7 +2,6 @@
 //! daemons talk through its sockets), vmpls reads them over rtnetlink and follows their
 //! changes, and checks that the kernel does not forward transit traffic too.
 
-use std::ffi::CString;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -65,11 +64,7 @@ pub fn router_addresses(all: &[KernelAddress], port_ifindexes: &[u32], lo_ifinde
 }
 
 fn ifindex(name: &str) -> anyhow::Result<u32> {
-    let c = CString::new(name).context("interface name with a NUL byte")?;
-    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    anyhow::ensure!(i != 0, "no interface {name}");
-    Ok(i)
+    vmpls_ports::if_nametoindex(name).with_context(|| format!("no interface {name}"))
 }
 
 /// Reads every address of the kernel (this network namespace) over rtnetlink.
