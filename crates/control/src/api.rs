@@ -112,6 +112,14 @@ pub enum Request {
         /// The route.
         route: RouteSpec,
     },
+    /// Remove the routes of one table that match a filter (`route flush`): the file's and
+    /// the CLI's; connected subnets and routes from FRR stay.
+    RouteFlush {
+        /// Which table.
+        family: Family,
+        /// Which of its routes.
+        filter: RouteFilter,
+    },
     /// List ports.
     LinkShow,
     /// List the neighbour table.
@@ -173,6 +181,55 @@ pub enum RouteSpec {
     Inet6(IpRoute),
     /// A label route.
     Mpls(MplsRoute),
+}
+
+/// Which routes `route flush` removes, as iproute2's selectors: every field given must
+/// match.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteFilter {
+    /// The VRF (prefix routes); `None`: "default", `"all"`: every VRF.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vrf: Option<String>,
+    /// Destinations: a prefix `ADDRESS/LENGTH` (prefix routes) or a label (label routes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst: Option<String>,
+    /// How `dst` selects prefixes: iproute2's `root`, `match` or `exact` (the default).
+    #[serde(default)]
+    pub dst_match: PrefixMatch,
+    /// Routes with a next hop on this port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<String>,
+    /// Routes with a next hop through this gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<IpAddr>,
+    /// Routes shown with this protocol.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proto: Option<Protocol>,
+}
+
+/// How a prefix selects routes (iproute2's `root`, `match`, `exact`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrefixMatch {
+    /// This prefix only.
+    #[default]
+    Exact,
+    /// This prefix and the longer ones inside it.
+    Root,
+    /// This prefix and the shorter ones that hold it.
+    Match,
+}
+
+/// What `route flush` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlushSummary {
+    /// Routes removed.
+    pub flushed: u64,
+    /// Of those, routes from the config file (a reload brings them back).
+    pub from_file: u64,
+    /// Routes from FRR that matched and were left alone: zebra owns them and would not
+    /// know they were gone (flush them in FRR).
+    pub frr_kept: u64,
 }
 
 /// What a prefix route does.
@@ -272,6 +329,18 @@ impl Protocol {
         }
     }
 
+    /// The protocol named `name` (iproute2's and FRR's names, as [`Protocol::name`]
+    /// gives them; `static` is the config file's).
+    pub fn from_name(name: &str) -> Option<Protocol> {
+        use Protocol::*;
+        [
+            Boot, Static, Kernel, Zebra, Bgp, Isis, Ospf, Rip, Ripng, Eigrp, Ldp, Sharp, Openfabric, Srte,
+            Babel, Other,
+        ]
+        .into_iter()
+        .find(|p| p.name() == name)
+    }
+
     /// Whether the route came from FRR.
     pub fn is_frr(self) -> bool {
         !matches!(self, Protocol::Boot | Protocol::Static | Protocol::Kernel)
@@ -296,7 +365,8 @@ pub struct IpRoute {
     /// `ttl-propagate disabled`).
     #[serde(default = "yes")]
     pub ttl_propagate: bool,
-    /// Where it came from (ignored in requests).
+    /// Where it came from. In a request to add or replace: what `route show` is to say
+    /// (the CLI's `proto NAME`, default `boot`); the route is a runtime route all the same.
     #[serde(default)]
     pub protocol: Protocol,
     /// The router's address on the subnet (connected routes, shown only).
@@ -330,7 +400,8 @@ pub struct MplsRoute {
     /// RFC 3443 TTL model on pop: `false` = pipe.
     #[serde(default = "yes")]
     pub ttl_propagate: bool,
-    /// Where it came from (ignored in requests).
+    /// Where it came from. In a request to add or replace: what `route show` is to say
+    /// (the CLI's `proto NAME`, default `boot`); the route is a runtime route all the same.
     #[serde(default)]
     pub protocol: Protocol,
 }

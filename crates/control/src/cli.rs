@@ -7,6 +7,9 @@
 //!       [ weight N ]
 //! route { show | list } [ vrf NAME ] [ PREFIX ]
 //! route get ADDRESS [ vrf NAME ]
+//! route flush { all | SELECTOR ... }
+//! SELECTOR := [ root | match | exact ] PREFIX | vrf { NAME | all } | dev PORT
+//!             | via ADDRESS | proto NAME
 //!
 //! -f mpls route { add | del | replace } LABEL [ vrf NAME ] [ ttl-propagate ... ]
 //!       MNH | nexthop MNH ...
@@ -18,7 +21,10 @@
 //! and routes the packet underneath in its VRF (`vrf NAME`, default "default"); with a
 //! next hop but no `as` it pops and forwards (penultimate-hop popping).
 
-use crate::api::{Family, IpRoute, MplsAction, MplsRoute, Nexthop, Protocol, Request, RouteSpec, RouteType};
+use crate::api::{
+    Family, IpRoute, MplsAction, MplsRoute, Nexthop, PrefixMatch, Protocol, Request, RouteFilter, RouteSpec,
+    RouteType,
+};
 use crate::tables::parse_prefix;
 
 /// `vmpls route help`.
@@ -26,10 +32,16 @@ pub const HELP: &str = "\
 Usage: vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] route { add | del | replace } ROUTE
        vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] route show [ vrf NAME ] [ PREFIX ]
        vmpls [-r ROUTER | --socket PATH] [-j] [-p] route get ADDRESS [ vrf NAME ]
+       vmpls [-r ROUTER | --socket PATH] [-j] [-4|-6] route flush { all | SELECTOR ... }
        vmpls ... -f mpls route { add | del | replace } LABEL_ROUTE
        vmpls ... -f mpls route show [ LABEL ]
+       vmpls ... -f mpls route flush { all | SELECTOR ... }
 ROUTE := [ unicast | blackhole ] PREFIX [ vrf NAME ] [ ttl-propagate { enabled | disabled } ]
-         NH | nexthop NH [ nexthop NH ... ]
+         [ proto NAME ] NH | nexthop NH [ nexthop NH ... ]
+SELECTOR := [ root | match | exact ] PREFIX | LABEL | vrf { NAME | all } | dev PORT
+            | via ADDRESS | proto NAME
+flush removes the file's and the CLI's routes it selects (default VRF unless `vrf` says
+otherwise); connected subnets and routes from FRR stay; `reload` brings back the file's.
 NH := [ encap mpls LABEL[/LABEL...] ] [ via [ inet | inet6 ] ADDRESS ] [ dev PORT ] [ weight N ]
 LABEL_ROUTE := LABEL [ ttl-propagate { enabled | disabled } ]
                { MNH | nexthop MNH ... | vrf NAME }
@@ -45,6 +57,7 @@ enum Op {
     Add,
     Del,
     Replace,
+    Flush,
 }
 
 fn op(word: Option<&str>) -> Result<Op, String> {
@@ -54,9 +67,10 @@ fn op(word: Option<&str>) -> Result<Op, String> {
         Some("get" | "g") => Op::Get,
         Some("del" | "delete" | "d") => Op::Del,
         Some("replace" | "repl") => Op::Replace,
+        Some("flush" | "f") => Op::Flush,
         Some(other) => {
             return Err(format!(
-                "unknown route command \"{other}\"; expected add, del, replace, show or get"
+                "unknown route command \"{other}\"; expected add, del, replace, show, get or flush"
             ));
         }
     })
@@ -181,6 +195,80 @@ fn ttl_propagate(w: &mut Words) -> Result<bool, String> {
     }
 }
 
+/// `proto NAME`.
+fn protocol(w: &mut Words, keyword: &str) -> Result<Protocol, String> {
+    let name = w.arg(keyword, "a protocol name")?;
+    Protocol::from_name(name).ok_or_else(|| {
+        format!(
+            "unknown protocol \"{name}\"; expected boot, static, kernel, zebra, bgp, isis, ospf, rip, \
+             ripng, eigrp, ldp, sharp, openfabric, srte, babel or other"
+        )
+    })
+}
+
+/// `route flush SELECTOR...`: iproute2's selectors; like `ip route flush`, it needs at
+/// least one (`all` for the whole table).
+fn parse_flush(w: &mut Words, family: Option<Family>) -> Result<Request, String> {
+    let mut f = RouteFilter::default();
+    let mut all = false;
+    let mut any = false;
+    while let Some(word) = w.next() {
+        any = true;
+        match word {
+            "all" if !all => all = true,
+            "vrf" | "table" => f.vrf = Some(w.arg(word, "a VRF name (or all)")?.to_string()),
+            "dev" | "oif" => f.dev = Some(w.arg(word, "a port name")?.to_string()),
+            "via" => {
+                let mut a = w.arg("via", "an address")?;
+                if matches!(a, "inet" | "inet6") {
+                    a = w.arg("via inet", "an address")?;
+                }
+                f.via = Some(a.parse().map_err(|_| format!("\"{a}\" is not an IPv4 or IPv6 address"))?);
+            }
+            "proto" | "protocol" => f.proto = Some(protocol(w, word)?),
+            "root" | "match" | "exact" | "to" if f.dst.is_none() => {
+                f.dst_match = match word {
+                    "root" => PrefixMatch::Root,
+                    "match" => PrefixMatch::Match,
+                    _ => PrefixMatch::Exact,
+                };
+                f.dst = Some(w.arg(word, "a prefix")?.to_string());
+            }
+            other if f.dst.is_none() => f.dst = Some(other.to_string()),
+            other => return Err(garbage(other)),
+        }
+    }
+    if !any {
+        return Err("route flush needs a selector, as `ip route flush` does: `all`, a prefix, \
+                    `vrf NAME`, `dev PORT`, `via ADDRESS` or `proto NAME`"
+            .into());
+    }
+    let family = family.unwrap_or(match &f.dst {
+        Some(d) if d.contains(':') => Family::Inet6,
+        _ => Family::Inet,
+    });
+    match (&f.dst, family) {
+        (Some(_), Family::Mpls) if f.dst_match != PrefixMatch::Exact => {
+            return Err("root and match select prefixes; give a label alone".into());
+        }
+        (Some(l), Family::Mpls) => {
+            let l = l
+                .parse::<u32>()
+                .map_err(|_| format!("\"{l}\" is not a label; expected a number like 100"))?;
+            f.dst = Some(l.to_string());
+        }
+        (Some(p), _) => {
+            let (a, len) = parse_prefix(p, family)?;
+            f.dst = Some(format!("{a}/{len}"));
+        }
+        (None, _) => {}
+    }
+    if family == Family::Mpls && f.vrf.is_some() {
+        return Err("label routes are not per VRF: drop `vrf`".into());
+    }
+    Ok(Request::RouteFlush { family, filter: f })
+}
+
 fn garbage(word: &str) -> String {
     format!("either \"{word}\" is duplicate, or it is garbage (see `vmpls route help`)")
 }
@@ -194,6 +282,9 @@ fn garbage(word: &str) -> String {
 pub fn parse_route(family: Option<Family>, args: &[String]) -> Result<Request, String> {
     let mut w = Words { words: args, i: 0 };
     let op = op(w.next())?;
+    if op == Op::Flush {
+        return parse_flush(&mut w, family);
+    }
     if op == Op::Show || op == Op::Get {
         let mut vrf = None;
         let mut dst: Option<&str> = None;
@@ -242,7 +333,7 @@ pub fn parse_route(family: Option<Family>, args: &[String]) -> Result<Request, S
     Ok(match op {
         Op::Add => Request::RouteAdd { route },
         Op::Del => Request::RouteDel { route },
-        Op::Replace | Op::Show | Op::Get => Request::RouteReplace { route },
+        Op::Replace | Op::Show | Op::Get | Op::Flush => Request::RouteReplace { route },
     })
 }
 
@@ -251,6 +342,7 @@ fn parse_ip(w: &mut Words, family: Option<Family>, op: Op) -> Result<RouteSpec, 
     let mut dst: Option<&str> = None;
     let mut vrf = None;
     let mut ttl = true;
+    let mut proto = Protocol::Boot;
     let mut nhs = Nexthops::default();
     while let Some(word) = w.next() {
         if nhs.keyword(word, w, false)? {
@@ -262,9 +354,7 @@ fn parse_ip(w: &mut Words, family: Option<Family>, op: Op) -> Result<RouteSpec, 
             }
             "vrf" | "table" => vrf = Some(w.arg(word, "a VRF name")?.to_string()),
             "ttl-propagate" => ttl = ttl_propagate(w)?,
-            "proto" | "protocol" => {
-                w.arg(word, "a protocol name")?;
-            }
+            "proto" | "protocol" => proto = protocol(w, word)?,
             // What `route show` prints for connected routes, so its lines paste back.
             "scope" => {
                 w.arg(word, "a scope (link, global)")?;
@@ -301,7 +391,7 @@ fn parse_ip(w: &mut Words, family: Option<Family>, op: Op) -> Result<RouteSpec, 
         kind: kind.unwrap_or_default(),
         nexthops: nhs.finish()?,
         ttl_propagate: ttl,
-        protocol: Protocol::Boot,
+        protocol: proto,
         prefsrc: None,
     };
     Ok(match family {
@@ -314,6 +404,7 @@ fn parse_mpls(w: &mut Words, op: Op) -> Result<MplsRoute, String> {
     let mut label: Option<u32> = None;
     let mut vrf = None;
     let mut ttl = true;
+    let mut proto = Protocol::Boot;
     let mut nhs = Nexthops::default();
     while let Some(word) = w.next() {
         if nhs.keyword(word, w, true)? {
@@ -322,9 +413,7 @@ fn parse_mpls(w: &mut Words, op: Op) -> Result<MplsRoute, String> {
         match word {
             "vrf" | "table" => vrf = Some(w.arg(word, "a VRF name")?.to_string()),
             "ttl-propagate" => ttl = ttl_propagate(w)?,
-            "proto" | "protocol" => {
-                w.arg(word, "a protocol name")?;
-            }
+            "proto" | "protocol" => proto = protocol(w, word)?,
             other if label.is_none() => {
                 label = Some(
                     other
@@ -343,7 +432,7 @@ fn parse_mpls(w: &mut Words, op: Op) -> Result<MplsRoute, String> {
     };
     let nexthops = nhs.finish()?;
     let action = if nexthops.is_empty() { MplsAction::Lookup } else { MplsAction::Forward };
-    Ok(MplsRoute { label, action, nexthops, vrf, ttl_propagate: ttl, protocol: Protocol::Boot })
+    Ok(MplsRoute { label, action, nexthops, vrf, ttl_propagate: ttl, protocol: proto })
 }
 
 #[cfg(test)]
@@ -451,6 +540,65 @@ mod tests {
             panic!("not an IPv4 route")
         };
         assert_eq!(r.nexthops[0].dev.as_deref(), Some("ce1"));
+    }
+
+    #[test]
+    fn proto_is_kept_and_flush_takes_iproute2_selectors() {
+        let Request::RouteReplace { route: RouteSpec::Inet(r) } =
+            parse(None, "replace 198.18.2.0/24 encap mpls 1002 via 198.18.10.2 dev core proto static")
+                .unwrap()
+        else {
+            panic!("not an IPv4 replace")
+        };
+        assert_eq!(r.protocol, Protocol::Static);
+        let Request::RouteReplace { route: RouteSpec::Mpls(m) } =
+            parse(Some(Family::Mpls), "replace 1002 as to 2002 via inet 198.18.20.2 dev east proto ldp")
+                .unwrap()
+        else {
+            panic!("not a label replace")
+        };
+        assert_eq!(m.protocol, Protocol::Ldp);
+        let e = parse(None, "add 198.18.2.0/24 via 198.18.10.2 proto pigeon").unwrap_err();
+        assert!(e.contains("unknown protocol \"pigeon\""), "{e}");
+
+        let flush = |fam, line| match parse(fam, line).unwrap() {
+            Request::RouteFlush { family, filter } => (family, filter),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(flush(None, "flush all"), (Family::Inet, RouteFilter::default()));
+        assert_eq!(
+            flush(None, "flush root 198.18.0.0/16 vrf cust dev core via 198.18.10.2 proto boot"),
+            (
+                Family::Inet,
+                RouteFilter {
+                    vrf: Some("cust".into()),
+                    dst: Some("198.18.0.0/16".into()),
+                    dst_match: PrefixMatch::Root,
+                    dev: Some("core".into()),
+                    via: Some("198.18.10.2".parse().unwrap()),
+                    proto: Some(Protocol::Boot),
+                }
+            )
+        );
+        let (family, f) = flush(None, "flush 2001:db8:2::/64");
+        assert_eq!(
+            (family, f.dst.as_deref(), f.dst_match),
+            (Family::Inet6, Some("2001:db8:2::/64"), PrefixMatch::Exact)
+        );
+        let (family, f) = flush(Some(Family::Inet6), "flush table all");
+        assert_eq!((family, f.vrf.as_deref()), (Family::Inet6, Some("all")));
+        let (family, f) = flush(Some(Family::Mpls), "flush 1002");
+        assert_eq!((family, f.dst.as_deref()), (Family::Mpls, Some("1002")));
+        for (fam, line, want) in [
+            (None, "flush", "needs a selector"),
+            (None, "flush 198.18.0.0/16 198.18.1.0/24", "duplicate"),
+            (Some(Family::Mpls), "flush vrf cust", "not per VRF"),
+            (Some(Family::Mpls), "flush root 100", "give a label alone"),
+            (None, "flush proto", "\"proto\" needs"),
+        ] {
+            let e = parse(fam, line).unwrap_err();
+            assert!(e.contains(want), "{line}: {e}");
+        }
     }
 
     #[test]

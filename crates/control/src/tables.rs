@@ -26,7 +26,8 @@ use vmpls_fib::{
 };
 
 use crate::api::{
-    Family, IpRoute, MplsAction, MplsRoute, Nexthop, Protocol, ReloadSummary, RouteSpec, RouteType,
+    Family, FlushSummary, IpRoute, MplsAction, MplsRoute, Nexthop, PrefixMatch, Protocol, ReloadSummary,
+    RouteFilter, RouteSpec, RouteType,
 };
 use crate::{Config, LabelConfig, LabelConfigAction, NexthopConfig, PortConfig, RouteAction, RouteConfig};
 
@@ -46,7 +47,22 @@ type RouteKey = (String, IpAddr, u8);
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry<T> {
     item: T,
+    /// Who owns it: `Static` the file, `Boot` the CLI, else FRR (which daemon).
     origin: Protocol,
+    /// What `route show` says, if not `origin`: the CLI's `proto NAME` (a route pasted
+    /// back from `route show` keeps its protocol; ownership stays the CLI's).
+    shown: Option<Protocol>,
+}
+
+impl<T> Entry<T> {
+    fn new(item: T, origin: Protocol) -> Entry<T> {
+        Entry { item, origin, shown: None }
+    }
+
+    /// The protocol `route show` prints.
+    fn proto(&self) -> Protocol {
+        self.shown.unwrap_or(self.origin)
+    }
 }
 
 /// The running routes; see the module documentation.
@@ -161,6 +177,18 @@ pub fn parse_prefix(text: &str, family: Family) -> Result<(IpAddr, u8), String> 
     Ok((addr, len))
 }
 
+/// What a runtime route asked to be shown as (`proto NAME`) is shown as: `None` for
+/// `boot`, the default.
+fn shown(p: Protocol) -> Result<Option<Protocol>, String> {
+    match p {
+        Protocol::Boot => Ok(None),
+        Protocol::Kernel => {
+            Err("proto kernel is for the ports' connected subnets; give another protocol".into())
+        }
+        p => Ok(Some(p)),
+    }
+}
+
 fn ttl(propagate: bool) -> TtlModel {
     if propagate { TtlModel::Uniform } else { TtlModel::Pipe }
 }
@@ -168,16 +196,10 @@ fn ttl(propagate: bool) -> TtlModel {
 impl Tables {
     /// The tables of a freshly loaded config.
     pub fn new(config: Config) -> Tables {
-        let routes = config
-            .routes
-            .iter()
-            .map(|r| (route_key(r), Entry { item: r.clone(), origin: Protocol::Static }))
-            .collect();
-        let labels = config
-            .labels
-            .iter()
-            .map(|l| (l.label, Entry { item: l.clone(), origin: Protocol::Static }))
-            .collect();
+        let routes =
+            config.routes.iter().map(|r| (route_key(r), Entry::new(r.clone(), Protocol::Static))).collect();
+        let labels =
+            config.labels.iter().map(|l| (l.label, Entry::new(l.clone(), Protocol::Static))).collect();
         Tables { file: config, routes, labels, frr_routes: BTreeMap::new(), frr_labels: BTreeMap::new() }
     }
 
@@ -216,6 +238,7 @@ impl Tables {
                                     line: 0,
                                 },
                                 origin,
+                                shown: None,
                             }),
                         },
                     };
@@ -251,6 +274,7 @@ impl Tables {
                                         line: 0,
                                     },
                                     origin,
+                                    shown: None,
                                 }),
                             }
                         }
@@ -430,7 +454,10 @@ impl Tables {
                         ));
                     }
                     Change::Add | Change::Replace => {
-                        next.routes.insert(key, Entry { item: route, origin: Protocol::Boot });
+                        next.routes.insert(
+                            key,
+                            Entry { item: route, origin: Protocol::Boot, shown: shown(r.protocol)? },
+                        );
                     }
                     Change::Delete => {
                         let Some(old) = self.routes.get(&key) else {
@@ -440,7 +467,7 @@ impl Tables {
                         if given && old.item.action != route.action {
                             return Err(format!(
                                 "the route to {what} is not the one given: it is `{}`",
-                                crate::show::ip_route_line(&self.show_ip(&old.item, old.origin))
+                                crate::show::ip_route_line(&self.show_ip(&old.item, old.proto()))
                             ));
                         }
                         next.routes.remove(&key);
@@ -457,7 +484,10 @@ impl Tables {
                         ));
                     }
                     Change::Add | Change::Replace => {
-                        next.labels.insert(key, Entry { item: label, origin: Protocol::Boot });
+                        next.labels.insert(
+                            key,
+                            Entry { item: label, origin: Protocol::Boot, shown: shown(m.protocol)? },
+                        );
                     }
                     Change::Delete => {
                         let Some(old) = self.labels.get(&key) else {
@@ -468,7 +498,7 @@ impl Tables {
                         if given && old.item.action != label.action {
                             return Err(format!(
                                 "the route for label {key} is not the one given: it is `{}`",
-                                crate::show::mpls_route_line(&self.show_label(&old.item, old.origin))
+                                crate::show::mpls_route_line(&self.show_label(&old.item, old.proto()))
                             ));
                         }
                         next.labels.remove(&key);
@@ -519,7 +549,7 @@ impl Tables {
                 Some(_) => sum.routes_changed += 1,
                 None => sum.routes_added += 1,
             }
-            next.routes.insert(k.clone(), Entry { item: (*r).clone(), origin: Protocol::Static });
+            next.routes.insert(k.clone(), Entry::new((*r).clone(), Protocol::Static));
         }
         let new_labels: BTreeMap<Label, &LabelConfig> = new.labels.iter().map(|l| (l.label, l)).collect();
         for (k, e) in &self.labels {
@@ -534,7 +564,7 @@ impl Tables {
                 Some(_) => sum.labels_changed += 1,
                 None => sum.labels_added += 1,
             }
-            next.labels.insert(*k, Entry { item: (*l).clone(), origin: Protocol::Static });
+            next.labels.insert(*k, Entry::new((*l).clone(), Protocol::Static));
         }
         sum.other_changed = self.file.vrfs != new.vrfs
             || (self.file.router.v4, self.file.router.v6) != (new.router.v4, new.router.v6)
@@ -547,17 +577,103 @@ impl Tables {
         next.file = new;
         // Routes added at runtime must still make sense with the new ports and VRFs.
         for e in next.routes.values().filter(|e| e.origin == Protocol::Boot) {
-            let shown = self.show_ip(&e.item, e.origin);
+            let shown = self.show_ip(&e.item, e.proto());
             let family = if e.item.prefix.is_ipv4() { Family::Inet } else { Family::Inet6 };
             next.resolve_ip(&shown, family, false).map_err(|m| {
                 format!("the route to {} (added at runtime) would be invalid: {m}", shown.dst)
             })?;
         }
         for e in next.labels.values().filter(|e| e.origin == Protocol::Boot) {
-            let shown = self.show_label(&e.item, e.origin);
+            let shown = self.show_label(&e.item, e.proto());
             next.resolve_label(&shown, false).map_err(|m| {
                 format!("the route for label {} (added at runtime) would be invalid: {m}", shown.label)
             })?;
+        }
+        let fib = next.build_fib()?;
+        *self = next;
+        Ok((fib, sum))
+    }
+
+    /// Removes the routes of one table that `filter` selects (`route flush`, as
+    /// iproute2's `ip route flush SELECTOR`): the file's and the CLI's. A reload brings
+    /// back those the file owns. Connected subnets stay (they are there as long as the
+    /// port has the address), and so do routes from FRR: zebra owns them, would not know
+    /// they were gone, and would not send them again; they are counted as kept. On error
+    /// nothing changed.
+    ///
+    /// # Errors
+    /// An unknown VRF or port, `proto kernel`, or tables that cannot be built.
+    pub fn flush(&mut self, family: Family, filter: &RouteFilter) -> Result<(Fib, FlushSummary), String> {
+        if filter.proto == Some(Protocol::Kernel) {
+            return Err("connected subnets (proto kernel) cannot be flushed: they exist as long as the port has the address".into());
+        }
+        if let Some(dev) = &filter.dev
+            && !self.file.ports.iter().any(|p| &p.name == dev)
+        {
+            return Err(format!("no port \"{dev}\"; {}", self.port_list()));
+        }
+        let dev = filter.dev.as_ref().and_then(|d| self.file.ports.iter().position(|p| &p.name == d));
+        let nexthops_match = |nhs: &[NexthopConfig]| {
+            dev.is_none_or(|d| nhs.iter().any(|n| usize::from(n.port) == d))
+                && filter.via.is_none_or(|v| nhs.iter().any(|n| n.via == Some(v)))
+        };
+        let mut sum = FlushSummary::default();
+        let mut next = self.clone();
+        if family == Family::Mpls {
+            if filter.vrf.is_some() {
+                return Err("label routes are not per VRF: drop `vrf`".into());
+            }
+            let label = match &filter.dst {
+                None => None,
+                Some(l) => Some(l.parse::<Label>().map_err(|_| format!("\"{l}\" is not a label"))?),
+            };
+            let selects = |k: &Label, e: &Entry<LabelConfig>| {
+                let nhs: &[NexthopConfig] = match &e.item.action {
+                    LabelConfigAction::Forward(nhs) => nhs,
+                    LabelConfigAction::PopAndLookup { .. } => &[],
+                };
+                label.is_none_or(|l| l == *k)
+                    && filter.proto.is_none_or(|p| p == e.proto())
+                    && (filter.dev.is_none() && filter.via.is_none() || nexthops_match(nhs))
+            };
+            next.labels.retain(|k, e| {
+                let hit = selects(k, e);
+                sum.flushed += u64::from(hit);
+                sum.from_file += u64::from(hit && e.origin == Protocol::Static);
+                !hit
+            });
+            sum.frr_kept = self.frr_labels.iter().filter(|(k, e)| selects(k, e)).count() as u64;
+        } else {
+            let vrf = filter.vrf.as_deref().unwrap_or(DEFAULT_VRF_NAME);
+            if vrf != "all" {
+                self.check_vrf(vrf)?;
+            }
+            let dst = match &filter.dst {
+                None => None,
+                Some(d) => Some(parse_prefix(d, family)?),
+            };
+            let selects = |(v, a, len): &RouteKey, e: &Entry<RouteConfig>| {
+                let nhs: &[NexthopConfig] = match &e.item.action {
+                    RouteAction::Forward(nhs) => nhs,
+                    RouteAction::Blackhole => &[],
+                };
+                (vrf == "all" || v == vrf)
+                    && a.is_ipv4() == (family == Family::Inet)
+                    && dst.is_none_or(|(net, l)| match filter.dst_match {
+                        PrefixMatch::Exact => (*a, *len) == (net, l),
+                        PrefixMatch::Root => *len >= l && on_subnet(net, l, *a),
+                        PrefixMatch::Match => *len <= l && on_subnet(*a, *len, net),
+                    })
+                    && filter.proto.is_none_or(|p| p == e.proto())
+                    && (filter.dev.is_none() && filter.via.is_none() || nexthops_match(nhs))
+            };
+            next.routes.retain(|k, e| {
+                let hit = selects(k, e);
+                sum.flushed += u64::from(hit);
+                sum.from_file += u64::from(hit && e.origin == Protocol::Static);
+                !hit
+            });
+            sum.frr_kept = self.frr_routes.iter().filter(|(k, e)| selects(k, e)).count() as u64;
         }
         let fib = next.build_fib()?;
         *self = next;
@@ -574,8 +690,8 @@ impl Tables {
         let vrf = vrf.unwrap_or(DEFAULT_VRF_NAME);
         if family == Family::Mpls {
             let mut list: BTreeMap<Label, MplsRoute> =
-                self.frr_labels.iter().map(|(k, e)| (*k, self.show_label(&e.item, e.origin))).collect();
-            list.extend(self.labels.iter().map(|(k, e)| (*k, self.show_label(&e.item, e.origin))));
+                self.frr_labels.iter().map(|(k, e)| (*k, self.show_label(&e.item, e.proto()))).collect();
+            list.extend(self.labels.iter().map(|(k, e)| (*k, self.show_label(&e.item, e.proto()))));
             let list: Vec<MplsRoute> = list.into_values().collect();
             return serde_json::to_value(list).map_err(|e| e.to_string());
         }
@@ -606,7 +722,7 @@ impl Tables {
         }
         for ((v, a, len), e) in self.frr_routes.iter().chain(&self.routes) {
             if v == vrf && a.is_ipv4() == want_v4 {
-                list.insert((*a, *len), self.show_ip(&e.item, e.origin));
+                list.insert((*a, *len), self.show_ip(&e.item, e.proto()));
             }
         }
         serde_json::to_value(list.into_values().collect::<Vec<_>>()).map_err(|e| e.to_string())
@@ -1324,6 +1440,156 @@ action = "pop"
         assert!(parse_prefix("198.18.2.0/33", Family::Inet).unwrap_err().contains("/33"));
         assert!(parse_prefix("bogus", Family::Inet).unwrap_err().contains("\"bogus\" is not a prefix"));
     }
+
+    fn shown(t: &Tables, family: Family) -> Vec<String> {
+        if family == Family::Mpls {
+            let l: Vec<MplsRoute> = serde_json::from_value(t.show(family, None).unwrap()).unwrap();
+            return l.iter().map(crate::show::mpls_route_line).collect();
+        }
+        let l: Vec<IpRoute> = serde_json::from_value(t.show(family, None).unwrap()).unwrap();
+        l.iter().map(crate::show::ip_route_line).collect()
+    }
+
+    #[test]
+    fn replace_keeps_the_protocol_it_is_given() {
+        let mut t = tables(PE1);
+        // `route show`'s line for the file's route, pasted back with `replace`.
+        let line = "198.18.2.0/24 encap mpls 1002 via 198.18.10.2 dev core proto static";
+        assert!(shown(&t, Family::Inet).iter().any(|l| l == line), "{:?}", shown(&t, Family::Inet));
+        let args: Vec<String> = format!("replace {line}").split_whitespace().map(String::from).collect();
+        let crate::api::Request::RouteReplace { route } = crate::cli::parse_route(None, &args).unwrap()
+        else {
+            panic!("not a replace")
+        };
+        t.change(Change::Replace, &route).unwrap();
+        assert!(shown(&t, Family::Inet).iter().any(|l| l == line), "{:?}", shown(&t, Family::Inet));
+        // Another protocol is shown as given; the route stays the CLI's: a reload puts
+        // the file's back (as changed), and a runtime route with a protocol stays.
+        let mut r = ip_route("198.18.2.0/24", vec![nh("198.18.10.2", None, &[1002])]);
+        r.protocol = Protocol::Bgp;
+        t.change(Change::Replace, &RouteSpec::Inet(r)).unwrap();
+        assert!(shown(&t, Family::Inet).iter().any(|l| l.ends_with("dev core proto bgp")));
+        let mut own = ip_route("198.18.7.0/24", vec![nh("198.18.10.2", None, &[1007])]);
+        own.protocol = Protocol::Ospf;
+        t.change(Change::Add, &RouteSpec::Inet(own.clone())).unwrap();
+        let mut pop = MplsRoute {
+            label: 3001,
+            action: MplsAction::Lookup,
+            nexthops: vec![],
+            vrf: None,
+            ttl_propagate: true,
+            protocol: Protocol::Static,
+        };
+        t.change(Change::Replace, &RouteSpec::Mpls(pop.clone())).unwrap();
+        assert!(shown(&t, Family::Mpls).contains(&"3001 vrf default proto static".to_string()));
+        let (_, sum) = t.reload(Config::from_str(PE1, Path::new("pe1.toml")).unwrap()).unwrap();
+        assert_eq!((sum.routes_changed, sum.labels_removed), (1, 0), "{sum}");
+        assert!(shown(&t, Family::Inet).contains(&line.to_string()));
+        assert!(
+            shown(&t, Family::Inet)
+                .iter()
+                .any(|l| l.starts_with("198.18.7.0/24") && l.ends_with("proto ospf"))
+        );
+        // `proto kernel` is the connected subnets'.
+        pop.protocol = Protocol::Kernel;
+        let e = t.change(Change::Replace, &RouteSpec::Mpls(pop)).unwrap_err();
+        assert!(e.contains("connected subnets"), "{e}");
+    }
+
+    fn flush(t: &mut Tables, family: Family, filter: RouteFilter) -> Result<FlushSummary, String> {
+        t.flush(family, &filter).map(|(_, s)| s)
+    }
+
+    #[test]
+    fn flush_removes_the_file_and_cli_routes_it_selects() {
+        let text = PE1.to_string()
+            + r#"
+[[vrf]]
+name = "cust"
+
+[[route]]
+prefix = "198.18.5.0/24"
+vrf = "cust"
+push = [1005]
+via = "198.18.10.2"
+port = "core"
+
+[[route]]
+prefix = "2001:db8:2::/64"
+push = [1002]
+via = "2001:db8:10::2"
+port = "core"
+
+[[route]]
+prefix = "198.18.9.0/24"
+blackhole = true
+"#;
+        let mut t = tables(&text);
+        for (dst, labels) in [("198.18.3.0/24", [103]), ("198.18.3.128/25", [104]), ("198.18.0.0/16", [105])]
+        {
+            t.change(Change::Add, &RouteSpec::Inet(ip_route(dst, vec![nh("198.18.10.2", None, &labels)])))
+                .unwrap();
+        }
+        let dsts = |t: &Tables| -> Vec<String> {
+            let l: Vec<IpRoute> = serde_json::from_value(t.show(Family::Inet, None).unwrap()).unwrap();
+            l.into_iter().filter(|r| r.protocol != Protocol::Kernel).map(|r| r.dst).collect()
+        };
+        // root: the prefix and those inside it; exact: the prefix alone; match: those
+        // that hold it.
+        let root = RouteFilter {
+            dst: Some("198.18.3.0/24".into()),
+            dst_match: PrefixMatch::Root,
+            ..RouteFilter::default()
+        };
+        assert_eq!(flush(&mut t, Family::Inet, root).unwrap().flushed, 2);
+        assert_eq!(dsts(&t), ["198.18.0.0/16", "198.18.2.0/24", "198.18.9.0/24"]);
+        let m = RouteFilter {
+            dst: Some("198.18.2.0/24".into()),
+            dst_match: PrefixMatch::Match,
+            ..RouteFilter::default()
+        };
+        let s = flush(&mut t, Family::Inet, m).unwrap();
+        assert_eq!((s.flushed, s.from_file), (2, 1));
+        assert_eq!(dsts(&t), ["198.18.9.0/24"]);
+        // The default VRF's IPv4 routes only, unless told otherwise; connected subnets stay.
+        let s = flush(&mut t, Family::Inet, RouteFilter::default()).unwrap();
+        assert_eq!((s.flushed, s.from_file), (1, 1));
+        assert!(dsts(&t).is_empty());
+        assert!(shown(&t, Family::Inet).iter().any(|l| l.starts_with("198.18.1.0/24 dev ce1 proto kernel")));
+        assert_eq!(shown(&t, Family::Inet6).len(), 3, "{:?}", shown(&t, Family::Inet6));
+        let cust = RouteFilter { vrf: Some("cust".into()), ..RouteFilter::default() };
+        assert_eq!(t.show(Family::Inet, Some("cust")).unwrap().as_array().unwrap().len(), 1);
+        let dev = RouteFilter { dev: Some("core".into()), ..cust.clone() };
+        let fib = t.flush(Family::Inet, &dev).unwrap().0;
+        assert_eq!(t.show(Family::Inet, Some("cust")).unwrap().as_array().unwrap().len(), 0);
+        assert!(fib.vrfs[1].lookup("198.18.5.1".parse().unwrap()).is_none(), "gone from the FIB too");
+        // Label routes: by label or by protocol; a reload brings the file's back.
+        let by_proto = RouteFilter { proto: Some(Protocol::Boot), ..RouteFilter::default() };
+        assert_eq!(flush(&mut t, Family::Mpls, by_proto).unwrap().flushed, 0);
+        let label = RouteFilter { dst: Some("2001".into()), ..RouteFilter::default() };
+        assert_eq!(flush(&mut t, Family::Mpls, label).unwrap().flushed, 1);
+        let (fib, sum) = t.reload(Config::from_str(&text, Path::new("pe1.toml")).unwrap()).unwrap();
+        assert_eq!((sum.routes_added, sum.labels_added), (3, 1), "{sum}");
+        assert_eq!(lookup_labels(&fib, "198.18.2.1"), Some(vec![1002]));
+        // Mistakes: an unknown VRF or port, connected subnets, a VRF for labels.
+        for (family, f, want) in [
+            (
+                Family::Inet,
+                RouteFilter { vrf: Some("nosuch".into()), ..RouteFilter::default() },
+                "not defined",
+            ),
+            (Family::Inet, RouteFilter { dev: Some("nosuch".into()), ..RouteFilter::default() }, "no port"),
+            (
+                Family::Inet,
+                RouteFilter { proto: Some(Protocol::Kernel), ..RouteFilter::default() },
+                "connected",
+            ),
+            (Family::Mpls, cust, "not per VRF"),
+        ] {
+            let e = flush(&mut t, family, f).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1416,6 +1682,44 @@ mod frr_tests {
         assert!(applied.refused[0].contains("nosuch"), "{:?}", applied.refused);
         assert!(applied.fib.labels.get(101).is_some());
         assert!(applied.fib.labels.get(100).is_none());
+        assert_eq!(t.frr_counts(), (1, 1));
+    }
+
+    #[test]
+    fn flush_leaves_routes_from_frr_and_counts_them() {
+        let mut t = tables();
+        let ldp = FrrChange::Label {
+            label: 101,
+            route: Some((LabelConfigAction::Forward(forward(200)), Protocol::Ldp)),
+        };
+        t.apply_frr(vec![route("198.18.12.0", 24), ldp]).unwrap();
+        let spec = RouteSpec::Inet(IpRoute {
+            dst: "198.18.13.0/24".into(),
+            vrf: DEFAULT_VRF_NAME.into(),
+            kind: crate::api::RouteType::Unicast,
+            nexthops: vec![Nexthop {
+                gateway: Some("198.18.11.2".parse().unwrap()),
+                dev: None,
+                labels: vec![107],
+                weight: 1,
+            }],
+            ttl_propagate: true,
+            protocol: Protocol::Boot,
+            prefsrc: None,
+        });
+        t.change(Change::Add, &spec).unwrap();
+        let (fib, s) = t.flush(Family::Inet, &RouteFilter::default()).unwrap();
+        assert_eq!((s.flushed, s.frr_kept), (1, 1));
+        assert!(fib.vrfs[0].lookup("198.18.12.1".parse().unwrap()).is_some(), "FRR's route forwards on");
+        assert!(fib.vrfs[0].lookup("198.18.13.1".parse().unwrap()).is_none());
+        let ospf = RouteFilter { proto: Some(Protocol::Ospf), ..RouteFilter::default() };
+        assert_eq!(
+            t.flush(Family::Inet, &ospf).unwrap().1,
+            FlushSummary { frr_kept: 1, ..Default::default() }
+        );
+        let (fib, s) = t.flush(Family::Mpls, &RouteFilter::default()).unwrap();
+        assert_eq!((s.flushed, s.frr_kept), (0, 1));
+        assert!(fib.labels.get(101).is_some());
         assert_eq!(t.frr_counts(), (1, 1));
     }
 }

@@ -8,7 +8,9 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use vmpls_control::api::{Family, IpRoute, Link, MplsRoute, Neighbor, ReloadSummary, Reply, Request, Stats};
+use vmpls_control::api::{
+    Family, FlushSummary, IpRoute, Link, MplsRoute, Neighbor, ReloadSummary, Reply, Request, Stats,
+};
 use vmpls_control::show;
 
 /// Options before the object, as in `ip -j -p -6 route ...`.
@@ -171,6 +173,16 @@ pub fn route(g: &Globals, args: &[String]) -> Result<(), CliError> {
         Request::RouteGet { addr, .. } => {
             show(g, &req, |r: IpRoute| show::ip_route_line(&IpRoute { dst: addr.to_string(), ..r }) + "\n")
         }
+        // Silent, as `ip route flush`, but for routes it leaves alone.
+        Request::RouteFlush { .. } => show(g, &req, |s: FlushSummary| {
+            if s.frr_kept > 0 {
+                eprintln!(
+                    "{} matching routes from FRR kept: zebra owns them (remove them in FRR)",
+                    s.frr_kept
+                );
+            }
+            String::new()
+        }),
         _ => Connection::open(g)?.request(&req).map(|_| ()),
     }
 }

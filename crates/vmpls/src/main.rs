@@ -35,7 +35,7 @@ const EXIT_CONFIG: u8 = 78;
     name = "vmpls",
     version,
     about = "A userspace MPLS router for virtual networks",
-    after_help = "Against a running router, iproute2-style:\n  vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] [-f mpls] route add|del|replace|show ...\n  vmpls link show | neigh show | stats [-s] | reload | capture PORT [-w FILE.pcap]"
+    after_help = "Against a running router, iproute2-style:\n  vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] [-f mpls] route add|del|replace|show|get|flush ...\n  vmpls link show | neigh show | stats [-s] | reload | capture PORT [-w FILE.pcap]"
 )]
 struct Cli {
     /// More log output (repeat for more).

@@ -232,6 +232,25 @@ impl Server {
             Request::RouteAdd { route } => self.change(Change::Add, route),
             Request::RouteDel { route } => self.change(Change::Delete, route),
             Request::RouteReplace { route } => self.change(Change::Replace, route),
+            Request::RouteFlush { family, filter } => {
+                let mut t = self.tables();
+                match t.flush(*family, filter) {
+                    Ok((fib, sum)) => {
+                        self.fib.store(fib);
+                        self.in_force();
+                        info!(
+                            family = family.name(),
+                            ?filter,
+                            flushed = sum.flushed,
+                            from_file = sum.from_file,
+                            frr_kept = sum.frr_kept,
+                            "routes flushed"
+                        );
+                        data(serde_json::to_value(sum).map_err(Into::into))
+                    }
+                    Err(e) => Reply::error(e),
+                }
+            }
             Request::LinkShow => data(self.links().and_then(|l| Ok(serde_json::to_value(l)?))),
             Request::NeighShow => data(self.neighbors().and_then(|l| Ok(serde_json::to_value(l)?))),
             Request::Stats => data(self.stats().and_then(|s| Ok(serde_json::to_value(s)?))),
