@@ -294,6 +294,15 @@ impl Dataplane {
         }
     }
 
+    /// Updates a port's MTU, for interfaces whose MTU an operator changes while the
+    /// router runs: frames are checked against it from the next one on ("fragmentation
+    /// needed" / "packet too big", fragmentation, segmentation, GSO rebuild).
+    pub fn set_port_mtu(&mut self, port: PortId, mtu: u32) {
+        if let Some(p) = self.ports.get_mut(usize::from(port)) {
+            p.mtu = mtu;
+        }
+    }
+
     /// The neighbour table.
     pub fn neighbors(&self) -> &NeighborTable {
         &self.neighbors

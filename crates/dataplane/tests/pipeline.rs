@@ -840,6 +840,25 @@ fn ipv6_too_big_after_push_gets_packet_too_big_with_mtu_minus_labels() {
 }
 
 #[test]
+fn a_port_mtu_lowered_while_running_is_used_for_frag_needed_and_raised_again() {
+    let mut r = Router::pe1();
+    let fits = ipv4_tcp(CE1, CE2, 64, 1, 2, &pattern(1456, 1), true);
+    only(&r.send(PE1_CE1, &from_ce1(&fits)), PE1_CORE);
+    // The core interface's MTU was lowered to 1400 under the router.
+    r.dp.set_port_mtu(PE1_CORE, 1400);
+    assert_eq!(r.dp.ports()[usize::from(PE1_CORE)].mtu, 1400);
+    let p = only(&r.send(PE1_CE1, &from_ce1(&fits)), PE1_CE1);
+    let icmp = p.icmpv4();
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::DST_UNREACHABLE, icmpv4::FRAG_NEEDED));
+    assert_eq!(icmp.next_hop_mtu(), 1396);
+    r.assert_only_drop(Drop::MtuExceeded, 1);
+    // And raised again.
+    r.dp.set_port_mtu(PE1_CORE, 1500);
+    let p = only(&r.send(PE1_CE1, &from_ce1(&fits)), PE1_CORE);
+    assert_eq!(p.l3.len() + 4, 1500);
+}
+
+#[test]
 fn ipv4_without_df_is_fragmented_at_ingress_and_each_fragment_fits_with_labels() {
     let mut r = pe1_with(|b| route(b, "198.18.3.0", 24, "198.18.10.2", &[100, 200], TtlModel::Uniform));
     for (dst, labels) in [(CE2, 1usize), ("198.18.3.3", 2)] {

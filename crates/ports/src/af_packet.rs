@@ -213,6 +213,16 @@ impl AfPacketPort {
             .is_ok_and(|d| d.flags & libc::IFF_UP != 0 && d.flags & libc::IFF_RUNNING != 0)
     }
 
+    /// The MTU of the interface named `ifname` (in the calling thread's network
+    /// namespace) now; `None` when there is no such interface or it cannot be asked. The
+    /// router follows it while it runs (an operator may lower or raise it).
+    pub fn interface_mtu(ifname: &str) -> Option<u32> {
+        let name = sys::ifname_cstring(ifname)?;
+        // An unbound packet socket receives nothing; it is only asked about the interface.
+        let fd = sys::packet_socket().ok()?;
+        sys::if_details(fd.as_fd(), &name).ok().map(|d| d.mtu)
+    }
+
     /// Makes this port, just opened on a re-created interface (with `previous.mtu` as
     /// the MTU, or none), stand in for `previous`: the port the router had on the interface's earlier
     /// incarnation. It takes `previous`'s id, name, MAC and MTU, so neither the pipeline

@@ -233,6 +233,17 @@ impl FastPathRuntime {
         self.installed = None;
     }
 
+    /// A port's MTU changed (its interface's, followed by the router): the programs
+    /// check frames against it from the next install on, which this call forces.
+    pub fn set_port_mtu(&mut self, port: PortId, mtu: u32) {
+        let Some(Some(p)) = self.ports.get_mut(usize::from(port)) else { return };
+        if p.mtu != mtu {
+            info!(interface = %p.ifname, old_mtu = p.mtu, mtu, "fast path: port MTU changed");
+            p.mtu = mtu;
+            self.installed = None;
+        }
+    }
+
     /// Checks the served ports' interfaces (with the router's link checks, every second):
     /// a port whose interface went down or lost its carrier leaves the tables until it
     /// is running again.
@@ -402,6 +413,20 @@ mod tests {
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.2.1"), 32)), Some(&RouteEntry::Local));
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.255.3"), 32)), Some(&RouteEntry::Local));
         assert!(used.contains(&(1, "198.18.2.2".parse().unwrap())), "{used:?}");
+    }
+
+    #[test]
+    fn a_lowered_port_mtu_reaches_the_adjacencies() {
+        let fib = fib(&pe2_text());
+        let mut n = NeighborTable::new(NeighborConfig::default());
+        n.learn(Instant::now(), 0, "198.18.20.1".parse().unwrap(), P_MAC, true);
+        let mut ports = served();
+        ports[0].as_mut().unwrap().mtu = 1400;
+        let (t, _) = fast_tables(&fib, &ports, &n, 255);
+        let Some(RouteEntry::Forward { adj, .. }) = t.routes_v4.get(&(0, v4("198.18.1.0"), 24)) else {
+            panic!("{:?}", t.routes_v4)
+        };
+        assert_eq!(adj.mtu, 1400, "the programs leave larger frames to the pipeline");
     }
 
     #[test]

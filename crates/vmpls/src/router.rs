@@ -445,8 +445,12 @@ fn open_port(
     let port = match &p.kind {
         K::AfPacket => {
             let port = AfPacketPort::open(id, &p.name, &p.interface, p.mtu)?;
-            let relink =
-                Relink { ifname: p.interface.clone(), ifindex: port.ifindex(), offloads: p.offloads };
+            let relink = Relink {
+                ifname: p.interface.clone(),
+                ifindex: port.ifindex(),
+                offloads: p.offloads,
+                mtu: p.mtu,
+            };
             return Ok((Box::new(port), Some(relink)));
         }
         K::Tap { mac: None } => {
@@ -491,6 +495,53 @@ struct Relink {
     ifindex: u32,
     /// The config's offload overrides, for the reopened port.
     offloads: OffloadOverrides,
+    /// The config's `mtu`, if any: it wins over the interface's while the interface
+    /// carries it.
+    mtu: Option<u32>,
+}
+
+/// The MTU a port uses on an interface whose MTU is `interface`: the configured one
+/// (`configured`) if the interface carries it, else the interface's (frames above it
+/// could not leave: the kernel refuses them one by one, and the fast path's redirects
+/// skip the check altogether).
+fn port_mtu(configured: Option<u32>, interface: u32) -> u32 {
+    configured.map_or(interface, |c| c.min(interface))
+}
+
+/// What the link check changed.
+#[derive(Debug, Default)]
+struct LinkChanges {
+    /// Ports opened again on a re-created interface, with its new index.
+    reopened: Vec<(PortId, u32)>,
+    /// Ports whose MTU changed, with the new one.
+    mtu: Vec<(PortId, u32)>,
+}
+
+/// Follows the MTU of an AF_PACKET port's interface (`relink`) into the pipeline (the
+/// configured `mtu`, if any, wins while the interface carries it), with a log line;
+/// records the change in `changes`.
+fn follow_mtu(dp: &mut Dataplane, id: PortId, name: &str, relink: &Relink, changes: &mut LinkChanges) {
+    let Some(interface) = AfPacketPort::interface_mtu(&relink.ifname) else { return };
+    let Some(old) = dp.ports().get(usize::from(id)).map(|p| p.mtu) else { return };
+    let mtu = port_mtu(relink.mtu, interface);
+    if mtu == old {
+        return;
+    }
+    match relink.mtu {
+        Some(configured) if configured > interface => warn!(
+            port = %name,
+            interface = %relink.ifname,
+            old_mtu = old,
+            mtu,
+            configured,
+            "the interface's MTU is below the port's configured mtu: the port uses the interface's until it is raised"
+        ),
+        _ => {
+            info!(port = %name, interface = %relink.ifname, old_mtu = old, mtu, "the interface's MTU changed: the port follows it")
+        }
+    }
+    dp.set_port_mtu(id, mtu);
+    changes.mtu.push((id, mtu));
 }
 
 /// The forwarding loop's record of one port's faults, next to the port.
@@ -589,21 +640,23 @@ impl PortWatch {
 /// the port it replaces (same MAC and MTU, see [`AfPacketPort::stand_in_for`]), so the
 /// pipeline and the neighbours on the link go on as before. A down interface needs
 /// nothing: the kernel keeps the socket bound and resumes it when the interface comes up.
-/// Also puts muted ports back in the poll set. Bounded: one name lookup per AF_PACKET
-/// port, and one open per port whose interface came back.
+/// Follows each interface's MTU ([`follow_mtu`]). Also puts muted ports back in the
+/// poll set. Bounded: one name lookup and one MTU query per AF_PACKET port, and one open
+/// per port whose interface came back.
 fn check_links(
-    dp: &Dataplane,
+    dp: &mut Dataplane,
     ports: &mut [Box<dyn Port>],
     watch: &mut [PortWatch],
     fds: &mut [libc::pollfd],
-) -> Vec<(PortId, u32)> {
-    let mut reopened_ports = Vec::new();
+) -> LinkChanges {
+    let mut changes = LinkChanges::default();
     for (i, (w, fd)) in watch.iter_mut().zip(fds.iter_mut()).enumerate() {
         w.unmute(fd, ports[i].fd());
         let Some(relink) = &mut w.relink else { continue };
         let name = ports[i].info().name.clone();
         let now_index = AfPacketPort::interface_index(&relink.ifname);
         if now_index == Some(relink.ifindex) {
+            follow_mtu(dp, i as PortId, &name, relink, &mut changes);
             continue;
         }
         // Deleted (a socket bound to it is unbound for good), and maybe back.
@@ -615,11 +668,16 @@ fn check_links(
                 "the interface was deleted: the port is out of service until an interface of that name is back"
             );
         }
-        let Some(previous) = dp.ports().get(i).filter(|_| now_index.is_some()) else { continue };
+        let Some(mut previous) = dp.ports().get(i).filter(|_| now_index.is_some()).cloned() else { continue };
+        // The new interface's MTU is followed as any change of it (the configured one
+        // wins while it carries it).
+        if let Some(interface) = AfPacketPort::interface_mtu(&relink.ifname) {
+            previous.mtu = port_mtu(relink.mtu, interface);
+        }
         // The MTU asked for is checked before the socket is bound: a refused interface
         // costs a socket and a few ioctls a second, and no membership change on it.
         let reopened = AfPacketPort::open(previous.id, &previous.name, &relink.ifname, Some(previous.mtu))
-            .and_then(|mut port| port.stand_in_for(previous).map(|own| (port, own)));
+            .and_then(|mut port| port.stand_in_for(&previous).map(|own| (port, own)));
         match reopened {
             Ok((port, (mac, mtu))) => {
                 let ifindex = port.ifindex();
@@ -631,7 +689,7 @@ fn check_links(
                 w.faults.detached = false;
                 w.refusal = None;
                 w.erred_last_round = false;
-                reopened_ports.push((previous.id, ifindex));
+                changes.reopened.push((previous.id, ifindex));
                 info!(port = %name, interface = %relink.ifname, ifindex, "the interface is back: port reopened");
                 if mac != previous.mac {
                     info!(
@@ -641,13 +699,15 @@ fn check_links(
                         "the interface has a new MAC; the port keeps its own (promiscuous mode)"
                     );
                 }
-                if mtu != previous.mtu {
+                if dp.ports().get(i).is_some_and(|p| p.mtu != previous.mtu) {
                     info!(
                         port = %name,
                         interface_mtu = mtu,
-                        port_mtu = previous.mtu,
-                        "the interface has another MTU; the port keeps its own (restart the router to use the new one)"
+                        mtu = previous.mtu,
+                        "the interface has another MTU: the port follows it"
                     );
+                    dp.set_port_mtu(previous.id, previous.mtu);
+                    changes.mtu.push((previous.id, previous.mtu));
                 }
             }
             Err(e) => {
@@ -664,7 +724,7 @@ fn check_links(
             }
         }
     }
-    reopened_ports
+    changes
 }
 
 fn fmt_mac(m: &[u8; 6]) -> String {
@@ -914,12 +974,19 @@ fn forward(
             if let Some(f) = fast.as_deref_mut() {
                 f.check_links();
             }
-            for (port, ifindex) in check_links(dp, ports, watch, &mut fds[..n_ports]) {
-                if let Some(f) = fast.as_deref_mut() {
+            let changes = check_links(dp, ports, watch, &mut fds[..n_ports]);
+            if let Some(f) = fast.as_deref_mut() {
+                for (port, ifindex) in changes.reopened {
                     // SAFETY: the port owns the socket and outlives this call.
                     let socket = unsafe { BorrowedFd::borrow_raw(ports[usize::from(port)].fd()) };
                     f.port_reopened(port, ifindex, socket);
                 }
+                for (port, mtu) in changes.mtu {
+                    f.set_port_mtu(port, mtu);
+                }
+                // In force now: the loop may sleep a tick before its next sync, and
+                // frames the programs forward meanwhile would not fit.
+                f.sync(dp);
             }
             next_link_check = now + LINK_CHECK_EVERY;
         }
@@ -1188,6 +1255,14 @@ mod tests {
         ok.revents = 0;
         assert!(!w.polled(now, "p", &mut ok), "nothing to read");
         assert_eq!((ok.fd, w.faults.errors, w.muted), (7, 1, false));
+    }
+
+    #[test]
+    fn the_configured_mtu_wins_while_the_interface_carries_it() {
+        assert_eq!(port_mtu(None, 1400), 1400, "none configured: the interface's");
+        assert_eq!(port_mtu(None, 9000), 9000);
+        assert_eq!(port_mtu(Some(1500), 9000), 1500, "a raised interface keeps the configured");
+        assert_eq!(port_mtu(Some(1500), 1400), 1400, "frames above the interface's cannot leave");
     }
 
     #[test]

@@ -134,3 +134,80 @@ fn path_mtu_discovery_through_the_lsp() {
     allowed.extend_from_slice(LOAD_DROPS);
     assert_no_unexpected_drops(&stats, &allowed, "1500-byte core");
 }
+
+/// Sets the MTU of pe1's core interface (pe1-p) under the running router and waits
+/// (at most 3 s: the router checks its links every second) for the router to log that
+/// its port follows; whether it did is for the caller's checks to find.
+fn set_pe1_core_mtu(lab: &Lab, mtu: u32) {
+    let out =
+        lab.run("pe1", &["ip", "link", "set", "pe1-p", "mtu", &mtu.to_string()], Duration::from_secs(10));
+    assert!(out.status.success(), "{}", output_text(&out));
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while !follows_logged(lab, mtu) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Whether pe1 logged that its core port follows the interface's MTU `mtu`.
+fn follows_logged(lab: &Lab, mtu: u32) -> bool {
+    let text = std::fs::read_to_string(lab.work.path().join("pe1.log")).unwrap_or_default();
+    let wanted = format!(" mtu={mtu}");
+    text.lines().any(|l| l.contains("the interface's MTU changed") && l.contains(&wanted))
+}
+
+/// Lowers pe1's core MTU from 65535 to 1400 under the running routers: a DF packet that
+/// no longer fits with the label gets "fragmentation needed" with the new MTU (1396)
+/// from pe1, whether the pipeline or the in-kernel fast path (which must leave it to the
+/// pipeline) would have pushed it; smaller packets still go, through the fast path
+/// where there is one; and raised again, the large packets pass again.
+fn core_mtu_lowered_under_a_running_router(fast_path: bool) {
+    let tag = if fast_path { "mtu-live-tc" } else { "mtu-live" };
+    let lab = Lab::start(tag, SeedParams { fast_path, ..SeedParams::default() });
+    let r = lab.ping("ce1", CE2_V4, &df_ping(1472));
+    assert_eq!(r.received, 3, "65535-byte core: {r:?}");
+
+    set_pe1_core_mtu(&lab, 1400);
+    let r = lab.ping("ce1", CE2_V4, &df_ping(1472));
+    assert_eq!(r.received, 0, "{r:?}\n{}", lab.logs());
+    assert_eq!(
+        r.errors.first(),
+        Some(&IcmpError::FragmentationNeeded { from: ip(PE1_V4), mtu: 1396 }),
+        "{r:?}\n{}",
+        lab.logs()
+    );
+    let binary = router_binary();
+    let out = lab.run(
+        "pe1",
+        &[binary.to_str().unwrap(), "-r", "pe1", "link", "show", "dev", "core"],
+        Duration::from_secs(10),
+    );
+    let text = output_text(&out);
+    assert!(text.starts_with("1: core: <UP> mtu 1400 "), "{text}");
+
+    flush_pmtu(&lab);
+    let before = lab.stats_now()["pe1"].fast("push");
+    let r = lab.ping("ce1", CE2_V4, &df_ping(1368));
+    assert_eq!(r.received, 3, "1396 bytes fit: {r:?}");
+    if fast_path {
+        // The fast path's adjacency has the new MTU and still pushes what fits.
+        std::thread::sleep(Duration::from_millis(1200));
+        let pushed = lab.stats_now()["pe1"].fast("push") - before;
+        assert!(pushed >= 3, "the fast path pushed {pushed} of the fitting pings");
+    }
+
+    set_pe1_core_mtu(&lab, 65535);
+    flush_pmtu(&lab);
+    let r = lab.ping("ce1", CE2_V4, &df_ping(1472));
+    assert_eq!(r.received, 3, "raised again: {r:?}\n{}", lab.logs());
+    assert!(follows_logged(&lab, 1400) && follows_logged(&lab, 65535), "{}", lab.logs());
+}
+
+#[test]
+fn core_mtu_lowered_under_a_running_router_gets_frag_needed_from_the_pipeline() {
+    core_mtu_lowered_under_a_running_router(false);
+}
+
+#[test]
+fn core_mtu_lowered_under_a_running_router_is_followed_by_the_fast_path() {
+    core_mtu_lowered_under_a_running_router(true);
+}
