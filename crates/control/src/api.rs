@@ -461,7 +461,8 @@ pub struct Link {
     pub stats: LinkStats,
 }
 
-/// Counters of one port.
+/// Counters of one port: with the in-kernel fast path, totals of what the port's socket
+/// and the fast path moved, the fast path's share in `fast_path`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkStats {
     /// Frames received.
@@ -494,6 +495,24 @@ pub struct LinkStats {
     /// the router checks every second.
     #[serde(default)]
     pub detached: bool,
+    /// What the in-kernel fast path forwarded through the port (included in the totals
+    /// above; the pipeline and `capture` never see these frames); `None` when it does
+    /// not serve the port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fast_path: Option<FastPathShare>,
+}
+
+/// The fast path's share of a port's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FastPathShare {
+    /// Frames the programs took from the port.
+    pub rx_packets: u64,
+    /// Their bytes.
+    pub rx_bytes: u64,
+    /// Frames the programs sent out of the port.
+    pub tx_packets: u64,
+    /// Their bytes.
+    pub tx_bytes: u64,
 }
 
 /// Resolution state of a neighbour.
@@ -677,6 +696,10 @@ pub struct CaptureStart {
     pub interface: String,
     /// pcap link type of the frames: 1, Ethernet.
     pub linktype: u32,
+    /// The in-kernel fast path serves the port: the frames it forwards bypass the
+    /// router's pipeline, and so the capture (`tcpdump -i` on the interface sees them).
+    #[serde(default)]
+    pub fast_path: bool,
 }
 
 /// Which way a captured frame went.

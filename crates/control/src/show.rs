@@ -146,6 +146,13 @@ pub fn links(list: &[Link], stats: bool) -> String {
                 "        {:>12} {:>10} {:>8} {:>8}",
                 t.tx_bytes, t.tx_packets, t.tx_dropped, t.tx_errors
             );
+            if let Some(f) = &t.fast_path {
+                let _ = writeln!(
+                    s,
+                    "    of which the fast path: rx {} packets {} bytes, tx {} packets {} bytes",
+                    f.rx_packets, f.rx_bytes, f.tx_packets, f.tx_bytes
+                );
+            }
             if t.rx_kernel_dropped + t.errors + t.reopened > 0 || t.detached {
                 let _ = writeln!(
                     s,
@@ -181,8 +188,8 @@ pub fn neighbors(list: &[Neighbor]) -> String {
     s
 }
 
-/// `stats`: per port, drops by reason, events; without `detail` only non-zero drops and
-/// events.
+/// `stats`: per port (totals; a port the fast path serves has its share on the line
+/// below), drops by reason, events; without `detail` only non-zero drops and events.
 pub fn stats(st: &Stats, detail: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "ports:");
@@ -204,6 +211,13 @@ pub fn stats(st: &Stats, detail: bool) -> String {
             l.rx_dropped,
             l.tx_dropped + l.tx_errors
         );
+        if let Some(f) = &l.fast_path {
+            let _ = writeln!(
+                s,
+                "  {:<12} {:>12} {:>14} {:>12} {:>14}",
+                "  fast path", f.rx_packets, f.rx_bytes, f.tx_packets, f.tx_bytes
+            );
+        }
     }
     let _ = writeln!(s, "drops: {}", st.total_drops());
     for c in st.drops.iter().filter(|c| detail || c.value > 0) {
@@ -295,6 +309,75 @@ mod tests {
         let text = links(&[link(hurt)], true);
         assert!(text.starts_with("1: core: <DETACHED> mtu 1500"), "{text}");
         assert!(text.contains("    kernel rx dropped 3, port errors 2, reopened 1, detached\n"), "{text}");
+    }
+
+    #[test]
+    fn port_counters_are_totals_with_the_fast_paths_share() {
+        let share = crate::api::FastPathShare {
+            rx_packets: 990,
+            rx_bytes: 99_000,
+            tx_packets: 980,
+            tx_bytes: 98_000,
+        };
+        let t = LinkStats {
+            rx_packets: 1000,
+            rx_bytes: 100_000,
+            tx_packets: 990,
+            tx_bytes: 99_000,
+            fast_path: Some(share),
+            ..LinkStats::default()
+        };
+        let st = Stats {
+            ports: vec![PortCounters {
+                name: "east".into(),
+                link: t.clone(),
+                pipeline_rx: 10,
+                pipeline_tx: 10,
+                fast_path_rx: 990,
+                fast_path_tx: 980,
+            }],
+            drops: vec![],
+            events: vec![],
+            neighbors: 0,
+            neighbors_reachable: 0,
+            label_routes: 0,
+            prefix_routes: 0,
+            labels: vec![],
+            fast_path: vec![],
+            frr: vec![],
+        };
+        let text = stats(&st, false);
+        assert!(
+            text.contains(
+                "  east                 1000         100000          990          99000         0         0\n    fast path           990          99000          980          98000\n"
+            ),
+            "{text}"
+        );
+        let link = Link {
+            index: 1,
+            name: "east".into(),
+            interface: "p-pe2".into(),
+            kind: "af-packet".into(),
+            mtu: 65535,
+            address: "02:00:00:00:00:01".into(),
+            vrf: "default".into(),
+            addresses: vec![],
+            offloads: vec![],
+            stats: t,
+        };
+        let text = links(std::slice::from_ref(&link), true);
+        assert!(
+            text.contains("                1000 \n") || text.contains("        100000       1000"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "    of which the fast path: rx 990 packets 99000 bytes, tx 980 packets 98000 bytes\n"
+            ),
+            "{text}"
+        );
+        let plain = Link { stats: LinkStats { fast_path: None, ..link.stats.clone() }, ..link };
+        assert!(!links(&[plain], true).contains("fast path"));
     }
 
     #[test]

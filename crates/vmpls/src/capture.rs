@@ -221,6 +221,13 @@ pub fn run(g: &Globals, args: &CaptureArgs) -> Result<(), CliError> {
         start.interface,
         label.map_or(String::new(), |l| format!(", label {l}"))
     );
+    if start.fast_path {
+        eprintln!(
+            "note: the in-kernel fast path serves {}: the frames it forwards bypass the router and this capture; \
+             tcpdump -i {} in the router's namespace sees them",
+            start.port, start.interface
+        );
+    }
     catch_interrupts();
     conn.stream.set_read_timeout(Some(Duration::from_millis(200))).map_err(io)?;
     // Lines are read by hand: with a read timeout (to see Ctrl-C), a partial line must

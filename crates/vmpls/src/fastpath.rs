@@ -20,7 +20,9 @@ use anyhow::Context;
 use tracing::{info, warn};
 use vmpls_dataplane::neighbor::NeighborTable;
 use vmpls_dataplane::{Dataplane, Event, Output, PacketPool, PortId};
-use vmpls_fastpath::{Adjacency, FastCounters, FastPath, FastPort, FastTables, LabelEntry, RouteEntry};
+use vmpls_fastpath::{
+    Adjacency, FastCounters, FastPath, FastPort, FastPortStats, FastTables, LabelEntry, RouteEntry,
+};
 use vmpls_fib::{Fib, LabelAction, Nexthop, RouteTarget, TtlModel, VrfId};
 
 /// Most labels the programs push at once.
@@ -176,9 +178,9 @@ pub struct FastPathRuntime {
     /// Counters as last read, to add only the difference to the router's.
     counted: FastCounters,
     counted_labels: BTreeMap<u32, (u64, u64)>,
-    counted_ports: BTreeMap<u32, (u64, u64)>,
-    /// Frames the programs took in and sent on, by port (across reopens).
-    port_frames: Vec<(u64, u64)>,
+    counted_ports: BTreeMap<u32, FastPortStats>,
+    /// Frames and bytes the programs took in and sent on, by port (across reopens).
+    port_counts: Vec<FastPortStats>,
     /// Whether each served port's interface is up with a carrier, as last checked: the
     /// programs send to running ports only (a frame redirected to a down veth is lost
     /// without a trace; the pipeline counts its send errors).
@@ -205,7 +207,7 @@ impl FastPathRuntime {
         Ok(FastPathRuntime {
             fp,
             ports,
-            port_frames: vec![(0, 0); n],
+            port_counts: vec![FastPortStats::default(); n],
             running: vec![true; n],
             default_ttl,
             installed: None,
@@ -310,9 +312,11 @@ impl FastPathRuntime {
         ]
     }
 
-    /// Frames the programs received on `port` and sent on it, as last read.
-    pub fn port_frames(&self, port: usize) -> (u64, u64) {
-        self.port_frames.get(port).copied().unwrap_or_default()
+    /// Frames and bytes the programs took from `port` and sent out of it, as last read;
+    /// `None` if they do not serve it.
+    pub fn port_counts(&self, port: usize) -> Option<FastPortStats> {
+        self.ports.get(port)?.as_ref()?;
+        self.port_counts.get(port).copied()
     }
 
     fn fold_counters(&mut self, dp: &mut Dataplane) -> anyhow::Result<()> {
@@ -338,11 +342,13 @@ impl FastPathRuntime {
             else {
                 continue;
             };
-            let (rx0, tx0) = self.counted_ports.get(&ifindex).copied().unwrap_or_default();
-            let frames = &mut self.port_frames[id];
-            frames.0 += s.rx_frames.saturating_sub(rx0);
-            frames.1 += s.tx_frames.saturating_sub(tx0);
-            self.counted_ports.insert(ifindex, (s.rx_frames, s.tx_frames));
+            let before = self.counted_ports.get(&ifindex).copied().unwrap_or_default();
+            let c = &mut self.port_counts[id];
+            c.rx_frames += s.rx_frames.saturating_sub(before.rx_frames);
+            c.rx_bytes += s.rx_bytes.saturating_sub(before.rx_bytes);
+            c.tx_frames += s.tx_frames.saturating_sub(before.tx_frames);
+            c.tx_bytes += s.tx_bytes.saturating_sub(before.tx_bytes);
+            self.counted_ports.insert(ifindex, *s);
         }
         Ok(())
     }

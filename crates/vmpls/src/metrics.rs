@@ -6,7 +6,7 @@
 //!
 //! | metric | labels | what |
 //! |---|---|---|
-//! | `vmpls_port_rx_packets_total`, `_rx_bytes_total`, `_tx_packets_total`, `_tx_bytes_total` | `port` | frames and bytes per port |
+//! | `vmpls_port_rx_packets_total`, `_rx_bytes_total`, `_tx_packets_total`, `_tx_bytes_total` | `port` | frames and bytes per port (with the fast path, its frames included) |
 //! | `vmpls_port_rx_dropped_total`, `_tx_dropped_total`, `_tx_errors_total` | `port` | frames lost at the port |
 //! | `vmpls_port_rx_kernel_dropped_total` | `port` | of the receive drops, those the kernel made (the router fell behind) |
 //! | `vmpls_port_errors_total`, `_reopened_total`, `vmpls_port_detached` | `port` | interface faults: down or deleted, re-created, gone now |

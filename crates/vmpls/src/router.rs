@@ -161,8 +161,9 @@ pub struct Snapshot {
     pub faults: Vec<PortFaults>,
     /// The in-kernel fast path's counters by name (empty without it).
     pub fast_path: Vec<(&'static str, u64)>,
-    /// Frames the fast path took from and sent out of each port (index = port id).
-    pub fast_path_frames: Vec<(u64, u64)>,
+    /// Frames and bytes the fast path took from and sent out of each port (index = port
+    /// id); `None` for a port it does not serve (or without it).
+    pub fast_path_ports: Vec<Option<vmpls_fastpath::FastPortStats>>,
     /// Each port as the pipeline uses it now (index = port id): its MTU and the offloads
     /// it takes, which follow what a vhost-user guest negotiated since the start.
     pub port_info: Vec<vmpls_dataplane::PortInfo>,
@@ -870,8 +871,8 @@ fn answer(
                 neighbors: dp.neighbors().entries().collect(),
                 faults: watch.iter().map(|w| w.faults).collect(),
                 fast_path: fast.as_deref().map(FastPathRuntime::named_counters).unwrap_or_default(),
-                fast_path_frames: (0..ports.len())
-                    .map(|i| fast.as_deref().map_or((0, 0), |f| f.port_frames(i)))
+                fast_path_ports: (0..ports.len())
+                    .map(|i| fast.as_deref().and_then(|f| f.port_counts(i)))
                     .collect(),
                 port_info: dp.ports().to_vec(),
             };
@@ -1054,8 +1055,8 @@ fn stats_json(
                 "tx_errors": s.tx_errors.total(),
                 "pipeline_rx": c.rx_frames.get(i).copied().unwrap_or(0),
                 "pipeline_tx": c.tx_frames.get(i).copied().unwrap_or(0),
-                "fast_path_rx": fast.map_or(0, |f| f.port_frames(i).0),
-                "fast_path_tx": fast.map_or(0, |f| f.port_frames(i).1),
+                "fast_path_rx": fast.and_then(|f| f.port_counts(i)).map_or(0, |c| c.rx_frames),
+                "fast_path_tx": fast.and_then(|f| f.port_counts(i)).map_or(0, |c| c.tx_frames),
                 "errors": w.faults.errors,
                 "reopened": w.faults.reopened,
                 "detached": w.faults.detached,

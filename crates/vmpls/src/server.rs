@@ -115,8 +115,8 @@ impl Server {
                 link: link_stats(&snap, i),
                 pipeline_rx: c.rx_frames.get(i).copied().unwrap_or(0),
                 pipeline_tx: c.tx_frames.get(i).copied().unwrap_or(0),
-                fast_path_rx: snap.fast_path_frames.get(i).map_or(0, |f| f.0),
-                fast_path_tx: snap.fast_path_frames.get(i).map_or(0, |f| f.1),
+                fast_path_rx: fast_share(&snap, i).map_or(0, |f| f.rx_packets),
+                fast_path_tx: fast_share(&snap, i).map_or(0, |f| f.tx_packets),
             })
             .collect();
         Ok(Stats {
@@ -363,7 +363,11 @@ impl Server {
         if let Err(e) = self.lp.capture(CaptureSink { port: id, label, tx, lost: lost.clone() }) {
             return send(&mut writer, &Reply::error(format!("{e:#}")));
         }
-        let start = CaptureStart { port: port.to_string(), interface, linktype: 1 };
+        let fast_path = self
+            .lp
+            .snapshot()
+            .is_ok_and(|s| s.fast_path_ports.get(usize::from(id)).copied().flatten().is_some());
+        let start = CaptureStart { port: port.to_string(), interface, linktype: 1, fast_path };
         send(&mut writer, &Reply::data(serde_json::to_value(start)?))?;
         info!(port, ?label, ?count, "capture started");
         // A client that stops reading (but stays connected) ends the capture after this.
@@ -422,21 +426,37 @@ fn peer_closed(stream: &UnixStream) -> bool {
     r == 0
 }
 
+/// What the in-kernel fast path forwarded through port `i`, if it serves the port.
+fn fast_share(snap: &Snapshot, i: usize) -> Option<api::FastPathShare> {
+    let c = snap.fast_path_ports.get(i).copied().flatten()?;
+    Some(api::FastPathShare {
+        rx_packets: c.rx_frames,
+        rx_bytes: c.rx_bytes,
+        tx_packets: c.tx_frames,
+        tx_bytes: c.tx_bytes,
+    })
+}
+
+/// A port's counters: what its socket moved plus what the fast path forwarded through
+/// it (the fast path's share given apart).
 fn link_stats(snap: &Snapshot, i: usize) -> LinkStats {
     let s = snap.ports.get(i).copied().unwrap_or_default();
     let f = snap.faults.get(i).copied().unwrap_or_default();
+    let fast = fast_share(snap, i);
+    let share = fast.clone().unwrap_or_default();
     LinkStats {
-        rx_packets: s.rx_packets,
-        rx_bytes: s.rx_bytes,
+        rx_packets: s.rx_packets + share.rx_packets,
+        rx_bytes: s.rx_bytes + share.rx_bytes,
         rx_dropped: s.rx_dropped(),
         rx_kernel_dropped: s.rx_kernel_dropped,
-        tx_packets: s.tx_packets,
-        tx_bytes: s.tx_bytes,
+        tx_packets: s.tx_packets + share.tx_packets,
+        tx_bytes: s.tx_bytes + share.tx_bytes,
         tx_dropped: s.tx_dropped,
         tx_errors: s.tx_errors.total(),
         errors: f.errors,
         reopened: f.reopened,
         detached: f.detached,
+        fast_path: fast,
     }
 }
 

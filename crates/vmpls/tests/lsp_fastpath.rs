@@ -71,6 +71,37 @@ fn fast_path_carries_the_lsp_and_leaves_the_rest_to_the_pipeline() {
     assert!(swaps >= Some(p.fast("swap")), "{json}");
     let text = output_text(&vmpls_cli(&lab, "p", &["stats"]));
     assert!(text.contains("fast path:\n") && text.contains("  swap "), "{text}");
+    // The port table and `link show -s` count the frames the fast path switched too,
+    // with its share apart: p's sockets saw only a few, its ports carried them all.
+    for port in json["ports"].as_array().expect("ports") {
+        let share = &port["fast_path"];
+        let (rx, tx) = (share["rx_packets"].as_u64().unwrap_or(0), share["tx_packets"].as_u64().unwrap_or(0));
+        assert!(rx >= 2 * min && tx >= 2 * min, "{port}");
+        assert!(port["rx_packets"].as_u64() >= Some(rx) && port["tx_packets"].as_u64() >= Some(tx), "{port}");
+    }
+    assert!(text.contains("\n    fast path  "), "{text}");
+    let link = output_text(&vmpls_cli(&lab, "p", &["-s", "link", "show", "dev", "east"]));
+    assert!(link.contains("    of which the fast path: rx "), "{link}");
+    // A capture says that the fast path's frames bypass it.
+    let binary = router_binary();
+    let mut cap = std::process::Command::new("ip")
+        .args(["netns", "exec", &lab.ns("p")])
+        .arg(&binary)
+        .args(["-r", "p", "capture", "east", "-c", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting vmpls capture");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(cap.stderr.take().expect("piped")));
+    let head: Vec<String> = lines.by_ref().take(2).map_while(Result::ok).collect();
+    let _ = cap.kill();
+    let _ = cap.wait();
+    assert!(
+        head.len() == 2
+            && head[1].contains("the in-kernel fast path serves east")
+            && head[1].contains("bypass"),
+        "{head:?}"
+    );
 
     // TTL expiry is the pipeline's: every hop answers, with the label it received.
     let s = |x: &str| Some(x.to_string());
