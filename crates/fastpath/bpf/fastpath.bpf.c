@@ -113,16 +113,19 @@ struct {
 	__type(value, struct fp_port);
 } fp_ports SEC(".maps");
 
+/* Capacities: LABEL_CAPACITY and ROUTE_CAPACITY in lib.rs. Allocated as used
+ * (BPF_F_NO_PREALLOC), so a large table costs kernel memory only when it is large. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 262144);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32);
 	__type(value, struct fp_label);
 } fp_labels SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, 65536);
+	__uint(max_entries, 1048576);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct fp_key4);
 	__type(value, struct fp_route);
@@ -130,7 +133,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, 65536);
+	__uint(max_entries, 1048576);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct fp_key6);
 	__type(value, struct fp_route);
@@ -145,7 +148,8 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 262144);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32);
 	__type(value, struct fp_label_stat);
 } fp_label_stats SEC(".maps");

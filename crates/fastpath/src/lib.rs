@@ -301,6 +301,10 @@ pub struct FastPath {
     wanted: Encoded,
     /// What the maps hold.
     installed: Encoded,
+    /// The IPv4 table's size when an insert into its map failed; see [`Overflow`].
+    v4_failed_at: Option<usize>,
+    /// The same for IPv6.
+    v6_failed_at: Option<usize>,
 }
 
 impl std::fmt::Debug for FastPath {
@@ -332,6 +336,68 @@ fn deleted(r: Result<(), MapError>) -> Result<(), MapError> {
     }
 }
 
+/// Entries `fp_labels` holds (its `max_entries` in the eBPF program).
+pub const LABEL_CAPACITY: usize = 262_144;
+/// Entries each of `fp_routes_v4` and `fp_routes_v6` holds.
+pub const ROUTE_CAPACITY: usize = 1_048_576;
+
+/// What the maps could not take in the last [`FastPath::apply`]; the pipeline forwards
+/// it (correctly, only more slowly).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Overflow {
+    /// Labels left to the pipeline.
+    pub labels_left_out: usize,
+    /// IPv4 prefixes all left to the pipeline.
+    pub v4_off: bool,
+    /// IPv6 prefixes all left to the pipeline.
+    pub v6_off: bool,
+}
+
+impl Overflow {
+    /// Whether the maps hold everything.
+    pub fn is_none(&self) -> bool {
+        *self == Overflow::default()
+    }
+}
+
+/// Whether a prefix table of `len` entries goes into its map: it fits the map, and, if an
+/// insert failed before at `failed_at` entries, it is well below that (a tenth less).
+fn family_fits(len: usize, failed_at: Option<usize>) -> bool {
+    len <= ROUTE_CAPACITY && failed_at.is_none_or(|n| len < n - n / 10)
+}
+
+/// One family's prefixes: `wanted` whole, or nothing (see [`FastPath::sync`]); returns
+/// whether the family is left to the pipeline. Upserts go before removals, so a prefix
+/// being replaced by another never leaves a less specific one answering meanwhile.
+fn sync_family<A: Ord + Copy, K: aya::Pod>(
+    map: &mut LpmTrie<MapData, K, RawRoute>,
+    installed: &mut BTreeMap<(u16, A, u8), RawRoute>,
+    wanted: &BTreeMap<(u16, A, u8), RawRoute>,
+    failed_at: &mut Option<usize>,
+    key: impl Fn((u16, A, u8)) -> aya::maps::lpm_trie::Key<K>,
+) -> Result<bool, FastPathError> {
+    let empty = BTreeMap::new();
+    let fits = family_fits(wanted.len(), *failed_at);
+    if fits {
+        *failed_at = None;
+    }
+    let target = if fits { wanted } else { &empty };
+    let d = raw::diff(installed, target);
+    for (k, v) in d.upsert {
+        if map.insert(&key(k), v, 0).is_err() {
+            // Full, or out of kernel memory: leave the whole family to the pipeline.
+            *failed_at = Some(wanted.len());
+            return sync_family(map, installed, wanted, failed_at, key).map(|_| true);
+        }
+        installed.insert(k, v);
+    }
+    for k in d.remove {
+        deleted(map.remove(&key(k))).map_err(map_err("fp_routes", "deleting"))?;
+        installed.remove(&k);
+    }
+    Ok(!fits)
+}
+
 impl FastPath {
     /// Loads both programs and creates the maps (empty). Needs root (CAP_BPF and
     /// CAP_NET_ADMIN); aya raises RLIMIT_MEMLOCK where the kernel still charges it.
@@ -361,6 +427,8 @@ impl FastPath {
             ebpf,
             wanted: Encoded::default(),
             installed: Encoded::default(),
+            v4_failed_at: None,
+            v6_failed_at: None,
         })
     }
 
@@ -381,7 +449,7 @@ impl FastPath {
         let id = tc.attach(ifname, TcAttachType::Ingress).map_err(attach_err)?;
         let link = tc.take_link(id).map_err(attach_err)?;
         self.attached.insert(ifname.to_owned(), Attached { ifindex, link });
-        self.sync()
+        self.sync().map(drop)
     }
 
     /// Detaches the TC program from `ifname`; the port's entry leaves the maps first, so
@@ -390,7 +458,7 @@ impl FastPath {
         let Some(a) = self.attached.remove(ifname) else {
             return Ok(());
         };
-        let synced = self.sync();
+        let synced = self.sync().map(drop);
         let _ = deleted(self.port_stats.remove(&a.ifindex));
         // An interface that is gone took its tcx link with it: nothing left to detach.
         match a.link.detach() {
@@ -421,15 +489,23 @@ impl FastPath {
     /// deletes what is gone (with its label counters). Invalid tables (label > 1048575,
     /// more than 4 labels, prefix length beyond the family, host bits set, fixed label
     /// TTL 0) give an error and change nothing. On a map error part of the change may be
-    /// in place; the next call finishes it.
-    pub fn apply(&mut self, tables: &FastTables) -> Result<(), FastPathError> {
+    /// in place; the next call finishes it. What the maps cannot hold is returned, and
+    /// left to the pipeline ([`Overflow`]).
+    pub fn apply(&mut self, tables: &FastTables) -> Result<Overflow, FastPathError> {
         self.wanted = raw::encode(tables)?;
         self.sync()
     }
 
     /// Brings the maps to `wanted` (ports only where attached). Ports leave first and
     /// arrive last, so a port is never served by entries that are not yet in place.
-    fn sync(&mut self) -> Result<(), FastPathError> {
+    ///
+    /// What the maps cannot hold is left to the pipeline, never answered wrongly: labels
+    /// beyond the map's capacity are left out (a missing label goes to the pipeline); a
+    /// prefix table larger than its map, or one whose insert failed, is left out whole
+    /// for that family, since any part of it could let a less specific prefix answer for
+    /// a more specific one that is missing. The family comes back once its table is well
+    /// below the size that failed ([`Overflow`]).
+    fn sync(&mut self) -> Result<Overflow, FastPathError> {
         let ports: BTreeMap<u32, RawPort> = self
             .wanted
             .ports
@@ -443,46 +519,50 @@ impl FastPath {
             self.installed.ports.remove(&i);
         }
 
-        let d = raw::diff(&self.installed.labels, &self.wanted.labels);
+        let mut overflow = Overflow::default();
+        let capped;
+        let labels = if self.wanted.labels.len() <= LABEL_CAPACITY {
+            &self.wanted.labels
+        } else {
+            overflow.labels_left_out = self.wanted.labels.len() - LABEL_CAPACITY;
+            capped = self.wanted.labels.iter().take(LABEL_CAPACITY).map(|(k, v)| (*k, *v)).collect();
+            &capped
+        };
+        let d = raw::diff(&self.installed.labels, labels);
         for (l, v) in d.upsert {
-            self.labels.insert(l, v, 0).map_err(map_err("fp_labels", "updating"))?;
-            self.installed.labels.insert(l, v);
+            match self.labels.insert(l, v, 0) {
+                Ok(()) => {
+                    self.installed.labels.insert(l, v);
+                }
+                // The kernel refused it (memory): the pipeline switches this label.
+                Err(_) => overflow.labels_left_out += 1,
+            }
         }
-        let d4 = raw::diff(&self.installed.routes_v4, &self.wanted.routes_v4);
-        for ((vrf, a, len), v) in d4.upsert {
-            self.routes_v4
-                .insert(&raw::key4(vrf, a, len), v, 0)
-                .map_err(map_err("fp_routes_v4", "updating"))?;
-            self.installed.routes_v4.insert((vrf, a, len), v);
-        }
-        let d6 = raw::diff(&self.installed.routes_v6, &self.wanted.routes_v6);
-        for ((vrf, a, len), v) in d6.upsert {
-            self.routes_v6
-                .insert(&raw::key6(vrf, a, len), v, 0)
-                .map_err(map_err("fp_routes_v6", "updating"))?;
-            self.installed.routes_v6.insert((vrf, a, len), v);
-        }
+        overflow.v4_off = sync_family(
+            &mut self.routes_v4,
+            &mut self.installed.routes_v4,
+            &self.wanted.routes_v4,
+            &mut self.v4_failed_at,
+            |(vrf, a, len)| raw::key4(vrf, a, len),
+        )?;
+        overflow.v6_off = sync_family(
+            &mut self.routes_v6,
+            &mut self.installed.routes_v6,
+            &self.wanted.routes_v6,
+            &mut self.v6_failed_at,
+            |(vrf, a, len)| raw::key6(vrf, a, len),
+        )?;
         for l in d.remove {
             deleted(self.labels.remove(&l)).map_err(map_err("fp_labels", "deleting"))?;
             self.installed.labels.remove(&l);
             deleted(self.label_stats.remove(&l)).map_err(map_err("fp_label_stats", "deleting"))?;
-        }
-        for (vrf, a, len) in d4.remove {
-            deleted(self.routes_v4.remove(&raw::key4(vrf, a, len)))
-                .map_err(map_err("fp_routes_v4", "deleting"))?;
-            self.installed.routes_v4.remove(&(vrf, a, len));
-        }
-        for (vrf, a, len) in d6.remove {
-            deleted(self.routes_v6.remove(&raw::key6(vrf, a, len)))
-                .map_err(map_err("fp_routes_v6", "deleting"))?;
-            self.installed.routes_v6.remove(&(vrf, a, len));
         }
 
         for (i, p) in port_diff.upsert {
             self.ports.insert(i, p, 0).map_err(map_err("fp_ports", "updating"))?;
             self.installed.ports.insert(i, p);
         }
-        Ok(())
+        Ok(overflow)
     }
 
     /// The counters, summed over CPUs.
@@ -632,6 +712,17 @@ pub fn is_veth(ifname: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefix_table_goes_in_whole_or_not_at_all_and_comes_back_below_the_size_that_failed() {
+        assert!(family_fits(0, None));
+        assert!(family_fits(ROUTE_CAPACITY, None));
+        assert!(!family_fits(ROUTE_CAPACITY + 1, None));
+        // An insert failed at 200,000 entries (kernel memory): off until well below.
+        assert!(!family_fits(200_000, Some(200_000)));
+        assert!(!family_fits(185_000, Some(200_000)));
+        assert!(family_fits(179_999, Some(200_000)));
+    }
 
     #[test]
     fn is_veth_rejects_names_that_cannot_be_interfaces() {

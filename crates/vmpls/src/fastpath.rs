@@ -185,6 +185,8 @@ pub struct FastPathRuntime {
     /// programs send to running ports only (a frame redirected to a down veth is lost
     /// without a trace; the pipeline counts its send errors).
     running: Vec<bool>,
+    /// What the kernel's maps could not hold at the last install (logged when it changes).
+    overflow: vmpls_fastpath::Overflow,
 }
 
 impl FastPathRuntime {
@@ -209,6 +211,7 @@ impl FastPathRuntime {
             ports,
             port_counts: vec![FastPortStats::default(); n],
             running: vec![true; n],
+            overflow: vmpls_fastpath::Overflow::default(),
             default_ttl,
             installed: None,
             next_hops: Vec::new(),
@@ -272,8 +275,26 @@ impl FastPathRuntime {
         let running: Vec<_> =
             self.ports.iter().zip(&self.running).map(|(p, up)| p.clone().filter(|_| *up)).collect();
         let (tables, next_hops) = fast_tables(&fib, &running, dp.neighbors(), self.default_ttl);
-        if let Err(e) = self.fp.apply(&tables) {
-            warn!(error = %e, "fast path tables not installed; the pipeline forwards what they miss");
+        match self.fp.apply(&tables) {
+            Ok(overflow) if overflow != self.overflow => {
+                if overflow.is_none() {
+                    info!("fast path: its maps hold the whole table again");
+                } else {
+                    warn!(
+                        labels_left_out = overflow.labels_left_out,
+                        ipv4_left_out = overflow.v4_off,
+                        ipv6_left_out = overflow.v6_off,
+                        label_capacity = vmpls_fastpath::LABEL_CAPACITY,
+                        prefix_capacity = vmpls_fastpath::ROUTE_CAPACITY,
+                        "fast path: the kernel's maps cannot hold the whole table; the pipeline forwards what they leave out (a family's prefixes all of them, so that no less specific prefix answers for a missing one)"
+                    );
+                }
+                self.overflow = overflow;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                warn!(error = %e, "fast path tables not installed; the pipeline forwards what they miss")
+            }
         }
         self.next_hops = next_hops;
         self.installed = Some((fib, generation));
