@@ -1640,6 +1640,32 @@ mod frr_tests {
     }
 
     #[test]
+    fn a_reload_in_frr_mode_keeps_the_kernels_addresses_and_zebras_routes() {
+        let text = "[router]\nname = \"r\"\n\n[frr]\n\n[[port]]\nname = \"east\"\ninterface = \"lo\"\n";
+        let path = std::env::temp_dir().join(format!("vmpls-frr-reload-{}.toml", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let mut t = Tables::new(Config::from_file(&path).unwrap());
+        t.set_kernel_addresses(
+            vec![vec![("198.18.11.1".parse().unwrap(), 24)]],
+            (Some("198.18.255.1".parse().unwrap()), None),
+        )
+        .unwrap();
+        t.apply_frr(vec![route("198.18.12.0", 24)]).unwrap();
+        let (fib, _) = t.reload(Config::from_file(&path).unwrap()).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(fib.is_local_v4("198.18.255.1".parse().unwrap()));
+        let v4 = &fib.vrfs[0].v4;
+        assert!(matches!(
+            v4.lookup("198.18.11.9".parse().unwrap()).map(|r| &r.2.target),
+            Some(RouteTarget::Connected { .. })
+        ));
+        assert!(matches!(
+            v4.lookup("198.18.12.9".parse().unwrap()).map(|r| &r.2.target),
+            Some(RouteTarget::Forward(_))
+        ));
+    }
+
+    #[test]
     fn labels_from_frr_are_checked_like_the_configs() {
         let mut t = tables();
         let push = |labels: Vec<Label>| FrrChange::Route {
