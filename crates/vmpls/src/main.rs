@@ -4,6 +4,7 @@
 //! the iproute2-style CLI; `capture`; `metrics`; `server`: the control socket).
 
 mod bench;
+mod bench_fib;
 mod bench_fpm;
 mod capture;
 mod claim;
@@ -143,6 +144,17 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// The router's tables at N routes (IPv4 prefixes, a tenth as many IPv6 prefixes and
+    /// label routes): load time, memory per entry, one change, lookup rate; the kernel's
+    /// FIB taking the same IPv4 routes (`ip -batch`) beside it.
+    Fib {
+        /// Sizes, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000,262141")]
+        sizes: Vec<u32>,
+        /// Print JSON instead of a Markdown table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Routes from zebra: a full table (label routes and labelled prefixes) and single
     /// updates sent over FPM by a generator, each timed until in force; the kernel's own
     /// FIB (`ip -batch`) in the same run as the baseline.
@@ -289,6 +301,7 @@ fn main() -> ExitCode {
         Command::Bench { bench: BenchCommand::Seed { duration, json, plot } } => {
             bench::seed(Duration::from_secs(*duration), *json, plot.as_deref())
         }
+        Command::Bench { bench: BenchCommand::Fib { sizes, json } } => bench_fib::run(sizes, *json),
         Command::Bench { bench: BenchCommand::Fpm { routes, updates, fast_path, json } } => {
             bench_fpm::run(&bench_fpm::FpmBenchOptions {
                 routes: *routes,
