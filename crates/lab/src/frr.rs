@@ -47,9 +47,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::fs::{self, File};
-use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -673,18 +671,7 @@ impl FrrRouter {
         let _ = fs::remove_file(&socket);
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(out).stderr(err).current_dir(&self.dir);
-        netns::command_in_netns(&self.ns, &mut cmd)?;
-        cmd.process_group(0);
-        // SAFETY: runs in the child between fork and exec; prctl(2) is
-        // async-signal-safe and the closure allocates nothing.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        netns::lab_child_in_netns(&self.ns, &mut cmd)?;
         let child = cmd.spawn().with_context(|| format!("starting {name} in namespace {}", self.ns))?;
         self.running.push(Running { daemon, child });
         let deadline = Instant::now() + START_TIMEOUT;

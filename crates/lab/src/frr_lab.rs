@@ -39,7 +39,6 @@ use std::fs::File;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
@@ -47,7 +46,7 @@ use serde_json::Value;
 
 use crate::frr::{FrrOptions, FrrRouter, ensure_frr_installed};
 use crate::ping::{PingOptions, ping};
-use crate::seed::{CE1_V4, CE2_V4};
+use crate::seed::{CE1_V4, CE2_V4, prefix};
 use crate::topology::{HostOptions, Topology};
 use crate::traffic::{FlowOptions, FlowProgress, FlowResult, Limit, run_flow};
 use crate::{IpPrefix, check_interrupt, interrupted, is_interrupted, require_root};
@@ -124,10 +123,6 @@ const FECS: [&str; 7] = [
 
 fn def(name: &str) -> anyhow::Result<&'static RouterDef> {
     ROUTERS.iter().find(|r| r.name == name).ok_or_else(|| anyhow!("the FRR lab has no router {name:?}"))
-}
-
-fn prefix(s: &str) -> IpPrefix {
-    s.parse().unwrap_or_else(|e| panic!("bad built-in prefix {s}: {e}"))
 }
 
 /// ce2's address, the flows' destination.
@@ -920,7 +915,7 @@ pub fn run_frr_lab(opts: &FrrLabOptions, progress: &mut dyn FnMut(&str)) -> anyh
         );
     }
     ensure_frr_installed()?;
-    let work_dir = make_temp_dir()?;
+    let work_dir = crate::temp_work_dir("vmpls-frr-lab")?;
     match run_lab(opts, &work_dir, progress) {
         Ok(mut report) => {
             if report.ok() {
@@ -936,17 +931,6 @@ pub fn run_frr_lab(opts: &FrrLabOptions, progress: &mut dyn FnMut(&str)) -> anyh
         }
         Err(e) => Err(e.context(format!("FRR lab failed (configs and logs are in {})", work_dir.display()))),
     }
-}
-
-fn make_temp_dir() -> anyhow::Result<PathBuf> {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "vmpls-frr-lab-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir)
 }
 
 fn run_lab(

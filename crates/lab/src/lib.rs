@@ -59,6 +59,15 @@ pub use topology::Topology;
 pub const NEEDS_ROOT: &str = "vmpls lab needs root: it creates network namespaces and veth links, \
                               and the routers open AF_PACKET sockets (run it with sudo)";
 
+/// A new, empty work directory `/tmp/PREFIX-PID-N` for a lab's configs and logs.
+pub(crate) fn temp_work_dir(prefix: &str) -> anyhow::Result<std::path::PathBuf> {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
+    std::fs::create_dir(&dir).map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
 /// Fails with [`NEEDS_ROOT`] unless the effective user is root.
 pub fn require_root() -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions and cannot fail.

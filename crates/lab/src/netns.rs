@@ -231,6 +231,26 @@ pub fn command_in_netns(name: &str, cmd: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Makes `cmd` a child of the lab: inside the network namespace `name`, in its own
+/// process group (a terminal's Ctrl-C reaches only the lab, which stops its children in
+/// order), and killed if the thread that spawns it exits (`PR_SET_PDEATHSIG`), so that it
+/// cannot outlive a crashed lab.
+pub fn lab_child_in_netns(name: &str, cmd: &mut Command) -> anyhow::Result<()> {
+    command_in_netns(name, cmd)?;
+    cmd.process_group(0);
+    // SAFETY: runs in the child between fork and exec; prctl(2) is
+    // async-signal-safe and the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,7 +24,6 @@ use std::fs::File;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
@@ -300,7 +299,7 @@ const LINKS: [(&str, &str, &str, &str, bool); 4] = [
     ("pe2", "pe2-ce2", "ce2", "ce2-pe2", false),
 ];
 
-fn prefix(s: &str) -> IpPrefix {
+pub(crate) fn prefix(s: &str) -> IpPrefix {
     // The constants above are valid; a failure here is a bug caught by the tests.
     s.parse().unwrap_or_else(|e| panic!("bad built-in prefix {s}: {e}"))
 }
@@ -535,7 +534,7 @@ pub fn run_seed(opts: &SeedOptions, progress: &mut dyn FnMut(&str)) -> anyhow::R
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
             (d.clone(), false)
         }
-        None => (make_temp_dir()?, true),
+        None => (crate::temp_work_dir("vmpls-lab")?, true),
     };
     let result = run_modes(opts, &work_dir, progress);
     match result {
@@ -559,17 +558,6 @@ pub fn run_seed(opts: &SeedOptions, progress: &mut dyn FnMut(&str)) -> anyhow::R
             Err(e.context(format!("seed lab failed (configs and logs are in {})", work_dir.display())))
         }
     }
-}
-
-fn make_temp_dir() -> anyhow::Result<PathBuf> {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "vmpls-lab-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir)
 }
 
 fn run_modes(

@@ -15,7 +15,6 @@ use std::fs::File;
 use std::io::{self, Read as _, Seek as _, SeekFrom};
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -377,18 +376,7 @@ impl Topology {
         mut cmd: Command,
         log: Option<PathBuf>,
     ) -> anyhow::Result<u32> {
-        netns::command_in_netns(self.ns(host)?, &mut cmd)?;
-        cmd.process_group(0);
-        // SAFETY: runs in the child between fork and exec; prctl(2) is
-        // async-signal-safe and the closure allocates nothing.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        netns::lab_child_in_netns(self.ns(host)?, &mut cmd)?;
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {label} ({:?}) on host {host}", cmd.get_program()))?;
