@@ -55,7 +55,7 @@ fn usable_host(a: IpAddr) -> bool {
     !(a.is_unspecified() || a.is_multicast() || a == IpAddr::V4(Ipv4Addr::BROADCAST))
 }
 
-fn check_len(addr: IpAddr, len: u8) -> Result<(), FibError> {
+pub(crate) fn check_len(addr: IpAddr, len: u8) -> Result<(), FibError> {
     let max = if addr.is_ipv4() { <Ipv4Addr as LpmKey>::BITS } else { <Ipv6Addr as LpmKey>::BITS };
     if len > max {
         return Err(FibError::InvalidPrefixLength { len, max });

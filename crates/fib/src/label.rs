@@ -1,5 +1,7 @@
 //! The incoming-label table.
 
+use std::sync::Arc;
+
 use crate::{FibError, Label, MAX_LABEL, NexthopGroup, TtlModel, VrfId};
 
 /// What to do with a packet whose top label matched.
@@ -25,18 +27,27 @@ pub struct LabelRoute {
     pub ttl_model: TtlModel,
 }
 
-const EMPTY: u32 = u32::MAX;
+/// Labels per chunk of the table.
+const CHUNK: usize = crate::chunks::CHUNK_LEN;
+
+/// One chunk of the direct index: the routes of `CHUNK` consecutive labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LabelChunk {
+    /// Labels with a route in this chunk.
+    used: usize,
+    routes: Vec<Option<LabelRoute>>,
+}
 
 /// Routes by incoming label: a direct array indexed by label, like the kernel's
-/// `platform_label`, so a lookup is one bounds check and two loads.
+/// `platform_label`, so a lookup is a bounds check and three loads.
 ///
-/// The index array is sized to the largest label in use + 1 (4 bytes a slot) and shrinks
-/// when the largest label is removed; the routes themselves are stored densely.
+/// The array is kept in chunks of a thousand labels shared between copies: a copy costs a
+/// pointer per chunk in use, a change to it copies one chunk, and chunks without a route
+/// take no memory (a table using labels 16 and 1,048,575 holds two chunks).
 #[derive(Debug, Clone, Default)]
 pub struct LabelTable {
-    /// Label -> position in `routes`, or `EMPTY`.
-    index: Vec<u32>,
-    routes: Vec<(Label, LabelRoute)>,
+    chunks: Vec<Option<Arc<LabelChunk>>>,
+    len: usize,
 }
 
 impl LabelTable {
@@ -48,8 +59,9 @@ impl LabelTable {
     /// The route for `label`.
     #[inline]
     pub fn get(&self, label: Label) -> Option<&LabelRoute> {
-        let i = *self.index.get(label as usize)?;
-        self.routes.get(i as usize).map(|(_, r)| r)
+        let label = label as usize;
+        let chunk = self.chunks.get(label / CHUNK)?.as_ref()?;
+        chunk.routes[label % CHUNK].as_ref()
     }
 
     /// Sets the route for `label` and returns the previous one.
@@ -72,62 +84,102 @@ impl LabelTable {
         if label > MAX_LABEL {
             return Err(FibError::LabelOutOfRange { label });
         }
-        let slot = label as usize;
-        if slot >= self.index.len() {
-            self.index.resize(slot + 1, EMPTY);
+        let (c, i) = (label as usize / CHUNK, label as usize % CHUNK);
+        if c >= self.chunks.len() {
+            self.chunks.resize(c + 1, None);
         }
-        let i = self.index[slot];
-        if i != EMPTY {
-            return Ok(Some(core::mem::replace(&mut self.routes[i as usize].1, route)));
+        let chunk =
+            self.chunks[c].get_or_insert_with(|| Arc::new(LabelChunk { used: 0, routes: vec![None; CHUNK] }));
+        let chunk = Arc::make_mut(chunk);
+        let old = chunk.routes[i].replace(route);
+        if old.is_none() {
+            chunk.used += 1;
+            self.len += 1;
         }
-        self.index[slot] = self.routes.len() as u32;
-        self.routes.push((label, route));
-        Ok(None)
+        Ok(old)
     }
 
     /// Removes the route for `label` and returns it.
     pub fn remove(&mut self, label: Label) -> Option<LabelRoute> {
-        let slot = label as usize;
-        let i = *self.index.get(slot)?;
-        if i == EMPTY {
-            return None;
+        let (c, i) = (label as usize / CHUNK, label as usize % CHUNK);
+        let slot = self.chunks.get_mut(c)?;
+        slot.as_ref()?.routes[i].as_ref()?;
+        let chunk = Arc::make_mut(slot.as_mut()?);
+        let old = chunk.routes[i].take();
+        chunk.used -= 1;
+        self.len -= 1;
+        if chunk.used == 0 {
+            *slot = None;
+            let keep = self.chunks.iter().rposition(Option::is_some).map_or(0, |p| p + 1);
+            self.chunks.truncate(keep);
         }
-        self.index[slot] = EMPTY;
-        let (_, route) = self.routes.swap_remove(i as usize);
-        if let Some((moved, _)) = self.routes.get(i as usize) {
-            self.index[*moved as usize] = i;
-        }
-        // Shrink the index to the largest label still in use.
-        let keep = self.index.iter().rposition(|&x| x != EMPTY).map_or(0, |p| p + 1);
-        self.index.truncate(keep);
-        if self.index.capacity() > 2 * self.index.len() + 64 {
-            self.index.shrink_to_fit();
-        }
-        Some(route)
+        old
     }
 
     /// All routes in label order.
     pub fn iter(&self) -> impl Iterator<Item = (Label, &LabelRoute)> + '_ {
-        self.index
-            .iter()
-            .enumerate()
-            .filter(|&(_, &i)| i != EMPTY)
-            .map(|(label, &i)| (label as Label, &self.routes[i as usize].1))
+        self.chunks.iter().enumerate().filter_map(|(c, chunk)| Some((c, chunk.as_ref()?))).flat_map(
+            |(c, chunk)| {
+                chunk
+                    .routes
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(i, r)| Some(((c * CHUNK + i) as Label, r.as_ref()?)))
+            },
+        )
     }
 
     /// Number of routes.
     pub fn len(&self) -> usize {
-        self.routes.len()
+        self.len
     }
 
     /// Whether the table has no route.
     pub fn is_empty(&self) -> bool {
-        self.routes.is_empty()
+        self.len == 0
     }
 
-    /// Number of slots in the direct index: the largest label in use + 1.
+    /// Number of slots the direct index covers: one past the last label of the last chunk
+    /// in use.
     pub fn capacity_slots(&self) -> usize {
-        self.index.len()
+        self.chunks.len() * CHUNK
+    }
+
+    /// The labels whose route may differ between `old` and `new`, two versions of one
+    /// table, in time proportional to the change (chunks both share are skipped).
+    pub fn changed_labels<'a>(old: &'a Self, new: &'a Self) -> impl Iterator<Item = Label> + 'a {
+        let chunks = old.chunks.len().max(new.chunks.len());
+        let chunk = |t: &'a Self, c: usize| t.chunks.get(c).and_then(Option::as_ref);
+        (0..chunks)
+            .filter(move |&c| match (chunk(old, c), chunk(new, c)) {
+                (Some(a), Some(b)) => !Arc::ptr_eq(a, b),
+                (None, None) => false,
+                _ => true,
+            })
+            .flat_map(move |c| {
+                (0..CHUNK).filter_map(move |i| {
+                    let a = chunk(old, c).and_then(|k| k.routes[i].as_ref());
+                    let b = chunk(new, c).and_then(|k| k.routes[i].as_ref());
+                    (a != b).then_some((c * CHUNK + i) as Label)
+                })
+            })
+    }
+
+    /// Chunks `old` and `new` do not share, and chunks in use in either (see
+    /// [`Lpm::unshared_chunks`](crate::Lpm::unshared_chunks)).
+    pub fn unshared_chunks(old: &Self, new: &Self) -> (usize, usize) {
+        let (mut unshared, mut total) = (0, 0);
+        for c in 0..old.chunks.len().max(new.chunks.len()) {
+            let a = old.chunks.get(c).and_then(Option::as_ref);
+            let b = new.chunks.get(c).and_then(Option::as_ref);
+            match (a, b) {
+                (None, None) => continue,
+                (Some(a), Some(b)) if Arc::ptr_eq(a, b) => {}
+                _ => unshared += 1,
+            }
+            total += 1;
+        }
+        (unshared, total)
     }
 }
 
@@ -160,13 +212,13 @@ mod tests {
         let mut t = LabelTable::new();
         t.insert(16, pop(0));
         t.insert(2001, pop(1));
-        assert_eq!(t.capacity_slots(), 2002);
+        assert_eq!(t.capacity_slots(), 2048);
         t.insert(1_048_575, pop(2));
         assert_eq!(t.capacity_slots(), 1_048_576);
         assert_eq!(t.remove(1_048_575), Some(pop(2)));
-        assert_eq!(t.capacity_slots(), 2002);
+        assert_eq!(t.capacity_slots(), 2048);
         assert_eq!(t.remove(16), Some(pop(0)));
-        assert_eq!(t.capacity_slots(), 2002);
+        assert_eq!(t.capacity_slots(), 2048);
         assert_eq!(t.get(2001), Some(&pop(1)));
         t.remove(2001);
         assert_eq!(t.capacity_slots(), 0);

@@ -11,6 +11,7 @@
 #![deny(unsafe_code)]
 
 mod builder;
+mod chunks;
 mod error;
 mod label;
 mod lpm;
@@ -216,6 +217,155 @@ impl Fib {
     }
 }
 
+/// The entries that may differ between two versions of a [`Fib`], from
+/// [`Fib::changes_since`]. An entry may be listed although it did not change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FibChanges {
+    /// Incoming labels.
+    pub labels: Vec<Label>,
+    /// IPv4 prefixes by VRF.
+    pub v4: Vec<(VrfId, Ipv4Addr, u8)>,
+    /// IPv6 prefixes by VRF.
+    pub v6: Vec<(VrfId, Ipv6Addr, u8)>,
+}
+
+impl FibChanges {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.v4.is_empty() && self.v6.is_empty()
+    }
+}
+
+/// Whether a prefix table entry was made from the ports' and router's addresses (by
+/// [`FibBuilder::build`]) rather than from a route.
+fn derived(r: &PrefixRoute) -> bool {
+    matches!(r.target, RouteTarget::Local | RouteTarget::Connected { .. })
+}
+
+impl Fib {
+    /// Sets (`Some`) or removes (`None`) the route of one prefix in place, with the checks
+    /// [`FibBuilder::build`] makes. Meant for a copy of the FIB in force (`clone` is cheap:
+    /// the tables share their storage), to be stored as the next version: the change then
+    /// costs time that does not grow with the table.
+    ///
+    /// The entries made from addresses (local and connected) are not routes: a route for
+    /// one of those prefixes is refused, and removing one leaves it.
+    ///
+    /// # Errors
+    /// Unknown VRF or port, a prefix length too long, [`FibError::DuplicatePrefix`] for a
+    /// local or connected prefix, a route whose target is local or connected.
+    pub fn set_prefix_route(
+        &mut self,
+        vrf: VrfId,
+        addr: IpAddr,
+        len: u8,
+        route: Option<PrefixRoute>,
+    ) -> Result<(), FibError> {
+        let ports = self.port_vrf.len();
+        let table = self.vrfs.get_mut(usize::from(vrf)).ok_or(FibError::UnknownVrf { vrf })?;
+        builder::check_len(addr, len)?;
+        if let Some(r) = &route {
+            match &r.target {
+                RouteTarget::Forward(g) => {
+                    if let Some(nh) = g.nexthops().iter().find(|nh| usize::from(nh.port) >= ports) {
+                        return Err(FibError::UnknownPort { port: nh.port });
+                    }
+                }
+                RouteTarget::Blackhole => {}
+                RouteTarget::Local | RouteTarget::Connected { .. } => {
+                    return Err(FibError::DuplicatePrefix { vrf, addr: builder::mask_ip(addr, len), len });
+                }
+            }
+        }
+        let existing = match addr {
+            IpAddr::V4(a) => table.v4.get(a, len),
+            IpAddr::V6(a) => table.v6.get(a, len),
+        };
+        if existing.is_some_and(derived) {
+            return match route {
+                None => Ok(()),
+                Some(_) => Err(FibError::DuplicatePrefix { vrf, addr: builder::mask_ip(addr, len), len }),
+            };
+        }
+        match (addr, route) {
+            (IpAddr::V4(a), Some(r)) => table.v4.insert(a, len, r).map(drop),
+            (IpAddr::V6(a), Some(r)) => table.v6.insert(a, len, r).map(drop),
+            (IpAddr::V4(a), None) => Ok(drop(table.v4.remove(a, len))),
+            (IpAddr::V6(a), None) => Ok(drop(table.v6.remove(a, len))),
+        }
+    }
+
+    /// Sets (`Some`) or removes (`None`) the route of one incoming label in place, with the
+    /// checks [`FibBuilder::build`] makes; see [`Fib::set_prefix_route`].
+    ///
+    /// # Errors
+    /// A label out of range or reserved, an unknown VRF or port.
+    pub fn set_label_route(&mut self, label: Label, route: Option<LabelRoute>) -> Result<(), FibError> {
+        if label > MAX_LABEL {
+            return Err(FibError::LabelOutOfRange { label });
+        }
+        if label < MIN_UNRESERVED_LABEL {
+            return Err(FibError::ReservedLabel { label });
+        }
+        let Some(route) = route else {
+            self.labels.remove(label);
+            return Ok(());
+        };
+        match &route.action {
+            LabelAction::Forward(g) => {
+                if let Some(nh) = g.nexthops().iter().find(|nh| usize::from(nh.port) >= self.port_vrf.len()) {
+                    return Err(FibError::UnknownPort { port: nh.port });
+                }
+            }
+            LabelAction::PopAndLookup { vrf } => {
+                if usize::from(*vrf) >= self.vrfs.len() {
+                    return Err(FibError::UnknownVrf { vrf: *vrf });
+                }
+            }
+        }
+        self.labels.try_insert(label, route).map(drop)
+    }
+
+    /// The entries that may differ from `old`, if this FIB was made from `old` by
+    /// [`Fib::set_prefix_route`] and [`Fib::set_label_route`] on a copy (same ports,
+    /// addresses and VRFs) and changed in few places; `None` otherwise (built anew, or
+    /// changed so much that a full walk is as cheap), and the caller compares everything.
+    /// Costs time in proportion to the change, not to the tables.
+    pub fn changes_since(&self, old: &Fib) -> Option<FibChanges> {
+        let same_frame = self.vrfs.len() == old.vrfs.len()
+            && self.port_vrf == old.port_vrf
+            && self.port_addrs == old.port_addrs
+            && (self.router_v4, self.router_v6) == (old.router_v4, old.router_v6);
+        if !same_frame {
+            return None;
+        }
+        // Most chunks unshared: the tables were built anew or rewritten wholesale.
+        let mostly = |(unshared, total): (usize, usize)| unshared > 4 && unshared * 4 > total;
+        if mostly(LabelTable::unshared_chunks(&old.labels, &self.labels)) {
+            return None;
+        }
+        for (a, b) in old.vrfs.iter().zip(&self.vrfs) {
+            if mostly(Lpm::unshared_chunks(&a.v4, &b.v4)) || mostly(Lpm::unshared_chunks(&a.v6, &b.v6)) {
+                return None;
+            }
+        }
+        let mut changes = FibChanges {
+            labels: LabelTable::changed_labels(&old.labels, &self.labels).collect(),
+            ..Default::default()
+        };
+        for (id, (a, b)) in old.vrfs.iter().zip(&self.vrfs).enumerate() {
+            let id = id as VrfId;
+            changes.v4.extend(Lpm::changed_prefixes(&a.v4, &b.v4).map(|(p, l)| (id, p, l)));
+            changes.v6.extend(Lpm::changed_prefixes(&a.v6, &b.v6).map(|(p, l)| (id, p, l)));
+        }
+        changes.v4.sort_unstable();
+        changes.v4.dedup();
+        changes.v6.sort_unstable();
+        changes.v6.dedup();
+        Some(changes)
+    }
+}
+
 /// Shared, atomically replaceable [`Fib`]: readers never block and never see a half-made
 /// table; writers replace the whole FIB at once (read-copy-update).
 #[derive(Debug, Clone)]
@@ -344,6 +494,231 @@ mod tests {
         assert!(fib.is_local_v6("2001:db8:10::1".parse().unwrap()));
         assert!(fib.is_local_v6("2001:db8:ff::1".parse().unwrap()));
         assert!(!fib.is_local_v6("2001:db8:10::2".parse().unwrap()));
+    }
+
+    /// xorshift64*: a tiny deterministic PRNG.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    fn two_port_fib() -> Fib {
+        let mut b = FibBuilder::new();
+        b.router_v4(Ipv4Addr::new(198, 18, 255, 1));
+        b.add_port("a", DEFAULT_VRF, &[(IpAddr::V4(Ipv4Addr::new(198, 18, 1, 1)), 24)]).unwrap();
+        b.add_port("b", DEFAULT_VRF, &[(IpAddr::V6("2001:db8:1::1".parse().unwrap()), 64)]).unwrap();
+        b.build().unwrap()
+    }
+
+    /// Every (prefix or label) -> value of a FIB, for comparing versions.
+    type Flat = (
+        std::collections::BTreeMap<Label, LabelRoute>,
+        std::collections::BTreeMap<(Ipv4Addr, u8), PrefixRoute>,
+        std::collections::BTreeMap<(Ipv6Addr, u8), PrefixRoute>,
+    );
+
+    fn flat(f: &Fib) -> Flat {
+        (
+            f.labels.iter().map(|(l, r)| (l, r.clone())).collect(),
+            f.vrfs[0].v4.iter().map(|(a, l, r)| ((a, l), r.clone())).collect(),
+            f.vrfs[0].v6.iter().map(|(a, l, r)| ((a, l), r.clone())).collect(),
+        )
+    }
+
+    /// Keys whose values differ between two flattened FIBs.
+    fn differing<K: Ord + Copy, V: PartialEq>(
+        a: &std::collections::BTreeMap<K, V>,
+        b: &std::collections::BTreeMap<K, V>,
+    ) -> Vec<K> {
+        let mut keys: Vec<K> = a.keys().chain(b.keys()).copied().collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter().filter(|k| a.get(k) != b.get(k)).collect()
+    }
+
+    #[test]
+    fn changes_in_place_match_a_rebuild_and_the_diff_lists_every_change() {
+        let mut rng = Rng(0x5eed_f1b0);
+        let base = two_port_fib();
+        // A table large enough to span many chunks, then changes one at a time and in
+        // bursts, each version compared with a table built from scratch.
+        let group = |port: PortId, label: Label| {
+            let via = if port == 0 {
+                IpAddr::V4(Ipv4Addr::new(198, 18, 1, 2))
+            } else {
+                IpAddr::V6("2001:db8:1::2".parse().unwrap())
+            };
+            NexthopGroup::single(Nexthop::new(port, Some(via), vec![label])).unwrap()
+        };
+        let mut current = base.clone();
+        let mut reference = flat(&base);
+        let v4_key = |rng: &mut Rng| {
+            let len = 8 + rng.below(25) as u8;
+            let a = Ipv4Addr::from(0xc612_0000u32 | (rng.next() as u32 & 0x1_ffff));
+            (Ipv4Addr::from(u32::from(a) & (u32::MAX << (32 - u32::from(len)))), len)
+        };
+        for round in 0..60 {
+            let mut next = current.clone();
+            let burst = if round < 2 { 6000 } else { 1 + rng.below(20) as usize };
+            for _ in 0..burst {
+                match rng.below(6) {
+                    0 | 1 => {
+                        let (a, l) = v4_key(&mut rng);
+                        let r =
+                            PrefixRoute::new(RouteTarget::Forward(group(0, 16 + rng.below(1000) as Label)));
+                        match next.set_prefix_route(DEFAULT_VRF, IpAddr::V4(a), l, Some(r.clone())) {
+                            Ok(()) => drop(reference.1.insert((a, l), r)),
+                            Err(FibError::DuplicatePrefix { .. }) => {
+                                assert!(matches!(
+                                    reference.1[&(a, l)].target,
+                                    RouteTarget::Local | RouteTarget::Connected { .. }
+                                ))
+                            }
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                    2 => {
+                        let (a, l) = v4_key(&mut rng);
+                        next.set_prefix_route(DEFAULT_VRF, IpAddr::V4(a), l, None).unwrap();
+                        if !reference.1.get(&(a, l)).is_some_and(derived) {
+                            reference.1.remove(&(a, l));
+                        }
+                    }
+                    3 => {
+                        let a = Ipv6Addr::from(
+                            0x2001_0db8_0000_0000_0000_0000_0000_0000u128 | u128::from(rng.below(4096)) << 64,
+                        );
+                        let r = PrefixRoute::new(RouteTarget::Blackhole);
+                        if rng.below(2) == 0 {
+                            next.set_prefix_route(DEFAULT_VRF, IpAddr::V6(a), 64, Some(r.clone()))
+                                .unwrap_or_else(|e| {
+                                    assert!(matches!(e, FibError::DuplicatePrefix { .. }));
+                                });
+                            if !reference.2.get(&(a, 64)).is_some_and(derived) {
+                                reference.2.insert((a, 64), r);
+                            }
+                        } else {
+                            next.set_prefix_route(DEFAULT_VRF, IpAddr::V6(a), 64, None).unwrap();
+                            if !reference.2.get(&(a, 64)).is_some_and(derived) {
+                                reference.2.remove(&(a, 64));
+                            }
+                        }
+                    }
+                    4 => {
+                        let label = 16 + rng.below(40_000) as Label;
+                        let r = LabelRoute {
+                            action: LabelAction::Forward(group(1, label)),
+                            ttl_model: TtlModel::Uniform,
+                        };
+                        next.set_label_route(label, Some(r.clone())).unwrap();
+                        reference.0.insert(label, r);
+                    }
+                    _ => {
+                        let label = 16 + rng.below(40_000) as Label;
+                        next.set_label_route(label, None).unwrap();
+                        reference.0.remove(&label);
+                    }
+                }
+            }
+            let got = flat(&next);
+            assert_eq!(got.0, reference.0);
+            assert_eq!(got.1, reference.1);
+            assert_eq!(got.2, reference.2);
+            // Lookups agree with a table built from scratch with the same routes.
+            let mut b = FibBuilder::new();
+            b.router_v4(Ipv4Addr::new(198, 18, 255, 1));
+            b.add_port("a", DEFAULT_VRF, &[(IpAddr::V4(Ipv4Addr::new(198, 18, 1, 1)), 24)]).unwrap();
+            b.add_port("b", DEFAULT_VRF, &[(IpAddr::V6("2001:db8:1::1".parse().unwrap()), 64)]).unwrap();
+            for ((a, l), r) in reference.1.iter().filter(|(_, r)| !derived(r)) {
+                b.add_prefix_route(DEFAULT_VRF, IpAddr::V4(*a), *l, r.clone()).unwrap();
+            }
+            let rebuilt = b.build().unwrap();
+            for _ in 0..200 {
+                let probe = Ipv4Addr::from(0xc612_0000u32 | (rng.next() as u32 & 0x1_ffff));
+                assert_eq!(next.vrfs[0].v4.lookup(probe), rebuilt.vrfs[0].v4.lookup(probe), "{probe}");
+            }
+            let before = flat(&current);
+            match next.changes_since(&current) {
+                Some(c) => {
+                    assert!(round >= 1, "the first burst rewrites most chunks: a full walk");
+                    for l in differing(&before.0, &got.0) {
+                        assert!(c.labels.contains(&l), "label {l} changed, not listed");
+                    }
+                    for (a, l) in differing(&before.1, &got.1) {
+                        assert!(c.v4.contains(&(DEFAULT_VRF, a, l)), "{a}/{l} changed, not listed");
+                    }
+                    for (a, l) in differing(&before.2, &got.2) {
+                        assert!(c.v6.contains(&(DEFAULT_VRF, a, l)), "{a}/{l} changed, not listed");
+                    }
+                    if round >= 2 {
+                        assert!(
+                            c.labels.len() + c.v4.len() + c.v6.len() <= 2 * burst + 2,
+                            "small change, small diff"
+                        );
+                    }
+                }
+                None => assert!(round < 2, "round {round}: a burst of {burst} should be diffed"),
+            }
+            // The version in force is never touched by the changes to its copy.
+            assert_eq!(flat(&current), before);
+            current = next;
+        }
+        assert!(current.changes_since(&current).is_some_and(|c| c.is_empty()));
+        assert!(current.changes_since(&base).is_none() || current.labels.len() < 100);
+        let rebuilt_labels = {
+            let mut b = FibBuilder::new();
+            b.add_port("a", DEFAULT_VRF, &[]).unwrap();
+            b.build().unwrap()
+        };
+        assert!(current.changes_since(&rebuilt_labels).is_none(), "other ports: compare everything");
+    }
+
+    #[test]
+    fn routes_never_replace_or_remove_the_entries_of_addresses() {
+        let mut f = two_port_fib();
+        let r = || Some(PrefixRoute::new(RouteTarget::Blackhole));
+        let connected = IpAddr::V4(Ipv4Addr::new(198, 18, 1, 0));
+        let own = IpAddr::V4(Ipv4Addr::new(198, 18, 1, 1));
+        assert!(matches!(f.set_prefix_route(0, connected, 24, r()), Err(FibError::DuplicatePrefix { .. })));
+        assert!(matches!(f.set_prefix_route(0, own, 32, r()), Err(FibError::DuplicatePrefix { .. })));
+        f.set_prefix_route(0, connected, 24, None).unwrap();
+        f.set_prefix_route(0, own, 32, None).unwrap();
+        assert_eq!(f.vrfs[0].lookup(own).map(|r| &r.target), Some(&RouteTarget::Local));
+        assert_eq!(
+            f.vrfs[0].lookup(IpAddr::V4(Ipv4Addr::new(198, 18, 1, 9))).map(|r| &r.target),
+            Some(&RouteTarget::Connected { port: 0 })
+        );
+        let local = Some(PrefixRoute::new(RouteTarget::Local));
+        assert!(f.set_prefix_route(0, IpAddr::V4(Ipv4Addr::new(198, 18, 9, 9)), 32, local).is_err());
+        assert!(matches!(f.set_prefix_route(3, connected, 24, r()), Err(FibError::UnknownVrf { vrf: 3 })));
+        let far = NexthopGroup::single(Nexthop::new(7, None, vec![])).unwrap();
+        assert!(matches!(
+            f.set_prefix_route(
+                0,
+                IpAddr::V4(Ipv4Addr::new(198, 18, 9, 0)),
+                24,
+                Some(PrefixRoute::new(RouteTarget::Forward(far.clone())))
+            ),
+            Err(FibError::UnknownPort { port: 7 })
+        ));
+        let swap = |g| Some(LabelRoute { action: LabelAction::Forward(g), ttl_model: TtlModel::Uniform });
+        assert!(matches!(f.set_label_route(100, swap(far)), Err(FibError::UnknownPort { port: 7 })));
+        assert!(matches!(f.set_label_route(15, None), Err(FibError::ReservedLabel { label: 15 })));
+        assert!(matches!(f.set_label_route(1 << 20, None), Err(FibError::LabelOutOfRange { .. })));
+        let pop = |vrf| {
+            Some(LabelRoute { action: LabelAction::PopAndLookup { vrf }, ttl_model: TtlModel::Uniform })
+        };
+        assert!(matches!(f.set_label_route(100, pop(1)), Err(FibError::UnknownVrf { vrf: 1 })));
+        f.set_label_route(100, pop(0)).unwrap();
+        assert!(f.labels.get(100).is_some());
     }
 
     #[test]

@@ -10,6 +10,7 @@ use core::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::FibError;
+use crate::chunks::Chunks;
 
 mod sealed {
     pub trait Sealed {}
@@ -73,16 +74,23 @@ fn common_len(a: u128, b: u128) -> u8 {
 
 const NONE: u32 = u32::MAX;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Node<V> {
     /// The prefix, masked to `len` bits.
     key: u128,
     len: u8,
     value: Option<V>,
+    /// Children by the bit after the prefix; in an unused slot, `children[0]` links the
+    /// next unused slot.
     children: [u32; 2],
 }
 
 /// Longest-prefix-match table from prefixes of `A` to values `V`.
+///
+/// Its nodes live in chunks shared between copies (see [`Lpm::clone`]): a copy costs one
+/// pointer per thousand nodes, and a change to the copy copies only the few chunks it
+/// writes. That is how a router publishes a new version of a table of a million prefixes
+/// in microseconds while readers keep the old one.
 ///
 /// ```
 /// use std::net::Ipv4Addr;
@@ -93,14 +101,20 @@ struct Node<V> {
 /// let (addr, len, v) = t.lookup(Ipv4Addr::new(198, 18, 2, 7)).unwrap();
 /// assert_eq!((addr, len, *v), (Ipv4Addr::new(198, 18, 2, 0), 24, "ce2"));
 /// ```
-#[derive(Clone)]
 pub struct Lpm<A: LpmKey, V> {
-    nodes: Vec<Node<V>>,
-    /// Indices of unused slots in `nodes`.
-    free: Vec<u32>,
+    nodes: Chunks<Node<V>>,
+    /// First unused slot in `nodes` (the rest are linked through `children[0]`).
+    free: u32,
     root: u32,
     len: usize,
     _addr: core::marker::PhantomData<A>,
+}
+
+impl<A: LpmKey, V> Clone for Lpm<A, V> {
+    /// A copy that shares every node with `self` until one of them writes.
+    fn clone(&self) -> Self {
+        Lpm { nodes: self.nodes.clone(), free: self.free, root: self.root, len: self.len, _addr: self._addr }
+    }
 }
 
 impl<A: LpmKey, V> Default for Lpm<A, V> {
@@ -109,7 +123,7 @@ impl<A: LpmKey, V> Default for Lpm<A, V> {
     }
 }
 
-impl<A: LpmKey, V: fmt::Debug> fmt::Debug for Lpm<A, V> {
+impl<A: LpmKey, V: Clone + fmt::Debug> fmt::Debug for Lpm<A, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.iter().map(|(a, l, v)| (Prefix(a, l), v))).finish()
     }
@@ -125,7 +139,7 @@ impl<A: fmt::Debug> fmt::Debug for Prefix<A> {
 impl<A: LpmKey, V> Lpm<A, V> {
     /// An empty table.
     pub fn new() -> Self {
-        Lpm { nodes: Vec::new(), free: Vec::new(), root: NONE, len: 0, _addr: core::marker::PhantomData }
+        Lpm { nodes: Chunks::default(), free: NONE, root: NONE, len: 0, _addr: core::marker::PhantomData }
     }
 
     /// Number of prefixes in the table.
@@ -137,34 +151,48 @@ impl<A: LpmKey, V> Lpm<A, V> {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+}
+
+impl<A: LpmKey, V: Clone> Lpm<A, V> {
+    fn node(&self, i: u32) -> &Node<V> {
+        self.nodes.get(i as usize)
+    }
+
+    fn node_mut(&mut self, i: u32) -> &mut Node<V> {
+        self.nodes.get_mut(i as usize)
+    }
 
     fn alloc(&mut self, node: Node<V>) -> u32 {
-        if let Some(i) = self.free.pop() {
-            self.nodes[i as usize] = node;
+        if self.free != NONE {
+            let i = self.free;
+            let slot = self.node_mut(i);
+            let next = slot.children[0];
+            *slot = node;
+            self.free = next;
             i
         } else {
-            self.nodes.push(node);
-            (self.nodes.len() - 1) as u32
+            self.nodes.push(node) as u32
         }
     }
 
     fn release(&mut self, i: u32) {
-        let n = &mut self.nodes[i as usize];
+        let free = self.free;
+        let n = self.node_mut(i);
         n.value = None;
-        n.children = [NONE, NONE];
-        self.free.push(i);
+        n.children = [free, NONE];
+        self.free = i;
     }
 
     /// Follows `parent`'s child slot (or the root when `parent` is `NONE`).
     fn slot(&self, parent: u32, dir: usize) -> u32 {
-        if parent == NONE { self.root } else { self.nodes[parent as usize].children[dir] }
+        if parent == NONE { self.root } else { self.node(parent).children[dir] }
     }
 
     fn set_slot(&mut self, parent: u32, dir: usize, to: u32) {
         if parent == NONE {
             self.root = to;
         } else {
-            self.nodes[parent as usize].children[dir] = to;
+            self.node_mut(parent).children[dir] = to;
         }
     }
 
@@ -188,12 +216,12 @@ impl<A: LpmKey, V> Lpm<A, V> {
                 return Ok(None);
             }
             let (nkey, nlen) = {
-                let n = &self.nodes[cur as usize];
+                let n = self.node(cur);
                 (n.key, n.len)
             };
             let common = common_len(key, nkey).min(len).min(nlen);
             if common == nlen && nlen == len {
-                let old = self.nodes[cur as usize].value.replace(value);
+                let old = self.node_mut(cur).value.replace(value);
                 if old.is_none() {
                     self.len += 1;
                 }
@@ -234,7 +262,7 @@ impl<A: LpmKey, V> Lpm<A, V> {
             if cur == NONE {
                 return None;
             }
-            let n = &self.nodes[cur as usize];
+            let n = self.node(cur);
             if n.len > len || mask(key, n.len) != n.key {
                 return None;
             }
@@ -252,7 +280,7 @@ impl<A: LpmKey, V> Lpm<A, V> {
             return None;
         }
         let (i, _, _) = self.find(mask(addr.to_key(), len), len)?;
-        self.nodes[i as usize].value.as_ref()
+        self.node(i).value.as_ref()
     }
 
     /// Removes the prefix `addr/len` and returns its value.
@@ -262,13 +290,12 @@ impl<A: LpmKey, V> Lpm<A, V> {
         }
         let key = mask(addr.to_key(), len);
         let (cur, parent, dir) = self.find(key, len)?;
-        let value = self.nodes[cur as usize].value.take()?;
+        let value = self.node_mut(cur).value.take()?;
         self.len -= 1;
         self.prune(cur, parent, dir);
         // The parent may now be a valueless branch with a single child: splice it out too.
-        if parent != NONE && self.nodes[parent as usize].value.is_none() {
-            let pkey = self.nodes[parent as usize].key;
-            let plen = self.nodes[parent as usize].len;
+        if parent != NONE && self.node(parent).value.is_none() {
+            let (pkey, plen) = (self.node(parent).key, self.node(parent).len);
             // Locate the parent's own parent by walking from the root.
             if let Some((p, gp, gdir)) = self.find(pkey, plen) {
                 self.prune(p, gp, gdir);
@@ -279,7 +306,7 @@ impl<A: LpmKey, V> Lpm<A, V> {
 
     /// Removes the valueless node `cur` if it has fewer than two children.
     fn prune(&mut self, cur: u32, parent: u32, dir: usize) {
-        let n = &self.nodes[cur as usize];
+        let n = self.node(cur);
         if n.value.is_some() {
             return;
         }
@@ -305,7 +332,7 @@ impl<A: LpmKey, V> Lpm<A, V> {
         let mut best: Option<&Node<V>> = None;
         let mut cur = self.root;
         while cur != NONE {
-            let n = &self.nodes[cur as usize];
+            let n = self.node(cur);
             if mask(key, n.len) != n.key {
                 break;
             }
@@ -327,16 +354,41 @@ impl<A: LpmKey, V> Lpm<A, V> {
     }
 }
 
+impl<A: LpmKey, V: Clone + PartialEq> Lpm<A, V> {
+    /// The prefixes whose value may differ between `old` and `new`, two versions of one
+    /// table (one cloned from the other, then changed), in time proportional to the change:
+    /// only nodes in chunks the versions do not share are compared. A prefix may be listed
+    /// twice; one that is in neither table may be listed.
+    pub fn changed_prefixes<'a>(old: &'a Self, new: &'a Self) -> impl Iterator<Item = (A, u8)> + 'a {
+        Chunks::changed(&old.nodes, &new.nodes).flat_map(move |i| {
+            let (a, b) = (old.nodes.try_get(i), new.nodes.try_get(i));
+            let valued = |n: Option<&Node<V>>| n.filter(|n| n.value.is_some()).map(|n| (n.key, n.len));
+            let differ = match (a, b) {
+                (Some(a), Some(b)) => (a.key, a.len, &a.value) != (b.key, b.len, &b.value),
+                _ => true,
+            };
+            let (x, y) = if differ { (valued(a), valued(b)) } else { (None, None) };
+            x.into_iter().chain(y.filter(|y| Some(*y) != x)).map(|(k, l)| (A::from_key(k), l))
+        })
+    }
+
+    /// What share of `new`'s storage is not shared with `old`, as (unshared, total)
+    /// chunks: a caller that diffs versions falls back to a full walk when most changed.
+    pub fn unshared_chunks(old: &Self, new: &Self) -> (usize, usize) {
+        Chunks::unshared(&old.nodes, &new.nodes)
+    }
+}
+
 struct Iter<'a, A: LpmKey, V> {
     lpm: &'a Lpm<A, V>,
     stack: Vec<u32>,
 }
 
-impl<'a, A: LpmKey, V> Iterator for Iter<'a, A, V> {
+impl<'a, A: LpmKey, V: Clone> Iterator for Iter<'a, A, V> {
     type Item = (A, u8, &'a V);
     fn next(&mut self) -> Option<Self::Item> {
         while let Some(i) = self.stack.pop() {
-            let n = &self.lpm.nodes[i as usize];
+            let n = self.lpm.node(i);
             // Pre-order, child 0 before child 1: push 1 first.
             for c in [n.children[1], n.children[0]] {
                 if c != NONE {

@@ -1,6 +1,7 @@
 //! Next hops and weighted ECMP groups.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use crate::{FibError, IMPLICIT_NULL, Label, MAX_LABEL, PortId};
 
@@ -39,11 +40,17 @@ impl Nexthop {
 /// Selection uses a precomputed bucket table: each next hop owns a number of buckets
 /// proportional to its weight, and a hash maps to a bucket by a multiply and a shift, so
 /// [`select`](NexthopGroup::select) is O(1) and does not allocate.
+///
+/// Cloning shares the group (a reference count), so the thousands of routes that use one
+/// group, and the copies of a table, cost one pointer each.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NexthopGroup {
-    nexthops: Vec<Nexthop>,
+pub struct NexthopGroup(Arc<Group>);
+
+#[derive(Debug, PartialEq, Eq)]
+struct Group {
+    nexthops: Box<[Nexthop]>,
     /// Index into `nexthops` for each bucket.
-    buckets: Vec<u8>,
+    buckets: Box<[u8]>,
 }
 
 impl NexthopGroup {
@@ -74,8 +81,8 @@ impl NexthopGroup {
                 return Err(FibError::ImplicitNullInStack);
             }
         }
-        let buckets = bucket_table(&nexthops);
-        Ok(NexthopGroup { nexthops, buckets })
+        let buckets = bucket_table(&nexthops).into_boxed_slice();
+        Ok(NexthopGroup(Arc::new(Group { nexthops: nexthops.into_boxed_slice(), buckets })))
     }
 
     /// A group of one next hop.
@@ -90,22 +97,23 @@ impl NexthopGroup {
     /// uniformly distributed hashes each next hop gets its weight's share of flows.
     #[inline]
     pub fn select(&self, hash: u32) -> &Nexthop {
-        if self.nexthops.len() == 1 {
-            return &self.nexthops[0];
+        let g = &*self.0;
+        if g.nexthops.len() == 1 {
+            return &g.nexthops[0];
         }
         // Multiply-shift maps the 32-bit hash onto [0, buckets) without a division.
-        let i = ((u64::from(mix(hash)) * self.buckets.len() as u64) >> 32) as usize;
-        &self.nexthops[usize::from(self.buckets[i])]
+        let i = ((u64::from(mix(hash)) * g.buckets.len() as u64) >> 32) as usize;
+        &g.nexthops[usize::from(g.buckets[i])]
     }
 
     /// The next hops, in the order given.
     pub fn nexthops(&self) -> &[Nexthop] {
-        &self.nexthops
+        &self.0.nexthops
     }
 
     /// Whether the group has more than one next hop.
     pub fn is_multipath(&self) -> bool {
-        self.nexthops.len() > 1
+        self.0.nexthops.len() > 1
     }
 }
 
@@ -253,7 +261,7 @@ mod tests {
     #[test]
     fn large_weights_scale_to_bounded_table_keeping_every_nexthop() {
         let g = NexthopGroup::new(vec![nh(0, u32::MAX), nh(1, 1)]).unwrap();
-        assert_eq!(g.buckets.len(), MAX_BUCKETS as usize);
-        assert!(g.buckets.contains(&1));
+        assert_eq!(g.0.buckets.len(), MAX_BUCKETS as usize);
+        assert!(g.0.buckets.contains(&1));
     }
 }
