@@ -290,8 +290,14 @@ impl Fib {
         match (addr, route) {
             (IpAddr::V4(a), Some(r)) => table.v4.insert(a, len, r).map(drop),
             (IpAddr::V6(a), Some(r)) => table.v6.insert(a, len, r).map(drop),
-            (IpAddr::V4(a), None) => Ok(drop(table.v4.remove(a, len))),
-            (IpAddr::V6(a), None) => Ok(drop(table.v6.remove(a, len))),
+            (IpAddr::V4(a), None) => {
+                table.v4.remove(a, len);
+                Ok(())
+            }
+            (IpAddr::V6(a), None) => {
+                table.v6.remove(a, len);
+                Ok(())
+            }
         }
     }
 
