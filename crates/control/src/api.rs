@@ -21,7 +21,9 @@
 //!
 //! | `cmd` | fields | `data` of the reply |
 //! |---|---|---|
-//! | `route-show` | `family`: `inet`, `inet6` or `mpls`; `vrf` (optional, default `default`) | `[`[`IpRoute`]`]` or `[`[`MplsRoute`]`]` |
+//! | `route-show` | `family`: `inet`, `inet6` or `mpls`; `vrf` (optional, default `default`); `dst` (optional) | `[`[`IpRoute`]`]` or `[`[`MplsRoute`]`]` |
+//! | `route-show-stream` | as `route-show` | the same list in chunks, one reply line each, `"more":true` on all but the last |
+//! | `route-batch` | `force` (optional); then one [`BatchOp`](crate::batch::BatchOp) line per change and `{"op":"commit"}` | [`BatchSummary`](crate::batch::BatchSummary) |
 //! | `route-add`, `route-replace` | `route`: a [`RouteSpec`] | none |
 //! | `route-del` | `route`: a [`RouteSpec`]; only `dst`/`label` and `vrf` are needed, next hops if given must match | none |
 //! | `link-show` | | `[`[`Link`]`]` |
@@ -32,6 +34,30 @@
 //!
 //! Route changes are atomic: the router builds complete new forwarding tables and swaps
 //! them in; the forwarding thread picks them up at its next batch.
+//!
+//! `route-show-stream` answers with a sequence of reply lines, each a chunk of the list,
+//! so that neither end holds a table of a million routes as one reply:
+//!
+//! ```text
+//! -> {"cmd":"route-show-stream","family":"inet"}
+//! <- {"ok":true,"data":[{"dst":"198.18.0.0/24",...},...],"more":true}
+//! <- {"ok":true,"data":[{"dst":"198.18.4.0/24",...}]}
+//! ```
+//!
+//! `route-batch` is the other way round: the client streams the changes, one line each,
+//! and the router answers once, after applying them all as one table change (the data
+//! plane swaps from the tables before the batch to the tables after it). As with
+//! `ip -batch`, the changes apply in order, each seeing the ones before; without `force`
+//! the first change that fails ends the batch (the ones before it stay applied), with
+//! `force` every other change applies. The summary says which failed and why:
+//!
+//! ```text
+//! -> {"cmd":"route-batch"}
+//! -> {"op":"add","route":{"family":"inet","dst":"198.18.3.0/24","type":"blackhole"}}
+//! -> {"op":"del","route":{"family":"inet","dst":"198.18.9.0/24"}}
+//! -> {"op":"commit"}
+//! <- {"ok":true,"data":{"applied":1,"failed":[{"index":1,"error":"no route to 198.18.9.0/24 in VRF \"default\""}]}}
+//! ```
 //!
 //! `capture` turns the connection into a stream: after the reply, the router writes one
 //! [`CapturedFrame`] line per frame received or sent on the port, until `count` frames
@@ -120,6 +146,31 @@ pub enum Request {
         /// Which of its routes.
         filter: RouteFilter,
     },
+    /// List a table as a stream of chunks (`route show`): the first reply line and each
+    /// one after it carries up to [`crate::batch::SHOW_CHUNK`] routes in `data`, all but
+    /// the last with `"more":true`. The router reads the tables one chunk at a time and
+    /// writes without holding them, so a slow reader delays no one; a route changed
+    /// while the stream runs may be seen as it was or as it is, never twice.
+    RouteShowStream {
+        /// Which table.
+        family: Family,
+        /// The VRF (prefix tables only); `None`: "default".
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vrf: Option<String>,
+        /// Only the route for this destination, as in `route-show`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dst: Option<String>,
+    },
+    /// Many route changes as one table change (`vmpls -batch FILE`). After this line the
+    /// client writes one [`crate::batch::BatchOp`] line per change and a `commit` line;
+    /// the router then applies them in order, builds the tables once, and answers with
+    /// one reply whose `data` is a [`crate::batch::BatchSummary`].
+    RouteBatch {
+        /// Go on past a change that fails (`-force`); without it the changes after the
+        /// first failure are not applied.
+        #[serde(default)]
+        force: bool,
+    },
     /// List ports.
     LinkShow,
     /// List the neighbour table.
@@ -152,22 +203,25 @@ pub struct Reply {
     /// The answer, for requests that have one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<serde_json::Value>,
+    /// Another reply line follows with more of the answer (`route-show-stream`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
 }
 
 impl Reply {
     /// Success without data.
     pub fn done() -> Reply {
-        Reply { ok: true, error: None, data: None }
+        Reply { ok: true, error: None, data: None, more: false }
     }
 
     /// Success with data.
     pub fn data(data: serde_json::Value) -> Reply {
-        Reply { ok: true, error: None, data: Some(data) }
+        Reply { ok: true, error: None, data: Some(data), more: false }
     }
 
     /// Failure.
     pub fn error(message: impl Into<String>) -> Reply {
-        Reply { ok: false, error: Some(message.into()), data: None }
+        Reply { ok: false, error: Some(message.into()), data: None, more: false }
     }
 }
 

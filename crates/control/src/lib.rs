@@ -32,6 +32,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod batch;
 mod error;
 mod parse;
 pub mod show;

@@ -17,12 +17,14 @@
 //! renamed, moved to another interface, a new MTU, kind or forced offloads) need a
 //! restart and are rejected.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use vmpls_fib::{
-    DEFAULT_VRF_NAME, Fib, IMPLICIT_NULL, Label, MAX_LABEL, MAX_NEXTHOPS, MIN_UNRESERVED_LABEL, PortId,
-    TtlModel,
+    DEFAULT_VRF_NAME, Fib, IMPLICIT_NULL, Label, LabelAction, LabelRoute, MAX_LABEL, MAX_NEXTHOPS,
+    MIN_UNRESERVED_LABEL, Nexthop as FibNexthop, NexthopGroup, PortId, PrefixRoute, RouteTarget, TtlModel,
+    VrfId,
 };
 
 use crate::api::{
@@ -33,6 +35,9 @@ use crate::{Config, LabelConfig, LabelConfigAction, NexthopConfig, PortConfig, R
 
 /// A route change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+mod bulk;
+pub use bulk::{ShowChunk, ShowCursor, ShowRows};
+
 pub enum Change {
     /// Add; the destination must have no route.
     Add,
@@ -76,6 +81,10 @@ pub struct Tables {
     /// wins, as a static route with a better distance would.
     frr_routes: BTreeMap<RouteKey, Entry<RouteConfig>>,
     frr_labels: BTreeMap<Label, Entry<LabelConfig>>,
+    /// The forwarding tables last made of these routes (by [`Tables::build_fib`] or a
+    /// change), so that the next change to a few routes is made on a copy of them in time
+    /// that does not grow with the table. Kept current by every build.
+    built: RefCell<Option<Fib>>,
 }
 
 /// A route from FRR, its next hops already on the router's ports.
@@ -116,6 +125,23 @@ fn route_key(r: &RouteConfig) -> RouteKey {
 
 fn same_route(a: &RouteConfig, b: &RouteConfig) -> bool {
     (&a.vrf, a.prefix, a.len, &a.action, a.ttl_model) == (&b.vrf, b.prefix, b.len, &b.action, b.ttl_model)
+}
+
+/// A route's entry in the forwarding tables (as [`Config::build_fib_with`] makes it).
+fn prefix_route(r: &RouteConfig) -> Result<PrefixRoute, vmpls_fib::FibError> {
+    let target = match &r.action {
+        RouteAction::Blackhole => RouteTarget::Blackhole,
+        RouteAction::Forward(nhs) => RouteTarget::Forward(nexthop_group(nhs)?),
+    };
+    Ok(PrefixRoute { target, ttl_model: r.ttl_model })
+}
+
+fn nexthop_group(nhs: &[NexthopConfig]) -> Result<NexthopGroup, vmpls_fib::FibError> {
+    NexthopGroup::new(
+        nhs.iter()
+            .map(|n| FibNexthop { port: n.port, via: n.via, labels: n.labels.clone(), weight: n.weight })
+            .collect(),
+    )
 }
 
 fn same_label(a: &LabelConfig, b: &LabelConfig) -> bool {
@@ -200,7 +226,14 @@ impl Tables {
             config.routes.iter().map(|r| (route_key(r), Entry::new(r.clone(), Protocol::Static))).collect();
         let labels =
             config.labels.iter().map(|l| (l.label, Entry::new(l.clone(), Protocol::Static))).collect();
-        Tables { file: config, routes, labels, frr_routes: BTreeMap::new(), frr_labels: BTreeMap::new() }
+        Tables {
+            file: config,
+            routes,
+            labels,
+            frr_routes: BTreeMap::new(),
+            frr_labels: BTreeMap::new(),
+            built: RefCell::new(None),
+        }
     }
 
     /// Applies a burst of changes from FRR as one table change and returns the tables to
@@ -287,7 +320,9 @@ impl Tables {
                 }
             }
         }
-        match self.build_fib() {
+        let route_keys: Vec<RouteKey> = undo_routes.iter().map(|(k, _)| k.clone()).collect();
+        let label_keys: Vec<Label> = undo_labels.iter().map(|(l, _)| *l).collect();
+        match self.fib_after(&route_keys, &label_keys) {
             Ok(fib) => Ok(FrrApplied { fib, refused }),
             Err(e) => {
                 // Something the checks above did not foresee: take the batch back, then
@@ -335,7 +370,7 @@ impl Tables {
                 }
                 match fib {
                     Some(fib) => Ok(FrrApplied { fib, refused }),
-                    None => self.build_fib().map(|fib| FrrApplied { fib, refused }),
+                    None => self.fib_after(&[], &[]).map(|fib| FrrApplied { fib, refused }),
                 }
             }
         }
@@ -414,13 +449,64 @@ impl Tables {
     /// # Errors
     /// A message if the tables reject an entry (checks before catch what they can).
     pub fn build_fib(&self) -> Result<Fib, String> {
-        self.file.build_fib_with(self.running_routes(), self.running_labels()).map_err(|e| {
+        let fib = self.file.build_fib_with(self.running_routes(), self.running_labels()).map_err(|e| {
             let mut msg = e.to_string();
             if let Some(src) = std::error::Error::source(&e) {
                 msg = format!("{msg}: {src}");
             }
             msg
-        })
+        })?;
+        *self.built.borrow_mut() = Some(fib.clone());
+        Ok(fib)
+    }
+
+    /// The forwarding tables after the routes of `routes` and `labels` changed: the last
+    /// built tables with those entries set to the routes now in force there, on a copy that
+    /// shares the rest, so it costs time in proportion to the change. Builds the whole
+    /// tables when none were built yet. On error the last built tables stay.
+    ///
+    /// # Errors
+    /// The tables refuse an entry (checks before catch what they can).
+    fn fib_after(&self, routes: &[RouteKey], labels: &[Label]) -> Result<Fib, String> {
+        let Some(mut fib) = self.built.borrow().clone() else {
+            return self.build_fib();
+        };
+        for key in routes {
+            let (vrf, prefix, len) = key;
+            let route = self
+                .routes
+                .get(key)
+                .or_else(|| self.frr_routes.get(key).filter(|_| !self.is_own(key)))
+                .map(|e| prefix_route(&e.item))
+                .transpose();
+            route
+                .and_then(|r| fib.set_prefix_route(self.vrf_id(vrf)?, *prefix, *len, r))
+                .map_err(|e| format!("{prefix}/{len}: {e}"))?;
+        }
+        for &label in labels {
+            let route = self.labels.get(&label).or_else(|| self.frr_labels.get(&label));
+            route
+                .map(|e| self.label_route(&e.item))
+                .transpose()
+                .and_then(|r| fib.set_label_route(label, r))
+                .map_err(|e| format!("label {label}: {e}"))?;
+        }
+        *self.built.borrow_mut() = Some(fib.clone());
+        Ok(fib)
+    }
+
+    /// The id the forwarding tables give VRF `name`: its place in the config's list.
+    fn vrf_id(&self, name: &str) -> Result<VrfId, vmpls_fib::FibError> {
+        let id = self.file.vrfs.iter().position(|v| v == name).and_then(|i| VrfId::try_from(i).ok());
+        id.ok_or(vmpls_fib::FibError::UnknownVrf { vrf: VrfId::MAX })
+    }
+
+    fn label_route(&self, l: &LabelConfig) -> Result<LabelRoute, vmpls_fib::FibError> {
+        let action = match &l.action {
+            LabelConfigAction::Forward(nhs) => LabelAction::Forward(nexthop_group(nhs)?),
+            LabelConfigAction::PopAndLookup { vrf } => LabelAction::PopAndLookup { vrf: self.vrf_id(vrf)? },
+        };
+        Ok(LabelRoute { action, ttl_model: l.ttl_model })
     }
 
     /// Adds, replaces or deletes a route, and returns the forwarding tables to store. On
@@ -429,14 +515,16 @@ impl Tables {
     /// # Errors
     /// What is wrong with the route, in a sentence for the CLI's `Error: ...`.
     pub fn change(&mut self, change: Change, spec: &RouteSpec) -> Result<Fib, String> {
-        let mut next = self.clone();
+        // Changed in place, not on a copy of the tables (which costs more than the change at
+        // a hundred thousand routes): the entry is checked first, then set, and put back if
+        // the forwarding tables refuse it.
         match spec {
             RouteSpec::Inet(r) | RouteSpec::Inet6(r) => {
                 let family = if matches!(spec, RouteSpec::Inet(_)) { Family::Inet } else { Family::Inet6 };
                 // A connected route pasted back from `route show`: it is there already.
                 if change != Change::Delete && self.is_connected_route(r, family) {
                     return match change {
-                        Change::Replace => self.build_fib(),
+                        Change::Replace => self.fib_after(&[], &[]),
                         _ => Err(format!(
                             "{} is the connected subnet of port \"{}\"; it exists as long as the port has that address",
                             r.dst,
@@ -454,10 +542,9 @@ impl Tables {
                         ));
                     }
                     Change::Add | Change::Replace => {
-                        next.routes.insert(
-                            key,
-                            Entry { item: route, origin: Protocol::Boot, shown: shown(r.protocol)? },
-                        );
+                        let entry = Entry { item: route, origin: Protocol::Boot, shown: shown(r.protocol)? };
+                        let old = self.routes.insert(key.clone(), entry);
+                        self.route_changed(key, old)
                     }
                     Change::Delete => {
                         let Some(old) = self.routes.get(&key) else {
@@ -470,7 +557,8 @@ impl Tables {
                                 crate::show::ip_route_line(&self.show_ip(&old.item, old.proto()))
                             ));
                         }
-                        next.routes.remove(&key);
+                        let old = self.routes.remove(&key);
+                        self.route_changed(key, old)
                     }
                 }
             }
@@ -484,10 +572,9 @@ impl Tables {
                         ));
                     }
                     Change::Add | Change::Replace => {
-                        next.labels.insert(
-                            key,
-                            Entry { item: label, origin: Protocol::Boot, shown: shown(m.protocol)? },
-                        );
+                        let entry = Entry { item: label, origin: Protocol::Boot, shown: shown(m.protocol)? };
+                        let old = self.labels.insert(key, entry);
+                        self.label_changed(key, old)
                     }
                     Change::Delete => {
                         let Some(old) = self.labels.get(&key) else {
@@ -501,14 +588,37 @@ impl Tables {
                                 crate::show::mpls_route_line(&self.show_label(&old.item, old.proto()))
                             ));
                         }
-                        next.labels.remove(&key);
+                        let old = self.labels.remove(&key);
+                        self.label_changed(key, old)
                     }
                 }
             }
         }
-        let fib = next.build_fib()?;
-        *self = next;
-        Ok(fib)
+    }
+
+    /// The tables after the CLI's route for `key` changed from `old`; on error `old` is put
+    /// back.
+    fn route_changed(&mut self, key: RouteKey, old: Option<Entry<RouteConfig>>) -> Result<Fib, String> {
+        let r = self.fib_after(std::slice::from_ref(&key), &[]);
+        if r.is_err() {
+            match old {
+                Some(o) => self.routes.insert(key, o),
+                None => self.routes.remove(&key),
+            };
+        }
+        r
+    }
+
+    /// As [`Tables::route_changed`] for a label route.
+    fn label_changed(&mut self, label: Label, old: Option<Entry<LabelConfig>>) -> Result<Fib, String> {
+        let r = self.fib_after(&[], &[label]);
+        if r.is_err() {
+            match old {
+                Some(o) => self.labels.insert(label, o),
+                None => self.labels.remove(&label),
+            };
+        }
+        r
     }
 
     /// Applies the difference between the config loaded before and `new` (see the module
@@ -618,7 +728,11 @@ impl Tables {
                 && filter.via.is_none_or(|v| nhs.iter().any(|n| n.via == Some(v)))
         };
         let mut sum = FlushSummary::default();
-        let mut next = self.clone();
+        // In place, keeping what was removed to put it back should the build fail: a
+        // copy of a table of a million routes costs more than the flush. The tables are
+        // built once, whatever the number of routes flushed.
+        let mut removed_labels = Vec::new();
+        let mut removed_routes = Vec::new();
         if family == Family::Mpls {
             if filter.vrf.is_some() {
                 return Err("label routes are not per VRF: drop `vrf`".into());
@@ -636,12 +750,12 @@ impl Tables {
                     && filter.proto.is_none_or(|p| p == e.proto())
                     && (filter.dev.is_none() && filter.via.is_none() || nexthops_match(nhs))
             };
-            next.labels.retain(|k, e| {
-                let hit = selects(k, e);
-                sum.flushed += u64::from(hit);
-                sum.from_file += u64::from(hit && e.origin == Protocol::Static);
-                !hit
-            });
+            let kept;
+            (removed_labels, kept) = std::mem::take(&mut self.labels).into_iter().partition(|(k, e)| selects(k, e));
+            // From sorted entries, a map is built in linear time.
+            self.labels = kept.into_iter().collect();
+            sum.flushed = removed_labels.len() as u64;
+            sum.from_file = removed_labels.iter().filter(|(_, e)| e.origin == Protocol::Static).count() as u64;
             sum.frr_kept = self.frr_labels.iter().filter(|(k, e)| selects(k, e)).count() as u64;
         } else {
             let vrf = filter.vrf.as_deref().unwrap_or(DEFAULT_VRF_NAME);
@@ -667,17 +781,21 @@ impl Tables {
                     && filter.proto.is_none_or(|p| p == e.proto())
                     && (filter.dev.is_none() && filter.via.is_none() || nexthops_match(nhs))
             };
-            next.routes.retain(|k, e| {
-                let hit = selects(k, e);
-                sum.flushed += u64::from(hit);
-                sum.from_file += u64::from(hit && e.origin == Protocol::Static);
-                !hit
-            });
+            let kept;
+            (removed_routes, kept) = std::mem::take(&mut self.routes).into_iter().partition(|(k, e)| selects(k, e));
+            self.routes = kept.into_iter().collect();
+            sum.flushed = removed_routes.len() as u64;
+            sum.from_file = removed_routes.iter().filter(|(_, e)| e.origin == Protocol::Static).count() as u64;
             sum.frr_kept = self.frr_routes.iter().filter(|(k, e)| selects(k, e)).count() as u64;
         }
-        let fib = next.build_fib()?;
-        *self = next;
-        Ok((fib, sum))
+        match self.build_fib() {
+            Ok(fib) => Ok((fib, sum)),
+            Err(e) => {
+                self.labels.extend(removed_labels);
+                self.routes.extend(removed_routes);
+                Err(e)
+            }
+        }
     }
 
     /// The routes of one table, as `route-show` returns them: for `inet`/`inet6`, the
@@ -687,45 +805,8 @@ impl Tables {
     /// # Errors
     /// An unknown VRF.
     pub fn show(&self, family: Family, vrf: Option<&str>) -> Result<serde_json::Value, String> {
-        let vrf = vrf.unwrap_or(DEFAULT_VRF_NAME);
-        if family == Family::Mpls {
-            let mut list: BTreeMap<Label, MplsRoute> =
-                self.frr_labels.iter().map(|(k, e)| (*k, self.show_label(&e.item, e.proto()))).collect();
-            list.extend(self.labels.iter().map(|(k, e)| (*k, self.show_label(&e.item, e.proto()))));
-            let list: Vec<MplsRoute> = list.into_values().collect();
-            return serde_json::to_value(list).map_err(|e| e.to_string());
-        }
-        self.check_vrf(vrf)?;
-        let want_v4 = family == Family::Inet;
-        let mut list: BTreeMap<(IpAddr, u8), IpRoute> = BTreeMap::new();
-        for p in self.file.ports.iter().filter(|p| p.vrf == vrf) {
-            for &(a, len) in &p.addresses {
-                if a.is_ipv4() != want_v4 || len == max_len(a) {
-                    continue;
-                }
-                let net = mask(a, len);
-                list.entry((net, len)).or_insert_with(|| IpRoute {
-                    dst: format!("{net}/{len}"),
-                    vrf: vrf.to_string(),
-                    kind: RouteType::Unicast,
-                    nexthops: vec![Nexthop {
-                        gateway: None,
-                        dev: Some(p.name.clone()),
-                        labels: Vec::new(),
-                        weight: 1,
-                    }],
-                    ttl_propagate: true,
-                    protocol: Protocol::Kernel,
-                    prefsrc: Some(a),
-                });
-            }
-        }
-        for ((v, a, len), e) in self.frr_routes.iter().chain(&self.routes) {
-            if v == vrf && a.is_ipv4() == want_v4 {
-                list.insert((*a, *len), self.show_ip(&e.item, e.proto()));
-            }
-        }
-        serde_json::to_value(list.into_values().collect::<Vec<_>>()).map_err(|e| e.to_string())
+        let chunk = self.show_chunk(family, vrf, None, None, usize::MAX)?;
+        serde_json::to_value(chunk.rows).map_err(|e| e.to_string())
     }
 
     /// The route a packet to `addr` in `vrf` (default "default") would take: the longest
@@ -734,17 +815,9 @@ impl Tables {
     /// # Errors
     /// An unknown VRF, or no route.
     pub fn get(&self, addr: IpAddr, vrf: Option<&str>) -> Result<IpRoute, String> {
-        let family = if addr.is_ipv4() { Family::Inet } else { Family::Inet6 };
-        let list: Vec<IpRoute> =
-            serde_json::from_value(self.show(family, vrf)?).map_err(|e| e.to_string())?;
-        list.into_iter()
-            .filter_map(|r| {
-                let (net, len) = parse_prefix(&r.dst, family).ok()?;
-                on_subnet(net, len, addr).then_some((len, r))
-            })
-            .max_by_key(|(len, _)| *len)
-            .map(|(_, r)| r)
-            .ok_or_else(|| format!("no route to {addr} in VRF \"{}\"", vrf.unwrap_or(DEFAULT_VRF_NAME)))
+        let vrf = vrf.unwrap_or(DEFAULT_VRF_NAME);
+        self.check_vrf(vrf)?;
+        self.longest_match(addr, vrf).ok_or_else(|| format!("no route to {addr} in VRF \"{vrf}\""))
     }
 
     /// Whether `r` is, word for word, the connected route of one of the ports (as
@@ -1621,6 +1694,77 @@ mod frr_tests {
             prefix: prefix.parse().unwrap(),
             len,
             route: Some((RouteAction::Forward(forward(100)), Protocol::Ospf)),
+        }
+    }
+
+    /// Every entry of a FIB, to compare versions.
+    fn flat(f: &Fib) -> Vec<String> {
+        let mut out: Vec<String> = f.labels.iter().map(|(l, r)| format!("{l} {r:?}")).collect();
+        for (i, v) in f.vrfs.iter().enumerate() {
+            out.extend(v.v4.iter().map(|(a, l, r)| format!("{i} {a}/{l} {r:?}")));
+            out.extend(v.v6.iter().map(|(a, l, r)| format!("{i} {a}/{l} {r:?}")));
+        }
+        out
+    }
+
+    #[test]
+    fn changes_made_in_place_equal_a_full_build_after_any_sequence() {
+        // xorshift64*, deterministic.
+        let mut seed = 0x7ab1_e5u64;
+        let mut rand = |n: u64| {
+            seed ^= seed >> 12;
+            seed ^= seed << 25;
+            seed ^= seed >> 27;
+            seed.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+        };
+        let mut t = tables();
+        for step in 0..300 {
+            let mut burst = Vec::new();
+            for _ in 0..1 + rand(if step % 50 == 0 { 3000 } else { 8 }) {
+                let len = [8u8, 16, 24, 32][rand(4) as usize];
+                let a = u32::from(std::net::Ipv4Addr::new(198, 18, rand(16) as u8, rand(4) as u8));
+                let prefix = IpAddr::V4((a & (u32::MAX << (32 - u32::from(len)))).into());
+                let label = rand(3000) as Label;
+                burst.push(match rand(5) {
+                    // Routes that come and go, some onto the connected subnet or the
+                    // router's own addresses (shadowed), labels some of which are reserved
+                    // (refused).
+                    0 | 1 => FrrChange::Route {
+                        vrf: DEFAULT_VRF_NAME.into(),
+                        prefix,
+                        len,
+                        route: Some((RouteAction::Forward(forward(16 + label)), Protocol::Ospf)),
+                    },
+                    2 => FrrChange::Route { vrf: DEFAULT_VRF_NAME.into(), prefix, len, route: None },
+                    3 => FrrChange::Label {
+                        label,
+                        route: Some((LabelConfigAction::Forward(forward(16 + label)), Protocol::Ldp)),
+                    },
+                    _ => FrrChange::Label { label, route: None },
+                });
+            }
+            let mut fib = t.apply_frr(burst).expect("applied").fib;
+            if step % 7 == 0 {
+                // The CLI's routes win over FRR's, come and go too.
+                let dst = format!("198.18.{}.0/24", rand(16));
+                let spec = RouteSpec::Inet(IpRoute {
+                    dst,
+                    vrf: "default".into(),
+                    kind: RouteType::Blackhole,
+                    nexthops: Vec::new(),
+                    ttl_propagate: true,
+                    protocol: Protocol::Boot,
+                    prefsrc: None,
+                });
+                let change = if rand(2) == 0 { Change::Replace } else { Change::Delete };
+                if let Ok(changed) = t.change(change, &spec) {
+                    fib = changed;
+                }
+            }
+            let (a, b) = (flat(&fib), flat(&t.clone().build_fib().unwrap()));
+            let only_a: Vec<_> = a.iter().filter(|x| !b.contains(x)).collect();
+            let only_b: Vec<_> = b.iter().filter(|x| !a.contains(x)).collect();
+            assert!(only_a.is_empty() && only_b.is_empty(), "step {step}: in place only {only_a:?}, full only {only_b:?}");
         }
     }
 
