@@ -33,11 +33,11 @@ use crate::api::{
 };
 use crate::{Config, LabelConfig, LabelConfigAction, NexthopConfig, PortConfig, RouteAction, RouteConfig};
 
-/// A route change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 mod bulk;
 pub use bulk::{ShowChunk, ShowCursor, ShowRows};
 
+/// A route change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
     /// Add; the destination must have no route.
     Add,
