@@ -135,6 +135,25 @@ pub struct FastTables {
     pub routes_v6: BTreeMap<(u16, Ipv6Addr, u8), RouteEntry>,
 }
 
+/// A change to some entries of the tables last applied ([`FastPath::update`]): each key
+/// with its entry now, `None` where it is gone.
+#[derive(Default, Clone, PartialEq, Debug)]
+pub struct FastTablesChange {
+    /// Incoming labels.
+    pub labels: Vec<(u32, Option<LabelEntry>)>,
+    /// IPv4 routes by (VRF, prefix, prefix length).
+    pub routes_v4: Vec<((u16, Ipv4Addr, u8), Option<RouteEntry>)>,
+    /// IPv6 routes by (VRF, prefix, prefix length).
+    pub routes_v6: Vec<((u16, Ipv6Addr, u8), Option<RouteEntry>)>,
+}
+
+impl FastTablesChange {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.routes_v4.is_empty() && self.routes_v6.is_empty()
+    }
+}
+
 /// The fast path's counters, summed over CPUs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FastCounters {
@@ -305,6 +324,8 @@ pub struct FastPath {
     v4_failed_at: Option<usize>,
     /// The same for IPv6.
     v6_failed_at: Option<usize>,
+    /// What the maps left out at the last sync.
+    overflow: Overflow,
 }
 
 impl std::fmt::Debug for FastPath {
@@ -398,6 +419,39 @@ fn sync_family<A: Ord + Copy, K: aya::Pod>(
     Ok(!fits)
 }
 
+/// Sets each key of `map` to its value, or removes it (`None`).
+fn set_all<K: Ord + Copy, V: Copy>(map: &mut BTreeMap<K, V>, change: &[(K, Option<V>)]) {
+    for (k, v) in change {
+        match v {
+            Some(v) => map.insert(*k, *v),
+            None => map.remove(k),
+        };
+    }
+}
+
+/// Writes one family's changed prefixes: upserts first, so that a prefix replaced by
+/// another never leaves a less specific one answering meanwhile.
+fn write_family<A: Ord + Copy, K: aya::Pod>(
+    map: &mut LpmTrie<MapData, K, RawRoute>,
+    installed: &mut BTreeMap<(u16, A, u8), RawRoute>,
+    change: &[((u16, A, u8), Option<RawRoute>)],
+    key: impl Fn((u16, A, u8)) -> aya::maps::lpm_trie::Key<K>,
+) -> Result<(), MapError> {
+    for (k, v) in change {
+        if let Some(v) = v {
+            map.insert(&key(*k), *v, 0)?;
+            installed.insert(*k, *v);
+        }
+    }
+    for (k, v) in change {
+        if v.is_none() {
+            deleted(map.remove(&key(*k)))?;
+            installed.remove(k);
+        }
+    }
+    Ok(())
+}
+
 impl FastPath {
     /// Loads both programs and creates the maps (empty). Needs root (CAP_BPF and
     /// CAP_NET_ADMIN); aya raises RLIMIT_MEMLOCK where the kernel still charges it.
@@ -429,6 +483,7 @@ impl FastPath {
             installed: Encoded::default(),
             v4_failed_at: None,
             v6_failed_at: None,
+            overflow: Overflow::default(),
         })
     }
 
@@ -562,7 +617,58 @@ impl FastPath {
             self.ports.insert(i, p, 0).map_err(map_err("fp_ports", "updating"))?;
             self.installed.ports.insert(i, p);
         }
+        self.overflow = overflow;
         Ok(overflow)
+    }
+
+    /// Changes some entries of the tables last applied (as [`FastPath::apply`] with those
+    /// tables so changed would), writing only those entries to the maps: a route change
+    /// costs time that does not grow with the tables. When the maps do not hold the whole
+    /// tables (before or after the change), or a write fails, it falls back to comparing
+    /// everything. An invalid entry gives an error and changes nothing.
+    pub fn update(&mut self, change: &FastTablesChange) -> Result<Overflow, FastPathError> {
+        let (labels, v4, v6) = raw::encode_change(change)?;
+        set_all(&mut self.wanted.labels, &labels);
+        set_all(&mut self.wanted.routes_v4, &v4);
+        set_all(&mut self.wanted.routes_v6, &v6);
+        let whole = self.overflow.is_none()
+            && self.wanted.labels.len() <= LABEL_CAPACITY
+            && family_fits(self.wanted.routes_v4.len(), self.v4_failed_at)
+            && family_fits(self.wanted.routes_v6.len(), self.v6_failed_at);
+        if !whole || self.write_entries(&labels, &v4, &v6).is_err() {
+            return self.sync();
+        }
+        Ok(self.overflow)
+    }
+
+    /// Writes the given entries to the maps: upserts, then route removals, then label
+    /// removals (with their counters), as [`FastPath::sync`] orders them.
+    fn write_entries(
+        &mut self,
+        labels: &[(u32, Option<RawLabel>)],
+        v4: &[((u16, Ipv4Addr, u8), Option<RawRoute>)],
+        v6: &[((u16, Ipv6Addr, u8), Option<RawRoute>)],
+    ) -> Result<(), MapError> {
+        for (l, v) in labels {
+            if let Some(v) = v {
+                self.labels.insert(l, v, 0)?;
+                self.installed.labels.insert(*l, *v);
+            }
+        }
+        write_family(&mut self.routes_v4, &mut self.installed.routes_v4, v4, |(vrf, a, len)| {
+            raw::key4(vrf, a, len)
+        })?;
+        write_family(&mut self.routes_v6, &mut self.installed.routes_v6, v6, |(vrf, a, len)| {
+            raw::key6(vrf, a, len)
+        })?;
+        for (l, v) in labels {
+            if v.is_none() {
+                deleted(self.labels.remove(l))?;
+                self.installed.labels.remove(l);
+                deleted(self.label_stats.remove(l))?;
+            }
+        }
+        Ok(())
     }
 
     /// The counters, summed over CPUs.

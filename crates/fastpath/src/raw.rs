@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::{Adjacency, FastPathError, FastPort, FastTables, LabelEntry, RouteEntry};
+use crate::{Adjacency, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry, RouteEntry};
 
 /// The largest MPLS label value (20 bits).
 pub(crate) const LABEL_MAX: u32 = 0xf_ffff;
@@ -252,6 +252,43 @@ pub(crate) fn encode(t: &FastTables) -> Result<Encoded, FastPathError> {
         e.routes_v6.insert((*vrf, *addr, *len), route(r, &shown)?);
     }
     Ok(e)
+}
+
+/// The map entries of some changed entries (`None`: removed), checked as [`encode`] does.
+pub(crate) type EncodedChange = (
+    Vec<(u32, Option<RawLabel>)>,
+    Vec<((u16, Ipv4Addr, u8), Option<RawRoute>)>,
+    Vec<((u16, Ipv6Addr, u8), Option<RawRoute>)>,
+);
+
+pub(crate) fn encode_change(c: &FastTablesChange) -> Result<EncodedChange, FastPathError> {
+    let labels = c
+        .labels
+        .iter()
+        .map(|(l, e)| {
+            check_label(*l, "incoming label")?;
+            Ok((*l, e.as_ref().map(label).transpose()?))
+        })
+        .collect::<Result<_, FastPathError>>()?;
+    let v4 = c
+        .routes_v4
+        .iter()
+        .map(|((vrf, addr, len), r)| {
+            let shown = format!("vrf {vrf} {addr}/{len}");
+            check_prefix(&addr.octets(), *len, 32, &shown)?;
+            Ok(((*vrf, *addr, *len), r.as_ref().map(|r| route(r, &shown)).transpose()?))
+        })
+        .collect::<Result<_, FastPathError>>()?;
+    let v6 = c
+        .routes_v6
+        .iter()
+        .map(|((vrf, addr, len), r)| {
+            let shown = format!("vrf {vrf} {addr}/{len}");
+            check_prefix(&addr.octets(), *len, 128, &shown)?;
+            Ok(((*vrf, *addr, *len), r.as_ref().map(|r| route(r, &shown)).transpose()?))
+        })
+        .collect::<Result<_, FastPathError>>()?;
+    Ok((labels, v4, v6))
 }
 
 /// The `fp_routes_v4` key of `(vrf, prefix, length)`: the VRF is matched exactly.

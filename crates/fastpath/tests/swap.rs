@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{Netns, PacketSocket, eth, ipv4_udp, lse, veth};
-use vmpls_fastpath::{Adjacency, FastPath, FastPathError, FastPort, FastTables, LabelEntry, RouteEntry};
+use vmpls_fastpath::{
+    Adjacency, FastPath, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry, RouteEntry,
+};
 
 const A0: [u8; 6] = [0x02, 0xfa, 0, 0, 0, 1];
 const R0: [u8; 6] = [0x02, 0xfa, 0, 0, 0, 2];
@@ -199,6 +201,40 @@ fn apply_removes_what_is_gone_and_invalid_tables_change_nothing() {
     lab.r.run(|| fp.attach("r0").unwrap());
     lab.tx.send(&mpls_frame(&[lse(101, 0, true, 64)]));
     assert_eq!(lab.at_b().iter().map(|f| label_of(f)).collect::<Vec<_>>(), vec![202]);
+}
+
+#[test]
+fn update_writes_only_the_changed_entries_and_invalid_changes_change_nothing() {
+    let mut lab = Lab::new("up");
+    lab.fp.apply(&lab.tables(&[(100, 200), (101, 201)])).unwrap();
+    let to_b = lab.to_b();
+    let swap = |o| Some(LabelEntry::Swap { out_label: o, adj: to_b });
+    let change = FastTablesChange {
+        labels: vec![(100, None), (101, swap(211)), (102, swap(212))],
+        ..Default::default()
+    };
+    assert!(lab.fp.update(&change).unwrap().is_none());
+    assert!(!lab.fp.label_stats().unwrap().contains_key(&100), "a removed label's counters go with it");
+    for l in [100, 101, 102] {
+        lab.tx.send(&mpls_frame(&[lse(l, 0, true, 64)]));
+    }
+    assert_eq!(
+        lab.at_b().iter().map(|f| label_of(f)).collect::<Vec<_>>(),
+        vec![211, 212],
+        "100 gone, 101 changed, 102 new"
+    );
+
+    // An invalid entry: an error, and nothing changes (not even the valid entries with it).
+    let bad = FastTablesChange { labels: vec![(101, swap(221)), (1 << 20, swap(5))], ..Default::default() };
+    assert!(matches!(lab.fp.update(&bad), Err(FastPathError::InvalidLabel { .. })));
+    lab.tx.send(&mpls_frame(&[lse(101, 0, true, 64)]));
+    assert_eq!(lab.at_b().iter().map(|f| label_of(f)).collect::<Vec<_>>(), vec![211]);
+
+    // The tables so changed, applied whole, leave the maps as they are.
+    let whole = lab.tables(&[(101, 211), (102, 212)]);
+    lab.fp.apply(&whole).unwrap();
+    lab.tx.send(&mpls_frame(&[lse(102, 0, true, 64)]));
+    assert_eq!(lab.at_b().iter().map(|f| label_of(f)).collect::<Vec<_>>(), vec![212]);
 }
 
 #[test]

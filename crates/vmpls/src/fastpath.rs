@@ -11,7 +11,7 @@
 //! choose.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,9 +21,10 @@ use tracing::{info, warn};
 use vmpls_dataplane::neighbor::NeighborTable;
 use vmpls_dataplane::{Dataplane, Event, Output, PacketPool, PortId};
 use vmpls_fastpath::{
-    Adjacency, FastCounters, FastPath, FastPort, FastPortStats, FastTables, LabelEntry, RouteEntry,
+    Adjacency, FastCounters, FastPath, FastPort, FastPortStats, FastTables, FastTablesChange, LabelEntry,
+    RouteEntry,
 };
-use vmpls_fib::{Fib, LabelAction, Nexthop, RouteTarget, TtlModel, VrfId};
+use vmpls_fib::{Fib, FibChanges, LabelAction, Nexthop, PrefixRoute, RouteTarget, TtlModel, VrfId};
 
 /// Most labels the programs push at once.
 const MAX_PUSH: usize = 4;
@@ -53,6 +54,125 @@ fn single(nexthops: &[Nexthop]) -> Option<&Nexthop> {
     }
 }
 
+/// How the fast path's entries are made from a FIB, the neighbour table and the served
+/// ports: one place for the whole tables ([`fast_tables`]) and for the few entries a route
+/// change touches ([`fast_changes`]), so both give the same entry for the same key.
+struct Entries<'a> {
+    fib: &'a Fib,
+    ports: &'a [Option<FastPortInfo>],
+    neighbors: &'a NeighborTable,
+    default_ttl: u8,
+    /// The router's own addresses: always the pipeline's, in every VRF.
+    locals: Vec<IpAddr>,
+    /// The next hops the entries made so far send to.
+    used: Vec<(PortId, IpAddr)>,
+}
+
+impl<'a> Entries<'a> {
+    fn new(
+        fib: &'a Fib,
+        ports: &'a [Option<FastPortInfo>],
+        neighbors: &'a NeighborTable,
+        default_ttl: u8,
+    ) -> Self {
+        let locals = fib
+            .port_addrs
+            .iter()
+            .flat_map(|p| {
+                p.v4.iter().map(|&(a, _)| IpAddr::V4(a)).chain(p.v6.iter().map(|&(a, _)| IpAddr::V6(a)))
+            })
+            .chain(fib.router_v4.map(IpAddr::V4))
+            .chain(fib.router_v6.map(IpAddr::V6))
+            .collect();
+        Entries { fib, ports, neighbors, default_ttl, locals, used: Vec::new() }
+    }
+
+    fn fast(&self, port: PortId) -> Option<&'a FastPortInfo> {
+        self.ports.get(usize::from(port)).and_then(Option::as_ref)
+    }
+
+    /// A next hop the programs can send to: a served port and a known MAC.
+    fn adjacency(&mut self, port: PortId, addr: IpAddr) -> Option<Adjacency> {
+        let p = self.fast(port)?;
+        self.used.push((port, addr));
+        Some(p.adjacency(self.neighbors.mac(port, addr)?))
+    }
+
+    /// The entry of an incoming label, if the programs can switch it.
+    fn label(&mut self, label: u32) -> Option<LabelEntry> {
+        let route = self.fib.labels.get(label)?;
+        let uniform = route.ttl_model == TtlModel::Uniform;
+        match &route.action {
+            LabelAction::PopAndLookup { vrf } => Some(LabelEntry::PopIp { vrf: *vrf, uniform }),
+            LabelAction::Forward(group) => {
+                let nh = single(group.nexthops())?;
+                match (&nh.labels[..], nh.via) {
+                    (&[out_label], Some(via)) => {
+                        self.adjacency(nh.port, via).map(|adj| LabelEntry::Swap { out_label, adj })
+                    }
+                    (&[], Some(via)) => {
+                        self.adjacency(nh.port, via).map(|adj| LabelEntry::Php { uniform, adj })
+                    }
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    /// The entry of a route: forwarded by the programs, or `Local` (left to the pipeline).
+    fn route(&mut self, route: &PrefixRoute) -> RouteEntry {
+        let RouteTarget::Forward(group) = &route.target else { return RouteEntry::Local };
+        let Some(nh) = single(group.nexthops()).filter(|nh| nh.labels.len() <= MAX_PUSH) else {
+            return RouteEntry::Local;
+        };
+        let Some(adj) = nh.via.and_then(|via| self.adjacency(nh.port, via)) else { return RouteEntry::Local };
+        let label_ttl = match route.ttl_model {
+            TtlModel::Uniform => None,
+            TtlModel::Pipe => Some(self.default_ttl),
+        };
+        RouteEntry::Forward { labels: nh.labels.clone(), label_ttl, adj }
+    }
+
+    /// The host entry of a neighbour on a connected subnet, if `addr` is one: only where
+    /// that subnet is the longest match (a more specific route through a gateway wins).
+    fn neighbor_host(&mut self, vrf_id: VrfId, addr: IpAddr) -> Option<RouteEntry> {
+        let (port, mac) = self.neighbors.entries().find_map(|(port, a, mac)| {
+            (a == addr && self.fib.vrf_of_port(port) == Some(vrf_id)).then_some((port, mac?))
+        })?;
+        let p = self.fast(port)?;
+        let route = self.fib.vrf(vrf_id)?.lookup(addr)?;
+        if route.target != (RouteTarget::Connected { port }) {
+            return None;
+        }
+        self.used.push((port, addr));
+        Some(RouteEntry::Forward { labels: Vec::new(), label_ttl: None, adj: p.adjacency(mac) })
+    }
+
+    /// The entry of one prefix as [`fast_tables`] makes it: the router's own addresses are
+    /// `Local`, then neighbours' host entries, then the FIB's route, if any.
+    fn prefix(&mut self, vrf_id: VrfId, addr: IpAddr, len: u8) -> Option<RouteEntry> {
+        let host = len == if addr.is_ipv4() { 32 } else { 128 };
+        if host && self.locals.contains(&addr) {
+            return Some(RouteEntry::Local);
+        }
+        if host && let Some(e) = self.neighbor_host(vrf_id, addr) {
+            return Some(e);
+        }
+        let vrf = self.fib.vrf(vrf_id)?;
+        let route = match addr {
+            IpAddr::V4(a) => vrf.v4.get(a, len),
+            IpAddr::V6(a) => vrf.v6.get(a, len),
+        }?;
+        Some(self.route(route))
+    }
+
+    fn into_used(mut self) -> Vec<(PortId, IpAddr)> {
+        self.used.sort_unstable();
+        self.used.dedup();
+        self.used
+    }
+}
+
 /// The fast path's tables for `fib` as the neighbour table knows the next hops now, and
 /// the next hops they depend on (resolved or not: the caller keeps them resolved).
 /// `ports[i]` is `Some` for the ports the fast path serves.
@@ -63,107 +183,100 @@ pub fn fast_tables(
     default_ttl: u8,
 ) -> (FastTables, Vec<(PortId, IpAddr)>) {
     let mut t = FastTables::default();
-    let mut used = Vec::new();
-    let fast = |port: PortId| ports.get(usize::from(port)).and_then(Option::as_ref);
+    let mut e = Entries::new(fib, ports, neighbors, default_ttl);
     for (id, p) in ports.iter().enumerate() {
         if let Some(p) = p {
             let vrf = fib.port_vrf.get(id).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
             t.ports.insert(p.ifindex, FastPort { vrf, mac: p.mac });
         }
     }
-    // A next hop the programs can send to: a served port and a known MAC.
-    let adjacency = |port: PortId, addr: IpAddr, used: &mut Vec<(PortId, IpAddr)>| {
-        let p = fast(port)?;
-        used.push((port, addr));
-        Some(p.adjacency(neighbors.mac(port, addr)?))
-    };
-
-    for (label, route) in fib.labels.iter() {
-        let entry = match &route.action {
-            LabelAction::PopAndLookup { vrf } => {
-                Some(LabelEntry::PopIp { vrf: *vrf, uniform: route.ttl_model == TtlModel::Uniform })
-            }
-            LabelAction::Forward(group) => {
-                single(group.nexthops()).and_then(|nh| match (&nh.labels[..], nh.via) {
-                    (&[out_label], Some(via)) => {
-                        adjacency(nh.port, via, &mut used).map(|adj| LabelEntry::Swap { out_label, adj })
-                    }
-                    (&[], Some(via)) => adjacency(nh.port, via, &mut used)
-                        .map(|adj| LabelEntry::Php { uniform: route.ttl_model == TtlModel::Uniform, adj }),
-                    _ => None,
-                })
-            }
-        };
-        if let Some(e) = entry {
-            t.labels.insert(label, e);
+    for (label, _) in fib.labels.iter() {
+        if let Some(entry) = e.label(label) {
+            t.labels.insert(label, entry);
         }
     }
-
     for (vrf_id, vrf) in fib.vrfs.iter().enumerate() {
         let vrf_id = vrf_id as VrfId;
-        let route_entry = |target: &RouteTarget, model: TtlModel, used: &mut Vec<_>| match target {
-            RouteTarget::Forward(group) => single(group.nexthops())
-                .filter(|nh| nh.labels.len() <= MAX_PUSH)
-                .and_then(|nh| {
-                    let via = nh.via?;
-                    let adj = adjacency(nh.port, via, used)?;
-                    let label_ttl = match model {
-                        TtlModel::Uniform => None,
-                        TtlModel::Pipe => Some(default_ttl),
-                    };
-                    Some(RouteEntry::Forward { labels: nh.labels.clone(), label_ttl, adj })
-                })
-                .unwrap_or(RouteEntry::Local),
-            _ => RouteEntry::Local,
-        };
         for (addr, len, route) in vrf.v4.iter() {
-            let e = route_entry(&route.target, route.ttl_model, &mut used);
-            t.routes_v4.insert((vrf_id, addr, len), e);
+            t.routes_v4.insert((vrf_id, addr, len), e.route(route));
         }
         for (addr, len, route) in vrf.v6.iter() {
-            let e = route_entry(&route.target, route.ttl_model, &mut used);
-            t.routes_v6.insert((vrf_id, addr, len), e);
+            t.routes_v6.insert((vrf_id, addr, len), e.route(route));
         }
     }
-
     // Hosts on connected subnets: one host route per known neighbour whose longest match
-    // is that subnet's route (a more specific route through a gateway wins otherwise).
-    for (port, addr, mac) in neighbors.entries() {
-        let (Some(mac), Some(p)) = (mac, fast(port)) else { continue };
+    // is that subnet's route.
+    for (port, addr, _) in neighbors.entries() {
         let Some(vrf_id) = fib.vrf_of_port(port) else { continue };
-        let Some(route) = fib.vrf(vrf_id).and_then(|v| v.lookup(addr)) else { continue };
-        if route.target != (RouteTarget::Connected { port }) {
-            continue;
+        if let Some(entry) = e.neighbor_host(vrf_id, addr) {
+            match addr {
+                IpAddr::V4(a) => t.routes_v4.insert((vrf_id, a, 32), entry),
+                IpAddr::V6(a) => t.routes_v6.insert((vrf_id, a, 128), entry),
+            };
         }
-        used.push((port, addr));
-        let e = RouteEntry::Forward { labels: Vec::new(), label_ttl: None, adj: p.adjacency(mac) };
-        match addr {
-            IpAddr::V4(a) => t.routes_v4.insert((vrf_id, a, 32), e),
-            IpAddr::V6(a) => t.routes_v6.insert((vrf_id, a, 128), e),
-        };
     }
-
     // The router's own addresses, in every VRF: always the pipeline's.
-    let locals = fib
-        .port_addrs
-        .iter()
-        .flat_map(|p| {
-            p.v4.iter().map(|&(a, _)| IpAddr::V4(a)).chain(p.v6.iter().map(|&(a, _)| IpAddr::V6(a)))
-        })
-        .chain(fib.router_v4.map(IpAddr::V4))
-        .chain(fib.router_v6.map(IpAddr::V6))
-        .collect::<Vec<_>>();
     for vrf_id in 0..fib.vrfs.len() as VrfId {
-        for &a in &locals {
+        for &a in &e.locals {
             match a {
                 IpAddr::V4(a) => t.routes_v4.insert((vrf_id, a, 32), RouteEntry::Local),
                 IpAddr::V6(a) => t.routes_v6.insert((vrf_id, a, 128), RouteEntry::Local),
             };
         }
     }
-    used.sort_unstable();
-    used.dedup();
-    (t, used)
+    (t, e.into_used())
+}
+
+/// The entries of the fast path's tables that `changes` (between two versions of the FIB,
+/// `fib` the newer) touch, made as [`fast_tables`] makes them, and the next hops those
+/// entries send to. Besides the changed prefixes, the host entries of the neighbours that
+/// a changed prefix covers are made again: whether a neighbour's subnet is its longest
+/// match may have changed.
+pub fn fast_changes(
+    fib: &Fib,
+    changes: &FibChanges,
+    ports: &[Option<FastPortInfo>],
+    neighbors: &NeighborTable,
+    default_ttl: u8,
+) -> (FastTablesChange, Vec<(PortId, IpAddr)>) {
+    let mut e = Entries::new(fib, ports, neighbors, default_ttl);
+    let mut c = FastTablesChange::default();
+    for &label in &changes.labels {
+        c.labels.push((label, e.label(label)));
+    }
+    let mut v4 = changes.v4.clone();
+    let mut v6 = changes.v6.clone();
+    for (port, addr, _) in neighbors.entries() {
+        let Some(vrf_id) = fib.vrf_of_port(port) else { continue };
+        match addr {
+            IpAddr::V4(a) if changes.v4.iter().any(|&(v, p, l)| v == vrf_id && covers4(p, l, a)) => {
+                v4.push((vrf_id, a, 32));
+            }
+            IpAddr::V6(a) if changes.v6.iter().any(|&(v, p, l)| v == vrf_id && covers6(p, l, a)) => {
+                v6.push((vrf_id, a, 128));
+            }
+            _ => {}
+        }
+    }
+    v4.sort_unstable();
+    v4.dedup();
+    v6.sort_unstable();
+    v6.dedup();
+    for (vrf, a, len) in v4 {
+        c.routes_v4.push(((vrf, a, len), e.prefix(vrf, IpAddr::V4(a), len)));
+    }
+    for (vrf, a, len) in v6 {
+        c.routes_v6.push(((vrf, a, len), e.prefix(vrf, IpAddr::V6(a), len)));
+    }
+    (c, e.into_used())
+}
+
+fn covers4(net: Ipv4Addr, len: u8, a: Ipv4Addr) -> bool {
+    len == 0 || (u32::from(net) ^ u32::from(a)) >> (32 - u32::from(len)) == 0
+}
+
+fn covers6(net: Ipv6Addr, len: u8, a: Ipv6Addr) -> bool {
+    len == 0 || (u128::from(net) ^ u128::from(a)) >> (128 - u32::from(len)) == 0
 }
 
 /// The fast path of a running router: the loaded programs, the ports they serve, and
@@ -274,8 +387,28 @@ impl FastPathRuntime {
         }
         let running: Vec<_> =
             self.ports.iter().zip(&self.running).map(|(p, up)| p.clone().filter(|_| *up)).collect();
-        let (tables, next_hops) = fast_tables(&fib, &running, dp.neighbors(), self.default_ttl);
-        match self.fp.apply(&tables) {
+        // A route change on a FIB copied from the one installed, neighbours and ports as
+        // they were: only the entries it touches are made and written, so a change is in
+        // force in time that does not grow with the tables.
+        let changes = match &self.installed {
+            Some((old, g)) if *g == generation => fib.changes_since(old),
+            _ => None,
+        };
+        let applied = match changes {
+            Some(changes) => {
+                let (change, used) = fast_changes(&fib, &changes, &running, dp.neighbors(), self.default_ttl);
+                self.next_hops.extend(used);
+                self.next_hops.sort_unstable();
+                self.next_hops.dedup();
+                self.fp.update(&change)
+            }
+            None => {
+                let (tables, used) = fast_tables(&fib, &running, dp.neighbors(), self.default_ttl);
+                self.next_hops = used;
+                self.fp.apply(&tables)
+            }
+        };
+        match applied {
             Ok(overflow) if overflow != self.overflow => {
                 if overflow.is_none() {
                     info!("fast path: its maps hold the whole table again");
@@ -296,7 +429,6 @@ impl FastPathRuntime {
                 warn!(error = %e, "fast path tables not installed; the pipeline forwards what they miss")
             }
         }
-        self.next_hops = next_hops;
         self.installed = Some((fib, generation));
     }
 
@@ -440,6 +572,81 @@ mod tests {
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.2.1"), 32)), Some(&RouteEntry::Local));
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.255.3"), 32)), Some(&RouteEntry::Local));
         assert!(used.contains(&(1, "198.18.2.2".parse().unwrap())), "{used:?}");
+    }
+
+    /// Applies a change to tables as [`FastPath::update`] applies it to the maps.
+    fn changed(mut t: FastTables, c: &FastTablesChange) -> FastTables {
+        fn set<K: Ord + Copy, V: Clone>(m: &mut BTreeMap<K, V>, c: &[(K, Option<V>)]) {
+            for (k, v) in c {
+                match v {
+                    Some(v) => m.insert(*k, v.clone()),
+                    None => m.remove(k),
+                };
+            }
+        }
+        set(&mut t.labels, &c.labels);
+        set(&mut t.routes_v4, &c.routes_v4);
+        set(&mut t.routes_v6, &c.routes_v6);
+        t
+    }
+
+    #[test]
+    fn route_changes_give_the_tables_a_full_walk_gives() {
+        use vmpls_fib::{LabelRoute, NexthopGroup};
+        let mut fib = fib(&pe2_text());
+        let mut n = NeighborTable::new(NeighborConfig::default());
+        let now = Instant::now();
+        n.learn(now, 0, "198.18.20.1".parse().unwrap(), P_MAC, true);
+        for host in 2..40u8 {
+            n.learn(now, 1, IpAddr::V4(Ipv4Addr::new(198, 18, 2, host)), HOST_MAC, true);
+        }
+        n.learn(now, 1, "2001:db8:2::2".parse().unwrap(), HOST_MAC, true);
+        let (mut tables, _) = fast_tables(&fib, &served(), &n, 255);
+        let mut seed = 0x0fa5_7a7eu64;
+        let mut rand = |k: u64| {
+            seed ^= seed >> 12;
+            seed ^= seed << 25;
+            seed ^= seed >> 27;
+            seed.wrapping_mul(0x2545_f491_4f6c_dd1d) % k
+        };
+        let toward_p = |labels: Vec<u32>| {
+            NexthopGroup::single(Nexthop::new(0, Some("198.18.20.1".parse().unwrap()), labels)).unwrap()
+        };
+        for step in 0..400 {
+            let mut next = fib.clone();
+            for _ in 0..1 + rand(4) {
+                // Prefixes inside and around the connected subnet of the hosts (a more
+                // specific route takes hosts from it), labels that swap, pop or leave.
+                let len = [0u8, 16, 24, 25, 28, 32][rand(6) as usize];
+                let a = u32::from(Ipv4Addr::new(198, 18, 2, rand(64) as u8))
+                    & (u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0));
+                let route = match rand(3) {
+                    0 => None,
+                    1 => Some(PrefixRoute::new(RouteTarget::Forward(toward_p(vec![1000 + rand(9) as u32])))),
+                    _ => Some(PrefixRoute::new(RouteTarget::Blackhole)),
+                };
+                let _ = next.set_prefix_route(0, IpAddr::V4(a.into()), len, route);
+                let label = 3000 + rand(50) as u32;
+                let route = match rand(3) {
+                    0 => None,
+                    1 => Some(LabelRoute {
+                        action: LabelAction::Forward(toward_p(vec![label + 1])),
+                        ttl_model: TtlModel::Uniform,
+                    }),
+                    _ => Some(LabelRoute {
+                        action: LabelAction::Forward(toward_p(vec![])),
+                        ttl_model: TtlModel::Pipe,
+                    }),
+                };
+                next.set_label_route(label, route).unwrap();
+            }
+            let changes = next.changes_since(&fib).expect("a few changes are diffed");
+            let (c, _) = fast_changes(&next, &changes, &served(), &n, 255);
+            tables = changed(tables, &c);
+            let (full, _) = fast_tables(&next, &served(), &n, 255);
+            assert_eq!(tables, full, "step {step}");
+            fib = next;
+        }
     }
 
     #[test]
