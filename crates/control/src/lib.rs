@@ -109,7 +109,24 @@ pub enum PortKind {
         /// `mac`: the router's MAC on the port; `None`: derived from the socket path.
         mac: Option<[u8; 6]>,
     },
+    /// An MPLS-in-UDP tunnel to one remote router (`kind = "udp"`, RFC 7510): labelled
+    /// packets travel as UDP datagrams over an IP underlay the kernel routes.
+    Udp {
+        /// `local`: the underlay address the tunnel's sockets bind to.
+        local: IpAddr,
+        /// `remote`: the other end's underlay address (same family as `local`).
+        remote: IpAddr,
+        /// `udp-port`: the destination port of every datagram and the port the router
+        /// listens on (6635, RFC 7510, unless given).
+        port: u16,
+        /// `netns`: the network namespace (a name under `/run/netns`) whose stack carries
+        /// the underlay; `None`: the router's own.
+        netns: Option<String>,
+    },
 }
+
+/// The UDP port of MPLS-in-UDP (RFC 7510, IANA).
+pub const MPLS_UDP_PORT: u16 = 6635;
 
 impl PortKind {
     /// The name the config file uses: `af-packet`, `tap` or `vhost-user`.
@@ -118,6 +135,7 @@ impl PortKind {
             PortKind::AfPacket => "af-packet",
             PortKind::Tap { .. } => "tap",
             PortKind::VhostUser { .. } => "vhost-user",
+            PortKind::Udp { .. } => "udp",
         }
     }
 

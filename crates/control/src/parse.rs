@@ -77,6 +77,10 @@ struct RawPort {
     vrf: Option<S<String>>,
     kind: Option<S<String>>,
     offloads: Option<RawOffloads>,
+    local: Option<S<String>>,
+    remote: Option<S<String>>,
+    udp_port: Option<S<i64>>,
+    netns: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -466,7 +470,21 @@ fn port_attachment(ctx: &Ctx, p: &RawPort, line: usize) -> Result<(String, usize
         ctx.err(&s.span(), field, format!("a {kind_name} port takes no {}; {hint}", &field[5..]))
     };
     let mac = || p.mac.as_ref().map(|m| parse_mac(ctx, m)).transpose();
+    if kind_name != "udp" {
+        let udp_only = [(&p.local, "port.local"), (&p.remote, "port.remote"), (&p.netns, "port.netns")];
+        if let Some((s, field)) = udp_only.iter().find_map(|(s, f)| s.as_ref().map(|s| (s, *f))) {
+            return Err(not_for(s, field, "it is for kind = \"udp\" (MPLS-in-UDP)"));
+        }
+        if let Some(n) = &p.udp_port {
+            return Err(ctx.err(
+                &n.span(),
+                "port.udp-port",
+                format!("a {kind_name} port takes no udp-port; it is for kind = \"udp\" (MPLS-in-UDP)"),
+            ));
+        }
+    }
     match kind_name {
+        "udp" => udp_attachment(ctx, p, line),
         "af-packet" | "tap" => {
             if let Some(s) = &p.socket {
                 return Err(not_for(s, "port.socket", "socket = \"...\" is for kind = \"vhost-user\""));
@@ -525,10 +543,79 @@ fn port_attachment(ctx: &Ctx, p: &RawPort, line: usize) -> Result<(String, usize
             Err(ctx.err(
                 &span,
                 "port.kind",
-                format!("unknown port kind \"{other}\"; expected \"af-packet\", \"tap\" or \"vhost-user\""),
+                format!(
+                    "unknown port kind \"{other}\"; expected \"af-packet\", \"tap\", \"vhost-user\" or \"udp\""
+                ),
             ))
         }
     }
+}
+
+/// A `kind = "udp"` port (MPLS-in-UDP): `local` and `remote` underlay addresses of one
+/// family, `udp-port` (6635 unless given), `netns` for the underlay; no `interface`,
+/// `socket` or `mac`. Its `interface` (for messages and `link show`) reads
+/// `udp:LOCAL->REMOTE:PORT`.
+fn udp_attachment(ctx: &Ctx, p: &RawPort, line: usize) -> Result<(String, usize, PortKind), ConfigError> {
+    let hint = "a udp port is a tunnel: give local = \"ADDR\" and remote = \"ADDR\" (underlay addresses)";
+    for (s, field) in [(&p.interface, "port.interface"), (&p.socket, "port.socket"), (&p.mac, "port.mac")] {
+        if let Some(s) = s {
+            return Err(ctx.err(&s.span(), field, format!("a udp port takes no {}; {hint}", &field[5..])));
+        }
+    }
+    let name = p.name.get_ref();
+    let need = |field: &str, what: &str| {
+        ctx.err_line(line, field, format!("port \"{name}\" needs {} = \"...\": {what}", &field[5..]))
+    };
+    let local_s = p.local.as_ref().ok_or_else(|| need("port.local", "the underlay address to send from"))?;
+    let remote_s =
+        p.remote.as_ref().ok_or_else(|| need("port.remote", "the other end's underlay address"))?;
+    let local = parse_host(ctx, local_s, "port.local", "198.18.100.1 or 2001:db8:100::1")?;
+    let remote = parse_host(ctx, remote_s, "port.remote", "198.18.100.2 or 2001:db8:100::2")?;
+    if local.is_ipv4() != remote.is_ipv4() {
+        return Err(ctx.err(
+            &remote_s.span(),
+            "port.remote",
+            format!("{remote} and local {local} are of different families; a tunnel's ends are both IPv4 or both IPv6"),
+        ));
+    }
+    if local == remote {
+        return Err(ctx.err(&remote_s.span(), "port.remote", format!("{remote} is the local address too")));
+    }
+    let port = match &p.udp_port {
+        None => crate::MPLS_UDP_PORT,
+        Some(n) => match u16::try_from(*n.get_ref()) {
+            Ok(v) if v > 0 => v,
+            _ => {
+                return Err(ctx.err(
+                    &n.span(),
+                    "port.udp-port",
+                    format!(
+                        "UDP port {} is out of range; expected 1 to 65535 (6635 is MPLS-in-UDP's)",
+                        n.get_ref()
+                    ),
+                ));
+            }
+        },
+    };
+    let netns = match &p.netns {
+        None => None,
+        Some(s) => {
+            let n = s.get_ref();
+            if n.is_empty() || n.contains('/') || n == "." || n == ".." {
+                return Err(ctx.err(
+                    &s.span(),
+                    "port.netns",
+                    format!("\"{n}\" is not a network namespace name (as `ip netns list` shows them)"),
+                ));
+            }
+            Some(n.clone())
+        }
+    };
+    let interface = match remote {
+        IpAddr::V6(_) => format!("udp:[{local}]->[{remote}]:{port}"),
+        IpAddr::V4(_) => format!("udp:{local}->{remote}:{port}"),
+    };
+    Ok((interface, ctx.line(&remote_s.span()), PortKind::Udp { local, remote, port, netns }))
 }
 
 /// What a prefix in a VRF was first defined as, for duplicate messages.

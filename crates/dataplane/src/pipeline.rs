@@ -188,6 +188,9 @@ impl ReceivedStack {
 /// TAP) and carry super-frames whole.
 const MAX_ETHERNET_MTU: u32 = 9216;
 
+/// The destination MAC written on frames to a point-to-point port (which ignores it).
+const POINT_TO_POINT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+
 /// Where an IP packet came from, for TTL handling and ICMP.
 #[derive(Debug, Clone, Copy)]
 struct IpContext {
@@ -249,6 +252,9 @@ pub struct Dataplane {
     request_limit: TokenBucket,
     scratch: Vec<Packet>,
     gro_scratch: Vec<Packet>,
+    /// Per port: a point-to-point port (a tunnel), whose next hops need no neighbour
+    /// resolution.
+    point_to_point: Vec<bool>,
 }
 
 impl Dataplane {
@@ -273,6 +279,16 @@ impl Dataplane {
             request_limit: config.neighbor_request_bucket(),
             scratch: Vec::new(),
             gro_scratch: Vec::new(),
+            point_to_point: vec![false; n],
+        }
+    }
+
+    /// Marks `port` as point-to-point (an MPLS-in-UDP tunnel): every next hop on it is
+    /// the one remote, sent to without ARP or neighbour discovery (the port ignores the
+    /// Ethernet addresses).
+    pub fn set_point_to_point(&mut self, port: PortId) {
+        if let Some(p) = self.point_to_point.get_mut(usize::from(port)) {
+            *p = true;
         }
     }
 
@@ -541,6 +557,9 @@ impl Dataplane {
     /// "ask the table" ([`NeighborTable::resolve`]).
     #[inline(always)]
     fn fresh_neighbor(&mut self, now: Instant, port: PortId, addr: IpAddr) -> Option<[u8; 6]> {
+        if self.point_to_point.get(usize::from(port)) == Some(&true) {
+            return Some(POINT_TO_POINT_MAC);
+        }
         let generation = self.neighbors.generation();
         let slot = adj_slot(port, addr);
         let adj = &self.adjacency[slot];

@@ -13,6 +13,8 @@
 //! - [`VhostUserPort`]: the virtio-net device of a QEMU/KVM guest, over a vhost-user
 //!   socket; guest TSO frames enter whole, and frames leave whole to a guest that
 //!   negotiated `GUEST_TSO4/6`.
+//! - [`MplsUdpPort`]: an MPLS-in-UDP tunnel (RFC 7510) to one remote router over an IP
+//!   underlay, a super-frame's segments in one `UDP_SEGMENT` send, received with `UDP_GRO`.
 //!
 //! `unsafe` code is confined to the syscall layers: `sys` (AF_PACKET), the ring mappings in
 //! `af_packet_ring` and `af_packet_txring`, the `tun` module in `tap`, and the file-descriptor passing in
@@ -22,6 +24,7 @@
 mod af_packet;
 mod af_packet_ring;
 mod af_packet_txring;
+mod mpls_udp;
 mod sys;
 mod tap;
 #[cfg(test)]
@@ -36,6 +39,7 @@ use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
 pub use af_packet::{AfPacketPort, MIN_MTU, af_packet_caps};
 pub use af_packet_ring::{AfPacketRingPort, RingConfig};
 pub use af_packet_txring::{AfPacketTxRing, RecvFrom, SubmitError, TxRingConfig};
+pub use mpls_udp::{MplsUdpOptions, MplsUdpPort, SOURCE_PORTS as MPLS_UDP_SOURCE_PORTS, mpls_udp_caps};
 pub use sys::if_nametoindex;
 pub use tap::{TAP_MAX_MTU, TapOptions, TapPort, tap_caps};
 /// The vhost-user virtqueue fuzz harness (for `fuzz/` and the corpus replay test).
@@ -73,6 +77,13 @@ pub trait Port: Send {
 
     /// Counters since the port was opened.
     fn stats(&self) -> PortStats;
+
+    /// True for a port with exactly one neighbour and no link-layer addresses to learn (a
+    /// tunnel): the pipeline sends to it without ARP or neighbour discovery, and the
+    /// port ignores the Ethernet addresses.
+    fn point_to_point(&self) -> bool {
+        false
+    }
 }
 
 /// Frames the kernel refused at output, by errno.
@@ -141,6 +152,16 @@ pub struct PortStats {
     pub tx_dropped: u64,
     /// Frames the kernel refused, by errno.
     pub tx_errors: TxErrors,
+    /// Tunnel ports: datagrams whose payload is not a label stack (no bottom of stack
+    /// within the deepest stack the router takes), dropped.
+    pub rx_not_mpls: u64,
+    /// Tunnel ports: datagrams from an address other than the configured remote, dropped.
+    pub rx_wrong_source: u64,
+    /// Tunnel ports: frames not sent because the remote or the way to it was reported
+    /// unreachable (the remote's "port unreachable" when no router listens there).
+    pub tx_unreachable: u64,
+    /// Tunnel ports: frames a tunnel cannot carry (neither MPLS nor IP), dropped.
+    pub tx_not_mpls: u64,
 }
 
 /// Counters of two sockets of one port (before and after it was reopened): summed; the
@@ -177,15 +198,24 @@ impl std::ops::Add for PortStats {
             tx_bytes: self.tx_bytes + b.tx_bytes,
             tx_dropped: self.tx_dropped + b.tx_dropped,
             tx_errors: self.tx_errors + b.tx_errors,
+            rx_not_mpls: self.rx_not_mpls + b.rx_not_mpls,
+            rx_wrong_source: self.rx_wrong_source + b.rx_wrong_source,
+            tx_unreachable: self.tx_unreachable + b.tx_unreachable,
+            tx_not_mpls: self.tx_not_mpls + b.tx_not_mpls,
         }
     }
 }
 
 impl PortStats {
     /// All frames dropped on receive (bad header, truncated, no buffer, the kernel's
-    /// receive queue full).
+    /// receive queue full, a tunnel's datagrams that are not MPLS or not from its remote).
     pub fn rx_dropped(&self) -> u64 {
-        self.rx_bad_vnet_hdr + self.rx_truncated + self.rx_no_buffer + self.rx_kernel_dropped
+        self.rx_bad_vnet_hdr
+            + self.rx_truncated
+            + self.rx_no_buffer
+            + self.rx_kernel_dropped
+            + self.rx_not_mpls
+            + self.rx_wrong_source
     }
 }
 
@@ -325,6 +355,8 @@ pub enum PortKind {
         /// The Unix socket path (created by the router, removed when it stops).
         socket: std::path::PathBuf,
     },
+    /// An MPLS-in-UDP tunnel (RFC 7510) to one remote router.
+    MplsUdp(MplsUdpOptions),
 }
 
 /// Opens a port of `kind` with index `id` and configured `name`; `mtu` overrides the
@@ -344,6 +376,10 @@ pub fn open_port(
         PortKind::VhostUser { socket } => {
             let opts = VhostUserOptions { mtu, ..VhostUserOptions::default() };
             Ok(Box::new(VhostUserPort::open(id, name, socket, &opts)?))
+        }
+        PortKind::MplsUdp(opts) => {
+            let opts = MplsUdpOptions { mtu: mtu.or(opts.mtu), ..opts.clone() };
+            Ok(Box::new(MplsUdpPort::open(id, name, &opts)?))
         }
     }
 }

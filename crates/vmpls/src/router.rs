@@ -299,7 +299,9 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let claimed: Vec<&str> = cfg
         .ports
         .iter()
-        .filter(|p| !matches!(p.kind, vmpls_control::PortKind::VhostUser { .. }))
+        .filter(|p| {
+            !matches!(p.kind, vmpls_control::PortKind::VhostUser { .. } | vmpls_control::PortKind::Udp { .. })
+        })
         .map(|p| p.interface.as_str())
         .collect();
     let _claims = crate::claim::Claims::take(&cfg.router.name, &socket_path, &claimed)?;
@@ -324,12 +326,15 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let infos: Vec<_> = ports.iter().map(|p| p.info().clone()).collect();
     let fib = FibHandle::new(fib);
     let mut dp = Dataplane::new(fib.clone(), infos.clone(), dataplane_config(&cfg));
+    for p in ports.iter().filter(|p| p.point_to_point()) {
+        dp.set_point_to_point(p.info().id);
+    }
     let (handle, requests, wake) = LoopHandle::new().context("creating an eventfd")?;
     let reload = eventfd().context("creating an eventfd")?;
     RELOAD_FD.store(reload.as_raw_fd(), Ordering::Relaxed);
     install_signal_handlers()?;
     let server = crate::server::Server::new(
-        vmpls_control::tables::Tables::new(cfg.clone()),
+        tables,
         fib,
         handle,
         opts.config.clone(),
@@ -460,6 +465,16 @@ fn open_port(
         K::Tap { mac: Some(mac) } => {
             let opts = vmpls_ports::TapOptions { mtu: p.mtu, mac: Some(*mac), ..Default::default() };
             Ok(Box::new(vmpls_ports::TapPort::create(id, &p.name, &p.interface, &opts)?) as Box<dyn Port>)
+        }
+        K::Udp { local, remote, port, netns } => {
+            let opts = vmpls_ports::MplsUdpOptions {
+                local: *local,
+                remote: *remote,
+                udp_port: *port,
+                netns: netns.clone(),
+                mtu: p.mtu,
+            };
+            vmpls_ports::open_port(id, &p.name, &P::MplsUdp(opts), p.mtu)
         }
         K::VhostUser { socket, mac } => {
             if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
@@ -793,6 +808,9 @@ impl Port for WithOffloads {
     fn stats(&self) -> PortStats {
         self.inner.stats()
     }
+    fn point_to_point(&self) -> bool {
+        self.inner.point_to_point()
+    }
 }
 
 /// Hands the pipeline the offloads each port accepts now, where they changed: a
@@ -1050,7 +1068,12 @@ fn stats_json(
                 "rx_bytes": s.rx_bytes,
                 "tx_packets": s.tx_packets,
                 "tx_bytes": s.tx_bytes,
-                "rx_dropped": s.rx_bad_vnet_hdr + s.rx_truncated + s.rx_no_buffer,
+                "rx_dropped": s.rx_bad_vnet_hdr + s.rx_truncated + s.rx_no_buffer + s.rx_not_mpls + s.rx_wrong_source,
+                "rx_truncated": s.rx_truncated,
+                "rx_not_mpls": s.rx_not_mpls,
+                "rx_wrong_source": s.rx_wrong_source,
+                "tx_unreachable": s.tx_unreachable,
+                "tx_not_mpls": s.tx_not_mpls,
                 "tx_dropped": s.tx_dropped,
                 "tx_errors": s.tx_errors.total(),
                 "pipeline_rx": c.rx_frames.get(i).copied().unwrap_or(0),

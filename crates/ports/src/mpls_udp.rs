@@ -1,0 +1,732 @@
+//! An MPLS-in-UDP tunnel port (RFC 7510): labelled packets to and from one remote router
+//! as UDP datagrams over an IP underlay the kernel routes.
+//!
+//! ```text
+//!  0                   1                   2                   3
+//!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |     Source Port = Entropy     |       Dest Port = 6635        |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |           UDP Length          |        UDP Checksum           |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |                                                               |
+//! ~                       MPLS Label Stack                        ~
+//! |                                                               |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |                                                               |
+//! ~                        Message Body                           ~
+//! |                                                               |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! ```
+//!
+//! To the pipeline the tunnel is a point-to-point Ethernet port: a received datagram
+//! becomes a frame with a made-up Ethernet header (to the port's MAC, ethertype MPLS), and
+//! the Ethernet header of a frame sent is dropped; there is no neighbour to resolve
+//! ([`Port::point_to_point`]). A plain IP packet routed into the tunnel (a PHP pop, an IP
+//! route, an ICMP error the router built) goes under an explicit-null label (0 for IPv4,
+//! 2 for IPv6), since the tunnel carries MPLS only; anything else is counted
+//! (`tx_not_mpls`) and dropped.
+//!
+//! - **Send**: a super-frame reaches the port as its labelled segments, one after the
+//!   other (the pipeline segments it, as the port takes no labelled GSO); consecutive
+//!   segments of one flow leave in one `sendmsg` with `UDP_SEGMENT` (the kernel's UDP GSO
+//!   cuts the datagrams, or the NIC does), so a 64 KiB super-frame costs one system call.
+//!   Where the kernel refuses UDP GSO (`EIO`: no checksum offload on the route's device)
+//!   the port falls back to one `sendmsg` a datagram, once and for good.
+//! - **Source port** (RFC 7510 section 3): the flow's entropy. One connected socket per
+//!   source port, [`SOURCE_PORTS`] of them bound in the dynamic range 49152-65535; the
+//!   flow hash of the label stack and the IP packet under it picks one, so one flow keeps
+//!   one source port and different flows spread over the underlay's ECMP.
+//! - **Receive**: one socket bound to `local:6635` (or the configured port) with
+//!   `UDP_GRO`: the kernel hands consecutive datagrams of one sender as one buffer with
+//!   their size, and the port cuts it into frames; the pipeline's MPLS GRO coalesces them
+//!   again where the LSP ends. One system call per super-frame each way.
+//! - **Checksums** (RFC 7510 section 3 and 5): the UDP checksum is always computed (by
+//!   the kernel or the device), over IPv4 and IPv6; received datagrams are checked by the
+//!   kernel, which accepts a zero checksum over IPv4 (allowed by the RFC) and refuses it
+//!   over IPv6 (the default of RFC 6936 for a tunnel that did not agree otherwise).
+//! - **MTU**: the underlay's path MTU toward the remote (`IP_MTU`) minus the IP and UDP
+//!   headers; datagrams never fragment (`IP_PMTUDISC_DO`), and the pipeline sends "frag
+//!   needed" / "packet too big" toward the customer for a packet whose segments would not
+//!   fit.
+//! - **Bad input** is counted and dropped: datagrams from any address but the remote
+//!   (`rx_wrong_source`), shorter than a label stack entry or whose stack runs off the end
+//!   (`rx_truncated`), with no bottom of stack within [`MAX_LABELS`]
+//!   entries (`rx_not_mpls`). A remote that is down costs nothing: sends never block, and
+//!   the kernel's "port unreachable" reported on a send is counted (`tx_unreachable`).
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+
+use vmpls_dataplane::hash::mpls_flow_hash;
+use vmpls_dataplane::{Packet, PacketPool, PortCaps, PortId, PortInfo};
+use vmpls_wire::ethernet;
+
+use crate::sys;
+use crate::{Port, PortError, PortStats};
+
+const ETH: usize = ethernet::HEADER_LEN;
+const MPLS_ETHERTYPE: [u8; 2] = [0x88, 0x47];
+/// `UDP_SEGMENT` (linux/udp.h): the segment size of a GSO send, as a socket option or a
+/// control message (`u16`).
+const UDP_SEGMENT: libc::c_int = 103;
+/// `UDP_GRO` (linux/udp.h): receive coalesced datagrams, with their size as a control
+/// message (`int`).
+const UDP_GRO: libc::c_int = 104;
+/// Most segments one `UDP_SEGMENT` send may carry (`UDP_MAX_SEGMENTS`), and most
+/// datagrams the kernel coalesces into one `UDP_GRO` buffer.
+const MAX_SEGMENTS: usize = 64;
+/// Most bytes of UDP payload one send may carry: a 65,535-byte IPv4 packet less the IPv4
+/// and UDP headers (IPv6 could carry 20 more).
+const MAX_UDP_PAYLOAD: usize = 65_507;
+/// How many sockets (source ports) a tunnel sends from: the entropy of RFC 7510
+/// section 3, spread over the dynamic port range.
+pub const SOURCE_PORTS: usize = 16;
+/// The first source port tried (RFC 7510: the dynamic range, 49152-65535).
+const SOURCE_PORT_BASE: u16 = 49152;
+/// Most label stack entries a datagram may start with (`vmpls_fib::MAX_STACK_DEPTH`, as
+/// the pipeline takes them).
+const MAX_LABELS: usize = 32;
+/// Socket buffer asked for in each direction.
+const SOCKET_BUFFER: libc::c_int = 32 << 20;
+
+/// What a tunnel port accepts at output: nothing whole. The pipeline segments labelled
+/// super-frames and completes checksums, and the port sends a super-frame's segments with
+/// one `UDP_SEGMENT` call.
+pub fn mpls_udp_caps() -> PortCaps {
+    PortCaps { tso4: false, tso6: false, uso: false, csum: false, mpls_gso: false }
+}
+
+/// Where a tunnel runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MplsUdpOptions {
+    /// The underlay address the sockets bind to.
+    pub local: IpAddr,
+    /// The remote router's underlay address.
+    pub remote: IpAddr,
+    /// The destination port of every datagram and the port received on (6635).
+    pub udp_port: u16,
+    /// The network namespace (a name under `/run/netns`) whose stack carries the
+    /// underlay; `None`: the caller's.
+    pub netns: Option<String>,
+    /// An MTU below the underlay's (the label stack and IP packet a datagram carries).
+    pub mtu: Option<u32>,
+}
+
+/// What the receive side made of one datagram's frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Mpls,
+    Truncated,
+    NotMpls,
+}
+
+/// Checks that `payload` is a label stack followed by something: a bottom-of-stack entry
+/// within [`MAX_LABELS`] entries and bytes after it.
+fn classify(payload: &[u8]) -> Verdict {
+    for (i, e) in payload.chunks(4).enumerate() {
+        if i >= MAX_LABELS {
+            return Verdict::NotMpls;
+        }
+        if e.len() < 4 {
+            return Verdict::Truncated;
+        }
+        if e[2] & 1 != 0 {
+            return if payload.len() > 4 * (i + 1) { Verdict::Mpls } else { Verdict::Truncated };
+        }
+    }
+    Verdict::Truncated
+}
+
+/// A MAC for the port, derived from the tunnel's ends (locally administered, unicast).
+fn derive_mac(opts: &MplsUdpOptions, salt: u8) -> [u8; 6] {
+    let mut h = vmpls_dataplane::hash::FlowHasher::default();
+    for a in [opts.local, opts.remote] {
+        match a {
+            IpAddr::V4(a) => h.write_bytes(&a.octets()),
+            IpAddr::V6(a) => h.write_bytes(&a.octets()),
+        }
+    }
+    h.write(u32::from(opts.udp_port));
+    let v = h.finish().to_be_bytes();
+    [0x02, 0x75, v[0], v[1], v[2], v[3] ^ salt]
+}
+
+/// An MPLS-in-UDP tunnel port. See the module documentation.
+pub struct MplsUdpPort {
+    info: PortInfo,
+    opts: MplsUdpOptions,
+    /// Bound to `local:udp_port`, `UDP_GRO` on: everything the remote sends arrives here.
+    rx: UdpSocket,
+    /// Bound to `local:SOURCE`, connected to `remote:udp_port`, one a source port.
+    tx: Vec<UdpSocket>,
+    source_ports: Vec<u16>,
+    /// `UDP_SEGMENT` works on this route (off for good after an `EIO`).
+    gso: bool,
+    /// The made-up source MAC of received frames.
+    peer_mac: [u8; 6],
+    stats: PortStats,
+    /// Per frame being sent: (offset of the datagram in the frame, its length, socket).
+    plan: Vec<(usize, usize, usize)>,
+    iov: Vec<libc::iovec>,
+}
+
+// SAFETY: the raw pointers in `iov` are scratch, rebuilt before each use and never read
+// across calls; everything else is Send.
+unsafe impl Send for MplsUdpPort {}
+
+impl std::fmt::Debug for MplsUdpPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MplsUdpPort")
+            .field("info", &self.info)
+            .field("opts", &self.opts)
+            .field("source_ports", &self.source_ports)
+            .field("gso", &self.gso)
+            .finish()
+    }
+}
+
+/// Runs `f` in network namespace `netns` (a name under `/run/netns`), on a thread of its
+/// own so the caller's namespace does not change; sockets created there stay in it.
+fn in_netns<T: Send>(netns: &str, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
+    let path = format!("/run/netns/{netns}");
+    let file = std::fs::File::open(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("network namespace {path}: {e}")))?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: setns(2) on a descriptor we own, for this thread only (a thread of
+            // its own: it ends when `f` returns).
+            if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            f()
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the namespace thread panicked")))
+    })
+}
+
+/// `getsockopt` of an `int`.
+fn get_int(fd: BorrowedFd<'_>, level: libc::c_int, opt: libc::c_int) -> io::Result<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are valid for writes of the sizes given.
+    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), level, opt, (&raw mut v).cast(), &mut len) };
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(v) }
+}
+
+/// A non-blocking UDP socket of `local`'s family bound to `local:port`.
+fn bound(local: IpAddr, port: u16) -> io::Result<UdpSocket> {
+    let s = UdpSocket::bind(SocketAddr::new(local, port))?;
+    s.set_nonblocking(true)?;
+    let (level, opt, val) = match local {
+        IpAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DO),
+        IpAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, libc::IPV6_PMTUDISC_DO),
+    };
+    // Never fragment in the underlay: a datagram too big is refused (EMSGSIZE), and the
+    // port's MTU makes the pipeline send "too big" to the customer first.
+    sys::set_int(s.as_fd(), level, opt, val)?;
+    for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
+        if sys::set_int(s.as_fd(), libc::SOL_SOCKET, force, SOCKET_BUFFER).is_err() {
+            let _ = sys::set_int(s.as_fd(), libc::SOL_SOCKET, plain, SOCKET_BUFFER);
+        }
+    }
+    Ok(s)
+}
+
+/// The sockets of a tunnel: the receiving one, the sending ones with their source ports,
+/// the underlay's path MTU toward the remote, whether `UDP_GRO` and `UDP_SEGMENT` work.
+struct Sockets {
+    rx: UdpSocket,
+    tx: Vec<UdpSocket>,
+    source_ports: Vec<u16>,
+    path_mtu: u32,
+    gro: bool,
+    gso: bool,
+}
+
+fn open_sockets(opts: &MplsUdpOptions) -> io::Result<Sockets> {
+    let rx = bound(opts.local, opts.udp_port)?;
+    let gro = sys::set_int(rx.as_fd(), libc::SOL_UDP, UDP_GRO, 1).is_ok();
+    let remote = SocketAddr::new(opts.remote, opts.udp_port);
+    let mut tx = Vec::with_capacity(SOURCE_PORTS);
+    let mut source_ports = Vec::with_capacity(SOURCE_PORTS);
+    // Start somewhere that depends on the tunnel, so tunnels on one address do not all
+    // contend for the same ports.
+    let span = u32::from(u16::MAX - SOURCE_PORT_BASE) + 1;
+    let start = derive_mac(opts, 0);
+    let mut next = u32::from_be_bytes([start[2], start[3], start[4], start[5]]) % span;
+    let mut tries = 0u32;
+    while tx.len() < SOURCE_PORTS {
+        if tries >= span {
+            return Err(io::Error::new(io::ErrorKind::AddrInUse, "no free source port in 49152-65535"));
+        }
+        tries += 1;
+        let port = SOURCE_PORT_BASE + (next % span) as u16;
+        next += 1;
+        let s = match bound(opts.local, port) {
+            Ok(s) => s,
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
+            Err(e) => return Err(e),
+        };
+        s.connect(remote)?;
+        tx.push(s);
+        source_ports.push(port);
+    }
+    let (level, opt, overhead) = match opts.remote {
+        IpAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU, 20 + 8),
+        IpAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU, 40 + 8),
+    };
+    let path_mtu = get_int(tx[0].as_fd(), level, opt)?;
+    let path_mtu = u32::try_from(path_mtu).unwrap_or(0).saturating_sub(overhead);
+    let gso = sys::set_int(tx[0].as_fd(), libc::SOL_UDP, UDP_SEGMENT, 0).is_ok();
+    Ok(Sockets { rx, tx, source_ports, path_mtu, gro, gso })
+}
+
+impl MplsUdpPort {
+    /// Opens a tunnel port with index `id` and configured `name`: binds the receiving
+    /// socket to `local:udp_port` and [`SOURCE_PORTS`] sending sockets connected to
+    /// `remote:udp_port`, in `opts.netns` if given.
+    pub fn open(id: PortId, name: &str, opts: &MplsUdpOptions) -> Result<MplsUdpPort, PortError> {
+        let ifname = match opts.remote {
+            IpAddr::V6(r) => format!("udp:[{}]->[{r}]:{}", opts.local, opts.udp_port),
+            IpAddr::V4(r) => format!("udp:{}->{r}:{}", opts.local, opts.udp_port),
+        };
+        let io_err = |op: &'static str| {
+            let ifname = ifname.clone();
+            move |source: io::Error| PortError::Io { ifname, op, source }
+        };
+        if opts.local.is_ipv4() != opts.remote.is_ipv4() {
+            return Err(io_err("check the tunnel's addresses")(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "local and remote are of different families",
+            )));
+        }
+        let s = match &opts.netns {
+            Some(ns) => in_netns(ns, || open_sockets(opts)),
+            None => open_sockets(opts),
+        }
+        .map_err(io_err("open the tunnel's UDP sockets (is local an address of this host?)"))?;
+        if s.path_mtu < crate::MIN_MTU {
+            return Err(PortError::MtuTooSmall { ifname, requested: s.path_mtu });
+        }
+        let mtu = match opts.mtu {
+            Some(m) if m > s.path_mtu => {
+                return Err(PortError::MtuTooLarge { ifname, requested: m, interface_mtu: s.path_mtu });
+            }
+            Some(m) if m < crate::MIN_MTU => return Err(PortError::MtuTooSmall { ifname, requested: m }),
+            Some(m) => m,
+            None => s.path_mtu,
+        };
+        if !s.gro {
+            tracing::warn!(%ifname, "UDP_GRO unavailable: one receive a datagram");
+        }
+        if !s.gso {
+            tracing::warn!(%ifname, "UDP_SEGMENT unavailable: one send a datagram");
+        }
+        tracing::debug!(%ifname, mtu, source_ports = ?s.source_ports, "MPLS-in-UDP port open");
+        Ok(MplsUdpPort {
+            info: PortInfo {
+                id,
+                name: name.to_owned(),
+                mac: derive_mac(opts, 0),
+                mtu,
+                caps: mpls_udp_caps(),
+            },
+            opts: opts.clone(),
+            rx: s.rx,
+            tx: s.tx,
+            source_ports: s.source_ports,
+            gso: s.gso,
+            peer_mac: derive_mac(opts, 1),
+            stats: PortStats::default(),
+            plan: Vec::with_capacity(crate::BATCH),
+            iov: Vec::with_capacity(MAX_SEGMENTS),
+        })
+    }
+
+    /// The UDP source ports the tunnel sends from (one per flow-hash bucket).
+    pub fn source_ports(&self) -> &[u16] {
+        &self.source_ports
+    }
+
+    /// Whether sends use `UDP_SEGMENT` (one system call for a super-frame's segments).
+    pub fn uses_gso(&self) -> bool {
+        self.gso
+    }
+
+    /// Where the datagram of frame `p` starts and which socket sends it, after putting an
+    /// explicit-null label on a plain IP packet (in the Ethernet header's place). `None`
+    /// for a frame the tunnel cannot carry.
+    fn prepare(p: &mut Packet, sockets: usize) -> Option<(usize, usize)> {
+        let f = p.frame_mut();
+        if f.len() <= ETH {
+            return None;
+        }
+        let start = match [f[12], f[13]] {
+            MPLS_ETHERTYPE => ETH,
+            [0x08, 0x00] | [0x86, 0xdd] => {
+                let v6 = f[13] == 0xdd;
+                let ttl = *f.get(ETH + if v6 { 7 } else { 8 })?;
+                let label = if v6 { 2 } else { 0 };
+                let e = vmpls_wire::mpls::Repr { label, tc: 0, bottom: true, ttl };
+                f[ETH - 4..ETH].copy_from_slice(&e.to_u32().to_be_bytes());
+                ETH - 4
+            }
+            _ => return None,
+        };
+        let hash = mpls_flow_hash(&f[start..]) as usize;
+        Some((start, hash % sockets))
+    }
+
+    /// Sends the frames of `self.plan[from..to]` (one socket, equal sizes but the last)
+    /// in one `sendmsg`, with `UDP_SEGMENT` when more than one.
+    fn send_group(&mut self, pkts: &[Packet], from: usize, to: usize) -> io::Result<()> {
+        self.iov.clear();
+        for (p, &(start, len, _)) in pkts[from..to].iter().zip(&self.plan[from..to]) {
+            let d = &p.frame()[start..start + len];
+            self.iov.push(libc::iovec { iov_base: d.as_ptr() as *mut libc::c_void, iov_len: d.len() });
+        }
+        let (_, seg, sock) = self.plan[from];
+        // Room for one cmsghdr with a u16, aligned for cmsghdr.
+        let mut control = [0u64; 4];
+        // SAFETY: an all-zero msghdr is a valid empty message.
+        let mut msg: libc::msghdr = unsafe { zeroed() };
+        msg.msg_iov = self.iov.as_mut_ptr();
+        msg.msg_iovlen = self.iov.len() as _;
+        if to - from > 1 {
+            // SAFETY: CMSG_SPACE is a pure computation.
+            let space = unsafe { libc::CMSG_SPACE(size_of::<u16>() as u32) } as usize;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = space as _;
+            // SAFETY: `msg_control` points at `control` (32 bytes, 8-aligned), which holds
+            // one cmsghdr and a u16 (`space` bytes); CMSG_FIRSTHDR is therefore non-null
+            // and CMSG_DATA within the buffer.
+            unsafe {
+                let c = libc::CMSG_FIRSTHDR(&msg);
+                (*c).cmsg_level = libc::SOL_UDP;
+                (*c).cmsg_type = UDP_SEGMENT;
+                (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+                std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg as u16);
+            }
+        }
+        // SAFETY: `msg` points at `iov` (valid slices of frames borrowed for the call) and
+        // at `control`; the socket is ours.
+        let r = unsafe { libc::sendmsg(self.tx[sock].as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
+        if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    }
+
+    /// Receives one datagram (or `UDP_GRO` train) into `p` after room for an Ethernet
+    /// header. Returns its length, the segment size (the length when not coalesced), and
+    /// the sender's address.
+    fn recv_one(&self, p: &mut Packet) -> io::Result<(usize, usize, Option<IpAddr>, bool)> {
+        let area = &mut p.receive_area()[ETH..];
+        let want = area.len().min(usize::from(u16::MAX));
+        let mut iov = libc::iovec { iov_base: area.as_mut_ptr().cast(), iov_len: want };
+        // SAFETY: all-zero sockaddr_storage and msghdr are valid.
+        let mut from: libc::sockaddr_storage = unsafe { zeroed() };
+        let mut control = [0u64; 8];
+        // SAFETY: as above.
+        let mut msg: libc::msghdr = unsafe { zeroed() };
+        msg.msg_name = (&raw mut from).cast();
+        msg.msg_namelen = size_of::<libc::sockaddr_storage>() as _;
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = size_of::<[u64; 8]>() as _;
+        // SAFETY: every pointer in `msg` is valid for writes of the lengths given, for the
+        // duration of the call.
+        let n = unsafe { libc::recvmsg(self.rx.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = n as usize;
+        let truncated = msg.msg_flags & libc::MSG_TRUNC != 0;
+        let mut seg = n;
+        // SAFETY: the kernel filled `msg_controllen` bytes of `control`; the CMSG macros
+        // walk within them, and a UDP_GRO message carries an int.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
+                    let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                    if v > 0 {
+                        seg = v as usize;
+                    }
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        let src = match libc::c_int::from(from.ss_family) {
+            libc::AF_INET => {
+                // SAFETY: the family says the storage holds a sockaddr_in.
+                let a = unsafe { &*(&raw const from).cast::<libc::sockaddr_in>() };
+                Some(IpAddr::from(u32::from_be(a.sin_addr.s_addr).to_be_bytes()))
+            }
+            libc::AF_INET6 => {
+                // SAFETY: the family says the storage holds a sockaddr_in6.
+                let a = unsafe { &*(&raw const from).cast::<libc::sockaddr_in6>() };
+                Some(IpAddr::from(a.sin6_addr.s6_addr))
+            }
+            _ => None,
+        };
+        Ok((n, seg, src, truncated))
+    }
+
+    /// Turns `p`, holding a received datagram after [`ETH`] bytes, into a frame; `false`
+    /// (counted) when the datagram is not a label stack with a payload.
+    fn frame_up(&mut self, p: &mut Packet, len: usize) -> bool {
+        p.set_received(ETH + len);
+        match classify(&p.frame()[ETH..]) {
+            Verdict::Mpls => {}
+            Verdict::Truncated => {
+                self.stats.rx_truncated += 1;
+                return false;
+            }
+            Verdict::NotMpls => {
+                self.stats.rx_not_mpls += 1;
+                return false;
+            }
+        }
+        let f = p.frame_mut();
+        f[0..6].copy_from_slice(&self.info.mac);
+        f[6..12].copy_from_slice(&self.peer_mac);
+        f[12..14].copy_from_slice(&MPLS_ETHERTYPE);
+        p.port = self.info.id;
+        self.stats.rx_packets += 1;
+        self.stats.rx_bytes += (ETH + len) as u64;
+        true
+    }
+}
+
+/// True for a send error that says the remote (or the way to it) is not there now.
+fn is_unreachable(errno: i32) -> bool {
+    matches!(
+        errno,
+        libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EHOSTDOWN | libc::ENETDOWN
+    )
+}
+
+impl Port for MplsUdpPort {
+    fn info(&self) -> &PortInfo {
+        &self.info
+    }
+
+    fn fd(&self) -> RawFd {
+        self.rx.as_raw_fd()
+    }
+
+    fn point_to_point(&self) -> bool {
+        true
+    }
+
+    /// Receives datagrams while `max` leaves room for a whole `UDP_GRO` train
+    /// ([`MAX_SEGMENTS`] frames), at least one: a train is delivered whole, one frame a
+    /// datagram.
+    fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {
+        let mut delivered = 0;
+        while max > 0 && (delivered == 0 || max - delivered.min(max) >= MAX_SEGMENTS) {
+            let Some(mut p) = pool.get() else {
+                // No buffer: read and drop one, so a level-triggered poll does not spin.
+                let mut scratch = Packet::new();
+                return match self.recv_one(&mut scratch) {
+                    Ok(_) => {
+                        self.stats.rx_no_buffer += 1;
+                        Ok(delivered)
+                    }
+                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+                        Ok(delivered)
+                    }
+                    Err(e) => Err(e),
+                };
+            };
+            let (len, seg, src, truncated) = match self.recv_one(&mut p) {
+                Ok(r) => r,
+                Err(e) => {
+                    pool.put(p);
+                    return match e.kind() {
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(delivered),
+                        // A port unreachable about an earlier datagram is reported on
+                        // the next receive of an unconnected socket only with
+                        // IP_RECVERR; be safe.
+                        _ if e.raw_os_error().is_some_and(is_unreachable) => Ok(delivered),
+                        _ => Err(e),
+                    };
+                }
+            };
+            if src != Some(self.opts.remote) {
+                self.stats.rx_wrong_source += 1;
+                pool.put(p);
+                continue;
+            }
+            if truncated {
+                self.stats.rx_truncated += 1;
+                pool.put(p);
+                continue;
+            }
+            let seg = seg.clamp(1, len.max(1));
+            // The segments after the first go to buffers of their own.
+            let first = out.len();
+            let mut off = seg;
+            p.set_received(ETH + len);
+            while off < len {
+                let n = seg.min(len - off);
+                let Some(mut q) = pool.get() else {
+                    self.stats.rx_no_buffer += 1;
+                    off += n;
+                    continue;
+                };
+                q.receive_area()[ETH..ETH + n].copy_from_slice(&p.frame()[ETH + off..ETH + off + n]);
+                if self.frame_up(&mut q, n) {
+                    out.push(q);
+                    delivered += 1;
+                } else {
+                    pool.put(q);
+                }
+                off += n;
+            }
+            if self.frame_up(&mut p, seg.min(len)) {
+                // Ahead of the rest of its train.
+                out.insert(first, p);
+                delivered += 1;
+            } else {
+                pool.put(p);
+            }
+        }
+        Ok(delivered)
+    }
+
+    fn send_batch(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) -> io::Result<usize> {
+        let sockets = self.tx.len();
+        self.plan.clear();
+        for p in pkts.iter_mut() {
+            match Self::prepare(p, sockets) {
+                Some((start, sock)) => self.plan.push((start, p.len() - start, sock)),
+                None => {
+                    self.stats.tx_not_mpls += 1;
+                    self.plan.push((0, 0, usize::MAX));
+                }
+            }
+        }
+        let mut sent = 0;
+        let mut i = 0;
+        while i < pkts.len() {
+            let (_, seg, sock) = self.plan[i];
+            if sock == usize::MAX {
+                i += 1;
+                continue;
+            }
+            // The group: same socket, all of `seg` bytes but possibly the last, shorter.
+            let mut j = i + 1;
+            let mut total = seg;
+            while self.gso && j < pkts.len() && j - i < MAX_SEGMENTS {
+                let (_, len, s) = self.plan[j];
+                if s != sock
+                    || len > seg
+                    || len == 0
+                    || self.plan[j - 1].1 != seg
+                    || total + len > MAX_UDP_PAYLOAD
+                {
+                    break;
+                }
+                total += len;
+                j += 1;
+            }
+            match self.send_group(pkts, i, j) {
+                Ok(()) => {
+                    sent += j - i;
+                    self.stats.tx_packets += (j - i) as u64;
+                    self.stats.tx_bytes += pkts[i..j].iter().map(|p| p.len() as u64).sum::<u64>();
+                }
+                Err(e) => match e.raw_os_error().unwrap_or(0) {
+                    libc::EINTR => continue,
+                    libc::EIO if j - i > 1 => {
+                        // No UDP GSO on this route: one datagram a send from now on.
+                        tracing::warn!(port = %self.info.name, "UDP_SEGMENT refused (EIO): one send a datagram");
+                        self.gso = false;
+                        continue;
+                    }
+                    libc::EAGAIN => self.stats.tx_dropped += (j - i) as u64,
+                    errno if is_unreachable(errno) => self.stats.tx_unreachable += (j - i) as u64,
+                    errno => {
+                        for _ in i..j {
+                            self.stats.tx_errors.record(errno);
+                        }
+                    }
+                },
+            }
+            i = j;
+        }
+        pkts.drain(..).for_each(|p| pool.put(p));
+        Ok(sent)
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(label: u32, bottom: bool) -> [u8; 4] {
+        vmpls_wire::mpls::Repr { label, tc: 0, bottom, ttl: 64 }.to_u32().to_be_bytes()
+    }
+
+    #[test]
+    fn classify_takes_label_stacks_and_names_the_rest() {
+        let mut ok = entry(100, false).to_vec();
+        ok.extend_from_slice(&entry(200, true));
+        ok.extend_from_slice(&[0x45, 0, 0, 20]);
+        assert_eq!(classify(&ok), Verdict::Mpls);
+        assert_eq!(classify(&ok[..8]), Verdict::Truncated, "nothing after the stack");
+        assert_eq!(classify(&ok[..6]), Verdict::Truncated, "the stack runs off the end");
+        assert_eq!(classify(&[]), Verdict::Truncated);
+        assert_eq!(classify(&[0x00, 0x06]), Verdict::Truncated);
+        assert_eq!(classify(&[0u8; 200]), Verdict::NotMpls, "no bottom of stack");
+    }
+
+    #[test]
+    fn an_ip_packet_goes_under_explicit_null_and_arp_does_not_go() {
+        let mut f = vec![0u8; 14 + 20];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[14 + 8] = 61;
+        let mut p = Packet::from_frame(0, &f);
+        let (start, sock) = MplsUdpPort::prepare(&mut p, 16).expect("IPv4 goes");
+        assert_eq!(start, 10);
+        assert!(sock < 16);
+        assert_eq!(
+            &p.frame()[10..14],
+            &entry(0, true)[..3].iter().copied().chain([61]).collect::<Vec<_>>()[..]
+        );
+        f[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert!(MplsUdpPort::prepare(&mut Packet::from_frame(0, &f), 16).is_none());
+    }
+
+    #[test]
+    fn one_flow_hashes_to_one_socket() {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&MPLS_ETHERTYPE);
+        f.extend_from_slice(&entry(100, true));
+        let mut ip = vec![0u8; 40];
+        ip[0] = 0x45;
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&[198, 18, 1, 2]);
+        ip[16..20].copy_from_slice(&[198, 18, 2, 2]);
+        let mut socks = std::collections::BTreeSet::new();
+        for sport in 40000u16..40032 {
+            ip[20..22].copy_from_slice(&sport.to_be_bytes());
+            let mut frame = f.clone();
+            frame.extend_from_slice(&ip);
+            let a = MplsUdpPort::prepare(&mut Packet::from_frame(0, &frame), SOURCE_PORTS).unwrap().1;
+            let b = MplsUdpPort::prepare(&mut Packet::from_frame(0, &frame), SOURCE_PORTS).unwrap().1;
+            assert_eq!(a, b);
+            socks.insert(a);
+        }
+        assert!(socks.len() > SOURCE_PORTS / 2, "32 flows over {} sockets: {socks:?}", socks.len());
+    }
+}
