@@ -37,6 +37,7 @@
 pub mod capture;
 pub mod frr;
 pub mod frr_lab;
+pub mod hosts;
 pub mod inject;
 pub mod netns;
 mod nl;

@@ -69,11 +69,14 @@ pub struct Mode {
     pub core_mtu: Option<u32>,
     /// The vmpls routers run with `fast-path = "tc"` (the in-kernel fast path).
     pub fast_path: bool,
+    /// Two-host lab only: pe1 and p join over an MPLS-in-UDP port (`kind = "udp"`, IPv4
+    /// underlay) instead of the VXLAN link.
+    pub udp_core: bool,
 }
 
 impl Mode {
     fn new(name: &str, kind: ModeKind, offloads: bool, core_mtu: Option<u32>) -> Self {
-        Self { name: name.into(), kind, offloads, core_mtu, fast_path: false }
+        Self { name: name.into(), kind, offloads, core_mtu, fast_path: false, udp_core: false }
     }
 
     /// Kernel IP routing with default offloads: the baseline.
@@ -123,6 +126,25 @@ impl Mode {
     /// routers' own pipelines) and `vmpls-mpls-tc` (with the in-kernel fast path).
     pub fn defaults() -> Vec<Mode> {
         vec![Self::kernel_ip(), Self::vmpls_mpls(), Self::vmpls_mpls_tc()]
+    }
+
+    /// The modes of `vmpls lab seed --hosts 2` (see [`crate::hosts`]): kernel IP routing
+    /// over the VXLAN link (containerlab's way, the baseline), vmpls over that link
+    /// (AF_PACKET), and vmpls over MPLS-in-UDP; each vmpls mode with its pipeline alone
+    /// and with the in-kernel fast path.
+    pub fn two_hosts() -> Vec<Mode> {
+        let udp = |name: &str, fast_path: bool| Self {
+            fast_path,
+            udp_core: true,
+            ..Self::new(name, ModeKind::VmplsMpls, true, None)
+        };
+        vec![
+            Self::new("kernel-ip-vxlan", ModeKind::KernelIp, true, None),
+            Self::new("vmpls-mpls-vxlan", ModeKind::VmplsMpls, true, None),
+            Self { fast_path: true, ..Self::new("vmpls-mpls-tc-vxlan", ModeKind::VmplsMpls, true, None) },
+            udp("vmpls-mpls-udp", false),
+            udp("vmpls-mpls-tc-udp", true),
+        ]
     }
 
     /// The modes of `vmpls bench seed`, in the order they run.
@@ -409,6 +431,8 @@ pub struct SeedOptions {
     pub work_dir: Option<PathBuf>,
     /// How long to wait for ce1 to reach ce2 after a mode is set up.
     pub reach_timeout: Duration,
+    /// 2: the lab split over two hosts ([`SeedLab::build_two_hosts`]); else one.
+    pub hosts: u8,
 }
 
 impl SeedOptions {
@@ -423,6 +447,7 @@ impl SeedOptions {
             params: SeedParams::default(),
             work_dir: None,
             reach_timeout: Duration::from_secs(10),
+            hosts: 1,
         }
     }
 }
@@ -565,8 +590,13 @@ fn run_modes(
     work_dir: &Path,
     progress: &mut dyn FnMut(&str),
 ) -> anyhow::Result<SeedReport> {
-    progress("building the seed topology: ce1 -- pe1 -- p -- pe2 -- ce2");
-    let mut lab = SeedLab::build(&opts.params)?;
+    let mut lab = if opts.hosts == 2 {
+        progress("building the seed topology over two hosts: ce1 -- pe1 | h1 == h2 | p -- pe2 -- ce2");
+        SeedLab::build_two_hosts(&opts.params)?
+    } else {
+        progress("building the seed topology: ce1 -- pe1 -- p -- pe2 -- ce2");
+        SeedLab::build(&opts.params)?
+    };
     progress(&format!("namespaces: {}", lab.topology().namespaces().join(" ")));
     let mut results = Vec::new();
     for mode in &opts.modes {
@@ -644,19 +674,53 @@ pub struct SeedLab {
     /// The stats file of each router started with
     /// [`SeedLab::start_routers_with_stats`].
     stats_files: Vec<(String, PathBuf)>,
+    /// Split over two hosts ([`crate::hosts`]): the pe1 -- p link is a VXLAN link.
+    two_hosts: bool,
+    /// Two hosts: routers started next join pe1 and p over MPLS-in-UDP, over the IPv6
+    /// underlay if `true`, the IPv4 one if `false`.
+    udp_core: Option<bool>,
 }
 
 impl SeedLab {
     /// Builds the namespaces, links, customer addresses and default routes. The
     /// routers are not set up for any mode yet.
     pub fn build(params: &SeedParams) -> anyhow::Result<Self> {
+        Self::build_on(params, false)
+    }
+
+    /// Like [`SeedLab::build`], split over two hosts joined only by an IP underlay (see
+    /// [`crate::hosts`]): the pe1 -- p link is a VXLAN device each host creates and
+    /// moves into its node, with the MTU VXLAN leaves (1450).
+    pub fn build_two_hosts(params: &SeedParams) -> anyhow::Result<Self> {
+        Self::build_on(params, true)
+    }
+
+    /// Two hosts: the next routers started join pe1 and p over MPLS-in-UDP ports, over
+    /// the IPv6 underlay if `Some(true)`, IPv4 if `Some(false)`; `None`: over the VXLAN
+    /// link, as the configs of [`router_configs`] say.
+    pub fn set_udp_core(&mut self, underlay_v6: Option<bool>) -> anyhow::Result<()> {
+        if underlay_v6.is_some() && !self.two_hosts {
+            bail!("an MPLS-in-UDP core needs the two-host lab");
+        }
+        self.udp_core = underlay_v6;
+        Ok(())
+    }
+
+    fn build_on(params: &SeedParams, two_hosts: bool) -> anyhow::Result<Self> {
         let mut topo = Topology::new();
+        if two_hosts {
+            crate::hosts::build_underlay(&mut topo)?;
+        }
         topo.add_host("ce1")?;
         for r in &ROUTERS {
             topo.add_host_with(r.name, HostOptions { ipv6: false })?;
         }
         topo.add_host("ce2")?;
         for (a, a_if, b, b_if, core) in LINKS {
+            if two_hosts && a_if == crate::hosts::SPLIT_LINK {
+                crate::hosts::add_vxlan_core(&mut topo)?;
+                continue;
+            }
             let mtu = if core { params.core_mtu } else { params.customer_mtu };
             topo.add_link(a, a_if, b, b_if, mtu)?;
         }
@@ -681,6 +745,8 @@ impl SeedLab {
             offloads_on: true,
             routers: Vec::new(),
             stats_files: Vec::new(),
+            two_hosts,
+            udp_core: None,
         })
     }
 
@@ -762,7 +828,7 @@ impl SeedLab {
             return Ok(());
         }
         for (a, a_if, b, b_if, core) in LINKS {
-            if core {
+            if core && !(self.two_hosts && a_if == crate::hosts::SPLIT_LINK) {
                 self.topo.set_mtu(a, a_if, mtu)?;
                 self.topo.set_mtu(b, b_if, mtu)?;
             }
@@ -804,7 +870,11 @@ impl SeedLab {
         stats: bool,
     ) -> anyhow::Result<()> {
         self.stats_files.clear();
-        for cfg in router_configs(&self.params) {
+        let configs = match self.udp_core {
+            Some(v6) => crate::hosts::udp_core_configs(&self.params, &self.topo, v6)?,
+            None => router_configs(&self.params),
+        };
+        for cfg in configs {
             let config = work_dir.join(format!("{}.toml", cfg.router));
             std::fs::write(&config, &cfg.toml).with_context(|| format!("writing {}", config.display()))?;
             let log = work_dir.join(format!("{}.log", cfg.router));
@@ -968,6 +1038,7 @@ impl SeedLab {
                 let (labelled, fast_path) = (self.params.ip_only, self.params.fast_path);
                 self.params.ip_only = mode.kind == ModeKind::VmplsIp;
                 self.params.fast_path = mode.fast_path;
+                self.set_udp_core(mode.udp_core.then_some(false))?;
                 let started = self.start_routers(&opts.router_binary, work_dir);
                 (self.params.ip_only, self.params.fast_path) = (labelled, fast_path);
                 started?;

@@ -235,6 +235,11 @@ enum LabCommand {
         /// target/guest-cache of the source tree).
         #[arg(long)]
         vm: bool,
+        /// 2: the LSP split over two hosts (namespaces joined only by an IP underlay):
+        /// kernel IP over a VXLAN link (containerlab's way, the baseline), vmpls over
+        /// that link, vmpls over MPLS-in-UDP.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+        hosts: u8,
     },
     /// The seed topology with FRRouting as control plane: pe1, p and pe2 each run FRR
     /// (zebra with vmpls's module and FPM, ospfd, ldpd) and vmpls; waits for OSPF and LDP,
@@ -313,10 +318,13 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: BenchCommand::Soak { duration, json, rate, udp_rate, change_every, fast_path },
         } => bench_soak(*duration, *json, *rate, *udp_rate, *change_every, *fast_path),
-        Command::Lab { lab: LabCommand::Seed { duration, json, vm: false } } => {
-            lab_seed(Duration::from_secs(*duration), *json)
+        Command::Lab { lab: LabCommand::Seed { duration, json, vm: false, hosts } } => {
+            lab_seed(Duration::from_secs(*duration), *json, *hosts)
         }
-        Command::Lab { lab: LabCommand::Seed { duration, json, vm: true } } => {
+        Command::Lab { lab: LabCommand::Seed { vm: true, hosts: 2.., .. } } => {
+            Err(anyhow::anyhow!("--vm and --hosts 2 do not go together"))
+        }
+        Command::Lab { lab: LabCommand::Seed { duration, json, vm: true, .. } } => {
             lab_seed_vm(Duration::from_secs(*duration), *json)
         }
         Command::Lab { lab: LabCommand::Frr { duration, json, zebra_module } } => {
@@ -365,10 +373,14 @@ fn run_client(cli: &Cli, command: &Command) -> ExitCode {
     }
 }
 
-fn lab_seed(duration: Duration, json: bool) -> anyhow::Result<()> {
+fn lab_seed(duration: Duration, json: bool, hosts: u8) -> anyhow::Result<()> {
     vmpls_lab::install_interrupt_handler()?;
     let mut opts = vmpls_lab::seed::SeedOptions::new(std::env::current_exe()?, duration);
     opts.json = json;
+    if hosts == 2 {
+        opts.hosts = 2;
+        opts.modes = vmpls_lab::seed::Mode::two_hosts();
+    }
     // A failing mode still leaves the others' rows in the table.
     opts.keep_going = true;
     let report = vmpls_lab::seed::run_seed(&opts, &mut |line| eprintln!("{line}"))?;
