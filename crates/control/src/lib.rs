@@ -8,7 +8,8 @@
 //! [router]
 //! name = "p"
 //! # control-socket = "/run/vmpls/p.sock"   # the default
-//! # fast-path = "tc"                       # in-kernel fast path on veth ports; default "off"
+//! # fast-path = "auto"                     # the default: the in-kernel fast path on veth
+//! #                                        # ports where it loads; "tc" requires it, "off"
 //! addresses = ["198.18.255.2", "2001:db8:ff::2"]
 //!
 //! [[port]]
@@ -68,12 +69,18 @@ pub struct RouterConfig {
 /// `fast-path` in `[router]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FastPathMode {
-    /// `"off"` (the default): every frame goes through the router's own pipeline.
+    /// `"auto"` (the default): the in-kernel fast path of [`FastPathMode::Tc`] on the
+    /// ports it can serve (AF_PACKET over veth), the pipeline alone on the others; where
+    /// the programs cannot be loaded or attached (a vmpls built without clang, no BPF
+    /// permission, an old kernel) the router says so once and forwards with the pipeline.
     #[default]
+    Auto,
+    /// `"off"`: every frame goes through the router's own pipeline.
     Off,
     /// `"tc"`: TC eBPF programs on the router's veth ports push, swap, pop and forward
     /// the common cases inside the kernel, handing each frame to the next veth with
     /// `bpf_redirect_peer`; whatever they do not handle reaches the pipeline as before.
+    /// The router does not start if the programs cannot be loaded or attached.
     Tc,
 }
 
@@ -81,6 +88,7 @@ impl FastPathMode {
     /// The word the config uses.
     pub fn name(self) -> &'static str {
         match self {
+            FastPathMode::Auto => "auto",
             FastPathMode::Off => "off",
             FastPathMode::Tc => "tc",
         }

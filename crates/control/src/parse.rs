@@ -642,13 +642,14 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         Some(s) => Some(check_socket_path(&ctx, s)?),
     };
     let fast_path = match rr.fast_path.as_ref().map(|s| (s, s.get_ref().as_str())) {
-        None | Some((_, "off")) => FastPathMode::Off,
+        None | Some((_, "auto")) => FastPathMode::Auto,
+        Some((_, "off")) => FastPathMode::Off,
         Some((_, "tc")) => FastPathMode::Tc,
         Some((s, other)) => {
             return Err(ctx.err(
                 &s.span(),
                 "router.fast-path",
-                format!("unknown fast path \"{other}\"; use \"tc\" or \"off\""),
+                format!("unknown fast path \"{other}\"; use \"auto\" (the default), \"tc\" or \"off\""),
             ));
         }
     };

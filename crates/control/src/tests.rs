@@ -967,21 +967,29 @@ fn the_readme_limits_example_shows_the_defaults() {
 }
 
 #[test]
-fn fast_path_is_off_unless_the_router_asks_for_tc() {
-    assert_eq!(parse("").unwrap().router.fast_path, crate::FastPathMode::Off);
+fn fast_path_is_auto_unless_the_router_says_tc_or_off() {
+    assert_eq!(parse("").unwrap().router.fast_path, crate::FastPathMode::Auto);
     let with = |value: &str| BASE.replacen("[router]\n", &format!("[router]\nfast-path = \"{value}\"\n"), 1);
     let c = Config::from_str(&with("tc"), Path::new("t.toml")).unwrap();
     assert_eq!(c.router.fast_path, crate::FastPathMode::Tc);
     let c = Config::from_str(&with("off"), Path::new("t.toml")).unwrap();
     assert_eq!(c.router.fast_path, crate::FastPathMode::Off);
+    let c = Config::from_str(&with("auto"), Path::new("t.toml")).unwrap();
+    assert_eq!(c.router.fast_path, crate::FastPathMode::Auto);
     let e = Config::from_str(&with("xdp"), Path::new("t.toml")).unwrap_err();
     assert_eq!(e.field(), Some("router.fast-path"), "{e}");
     assert_eq!(e.line(), Some(2), "{e}");
-    assert!(e.to_string().contains("unknown fast path \"xdp\"; use \"tc\" or \"off\""), "{e}");
+    assert!(
+        e.to_string().contains("unknown fast path \"xdp\"; use \"auto\" (the default), \"tc\" or \"off\""),
+        "{e}"
+    );
     // A reload cannot switch it: the programs are attached when the router starts.
     let mut t = crate::tables::Tables::new(parse("").unwrap());
     let e = t.reload(Config::from_str(&with("tc"), Path::new("t.toml")).unwrap()).unwrap_err();
-    assert!(e.contains("router.fast-path changed (\"off\" -> \"tc\")") && e.contains("restart"), "{e}");
+    assert!(e.contains("router.fast-path changed (\"auto\" -> \"tc\")") && e.contains("restart"), "{e}");
+    // Writing the default out changes nothing.
+    let mut t = crate::tables::Tables::new(parse("").unwrap());
+    assert!(t.reload(Config::from_str(&with("auto"), Path::new("t.toml")).unwrap()).is_ok());
 }
 
 /// A config of `n` labelled /32 routes.

@@ -178,7 +178,7 @@ pub fn run(opts: &FpmBenchOptions) -> anyhow::Result<()> {
 
     // The router.
     let cfg = dir.join("r.toml");
-    let fast = if opts.fast_path { "fast-path = \"tc\"\n" } else { "" };
+    let fast = if opts.fast_path { "fast-path = \"tc\"\n" } else { "fast-path = \"off\"\n" };
     std::fs::write(
         &cfg,
         format!(

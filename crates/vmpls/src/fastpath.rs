@@ -279,6 +279,30 @@ fn covers6(net: Ipv6Addr, len: u8, a: Ipv6Addr) -> bool {
     len == 0 || (u128::from(net) ^ u128::from(a)) >> (128 - u32::from(len)) == 0
 }
 
+/// Takes the fast path's filter off a packet socket (`SO_DETACH_BPF`); a socket without
+/// one is left as it is (`SO_DETACH_FILTER`, the same option).
+fn unfilter_socket(socket: BorrowedFd<'_>) {
+    use std::os::fd::AsRawFd;
+    let none: libc::c_int = 0;
+    // SAFETY: a plain setsockopt on a socket the caller keeps open; SO_DETACH_BPF ignores
+    // its value, `none` lives across the call.
+    let r = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_DETACH_FILTER,
+            std::ptr::from_ref(&none).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ENOENT) {
+            warn!(error = %e, "taking the fast path's filter off a packet socket");
+        }
+    }
+}
+
 /// The fast path of a running router: the loaded programs, the ports they serve, and
 /// what was last installed and counted.
 pub struct FastPathRuntime {
@@ -312,10 +336,24 @@ impl FastPathRuntime {
         default_ttl: u8,
     ) -> anyhow::Result<FastPathRuntime> {
         let mut fp = FastPath::load().context("loading the TC fast path")?;
+        let mut filtered = Vec::new();
         for (p, socket) in ports.iter().zip(sockets) {
             let (Some(p), Some(socket)) = (p, socket) else { continue };
-            fp.filter_socket(*socket).with_context(|| format!("filtering the socket of {}", p.ifname))?;
-            fp.attach(&p.ifname).with_context(|| format!("attaching the fast path to {}", p.ifname))?;
+            let attached = fp
+                .filter_socket(*socket)
+                .with_context(|| format!("filtering the socket of {}", p.ifname))
+                .and_then(|()| {
+                    filtered.push(*socket);
+                    fp.attach(&p.ifname).with_context(|| format!("attaching the fast path to {}", p.ifname))
+                });
+            if let Err(e) = attached {
+                // Leave the sockets as they were (dropping `fp` detaches the programs), so
+                // that a router going on without the fast path reads them unfiltered.
+                for socket in filtered {
+                    unfilter_socket(socket);
+                }
+                return Err(e);
+            }
             info!(interface = %p.ifname, ifindex = p.ifindex, "fast path attached");
         }
         let n = ports.len();

@@ -352,10 +352,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         info!(address = ?addr, "serving metrics at /metrics");
     }
     info!(router = %cfg.router.name, ports = ports.len(), socket = %control.path().display(), "forwarding");
-    let mut fast = match cfg.router.fast_path {
-        vmpls_control::FastPathMode::Off => None,
-        vmpls_control::FastPathMode::Tc => Some(start_fast_path(&cfg, &ports)?),
-    };
+    let mut fast = start_fast_path(&cfg, &ports)?;
     let result = forward(
         &mut dp,
         &mut ports,
@@ -384,17 +381,43 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     result
 }
 
-/// Loads the TC fast path and attaches it to the AF_PACKET ports over veth (the programs
-/// hand frames on with `bpf_redirect_peer`, which only veth has); other ports stay with
-/// the pipeline alone.
-fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<FastPathRuntime> {
+/// Why the in-kernel fast path cannot serve a port, or `None` if it can: the programs
+/// hand frames on with `bpf_redirect_peer`, which only veth has, and attach to interfaces
+/// the router reads with AF_PACKET (TAP and vhost-user frames never pass TC ingress).
+pub(crate) fn fast_path_refuses(kind: &vmpls_control::PortKind, veth: bool) -> Option<&'static str> {
+    match kind {
+        vmpls_control::PortKind::AfPacket if veth => None,
+        vmpls_control::PortKind::AfPacket => Some("not a veth"),
+        _ => Some("not an AF_PACKET port"),
+    }
+}
+
+/// Starts the in-kernel fast path as `[router] fast-path` asks and logs, port by port,
+/// what forwards its frames:
+/// - `"off"`: nothing to start, the pipeline serves every port;
+/// - `"tc"`: loads the TC programs and attaches them to the AF_PACKET ports over veth;
+///   an error stops the router;
+/// - `"auto"` (the default): the same where some port is a veth, but a failure to load
+///   or attach (a vmpls built without clang, no CAP_BPF, an old kernel) is one warning,
+///   and the pipeline serves every port.
+///
+/// The ports the programs cannot serve stay with the pipeline alone in both modes.
+fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Option<FastPathRuntime>> {
+    use vmpls_control::FastPathMode;
+    let mode = cfg.router.fast_path;
+    if mode == FastPathMode::Off {
+        info!("fast-path = \"off\": the pipeline serves every port");
+        return Ok(None);
+    }
     let mut served = Vec::new();
     let mut sockets = Vec::new();
+    let mut refused = Vec::new();
     for (p, port) in cfg.ports.iter().zip(ports) {
         let veth = p.kind == vmpls_control::PortKind::AfPacket && vmpls_fastpath::is_veth(&p.interface);
-        let ifindex = AfPacketPort::interface_index(&p.interface).filter(|_| veth);
-        match ifindex {
-            Some(ifindex) => {
+        let ifindex = AfPacketPort::interface_index(&p.interface);
+        let why = fast_path_refuses(&p.kind, veth).or(ifindex.is_none().then_some("no such interface"));
+        match (why, ifindex) {
+            (None, Some(ifindex)) => {
                 let info = port.info();
                 served.push(Some(FastPortInfo {
                     ifname: p.interface.clone(),
@@ -404,15 +427,47 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Fast
                 }));
                 // SAFETY: the port owns the socket and outlives this call.
                 sockets.push(Some(unsafe { BorrowedFd::borrow_raw(port.fd()) }));
+                refused.push(None);
             }
-            None => {
-                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "not a veth: the fast path leaves this port to the pipeline");
+            (why, _) => {
                 served.push(None);
                 sockets.push(None);
+                refused.push(Some(why.unwrap_or("no such interface")));
             }
         }
     }
-    FastPathRuntime::start(served, &sockets, dataplane_config(cfg).default_ttl)
+    let fast = if mode == FastPathMode::Auto && served.iter().all(Option::is_none) {
+        info!(
+            "fast-path = \"auto\": no port is an AF_PACKET port over a veth; the pipeline serves every port"
+        );
+        None
+    } else {
+        match FastPathRuntime::start(served, &sockets, dataplane_config(cfg).default_ttl) {
+            Ok(f) => Some(f),
+            Err(e) if mode == FastPathMode::Auto => {
+                warn!(
+                    error = %format!("{e:#}"),
+                    "fast-path = \"auto\": the in-kernel fast path cannot run here, the pipeline serves every port (\"tc\" requires it, \"off\" does not try)"
+                );
+                None
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    for (p, why) in cfg.ports.iter().zip(&refused) {
+        match (why, &fast) {
+            (None, Some(_)) => {
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the in-kernel fast path, the pipeline for what it leaves")
+            }
+            (None, None) => {
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the pipeline (the fast path did not start)")
+            }
+            (Some(why), _) => {
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, why, "forwarding: the pipeline (the fast path serves AF_PACKET ports over veth only)")
+            }
+        }
+    }
+    Ok(fast)
 }
 
 /// The pipeline's settings from the config's `[limits]` and `[frr]` (with FRR, the
@@ -1135,6 +1190,16 @@ mod tests {
         }
         f.extend_from_slice(&[0x45; 20]);
         f
+    }
+
+    #[test]
+    fn the_fast_path_serves_af_packet_ports_over_veth_only() {
+        use vmpls_control::PortKind;
+        assert_eq!(fast_path_refuses(&PortKind::AfPacket, true), None);
+        assert_eq!(fast_path_refuses(&PortKind::AfPacket, false), Some("not a veth"));
+        assert_eq!(fast_path_refuses(&PortKind::Tap { mac: None }, true), Some("not an AF_PACKET port"));
+        let vhost = PortKind::VhostUser { socket: "/run/x.sock".into(), mac: None };
+        assert_eq!(fast_path_refuses(&vhost, false), Some("not an AF_PACKET port"));
     }
 
     #[test]

@@ -52,6 +52,7 @@ const SHARE_MAX: f64 = 0.78;
 
 const PE1: &str = r#"
 [router]
+fast-path = "off"
 name = "pe1"
 addresses = ["198.18.255.1", "2001:db8:ff::1"]
 
@@ -91,6 +92,7 @@ action = "pop"
 
 const PA: &str = r#"
 [router]
+fast-path = "off"
 name = "pa"
 addresses = ["198.18.255.2", "2001:db8:ff::2"]
 
@@ -121,6 +123,7 @@ port = "west"
 
 const PB: &str = r#"
 [router]
+fast-path = "off"
 name = "pb"
 addresses = ["198.18.255.4", "2001:db8:ff::4"]
 
@@ -144,6 +147,7 @@ port = "east"
 
 const PE2: &str = r#"
 [router]
+fast-path = "off"
 name = "pe2"
 addresses = ["198.18.255.3", "2001:db8:ff::3"]
 

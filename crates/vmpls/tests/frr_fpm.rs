@@ -71,7 +71,7 @@ impl Lab {
         std::fs::write(
             &path,
             format!(
-                "[router]\nname = \"r\"\ncontrol-socket = \"{}\"\n\n[frr]\nfpm = \"127.0.0.1:2620\"\nhold-time = 60\nstale-time = 1\n\n\
+                "[router]\nname = \"r\"\nfast-path = \"off\"\ncontrol-socket = \"{}\"\n\n[frr]\nfpm = \"127.0.0.1:2620\"\nhold-time = 60\nstale-time = 1\n\n\
                  [[port]]\nname = \"west\"\ninterface = \"r-h1\"\n\n[[port]]\nname = \"east\"\ninterface = \"r-h2\"\n",
                 self.socket.display()
             ),

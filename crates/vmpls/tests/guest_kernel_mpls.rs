@@ -26,6 +26,7 @@ use vmpls_lab::topology::{HostOptions, Topology};
 
 const P_CONFIG: &str = r#"
 [router]
+fast-path = "off"
 name = "p"
 addresses = ["198.18.255.2", "2001:db8:ff::2"]
 

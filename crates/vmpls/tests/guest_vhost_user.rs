@@ -62,6 +62,7 @@ fn pe1_config(socket: &Path) -> String {
     format!(
         r#"
 [router]
+fast-path = "off"
 name = "pe1"
 addresses = ["198.18.255.1", "2001:db8:ff::1"]
 
@@ -96,6 +97,7 @@ action = "pop"
 
 const P_CONFIG: &str = r#"
 [router]
+fast-path = "off"
 name = "p"
 addresses = ["198.18.255.2", "2001:db8:ff::2"]
 
@@ -126,6 +128,7 @@ fn pe2_config(socket: &Path) -> String {
     format!(
         r#"
 [router]
+fast-path = "off"
 name = "pe2"
 addresses = ["198.18.255.3", "2001:db8:ff::3"]
 

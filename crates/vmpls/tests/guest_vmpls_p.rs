@@ -20,6 +20,7 @@ use vmpls_lab::traffic::{FlowOptions, Limit, run_flow};
 
 const PE1: &str = r#"
 [router]
+fast-path = "off"
 name = "pe1"
 addresses = ["198.18.255.1"]
 
@@ -46,6 +47,7 @@ action = "pop"
 
 const PE2: &str = r#"
 [router]
+fast-path = "off"
 name = "pe2"
 addresses = ["198.18.255.3"]
 
@@ -77,6 +79,7 @@ sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
 for i in eth0 eth1; do sysctl -qw net.ipv6.conf.$i.disable_ipv6=1; ip link set $i up; done
 cat > /tmp/p.toml <<'EOF'
 [router]
+fast-path = "off"
 name = "p"
 addresses = ["198.18.255.2"]
 

@@ -64,7 +64,7 @@ impl LimitLab {
 
     fn write_config(&self, limits: &str) {
         let text = format!(
-            "[router]\nname = \"r\"\ncontrol-socket = \"{}\"\naddresses = [\"198.18.255.1\"]\n\n\
+            "[router]\nname = \"r\"\nfast-path = \"off\"\ncontrol-socket = \"{}\"\naddresses = [\"198.18.255.1\"]\n\n\
              [[port]]\nname = \"a\"\ninterface = \"r-a\"\naddresses = [\"198.18.1.1/24\"]\n\n\
              [[port]]\nname = \"b\"\ninterface = \"r-b\"\naddresses = [\"{R_B}/16\"]\n\n\
              [limits]\n{limits}\n",

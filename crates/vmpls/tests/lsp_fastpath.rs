@@ -4,7 +4,8 @@
 //! over IPv4 and IPv6, most frames switched by the programs and kept from the routers'
 //! sockets, TTL expiry still answered by the pipelines (traceroute shows every hop with
 //! its label), a route change followed at once, and nothing forwarded by a router that
-//! was killed. Needs root and a vmpls built with clang.
+//! was killed. Needs root and a vmpls built with clang. Also the default, "auto": the
+//! same on veth without asking, and the pipeline alone where the programs cannot load.
 
 mod common;
 
@@ -170,5 +171,70 @@ fn fast_path_pops_at_the_penultimate_hop() {
     // TTL expiry at p is still answered, with the label p received.
     let s = |x: &str| Some(x.to_string());
     assert_eq!(traceroute(&lab, true)[1], (2, s(P_V6), s("MPLS:L=1002,E=0,S=1,T=1")));
+    lab.stop_routers();
+}
+
+/// The lines of `router`'s log that contain `what`.
+fn log_lines(lab: &Lab, router: &str, what: &str) -> Vec<String> {
+    let log = std::fs::read_to_string(lab.work.path().join(format!("{router}.log"))).unwrap_or_default();
+    log.lines().filter(|l| l.contains(what)).map(str::to_string).collect()
+}
+
+/// With no `fast-path` in the config (the default, "auto"), routers on veth forward the
+/// LSP in the kernel and the start-up log names each port's choice.
+#[test]
+fn auto_is_the_default_and_serves_veth_ports_in_the_kernel() {
+    let mut lab = Lab::start("fastpath-auto", SeedParams { fast_path_auto: true, ..SeedParams::default() });
+    let flow = lab.flow("ce1", "ce2", CE2_V4, TRANSFER);
+    eprintln!("auto: {:.2} Gbit/s, {} retransmits", flow.gbps, flow.retransmits);
+    let stats = lab.fresh_stats();
+    let min = TRANSFER / 65536;
+    assert!(stats["pe1"].fast("push") >= min, "pe1: {:?}", stats["pe1"].fast_path);
+    assert!(stats["p"].fast("swap") >= min, "p: {:?}", stats["p"].fast_path);
+    assert!(stats["pe2"].fast("pop") >= min, "pe2: {:?}", stats["pe2"].fast_path);
+    for (router, ports) in [("pe1", ["ce1", "core"]), ("p", ["west", "east"]), ("pe2", ["core", "ce2"])] {
+        let lines = log_lines(&lab, router, "forwarding: the in-kernel fast path");
+        for port in ports {
+            assert!(
+                lines.iter().any(|l| l.contains(&format!("port={port} "))),
+                "{router}: no line for {port}: {lines:?}\n{}",
+                lab.logs()
+            );
+        }
+    }
+    lab.stop_routers();
+}
+
+/// "auto" where the programs cannot be loaded (here: no CAP_BPF and no CAP_SYS_ADMIN)
+/// starts the router anyway, says why once, and the pipeline forwards everything.
+#[test]
+fn auto_falls_back_to_the_pipeline_when_the_programs_cannot_load() {
+    let mut lab =
+        Lab::start("fastpath-auto-nobpf", SeedParams { fast_path_auto: true, ..SeedParams::default() });
+    lab.stop_routers();
+    let wrapper = lab.work.path().join("vmpls-without-bpf");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec setpriv --bounding-set -bpf,-sys_admin,-perfmon {} \"$@\"\n",
+            router_binary().display()
+        ),
+    )
+    .expect("writing the wrapper");
+    let mut perm = std::fs::metadata(&wrapper).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&wrapper, perm).unwrap();
+    lab.start_routers_with(&wrapper);
+    let flow = lab.flow("ce1", "ce2", CE2_V4, 4 * 1024 * 1024);
+    assert!(flow.content_ok && flow.bytes_received == 4 * 1024 * 1024, "{flow:?}");
+    let stats = lab.fresh_stats();
+    for r in ["pe1", "p", "pe2"] {
+        assert!(stats[r].fast_path.is_empty(), "{r}: {:?}", stats[r].fast_path);
+        let warned = log_lines(&lab, r, "the in-kernel fast path cannot run here");
+        assert_eq!(warned.len(), 1, "{r}: {warned:?}\n{}", lab.logs());
+        let pipeline = log_lines(&lab, r, "forwarding: the pipeline (the fast path did not start)");
+        assert_eq!(pipeline.len(), 2, "{r}: {pipeline:?}");
+    }
+    assert!(stats["p"].event("label_swap") >= 64, "p's pipeline switched the flow: {:?}", stats["p"].events);
     lab.stop_routers();
 }

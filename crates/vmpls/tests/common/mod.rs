@@ -114,7 +114,12 @@ impl Lab {
 
     /// Starts the routers (after [`Lab::stop_routers`]) and waits for reachability.
     pub fn start_routers(&mut self) {
-        self.seed.start_routers_with_stats(&router_binary(), self.work.path()).expect("starting the routers");
+        self.start_routers_with(&router_binary());
+    }
+
+    /// [`Lab::start_routers`] with `binary` standing for vmpls (a wrapper that starts it).
+    pub fn start_routers_with(&mut self, binary: &Path) {
+        self.seed.start_routers_with_stats(binary, self.work.path()).expect("starting the routers");
         if let Err(e) = self.seed.check_pings(Duration::from_secs(10)) {
             panic!("{e:#}\n{}", self.seed.router_logs(30));
         }

@@ -93,7 +93,7 @@ impl Lab {
         self.topo.set_forwarding(r.name, false).unwrap();
         let socket = self.dir.join(format!("{}.sock", r.name));
         let mut cfg = format!(
-            "[router]\nname = \"{}\"\ncontrol-socket = \"{}\"\n\n[frr]\nfpm = \"127.0.0.1:2620\"\n",
+            "[router]\nname = \"{}\"\nfast-path = \"off\"\ncontrol-socket = \"{}\"\n\n[frr]\nfpm = \"127.0.0.1:2620\"\n",
             r.name,
             socket.display()
         );
