@@ -13,10 +13,12 @@
 mod fixtures;
 
 use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use fixtures::*;
 use vmpls_dataplane::{Dataplane, Output, Packet, PacketPool, PortId, gso};
+use vmpls_fib::{DEFAULT_VRF, TtlModel};
 use vmpls_wire::{ipv4, virtio_net};
 
 const BATCH: usize = 32;
@@ -28,11 +30,81 @@ struct Case {
     frame: Vec<u8>,
 }
 
+/// Prefixes of the benchmarking range for a table of `n` routes, longest first (all
+/// 262,143 prefixes of 198.18.0.0/15 at most), without pe1's own subnets, addresses and
+/// route, which the table has already.
+fn table_prefixes(n: usize) -> Vec<(Ipv4Addr, u8)> {
+    let base = u32::from(Ipv4Addr::new(198, 18, 0, 0));
+    let taken = [
+        ("198.18.1.0", 24),
+        ("198.18.1.1", 32),
+        ("198.18.10.0", 24),
+        ("198.18.10.1", 32),
+        ("198.18.2.0", 24),
+        ("198.18.255.1", 32),
+    ]
+    .map(|(a, l)| (a.parse::<Ipv4Addr>().unwrap(), l));
+    (15..=32u8)
+        .rev()
+        .flat_map(|len| (0..1u32 << (len - 15)).map(move |i| (Ipv4Addr::from(base + (i << (32 - len))), len)))
+        .filter(|p| !taken.contains(p))
+        .take(n)
+        .collect()
+}
+
+/// pe1 with `n` more IPv4 routes, each pushing a label toward p, and 64-byte frames from
+/// ce1 to 4,096 destinations spread over the whole table, in random order (so lookups
+/// walk the table as traffic to many destinations does, not one cached path).
+fn scaled_pe1(n: usize) -> (Router, Vec<Vec<u8>>) {
+    let prefixes = table_prefixes(n);
+    let mut b = pe1_builder();
+    for (i, (a, len)) in prefixes.iter().enumerate() {
+        let labels = [16 + (i % 100_000) as u32];
+        b.add_prefix_route(
+            DEFAULT_VRF,
+            IpAddr::V4(*a),
+            *len,
+            push_route(single(PE1_CORE, "198.18.10.2", &labels), TtlModel::Uniform),
+        )
+        .unwrap();
+    }
+    let mut r = Router::new(b, pe1_ports());
+    r.resolve_all_pe1();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let frames = (0..4096)
+        .map(|_| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let (dst, _) = prefixes[(rng % prefixes.len() as u64) as usize];
+            frame(64, |ip| ipv4_frame(PE1_CE1_MAC, CE1_MAC, ip), 0, &dst.to_string())
+        })
+        .collect();
+    (r, frames)
+}
+
+/// Packets per second of pe1 pushing 64-byte frames to destinations spread over `n`
+/// routes, measured for `budget`.
+fn scaled_push(n: usize, budget: Duration) -> (f64, u64) {
+    let (mut r, frames) = scaled_pe1(n);
+    let mut pool = PacketPool::new(4 * BATCH);
+    let mut sent = 0;
+    let mut done = 0usize;
+    let start = Instant::now();
+    while start.elapsed() < budget {
+        for batch in frames.chunks(BATCH) {
+            sent += run_frames(&mut r.dp, &mut pool, PE1_CE1, batch);
+            done += batch.len();
+        }
+    }
+    (start.elapsed().as_nanos() as f64 / done as f64, sent)
+}
+
 /// A frame of exactly `len` bytes: `head` (Ethernet and labels) in front of an IPv4/UDP
 /// packet from ce1 to ce2 padded to size.
-fn frame(len: usize, head: impl Fn(&[u8]) -> Vec<u8>, labels: usize) -> Vec<u8> {
+fn frame(len: usize, head: impl Fn(&[u8]) -> Vec<u8>, labels: usize, dst: &str) -> Vec<u8> {
     let ip_len = len - 14 - 4 * labels;
-    let ip = ipv4_udp(CE1, CE2, 64, &vec![0xab; ip_len - 28]);
+    let ip = ipv4_udp(CE1, dst, 64, &vec![0xab; ip_len - 28]);
     let f = head(&ip);
     assert_eq!(f.len(), len);
     f
@@ -45,28 +117,50 @@ fn cases() -> Vec<Case> {
             name: if len == 64 { "baseline-64" } else { "baseline-1500" },
             router: Router::p,
             in_port: P_WEST,
-            frame: frame(len, |ip| eth(P_WEST_MAC, PE1_CORE_MAC, 0x88b5, ip), 0),
+            frame: frame(len, |ip| eth(P_WEST_MAC, PE1_CORE_MAC, 0x88b5, ip), 0, CE2),
         });
         v.push(Case {
             name: if len == 64 { "swap-64" } else { "swap-1500" },
             router: Router::p,
             in_port: P_WEST,
-            frame: frame(len, |ip| mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 64)], ip), 1),
+            frame: frame(len, |ip| mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 64)], ip), 1, CE2),
         });
         v.push(Case {
             name: if len == 64 { "push-64" } else { "push-1500" },
             router: Router::pe1,
             in_port: PE1_CE1,
-            frame: frame(len, |ip| ipv4_frame(PE1_CE1_MAC, CE1_MAC, ip), 0),
+            frame: frame(len, |ip| ipv4_frame(PE1_CE1_MAC, CE1_MAC, ip), 0, CE2),
         });
         v.push(Case {
             name: if len == 64 { "pop-64" } else { "pop-1500" },
             router: Router::pe2,
             in_port: PE2_CORE,
-            frame: frame(len, |ip| mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(2002, 64)], ip), 1),
+            frame: frame(len, |ip| mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(2002, 64)], ip), 1, CE2),
         });
     }
     v
+}
+
+/// Runs one batch of `frames` into `in_port`; returns frames sent.
+fn run_frames(dp: &mut Dataplane, pool: &mut PacketPool, in_port: PortId, frames: &[Vec<u8>]) -> u64 {
+    let now = Instant::now();
+    let mut out = Output::new(dp.ports().len());
+    let mut batch: Vec<Packet> = Vec::with_capacity(BATCH);
+    for f in frames {
+        let mut p = pool.get().expect("pool sized for a batch");
+        p.set_frame(f);
+        p.port = in_port;
+        batch.push(p);
+    }
+    dp.process_batch(now, &mut batch, pool, &mut out);
+    let mut sent = 0;
+    for tx in out.tx.iter_mut() {
+        sent += tx.len() as u64;
+        for p in tx.drain(..) {
+            pool.put(black_box(p));
+        }
+    }
+    sent
 }
 
 /// Runs `n` packets of `case` through its router in batches; returns frames sent.
@@ -169,6 +263,19 @@ fn main() {
             assert!(sent > 0, "{} forwarded nothing", case.name);
         }
         println!("| {} | {:.1} | {:.2} | {:.1} |", case.name, ns, 1e3 / ns, ns - baseline[size]);
+    }
+    println!();
+    println!("push, 64-byte frames to 4,096 destinations spread over the table, by table size:");
+    println!("| IPv4 routes | ns/packet | Mpps | rate against 10 routes |");
+    println!("|---:|---:|---:|---:|");
+    let mut small = 0.0;
+    for n in [10, 10_000, 100_000, 262_137] {
+        let (ns, sent) = scaled_push(n, budget);
+        assert!(sent > 0, "the scaled table forwarded nothing");
+        if n == 10 {
+            small = ns;
+        }
+        println!("| {n} | {ns:.1} | {:.2} | {:.2}x |", 1e3 / ns, small / ns);
     }
     println!();
     println!("software segmentation, 64000-byte TCP super-frame with one label into 1448-byte segments:");
