@@ -236,6 +236,18 @@ impl Tables {
         }
     }
 
+    /// The tables of a freshly loaded config and the forwarding tables it describes, built
+    /// once for both (the router's start).
+    ///
+    /// # Errors
+    /// As [`Config::build_fib`], with the file's line.
+    pub fn built(config: Config) -> Result<(Tables, Fib), crate::ConfigError> {
+        let fib = config.build_fib()?;
+        let tables = Tables::new(config);
+        *tables.built.borrow_mut() = Some(fib.clone());
+        Ok((tables, fib))
+    }
+
     /// Applies a burst of changes from FRR as one table change and returns the tables to
     /// store. A change the tables cannot hold (a label out of range, too many next hops)
     /// is refused alone, with its reason; the others apply.
@@ -1764,7 +1776,10 @@ mod frr_tests {
             let (a, b) = (flat(&fib), flat(&t.clone().build_fib().unwrap()));
             let only_a: Vec<_> = a.iter().filter(|x| !b.contains(x)).collect();
             let only_b: Vec<_> = b.iter().filter(|x| !a.contains(x)).collect();
-            assert!(only_a.is_empty() && only_b.is_empty(), "step {step}: in place only {only_a:?}, full only {only_b:?}");
+            assert!(
+                only_a.is_empty() && only_b.is_empty(),
+                "step {step}: in place only {only_a:?}, full only {only_b:?}"
+            );
         }
     }
 

@@ -151,13 +151,12 @@ pub fn run(sizes: &[u32], json: bool) -> anyhow::Result<()> {
         let t = Instant::now();
         let cfg = Config::from_str(&text, Path::new("bench.toml"))?;
         let parsed = t.elapsed();
-        let fib = cfg.build_fib()?;
+        let (mut tables, fib) = Tables::built(cfg)?;
         let loaded = t.elapsed();
         drop(text);
         let grown = rss().saturating_sub(before);
         let entries = u64::from(n + n / 10 + n / 10);
         // One change, as `vmpls route replace` makes it.
-        let mut tables = Tables::new(cfg);
         let (a, len) = prefixes[prefixes.len() / 2];
         let spec = RouteSpec::Inet(IpRoute {
             dst: format!("{a}/{len}"),

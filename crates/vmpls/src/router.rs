@@ -289,7 +289,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
             Some(a)
         }
     };
-    let fib = cfg.build_fib()?;
+    let (tables, fib) = vmpls_control::tables::Tables::built(cfg.clone())?;
     let socket_path = opts
         .socket
         .clone()
