@@ -221,11 +221,17 @@ fn ttl(propagate: bool) -> TtlModel {
 
 impl Tables {
     /// The tables of a freshly loaded config.
-    pub fn new(config: Config) -> Tables {
-        let routes =
-            config.routes.iter().map(|r| (route_key(r), Entry::new(r.clone(), Protocol::Static))).collect();
-        let labels =
-            config.labels.iter().map(|l| (l.label, Entry::new(l.clone(), Protocol::Static))).collect();
+    pub fn new(mut config: Config) -> Tables {
+        // The routes move into the tables: the config keeps ports, VRFs and settings, so a
+        // table of a million routes is held once.
+        let routes = std::mem::take(&mut config.routes)
+            .into_iter()
+            .map(|r| (route_key(&r), Entry::new(r, Protocol::Static)))
+            .collect();
+        let labels = std::mem::take(&mut config.labels)
+            .into_iter()
+            .map(|l| (l.label, Entry::new(l, Protocol::Static)))
+            .collect();
         Tables {
             file: config,
             routes,
@@ -414,7 +420,8 @@ impl Tables {
         Ok(fib)
     }
 
-    /// The config file as last loaded.
+    /// The config file as last loaded: its ports, VRFs and settings; its routes are in the
+    /// tables ([`Tables::running_config`] has them).
     pub fn config(&self) -> &Config {
         &self.file
     }
@@ -696,7 +703,7 @@ impl Tables {
                 .iter()
                 .zip(&new.ports)
                 .any(|(a, b)| (&a.vrf, &a.addresses) != (&b.vrf, &b.addresses));
-        next.file = new;
+        next.file = Config { routes: Vec::new(), labels: Vec::new(), ..new };
         // Routes added at runtime must still make sense with the new ports and VRFs.
         for e in next.routes.values().filter(|e| e.origin == Protocol::Boot) {
             let shown = self.show_ip(&e.item, e.proto());
