@@ -253,7 +253,10 @@ pub fn parse_batch_line(words: &[String], family: Option<Family>) -> Result<Batc
     };
     let args = words[i + 1..].to_vec();
     if object == Object::Route
-        && matches!(args.first().map(String::as_str), Some("add" | "a" | "del" | "delete" | "d" | "replace" | "repl"))
+        && matches!(
+            args.first().map(String::as_str),
+            Some("add" | "a" | "del" | "delete" | "d" | "replace" | "repl")
+        )
     {
         return match crate::cli::parse_route(family, &args)? {
             Request::RouteAdd { route } => Ok(BatchCommand::Change(Change::Add, route)),
@@ -366,7 +369,10 @@ mod tests {
             panic!("not an IPv4 add")
         };
         assert_eq!((r.dst.as_str(), r.nexthops[0].labels.as_slice()), ("198.18.5.0/24", &[1002][..]));
-        assert!(matches!(line("ro del 2001:db8:5::/64", None), Ok(BatchCommand::Change(Change::Delete, RouteSpec::Inet6(_)))));
+        assert!(matches!(
+            line("ro del 2001:db8:5::/64", None),
+            Ok(BatchCommand::Change(Change::Delete, RouteSpec::Inet6(_)))
+        ));
         assert!(matches!(
             line("-f mpls route replace 100 as 200 via inet 198.18.10.2", None),
             Ok(BatchCommand::Change(Change::Replace, RouteSpec::Mpls(_)))
@@ -383,7 +389,10 @@ mod tests {
                 args: vec!["show".into()]
             }
         );
-        assert!(matches!(line("route flush all", None), Ok(BatchCommand::Other { object: Object::Route, .. })));
+        assert!(matches!(
+            line("route flush all", None),
+            Ok(BatchCommand::Other { object: Object::Route, .. })
+        ));
         assert!(matches!(line("link show core", None), Ok(BatchCommand::Other { object: Object::Link, .. })));
         // Mistakes, each with its reason.
         assert!(line("route add 198.18.5.0/24 bogus", None).unwrap_err().contains("\"bogus\""));

@@ -748,8 +748,8 @@ impl Tables {
         };
         let mut sum = FlushSummary::default();
         // In place, keeping what was removed to put it back should the build fail: a
-        // copy of a table of a million routes costs more than the flush. The tables are
-        // built once, whatever the number of routes flushed.
+        // copy of a table of a million routes costs more than the flush. The forwarding
+        // tables are made once, whatever the number of routes flushed.
         let mut removed_labels = Vec::new();
         let mut removed_routes = Vec::new();
         if family == Family::Mpls {
@@ -770,11 +770,13 @@ impl Tables {
                     && (filter.dev.is_none() && filter.via.is_none() || nexthops_match(nhs))
             };
             let kept;
-            (removed_labels, kept) = std::mem::take(&mut self.labels).into_iter().partition(|(k, e)| selects(k, e));
+            (removed_labels, kept) =
+                std::mem::take(&mut self.labels).into_iter().partition(|(k, e)| selects(k, e));
             // From sorted entries, a map is built in linear time.
             self.labels = kept.into_iter().collect();
             sum.flushed = removed_labels.len() as u64;
-            sum.from_file = removed_labels.iter().filter(|(_, e)| e.origin == Protocol::Static).count() as u64;
+            sum.from_file =
+                removed_labels.iter().filter(|(_, e)| e.origin == Protocol::Static).count() as u64;
             sum.frr_kept = self.frr_labels.iter().filter(|(k, e)| selects(k, e)).count() as u64;
         } else {
             let vrf = filter.vrf.as_deref().unwrap_or(DEFAULT_VRF_NAME);
@@ -801,13 +803,17 @@ impl Tables {
                     && (filter.dev.is_none() && filter.via.is_none() || nexthops_match(nhs))
             };
             let kept;
-            (removed_routes, kept) = std::mem::take(&mut self.routes).into_iter().partition(|(k, e)| selects(k, e));
+            (removed_routes, kept) =
+                std::mem::take(&mut self.routes).into_iter().partition(|(k, e)| selects(k, e));
             self.routes = kept.into_iter().collect();
             sum.flushed = removed_routes.len() as u64;
-            sum.from_file = removed_routes.iter().filter(|(_, e)| e.origin == Protocol::Static).count() as u64;
+            sum.from_file =
+                removed_routes.iter().filter(|(_, e)| e.origin == Protocol::Static).count() as u64;
             sum.frr_kept = self.frr_routes.iter().filter(|(k, e)| selects(k, e)).count() as u64;
         }
-        match self.build_fib() {
+        let keys: Vec<RouteKey> = removed_routes.iter().map(|(k, _)| k.clone()).collect();
+        let labels: Vec<Label> = removed_labels.iter().map(|(l, _)| *l).collect();
+        match self.fib_for(&keys, &labels) {
             Ok(fib) => Ok((fib, sum)),
             Err(e) => {
                 self.labels.extend(removed_labels);

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use vmpls_control::api::{
-    Family, FlushSummary, IpRoute, Link, MplsRoute, Neighbor, ReloadSummary, Reply, Request, Stats,
+    Family, FlushSummary, IpRoute, Link, Neighbor, ReloadSummary, Reply, Request, Stats,
 };
 use vmpls_control::show;
 
@@ -163,12 +163,8 @@ pub fn route(g: &Globals, args: &[String]) -> Result<(), CliError> {
     }
     let req = vmpls_control::cli::parse_route(g.family, args).map_err(CliError::Usage)?;
     match &req {
-        Request::RouteShow { family: Family::Mpls, .. } => {
-            show(g, &req, |l: Vec<MplsRoute>| l.iter().map(|r| show::mpls_route_line(r) + "\n").collect())
-        }
-        Request::RouteShow { .. } => {
-            show(g, &req, |l: Vec<IpRoute>| l.iter().map(|r| show::ip_route_line(r) + "\n").collect())
-        }
+        // Printed as the router streams it.
+        Request::RouteShow { .. } => crate::bulk::route_show(g, &req),
         // As `ip route get`: the address, then the route that takes it.
         Request::RouteGet { addr, .. } => {
             show(g, &req, |r: IpRoute| show::ip_route_line(&IpRoute { dst: addr.to_string(), ..r }) + "\n")

@@ -5,6 +5,7 @@
 
 mod bench;
 mod bench_fib;
+mod bulk;
 mod bench_fpm;
 mod capture;
 mod claim;
@@ -36,7 +37,7 @@ const EXIT_CONFIG: u8 = 78;
     name = "vmpls",
     version,
     about = "A userspace MPLS router for virtual networks",
-    after_help = "Against a running router, iproute2-style:\n  vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] [-f mpls] route add|del|replace|show|get|flush ...\n  vmpls link show | neigh show | stats [-s] | reload | capture PORT [-w FILE.pcap]"
+    after_help = "Against a running router, iproute2-style:\n  vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] [-f mpls] route add|del|replace|show|get|flush ...\n  vmpls [-r ROUTER | --socket PATH] [-force] -batch FILE|-\n  vmpls link show | neigh show | stats [-s] | reload | capture PORT [-w FILE.pcap]"
 )]
 struct Cli {
     /// More log output (repeat for more).
@@ -66,8 +67,15 @@ struct Cli {
     /// More detail (counters).
     #[arg(short = 's', long = "stats", global = true)]
     stats: bool,
+    /// Read commands from FILE ("-": standard input), one a line, as `ip -batch`; the
+    /// route changes go to the router as one table change.
+    #[arg(short = 'b', long = "batch", value_name = "FILE", conflicts_with = "command")]
+    batch: Option<String>,
+    /// With -batch: go on past commands that fail.
+    #[arg(long = "force", requires = "batch")]
+    force: bool,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
@@ -279,7 +287,13 @@ impl Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // iproute2's single-dash long options.
+    let args = std::env::args_os().map(|a| match a.to_str() {
+        Some("-batch") => "--batch".into(),
+        Some("-force") => "--force".into(),
+        _ => a,
+    });
+    let cli = Cli::parse_from(args);
     let level = match cli.verbose {
         0 => tracing::Level::INFO,
         1 => tracing::Level::DEBUG,
@@ -291,7 +305,20 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let result = match &cli.command {
+    let Some(command) = &cli.command else {
+        return match (&cli.batch, cli.globals()) {
+            (Some(file), Ok(g)) => bulk::run(&g, file, cli.force),
+            (Some(_), Err(e)) => {
+                eprintln!("Error: {}", e.message());
+                ExitCode::from(e.code())
+            }
+            (None, _) => {
+                let _ = <Cli as clap::CommandFactory>::command().print_help();
+                ExitCode::from(2)
+            }
+        };
+    };
+    let result = match command {
         Command::Run { config, stats_file, metrics } => router::run(router::RunOptions {
             config: config.clone(),
             stats_file: stats_file.clone(),

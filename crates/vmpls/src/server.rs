@@ -27,6 +27,8 @@ use vmpls_fib::FibHandle;
 
 use crate::router::{CaptureSink, LoopHandle, Snapshot, eventfd_drain};
 
+mod bulk;
+
 /// Frames queued per capture before new ones are lost.
 const CAPTURE_QUEUE: usize = 1024;
 
@@ -213,18 +215,13 @@ impl Server {
             Err(e) => Reply::error(format!("{e:#}")),
         };
         match req {
-            Request::RouteShow { family, vrf, dst } => match self.tables().show(*family, vrf.as_deref()) {
-                Ok(serde_json::Value::Array(mut list)) if dst.is_some() => {
-                    let key = if *family == api::Family::Mpls { "label" } else { "dst" };
-                    list.retain(|r| match &r[key] {
-                        serde_json::Value::String(s) => Some(s) == dst.as_ref(),
-                        v => Some(v.to_string()) == *dst,
-                    });
-                    Reply::data(serde_json::Value::Array(list))
+            Request::RouteShow { family, vrf, dst } => {
+                let all = self.tables().show_chunk(*family, vrf.as_deref(), dst.as_deref(), None, usize::MAX);
+                match all {
+                    Ok(chunk) => data(serde_json::to_value(chunk.rows).map_err(Into::into)),
+                    Err(e) => Reply::error(e),
                 }
-                Ok(v) => Reply::data(v),
-                Err(e) => Reply::error(e),
-            },
+            }
             Request::RouteGet { addr, vrf } => match self.tables().get(*addr, vrf.as_deref()) {
                 Ok(r) => data(serde_json::to_value(r).map_err(Into::into)),
                 Err(e) => Reply::error(e),
@@ -259,6 +256,9 @@ impl Server {
                 Err(e) => Reply::error(e),
             },
             Request::Capture { .. } => Reply::error("capture needs its own connection"),
+            Request::RouteShowStream { .. } | Request::RouteBatch { .. } => {
+                Reply::error("route-show-stream and route-batch are served on the connection itself")
+            }
         }
     }
 
@@ -332,6 +332,13 @@ impl Server {
                     continue;
                 }
             };
+            if let Request::RouteShowStream { family, vrf, dst } = &req {
+                self.route_stream(&mut writer, *family, vrf.as_deref(), dst.as_deref())?;
+                continue;
+            }
+            if let Request::RouteBatch { force } = req {
+                return self.route_batch(&mut reader, &mut writer, force);
+            }
             if let Request::Capture { port, label, count } = req {
                 return self.capture(writer, reader.into_inner(), &port, label, count);
             }

@@ -847,3 +847,106 @@ fn cli_keeps_iproute2_habits() -> anyhow::Result<()> {
     lab.ok("pe1", &["neigh", "show", "dev", "core"])?;
     Ok(())
 }
+
+/// `vmpls -batch FILE` with `--socket`, standard input in `input`.
+fn batch(lab: &Lab, router: &str, args: &[&str], input: &str) -> anyhow::Result<Output> {
+    let mut child = Command::new(BIN)
+        .arg("--socket")
+        .arg(lab.socket(router))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    child.stdin.take().expect("stdin").write_all(input.as_bytes())?;
+    Ok(child.wait_with_output()?)
+}
+
+/// Issue 14, item 5: `vmpls -batch` loads 10,000 routes as one table change (comments,
+/// IPv6 and label routes in the same file), `route show` streams them back in text and
+/// JSON, a failing line is reported as `Command failed FILE:LINE` with the lines before
+/// it applied and those after it not (with `-force`: all the others), and `route flush`
+/// empties the table.
+#[test]
+fn batch_loads_ten_thousand_routes_show_streams_them_back_and_flush_empties_them() -> anyhow::Result<()> {
+    use std::fmt::Write as _;
+    let mut lab = Lab::new("batch")?;
+    let pe1 = lab.config("pe1", |t| t);
+    lab.start("pe1", &pe1, &[])?;
+    let before = lab.ok("pe1", &["route", "show"])?.lines().count();
+
+    let mut text = String::from("# 10,000 host routes toward pe2\n\n");
+    for i in 0..10_000u32 {
+        writeln!(
+            text,
+            "route add 198.19.{}.{}/32 via 198.18.10.2 dev core encap mpls {}",
+            i / 256,
+            i % 256,
+            16 + i
+        )?;
+    }
+    text.push_str("-6 route add 2001:db8:99::/64 via 2001:db8:10::2 dev core  # IPv6\n");
+    text.push_str("-f mpls route add 5000 as 5001 via inet 198.18.10.2 dev core\n");
+    let file = lab.dir.join("routes.batch");
+    std::fs::write(&file, &text)?;
+    let out = lab.cli("pe1", &["-batch", file.to_str().expect("utf-8")])?;
+    ensure!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+
+    // Streamed back: every route, in text and as one JSON array.
+    let show = lab.ok("pe1", &["route", "show"])?;
+    assert_eq!(show.lines().count(), before + 10_000);
+    assert!(show.contains("\n198.19.39.15/32 encap mpls 10015 via 198.18.10.2 dev core\n"));
+    let json = lab.json("pe1", &["route", "show"])?;
+    assert_eq!(json.as_array().map(Vec::len), Some(before + 10_000));
+    let pretty: Value = serde_json::from_str(&lab.ok("pe1", &["-j", "-p", "route", "show"])?)?;
+    assert_eq!(pretty, json);
+    assert_eq!(
+        lab.ok("pe1", &["route", "show", "198.19.0.7/32"])?,
+        "198.19.0.7/32 encap mpls 23 via 198.18.10.2 dev core\n"
+    );
+    assert!(
+        lab.ok("pe1", &["-6", "route", "show"])?.contains("2001:db8:99::/64 via 2001:db8:10::2 dev core")
+    );
+    assert!(lab.ok("pe1", &["-f", "mpls", "route", "show", "5000"])?.starts_with("5000 as to 5001"));
+    // A reader that stops early (`| head`) is no error.
+    let head = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{BIN} --socket {} route show | head -n 2", lab.socket("pe1").display()))
+        .output()?;
+    assert_eq!(String::from_utf8(head.stdout)?.lines().count(), 2);
+    assert!(head.stderr.is_empty(), "{}", String::from_utf8_lossy(&head.stderr));
+
+    // An error on line 3 of standard input: reported with its line; line 2 applied, 4 not.
+    let bad = "# comment\nroute add 198.19.200.1/32 via 198.18.10.2\nroute add 198.19.200.2/32 via 198.18.99.2\nroute add 198.19.200.3/32 via 198.18.10.2\n";
+    let out = batch(&lab, "pe1", &["-batch", "-"], bad)?;
+    let err = String::from_utf8(out.stderr)?;
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("Error: 198.18.99.2 is not on any"), "{err}");
+    assert!(err.ends_with("\nCommand failed -:3\n"), "{err}");
+    assert_eq!(lab.ok("pe1", &["route", "show", "198.19.200.1/32"])?.lines().count(), 1);
+    assert_eq!(lab.ok("pe1", &["route", "show", "198.19.200.3/32"])?, "");
+    // With -force every other line applies, each failure is reported; a command that
+    // is not a change runs in its place (after the changes before it).
+    let mixed = "route add 198.19.200.1/32 via 198.18.10.2\nroute add 198.19.200.3/32 via 198.18.10.2\nroute add 198.19.200.4/32 bogus\nroute show 198.19.200.3/32\nroute add blackhole 198.19.200.5/32\n";
+    let bad_file = lab.dir.join("bad.batch");
+    std::fs::write(&bad_file, mixed)?;
+    let name = bad_file.to_str().expect("utf-8");
+    let out = lab.cli("pe1", &["-force", "-batch", name])?;
+    let err = String::from_utf8(out.stderr)?;
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let failed: Vec<&str> = err.lines().filter(|l| l.starts_with("Command failed ")).collect();
+    assert_eq!(failed, [format!("Command failed {name}:1"), format!("Command failed {name}:3")], "{err}");
+    assert!(err.contains("exists") && err.contains("\"bogus\""), "{err}");
+    assert_eq!(String::from_utf8(out.stdout)?, "198.19.200.3/32 via 198.18.10.2 dev core\n");
+    assert_eq!(lab.ok("pe1", &["route", "show", "198.19.200.5/32"])?, "blackhole 198.19.200.5/32\n");
+    let out = lab.cli("pe1", &["-batch", "/nonexistent/routes"])?;
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("Error: cannot open"), "{out:?}");
+
+    // Flush: a prefix and what is inside it, then everything; the connected subnets stay.
+    lab.ok("pe1", &["route", "flush", "root", "198.19.0.0/16"])?;
+    assert_eq!(lab.ok("pe1", &["route", "show"])?.lines().count(), before);
+    lab.ok("pe1", &["route", "flush", "all"])?;
+    let left = lab.ok("pe1", &["route", "show"])?;
+    assert!(left.lines().count() == 2 && left.lines().all(|l| l.contains(" proto kernel ")), "{left}");
+    Ok(())
+}

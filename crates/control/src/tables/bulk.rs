@@ -115,7 +115,8 @@ impl Tables {
         let in_table = |k: &RouteKey| k.0 == vrf && k.1.is_ipv4() == v4;
         let mut routes =
             self.routes.range((start.clone(), Bound::Unbounded)).take_while(|(k, _)| in_table(k)).peekable();
-        let mut frr = self.frr_routes.range((start, Bound::Unbounded)).take_while(|(k, _)| in_table(k)).peekable();
+        let mut frr =
+            self.frr_routes.range((start, Bound::Unbounded)).take_while(|(k, _)| in_table(k)).peekable();
         let mut conn = match after {
             Some(k) => connected.range((Bound::Excluded(k), Bound::Unbounded)),
             None => connected.range(..),
@@ -173,7 +174,8 @@ impl Tables {
         let mut rows = Vec::with_capacity(max.min(4096));
         let mut last = None;
         loop {
-            let Some(key) = [own.peek().map(|(k, _)| **k), frr.peek().map(|(k, _)| **k)].into_iter().flatten().min()
+            let Some(key) =
+                [own.peek().map(|(k, _)| **k), frr.peek().map(|(k, _)| **k)].into_iter().flatten().min()
             else {
                 return Ok(ShowChunk { rows: ShowRows::Mpls(rows), next: None });
             };
@@ -236,7 +238,9 @@ impl Tables {
 
     /// Applies many CLI changes (`vmpls -batch`) as one table change: each is checked as
     /// [`Tables::change`] checks it, against the tables with the changes before it, and
-    /// applied in order; the forwarding tables are built once, at the end. Without
+    /// applied in order; the forwarding tables are made once, at the end, from the ones in
+    /// force with the changed entries set (or built whole when the batch changes a good
+    /// part of the table). Without
     /// `force` the first change that fails ends the batch (the ones before it stay),
     /// with `force` the others apply; the summary says which failed. Returns the tables
     /// to store, `None` if no change applied.
@@ -270,7 +274,15 @@ impl Tables {
         if sum.applied == 0 {
             return Ok((None, sum));
         }
-        match self.build_fib() {
+        let mut routes = Vec::new();
+        let mut labels = Vec::new();
+        for u in &undo {
+            match u {
+                Undo::Route(k, _) => routes.push(k.clone()),
+                Undo::Label(l, _) => labels.push(*l),
+            }
+        }
+        match self.fib_for(&routes, &labels) {
             Ok(fib) => Ok((Some(fib), sum)),
             Err(e) => {
                 for u in undo.into_iter().rev() {
@@ -291,6 +303,18 @@ impl Tables {
                 }
                 Err(format!("the batch was not applied: {e}"))
             }
+        }
+    }
+
+    /// The forwarding tables after the routes of `routes` and `labels` changed: the
+    /// tables in force with those entries set (time in proportion to the change), or, for
+    /// a change to a good part of the table, built whole (faster then).
+    pub(super) fn fib_for(&self, routes: &[RouteKey], labels: &[Label]) -> Result<Fib, String> {
+        let table = self.routes.len() + self.frr_routes.len() + self.labels.len() + self.frr_labels.len();
+        if (routes.len() + labels.len()) * 4 > table {
+            self.build_fib()
+        } else {
+            self.fib_after(routes, labels)
         }
     }
 
@@ -344,9 +368,9 @@ impl Tables {
                 let label = self.resolve_label(m, change == Change::Delete)?;
                 let key = label.label;
                 match change {
-                    Change::Add if self.labels.contains_key(&key) => {
-                        Err(format!("label {key} has a route; use `vmpls -f mpls route replace` to change it"))
-                    }
+                    Change::Add if self.labels.contains_key(&key) => Err(format!(
+                        "label {key} has a route; use `vmpls -f mpls route replace` to change it"
+                    )),
                     Change::Add | Change::Replace => {
                         let entry = Entry { item: label, origin: Protocol::Boot, shown: shown(m.protocol)? };
                         Ok(Some(Undo::Label(key, self.labels.insert(key, entry))))
@@ -355,7 +379,8 @@ impl Tables {
                         let Some(old) = self.labels.get(&key) else {
                             return Err(format!("no route for label {key}"));
                         };
-                        let given = !m.nexthops.is_empty() || m.action == MplsAction::Lookup && m.vrf.is_some();
+                        let given =
+                            !m.nexthops.is_empty() || m.action == MplsAction::Lookup && m.vrf.is_some();
                         if given && old.item.action != label.action {
                             return Err(format!(
                                 "the route for label {key} is not the one given: it is `{}`",
@@ -452,7 +477,8 @@ action = "pop"
     fn busy() -> Tables {
         let mut t = tables();
         for i in 0..40u32 {
-            let (c, s) = spec(&format!("add 198.18.{}.{}/32 via 198.18.10.2 encap mpls {}", 20 + i / 8, i, 100 + i));
+            let (c, s) =
+                spec(&format!("add 198.18.{}.{}/32 via 198.18.10.2 encap mpls {}", 20 + i / 8, i, 100 + i));
             t.change(c, &s).unwrap();
         }
         for w in [
@@ -470,7 +496,10 @@ action = "pop"
             frr_route("198.18.20.3", 32),
             frr_route("198.18.30.0", 24),
             frr_route("2001:db8:30::", 64),
-            FrrChange::Label { label: 500, route: Some((LabelConfigAction::PopAndLookup { vrf: "cust".into() }, Protocol::Ldp)) },
+            FrrChange::Label {
+                label: 500,
+                route: Some((LabelConfigAction::PopAndLookup { vrf: "cust".into() }, Protocol::Ldp)),
+            },
         ])
         .unwrap();
         t
@@ -542,8 +571,12 @@ action = "pop"
         assert_eq!(find("198.18.11.0/24")["protocol"], "ospf");
         assert_eq!(find("198.18.10.0/24")["protocol"], "kernel");
         // Errors: an unknown VRF, a bad destination.
-        assert!(t.show_chunk(Family::Inet, Some("nosuch"), None, None, 10).unwrap_err().contains("not defined"));
-        assert!(t.show_chunk(Family::Inet, None, Some("bogus"), None, 10).unwrap_err().contains("not a prefix"));
+        assert!(
+            t.show_chunk(Family::Inet, Some("nosuch"), None, None, 10).unwrap_err().contains("not defined")
+        );
+        assert!(
+            t.show_chunk(Family::Inet, None, Some("bogus"), None, 10).unwrap_err().contains("not a prefix")
+        );
         assert!(t.show_chunk(Family::Mpls, None, Some("x"), None, 10).unwrap_err().contains("not a label"));
     }
 
@@ -551,8 +584,12 @@ action = "pop"
     fn route_show_of_one_destination_finds_it_wherever_it_came_from() {
         let t = busy();
         let one = |family, vrf, dst| match t.show_chunk(family, vrf, Some(dst), None, SHOW).unwrap().rows {
-            ShowRows::Ip(l) => l.into_iter().map(|r| format!("{} {}", r.dst, r.protocol.name())).collect::<Vec<_>>(),
-            ShowRows::Mpls(l) => l.into_iter().map(|r| format!("{} {}", r.label, r.protocol.name())).collect(),
+            ShowRows::Ip(l) => {
+                l.into_iter().map(|r| format!("{} {}", r.dst, r.protocol.name())).collect::<Vec<_>>()
+            }
+            ShowRows::Mpls(l) => {
+                l.into_iter().map(|r| format!("{} {}", r.label, r.protocol.name())).collect()
+            }
         };
         const SHOW: usize = 10;
         assert_eq!(one(Family::Inet, None, "198.18.2.0/24"), ["198.18.2.0/24 static"]);
@@ -591,7 +628,8 @@ action = "pop"
         }
         assert!(!seen.contains(&"198.18.0.0/16".to_string()), "added before the cursor: not seen");
         assert!(seen.contains(&"198.18.200.0/24".to_string()), "added after the cursor: seen");
-        let keys: Vec<(IpAddr, u8)> = seen.iter().map(|d| super::super::parse_prefix(d, Family::Inet).unwrap()).collect();
+        let keys: Vec<(IpAddr, u8)> =
+            seen.iter().map(|d| super::super::parse_prefix(d, Family::Inet).unwrap()).collect();
         assert!(keys.windows(2).all(|w| w[0] < w[1]), "in order, none twice: {seen:?}");
     }
 
@@ -624,7 +662,11 @@ action = "pop"
                 .max_by_key(|r| super::super::parse_prefix(&r.dst, family).unwrap().1);
             assert_eq!(t.get(a, vrf).ok(), want, "{addr} {vrf:?}");
         }
-        assert!(t.get("2001:db8:99::1".parse().unwrap(), None).unwrap_err().contains("no route to 2001:db8:99::1"));
+        assert!(
+            t.get("2001:db8:99::1".parse().unwrap(), None)
+                .unwrap_err()
+                .contains("no route to 2001:db8:99::1")
+        );
         assert!(t.get("198.18.1.1".parse().unwrap(), Some("nosuch")).unwrap_err().contains("not defined"));
     }
 
@@ -659,10 +701,7 @@ action = "pop"
 
     #[test]
     fn a_batch_does_what_its_changes_one_by_one_do_and_says_which_failed() {
-        let changes: Vec<(Change, RouteSpec)> = BATCH
-            .iter()
-            .map(|w| spec(w))
-            .collect();
+        let changes: Vec<(Change, RouteSpec)> = BATCH.iter().map(|w| spec(w)).collect();
         // One by one, with `change`.
         let mut one = busy();
         let mut errors = Vec::new();
@@ -671,15 +710,14 @@ action = "pop"
                 errors.push(BatchFailure { index: i as u64, error: e });
             }
         }
-        assert_eq!(
-            errors.iter().map(|f| f.index).collect::<Vec<_>>(),
-            [2, 5, 6, 8, 9, 14],
-            "{errors:#?}"
-        );
+        assert_eq!(errors.iter().map(|f| f.index).collect::<Vec<_>>(), [2, 5, 6, 8, 9, 14], "{errors:#?}");
         // As one batch, going on past failures (-force).
         let mut batch = busy();
         let (fib, sum) = batch.change_many(&changes, true).unwrap();
-        assert_eq!(sum, BatchSummary { applied: (changes.len() - errors.len()) as u64, failed: errors.clone() });
+        assert_eq!(
+            sum,
+            BatchSummary { applied: (changes.len() - errors.len()) as u64, failed: errors.clone() }
+        );
         assert_eq!(all(&batch), all(&one));
         // The tables to store are those of the result.
         let (fib, want) = (fib.unwrap(), one.build_fib().unwrap());
@@ -709,7 +747,9 @@ action = "pop"
     fn a_batch_of_thousands_of_routes_is_one_table_change() {
         let mut t = tables();
         let changes: Vec<(Change, RouteSpec)> = (0..5000u32)
-            .map(|i| spec(&format!("add 198.19.{}.{}/32 via 198.18.10.2 encap mpls {}", i / 256, i % 256, 16 + i)))
+            .map(|i| {
+                spec(&format!("add 198.19.{}.{}/32 via 198.18.10.2 encap mpls {}", i / 256, i % 256, 16 + i))
+            })
             .collect();
         let (fib, sum) = t.change_many(&changes, false).unwrap();
         assert_eq!((sum.applied, sum.failed.len()), (5000, 0));
