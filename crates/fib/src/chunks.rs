@@ -34,6 +34,12 @@ impl<T> Default for Chunks<T> {
 }
 
 impl<T: Clone> Chunks<T> {
+    /// Number of entries.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// The entry at `i`.
     ///
     /// # Panics

@@ -57,6 +57,8 @@ pub enum FibError {
     },
     /// More ports than a [`PortId`] can number.
     TooManyPorts,
+    /// An IPv4 table past the size its direct index can number (about 16 million prefixes).
+    TableFull,
     /// More VRFs than a [`VrfId`] can number.
     TooManyVrfs,
     /// An incoming label given two routes.
@@ -109,6 +111,7 @@ impl fmt::Display for FibError {
             FibError::DuplicateVrf { name } => write!(f, "VRF \"{name}\" is defined twice"),
             FibError::UnknownPort { port } => write!(f, "port {port} is not defined"),
             FibError::TooManyPorts => f.write_str("too many ports"),
+            FibError::TableFull => f.write_str("the IPv4 table is full (about 16 million prefixes)"),
             FibError::TooManyVrfs => f.write_str("too many VRFs"),
             FibError::DuplicateLabel { label } => write!(f, "label {label} has two routes"),
             FibError::DuplicatePrefix { vrf, addr, len } => {

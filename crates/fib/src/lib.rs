@@ -12,6 +12,7 @@
 
 mod builder;
 mod chunks;
+mod dir;
 mod error;
 mod label;
 mod lpm;

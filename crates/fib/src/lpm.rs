@@ -11,6 +11,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::FibError;
 use crate::chunks::Chunks;
+use crate::dir::Dir;
 
 mod sealed {
     pub trait Sealed {}
@@ -103,6 +104,8 @@ struct Node<V> {
 /// ```
 pub struct Lpm<A: LpmKey, V> {
     nodes: Chunks<Node<V>>,
+    /// For IPv4: the direct index that answers lookups in two or three reads.
+    dir: Option<Dir>,
     /// First unused slot in `nodes` (the rest are linked through `children[0]`).
     free: u32,
     root: u32,
@@ -113,7 +116,14 @@ pub struct Lpm<A: LpmKey, V> {
 impl<A: LpmKey, V> Clone for Lpm<A, V> {
     /// A copy that shares every node with `self` until one of them writes.
     fn clone(&self) -> Self {
-        Lpm { nodes: self.nodes.clone(), free: self.free, root: self.root, len: self.len, _addr: self._addr }
+        Lpm {
+            nodes: self.nodes.clone(),
+            dir: self.dir.clone(),
+            free: self.free,
+            root: self.root,
+            len: self.len,
+            _addr: self._addr,
+        }
     }
 }
 
@@ -139,7 +149,14 @@ impl<A: fmt::Debug> fmt::Debug for Prefix<A> {
 impl<A: LpmKey, V> Lpm<A, V> {
     /// An empty table.
     pub fn new() -> Self {
-        Lpm { nodes: Chunks::default(), free: NONE, root: NONE, len: 0, _addr: core::marker::PhantomData }
+        Lpm {
+            nodes: Chunks::default(),
+            dir: (A::BITS == 32).then(Dir::default),
+            free: NONE,
+            root: NONE,
+            len: 0,
+            _addr: core::marker::PhantomData,
+        }
     }
 
     /// Number of prefixes in the table.
@@ -205,7 +222,19 @@ impl<A: LpmKey, V: Clone> Lpm<A, V> {
         if len > A::BITS {
             return Err(FibError::InvalidPrefixLength { len, max: A::BITS });
         }
+        if self.dir.is_some() && self.nodes.len() as u64 + 2 > u64::from(crate::dir::MAX_NODES) {
+            return Err(FibError::TableFull);
+        }
         let key = mask(addr.to_key(), len);
+        let (old, new_node) = self.insert_node(key, len, value);
+        if let (Some(dir), Some(node)) = (&mut self.dir, new_node) {
+            dir.insert((key >> 96) as u32, len, node);
+        }
+        Ok(old)
+    }
+
+    /// Puts `value` at `key/len`: the value it replaces, or the node of a new prefix.
+    fn insert_node(&mut self, key: u128, len: u8, value: V) -> (Option<V>, Option<u32>) {
         let (mut parent, mut dir) = (NONE, 0usize);
         loop {
             let cur = self.slot(parent, dir);
@@ -213,7 +242,7 @@ impl<A: LpmKey, V: Clone> Lpm<A, V> {
                 let leaf = self.alloc(Node { key, len, value: Some(value), children: [NONE, NONE] });
                 self.set_slot(parent, dir, leaf);
                 self.len += 1;
-                return Ok(None);
+                return (None, Some(leaf));
             }
             let (nkey, nlen) = {
                 let n = self.node(cur);
@@ -223,9 +252,11 @@ impl<A: LpmKey, V: Clone> Lpm<A, V> {
             if common == nlen && nlen == len {
                 let old = self.node_mut(cur).value.replace(value);
                 if old.is_none() {
+                    // A branch point that now holds a prefix.
                     self.len += 1;
+                    return (None, Some(cur));
                 }
-                return Ok(old);
+                return (old, None);
             }
             if common == nlen {
                 // The node's prefix covers ours: descend.
@@ -240,7 +271,7 @@ impl<A: LpmKey, V: Clone> Lpm<A, V> {
                 let new = self.alloc(Node { key, len, value: Some(value), children });
                 self.set_slot(parent, dir, new);
                 self.len += 1;
-                return Ok(None);
+                return (None, Some(new));
             }
             // The prefixes diverge below both: a branch node at the common length.
             let leaf = self.alloc(Node { key, len, value: Some(value), children: [NONE, NONE] });
@@ -250,7 +281,7 @@ impl<A: LpmKey, V: Clone> Lpm<A, V> {
             let branch = self.alloc(Node { key: mask(key, common), len: common, value: None, children });
             self.set_slot(parent, dir, branch);
             self.len += 1;
-            return Ok(None);
+            return (None, Some(leaf));
         }
     }
 
@@ -292,6 +323,12 @@ impl<A: LpmKey, V: Clone> Lpm<A, V> {
         let (cur, parent, dir) = self.find(key, len)?;
         let value = self.node_mut(cur).value.take()?;
         self.len -= 1;
+        if self.dir.is_some() {
+            let covering = self.longest_shorter(key, len);
+            if let Some(d) = &mut self.dir {
+                d.remove((key >> 96) as u32, len, cur, covering);
+            }
+        }
         self.prune(cur, parent, dir);
         // The parent may now be a valueless branch with a single child: splice it out too.
         if parent != NONE && self.node(parent).value.is_none() {
@@ -323,11 +360,38 @@ impl<A: LpmKey, V: Clone> Lpm<A, V> {
         }
     }
 
+    /// The node and length of the longest prefix shorter than `len` that contains `key`.
+    fn longest_shorter(&self, key: u128, len: u8) -> Option<(u32, u8)> {
+        let mut best = None;
+        let mut cur = self.root;
+        while cur != NONE {
+            let n = self.node(cur);
+            if n.len >= len || mask(key, n.len) != n.key {
+                break;
+            }
+            if n.value.is_some() {
+                best = Some((cur, n.len));
+            }
+            cur = n.children[bit(key, n.len)];
+        }
+        best
+    }
+
     /// The longest prefix containing `addr`: its address, length and value.
     ///
-    /// Walks the trie without allocating.
+    /// Does not allocate. IPv4 reads two or three entries of the direct index and the
+    /// node; IPv6 walks the trie.
     #[inline]
     pub fn lookup(&self, addr: A) -> Option<(A, u8, &V)> {
+        if let Some(dir) = &self.dir {
+            let n = self.node(dir.lookup((addr.to_key() >> 96) as u32)?);
+            return Some((A::from_key(n.key), n.len, n.value.as_ref()?));
+        }
+        self.walk(addr)
+    }
+
+    /// [`Lpm::lookup`] by walking the trie.
+    fn walk(&self, addr: A) -> Option<(A, u8, &V)> {
         let key = addr.to_key();
         let mut best: Option<&Node<V>> = None;
         let mut cur = self.root;
@@ -558,6 +622,51 @@ mod tests {
         assert_eq!(listed, sorted);
         for (k, l, v) in &reference {
             assert_eq!(t.get(A::from_key(*k), *l), Some(v));
+        }
+    }
+
+    #[test]
+    fn the_ipv4_direct_index_answers_as_the_trie_walk() {
+        // Lengths around the index's edges (/7-/8, /24-/25, /32, /0), prefixes nested and
+        // removed in every order, groups of /25s and longer made and given back; every
+        // probe answered by the index as by walking the trie, on each version and its copies.
+        let mut rng = Rng(0x0d1e_2448);
+        let mut t: Lpm<Ipv4Addr, u32> = Lpm::new();
+        let lens = [0u8, 1, 6, 7, 8, 9, 15, 16, 23, 24, 25, 26, 30, 31, 32];
+        let base = 0xc612_0000u32;
+        let key = |rng: &mut Rng| base ^ (rng.next() as u32 & 0x0003_0fff) ^ ((rng.below(4) as u32) << 28);
+        let mut kept = Vec::new();
+        for step in 0..6000u32 {
+            let a = Ipv4Addr::from(key(&mut rng));
+            let len = lens[rng.below(lens.len() as u64) as usize];
+            if rng.below(3) == 0 {
+                t.remove(a, len);
+            } else {
+                t.insert(a, len, step).unwrap();
+            }
+            if step % 500 == 0 {
+                kept.push(t.clone());
+            }
+            for _ in 0..4 {
+                let probe = Ipv4Addr::from(key(&mut rng));
+                assert_eq!(t.lookup(probe), t.walk(probe), "step {step}, probe {probe}");
+            }
+        }
+        // Copies taken along the way still answer as they did.
+        for (i, old) in kept.iter().enumerate() {
+            for _ in 0..200 {
+                let probe = Ipv4Addr::from(key(&mut rng));
+                assert_eq!(old.lookup(probe), old.walk(probe), "copy {i}, probe {probe}");
+            }
+        }
+        // Emptied, the index holds nothing.
+        let all: Vec<_> = t.iter().map(|(a, l, _)| (a, l)).collect();
+        for (a, l) in all {
+            t.remove(a, l);
+        }
+        assert!(t.is_empty());
+        for _ in 0..200 {
+            assert_eq!(t.lookup(Ipv4Addr::from(key(&mut rng))), None);
         }
     }
 
