@@ -1195,14 +1195,21 @@ impl Dataplane {
         let jumbo_in = |ctx: &IpContext| {
             self.ports.get(usize::from(ctx.in_port)).is_some_and(|p| p.mtu > MAX_ETHERNET_MTU)
         };
-        let recut = ip.is_some_and(|(ctx, _)| ctx.stack.is_some() || (!ctx.originated && jumbo_in(&ctx)));
+        // A transit LSR re-cuts too: a labelled jumbo frame from a large link (a 64 KiB
+        // veth) toward a small one (a tunnel, a VXLAN link) is a super-frame whose GSO
+        // marking the previous router had to drop.
+        let recut = match ip {
+            Some((ctx, _)) => ctx.stack.is_some() || (!ctx.originated && jumbo_in(&ctx)),
+            None => self.ports.get(usize::from(pkt.port)).is_some_and(|p| p.mtu > MAX_ETHERNET_MTU),
+        };
+        let stack = l3 - ETH;
         if on_wire > mtu
             && recut
             && !pkt.offload.is_gso()
-            && gso::rebuild(&mut pkt, l3, mtu.saturating_sub(push)).is_ok()
+            && gso::rebuild(&mut pkt, l3, mtu.saturating_sub(push + stack)).is_ok()
         {
             self.counters.event(Event::GsoRebuilt, 1);
-            on_wire = gso::segment_l3_len(&pkt, l3).map_or(on_wire, |n| n + push);
+            on_wire = gso::segment_l3_len(&pkt, l3).map_or(on_wire, |n| n + stack + push);
         }
         if on_wire > mtu {
             let room = mtu.saturating_sub(push + (l3 - ETH));
