@@ -28,6 +28,8 @@
 //! | `route-del` | `route`: a [`RouteSpec`]; only `dst`/`label` and `vrf` are needed, next hops if given must match | none |
 //! | `link-show` | | `[`[`Link`]`]` |
 //! | `neigh-show` | | `[`[`Neighbor`]`]` |
+//! | `neigh-add` | `dst`, `lladdr`, `dev`; `replace` (optional) | none |
+//! | `neigh-del` | `dst`, `dev` | none |
 //! | `stats` | | [`Stats`] |
 //! | `reload` | | [`ReloadSummary`] |
 //! | `capture` | `port`; `label` (optional: only frames with this label in their stack); `count` (optional) | [`CaptureStart`], then a stream |
@@ -175,6 +177,27 @@ pub enum Request {
     LinkShow,
     /// List the neighbour table.
     NeighShow,
+    /// Set a static neighbour (`neigh add`, `neigh replace`): never aged or asked for,
+    /// wins over what the port hears. Without `replace`, a static entry with another MAC
+    /// is an error.
+    NeighAdd {
+        /// Its address.
+        dst: IpAddr,
+        /// Its MAC, `02:00:00:00:00:01`.
+        lladdr: String,
+        /// The port's name.
+        dev: String,
+        /// Change an existing static entry.
+        #[serde(default)]
+        replace: bool,
+    },
+    /// Remove a neighbour entry, static or learned (`neigh del`).
+    NeighDel {
+        /// Its address.
+        dst: IpAddr,
+        /// The port's name.
+        dev: String,
+    },
     /// Counters.
     Stats,
     /// Read the config file again and apply the difference.
@@ -577,6 +600,8 @@ pub enum NeighState {
     Reachable,
     /// Being resolved.
     Incomplete,
+    /// Static (`neigh add`, `[[neighbor]]`): never aged or asked for.
+    Permanent,
 }
 
 /// A neighbour table entry (`neigh-show`).

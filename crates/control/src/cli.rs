@@ -435,6 +435,94 @@ fn parse_mpls(w: &mut Words, op: Op) -> Result<MplsRoute, String> {
     Ok(MplsRoute { label, action, nexthops, vrf, ttl_propagate: ttl, protocol: proto })
 }
 
+/// A MAC address as iproute2 writes it (`02:00:5e:00:01:01`, or with `-`), checked to
+/// be unicast and not all zeros.
+///
+/// # Errors
+/// What is wrong with it, for `Error: ...`.
+pub fn parse_lladdr(word: &str) -> Result<[u8; 6], String> {
+    let bad = || format!("\"{word}\" is not a MAC address; expected six hex bytes like 02:00:5e:10:00:01");
+    let mut mac = [0u8; 6];
+    let mut parts = word.split([':', '-']);
+    for b in &mut mac {
+        let part = parts.next().filter(|p| (1..=2).contains(&p.len())).ok_or_else(bad)?;
+        *b = u8::from_str_radix(part, 16).map_err(|_| bad())?;
+    }
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    if mac[0] & 1 != 0 || mac == [0; 6] {
+        return Err(format!("{word} is not a unicast MAC address (a neighbour has one)"));
+    }
+    Ok(mac)
+}
+
+/// Parses the words after `neigh` for a change: `add|replace ADDR lladdr MAC dev PORT
+/// [nud permanent]` or `del ADDR dev PORT`, in any order after the verb as iproute2
+/// takes them (`to ADDR` too). `None` for the words of `show` (or none at all), which
+/// the caller handles.
+///
+/// # Errors
+/// A message for `Error: ...`.
+pub fn parse_neigh(args: &[String]) -> Option<Result<Request, String>> {
+    let verb = args.first()?.as_str();
+    let replace = match verb {
+        "add" | "a" => false,
+        "replace" | "change" | "chg" | "repl" => true,
+        "del" | "delete" | "d" => {
+            return Some(neigh_words(&args[1..], false).and_then(|(dst, lladdr, dev)| match lladdr {
+                Some(_) => Err("neigh del takes no lladdr: give the address and dev PORT".into()),
+                None => Ok(Request::NeighDel { dst, dev }),
+            }));
+        }
+        _ => return None,
+    };
+    Some(neigh_words(&args[1..], true).and_then(|(dst, lladdr, dev)| {
+        let lladdr = lladdr.ok_or("a static neighbour needs lladdr MAC")?;
+        Ok(Request::NeighAdd { dst, lladdr, dev, replace })
+    }))
+}
+
+/// The address, `lladdr` and `dev` of a `neigh` change.
+fn neigh_words(args: &[String], add: bool) -> Result<(std::net::IpAddr, Option<String>, String), String> {
+    let (mut dst, mut lladdr, mut dev) = (None, None, None);
+    let mut it = args.iter().map(String::as_str);
+    let set = |slot: &mut Option<String>, word: &str, v: Option<&str>| -> Result<(), String> {
+        let v = v.ok_or_else(|| format!("\"{word}\" needs a value after it"))?;
+        match slot.replace(v.to_string()) {
+            Some(_) => Err(format!("\"{word}\" is given twice")),
+            None => Ok(()),
+        }
+    };
+    while let Some(w) = it.next() {
+        match w {
+            "lladdr" if add => {
+                let v = it.next();
+                set(&mut lladdr, w, v)?;
+                parse_lladdr(lladdr.as_deref().unwrap_or_default())?;
+            }
+            "dev" => set(&mut dev, w, it.next())?,
+            "nud" if add => match it.next() {
+                Some("permanent") => {}
+                Some(other) => {
+                    return Err(format!(
+                        "nud \"{other}\": vmpls sets static neighbours only (nud permanent)"
+                    ));
+                }
+                None => return Err("\"nud\" needs a value after it".into()),
+            },
+            "to" => set(&mut dst, w, it.next())?,
+            other if dst.is_none() => dst = Some(other.to_string()),
+            other => return Err(format!("either \"{other}\" is duplicate, or it is garbage")),
+        }
+    }
+    let dst = dst.ok_or("give the neighbour's address")?;
+    let addr: std::net::IpAddr =
+        dst.parse().map_err(|_| format!("\"{dst}\" is not an IPv4 or IPv6 address"))?;
+    let dev = dev.ok_or("give the port: dev PORT")?;
+    Ok((addr, lladdr, dev))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -641,5 +729,41 @@ mod tests {
             assert!(e.contains(want), "{line}: {e}");
         }
         assert!(parse_family("ipx").unwrap_err().contains("inet, inet6 or mpls"));
+    }
+
+    #[test]
+    fn neigh_changes_take_iproute2_words() {
+        let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let add = parse_neigh(&w("add 198.18.1.2 lladdr 02:00:00:00:01:02 dev ce1")).unwrap().unwrap();
+        let want = Request::NeighAdd {
+            dst: "198.18.1.2".parse().unwrap(),
+            lladdr: "02:00:00:00:01:02".into(),
+            dev: "ce1".into(),
+            replace: false,
+        };
+        assert_eq!(add, want);
+        let any_order = parse_neigh(&w("add dev ce1 lladdr 02:00:00:00:01:02 to 198.18.1.2 nud permanent"));
+        assert_eq!(any_order.unwrap().unwrap(), want);
+        let repl =
+            parse_neigh(&w("replace 2001:db8:1::2 lladdr 02:00:00:00:01:02 dev ce1")).unwrap().unwrap();
+        assert!(matches!(repl, Request::NeighAdd { replace: true, .. }));
+        let del = parse_neigh(&w("del 198.18.1.2 dev ce1")).unwrap().unwrap();
+        assert_eq!(del, Request::NeighDel { dst: "198.18.1.2".parse().unwrap(), dev: "ce1".into() });
+        assert!(parse_neigh(&w("show")).is_none());
+        assert!(parse_neigh(&[]).is_none());
+        for (words, msg) in [
+            ("add 198.18.1.2 dev ce1", "needs lladdr"),
+            ("add 198.18.1.2 lladdr 02:00:00:00:01 dev ce1", "not a MAC address"),
+            ("add 198.18.1.2 lladdr ff:ff:ff:ff:ff:ff dev ce1", "not a unicast"),
+            ("add 198.18.1.2 lladdr 02:00:00:00:01:02", "dev PORT"),
+            ("add 198.18.1.x lladdr 02:00:00:00:01:02 dev ce1", "not an IPv4 or IPv6"),
+            ("add 198.18.1.2 lladdr 02:00:00:00:01:02 dev ce1 nud reachable", "nud permanent"),
+            ("add 198.18.1.2 198.18.1.3 lladdr 02:00:00:00:01:02 dev ce1", "garbage"),
+            ("del 198.18.1.2 lladdr 02:00:00:00:01:02 dev ce1", "garbage"),
+            ("del dev ce1", "address"),
+        ] {
+            let e = parse_neigh(&w(words)).unwrap().unwrap_err();
+            assert!(e.contains(msg), "{words}: {e}");
+        }
     }
 }

@@ -374,6 +374,29 @@ pub struct Config {
     /// `[frr]`: routes and labels also come from FRRouting's zebra over FPM, and the
     /// kernel owns the ports' and the router's addresses.
     pub frr: Option<FrrConfig>,
+    /// `[[neighbor]]`s: static neighbours, in file order.
+    pub neighbors: Vec<StaticNeighborConfig>,
+}
+
+/// A `[[neighbor]]`: a static neighbour, as `ip neigh add ADDR lladdr MAC dev PORT` has
+/// it. Never aged or asked for (ARP, neighbour discovery); wins over what the port hears.
+///
+/// ```toml
+/// [[neighbor]]
+/// address = "198.18.1.2"
+/// lladdr = "02:00:00:00:01:02"
+/// port = "ce1"
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticNeighborConfig {
+    /// The port it is on.
+    pub port: PortId,
+    /// Its address.
+    pub address: IpAddr,
+    /// Its MAC: unicast, not all zeros.
+    pub lladdr: [u8; 6],
+    /// Line in the config file.
+    pub line: usize,
 }
 
 /// The `[frr]` table.

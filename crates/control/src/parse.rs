@@ -34,6 +34,17 @@ struct RawFile {
     label: Vec<RawLabel>,
     limits: Option<RawLimits>,
     frr: Option<RawFrr>,
+    #[serde(default)]
+    neighbor: Vec<RawNeighbor>,
+}
+
+/// `[[neighbor]]`: a static neighbour.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawNeighbor {
+    address: S<String>,
+    lladdr: S<String>,
+    port: S<String>,
 }
 
 #[derive(Deserialize)]
@@ -420,11 +431,16 @@ const TAP_MAX_MTU: u32 = 65535 - 14;
 
 /// `aa:bb:cc:dd:ee:ff`: a unicast MAC address, not all zeros.
 fn parse_mac(ctx: &Ctx, s: &S<String>) -> Result<[u8; 6], ConfigError> {
+    parse_mac_of(ctx, s, "port.mac", "a port")
+}
+
+/// [`parse_mac`] for `field`, whose MAC is `whose` in messages.
+fn parse_mac_of(ctx: &Ctx, s: &S<String>, field: &str, whose: &str) -> Result<[u8; 6], ConfigError> {
     let text = s.get_ref().trim();
     let bad = || {
         ctx.err(
             &s.span(),
-            "port.mac",
+            field,
             format!("\"{text}\" is not a MAC address; expected six hex bytes like \"02:00:5e:10:00:01\""),
         )
     };
@@ -443,14 +459,14 @@ fn parse_mac(ctx: &Ctx, s: &S<String>) -> Result<[u8; 6], ConfigError> {
     if mac[0] & 1 != 0 {
         return Err(ctx.err(
             &s.span(),
-            "port.mac",
+            field,
             format!(
-                "{text} is a multicast address (lowest bit of the first byte set); a port needs a unicast MAC"
+                "{text} is a multicast address (lowest bit of the first byte set); {whose} needs a unicast MAC"
             ),
         ));
     }
     if mac == [0; 6] {
-        return Err(ctx.err(&s.span(), "port.mac", "00:00:00:00:00:00 cannot be a port's MAC"));
+        return Err(ctx.err(&s.span(), field, format!("00:00:00:00:00:00 cannot be {whose}'s MAC")));
     }
     Ok(mac)
 }
@@ -1062,7 +1078,58 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         Some(f) => Some(parse_frr(&ctx, f, &rr, &raw.port)?),
     };
 
-    Ok(Config { path: path.to_path_buf(), router, ports, vrfs, routes, labels, limits, frr })
+    let neighbors = parse_neighbors(&ctx, &raw.neighbor, &ports)?;
+
+    Ok(Config { path: path.to_path_buf(), router, ports, vrfs, routes, labels, limits, frr, neighbors })
+}
+
+/// `[[neighbor]]`s: a known port, an address, a unicast MAC, one entry per address and port.
+fn parse_neighbors(
+    ctx: &Ctx,
+    raw: &[RawNeighbor],
+    ports: &[PortConfig],
+) -> Result<Vec<crate::StaticNeighborConfig>, ConfigError> {
+    let mut out: Vec<crate::StaticNeighborConfig> = Vec::new();
+    for n in raw {
+        let line = ctx.line(&n.address.span());
+        let port = ports.iter().position(|p| p.name == *n.port.get_ref()).ok_or_else(|| {
+            let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
+            ctx.err(
+                &n.port.span(),
+                "neighbor.port",
+                format!("no port named \"{}\" (ports are: {})", n.port.get_ref(), names.join(", ")),
+            )
+        })?;
+        let address: IpAddr = n.address.get_ref().trim().parse().map_err(|_| {
+            ctx.err(
+                &n.address.span(),
+                "neighbor.address",
+                format!("\"{}\" is not an IPv4 or IPv6 address", n.address.get_ref()),
+            )
+        })?;
+        if address.is_unspecified() || address.is_multicast() || address == IpAddr::from([255, 255, 255, 255])
+        {
+            return Err(ctx.err(
+                &n.address.span(),
+                "neighbor.address",
+                format!("{address} cannot be a neighbour: give a unicast address"),
+            ));
+        }
+        let lladdr = parse_mac_of(ctx, &n.lladdr, "neighbor.lladdr", "a neighbour")?;
+        if let Some(first) = out.iter().find(|o| o.port == port as PortId && o.address == address) {
+            return Err(ctx.err(
+                &n.address.span(),
+                "neighbor.address",
+                format!(
+                    "{address} on port \"{}\" is already defined at line {}",
+                    n.port.get_ref(),
+                    first.line
+                ),
+            ));
+        }
+        out.push(crate::StaticNeighborConfig { port: port as PortId, address, lladdr, line });
+    }
+    Ok(out)
 }
 
 /// `[frr]`: where zebra's FPM connects, and the rule that the kernel owns the addresses.

@@ -175,6 +175,7 @@ pub fn neighbors(list: &[Neighbor]) -> String {
         let state = match n.state {
             NeighState::Reachable => "REACHABLE",
             NeighState::Incomplete => "INCOMPLETE",
+            NeighState::Permanent => "PERMANENT",
         };
         match &n.lladdr {
             Some(mac) => {

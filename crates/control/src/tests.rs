@@ -992,6 +992,40 @@ fn fast_path_is_auto_unless_the_router_says_tc_or_off() {
     assert!(t.reload(Config::from_str(&with("auto"), Path::new("t.toml")).unwrap()).is_ok());
 }
 
+#[test]
+fn static_neighbors_in_the_config() {
+    let n = |addr: &str, mac: &str, port: &str| {
+        format!("\n[[neighbor]]\naddress = \"{addr}\"\nlladdr = \"{mac}\"\nport = \"{port}\"\n")
+    };
+    let c = parse(
+        &(n("198.18.10.2", "02:00:00:00:10:02", "core") + &n("2001:db8:10::2", "02-00-00-00-10-02", "core")),
+    )
+    .unwrap();
+    let core = c.ports.iter().position(|p| p.name == "core").unwrap() as PortId;
+    assert_eq!(c.neighbors.len(), 2);
+    assert_eq!(
+        (c.neighbors[0].port, c.neighbors[0].address, c.neighbors[0].lladdr),
+        (core, "198.18.10.2".parse().unwrap(), [2, 0, 0, 0, 0x10, 2])
+    );
+    assert!(parse("").unwrap().neighbors.is_empty());
+    for (extra, field, msg) in [
+        (n("198.18.10.2", "02:00:00:00:10:02", "nosuch"), "neighbor.port", "no port named \"nosuch\""),
+        (n("198.18.10.x", "02:00:00:00:10:02", "core"), "neighbor.address", "not an IPv4 or IPv6 address"),
+        (n("224.0.0.1", "02:00:00:00:10:02", "core"), "neighbor.address", "unicast"),
+        (n("198.18.10.2", "02:00:00:00:10", "core"), "neighbor.lladdr", "not a MAC address"),
+        (n("198.18.10.2", "01:00:5e:00:00:01", "core"), "neighbor.lladdr", "a neighbour needs a unicast MAC"),
+        (
+            n("198.18.10.2", "02:00:00:00:10:02", "core") + &n("198.18.10.2", "02:00:00:00:10:03", "core"),
+            "neighbor.address",
+            "already defined at line",
+        ),
+    ] {
+        let e = parse(&extra).unwrap_err();
+        assert_eq!(e.field(), Some(field), "{e}");
+        assert!(e.to_string().contains(msg), "{e}");
+    }
+}
+
 /// A config of `n` labelled /32 routes.
 fn big_config(n: u32) -> String {
     let mut s = String::from(

@@ -57,6 +57,9 @@ struct Entry {
     last_probe: Option<Instant>,
     probes: u8,
     held: Vec<Packet>,
+    /// A static entry (`neigh add`, `[[neighbor]]`): never aged, never asked for again,
+    /// not changed by what the port hears.
+    permanent: bool,
 }
 
 /// What a lookup found.
@@ -80,6 +83,43 @@ pub struct NeighborTable {
     generation: u64,
 }
 
+/// How long an answer of [`NeighborTable::fresh`] for a static entry stays good: it never
+/// goes stale, but callers cache answers until the time given.
+const STATIC_FRESH: Duration = Duration::from_secs(3600);
+
+/// Why a static neighbour could not be set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StaticNeighborError {
+    /// `add` on an address that already has a static entry (`replace` changes it).
+    Exists,
+    /// A broadcast, multicast or all-zero MAC: frames to it would not reach one host.
+    NotUnicast(Mac),
+}
+
+impl std::fmt::Display for StaticNeighborError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StaticNeighborError::Exists => f.write_str(
+                "a static neighbour for this address exists on this port; use replace to change it",
+            ),
+            StaticNeighborError::NotUnicast(mac) => write!(f, "{mac} is not a unicast MAC address"),
+        }
+    }
+}
+
+impl std::error::Error for StaticNeighborError {}
+
+/// A MAC address, shown as `02:00:00:00:00:01`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mac(pub [u8; 6]);
+
+impl std::fmt::Display for Mac {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let m = self.0;
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+    }
+}
+
 /// What a timer run asks the pipeline to do.
 #[derive(Debug, Default)]
 pub struct Expiry {
@@ -101,7 +141,7 @@ impl NeighborTable {
         // The fast path: a known, fresh entry, one hash lookup, no clock arithmetic.
         if let Some(e) = self.entries.get(&(port, addr))
             && let Some(mac) = e.mac
-            && now < e.stale_at
+            && (now < e.stale_at || e.permanent)
         {
             return Resolution::Known { mac, probe: false };
         }
@@ -115,6 +155,7 @@ impl NeighborTable {
             last_probe: None,
             probes: 0,
             held: Vec::new(),
+            permanent: false,
         });
         let probe_due = e.last_probe.is_none_or(|t| now.duration_since(t) >= cfg.retransmit);
         match e.mac {
@@ -144,6 +185,9 @@ impl NeighborTable {
     pub fn fresh(&self, now: Instant, port: PortId, addr: IpAddr) -> Option<([u8; 6], Instant)> {
         let e = self.entries.get(&(port, addr))?;
         let mac = e.mac?;
+        if e.permanent {
+            return Some((mac, now + STATIC_FRESH));
+        }
         (now < e.stale_at).then_some((mac, e.stale_at))
     }
 
@@ -195,8 +239,11 @@ impl NeighborTable {
         mac: [u8; 6],
         create: bool,
     ) -> Vec<Packet> {
-        self.generation += 1;
         if let Some(e) = self.entries.get_mut(&(port, addr)) {
+            if e.permanent {
+                return Vec::new(); // the operator's word wins over what the port hears
+            }
+            self.generation += 1;
             e.mac = Some(mac);
             e.confirmed = now;
             e.stale_at = now + self.config.reachable;
@@ -206,6 +253,7 @@ impl NeighborTable {
             return std::mem::take(&mut e.held);
         }
         if create && self.entries.len() < self.config.max_entries {
+            self.generation += 1;
             self.entries.insert(
                 (port, addr),
                 Entry {
@@ -215,10 +263,67 @@ impl NeighborTable {
                     last_probe: None,
                     probes: 0,
                     held: Vec::new(),
+                    permanent: false,
                 },
             );
         }
         Vec::new()
+    }
+
+    /// Sets a static neighbour: `addr` on `port` is `mac` until it is removed, never
+    /// aged, never asked for, never changed by ARP or neighbour discovery. A learned or
+    /// incomplete entry for the address becomes static; an existing static one is changed
+    /// only with `replace`. Static entries do not count against `max_entries` (the
+    /// operator sets them). Returns the frames that were waiting for the address.
+    pub fn set_static(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        addr: IpAddr,
+        mac: [u8; 6],
+        replace: bool,
+    ) -> Result<Vec<Packet>, StaticNeighborError> {
+        if mac[0] & 1 != 0 || mac == [0; 6] {
+            return Err(StaticNeighborError::NotUnicast(Mac(mac)));
+        }
+        let e = self.entries.entry((port, addr)).or_insert_with(|| Entry {
+            mac: None,
+            confirmed: now,
+            stale_at: now,
+            last_probe: None,
+            probes: 0,
+            held: Vec::new(),
+            permanent: false,
+        });
+        if e.permanent && !replace && e.mac != Some(mac) {
+            return Err(StaticNeighborError::Exists);
+        }
+        self.generation += 1;
+        *e = Entry {
+            mac: Some(mac),
+            confirmed: now,
+            stale_at: now,
+            last_probe: None,
+            probes: 0,
+            held: std::mem::take(&mut e.held),
+            permanent: true,
+        };
+        self.held -= e.held.len();
+        Ok(std::mem::take(&mut e.held))
+    }
+
+    /// Removes the entry for `addr` on `port`, static or learned (`neigh del`). Returns
+    /// whether there was one, and the frames it held (to be dropped).
+    pub fn remove(&mut self, port: PortId, addr: IpAddr) -> Option<Vec<Packet>> {
+        let e = self.entries.remove(&(port, addr))?;
+        self.generation += 1;
+        self.held -= e.held.len();
+        Some(e.held)
+    }
+
+    /// Whether the entry for `addr` on `port` is static.
+    pub fn is_static(&self, port: PortId, addr: IpAddr) -> bool {
+        self.entries.get(&(port, addr)).is_some_and(|e| e.permanent)
     }
 
     /// Runs the timers: incomplete entries that used up their requests are removed with
@@ -252,7 +357,7 @@ impl NeighborTable {
                     }
                     true
                 }
-                Some(_) => now.duration_since(e.confirmed) < cfg.reachable + cfg.stale_grace,
+                Some(_) => e.permanent || now.duration_since(e.confirmed) < cfg.reachable + cfg.stale_grace,
             }
         });
         self.held -= expiry.dropped.len();
@@ -410,6 +515,53 @@ mod tests {
         assert!(e.dropped.is_empty());
         assert_eq!(t.entries().count(), 1);
         assert_eq!(t.resolve(t0 + cfg.retransmit, 0, host(4)), Resolution::Unknown { probe: true });
+    }
+
+    #[test]
+    fn static_entries_are_never_aged_asked_for_or_overridden() {
+        let cfg = NeighborConfig::default();
+        let mut t = NeighborTable::new(cfg);
+        let t0 = Instant::now();
+        let other = [2, 0, 0, 0, 0, 9];
+        assert!(t.set_static(t0, 1, addr(), MAC, false).unwrap().is_empty());
+        assert!(t.is_static(1, addr()));
+        // Long after any learned entry would have been re-confirmed or removed.
+        let later = t0 + (cfg.reachable + cfg.stale_grace) * 10;
+        let e = t.poll(later);
+        assert!(e.probes.is_empty() && e.dropped.is_empty());
+        assert_eq!(t.resolve(later, 1, addr()), Resolution::Known { mac: MAC, probe: false });
+        assert_eq!(t.fresh(later, 1, addr()).map(|f| f.0), Some(MAC));
+        // ARP or ND with another MAC does not change it.
+        t.learn(later, 1, addr(), other, true);
+        assert_eq!(t.mac(1, addr()), Some(MAC));
+        // add again: the same MAC is fine, another needs replace.
+        assert!(t.set_static(later, 1, addr(), MAC, false).is_ok());
+        assert_eq!(t.set_static(later, 1, addr(), other, false).err(), Some(StaticNeighborError::Exists));
+        let g = t.generation();
+        assert!(t.set_static(later, 1, addr(), other, true).is_ok());
+        assert_ne!(t.generation(), g, "a cached adjacency must not keep the old MAC");
+        assert_eq!(t.mac(1, addr()), Some(other));
+        assert!(t.remove(1, addr()).is_some());
+        assert!(t.remove(1, addr()).is_none());
+        assert_eq!(t.entries().count(), 0);
+    }
+
+    #[test]
+    fn a_static_entry_wins_over_a_learned_one_and_releases_held_frames() {
+        let mut t = NeighborTable::new(NeighborConfig { max_entries: 1, ..NeighborConfig::default() });
+        let now = Instant::now();
+        assert_eq!(t.resolve(now, 1, addr()), Resolution::Unknown { probe: true });
+        t.hold(1, addr(), Packet::new()).unwrap();
+        let released = t.set_static(now, 1, addr(), MAC, false).unwrap();
+        assert_eq!((released.len(), t.held()), (1, 0));
+        assert_eq!(t.resolve(now, 1, addr()), Resolution::Known { mac: MAC, probe: false });
+        // A learned entry turns static; a full table does not stop a static entry.
+        let host = IpAddr::from([198, 18, 10, 3]);
+        assert!(t.set_static(now, 1, host, MAC, false).is_ok());
+        assert_eq!(t.entries().count(), 2);
+        for bad in [[0xff; 6], [1, 0, 0x5e, 0, 0, 1], [0; 6]] {
+            assert!(matches!(t.set_static(now, 1, host, bad, true), Err(StaticNeighborError::NotUnicast(_))));
+        }
     }
 
     #[test]

@@ -351,6 +351,39 @@ impl Dataplane {
         }
     }
 
+    /// Sets a static neighbour (`neigh add`, `[[neighbor]]`; see
+    /// [`NeighborTable::set_static`]): `addr` on `port` is `mac`, never asked for, never
+    /// aged. Frames held while the address was being resolved go out to it now.
+    ///
+    /// # Errors
+    /// A static entry with another MAC exists and `replace` is false, or `mac` is not
+    /// unicast.
+    #[allow(clippy::too_many_arguments)]
+    pub fn set_static_neighbor(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        addr: IpAddr,
+        mac: [u8; 6],
+        replace: bool,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) -> Result<(), crate::neighbor::StaticNeighborError> {
+        let released = self.neighbors.set_static(now, port, addr, mac, replace)?;
+        self.release(released, mac, pool, out);
+        Ok(())
+    }
+
+    /// Removes the neighbour entry of `addr` on `port`, static or learned (`neigh del`);
+    /// frames it held are dropped as `neighbor_unresolved`. Returns whether there was one.
+    pub fn remove_neighbor(&mut self, port: PortId, addr: IpAddr, pool: &mut PacketPool) -> bool {
+        let Some(held) = self.neighbors.remove(port, addr) else { return false };
+        for pkt in held {
+            self.discard(Drop::NeighborUnresolved, pkt, pool);
+        }
+        true
+    }
+
     /// The routes in force.
     pub fn fib(&self) -> &FibHandle {
         &self.fib

@@ -189,7 +189,8 @@ fn show_args(object: &str, args: &[String]) -> Result<Option<String>, CliError> 
     match it.next() {
         None | Some("show" | "list" | "ls" | "lst" | "sh") => {}
         Some(other) => {
-            return Err(usage(format!("unknown {object} command \"{other}\"; expected show")));
+            let also = if object == "neigh" { ", add, replace or del" } else { "" };
+            return Err(usage(format!("unknown {object} command \"{other}\"; expected show{also}")));
         }
     }
     let mut name = None;
@@ -228,11 +229,17 @@ pub fn link(g: &Globals, args: &[String]) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `vmpls neigh show [dev PORT]`.
+/// `vmpls neigh show [dev PORT]`, `vmpls neigh add|replace ADDR lladdr MAC dev PORT`,
+/// `vmpls neigh del ADDR dev PORT`.
 ///
 /// # Errors
 /// See [`CliError`].
 pub fn neigh(g: &Globals, args: &[String]) -> Result<(), CliError> {
+    if let Some(req) = vmpls_control::cli::parse_neigh(args) {
+        let req = req.map_err(CliError::Usage)?;
+        Connection::open(g)?.request(&req)?;
+        return Ok(());
+    }
     let name = show_args("neigh", args)?;
     let data = Connection::open(g)?.request(&Request::NeighShow)?;
     let mut list: Vec<Neighbor> = decode(data)?;

@@ -37,7 +37,7 @@ const EXIT_CONFIG: u8 = 78;
     name = "vmpls",
     version,
     about = "A userspace MPLS router for virtual networks",
-    after_help = "Against a running router, iproute2-style:\n  vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] [-f mpls] route add|del|replace|show|get|flush ...\n  vmpls [-r ROUTER | --socket PATH] [-force] -batch FILE|-\n  vmpls link show | neigh show | stats [-s] | reload | capture PORT [-w FILE.pcap]"
+    after_help = "Against a running router, iproute2-style:\n  vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] [-f mpls] route add|del|replace|show|get|flush ...\n  vmpls [-r ROUTER | --socket PATH] [-force] -batch FILE|-\n  vmpls link show | neigh show|add|del | stats [-s] | reload | capture PORT [-w FILE.pcap]"
 )]
 struct Cli {
     /// More log output (repeat for more).
@@ -123,10 +123,11 @@ enum Command {
         #[arg(trailing_var_arg = true, num_args = 0..)]
         args: Vec<String>,
     },
-    /// The neighbour table (ARP, neighbour discovery) of a running router.
+    /// The neighbour table (ARP, neighbour discovery) of a running router; static
+    /// neighbours.
     #[command(alias = "neighbor", alias = "neighbour", alias = "n")]
     Neigh {
-        /// show [dev PORT]
+        /// show [dev PORT] | add|replace ADDR lladdr MAC dev PORT | del ADDR dev PORT
         #[arg(trailing_var_arg = true, num_args = 0..)]
         args: Vec<String>,
     },

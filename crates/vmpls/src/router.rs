@@ -167,6 +167,8 @@ pub struct Snapshot {
     /// Each port as the pipeline uses it now (index = port id): its MTU and the offloads
     /// it takes, which follow what a vhost-user guest negotiated since the start.
     pub port_info: Vec<vmpls_dataplane::PortInfo>,
+    /// The static entries of `neighbors`.
+    pub static_neighbors: std::collections::HashSet<(PortId, std::net::IpAddr)>,
 }
 
 /// What went wrong with a port while the router ran, and what the router did about it.
@@ -215,6 +217,19 @@ pub enum LoopRequest {
     /// The FIB was replaced: answered once the loop has handed it to everything that
     /// keeps a copy (the in-kernel fast path's tables).
     FibStored(SyncSender<()>),
+    /// Set or remove a static neighbour; answered with what went wrong, if anything.
+    Neighbor(NeighborChange, SyncSender<Result<(), String>>),
+}
+
+/// A change of the neighbour table from the control side (`neigh add`, `neigh del`,
+/// `[[neighbor]]` on reload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NeighborChange {
+    /// A static neighbour: `addr` on `port` is `mac` (`replace`: also over a static
+    /// entry with another MAC).
+    Set { port: PortId, addr: std::net::IpAddr, mac: [u8; 6], replace: bool },
+    /// Remove the entry of `addr` on `port`, static or learned.
+    Del { port: PortId, addr: std::net::IpAddr },
 }
 
 /// How the control side reaches the forwarding loop: a channel and an eventfd in the
@@ -259,6 +274,18 @@ impl LoopHandle {
     pub fn fib_stored(&self) -> anyhow::Result<()> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.send(LoopRequest::FibStored(tx))?;
+        rx.recv_timeout(LOOP_ANSWER_TIMEOUT)
+            .map_err(|_| anyhow::anyhow!("the forwarding loop did not answer"))
+    }
+
+    /// Changes the neighbour table; `Ok(Err(..))` is the loop's refusal (a static entry
+    /// with another MAC exists, no such entry).
+    ///
+    /// # Errors
+    /// The loop stopped or did not answer in time.
+    pub fn neighbor(&self, change: NeighborChange) -> anyhow::Result<Result<(), String>> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.send(LoopRequest::Neighbor(change, tx))?;
         rx.recv_timeout(LOOP_ANSWER_TIMEOUT)
             .map_err(|_| anyhow::anyhow!("the forwarding loop did not answer"))
     }
@@ -341,6 +368,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let infos: Vec<_> = ports.iter().map(|p| p.info().clone()).collect();
     let fib = FibHandle::new(fib);
     let mut dp = Dataplane::new(fib.clone(), infos.clone(), dataplane_config(&cfg));
+    set_static_neighbors(&mut dp, &cfg, ports.len())?;
     for p in ports.iter().filter(|p| p.point_to_point()) {
         dp.set_point_to_point(p.info().id);
     }
@@ -477,6 +505,21 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
         }
     }
     Ok(fast)
+}
+
+/// The config's `[[neighbor]]`s into a new router's neighbour table.
+fn set_static_neighbors(dp: &mut Dataplane, cfg: &Config, n_ports: usize) -> anyhow::Result<()> {
+    // Nothing is held yet, so nothing is released into these.
+    let (mut pool, mut out) = (PacketPool::new(0), Output::new(n_ports));
+    for n in &cfg.neighbors {
+        let change = NeighborChange::Set { port: n.port, addr: n.address, mac: n.lladdr, replace: false };
+        change_neighbor(dp, change, Instant::now(), &mut pool, &mut out)
+            .map_err(|e| anyhow::anyhow!("{}:{}: neighbor: {e}", cfg.path.display(), n.line))?;
+    }
+    if !cfg.neighbors.is_empty() {
+        info!(count = cfg.neighbors.len(), "static neighbours set");
+    }
+    Ok(())
 }
 
 /// The pipeline's settings from the config's `[limits]` and `[frr]` (with FRR, the
@@ -933,6 +976,7 @@ fn capture(captures: &mut Vec<CaptureSink>, port: PortId, dir: Direction, pkts: 
     });
 }
 
+#[allow(clippy::too_many_arguments)]
 fn answer(
     req: LoopRequest,
     dp: &mut Dataplane,
@@ -940,6 +984,8 @@ fn answer(
     watch: &[PortWatch],
     captures: &mut Vec<CaptureSink>,
     mut fast: Option<&mut FastPathRuntime>,
+    pool: &mut PacketPool,
+    out: &mut Output,
 ) {
     match req {
         LoopRequest::Snapshot(reply) => {
@@ -957,6 +1003,12 @@ fn answer(
                     .map(|i| fast.as_deref().and_then(|f| f.port_counts(i)))
                     .collect(),
                 port_info: dp.ports().to_vec(),
+                static_neighbors: dp
+                    .neighbors()
+                    .entries()
+                    .filter(|&(port, addr, _)| dp.neighbors().is_static(port, addr))
+                    .map(|(port, addr, _)| (port, addr))
+                    .collect(),
             };
             // The requester may have given up; nothing to do then.
             let _ = reply.try_send(snap);
@@ -968,6 +1020,33 @@ fn answer(
             }
             let _ = reply.try_send(());
         }
+        LoopRequest::Neighbor(change, reply) => {
+            let r = change_neighbor(dp, change, Instant::now(), pool, out);
+            if let Some(f) = fast {
+                f.sync(dp); // the kernel's adjacencies follow at once
+            }
+            let _ = reply.try_send(r);
+        }
+    }
+}
+
+/// Applies a neighbour change to the pipeline's table (held frames released or dropped
+/// into `out` / `pool`).
+fn change_neighbor(
+    dp: &mut Dataplane,
+    change: NeighborChange,
+    now: Instant,
+    pool: &mut PacketPool,
+    out: &mut Output,
+) -> Result<(), String> {
+    match change {
+        NeighborChange::Set { port, addr, mac, replace } => {
+            dp.set_static_neighbor(now, port, addr, mac, replace, pool, out).map_err(|e| e.to_string())
+        }
+        NeighborChange::Del { port, addr } => match dp.remove_neighbor(port, addr, pool) {
+            true => Ok(()),
+            false => Err(format!("no neighbour {addr} on this port")),
+        },
     }
 }
 
@@ -1042,8 +1121,9 @@ fn forward(
             fds[n_ports].revents = 0;
             eventfd_drain(wake);
             while let Ok(req) = requests.try_recv() {
-                answer(req, dp, ports, watch, &mut captures, fast.as_deref_mut());
+                answer(req, dp, ports, watch, &mut captures, fast.as_deref_mut(), &mut pool, &mut out);
             }
+            flush(ports, watch, now, &mut out, &mut pool, &mut captures);
         }
         if now >= next_tick {
             dp.poll(now, &mut pool, &mut out);

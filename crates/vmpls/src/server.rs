@@ -77,10 +77,39 @@ impl Server {
     pub fn reload(&self) -> Result<api::ReloadSummary, String> {
         let cfg = crate::router::load_config(&self.config_path).map_err(|e| format!("{e:#}"))?;
         let mut t = self.tables();
+        let (old, new) = (t.config().neighbors.clone(), cfg.neighbors.clone());
         let (fib, sum) = t.reload(cfg)?;
         self.fib.store(fib);
         self.in_force();
+        self.reload_neighbors(&old, &new);
         Ok(sum)
+    }
+
+    /// After a reload: the file's static neighbours as the file now says (ports cannot
+    /// change without a restart, so their ids hold). Entries set with the CLI for other
+    /// addresses stay, as routes added at runtime do.
+    fn reload_neighbors(
+        &self,
+        old: &[vmpls_control::StaticNeighborConfig],
+        new: &[vmpls_control::StaticNeighborConfig],
+    ) {
+        use crate::router::NeighborChange;
+        let gone = old.iter().filter(|o| !new.iter().any(|n| (n.port, n.address) == (o.port, o.address)));
+        let changes = gone.map(|o| NeighborChange::Del { port: o.port, addr: o.address }).chain(
+            new.iter().filter(|n| !old.contains(n)).map(|n| NeighborChange::Set {
+                port: n.port,
+                addr: n.address,
+                mac: n.lladdr,
+                replace: true,
+            }),
+        );
+        for change in changes {
+            match self.lp.neighbor(change) {
+                Ok(Ok(())) => info!(?change, "static neighbour changed by reload"),
+                Ok(Err(e)) => warn!(?change, error = %e, "static neighbour not changed by reload"),
+                Err(e) => warn!(?change, error = %e, "static neighbour not changed by reload"),
+            }
+        }
     }
 
     /// Returns once the FIB just stored is in force in the forwarding loop and in the
@@ -201,7 +230,11 @@ impl Server {
                     .get(usize::from(*port))
                     .map_or_else(|| format!("port{port}"), |p| p.name.clone()),
                 lladdr: m.as_ref().map(mac),
-                state: if m.is_some() { NeighState::Reachable } else { NeighState::Incomplete },
+                state: match m {
+                    _ if snap.static_neighbors.contains(&(*port, *addr)) => NeighState::Permanent,
+                    Some(_) => NeighState::Reachable,
+                    None => NeighState::Incomplete,
+                },
             })
             .collect();
         list.sort_by(|a, b| (&a.dev, a.dst).cmp(&(&b.dev, b.dst)));
@@ -250,6 +283,13 @@ impl Server {
             }
             Request::LinkShow => data(self.links().and_then(|l| Ok(serde_json::to_value(l)?))),
             Request::NeighShow => data(self.neighbors().and_then(|l| Ok(serde_json::to_value(l)?))),
+            Request::NeighAdd { dst, lladdr, dev, replace } => self.change_neighbor(dev, |port| {
+                let mac = vmpls_control::cli::parse_lladdr(lladdr)?;
+                Ok(crate::router::NeighborChange::Set { port, addr: *dst, mac, replace: *replace })
+            }),
+            Request::NeighDel { dst, dev } => {
+                self.change_neighbor(dev, |port| Ok(crate::router::NeighborChange::Del { port, addr: *dst }))
+            }
             Request::Stats => data(self.stats().and_then(|s| Ok(serde_json::to_value(s)?))),
             Request::Reload => match self.reload_logged("request") {
                 Ok(sum) => data(serde_json::to_value(sum).map_err(Into::into)),
@@ -259,6 +299,29 @@ impl Server {
             Request::RouteShowStream { .. } | Request::RouteBatch { .. } => {
                 Reply::error("route-show-stream and route-batch are served on the connection itself")
             }
+        }
+    }
+
+    /// `neigh add|replace|del` on the port named `dev`, through the forwarding loop.
+    fn change_neighbor(
+        &self,
+        dev: &str,
+        change: impl FnOnce(vmpls_fib::PortId) -> Result<crate::router::NeighborChange, String>,
+    ) -> Reply {
+        let Some(port) = self.ports.iter().find(|p| p.name == dev) else {
+            return Reply::error(format!("no port named \"{dev}\""));
+        };
+        let change = match change(port.id) {
+            Ok(c) => c,
+            Err(e) => return Reply::error(e),
+        };
+        match self.lp.neighbor(change) {
+            Ok(Ok(())) => {
+                info!(?change, "neighbour changed");
+                Reply::done()
+            }
+            Ok(Err(e)) => Reply::error(format!("{e} (dev {dev})")),
+            Err(e) => Reply::error(format!("{e:#}")),
         }
     }
 
