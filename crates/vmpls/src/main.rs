@@ -69,7 +69,7 @@ struct Cli {
     stats: bool,
     /// Read commands from FILE ("-": standard input), one a line, as `ip -batch`; the
     /// route changes go to the router as one table change.
-    #[arg(short = 'b', long = "batch", value_name = "FILE", conflicts_with = "command")]
+    #[arg(short = 'b', long = "batch", value_name = "FILE")]
     batch: Option<String>,
     /// With -batch: go on past commands that fail.
     #[arg(long = "force", requires = "batch")]
@@ -306,6 +306,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    if cli.batch.is_some() && cli.command.is_some() {
+        eprintln!("Error: -batch takes its commands from the file; give none after it");
+        return ExitCode::from(1);
+    }
     let Some(command) = &cli.command else {
         return match (&cli.batch, cli.globals()) {
             (Some(file), Ok(g)) => bulk::run(&g, file, cli.force),

@@ -941,6 +941,9 @@ fn batch_loads_ten_thousand_routes_show_streams_them_back_and_flush_empties_them
     assert_eq!(lab.ok("pe1", &["route", "show", "198.19.200.5/32"])?, "blackhole 198.19.200.5/32\n");
     let out = lab.cli("pe1", &["-batch", "/nonexistent/routes"])?;
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("Error: cannot open"), "{out:?}");
+    let out = lab.cli("pe1", &["-batch", name, "route", "show"])?;
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give none after it"), "{out:?}");
 
     // Flush: a prefix and what is inside it, then everything; the connected subnets stay.
     lab.ok("pe1", &["route", "flush", "root", "198.19.0.0/16"])?;
