@@ -304,6 +304,11 @@ impl<W: Write> JsonArrayWriter<W> {
         Ok(())
     }
 
+    /// Whether no element was written yet (nothing at all was).
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
     /// Ends the array and returns the output.
     ///
     /// # Errors

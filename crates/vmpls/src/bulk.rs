@@ -79,7 +79,9 @@ pub fn route_show(g: &Globals, req: &Request) -> Result<(), CliError> {
     })();
     let finished = match out {
         Out::Text(mut w) => w.flush(),
-        // An array cut short by an error is still closed, so that what was printed parses.
+        // A refusal before any route prints nothing; an array cut short by an error
+        // later is still closed, so that what was printed parses.
+        Out::Json(w) if w.is_empty() && printed.is_err() => Ok(()),
         Out::Json(w) => w.finish().map(drop),
     };
     printed?;

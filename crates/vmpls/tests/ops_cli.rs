@@ -908,6 +908,10 @@ fn batch_loads_ten_thousand_routes_show_streams_them_back_and_flush_empties_them
         lab.ok("pe1", &["-6", "route", "show"])?.contains("2001:db8:99::/64 via 2001:db8:10::2 dev core")
     );
     assert!(lab.ok("pe1", &["-f", "mpls", "route", "show", "5000"])?.starts_with("5000 as to 5001"));
+    // A refusal prints no JSON, only the error.
+    let out = lab.cli("pe1", &["-j", "route", "show", "vrf", "nosuch"])?;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stdout.is_empty() && String::from_utf8(out.stderr)?.contains("\"nosuch\" is not defined"));
     // A reader that stops early (`| head`) is no error.
     let head = Command::new("sh")
         .arg("-c")
