@@ -16,6 +16,7 @@ mod kernel;
 mod metrics;
 mod router;
 mod seed_vm;
+mod seed_vm_routers;
 mod server;
 mod soak;
 mod socket;
@@ -244,6 +245,15 @@ enum LabCommand {
         /// target/guest-cache of the source tree).
         #[arg(long)]
         vm: bool,
+        /// The seed experiment as it was run: the routers inside QEMU guests (a P guest, a
+        /// PE guest with pe1 and pe2 in two namespaces) on virtio-net, ce1 and ce2 as host
+        /// namespaces; kernel IP, kernel MPLS and vmpls in the guests, iperf3 ce1 -> ce2.
+        #[arg(long, conflicts_with = "vm")]
+        vm_routers: bool,
+        /// With --vm-routers: the modes to run, separated by commas (kernel-ip, kernel-mpls,
+        /// kernel-mpls-64k, vmpls-mpls, vmpls-mpls-64k); default all but kernel-mpls-64k.
+        #[arg(long, requires = "vm_routers")]
+        modes: Option<String>,
         /// 2: the LSP split over two hosts (namespaces joined only by an IP underlay):
         /// kernel IP over a VXLAN link (containerlab's way, the baseline), vmpls over
         /// that link, vmpls over MPLS-in-UDP.
@@ -350,7 +360,13 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: BenchCommand::Soak { duration, json, rate, udp_rate, change_every, fast_path },
         } => bench_soak(*duration, *json, *rate, *udp_rate, *change_every, *fast_path),
-        Command::Lab { lab: LabCommand::Seed { duration, json, vm: false, hosts } } => {
+        Command::Lab { lab: LabCommand::Seed { vm_routers: true, hosts: 2.., .. } } => {
+            Err(anyhow::anyhow!("--vm-routers and --hosts 2 do not go together"))
+        }
+        Command::Lab { lab: LabCommand::Seed { duration, json, vm_routers: true, modes, .. } } => {
+            lab_seed_vm_routers(Duration::from_secs(*duration), *json, modes.as_deref())
+        }
+        Command::Lab { lab: LabCommand::Seed { duration, json, vm: false, hosts, .. } } => {
             lab_seed(Duration::from_secs(*duration), *json, *hosts)
         }
         Command::Lab { lab: LabCommand::Seed { vm: true, hosts: 2.., .. } } => {
@@ -493,6 +509,29 @@ fn bench_soak(
     }
     if !report.ok() {
         anyhow::bail!("the soak failed: {}", report.failures.join("; "));
+    }
+    Ok(())
+}
+
+fn lab_seed_vm_routers(duration: Duration, json: bool, modes: Option<&str>) -> anyhow::Result<()> {
+    vmpls_lab::install_interrupt_handler()?;
+    let mut opts = seed_vm_routers::VmRoutersOptions::new(std::env::current_exe()?, duration);
+    if let Some(m) = modes {
+        opts.modes = seed_vm_routers::RouterMode::parse_list(m)?;
+    }
+    opts.keep_going = true;
+    let report = seed_vm_routers::run_seed_vm_routers(&opts, &mut |line| eprintln!("{line}"))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    } else {
+        print!("{}", report.to_markdown());
+        eprintln!("(routers in guests on {}; iperf3 ce1 -> ce2 from host namespaces)", report.accel);
+    }
+    if let Some(dir) = &report.work_dir {
+        eprintln!("files kept in {}", dir.display());
+    }
+    if !report.ok() {
+        anyhow::bail!("some modes failed (see above)");
     }
     Ok(())
 }
