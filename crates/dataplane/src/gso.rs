@@ -195,9 +195,13 @@ pub fn complete_checksum(pkt: &mut Packet) -> Result<(), GsoError> {
 /// by the pseudo-header sum, as the `NEEDS_CSUM` convention wants. Returns the new
 /// `gso_size`. UDP and fragments are not rebuilt ([`GsoError::Unsupported`]): cutting a
 /// UDP datagram would change what the receiver's application reads.
+///
+/// A TCP super-frame whose segments are too large for `max_l3_len` (one the pipeline
+/// merged from jumbo frames, which a transit router had merged and sent whole) gets the
+/// smaller `gso_size`; its partial checksum must point at its TCP checksum field.
 pub fn rebuild(pkt: &mut Packet, l3_offset: usize, max_l3_len: usize) -> Result<u16, GsoError> {
     if pkt.offload.is_gso() {
-        return Err(GsoError::Unsupported);
+        return shrink_gso_size(pkt, l3_offset, max_l3_len);
     }
     let lay = layout(pkt.frame(), l3_offset)?;
     if lay.l4_proto != protocol::TCP {
@@ -234,6 +238,27 @@ pub fn rebuild(pkt: &mut Packet, l3_offset: usize, max_l3_len: usize) -> Result<
     pkt.offload.gso_type = if lay.ipv6 { GsoType::TcpV6 } else { GsoType::TcpV4 };
     pkt.offload.gso_size = gso_size;
     pkt.offload.hdr_len = lay.payload_offset as u16;
+    Ok(gso_size)
+}
+
+/// [`rebuild`] for a TCP super-frame: lowers its `gso_size` so each segment carries at
+/// most `max_l3_len` bytes of IP packet.
+fn shrink_gso_size(pkt: &mut Packet, l3_offset: usize, max_l3_len: usize) -> Result<u16, GsoError> {
+    if !matches!(pkt.offload.gso_type, GsoType::TcpV4 | GsoType::TcpV6) {
+        return Err(GsoError::Unsupported);
+    }
+    let p = plan(pkt, l3_offset)?;
+    if !pkt.offload.needs_csum
+        || usize::from(pkt.offload.csum_start) != p.lay.l4_offset
+        || pkt.offload.csum_offset != 16
+    {
+        return Err(GsoError::BadChecksumOffset);
+    }
+    let headers = p.lay.payload_offset - l3_offset;
+    let gso_size = max_l3_len.checked_sub(headers).filter(|n| *n > 0).ok_or(GsoError::ZeroGsoSize)?;
+    let gso_size = u16::try_from(gso_size.min(p.gso_size)).map_err(|_| GsoError::TooLarge)?;
+    pkt.offload.gso_size = gso_size;
+    pkt.offload.hdr_len = p.lay.payload_offset as u16;
     Ok(gso_size)
 }
 
@@ -1064,6 +1089,38 @@ mod tests {
             bad[n - 1] ^= 1;
             let mut p = Packet::from_frame(0, &bad);
             assert_eq!(rebuild(&mut p, 14, l3_mtu), Err(GsoError::BadChecksum));
+        }
+    }
+
+    #[test]
+    fn rebuild_lowers_the_gso_size_of_a_super_frame_merged_from_jumbo_frames() {
+        for ipv6 in [false, true] {
+            let data = payload(24000, 5);
+            let headers = if ipv6 { 40 + 32 } else { 24 + 32 };
+            // Two 12,000-byte "segments" merged: gso_size 12000, partial checksum.
+            let mut p = Packet::from_frame(0, &wrap(0, &ip_packet(ipv6, true, hdr::TCP_PSH, &data), ipv6));
+            p.offload.needs_csum = true;
+            p.offload.csum_start = (14 + headers - 32) as u16;
+            p.offload.csum_offset = 16;
+            p.offload.gso_type = if ipv6 { GsoType::TcpV6 } else { GsoType::TcpV4 };
+            p.offload.gso_size = 12000;
+            let l3_mtu = 1500;
+            assert_eq!(usize::from(rebuild(&mut p, 14, l3_mtu).unwrap()), l3_mtu - headers);
+            assert_eq!(segment_l3_len(&p, 14).unwrap(), l3_mtu);
+            let mut pool = PacketPool::new(32);
+            let mut out = Vec::new();
+            segment(&p, 14, &mut pool, &mut out).unwrap();
+            let mut joined = Vec::new();
+            for s in &out {
+                assert!(s.len() - 14 <= l3_mtu);
+                assert!(transport_checksum_ok(&s.frame()[14..]));
+                joined.extend_from_slice(&s.frame()[14 + headers..]);
+            }
+            assert_eq!(joined, data);
+            // Never larger than it was; a checksum that does not point at TCP's is refused.
+            assert_eq!(usize::from(rebuild(&mut p, 14, 9000).unwrap()), l3_mtu - headers);
+            p.offload.csum_offset = 6;
+            assert_eq!(rebuild(&mut p, 14, l3_mtu), Err(GsoError::BadChecksumOffset));
         }
     }
 

@@ -405,7 +405,8 @@ impl Dataplane {
     ) {
         let fib = self.fib.load_full();
         if frames.len() > 1 {
-            let gro = gro::coalesce(frames, &mut self.gro_scratch, pool, |p| gro_eligible(&fib, p));
+            let ports = &self.ports;
+            let gro = gro::coalesce(frames, &mut self.gro_scratch, pool, |p| gro_eligible(&fib, ports, p));
             self.counters.event(Event::GroMerged, gro.merged);
             self.counters.event(Event::GroAbsorbed, gro.absorbed);
         }
@@ -1235,12 +1236,10 @@ impl Dataplane {
             Some((ctx, _)) => ctx.stack.is_some() || (!ctx.originated && jumbo_in(&ctx)),
             None => self.ports.get(usize::from(pkt.port)).is_some_and(|p| p.mtu > MAX_ETHERNET_MTU),
         };
+        // A super-frame this router merged from such jumbo frames has segments of
+        // their size: cut smaller too.
         let stack = l3 - ETH;
-        if on_wire > mtu
-            && recut
-            && !pkt.offload.is_gso()
-            && gso::rebuild(&mut pkt, l3, mtu.saturating_sub(push + stack)).is_ok()
-        {
+        if on_wire > mtu && recut && gso::rebuild(&mut pkt, l3, mtu.saturating_sub(push + stack)).is_ok() {
             self.counters.event(Event::GsoRebuilt, 1);
             on_wire = gso::segment_l3_len(&pkt, l3).map_or(on_wire, |n| n + stack + push);
         }
@@ -2011,7 +2010,12 @@ fn ip_dscp(b: &[u8]) -> u8 {
 /// two adjacent frames GRO takes as candidates, and those pass the cheap check, so it
 /// changes nothing but the cost.
 #[inline]
-fn gro_eligible(fib: &Fib, pkt: &Packet) -> bool {
+/// Whether a received frame may be merged with its neighbours ([`gro::coalesce`]): TCP
+/// under one label whose LSP ends here, or that is swapped toward ports that carry the
+/// merged frame whole ([`carries_merged`]), so a transit LSR between a small-MTU link
+/// (VXLAN, an MPLS-in-UDP tunnel) and a 64 KiB one sends one frame where it received
+/// dozens.
+fn gro_eligible(fib: &Fib, ports: &[PortInfo], pkt: &Packet) -> bool {
     const TCP: u8 = 6;
     let frame = pkt.frame();
     if pkt.offload.is_gso() || frame.get(12..14) != Some(&MPLS_ETHERTYPE.to_be_bytes()[..]) {
@@ -2022,7 +2026,36 @@ fn gro_eligible(fib: &Fib, pkt: &Packet) -> bool {
         Some(6) => frame.get(ETH + 4 + 6) == Some(&TCP),
         _ => false,
     };
-    tcp && leaves_lsp(fib, frame)
+    tcp && (leaves_lsp(fib, frame) || swapped_toward_large_ports(fib, ports, frame))
+}
+
+/// The smallest MTU toward which merging in front of a swap pays: a link of Ethernet
+/// jumbo frames or more (a veth between vmpls routers has 65535).
+const MERGE_MIN_MTU: u32 = 9000;
+
+/// True for a port that takes a merged labelled frame whole: it takes labelled GSO, or
+/// its MTU is at least [`MERGE_MIN_MTU`] and it takes a partial checksum (as `emit`
+/// sends a super-frame that fits the link as one jumbo frame).
+fn carries_merged(port: &PortInfo) -> bool {
+    port.caps.mpls_gso || (port.mtu >= MERGE_MIN_MTU && port.caps.csum)
+}
+
+/// True for a frame under one label that is swapped (not popped) toward next hops whose
+/// ports all [carry merged frames](carries_merged); a swap toward a small-MTU port would
+/// cut the merged frame again at once.
+fn swapped_toward_large_ports(fib: &Fib, ports: &[PortInfo], frame: &[u8]) -> bool {
+    let Some(e) = frame.get(ETH..ETH + 4) else { return false };
+    let top = mpls::Repr::from_u32(u32::from_be_bytes([e[0], e[1], e[2], e[3]]));
+    if !top.bottom || top.ttl <= 1 {
+        return false;
+    }
+    match fib.labels.get(top.label).map(|r| &r.action) {
+        Some(LabelAction::Forward(g)) => g
+            .nexthops()
+            .iter()
+            .all(|nh| !nh.labels.is_empty() && ports.get(usize::from(nh.port)).is_some_and(carries_merged)),
+        _ => false,
+    }
 }
 
 fn leaves_lsp(fib: &Fib, frame: &[u8]) -> bool {

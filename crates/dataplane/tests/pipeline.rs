@@ -1537,6 +1537,47 @@ fn segments_leaving_the_lsp_are_coalesced_in_a_batch_and_reach_the_customer_whol
 }
 
 #[test]
+fn jumbo_frames_a_transit_router_merged_are_merged_again_and_cut_for_the_customer() {
+    // p merged the segments it got over a small-MTU link and sent them on whole over the
+    // 64 KiB core (no GSO marking, partial checksum). pe2 merges two of them: the result's
+    // segments are 5,000 bytes, too big for ce2's 1500 bytes; cut to 1460, no "too big".
+    let mut ports = pe2_ports();
+    ports[usize::from(PE2_CORE)].mtu = 65535;
+    ports[usize::from(PE2_CE2)].caps = PortCaps { tso4: true, tso6: true, csum: true, ..PortCaps::default() };
+    let mut r = Router::new(pe2_builder(), ports);
+    r.resolve_all_pe2();
+    let mut batch = Vec::new();
+    let mut data = Vec::new();
+    for i in 0..2u8 {
+        let payload = pattern(5000, i);
+        let mut t = tcp_segment(40000, 5201, 5000 + 5000 * u32::from(i), &payload);
+        tcp::Packet::new_unchecked(&mut t[..]).set_psh(i == 1);
+        tcp::Packet::new_unchecked(&mut t[..]).fill_partial_checksum_v4(v4(CE1), v4(CE2));
+        let ip = ipv4(CE1, CE2, ipv4::protocol::TCP, 62, true, &t);
+        let mut pkt = Packet::from_frame(PE2_CORE, &mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(2002, 62)], &ip));
+        pkt.offload = virtio_net::Repr {
+            needs_csum: true,
+            csum_start: 14 + 4 + 20,
+            csum_offset: 16,
+            ..Default::default()
+        };
+        batch.push(pkt);
+        data.extend_from_slice(&payload);
+    }
+    let mut out = Output::new(2);
+    r.dp.process_batch(r.now, &mut batch, &mut r.pool, &mut out);
+    assert_eq!(r.events(Event::GroMerged), 1);
+    assert_eq!(r.events(Event::GsoRebuilt), 1);
+    let sent = &out.tx[usize::from(PE2_CE2)];
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].offload.gso_type, virtio_net::GsoType::TcpV4);
+    assert_eq!(sent[0].offload.gso_size, 1500 - 20 - 20);
+    assert_eq!(&sent[0].frame()[14 + 40..], &data[..]);
+    assert!(out.tx[usize::from(PE2_CORE)].is_empty(), "no ICMP too big toward ce1");
+    r.assert_no_drops();
+}
+
+#[test]
 fn segments_that_are_swapped_onward_are_not_coalesced() {
     let mut r = Router::p();
     let mut batch = Vec::new();
@@ -1553,6 +1594,43 @@ fn segments_that_are_swapped_onward_are_not_coalesced() {
     r.dp.process_batch(r.now, &mut batch, &mut r.pool, &mut out);
     assert_eq!(out.tx[usize::from(P_EAST)].len(), 4);
     assert_eq!(r.events(Event::GroMerged), 0);
+}
+
+#[test]
+fn segments_swapped_toward_a_64k_link_are_coalesced_and_leave_as_one_jumbo_frame() {
+    // p between a small-MTU link (VXLAN, an MPLS-in-UDP tunnel) and a 64 KiB veth: the
+    // segments pe1 cut leave toward pe2 as one frame, swapped, content and checksum intact.
+    let mut ports = p_ports();
+    ports[usize::from(P_EAST)].mtu = 65535;
+    ports[usize::from(P_EAST)].caps = PortCaps { tso4: true, tso6: true, csum: true, ..PortCaps::default() };
+    let mut r = Router::new(p_builder(), ports);
+    r.resolve_all_p();
+    let mut batch = Vec::new();
+    let mut data = Vec::new();
+    let mut seq = 5000;
+    for i in 0..8 {
+        let payload = pattern(1398, i);
+        let mut t = tcp_segment(40000, 5201, seq, &payload);
+        tcp::Packet::new_unchecked(&mut t[..]).set_psh(i == 7);
+        tcp::Packet::new_unchecked(&mut t[..]).fill_checksum_v4(v4(CE1), v4(CE2));
+        let ip = ipv4(CE1, CE2, ipv4::protocol::TCP, 63, true, &t);
+        batch.push(Packet::from_frame(P_WEST, &mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 63)], &ip)));
+        data.extend_from_slice(&payload);
+        seq += 1398;
+    }
+    let mut out = Output::new(2);
+    r.dp.process_batch(r.now, &mut batch, &mut r.pool, &mut out);
+    let sent = &mut out.tx[usize::from(P_EAST)];
+    assert_eq!(sent.len(), 1, "eight segments, one frame");
+    assert_eq!(r.events(Event::GroMerged), 1);
+    assert_eq!(r.events(Event::GroAbsorbed), 7);
+    vmpls_dataplane::gso::complete_checksum(&mut sent[0]).unwrap();
+    let p = Parsed::new(sent[0].frame());
+    assert_eq!(p.labels.len(), 1);
+    assert_eq!((p.labels[0].label, p.labels[0].ttl), (2002, 62));
+    assert!(tcp_v4_checksum_ok(&p.l3));
+    assert_eq!(&p.l3[40..], &data[..]);
+    r.assert_no_drops();
 }
 
 #[test]
