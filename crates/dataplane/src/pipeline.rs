@@ -2001,20 +2001,15 @@ fn ip_dscp(b: &[u8]) -> u8 {
     }
 }
 
-/// True when a labelled frame's top label ends the label-switched path here (pop and
-/// lookup, penultimate-hop pop, explicit null): only those frames are coalesced, since a
-/// frame swapped onto another small-MTU link would be cut up again at once.
-/// Whether GRO may merge `pkt`: it leaves the LSP here ([`leaves_lsp`]) and it could be
-/// a run member at all (not GSO, TCP right under a single label), checked first because
-/// it is cheap and rules out most switched traffic without a label lookup. Merging needs
-/// two adjacent frames GRO takes as candidates, and those pass the cheap check, so it
-/// changes nothing but the cost.
+/// Whether GRO may merge `pkt`: TCP right under a single label (not GSO), checked first
+/// because it is cheap and rules out most switched traffic without a label lookup; then
+/// the label must end the LSP here ([`leaves_lsp`]), or swap it toward ports that carry
+/// the merged frame whole ([`swapped_toward_large_ports`]), so a transit LSR between a
+/// small-MTU link (VXLAN, an MPLS-in-UDP tunnel) and a 64 KiB one sends one frame where
+/// it received dozens. A frame swapped onto another small-MTU link is not merged: it
+/// would be cut up again at once. Merging needs two adjacent frames GRO takes as
+/// candidates, and those pass the cheap check, so it changes nothing but the cost.
 #[inline]
-/// Whether a received frame may be merged with its neighbours ([`gro::coalesce`]): TCP
-/// under one label whose LSP ends here, or that is swapped toward ports that carry the
-/// merged frame whole ([`carries_merged`]), so a transit LSR between a small-MTU link
-/// (VXLAN, an MPLS-in-UDP tunnel) and a 64 KiB one sends one frame where it received
-/// dozens.
 fn gro_eligible(fib: &Fib, ports: &[PortInfo], pkt: &Packet) -> bool {
     const TCP: u8 = 6;
     let frame = pkt.frame();
@@ -2058,6 +2053,8 @@ fn swapped_toward_large_ports(fib: &Fib, ports: &[PortInfo], frame: &[u8]) -> bo
     }
 }
 
+/// True when a labelled frame's top label ends the label-switched path here (pop and
+/// lookup, penultimate-hop pop, explicit null).
 fn leaves_lsp(fib: &Fib, frame: &[u8]) -> bool {
     let Some(e) = frame.get(ETH..ETH + 4) else { return false };
     if u16::from_be_bytes([frame[12], frame[13]]) != MPLS_ETHERTYPE {
