@@ -331,6 +331,13 @@ fn guest_script(mode: RouterMode, nics: &[(&str, &str, &str)], routers: &[&str])
             );
         }
     }
+    // CPU samples on the console every 2 s (kept with VMPLS_GUEST_KEEP_RUNS): the guest's
+    // /proc/stat, and the utime and stime of its vmpls processes, to see where its time
+    // goes.
+    s.push_str(
+        "(while sleep 2; do echo \"VMPLS-CPU $(head -1 /proc/stat) vmpls $(for x in $(pidof vmpls); do \
+         cut -d' ' -f14,15 /proc/$x/stat; done | tr '\\n' ' ')\"; done) > /dev/console 2>&1 &\n",
+    );
     s.push_str("result READY\n");
     if pids.is_empty() {
         s.push_str("sleep 100000\n");
@@ -639,6 +646,7 @@ fn run_in(
     progress: &mut dyn FnMut(&str),
 ) -> anyhow::Result<VmSeedReport> {
     let mut lab = VmRoutersLab::new(&opts.router_binary, &opts.cache, work)?;
+    progress(&format!("namespaces: {}", lab.topo.namespaces().join(" ")));
     let mut results = Vec::new();
     for &mode in &opts.modes {
         check_interrupt()?;
