@@ -328,60 +328,141 @@ pub fn segment(
     pool: &mut PacketPool,
     out: &mut Vec<Packet>,
 ) -> Result<usize, GsoError> {
-    let Plan { lay, gso_size, payload_len, segments } = plan(pkt, l3_offset)?;
+    let cut = Cut::new(pkt, l3_offset)?;
     let frame = pkt.frame();
-    let hl = lay.payload_offset;
-    let l4_hdr_len = hl - lay.l4_offset;
-    let is_tcp = lay.l4_proto == protocol::TCP;
-
-    // Sum of the pseudo-header without its length: the addresses and the protocol.
-    let l3 = &frame[lay.l3_offset..];
-    let (pseudo, base_ident) = if lay.ipv6 {
-        let ip = ipv6::Packet::new_unchecked(l3);
-        (ip.pseudo_header_sum(lay.l4_proto, 0), 0)
-    } else {
-        let ip = ipv4::Packet::new_unchecked(l3);
-        (ip.pseudo_header_sum(0), ip.ident())
-    };
-    let (base_seq, base_flags) = if is_tcp {
-        let th = tcp::Packet::new_unchecked(&frame[lay.l4_offset..hl]);
-        (th.seq_number(), th.flags_raw())
-    } else {
-        (0, 0)
-    };
-
-    for i in 0..segments {
-        let start = i * gso_size;
-        let n = gso_size.min(payload_len - start);
-        let last = i + 1 == segments;
+    let hl = cut.lay.payload_offset;
+    for i in 0..cut.segments {
+        let payload = cut.payload(i);
         let Some(mut seg) = pool.get() else {
             return Err(GsoError::NoBuffer);
         };
-        let Some(buf) = seg.extend(hl + n) else {
+        let Some(buf) = seg.extend(hl + payload.len()) else {
             pool.put(seg);
             return Err(GsoError::TooLarge);
         };
         buf[..hl].copy_from_slice(&frame[..hl]);
-        let payload_sum = copy_and_sum(&mut buf[hl..], &frame[hl + start..hl + start + n]);
+        let payload_sum = copy_and_sum(&mut buf[hl..], &frame[payload.clone()]);
+        cut.fill_headers(i, &mut buf[..hl], 0, payload_sum);
+        seg.port = pkt.port;
+        out.push(seg);
+    }
+    Ok(cut.segments)
+}
 
+/// The segments of a super-frame without their payloads copied: for a port that sends
+/// each segment as its headers followed by a slice of the super-frame (an iovec each, as
+/// the MPLS-in-UDP port does with `UDP_SEGMENT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentHeaders {
+    /// How many segments.
+    pub segments: usize,
+    /// Bytes of headers each segment carries (from the `from` offset given to
+    /// [`segment_headers`] to the payload), stored one after the other.
+    pub header_len: usize,
+    /// The largest payload of a segment (every segment's but the last's).
+    pub gso_size: usize,
+    /// Where the transport payload starts in the super-frame.
+    pub payload_offset: usize,
+}
+
+/// [`segment`] without copying payloads: writes each segment's headers (the super-frame's
+/// bytes from `from` to the payload, adjusted exactly as [`segment`] adjusts them,
+/// transport checksum over the segment's payload included) into `headers`, one after
+/// the other, and returns where they are; segment `i`'s payload is
+/// `payload_offset + i * gso_size ..`, at most `gso_size` bytes, up to the frame's end.
+/// The bytes from `from` on, headers and payloads, are exactly the bytes of the frames
+/// [`segment`] makes from `from` on.
+pub fn segment_headers(
+    pkt: &Packet,
+    l3_offset: usize,
+    from: usize,
+    headers: &mut Vec<u8>,
+) -> Result<SegmentHeaders, GsoError> {
+    let cut = Cut::new(pkt, l3_offset)?;
+    if from > l3_offset {
+        return Err(GsoError::Truncated);
+    }
+    let frame = pkt.frame();
+    let hl = cut.lay.payload_offset;
+    let header_len = hl - from;
+    headers.clear();
+    headers.resize(header_len * cut.segments, 0);
+    for (i, h) in headers.chunks_exact_mut(header_len).enumerate() {
+        h.copy_from_slice(&frame[from..hl]);
+        let payload_sum = checksum::sum(&frame[cut.payload(i)]);
+        cut.fill_headers(i, h, from, payload_sum);
+    }
+    Ok(SegmentHeaders { segments: cut.segments, header_len, gso_size: cut.gso_size, payload_offset: hl })
+}
+
+/// A validated super-frame and what every segment's headers are made from.
+struct Cut {
+    lay: Layout,
+    gso_size: usize,
+    payload_len: usize,
+    segments: usize,
+    is_tcp: bool,
+    /// Sum of the pseudo-header without its length: the addresses and the protocol.
+    pseudo: u32,
+    base_ident: u16,
+    base_seq: u32,
+    base_flags: u8,
+}
+
+impl Cut {
+    fn new(pkt: &Packet, l3_offset: usize) -> Result<Cut, GsoError> {
+        let Plan { lay, gso_size, payload_len, segments } = plan(pkt, l3_offset)?;
+        let frame = pkt.frame();
+        let is_tcp = lay.l4_proto == protocol::TCP;
+        let l3 = &frame[lay.l3_offset..];
+        let (pseudo, base_ident) = if lay.ipv6 {
+            let ip = ipv6::Packet::new_unchecked(l3);
+            (ip.pseudo_header_sum(lay.l4_proto, 0), 0)
+        } else {
+            let ip = ipv4::Packet::new_unchecked(l3);
+            (ip.pseudo_header_sum(0), ip.ident())
+        };
+        let (base_seq, base_flags) = if is_tcp {
+            let th = tcp::Packet::new_unchecked(&frame[lay.l4_offset..lay.payload_offset]);
+            (th.seq_number(), th.flags_raw())
+        } else {
+            (0, 0)
+        };
+        Ok(Cut { lay, gso_size, payload_len, segments, is_tcp, pseudo, base_ident, base_seq, base_flags })
+    }
+
+    /// Segment `i`'s payload in the super-frame.
+    fn payload(&self, i: usize) -> std::ops::Range<usize> {
+        let start = i * self.gso_size;
+        let n = self.gso_size.min(self.payload_len - start);
+        self.lay.payload_offset + start..self.lay.payload_offset + start + n
+    }
+
+    /// Adjusts `h`, a copy of the super-frame's bytes from `base` to the payload, into
+    /// segment `i`'s headers, whose payload sums to `payload_sum`.
+    fn fill_headers(&self, i: usize, h: &mut [u8], base: usize, payload_sum: u32) {
+        let lay = &self.lay;
+        let start = i * self.gso_size;
+        let n = self.gso_size.min(self.payload_len - start);
+        let last = i + 1 == self.segments;
+        let hl = lay.payload_offset - base;
         // The lengths fit in 16 bits: a segment is no longer than the super-frame, whose
         // IP length field already expressed them.
-        let l4_len = l4_hdr_len + n;
-        let ip = &mut buf[lay.l3_offset..hl];
+        let l4_len = lay.payload_offset - lay.l4_offset + n;
+        let ip = &mut h[lay.l3_offset - base..lay.l4_offset - base];
         if lay.ipv6 {
             ipv6::Packet::new_unchecked(ip).set_payload_len(l4_len as u16);
         } else {
             let mut ip = ipv4::Packet::new_unchecked(ip);
             ip.set_total_len((ip.header_len() + l4_len) as u16);
-            ip.set_ident(base_ident.wrapping_add(i as u16));
+            ip.set_ident(self.base_ident.wrapping_add(i as u16));
             ip.fill_checksum();
         }
-
-        let th = &mut buf[lay.l4_offset..hl];
-        if is_tcp {
+        let th = &mut h[lay.l4_offset - base..hl];
+        if self.is_tcp {
             let mut t = tcp::Packet::new_unchecked(&mut *th);
-            t.set_seq_number(base_seq.wrapping_add(start as u32));
-            let mut flags = base_flags;
+            t.set_seq_number(self.base_seq.wrapping_add(start as u32));
+            let mut flags = self.base_flags;
             if i > 0 {
                 flags &= !tcp::flags::CWR;
             }
@@ -397,19 +478,15 @@ pub fn segment(
         }
         let len_sum = (l4_len as u32 & 0xffff) + (l4_len as u32 >> 16);
         let acc =
-            checksum::add(checksum::add(pseudo, len_sum), checksum::add(checksum::sum(th), payload_sum));
+            checksum::add(checksum::add(self.pseudo, len_sum), checksum::add(checksum::sum(th), payload_sum));
         let c = checksum::finish(acc);
-        if is_tcp {
+        if self.is_tcp {
             tcp::Packet::new_unchecked(th).set_checksum(c);
         } else {
             // 0 would mean "no checksum": send its ones-complement twin.
             udp::Packet::new_unchecked(th).set_checksum(if c == 0 { 0xffff } else { c });
         }
-
-        seg.port = pkt.port;
-        out.push(seg);
     }
-    Ok(segments)
 }
 
 /// Copies `src` to the start of `dst` and returns the ones-complement sum of the bytes,
@@ -997,6 +1074,35 @@ mod tests {
             assert_eq!(segs[0].len(), 1514 + 12);
             assert_eq!(check_segments(&sup, 26, segs, pool), pattern(5000, 2));
         });
+    }
+
+    #[test]
+    fn segment_headers_and_payload_slices_are_the_bytes_segment_makes() {
+        for (hex, labels) in [(TSO_V4_HEX, 1), (TSO_V6_HEX, 2), (USO_V4_HEX, 1), (TSO_V4_HEX, 0)] {
+            let mut sup = captured(hex);
+            push_labels(&mut sup, labels);
+            let l3 = 14 + 4 * labels;
+            // From the label stack on (what a tunnel sends), and from the Ethernet header.
+            for from in [14, 0] {
+                with_pool(|pool| {
+                    let (n, segs) = segment_all(&sup, l3, pool);
+                    let mut headers = Vec::new();
+                    let h = segment_headers(&sup, l3, from, &mut headers).unwrap();
+                    assert_eq!(h.segments, n);
+                    assert_eq!(headers.len(), n * h.header_len);
+                    for (i, seg) in segs.iter().enumerate() {
+                        let start = h.payload_offset + i * h.gso_size;
+                        let end = (start + h.gso_size).min(sup.len());
+                        let mut made = headers[i * h.header_len..(i + 1) * h.header_len].to_vec();
+                        made.extend_from_slice(&sup.frame()[start..end]);
+                        assert_eq!(made, &seg.frame()[from..], "segment {i} of {hex:.20}, {labels} labels");
+                    }
+                    segs.into_iter().for_each(|p| pool.put(p));
+                });
+            }
+        }
+        let plain = captured(CSUM_V4_HEX);
+        assert_eq!(segment_headers(&plain, 14, 14, &mut Vec::new()), Err(GsoError::NotGso));
     }
 
     #[test]
