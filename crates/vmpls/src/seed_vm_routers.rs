@@ -628,7 +628,11 @@ pub fn run_seed_vm_routers(
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     progress(&format!("guest image: building or reusing it in {}", opts.cache.dir().display()));
     let result = run_in(opts, &work, progress);
-    let keep = !matches!(&result, Ok(r) if r.ok());
+    // Kept for a look after a failure; not after Ctrl-C or success.
+    let keep = match &result {
+        Ok(r) => !r.ok(),
+        Err(e) => !vmpls_lab::is_interrupted(e),
+    };
     if !keep {
         let _ = std::fs::remove_dir_all(&work);
     }
@@ -660,8 +664,12 @@ fn run_in(
                 started.elapsed()
             ));
             lab.check_transfer(mode, &mut guests)?;
+            check_interrupt()?;
             progress(&format!("{name}: iperf3 ce1 -> ce2 for {:?}", opts.duration));
-            lab.iperf(&mut guests, opts.duration)
+            let iperf = lab.iperf(&mut guests, opts.duration);
+            // Ctrl-C during the flows (which do not watch for it) ends the run here.
+            check_interrupt()?;
+            iperf
         })();
         match r {
             Ok(i) => {
