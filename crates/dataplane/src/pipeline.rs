@@ -2003,8 +2003,9 @@ fn ip_dscp(b: &[u8]) -> u8 {
 
 /// Whether GRO may merge `pkt`: TCP right under a single label (not GSO), checked first
 /// because it is cheap and rules out most switched traffic without a label lookup; then
-/// the label must end the LSP here ([`leaves_lsp`]), or swap it toward ports that carry
-/// the merged frame whole ([`swapped_toward_large_ports`]), so a transit LSR between a
+/// the label must end the LSP here ([`leaves_lsp`]), or swap it from a small-MTU port
+/// toward ports that carry the merged frame whole
+/// ([`swapped_from_small_to_large_ports`]), so a transit LSR between a
 /// small-MTU link (VXLAN, an MPLS-in-UDP tunnel) and a 64 KiB one sends one frame where
 /// it received dozens. A frame swapped onto another small-MTU link is not merged: it
 /// would be cut up again at once. Merging needs two adjacent frames GRO takes as
@@ -2021,7 +2022,7 @@ fn gro_eligible(fib: &Fib, ports: &[PortInfo], pkt: &Packet) -> bool {
         Some(6) => frame.get(ETH + 4 + 6) == Some(&TCP),
         _ => false,
     };
-    tcp && (leaves_lsp(fib, frame) || swapped_toward_large_ports(fib, ports, frame))
+    tcp && (leaves_lsp(fib, frame) || swapped_from_small_to_large_ports(fib, ports, pkt))
 }
 
 /// The smallest MTU toward which merging in front of a swap pays: a link of Ethernet
@@ -2035,10 +2036,15 @@ fn carries_merged(port: &PortInfo) -> bool {
     port.caps.mpls_gso || (port.mtu >= MERGE_MIN_MTU && port.caps.csum)
 }
 
-/// True for a frame under one label that is swapped (not popped) toward next hops whose
-/// ports all [carry merged frames](carries_merged); a swap toward a small-MTU port would
-/// cut the merged frame again at once.
-fn swapped_toward_large_ports(fib: &Fib, ports: &[PortInfo], frame: &[u8]) -> bool {
+/// True for a frame under one label, received on a port below [`MERGE_MIN_MTU`], that is
+/// swapped (not popped) toward next hops whose ports all [carry merged
+/// frames](carries_merged). A swap toward a small-MTU port would cut the merged frame
+/// again at once; from a large one, super-frames arrive whole already.
+fn swapped_from_small_to_large_ports(fib: &Fib, ports: &[PortInfo], pkt: &Packet) -> bool {
+    if ports.get(usize::from(pkt.port)).is_none_or(|p| p.mtu >= MERGE_MIN_MTU) {
+        return false;
+    }
+    let frame = pkt.frame();
     let Some(e) = frame.get(ETH..ETH + 4) else { return false };
     let top = mpls::Repr::from_u32(u32::from_be_bytes([e[0], e[1], e[2], e[3]]));
     if !top.bottom || top.ttl <= 1 {
