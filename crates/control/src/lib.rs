@@ -32,8 +32,8 @@
 //! [`ConfigError`].
 
 pub mod api;
-pub mod cli;
 pub mod batch;
+pub mod cli;
 mod error;
 mod parse;
 pub mod show;

@@ -5,8 +5,8 @@
 
 mod bench;
 mod bench_fib;
-mod bulk;
 mod bench_fpm;
+mod bulk;
 mod capture;
 mod claim;
 mod client;
