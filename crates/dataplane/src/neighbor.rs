@@ -81,6 +81,10 @@ pub struct NeighborTable {
     /// Bumped whenever a resolved entry may have changed or gone (learn, poll), so a
     /// cache of fresh resolutions (the pipeline's adjacency cache) knows when to forget.
     generation: u64,
+    /// Bumped only when the resolved MACs change: an entry gets a MAC, a new one, or goes
+    /// with its MAC. Refreshes and timers leave it, so what is derived from the MACs alone
+    /// (the in-kernel fast path's adjacencies) is not made again every timer tick.
+    macs_generation: u64,
 }
 
 /// How long an answer of [`NeighborTable::fresh`] for a static entry stays good: it never
@@ -132,7 +136,7 @@ pub struct Expiry {
 impl NeighborTable {
     /// An empty table.
     pub fn new(config: NeighborConfig) -> NeighborTable {
-        NeighborTable { entries: HashMap::default(), config, held: 0, generation: 1 }
+        NeighborTable { entries: HashMap::default(), config, held: 0, generation: 1, macs_generation: 1 }
     }
 
     /// Looks up a next hop, creating an incomplete entry if it is unknown.
@@ -204,6 +208,13 @@ impl NeighborTable {
         self.generation
     }
 
+    /// A number that changes whenever the answer of [`mac`](NeighborTable::mac) or the
+    /// MACs of [`entries`](NeighborTable::entries) may have changed; refreshes of a MAC
+    /// already known and the timers leave it alone.
+    pub fn macs_generation(&self) -> u64 {
+        self.macs_generation
+    }
+
     /// Holds a frame until its next hop resolves. Gives the frame back when the queue
     /// for that address is full, all queues together hold `max_held_total` frames, or
     /// there is no entry for it.
@@ -244,6 +255,9 @@ impl NeighborTable {
                 return Vec::new(); // the operator's word wins over what the port hears
             }
             self.generation += 1;
+            if e.mac != Some(mac) {
+                self.macs_generation += 1;
+            }
             e.mac = Some(mac);
             e.confirmed = now;
             e.stale_at = now + self.config.reachable;
@@ -254,6 +268,7 @@ impl NeighborTable {
         }
         if create && self.entries.len() < self.config.max_entries {
             self.generation += 1;
+            self.macs_generation += 1;
             self.entries.insert(
                 (port, addr),
                 Entry {
@@ -299,6 +314,9 @@ impl NeighborTable {
             return Err(StaticNeighborError::Exists);
         }
         self.generation += 1;
+        if e.mac != Some(mac) {
+            self.macs_generation += 1;
+        }
         *e = Entry {
             mac: Some(mac),
             confirmed: now,
@@ -317,6 +335,9 @@ impl NeighborTable {
     pub fn remove(&mut self, port: PortId, addr: IpAddr) -> Option<Vec<Packet>> {
         let e = self.entries.remove(&(port, addr))?;
         self.generation += 1;
+        if e.mac.is_some() {
+            self.macs_generation += 1;
+        }
         self.held -= e.held.len();
         Some(e.held)
     }
@@ -335,6 +356,7 @@ impl NeighborTable {
         let cfg = self.config;
         let mut expiry = Expiry::default();
         self.generation += 1;
+        let mut macs_gone = false;
         self.entries.retain(|&(port, addr), e| {
             let since_probe = e.last_probe.map(|t| now.duration_since(t));
             match e.mac {
@@ -357,9 +379,17 @@ impl NeighborTable {
                     }
                     true
                 }
-                Some(_) => e.permanent || now.duration_since(e.confirmed) < cfg.reachable + cfg.stale_grace,
+                Some(_) => {
+                    let keep =
+                        e.permanent || now.duration_since(e.confirmed) < cfg.reachable + cfg.stale_grace;
+                    macs_gone |= !keep;
+                    keep
+                }
             }
         });
+        if macs_gone {
+            self.macs_generation += 1;
+        }
         self.held -= expiry.dropped.len();
         expiry
     }
@@ -591,5 +621,35 @@ mod tests {
         assert_eq!(t.generation(), g1, "lookups leave it alone");
         t.poll(now);
         assert_ne!(t.generation(), g1, "timers change it");
+    }
+
+    #[test]
+    fn the_macs_generation_changes_only_with_the_macs() {
+        let cfg = NeighborConfig::default();
+        let mut t = NeighborTable::new(cfg);
+        let now = Instant::now();
+        let g = t.macs_generation();
+        t.resolve(now, 1, addr());
+        t.poll(now);
+        assert_eq!(t.macs_generation(), g, "an incomplete entry and the timers: no MAC changed");
+        t.learn(now, 1, addr(), MAC, false);
+        let g1 = t.macs_generation();
+        assert_ne!(g1, g, "a MAC learned");
+        t.learn(now + cfg.reachable / 2, 1, addr(), MAC, false);
+        t.poll(now + cfg.reachable / 2);
+        assert_eq!(t.macs_generation(), g1, "a refresh of the same MAC and the timers leave it");
+        let other = [2, 0, 0, 0, 0, 0x99];
+        t.learn(now, 1, addr(), other, false);
+        let g2 = t.macs_generation();
+        assert_ne!(g2, g1, "a new MAC");
+        t.poll(now + cfg.reachable + cfg.stale_grace + Duration::from_secs(1));
+        assert_eq!(t.entries().count(), 0);
+        assert_ne!(t.macs_generation(), g2, "an entry gone with its MAC");
+        let g3 = t.macs_generation();
+        t.set_static(now, 1, addr(), other, false).unwrap();
+        assert_ne!(t.macs_generation(), g3, "a static entry");
+        let g4 = t.macs_generation();
+        t.remove(1, addr());
+        assert_ne!(t.macs_generation(), g4, "removed");
     }
 }

@@ -309,7 +309,7 @@ pub struct FastPathRuntime {
     fp: FastPath,
     ports: Vec<Option<FastPortInfo>>,
     default_ttl: u8,
-    /// The FIB and neighbour-table generation the installed tables were made from.
+    /// The FIB and the neighbour table's MACs generation the installed tables were made from.
     installed: Option<(Arc<Fib>, u64)>,
     next_hops: Vec<(PortId, IpAddr)>,
     /// Counters as last read, to add only the difference to the router's.
@@ -419,7 +419,7 @@ impl FastPathRuntime {
     /// time. Cheap when nothing changed: a pointer and a number compared.
     pub fn sync(&mut self, dp: &Dataplane) {
         let fib = dp.fib().load_full();
-        let generation = dp.neighbors().generation();
+        let generation = dp.neighbors().macs_generation();
         if self.installed.as_ref().is_some_and(|(f, g)| Arc::ptr_eq(f, &fib) && *g == generation) {
             return;
         }
