@@ -486,7 +486,7 @@ fn unknown_enum_values_are_rejected() {
         "[[port]]\nname = \"x\"\ninterface = \"t-x\"\nkind = \"af-xdp\"\n",
         4,
         "port.kind",
-        &["\"af-xdp\"", "\"af-packet\", \"tap\" or \"vhost-user\""],
+        &["\"af-xdp\"", "\"af-packet\", \"tap\", \"vhost-user\" or \"udp\""],
     );
 }
 
