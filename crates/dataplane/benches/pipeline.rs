@@ -246,6 +246,13 @@ fn main() {
     }
     let budget =
         if args.iter().any(|a| a == "--quick") { Duration::from_millis(200) } else { Duration::from_secs(1) };
+    if let Some(i) = args.iter().position(|a| a == "--scaled") {
+        // For a profiler: only the push at one table size (a group per route), for the budget.
+        let n: usize = args[i + 1].parse().expect("route count");
+        let (ns, sent) = scaled_push(n, usize::MAX, budget * 10);
+        println!("push at {n} routes: {ns:.1} ns/packet, {sent} sent");
+        return;
+    }
     println!("| case | ns/packet | Mpps | ns/packet over baseline |");
     println!("|------|----------:|-----:|------------------------:|");
     let all = cases();
