@@ -2029,11 +2029,13 @@ fn gro_eligible(fib: &Fib, ports: &[PortInfo], pkt: &Packet) -> bool {
 /// jumbo frames or more (a veth between vmpls routers has 65535).
 const MERGE_MIN_MTU: u32 = 9000;
 
-/// True for a port that takes a merged labelled frame whole: it takes labelled GSO, or
-/// its MTU is at least [`MERGE_MIN_MTU`] and it takes a partial checksum (as `emit`
-/// sends a super-frame that fits the link as one jumbo frame).
+/// True for a port that carries a merged labelled frame whole: its MTU is at least
+/// [`MERGE_MIN_MTU`] and it takes a partial checksum (as `emit` sends a super-frame that
+/// fits the link as one jumbo frame). A port that takes labelled GSO but cuts it itself
+/// (an MPLS-in-UDP tunnel) gains nothing: it sends consecutive segments of a flow in one
+/// call already, and the merge would only add a copy and a checksum pass.
 fn carries_merged(port: &PortInfo) -> bool {
-    port.caps.mpls_gso || (port.mtu >= MERGE_MIN_MTU && port.caps.csum)
+    port.mtu >= MERGE_MIN_MTU && port.caps.csum
 }
 
 /// True for a frame under one label, received on a port below [`MERGE_MIN_MTU`], that is

@@ -1633,27 +1633,29 @@ fn segments_swapped_toward_a_64k_link_are_coalesced_and_leave_as_one_jumbo_frame
     r.assert_no_drops();
 
     // Between two 64 KiB links super-frames arrive whole: the few small segments a
-    // sender starts with are switched as they come.
-    let mut ports = p_ports();
-    for port in [P_WEST, P_EAST] {
-        ports[usize::from(port)].mtu = 65535;
-        ports[usize::from(port)].caps =
-            PortCaps { tso4: true, tso6: true, csum: true, ..PortCaps::default() };
+    // sender starts with are switched as they come. Toward a tunnel that cuts labelled
+    // super-frames itself (an MPLS-in-UDP port) merging would only add a copy.
+    let jumbo = PortCaps { tso4: true, tso6: true, csum: true, ..PortCaps::default() };
+    let tunnel = PortCaps { mpls_gso: true, ..PortCaps::default() };
+    for (west, east) in [((65535, jumbo), (65535, jumbo)), ((1500, PortCaps::default()), (1472, tunnel))] {
+        let mut ports = p_ports();
+        (ports[usize::from(P_WEST)].mtu, ports[usize::from(P_WEST)].caps) = west;
+        (ports[usize::from(P_EAST)].mtu, ports[usize::from(P_EAST)].caps) = east;
+        let mut r = Router::new(p_builder(), ports);
+        r.resolve_all_p();
+        let mut batch = Vec::new();
+        for i in 0..4u8 {
+            let mut t = tcp_segment(40000, 5201, 5000 + 1000 * u32::from(i), &pattern(1000, i));
+            tcp::Packet::new_unchecked(&mut t[..]).set_psh(false);
+            tcp::Packet::new_unchecked(&mut t[..]).fill_checksum_v4(v4(CE1), v4(CE2));
+            let ip = ipv4(CE1, CE2, ipv4::protocol::TCP, 63, true, &t);
+            batch.push(Packet::from_frame(P_WEST, &mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 63)], &ip)));
+        }
+        let mut out = Output::new(2);
+        r.dp.process_batch(r.now, &mut batch, &mut r.pool, &mut out);
+        assert_eq!(out.tx[usize::from(P_EAST)].len(), 4, "{west:?} -> {east:?}");
+        assert_eq!(r.events(Event::GroMerged), 0);
     }
-    let mut r = Router::new(p_builder(), ports);
-    r.resolve_all_p();
-    let mut batch = Vec::new();
-    for i in 0..4u8 {
-        let mut t = tcp_segment(40000, 5201, 5000 + 1000 * u32::from(i), &pattern(1000, i));
-        tcp::Packet::new_unchecked(&mut t[..]).set_psh(false);
-        tcp::Packet::new_unchecked(&mut t[..]).fill_checksum_v4(v4(CE1), v4(CE2));
-        let ip = ipv4(CE1, CE2, ipv4::protocol::TCP, 63, true, &t);
-        batch.push(Packet::from_frame(P_WEST, &mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 63)], &ip)));
-    }
-    let mut out = Output::new(2);
-    r.dp.process_batch(r.now, &mut batch, &mut r.pool, &mut out);
-    assert_eq!(out.tx[usize::from(P_EAST)].len(), 4);
-    assert_eq!(r.events(Event::GroMerged), 0);
 }
 
 #[test]
