@@ -556,9 +556,7 @@ impl Tables {
                 let what = format!("{}/{} in VRF \"{}\"", route.prefix, route.len, route.vrf);
                 match change {
                     Change::Add if self.routes.contains_key(&key) => {
-                        return Err(format!(
-                            "a route to {what} exists; use `vmpls route replace` to change it"
-                        ));
+                        Err(format!("a route to {what} exists; use `vmpls route replace` to change it"))
                     }
                     Change::Add | Change::Replace => {
                         let entry = Entry { item: route, origin: Protocol::Boot, shown: shown(r.protocol)? };
@@ -585,11 +583,9 @@ impl Tables {
                 let label = self.resolve_label(m, change == Change::Delete)?;
                 let key = label.label;
                 match change {
-                    Change::Add if self.labels.contains_key(&key) => {
-                        return Err(format!(
-                            "label {key} has a route; use `vmpls -f mpls route replace` to change it"
-                        ));
-                    }
+                    Change::Add if self.labels.contains_key(&key) => Err(format!(
+                        "label {key} has a route; use `vmpls -f mpls route replace` to change it"
+                    )),
                     Change::Add | Change::Replace => {
                         let entry = Entry { item: label, origin: Protocol::Boot, shown: shown(m.protocol)? };
                         let old = self.labels.insert(key, entry);
@@ -1735,7 +1731,7 @@ mod frr_tests {
     #[test]
     fn changes_made_in_place_equal_a_full_build_after_any_sequence() {
         // xorshift64*, deterministic.
-        let mut seed = 0x7ab1_e5u64;
+        let mut seed = 0x007a_b1e5_u64;
         let mut rand = |n: u64| {
             seed ^= seed >> 12;
             seed ^= seed << 25;

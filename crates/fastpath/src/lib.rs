@@ -419,6 +419,9 @@ fn sync_family<A: Ord + Copy, K: aya::Pod>(
     Ok(!fits)
 }
 
+/// Changed map entries by key: the new value, or `None` where the key is gone.
+type EntryChanges<K> = [(K, Option<RawRoute>)];
+
 /// Sets each key of `map` to its value, or removes it (`None`).
 fn set_all<K: Ord + Copy, V: Copy>(map: &mut BTreeMap<K, V>, change: &[(K, Option<V>)]) {
     for (k, v) in change {
@@ -434,7 +437,7 @@ fn set_all<K: Ord + Copy, V: Copy>(map: &mut BTreeMap<K, V>, change: &[(K, Optio
 fn write_family<A: Ord + Copy, K: aya::Pod>(
     map: &mut LpmTrie<MapData, K, RawRoute>,
     installed: &mut BTreeMap<(u16, A, u8), RawRoute>,
-    change: &[((u16, A, u8), Option<RawRoute>)],
+    change: &EntryChanges<(u16, A, u8)>,
     key: impl Fn((u16, A, u8)) -> aya::maps::lpm_trie::Key<K>,
 ) -> Result<(), MapError> {
     for (k, v) in change {
@@ -646,8 +649,8 @@ impl FastPath {
     fn write_entries(
         &mut self,
         labels: &[(u32, Option<RawLabel>)],
-        v4: &[((u16, Ipv4Addr, u8), Option<RawRoute>)],
-        v6: &[((u16, Ipv6Addr, u8), Option<RawRoute>)],
+        v4: &EntryChanges<(u16, Ipv4Addr, u8)>,
+        v6: &EntryChanges<(u16, Ipv6Addr, u8)>,
     ) -> Result<(), MapError> {
         for (l, v) in labels {
             if let Some(v) = v {
