@@ -499,25 +499,16 @@ impl Config {
         if let Some(a) = self.router.v6 {
             b.router_v6(a);
         }
-        let group = |nhs: &[NexthopConfig], line| {
-            let nhs = nhs
-                .iter()
-                .map(|n| Nexthop { port: n.port, via: n.via, labels: n.labels.clone(), weight: n.weight })
-                .collect();
-            NexthopGroup::new(nhs).map_err(err(Some(line)))
-        };
         for r in routes {
-            let target = match &r.action {
-                RouteAction::Blackhole => RouteTarget::Blackhole,
-                RouteAction::Forward(nhs) => RouteTarget::Forward(group(nhs, r.line)?),
-            };
+            let route = prefix_route(r).map_err(err(Some(r.line)))?;
             let vrf = vrf_id(&b, &r.vrf, r.line)?;
-            b.add_prefix_route(vrf, r.prefix, r.len, PrefixRoute { target, ttl_model: r.ttl_model })
-                .map_err(err(Some(r.line)))?;
+            b.add_prefix_route(vrf, r.prefix, r.len, route).map_err(err(Some(r.line)))?;
         }
         for l in labels {
             let action = match &l.action {
-                LabelConfigAction::Forward(nhs) => LabelAction::Forward(group(nhs, l.line)?),
+                LabelConfigAction::Forward(nhs) => {
+                    LabelAction::Forward(nexthop_group(nhs).map_err(err(Some(l.line)))?)
+                }
                 LabelConfigAction::PopAndLookup { vrf } => {
                     LabelAction::PopAndLookup { vrf: vrf_id(&b, vrf, l.line)? }
                 }
@@ -527,6 +518,24 @@ impl Config {
         }
         b.build().map_err(err(None))
     }
+}
+
+/// A route's entry in the forwarding tables.
+pub(crate) fn prefix_route(r: &RouteConfig) -> Result<PrefixRoute, vmpls_fib::FibError> {
+    let target = match &r.action {
+        RouteAction::Blackhole => RouteTarget::Blackhole,
+        RouteAction::Forward(nhs) => RouteTarget::Forward(nexthop_group(nhs)?),
+    };
+    Ok(PrefixRoute { target, ttl_model: r.ttl_model })
+}
+
+/// The next-hop group of a route's or a label route's next hops.
+pub(crate) fn nexthop_group(nhs: &[NexthopConfig]) -> Result<NexthopGroup, vmpls_fib::FibError> {
+    NexthopGroup::new(
+        nhs.iter()
+            .map(|n| Nexthop { port: n.port, via: n.via, labels: n.labels.clone(), weight: n.weight })
+            .collect(),
+    )
 }
 
 /// Checks that the interface of every `af-packet` port exists, with `exists` asking the

@@ -23,17 +23,20 @@ use std::net::IpAddr;
 
 use vmpls_fib::{
     DEFAULT_VRF_NAME, Fib, IMPLICIT_NULL, Label, LabelAction, LabelRoute, MAX_LABEL, MAX_NEXTHOPS,
-    MIN_UNRESERVED_LABEL, Nexthop as FibNexthop, NexthopGroup, PortId, PrefixRoute, RouteTarget, TtlModel,
-    VrfId,
+    MIN_UNRESERVED_LABEL, PortId, TtlModel, VrfId,
 };
 
 use crate::api::{
     Family, FlushSummary, IpRoute, MplsAction, MplsRoute, Nexthop, PrefixMatch, Protocol, ReloadSummary,
     RouteFilter, RouteSpec, RouteType,
 };
-use crate::{Config, LabelConfig, LabelConfigAction, NexthopConfig, PortConfig, RouteAction, RouteConfig};
+use crate::{
+    Config, LabelConfig, LabelConfigAction, NexthopConfig, PortConfig, RouteAction, RouteConfig,
+    nexthop_group, prefix_route,
+};
 
 mod bulk;
+use bulk::Undo;
 pub use bulk::{ShowChunk, ShowCursor, ShowRows};
 
 /// A route change.
@@ -125,23 +128,6 @@ fn route_key(r: &RouteConfig) -> RouteKey {
 
 fn same_route(a: &RouteConfig, b: &RouteConfig) -> bool {
     (&a.vrf, a.prefix, a.len, &a.action, a.ttl_model) == (&b.vrf, b.prefix, b.len, &b.action, b.ttl_model)
-}
-
-/// A route's entry in the forwarding tables (as [`Config::build_fib_with`] makes it).
-fn prefix_route(r: &RouteConfig) -> Result<PrefixRoute, vmpls_fib::FibError> {
-    let target = match &r.action {
-        RouteAction::Blackhole => RouteTarget::Blackhole,
-        RouteAction::Forward(nhs) => RouteTarget::Forward(nexthop_group(nhs)?),
-    };
-    Ok(PrefixRoute { target, ttl_model: r.ttl_model })
-}
-
-fn nexthop_group(nhs: &[NexthopConfig]) -> Result<NexthopGroup, vmpls_fib::FibError> {
-    NexthopGroup::new(
-        nhs.iter()
-            .map(|n| FibNexthop { port: n.port, via: n.via, labels: n.labels.clone(), weight: n.weight })
-            .collect(),
-    )
 }
 
 fn same_label(a: &LabelConfig, b: &LabelConfig) -> bool {
@@ -535,105 +521,21 @@ impl Tables {
     /// What is wrong with the route, in a sentence for the CLI's `Error: ...`.
     pub fn change(&mut self, change: Change, spec: &RouteSpec) -> Result<Fib, String> {
         // Changed in place, not on a copy of the tables (which costs more than the change at
-        // a hundred thousand routes): the entry is checked first, then set, and put back if
-        // the forwarding tables refuse it.
-        match spec {
-            RouteSpec::Inet(r) | RouteSpec::Inet6(r) => {
-                let family = if matches!(spec, RouteSpec::Inet(_)) { Family::Inet } else { Family::Inet6 };
-                // A connected route pasted back from `route show`: it is there already.
-                if change != Change::Delete && self.is_connected_route(r, family) {
-                    return match change {
-                        Change::Replace => self.fib_after(&[], &[]),
-                        _ => Err(format!(
-                            "{} is the connected subnet of port \"{}\"; it exists as long as the port has that address",
-                            r.dst,
-                            r.nexthops[0].dev.as_deref().unwrap_or_default()
-                        )),
-                    };
-                }
-                let route = self.resolve_ip(r, family, change == Change::Delete)?;
-                let key = route_key(&route);
-                let what = format!("{}/{} in VRF \"{}\"", route.prefix, route.len, route.vrf);
-                match change {
-                    Change::Add if self.routes.contains_key(&key) => {
-                        Err(format!("a route to {what} exists; use `vmpls route replace` to change it"))
-                    }
-                    Change::Add | Change::Replace => {
-                        let entry = Entry { item: route, origin: Protocol::Boot, shown: shown(r.protocol)? };
-                        let old = self.routes.insert(key.clone(), entry);
-                        self.route_changed(key, old)
-                    }
-                    Change::Delete => {
-                        let Some(old) = self.routes.get(&key) else {
-                            return Err(format!("no route to {what}"));
-                        };
-                        let given = r.kind == RouteType::Blackhole || !r.nexthops.is_empty();
-                        if given && old.item.action != route.action {
-                            return Err(format!(
-                                "the route to {what} is not the one given: it is `{}`",
-                                crate::show::ip_route_line(&self.show_ip(&old.item, old.proto()))
-                            ));
-                        }
-                        let old = self.routes.remove(&key);
-                        self.route_changed(key, old)
-                    }
-                }
-            }
-            RouteSpec::Mpls(m) => {
-                let label = self.resolve_label(m, change == Change::Delete)?;
-                let key = label.label;
-                match change {
-                    Change::Add if self.labels.contains_key(&key) => Err(format!(
-                        "label {key} has a route; use `vmpls -f mpls route replace` to change it"
-                    )),
-                    Change::Add | Change::Replace => {
-                        let entry = Entry { item: label, origin: Protocol::Boot, shown: shown(m.protocol)? };
-                        let old = self.labels.insert(key, entry);
-                        self.label_changed(key, old)
-                    }
-                    Change::Delete => {
-                        let Some(old) = self.labels.get(&key) else {
-                            return Err(format!("no route for label {key}"));
-                        };
-                        let given =
-                            !m.nexthops.is_empty() || m.action == MplsAction::Lookup && m.vrf.is_some();
-                        if given && old.item.action != label.action {
-                            return Err(format!(
-                                "the route for label {key} is not the one given: it is `{}`",
-                                crate::show::mpls_route_line(&self.show_label(&old.item, old.proto()))
-                            ));
-                        }
-                        let old = self.labels.remove(&key);
-                        self.label_changed(key, old)
-                    }
-                }
-            }
+        // a hundred thousand routes): the entry is checked and set, then put back if the
+        // forwarding tables refuse it.
+        let staged = self.stage_change(change, spec)?;
+        let (routes, labels) = match &staged {
+            Some(Undo::Route(key, _)) => (std::slice::from_ref(key), &[][..]),
+            Some(Undo::Label(label, _)) => (&[][..], std::slice::from_ref(label)),
+            None => (&[][..], &[][..]),
+        };
+        let fib = self.fib_after(routes, labels);
+        if fib.is_err()
+            && let Some(undo) = staged
+        {
+            self.unstage(undo);
         }
-    }
-
-    /// The tables after the CLI's route for `key` changed from `old`; on error `old` is put
-    /// back.
-    fn route_changed(&mut self, key: RouteKey, old: Option<Entry<RouteConfig>>) -> Result<Fib, String> {
-        let r = self.fib_after(std::slice::from_ref(&key), &[]);
-        if r.is_err() {
-            match old {
-                Some(o) => self.routes.insert(key, o),
-                None => self.routes.remove(&key),
-            };
-        }
-        r
-    }
-
-    /// As [`Tables::route_changed`] for a label route.
-    fn label_changed(&mut self, label: Label, old: Option<Entry<LabelConfig>>) -> Result<Fib, String> {
-        let r = self.fib_after(&[], &[label]);
-        if r.is_err() {
-            match old {
-                Some(o) => self.labels.insert(label, o),
-                None => self.labels.remove(&label),
-            };
-        }
-        r
+        fib
     }
 
     /// Applies the difference between the config loaded before and `new` (see the module

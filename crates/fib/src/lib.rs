@@ -503,19 +503,7 @@ mod tests {
         assert!(!fib.is_local_v6("2001:db8:10::2".parse().unwrap()));
     }
 
-    /// xorshift64*: a tiny deterministic PRNG.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
+    use crate::lpm::tests::Rng;
 
     fn two_port_fib() -> Fib {
         let mut b = FibBuilder::new();

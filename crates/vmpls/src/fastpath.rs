@@ -136,14 +136,11 @@ impl<'a> Entries<'a> {
     /// The host entry of a neighbour on a connected subnet, if `addr` is one: only where
     /// that subnet is the longest match (a more specific route through a gateway wins).
     fn neighbor_host(&mut self, vrf_id: VrfId, addr: IpAddr) -> Option<RouteEntry> {
-        let (port, mac) = self.neighbors.entries().find_map(|(port, a, mac)| {
-            (a == addr && self.fib.vrf_of_port(port) == Some(vrf_id)).then_some((port, mac?))
-        })?;
-        let p = self.fast(port)?;
-        let route = self.fib.vrf(vrf_id)?.lookup(addr)?;
-        if route.target != (RouteTarget::Connected { port }) {
+        let RouteTarget::Connected { port } = self.fib.vrf(vrf_id)?.lookup(addr)?.target else {
             return None;
-        }
+        };
+        let p = self.fast(port)?;
+        let mac = self.neighbors.mac(port, addr)?;
         self.used.push((port, addr));
         Some(RouteEntry::Forward { labels: Vec::new(), label_ttl: None, adj: p.adjacency(mac) })
     }

@@ -58,7 +58,7 @@ pub struct ShowChunk {
 }
 
 /// What a staged change replaced, to put it back.
-enum Undo {
+pub(super) enum Undo {
     Route(RouteKey, Option<Entry<RouteConfig>>),
     Label(Label, Option<Entry<LabelConfig>>),
 }
@@ -286,20 +286,7 @@ impl Tables {
             Ok(fib) => Ok((Some(fib), sum)),
             Err(e) => {
                 for u in undo.into_iter().rev() {
-                    match u {
-                        Undo::Route(k, Some(old)) => {
-                            self.routes.insert(k, old);
-                        }
-                        Undo::Route(k, None) => {
-                            self.routes.remove(&k);
-                        }
-                        Undo::Label(k, Some(old)) => {
-                            self.labels.insert(k, old);
-                        }
-                        Undo::Label(k, None) => {
-                            self.labels.remove(&k);
-                        }
-                    }
+                    self.unstage(u);
                 }
                 Err(format!("the batch was not applied: {e}"))
             }
@@ -318,10 +305,29 @@ impl Tables {
         }
     }
 
-    /// One change of [`Tables::change_many`], with the checks of [`Tables::change`],
-    /// made in place without building the forwarding tables; returns what it replaced
-    /// (`None`: nothing changed).
-    fn stage_change(&mut self, change: Change, spec: &RouteSpec) -> Result<Option<Undo>, String> {
+    /// Puts back what a staged change replaced.
+    pub(super) fn unstage(&mut self, undo: Undo) {
+        match undo {
+            Undo::Route(k, Some(old)) => {
+                self.routes.insert(k, old);
+            }
+            Undo::Route(k, None) => {
+                self.routes.remove(&k);
+            }
+            Undo::Label(k, Some(old)) => {
+                self.labels.insert(k, old);
+            }
+            Undo::Label(k, None) => {
+                self.labels.remove(&k);
+            }
+        }
+    }
+
+    /// One route change with every check of `route add`/`replace`/`del`, made in place
+    /// without building the forwarding tables ([`Tables::change`] and
+    /// [`Tables::change_many`] make them); returns what it replaced (`None`: nothing
+    /// changed).
+    pub(super) fn stage_change(&mut self, change: Change, spec: &RouteSpec) -> Result<Option<Undo>, String> {
         match spec {
             RouteSpec::Inet(r) | RouteSpec::Inet6(r) => {
                 let family = if matches!(spec, RouteSpec::Inet(_)) { Family::Inet } else { Family::Inet6 };
