@@ -10,7 +10,7 @@ use std::time::Duration;
 use vmpls_control::api::{CaptureStart, CapturedFrame, Direction, Request, base64_decode};
 use vmpls_wire::ethernet::{EtherType, Frame};
 
-use crate::client::{CliError, Connection, Globals};
+use crate::cli::{self, CliError, Globals};
 
 /// The pcap snapshot length: the largest super-frame plus headers, whole.
 pub const SNAPLEN: u32 = 262_144;
@@ -152,7 +152,7 @@ pub fn parse_filter(f: &str) -> Result<u32, String> {
     let bad = || format!("unknown filter \"{f}\"; expected label=N (N from 0 to 1048575)");
     let n = f.strip_prefix("label=").ok_or_else(bad)?;
     let l: u32 = n.parse().map_err(|_| bad())?;
-    if l > vmpls_fib::MAX_LABEL {
+    if l > vmpls_wire::mpls::MAX_LABEL {
         return Err(bad());
     }
     Ok(l)
@@ -197,7 +197,7 @@ pub struct CaptureArgs {
 /// See [`CliError`].
 pub fn run(g: &Globals, args: &CaptureArgs) -> Result<(), CliError> {
     let label = args.filter.as_deref().map(parse_filter).transpose().map_err(CliError::Usage)?;
-    let mut conn = Connection::open(g)?;
+    let mut conn = cli::connect(g)?;
     let start: CaptureStart = serde_json::from_value(
         conn.request(&Request::Capture { port: args.port.clone(), label, count: args.count })?
             .unwrap_or_default(),

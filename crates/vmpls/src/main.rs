@@ -1,30 +1,17 @@
 //! `vmpls`: a userspace MPLS label-switching router for virtual networks.
 //!
-//! A thin dispatcher: each subcommand lives in its own module (`router`: run; `client`:
-//! the iproute2-style CLI; `capture`; `metrics`; `server`: the control socket).
+//! A thin dispatcher: `run` and `check` are the router library's (`vmpls-router`); the
+//! commands against a running router are the iproute2-style client (`cli`, `batch`,
+//! `capture`); `lab` and `bench` run `vmpls-tools`, installed beside this binary, so
+//! the router links no lab, benchmark or QEMU code.
 
-mod bench;
-mod bench_fib;
-mod bench_fpm;
-mod bulk;
+mod batch;
 mod capture;
-mod claim;
-mod client;
-mod fastpath;
-mod frr;
-mod kernel;
-mod metrics;
-mod router;
-mod seed_vm;
-mod seed_vm_routers;
-mod server;
-mod soak;
-mod socket;
+mod cli;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use vmpls_control::api::Family;
@@ -90,7 +77,7 @@ enum Command {
         #[arg(long)]
         stats_file: Option<PathBuf>,
         /// Serve Prometheus metrics at http://ADDR:PORT/metrics (PORT alone: loopback).
-        #[arg(long, value_name = "ADDR:PORT", value_parser = metrics::parse_addr)]
+        #[arg(long, value_name = "ADDR:PORT", value_parser = vmpls_router::metrics::parse_addr)]
         metrics: Option<std::net::SocketAddr>,
     },
     /// Validate a config (syntax, values, and that its interfaces exist) and exit.
@@ -99,15 +86,21 @@ enum Command {
         #[arg(short, long)]
         config: PathBuf,
     },
-    /// Build a lab topology in network namespaces and measure it.
+    /// Build a lab topology in network namespaces and measure it (`vmpls-tools lab`,
+    /// installed beside `vmpls`).
+    #[command(disable_help_flag = true)]
     Lab {
-        #[command(subcommand)]
-        lab: LabCommand,
+        /// seed | frr, then their options (`vmpls lab --help`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<std::ffi::OsString>,
     },
-    /// Benchmarks: every mode of a lab measured in one run, as ratios to kernel routing.
+    /// Benchmarks: every mode of a lab measured in one run, as ratios to kernel routing
+    /// (`vmpls-tools bench`, installed beside `vmpls`).
+    #[command(disable_help_flag = true)]
     Bench {
-        #[command(subcommand)]
-        bench: BenchCommand,
+        /// seed | fib | fpm | soak, then their options (`vmpls bench --help`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<std::ffi::OsString>,
     },
     /// Routes of a running router: add, del, replace, show (iproute2 grammar;
     /// `vmpls route help`).
@@ -152,141 +145,15 @@ enum Command {
     },
 }
 
-#[derive(Subcommand)]
-enum BenchCommand {
-    /// The router's tables at N routes (IPv4 prefixes, a tenth as many IPv6 prefixes and
-    /// label routes): load time, memory per entry, one change, lookup rate; the kernel's
-    /// FIB taking the same IPv4 routes (`ip -batch`) beside it.
-    Fib {
-        /// Sizes, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000,262141")]
-        sizes: Vec<u32>,
-        /// Print JSON instead of a Markdown table.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Routes from zebra: a full table (label routes and labelled prefixes) and single
-    /// updates sent over FPM by a generator, each timed until in force; the kernel's own
-    /// FIB (`ip -batch`) in the same run as the baseline.
-    Fpm {
-        /// Label routes in the full table (and as many labelled prefixes).
-        #[arg(long, default_value_t = 10_000)]
-        routes: u32,
-        /// Single updates timed after the full table.
-        #[arg(long, default_value_t = 100)]
-        updates: u32,
-        /// Run the router with the in-kernel fast path (`fast-path = "tc"`).
-        #[arg(long)]
-        fast_path: bool,
-        /// Print JSON instead of a Markdown table.
-        #[arg(long)]
-        json: bool,
-    },
-    /// The seed lab in every mode: kernel-ip, kernel-ip-offloads-off, vmpls-ip, vmpls-mpls,
-    /// vmpls-mpls-offloads-off, vmpls-mpls-1500.
-    Seed {
-        /// Seconds each mode's TCP flow runs.
-        #[arg(long, default_value_t = 10)]
-        duration: u64,
-        /// Print JSON instead of a Markdown table.
-        #[arg(long)]
-        json: bool,
-        /// Also draw the bars into this SVG file.
-        #[arg(long, value_name = "FILE.svg")]
-        plot: Option<PathBuf>,
-    },
-    /// The seed lab's vmpls routers under paced TCP and UDP traffic both ways for a long
-    /// time, the LSP changing every few seconds (make-before-break): bytes and datagrams
-    /// sent and received, drops by reason, memory at start and end. Not for CI.
-    Soak {
-        /// How long the traffic runs: 90s, 10m, 1h, 1h30m.
-        #[arg(long, default_value = "10m", value_parser = soak::parse_duration)]
-        duration: Duration,
-        /// Print JSON instead of tables.
-        #[arg(long)]
-        json: bool,
-        /// Each TCP flow's rate, Mbit/s.
-        #[arg(long, value_name = "MBIT", default_value_t = 200.0, value_parser = parse_mbit)]
-        rate: f64,
-        /// Each UDP flow's rate, Mbit/s.
-        #[arg(long, value_name = "MBIT", default_value_t = 50.0, value_parser = parse_mbit)]
-        udp_rate: f64,
-        /// How often the path changes: 3s, 500ms.
-        #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = soak::parse_duration)]
-        change_every: Duration,
-        /// Run the routers with the in-kernel fast path (`fast-path = "tc"`).
-        #[arg(long)]
-        fast_path: bool,
-    },
-}
-
-/// A rate in Mbit/s: a positive number.
-fn parse_mbit(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e6 => Ok(v),
-        _ => Err(format!("\"{text}\" is not a rate in Mbit/s (a number above 0, like 200 or 0.5)")),
-    }
-}
-
-#[derive(Subcommand)]
-enum LabCommand {
-    /// The seed topology: ce1 -- pe1 -- p -- pe2 -- ce2, a TCP flow ce1 -> ce2 through
-    /// kernel IP routing and through the vmpls LSP, one table.
-    Seed {
-        /// Seconds each mode's TCP flow runs.
-        #[arg(long, default_value_t = 10)]
-        duration: u64,
-        /// Print JSON instead of a Markdown table.
-        #[arg(long)]
-        json: bool,
-        /// ce1 and ce2 as QEMU guests: on vhost-user ports of pe1 and pe2 (vmpls), and as
-        /// the baseline on TAPs with the host kernel routing between them; iperf3 inside
-        /// the guests. The guest image is cached in $VMPLS_GUEST_CACHE (default
-        /// target/guest-cache of the source tree).
-        #[arg(long)]
-        vm: bool,
-        /// The seed experiment as it was run: the routers inside QEMU guests (a P guest, a
-        /// PE guest with pe1 and pe2 in two namespaces) on virtio-net, ce1 and ce2 as host
-        /// namespaces; kernel IP, kernel MPLS and vmpls in the guests, iperf3 ce1 -> ce2.
-        #[arg(long, conflicts_with = "vm")]
-        vm_routers: bool,
-        /// With --vm-routers: the modes to run, separated by commas (kernel-ip, kernel-mpls,
-        /// kernel-mpls-64k, vmpls-mpls, vmpls-mpls-64k); default all but kernel-mpls-64k.
-        #[arg(long, requires = "vm_routers")]
-        modes: Option<String>,
-        /// 2: the LSP split over two hosts (namespaces joined only by an IP underlay):
-        /// kernel IP over a VXLAN link (containerlab's way, the baseline), vmpls over
-        /// that link, vmpls over MPLS-in-UDP.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
-        hosts: u8,
-    },
-    /// The seed topology with FRRouting as control plane: pe1, p and pe2 each run FRR
-    /// (zebra with vmpls's module and FPM, ospfd, ldpd) and vmpls; waits for OSPF and LDP,
-    /// checks ping and traceroute, and runs the TCP flow ce1 -> ce2 through kernel IP
-    /// routing and through the LDP LSP (pipeline and in-kernel fast path), one table.
-    Frr {
-        /// Seconds each mode's TCP flow runs.
-        #[arg(long, default_value_t = 10)]
-        duration: u64,
-        /// Print JSON instead of Markdown tables.
-        #[arg(long)]
-        json: bool,
-        /// The zebra module (`scripts/build-zebra-module` builds it and prints its path).
-        /// Default: $VMPLS_ZEBRA_MODULE, else the one built next to this binary.
-        #[arg(long, value_name = "PATH")]
-        zebra_module: Option<PathBuf>,
-    },
-}
-
 impl Cli {
-    fn globals(&self) -> Result<client::Globals, client::CliError> {
+    fn globals(&self) -> Result<cli::Globals, cli::CliError> {
         let family = match (&self.family, self.inet, self.inet6) {
-            (Some(f), _, _) => Some(vmpls_control::cli::parse_family(f).map_err(client::CliError::Usage)?),
+            (Some(f), _, _) => Some(vmpls_control::cli::parse_family(f).map_err(cli::CliError::Usage)?),
             (None, true, _) => Some(Family::Inet),
             (None, _, true) => Some(Family::Inet6),
             (None, false, false) => None,
         };
-        Ok(client::Globals {
+        Ok(cli::Globals {
             router: self.router.clone(),
             socket: self.socket.clone(),
             json: self.json,
@@ -322,7 +189,7 @@ fn main() -> ExitCode {
     }
     let Some(command) = &cli.command else {
         return match (&cli.batch, cli.globals()) {
-            (Some(file), Ok(g)) => bulk::run(&g, file, cli.force),
+            (Some(file), Ok(g)) => batch::run(&g, file, cli.force),
             (Some(_), Err(e)) => {
                 eprintln!("Error: {}", e.message());
                 ExitCode::from(e.code())
@@ -334,50 +201,19 @@ fn main() -> ExitCode {
         };
     };
     let result = match command {
-        Command::Run { config, stats_file, metrics } => router::run(router::RunOptions {
+        Command::Run { config, stats_file, metrics } => vmpls_router::run(vmpls_router::RunOptions {
             config: config.clone(),
             stats_file: stats_file.clone(),
             metrics: *metrics,
             socket: cli.socket.clone(),
         }),
-        Command::Check { config } => router::load_config_to_start(config).and_then(|cfg| {
+        Command::Check { config } => vmpls_router::load_config_to_start(config).and_then(|cfg| {
             cfg.build_fib()?;
             println!("{}: ok ({} ports)", config.display(), cfg.ports.len());
             Ok(())
         }),
-        Command::Bench { bench: BenchCommand::Seed { duration, json, plot } } => {
-            bench::seed(Duration::from_secs(*duration), *json, plot.as_deref())
-        }
-        Command::Bench { bench: BenchCommand::Fib { sizes, json } } => bench_fib::run(sizes, *json),
-        Command::Bench { bench: BenchCommand::Fpm { routes, updates, fast_path, json } } => {
-            bench_fpm::run(&bench_fpm::FpmBenchOptions {
-                routes: *routes,
-                updates: *updates,
-                fast_path: *fast_path,
-                json: *json,
-            })
-        }
-        Command::Bench {
-            bench: BenchCommand::Soak { duration, json, rate, udp_rate, change_every, fast_path },
-        } => bench_soak(*duration, *json, *rate, *udp_rate, *change_every, *fast_path),
-        Command::Lab { lab: LabCommand::Seed { vm_routers: true, hosts: 2.., .. } } => {
-            Err(anyhow::anyhow!("--vm-routers and --hosts 2 do not go together"))
-        }
-        Command::Lab { lab: LabCommand::Seed { duration, json, vm_routers: true, modes, .. } } => {
-            lab_seed_vm_routers(Duration::from_secs(*duration), *json, modes.as_deref())
-        }
-        Command::Lab { lab: LabCommand::Seed { duration, json, vm: false, hosts, .. } } => {
-            lab_seed(Duration::from_secs(*duration), *json, *hosts)
-        }
-        Command::Lab { lab: LabCommand::Seed { vm: true, hosts: 2.., .. } } => {
-            Err(anyhow::anyhow!("--vm and --hosts 2 do not go together"))
-        }
-        Command::Lab { lab: LabCommand::Seed { duration, json, vm: true, .. } } => {
-            lab_seed_vm(Duration::from_secs(*duration), *json)
-        }
-        Command::Lab { lab: LabCommand::Frr { duration, json, zebra_module } } => {
-            lab_frr(Duration::from_secs(*duration), *json, zebra_module.clone())
-        }
+        Command::Lab { args } => tools("lab", args, cli.verbose),
+        Command::Bench { args } => tools("bench", args, cli.verbose),
         other => return run_client(&cli, other),
     };
     match result {
@@ -396,11 +232,11 @@ fn main() -> ExitCode {
 /// The commands against a running router; errors print as `Error: ...`.
 fn run_client(cli: &Cli, command: &Command) -> ExitCode {
     let result = cli.globals().and_then(|g| match command {
-        Command::Route { args } => client::route(&g, args),
-        Command::Link { args } => client::link(&g, args),
-        Command::Neigh { args } => client::neigh(&g, args),
-        Command::Stats => client::stats(&g),
-        Command::Reload => client::reload(&g),
+        Command::Route { args } => cli::route(&g, args),
+        Command::Link { args } => cli::link(&g, args),
+        Command::Neigh { args } => cli::neigh(&g, args),
+        Command::Stats => cli::stats(&g),
+        Command::Reload => cli::reload(&g),
         Command::Capture { port, write, count, filter } => capture::run(
             &g,
             &capture::CaptureArgs {
@@ -421,138 +257,19 @@ fn run_client(cli: &Cli, command: &Command) -> ExitCode {
     }
 }
 
-fn lab_seed(duration: Duration, json: bool, hosts: u8) -> anyhow::Result<()> {
-    vmpls_lab::install_interrupt_handler()?;
-    let mut opts = vmpls_lab::seed::SeedOptions::new(std::env::current_exe()?, duration);
-    opts.json = json;
-    if hosts == 2 {
-        opts.hosts = 2;
-        opts.modes = vmpls_lab::seed::Mode::two_hosts();
-    }
-    // A failing mode still leaves the others' rows in the table.
-    opts.keep_going = true;
-    let report = vmpls_lab::seed::run_seed(&opts, &mut |line| eprintln!("{line}"))?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
-    } else {
-        print!("{}", report.to_markdown());
-    }
-    if !report.ok() {
-        anyhow::bail!("some modes failed (see above)");
-    }
-    Ok(())
-}
-
-/// The zebra module to load: given, from the environment, or built by
-/// `scripts/build-zebra-module` next to this binary (`target/frr-module/VERSION/`).
-fn zebra_module(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    if let Some(p) = given.or_else(|| std::env::var_os("VMPLS_ZEBRA_MODULE").map(PathBuf::from)) {
-        anyhow::ensure!(p.is_file(), "no zebra module at {}", p.display());
-        return Ok(p);
-    }
+/// Runs `vmpls-tools SUBCOMMAND ARGS...` in this process's place: the labs and
+/// benchmarks are a binary of their own beside `vmpls` (they need tokio, rtnetlink and
+/// the QEMU harness, which the router does not link).
+fn tools(subcommand: &str, args: &[std::ffi::OsString], verbose: u8) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe()?;
-    let built = exe.parent().and_then(|d| d.parent()).map(|t| t.join("frr-module"));
-    let newest = built
-        .and_then(|d| std::fs::read_dir(d).ok())
-        .into_iter()
-        .flatten()
-        .filter_map(|e| Some(e.ok()?.path().join("vmpls_zebra.so")))
-        .filter(|p| p.is_file())
-        .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
-    newest.ok_or_else(|| {
-        anyhow::anyhow!(
-            "vmpls lab frr needs the zebra module: build it with ./scripts/build-zebra-module (or run \
-             ./scripts/lab-frr), then pass --zebra-module PATH or set VMPLS_ZEBRA_MODULE"
-        )
-    })
-}
-
-fn lab_frr(duration: Duration, json: bool, module: Option<PathBuf>) -> anyhow::Result<()> {
-    vmpls_lab::install_interrupt_handler()?;
-    let opts = vmpls_lab::frr_lab::FrrLabOptions {
-        vmpls: std::env::current_exe()?,
-        duration,
-        zebra_module: zebra_module(module)?,
-        json,
-    };
-    let report = vmpls_lab::frr_lab::run_frr_lab(&opts, &mut |line| eprintln!("{line}"))?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
-    } else {
-        print!("{}", report.to_markdown());
-    }
-    if !report.ok() {
-        anyhow::bail!("some checks or modes failed (see above)");
-    }
-    Ok(())
-}
-
-fn bench_soak(
-    duration: Duration,
-    json: bool,
-    rate: f64,
-    udp_rate: f64,
-    change_every: Duration,
-    fast_path: bool,
-) -> anyhow::Result<()> {
-    vmpls_lab::install_interrupt_handler()?;
-    let mut opts = soak::SoakOptions::new(std::env::current_exe()?, duration);
-    opts.fast_path = fast_path;
-    opts.tcp_rate = (rate * 1e6) as u64;
-    opts.udp_rate = (udp_rate * 1e6) as u64;
-    opts.change_every = change_every;
-    let report = soak::run_soak(&opts, &mut |line| eprintln!("{line}"))?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
-    } else {
-        print!("{}", report.to_text());
-    }
-    if !report.ok() {
-        anyhow::bail!("the soak failed: {}", report.failures.join("; "));
-    }
-    Ok(())
-}
-
-fn lab_seed_vm_routers(duration: Duration, json: bool, modes: Option<&str>) -> anyhow::Result<()> {
-    vmpls_lab::install_interrupt_handler()?;
-    let mut opts = seed_vm_routers::VmRoutersOptions::new(std::env::current_exe()?, duration);
-    if let Some(m) = modes {
-        opts.modes = seed_vm_routers::RouterMode::parse_list(m)?;
-    }
-    opts.keep_going = true;
-    let report = seed_vm_routers::run_seed_vm_routers(&opts, &mut |line| eprintln!("{line}"))?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
-    } else {
-        print!("{}", report.to_markdown());
-        eprintln!("(routers in guests on {}; iperf3 ce1 -> ce2 from host namespaces)", report.accel);
-    }
-    if let Some(dir) = &report.work_dir {
-        eprintln!("files kept in {}", dir.display());
-    }
-    if !report.ok() {
-        anyhow::bail!("some modes failed (see above)");
-    }
-    Ok(())
-}
-
-fn lab_seed_vm(duration: Duration, json: bool) -> anyhow::Result<()> {
-    vmpls_lab::install_interrupt_handler()?;
-    let mut opts = seed_vm::VmSeedOptions::new(std::env::current_exe()?, duration);
-    // A failing mode still leaves the others' rows in the table.
-    opts.keep_going = true;
-    let report = seed_vm::run_seed_vm(&opts, &mut |line| eprintln!("{line}"))?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
-    } else {
-        print!("{}", report.to_markdown());
-        eprintln!("(guests on {}; iperf3 inside the guests, ce1 -> ce2)", report.accel);
-    }
-    if let Some(dir) = &report.work_dir {
-        eprintln!("configs and logs kept in {}", dir.display());
-    }
-    if !report.ok() {
-        anyhow::bail!("some modes failed (see above)");
-    }
-    Ok(())
+    let tools = exe.with_file_name("vmpls-tools");
+    anyhow::ensure!(
+        tools.is_file(),
+        "`vmpls {subcommand}` runs vmpls-tools, which is not beside {} (build it: cargo build --release -p vmpls-tools)",
+        exe.display()
+    );
+    let mut cmd = std::process::Command::new(&tools);
+    cmd.args(std::iter::repeat_n("-v", usize::from(verbose))).arg(subcommand).args(args);
+    Err(anyhow::Error::from(cmd.exec()).context(format!("running {}", tools.display())))
 }

@@ -25,7 +25,9 @@ use vmpls_control::tables::{Change, FrrChange, Tables};
 use vmpls_dataplane::PortInfo;
 use vmpls_fib::FibHandle;
 
-use crate::router::{CaptureSink, LoopHandle, Snapshot, eventfd_drain};
+use crate::capture::CaptureSink;
+use crate::protocol::{LoopHandle, Snapshot};
+use crate::signals::eventfd_drain;
 
 mod bulk;
 
@@ -39,7 +41,7 @@ pub struct Server {
     lp: LoopHandle,
     config_path: PathBuf,
     ports: Vec<PortInfo>,
-    frr: std::sync::OnceLock<Arc<crate::frr::FrrStatus>>,
+    frr: std::sync::OnceLock<Arc<crate::fpm::FrrStatus>>,
 }
 
 /// Formats a MAC address.
@@ -75,7 +77,7 @@ impl Server {
     /// # Errors
     /// The file is invalid (the same message as at start) or needs a restart.
     pub fn reload(&self) -> Result<api::ReloadSummary, String> {
-        let cfg = crate::router::load_config(&self.config_path).map_err(|e| format!("{e:#}"))?;
+        let cfg = crate::load_config(&self.config_path).map_err(|e| format!("{e:#}"))?;
         let mut t = self.tables();
         let (old, new) = (t.config().neighbors.clone(), cfg.neighbors.clone());
         let (fib, sum) = t.reload(cfg)?;
@@ -93,7 +95,7 @@ impl Server {
         old: &[vmpls_control::StaticNeighborConfig],
         new: &[vmpls_control::StaticNeighborConfig],
     ) {
-        use crate::router::NeighborChange;
+        use crate::protocol::NeighborChange;
         let gone = old.iter().filter(|o| !new.iter().any(|n| (n.port, n.address) == (o.port, o.address)));
         let changes = gone.map(|o| NeighborChange::Del { port: o.port, addr: o.address }).chain(
             new.iter().filter(|n| !old.contains(n)).map(|n| NeighborChange::Set {
@@ -285,11 +287,10 @@ impl Server {
             Request::NeighShow => data(self.neighbors().and_then(|l| Ok(serde_json::to_value(l)?))),
             Request::NeighAdd { dst, lladdr, dev, replace } => self.change_neighbor(dev, |port| {
                 let mac = vmpls_control::cli::parse_lladdr(lladdr)?;
-                Ok(crate::router::NeighborChange::Set { port, addr: *dst, mac, replace: *replace })
+                Ok(crate::protocol::NeighborChange::Set { port, addr: *dst, mac, replace: *replace })
             }),
-            Request::NeighDel { dst, dev } => {
-                self.change_neighbor(dev, |port| Ok(crate::router::NeighborChange::Del { port, addr: *dst }))
-            }
+            Request::NeighDel { dst, dev } => self
+                .change_neighbor(dev, |port| Ok(crate::protocol::NeighborChange::Del { port, addr: *dst })),
             Request::Stats => data(self.stats().and_then(|s| Ok(serde_json::to_value(s)?))),
             Request::Reload => match self.reload_logged("request") {
                 Ok(sum) => data(serde_json::to_value(sum).map_err(Into::into)),
@@ -306,7 +307,7 @@ impl Server {
     fn change_neighbor(
         &self,
         dev: &str,
-        change: impl FnOnce(vmpls_fib::PortId) -> Result<crate::router::NeighborChange, String>,
+        change: impl FnOnce(vmpls_fib::PortId) -> Result<crate::protocol::NeighborChange, String>,
     ) -> Reply {
         let Some(port) = self.ports.iter().find(|p| p.name == dev) else {
             return Reply::error(format!("no port named \"{dev}\""));
@@ -352,7 +353,7 @@ impl Server {
     }
 
     /// Shows the FPM server's status in the stats.
-    pub fn set_frr_status(&self, status: Arc<crate::frr::FrrStatus>) {
+    pub fn set_frr_status(&self, status: Arc<crate::fpm::FrrStatus>) {
         let _ = self.frr.set(status);
     }
 

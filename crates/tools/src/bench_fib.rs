@@ -155,7 +155,7 @@ pub fn run(sizes: &[u32], json: bool) -> anyhow::Result<()> {
         let loaded = t.elapsed();
         drop(text);
         // As the router does after loading its config.
-        crate::router::return_freed_memory();
+        vmpls_router::return_freed_memory();
         let grown = rss().saturating_sub(before);
         let entries = u64::from(n + n / 10 + n / 10);
         // One change, as `vmpls route replace` makes it.

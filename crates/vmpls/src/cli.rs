@@ -3,15 +3,11 @@
 //! order; errors print as `Error: ...` and exit non-zero (1: the command line or the
 //! connection, 2: the router refused, as iproute2 does for the kernel).
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
-use vmpls_control::api::{
-    Family, FlushSummary, IpRoute, Link, Neighbor, ReloadSummary, Reply, Request, Stats,
-};
+use vmpls_control::api::{Family, FlushSummary, IpRoute, Link, Neighbor, ReloadSummary, Request, Stats};
 use vmpls_control::show;
+use vmpls_router::client::{ClientError, Connection};
 
 /// Options before the object, as in `ip -j -p -6 route ...`.
 #[derive(Debug, Clone, Default)]
@@ -60,69 +56,21 @@ fn usage(m: impl Into<String>) -> CliError {
     CliError::Usage(m.into())
 }
 
-/// A connection to a router's control socket.
-pub struct Connection {
-    /// For writing requests.
-    pub stream: UnixStream,
-    /// For reading replies.
-    pub reader: BufReader<UnixStream>,
-    /// The socket's path, for messages.
-    pub path: PathBuf,
-}
-
-/// Why connecting failed, in words.
-fn connect_error(path: &Path, e: &std::io::Error) -> String {
-    let p = path.display();
-    match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            format!("no router at {p} (is it running? choose one with -r ROUTER or --socket PATH)")
+impl From<ClientError> for CliError {
+    fn from(e: ClientError) -> CliError {
+        match e {
+            ClientError::Connection(m) => CliError::Usage(m),
+            ClientError::Refused(m) => CliError::Router(m),
         }
-        std::io::ErrorKind::PermissionDenied => {
-            format!("permission denied on {p}: only the user running the router (and root) may use it")
-        }
-        std::io::ErrorKind::ConnectionRefused => {
-            format!("no router is listening on {p} (left by a router that stopped?)")
-        }
-        _ => format!("cannot connect to {p}: {e}"),
     }
 }
 
-impl Connection {
-    /// Connects to the router `g` names.
-    ///
-    /// # Errors
-    /// No router chosen or reachable.
-    pub fn open(g: &Globals) -> Result<Connection, CliError> {
-        let path =
-            crate::socket::client_path(g.router.as_deref(), g.socket.as_deref()).map_err(CliError::Usage)?;
-        let stream = UnixStream::connect(&path).map_err(|e| usage(connect_error(&path, &e)))?;
-        let reader = stream.try_clone().map_err(|e| usage(format!("cannot use {}: {e}", path.display())))?;
-        Ok(Connection { stream, reader: BufReader::new(reader), path })
-    }
-
-    /// Sends a request and reads its reply's data.
-    ///
-    /// # Errors
-    /// The router refused ([`CliError::Router`]) or the connection failed.
-    pub fn request(&mut self, req: &Request) -> Result<Option<serde_json::Value>, CliError> {
-        let io = |e: std::io::Error| usage(format!("talking to {}: {e}", self.path.display()));
-        let mut line = serde_json::to_vec(req).map_err(|e| usage(e.to_string()))?;
-        line.push(b'\n');
-        self.stream.set_read_timeout(Some(Duration::from_secs(20))).map_err(io)?;
-        self.stream.write_all(&line).map_err(io)?;
-        let mut answer = String::new();
-        let n = self.reader.read_line(&mut answer).map_err(io)?;
-        if n == 0 {
-            return Err(usage(format!("the router at {} closed the connection", self.path.display())));
-        }
-        let reply: Reply =
-            serde_json::from_str(&answer).map_err(|e| usage(format!("bad reply from the router: {e}")))?;
-        if reply.ok {
-            Ok(reply.data)
-        } else {
-            Err(CliError::Router(reply.error.unwrap_or_else(|| "the router refused".into())))
-        }
-    }
+/// Connects to the router `g` names.
+///
+/// # Errors
+/// No router chosen or reachable.
+pub fn connect(g: &Globals) -> Result<Connection, CliError> {
+    Ok(Connection::to_router(g.router.as_deref(), g.socket.as_deref())?)
 }
 
 /// Prints `value` as JSON (`-p`: indented).
@@ -144,7 +92,7 @@ fn show<T: serde::de::DeserializeOwned>(
     req: &Request,
     text: impl FnOnce(T) -> String,
 ) -> Result<(), CliError> {
-    let data = Connection::open(g)?.request(req)?;
+    let data = connect(g)?.request(req)?;
     if g.json {
         return print_json(g, &data.unwrap_or(serde_json::Value::Null));
     }
@@ -164,7 +112,7 @@ pub fn route(g: &Globals, args: &[String]) -> Result<(), CliError> {
     let req = vmpls_control::cli::parse_route(g.family, args).map_err(CliError::Usage)?;
     match &req {
         // Printed as the router streams it.
-        Request::RouteShow { .. } => crate::bulk::route_show(g, &req),
+        Request::RouteShow { .. } => crate::batch::route_show(g, &req),
         // As `ip route get`: the address, then the route that takes it.
         Request::RouteGet { addr, .. } => {
             show(g, &req, |r: IpRoute| show::ip_route_line(&IpRoute { dst: addr.to_string(), ..r }) + "\n")
@@ -179,7 +127,7 @@ pub fn route(g: &Globals, args: &[String]) -> Result<(), CliError> {
             }
             String::new()
         }),
-        _ => Connection::open(g)?.request(&req).map(|_| ()),
+        _ => connect(g)?.request(&req).map(|_| ()).map_err(CliError::from),
     }
 }
 
@@ -213,7 +161,7 @@ fn show_args(object: &str, args: &[String]) -> Result<Option<String>, CliError> 
 /// See [`CliError`].
 pub fn link(g: &Globals, args: &[String]) -> Result<(), CliError> {
     let name = show_args("link", args)?;
-    let data = Connection::open(g)?.request(&Request::LinkShow)?;
+    let data = connect(g)?.request(&Request::LinkShow)?;
     let mut links: Vec<Link> = decode(data)?;
     if let Some(n) = &name {
         links.retain(|l| &l.name == n);
@@ -237,17 +185,17 @@ pub fn link(g: &Globals, args: &[String]) -> Result<(), CliError> {
 pub fn neigh(g: &Globals, args: &[String]) -> Result<(), CliError> {
     if let Some(req) = vmpls_control::cli::parse_neigh(args) {
         let req = req.map_err(CliError::Usage)?;
-        Connection::open(g)?.request(&req)?;
+        connect(g)?.request(&req)?;
         return Ok(());
     }
     let name = show_args("neigh", args)?;
-    let data = Connection::open(g)?.request(&Request::NeighShow)?;
+    let data = connect(g)?.request(&Request::NeighShow)?;
     let mut list: Vec<Neighbor> = decode(data)?;
     if let Some(n) = &name {
         list.retain(|e| &e.dev == n);
         if list.is_empty() {
             // An empty table of a port, or no such port: say which, as `link show` does.
-            let links: Vec<Link> = decode(Connection::open(g)?.request(&Request::LinkShow)?)?;
+            let links: Vec<Link> = decode(connect(g)?.request(&Request::LinkShow)?)?;
             if !links.iter().any(|l| &l.name == n) {
                 return Err(CliError::Router(format!("no port named \"{n}\"")));
             }

@@ -17,7 +17,9 @@ use vmpls_control::batch::{
 use vmpls_control::show;
 use vmpls_control::tables::Change;
 
-use crate::client::{self, CliError, Connection, Globals};
+use vmpls_router::client::Connection;
+
+use crate::cli::{self, CliError, Globals};
 
 /// How long the CLI waits for a router's answer to a batch (a million changes take
 /// seconds).
@@ -42,7 +44,7 @@ pub fn route_show(g: &Globals, req: &Request) -> Result<(), CliError> {
     let Request::RouteShow { family, vrf, dst } = req.clone() else {
         return Err(usage("not a route show"));
     };
-    let mut conn = Connection::open(g)?;
+    let mut conn = cli::connect(g)?;
     let stream = Request::RouteShowStream { family, vrf, dst };
     let stdout = io::stdout().lock();
     let mut out = if g.json {
@@ -157,7 +159,7 @@ struct Open {
 
 impl Open {
     fn start(g: &Globals, force: bool) -> Result<Open, CliError> {
-        let mut conn = Connection::open(g)?;
+        let mut conn = cli::connect(g)?;
         send_line(&mut conn, &Request::RouteBatch { force })?;
         let w = conn.stream.try_clone().map_err(|e| io_error(&conn, &e))?;
         Ok(Open { conn, w: BufWriter::with_capacity(1 << 16, w), lines: Vec::new(), line: Vec::new() })
@@ -256,14 +258,14 @@ impl Batch<'_> {
     fn other(&mut self, line: usize, family: Option<Family>, object: Object, args: &[String]) {
         let g = Globals { family, ..self.g.clone() };
         let r = match object {
-            Object::Route => client::route(&g, args),
-            Object::Link => client::link(&g, args),
-            Object::Neigh => client::neigh(&g, args),
+            Object::Route => cli::route(&g, args),
+            Object::Link => cli::link(&g, args),
+            Object::Neigh => cli::neigh(&g, args),
             Object::Stats | Object::Reload if !args.is_empty() => {
                 Err(usage(format!("either \"{}\" is duplicate, or it is garbage", args[0])))
             }
-            Object::Stats => client::stats(&g),
-            Object::Reload => client::reload(&g),
+            Object::Stats => cli::stats(&g),
+            Object::Reload => cli::reload(&g),
         };
         if let Err(e) = r {
             self.fail(line, e.message());

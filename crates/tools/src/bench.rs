@@ -10,7 +10,7 @@ use vmpls_lab::seed::{Mode, SeedOptions, SeedReport, run_seed};
 /// Runs the benchmark and prints the table (or JSON); writes the chart to `plot` if given.
 pub fn seed(duration: Duration, json: bool, plot: Option<&Path>) -> anyhow::Result<()> {
     vmpls_lab::install_interrupt_handler()?;
-    let mut opts = SeedOptions::new(std::env::current_exe()?, duration);
+    let mut opts = SeedOptions::new(crate::router_binary()?, duration);
     opts.modes = Mode::bench();
     opts.json = json;
     opts.keep_going = true;

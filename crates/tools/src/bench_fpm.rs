@@ -17,10 +17,10 @@ use anyhow::{Context, bail};
 use serde_json::json;
 use vmpls_control::api::Request;
 
-use crate::client::{Connection, Globals};
 use vmpls_frr::route::{MAIN_TABLE, encode};
 use vmpls_frr::{Dest, Kind, Nexthop, Route, RouteKey, fpm};
 use vmpls_lab::{IpPrefix, Topology};
+use vmpls_router::client::Connection;
 
 /// What `vmpls bench fpm` measures.
 pub struct FpmBenchOptions {
@@ -49,23 +49,13 @@ impl Drop for Bench {
 }
 
 fn connect(socket: &Path) -> anyhow::Result<Connection> {
-    let g = Globals {
-        router: None,
-        socket: Some(socket.to_path_buf()),
-        json: true,
-        pretty: false,
-        family: None,
-        stats: false,
-    };
-    Connection::open(&g).map_err(|e| anyhow::anyhow!("{}", e.message()))
+    Ok(Connection::open(socket)?)
 }
 
 /// (routes, label routes) from zebra the router holds now.
 fn held(c: &mut Connection) -> anyhow::Result<(u64, u64)> {
-    let st = c
-        .request(&Request::Stats)
-        .map_err(|e| anyhow::anyhow!("{}", e.message()))?
-        .context("stats without data")?;
+    let st =
+        c.request(&Request::Stats).map_err(|e| anyhow::anyhow!("{}", e))?.context("stats without data")?;
     let get = |name: &str| {
         st["frr"]
             .as_array()
@@ -187,7 +177,7 @@ pub fn run(opts: &FpmBenchOptions) -> anyhow::Result<()> {
         ),
     )?;
     let log = dir.join("r.log");
-    let mut cmd = Command::new(std::env::current_exe()?);
+    let mut cmd = Command::new(crate::router_binary()?);
     cmd.args(["run", "--config"]).arg(&cfg).stdout(Stdio::null()).stderr(std::fs::File::create(&log)?);
     b.topo.spawn("r", "vmpls", cmd, Some(log.clone()))?;
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -38,7 +38,7 @@ use vmpls_lab::seed::{CE1_V4, CE1_V6, CE2_V4, CE2_V6, SeedLab, SeedParams};
 use vmpls_lab::traffic::{FlowOptions, FlowResult, Limit, run_flow};
 use vmpls_lab::udp::{UdpOptions, UdpResult, run_udp_flow};
 
-use crate::client::{Connection, Globals};
+use vmpls_router::client::Connection;
 
 /// Drop reasons the soak's own traffic does not cause: listed in the report, not counted
 /// against it.
@@ -619,13 +619,13 @@ impl Control {
     /// name none), waiting up to 5 s for it.
     fn open(lab: &SeedLab, name: &'static str) -> anyhow::Result<Self> {
         let ns = lab.topology().ns(name)?;
-        let socket = Path::new(crate::socket::RUN_DIR).join("netns").join(ns).join(format!("{name}.sock"));
-        let g = Globals { socket: Some(socket.clone()), ..Globals::default() };
+        let socket =
+            Path::new(vmpls_router::socket::RUN_DIR).join("netns").join(ns).join(format!("{name}.sock"));
         let deadline = Instant::now() + Duration::from_secs(5);
         let conn = loop {
-            match Connection::open(&g) {
+            match Connection::open(&socket) {
                 Ok(c) => break c,
-                Err(e) if Instant::now() >= deadline => bail!("router {name}: {}", e.message()),
+                Err(e) if Instant::now() >= deadline => bail!("router {name}: {}", e),
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
         };
@@ -634,7 +634,7 @@ impl Control {
     }
 
     fn request(&mut self, req: &Request) -> anyhow::Result<Option<serde_json::Value>> {
-        self.conn.request(req).map_err(|e| anyhow!("router {}: {}", self.name, e.message()))
+        self.conn.request(req).map_err(|e| anyhow!("router {}: {}", self.name, e))
     }
 
     /// `vmpls [-f mpls] route WORDS` against this router.

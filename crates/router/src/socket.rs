@@ -23,7 +23,8 @@ fn netns_name() -> Option<String> {
     if std::fs::metadata("/proc/1/ns/net").is_ok_and(|m| same(&m)) {
         return None;
     }
-    std::fs::read_dir(vmpls_lab::netns::NETNS_DIR)
+    // Where `ip netns` mounts named namespaces (the OS layer will hold this once).
+    std::fs::read_dir("/run/netns")
         .ok()?
         .flatten()
         .find(|e| std::fs::metadata(e.path()).is_ok_and(|m| same(&m)))

@@ -1,0 +1,266 @@
+use std::os::fd::{BorrowedFd, RawFd};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use vmpls_control::api::Direction;
+use vmpls_dataplane::{Dataplane, Output, PacketPool, PortId};
+use vmpls_ports::{BATCH, Port};
+
+use crate::capture::{CaptureSink, capture};
+use crate::fastpath::FastPathRuntime;
+use crate::links::{LINK_CHECK_EVERY, PortWatch, check_links, refresh_caps};
+use crate::protocol::{LoopRequest, NeighborChange, Snapshot};
+use crate::signals::{STOP, eventfd_drain};
+use crate::stats::write_stats;
+
+/// Buffers per router: enough for a full batch on every port, frames held for neighbour
+/// resolution, and the segments of one super-frame.
+pub(crate) const POOL_SIZE: usize = 1024;
+/// How often timers run and stats are written.
+const TICK: Duration = Duration::from_millis(200);
+const STATS_EVERY: Duration = Duration::from_secs(1);
+
+/// The forwarding loop's state: the pipeline, the ports and what the loop owns beside
+/// them (buffers, the output queues, the capture subscriptions).
+pub(crate) struct ForwardingLoop<'a> {
+    pub(crate) dp: &'a mut Dataplane,
+    pub(crate) ports: &'a mut [Box<dyn Port>],
+    pub(crate) watch: &'a mut [PortWatch],
+    pub(crate) fast: Option<&'a mut FastPathRuntime>,
+    /// Where `--stats-file` writes.
+    pub(crate) stats_file: Option<&'a Path>,
+    captures: Vec<CaptureSink>,
+    pool: PacketPool,
+    out: Output,
+}
+
+impl<'a> ForwardingLoop<'a> {
+    pub(crate) fn new(
+        dp: &'a mut Dataplane,
+        ports: &'a mut [Box<dyn Port>],
+        watch: &'a mut [PortWatch],
+        fast: Option<&'a mut FastPathRuntime>,
+        stats_file: Option<&'a Path>,
+    ) -> Self {
+        let out = Output::new(ports.len());
+        ForwardingLoop {
+            dp,
+            ports,
+            watch,
+            fast,
+            stats_file,
+            captures: Vec::new(),
+            pool: PacketPool::new(POOL_SIZE),
+            out,
+        }
+    }
+
+    /// Answers one request of the control side.
+    fn answer(&mut self, req: LoopRequest) {
+        let dp = &mut *self.dp;
+        match req {
+            LoopRequest::Snapshot(reply) => {
+                // Exact as of now: what the fast path did since the last tick too.
+                if let Some(f) = self.fast.as_deref_mut() {
+                    f.count(dp);
+                }
+                let fast = self.fast.as_deref();
+                let snap = Snapshot {
+                    counters: dp.counters().clone(),
+                    ports: self.ports.iter().zip(&*self.watch).map(|(p, w)| w.stats(p.as_ref())).collect(),
+                    neighbors: dp.neighbors().entries().collect(),
+                    faults: self.watch.iter().map(|w| w.faults).collect(),
+                    fast_path: fast.map(FastPathRuntime::named_counters).unwrap_or_default(),
+                    fast_path_ports: (0..self.ports.len())
+                        .map(|i| fast.and_then(|f| f.port_counts(i)))
+                        .collect(),
+                    port_info: dp.ports().to_vec(),
+                    static_neighbors: dp
+                        .neighbors()
+                        .entries()
+                        .filter(|&(port, addr, _)| dp.neighbors().is_static(port, addr))
+                        .map(|(port, addr, _)| (port, addr))
+                        .collect(),
+                };
+                // The requester may have given up; nothing to do then.
+                let _ = reply.try_send(snap);
+            }
+            LoopRequest::Capture(sink) => self.captures.push(sink),
+            LoopRequest::FibStored(reply) => {
+                if let Some(f) = self.fast.as_deref_mut() {
+                    f.sync(dp);
+                }
+                let _ = reply.try_send(());
+            }
+            LoopRequest::Neighbor(change, reply) => {
+                let r = change_neighbor(dp, change, Instant::now(), &mut self.pool, &mut self.out);
+                if let Some(f) = self.fast.as_deref_mut() {
+                    f.sync(dp); // the kernel's adjacencies follow at once
+                }
+                let _ = reply.try_send(r);
+            }
+        }
+    }
+
+    /// Sends what the pipeline queued for each port.
+    fn flush(&mut self, now: Instant) {
+        let ports = self.ports.iter_mut().zip(self.watch.iter_mut()).zip(self.out.tx.iter_mut());
+        for (i, ((port, w), tx)) in ports.enumerate() {
+            if tx.is_empty() {
+                continue;
+            }
+            if !self.captures.is_empty() {
+                capture(&mut self.captures, i as PortId, Direction::Tx, tx);
+            }
+            if let Err(e) = port.send_batch(tx, &mut self.pool) {
+                w.error(now, &port.info().name, &format_args!("send failed: {e}"));
+                for p in tx.drain(..) {
+                    self.pool.put(p);
+                }
+            }
+        }
+    }
+
+    /// Receives a batch from port `i` (it polled readable) and forwards it.
+    fn receive(&mut self, now: Instant, i: usize, batch: &mut Vec<vmpls_dataplane::Packet>) {
+        let (port, w) = (&mut self.ports[i], &mut self.watch[i]);
+        match port.recv_batch(&mut self.pool, batch, BATCH) {
+            Ok(0) => {}
+            Ok(_) => {
+                if w.failing {
+                    w.received(&port.info().name);
+                }
+                if !self.captures.is_empty() {
+                    capture(&mut self.captures, i as PortId, Direction::Rx, batch);
+                }
+                // The pipeline stops early when the pool runs low (a batch of
+                // super-frames cut into segments); sending returns the buffers.
+                loop {
+                    self.dp.process_batch(now, batch, &mut self.pool, &mut self.out);
+                    if batch.is_empty() {
+                        break;
+                    }
+                    self.flush(now);
+                }
+            }
+            Err(e) => w.error(now, &port.info().name, &format_args!("receive failed: {e}")),
+        }
+        self.flush(now);
+    }
+
+    /// The link check: reopens ports whose interface came back, follows MTUs, and tells
+    /// the fast path.
+    fn check_links(&mut self, fds: &mut [libc::pollfd]) {
+        if let Some(f) = self.fast.as_deref_mut() {
+            f.check_links();
+        }
+        let changes = check_links(self.dp, self.ports, self.watch, fds);
+        if let Some(f) = self.fast.as_deref_mut() {
+            for (port, ifindex) in changes.reopened {
+                // SAFETY: the port owns the socket and outlives this call.
+                let socket = unsafe { BorrowedFd::borrow_raw(self.ports[usize::from(port)].fd()) };
+                f.port_reopened(port, ifindex, socket);
+            }
+            for (port, mtu) in changes.mtu {
+                f.set_port_mtu(port, mtu);
+            }
+            // In force now: the loop may sleep a tick before its next sync, and
+            // frames the programs forward meanwhile would not fit.
+            f.sync(self.dp);
+        }
+    }
+
+    /// Writes `--stats-file`, the fast path's counts brought in first.
+    pub(crate) fn write_stats(&mut self) {
+        if let Some(f) = self.fast.as_deref_mut() {
+            f.count(self.dp);
+        }
+        write_stats(self.dp, self.ports, self.watch, self.fast.as_deref(), self.stats_file);
+    }
+
+    /// Runs until SIGINT or SIGTERM: poll the ports and the control side's eventfd
+    /// (`wake`), forward what arrives, answer `requests`, run the timers.
+    pub(crate) fn run(&mut self, requests: &Receiver<LoopRequest>, wake: RawFd) -> anyhow::Result<()> {
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut fds: Vec<libc::pollfd> = self
+            .ports
+            .iter()
+            .map(|p| libc::pollfd { fd: p.fd() as RawFd, events: libc::POLLIN, revents: 0 })
+            .collect();
+        fds.push(libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 });
+        let n_ports = self.ports.len();
+        let mut next_tick = Instant::now() + TICK;
+        let mut next_stats = Instant::now() + STATS_EVERY;
+        let mut next_link_check = Instant::now() + LINK_CHECK_EVERY;
+        while !STOP.load(Ordering::Relaxed) {
+            let timeout = next_tick.saturating_duration_since(Instant::now()).as_millis() as i32;
+            // SAFETY: fds is a valid, exclusively borrowed array of pollfd of the given length.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout.max(0)) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e).context("poll");
+            }
+            let now = Instant::now();
+            for (i, fd) in fds[..n_ports].iter_mut().enumerate() {
+                if self.watch[i].polled(now, &self.ports[i].info().name, fd) {
+                    self.receive(now, i, &mut batch);
+                }
+            }
+            refresh_caps(self.dp, self.ports);
+            if let Some(f) = self.fast.as_deref_mut() {
+                f.sync(self.dp);
+            }
+            if fds[n_ports].revents & libc::POLLIN != 0 {
+                fds[n_ports].revents = 0;
+                eventfd_drain(wake);
+                while let Ok(req) = requests.try_recv() {
+                    self.answer(req);
+                }
+                self.flush(now);
+            }
+            if now >= next_tick {
+                self.dp.poll(now, &mut self.pool, &mut self.out);
+                if let Some(f) = self.fast.as_deref_mut() {
+                    f.tick(now, self.dp, &mut self.pool, &mut self.out);
+                }
+                self.flush(now);
+                next_tick = now + TICK;
+            }
+            if now >= next_link_check {
+                self.check_links(&mut fds[..n_ports]);
+                next_link_check = now + LINK_CHECK_EVERY;
+            }
+            if now >= next_stats {
+                self.write_stats();
+                next_stats = now + STATS_EVERY;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Applies a neighbour change to the pipeline's table (held frames released or dropped
+/// into `out` / `pool`).
+pub(crate) fn change_neighbor(
+    dp: &mut Dataplane,
+    change: NeighborChange,
+    now: Instant,
+    pool: &mut PacketPool,
+    out: &mut Output,
+) -> Result<(), String> {
+    match change {
+        NeighborChange::Set { port, addr, mac, replace } => {
+            dp.set_static_neighbor(now, port, addr, mac, replace, pool, out).map_err(|e| e.to_string())
+        }
+        NeighborChange::Del { port, addr } => match dp.remove_neighbor(port, addr, pool) {
+            true => Ok(()),
+            false => Err(format!("no neighbour {addr} on this port")),
+        },
+    }
+}

@@ -1,0 +1,362 @@
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+use vmpls_control::OffloadOverrides;
+use vmpls_dataplane::{Dataplane, PortId};
+use vmpls_ports::{AfPacketPort, Port, PortStats};
+
+use crate::open::with_overrides;
+use crate::protocol::PortFaults;
+
+/// How often the ports' interfaces are checked (a deleted interface come back) and ports
+/// muted for errors are polled again.
+pub(crate) const LINK_CHECK_EVERY: Duration = Duration::from_secs(1);
+/// At most one warning per port this often while its errors go on (each is counted).
+const ERROR_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// How the router finds an AF_PACKET port's interface again.
+#[derive(Debug, Clone)]
+pub(crate) struct Relink {
+    /// The interface name (from the config).
+    pub(crate) ifname: String,
+    /// The index of the interface the port's socket is bound to.
+    pub(crate) ifindex: u32,
+    /// The config's offload overrides, for the reopened port.
+    pub(crate) offloads: OffloadOverrides,
+    /// The config's `mtu`, if any: it wins over the interface's while the interface
+    /// carries it.
+    pub(crate) mtu: Option<u32>,
+}
+
+/// The MTU a port uses on an interface whose MTU is `interface`: the configured one
+/// (`configured`) if the interface carries it, else the interface's (frames above it
+/// could not leave: the kernel refuses them one by one, and the fast path's redirects
+/// skip the check altogether).
+pub(crate) fn port_mtu(configured: Option<u32>, interface: u32) -> u32 {
+    configured.map_or(interface, |c| c.min(interface))
+}
+
+/// What the link check changed.
+#[derive(Debug, Default)]
+pub(crate) struct LinkChanges {
+    /// Ports opened again on a re-created interface, with its new index.
+    pub(crate) reopened: Vec<(PortId, u32)>,
+    /// Ports whose MTU changed, with the new one.
+    pub(crate) mtu: Vec<(PortId, u32)>,
+}
+
+/// Follows the MTU of an AF_PACKET port's interface (`relink`) into the pipeline (the
+/// configured `mtu`, if any, wins while the interface carries it), with a log line;
+/// records the change in `changes`.
+fn follow_mtu(dp: &mut Dataplane, id: PortId, name: &str, relink: &Relink, changes: &mut LinkChanges) {
+    let Some(interface) = AfPacketPort::interface_mtu(&relink.ifname) else { return };
+    let Some(old) = dp.ports().get(usize::from(id)).map(|p| p.mtu) else { return };
+    let mtu = port_mtu(relink.mtu, interface);
+    if mtu == old {
+        return;
+    }
+    match relink.mtu {
+        Some(configured) if configured > interface => warn!(
+            port = %name,
+            interface = %relink.ifname,
+            old_mtu = old,
+            mtu,
+            configured,
+            "the interface's MTU is below the port's configured mtu: the port uses the interface's until it is raised"
+        ),
+        _ => {
+            info!(port = %name, interface = %relink.ifname, old_mtu = old, mtu, "the interface's MTU changed: the port follows it")
+        }
+    }
+    dp.set_port_mtu(id, mtu);
+    changes.mtu.push((id, mtu));
+}
+
+/// The forwarding loop's record of one port's faults, next to the port.
+#[derive(Debug)]
+pub(crate) struct PortWatch {
+    pub(crate) faults: PortFaults,
+    /// Counters of the port's earlier sockets (before it was reopened): the port's
+    /// counters run on across a reopen.
+    earlier: PortStats,
+    /// For AF_PACKET ports.
+    relink: Option<Relink>,
+    /// The descriptor reported an error in the last poll round.
+    erred_last_round: bool,
+    /// Left out of the poll set until the next link check: it reported errors in two
+    /// poll rounds in a row (an error condition that reading does not clear would
+    /// otherwise wake the loop at once, forever).
+    muted: bool,
+    /// Errors since the last receive that delivered frames.
+    pub(crate) failing: bool,
+    last_warning: Option<Instant>,
+    /// Why the port could not be reopened, as last logged (logged again only if it changes).
+    refusal: Option<String>,
+}
+
+impl PortWatch {
+    pub(crate) fn new(relink: Option<Relink>) -> PortWatch {
+        PortWatch {
+            faults: PortFaults::default(),
+            earlier: PortStats::default(),
+            relink,
+            erred_last_round: false,
+            muted: false,
+            failing: false,
+            last_warning: None,
+            refusal: None,
+        }
+    }
+
+    /// Counts an error of port `name`; warns at most every [`ERROR_LOG_EVERY`].
+    pub(crate) fn error(&mut self, now: Instant, name: &str, what: &dyn std::fmt::Display) {
+        self.faults.errors += 1;
+        self.failing = true;
+        if self.last_warning.is_none_or(|t| now.duration_since(t) >= ERROR_LOG_EVERY) {
+            self.last_warning = Some(now);
+            warn!(port = %name, error = %what, errors = self.faults.errors, "port error");
+        }
+    }
+
+    /// Takes in a poll round's result for the port (`fd`, its entry in the poll set);
+    /// returns whether to receive from it. An error condition (the interface went down
+    /// or was deleted: `ENETDOWN`) is level-triggered: the receive reads it, and so
+    /// clears it. One that reading does not clear would wake the loop at once, forever:
+    /// a port reporting errors in two rounds in a row is left out of the poll set until
+    /// [`PortWatch::unmute`] (the next link check).
+    pub(crate) fn polled(&mut self, now: Instant, name: &str, fd: &mut libc::pollfd) -> bool {
+        let revents = std::mem::take(&mut fd.revents);
+        let erred = revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0;
+        if erred {
+            self.error(now, name, &format_args!("poll revents {revents:#x}"));
+            if self.erred_last_round {
+                self.muted = true;
+                fd.fd = -1;
+                warn!(port = %name, "the port keeps reporting errors: not polled for a second");
+            }
+        }
+        self.erred_last_round = erred;
+        erred || revents & libc::POLLIN != 0
+    }
+
+    /// Puts a muted port back in the poll set (`fd`: its entry, `port_fd`: its descriptor).
+    fn unmute(&mut self, fd: &mut libc::pollfd, port_fd: RawFd) {
+        if self.muted {
+            self.muted = false;
+            self.erred_last_round = false;
+            fd.fd = port_fd;
+        }
+    }
+
+    /// The port delivered frames.
+    pub(crate) fn received(&mut self, name: &str) {
+        if self.failing {
+            self.failing = false;
+            self.last_warning = None;
+            info!(port = %name, errors = self.faults.errors, "port receives again");
+        }
+    }
+
+    /// The port's counters, its earlier sockets' included.
+    pub(crate) fn stats(&self, port: &dyn Port) -> PortStats {
+        self.earlier + port.stats()
+    }
+}
+
+/// Checks the interfaces of the AF_PACKET ports: one whose interface was deleted and
+/// created again (a new index under the same name) is opened anew on it, standing in for
+/// the port it replaces (same MAC and MTU, see [`AfPacketPort::stand_in_for`]), so the
+/// pipeline and the neighbours on the link go on as before. A down interface needs
+/// nothing: the kernel keeps the socket bound and resumes it when the interface comes up.
+/// Follows each interface's MTU ([`follow_mtu`]). Also puts muted ports back in the
+/// poll set. Bounded: one name lookup and one MTU query per AF_PACKET port, and one open
+/// per port whose interface came back.
+pub(crate) fn check_links(
+    dp: &mut Dataplane,
+    ports: &mut [Box<dyn Port>],
+    watch: &mut [PortWatch],
+    fds: &mut [libc::pollfd],
+) -> LinkChanges {
+    let mut changes = LinkChanges::default();
+    for (i, (w, fd)) in watch.iter_mut().zip(fds.iter_mut()).enumerate() {
+        w.unmute(fd, ports[i].fd());
+        let Some(relink) = &mut w.relink else { continue };
+        let name = ports[i].info().name.clone();
+        let now_index = AfPacketPort::interface_index(&relink.ifname);
+        if now_index == Some(relink.ifindex) {
+            follow_mtu(dp, i as PortId, &name, relink, &mut changes);
+            continue;
+        }
+        // Deleted (a socket bound to it is unbound for good), and maybe back.
+        if !w.faults.detached {
+            w.faults.detached = true;
+            warn!(
+                port = %name,
+                interface = %relink.ifname,
+                "the interface was deleted: the port is out of service until an interface of that name is back"
+            );
+        }
+        let Some(mut previous) = dp.ports().get(i).filter(|_| now_index.is_some()).cloned() else { continue };
+        // The new interface's MTU is followed as any change of it (the configured one
+        // wins while it carries it).
+        if let Some(interface) = AfPacketPort::interface_mtu(&relink.ifname) {
+            previous.mtu = port_mtu(relink.mtu, interface);
+        }
+        // The MTU asked for is checked before the socket is bound: a refused interface
+        // costs a socket and a few ioctls a second, and no membership change on it.
+        let reopened = AfPacketPort::open(previous.id, &previous.name, &relink.ifname, Some(previous.mtu))
+            .and_then(|mut port| port.stand_in_for(&previous).map(|own| (port, own)));
+        match reopened {
+            Ok((port, (mac, mtu))) => {
+                let ifindex = port.ifindex();
+                w.earlier = w.earlier + ports[i].stats();
+                ports[i] = with_overrides(Box::new(port), relink.offloads);
+                fd.fd = ports[i].fd();
+                relink.ifindex = ifindex;
+                w.faults.reopened += 1;
+                w.faults.detached = false;
+                w.refusal = None;
+                w.erred_last_round = false;
+                changes.reopened.push((previous.id, ifindex));
+                info!(port = %name, interface = %relink.ifname, ifindex, "the interface is back: port reopened");
+                if mac != previous.mac {
+                    info!(
+                        port = %name,
+                        interface_mac = %fmt_mac(&mac),
+                        port_mac = %fmt_mac(&previous.mac),
+                        "the interface has a new MAC; the port keeps its own (promiscuous mode)"
+                    );
+                }
+                if dp.ports().get(i).is_some_and(|p| p.mtu != previous.mtu) {
+                    info!(
+                        port = %name,
+                        interface_mtu = mtu,
+                        mtu = previous.mtu,
+                        "the interface has another MTU: the port follows it"
+                    );
+                    dp.set_port_mtu(previous.id, previous.mtu);
+                    changes.mtu.push((previous.id, previous.mtu));
+                }
+            }
+            Err(e) => {
+                let why = format!("{:#}", anyhow::Error::from(e));
+                if w.refusal.as_deref() != Some(why.as_str()) {
+                    warn!(
+                        port = %name,
+                        interface = %relink.ifname,
+                        error = %why,
+                        "the interface is back but the port cannot use it; trying again every second"
+                    );
+                    w.refusal = Some(why);
+                }
+            }
+        }
+    }
+    changes
+}
+
+fn fmt_mac(m: &[u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+/// Hands the pipeline the offloads each port accepts now, where they changed: a
+/// vhost-user port's caps follow what its guest negotiated (they change when a guest
+/// connects, renegotiates or goes away). One struct compare per port.
+pub(crate) fn refresh_caps(dp: &mut Dataplane, ports: &[Box<dyn Port>]) {
+    for (i, port) in ports.iter().enumerate() {
+        let caps = port.info().caps;
+        if dp.ports().get(i).is_some_and(|known| known.caps != caps) {
+            info!(port = %port.info().name, ?caps, "port offloads changed");
+            dp.set_port_caps(i as PortId, caps);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::FakePort;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use vmpls_dataplane::DataplaneConfig;
+    use vmpls_fib::FibHandle;
+
+    #[test]
+    fn caps_follow_the_ports_when_they_change() {
+        use vmpls_dataplane::{PortCaps, PortInfo};
+        let info = |id: PortId, caps| PortInfo {
+            id,
+            name: format!("p{id}"),
+            mac: [2, 0, 0, 0, 0, id as u8],
+            mtu: 1500,
+            caps,
+        };
+        let offered = PortCaps { tso4: true, tso6: true, csum: true, ..PortCaps::default() };
+        let mut ports: Vec<Box<dyn Port>> =
+            vec![Box::new(FakePort(info(0, offered))), Box::new(FakePort(info(1, offered)))];
+        let infos: Vec<_> = ports.iter().map(|p| p.info().clone()).collect();
+        let fib = FibHandle::new(vmpls_fib::Fib::default());
+        let mut dp = Dataplane::new(fib, infos, DataplaneConfig::default());
+        refresh_caps(&mut dp, &ports);
+        assert_eq!(dp.ports()[1].caps, offered);
+        // The guest on port 1 negotiated no receive offloads.
+        ports[1] = Box::new(FakePort(info(1, PortCaps::default())));
+        refresh_caps(&mut dp, &ports);
+        assert_eq!(dp.ports()[1].caps, PortCaps::default());
+        assert_eq!(dp.ports()[0].caps, offered, "other ports keep theirs");
+    }
+
+    #[test]
+    fn a_port_whose_error_condition_persists_is_muted_until_the_link_check() {
+        // A pipe whose writer is gone: POLLHUP that no read clears.
+        let mut ends = [0; 2];
+        // SAFETY: pipe2(2) writes two descriptors into a live array of two.
+        assert_eq!(unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) }, 0);
+        // SAFETY: both were just created and are owned by nobody else.
+        let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
+        drop(wr);
+        let mut w = PortWatch::new(None);
+        let mut fd = libc::pollfd { fd: rd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let now = Instant::now();
+        let mut rounds = 0;
+        // SAFETY: one valid pollfd; a muted entry (fd -1) is ignored and the call times out.
+        while unsafe { libc::poll(&mut fd, 1, 50) } > 0 {
+            assert!(w.polled(now, "p", &mut fd), "an error is read to clear it");
+            rounds += 1;
+            assert!(rounds <= 2, "still polled after {rounds} rounds");
+        }
+        assert_eq!((rounds, fd.fd, w.faults.errors), (2, -1, 2));
+        w.unmute(&mut fd, rd.as_raw_fd());
+        assert_eq!(fd.fd, rd.as_raw_fd());
+        // SAFETY: one valid pollfd.
+        assert_eq!(unsafe { libc::poll(&mut fd, 1, 0) }, 1, "polled again after the check");
+        // A single error (read, cleared) mutes nothing.
+        let mut w = PortWatch::new(None);
+        let mut ok = libc::pollfd { fd: 7, events: libc::POLLIN, revents: libc::POLLERR };
+        assert!(w.polled(now, "p", &mut ok));
+        ok.revents = libc::POLLIN;
+        assert!(w.polled(now, "p", &mut ok));
+        ok.revents = 0;
+        assert!(!w.polled(now, "p", &mut ok), "nothing to read");
+        assert_eq!((ok.fd, w.faults.errors, w.muted), (7, 1, false));
+    }
+
+    #[test]
+    fn the_configured_mtu_wins_while_the_interface_carries_it() {
+        assert_eq!(port_mtu(None, 1400), 1400, "none configured: the interface's");
+        assert_eq!(port_mtu(None, 9000), 9000);
+        assert_eq!(port_mtu(Some(1500), 9000), 1500, "a raised interface keeps the configured");
+        assert_eq!(port_mtu(Some(1500), 1400), 1400, "frames above the interface's cannot leave");
+    }
+
+    #[test]
+    fn counters_run_on_across_a_reopen() {
+        let mut a = PortStats { rx_packets: 3, tx_bytes: 100, ..PortStats::default() };
+        a.tx_errors.record(libc::ENXIO);
+        let mut b = PortStats { rx_packets: 2, tx_bytes: 50, tx_dropped: 1, ..PortStats::default() };
+        b.tx_errors.record(libc::ENOBUFS);
+        let sum = a + b;
+        assert_eq!((sum.rx_packets, sum.tx_bytes, sum.tx_dropped), (5, 150, 1));
+        assert_eq!((sum.tx_errors.total(), sum.tx_errors.last_other_errno), (2, libc::ENXIO));
+    }
+}

@@ -1,0 +1,303 @@
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use anyhow::Context;
+use tracing::{info, warn};
+use vmpls_control::Config;
+use vmpls_dataplane::{Dataplane, DataplaneConfig, HostStack, Output, PacketPool, PortId};
+use vmpls_fib::FibHandle;
+use vmpls_ports::{AfPacketPort, Port};
+
+use crate::fastpath::{FastPathRuntime, FastPortInfo};
+use crate::forward::{ForwardingLoop, POOL_SIZE, change_neighbor};
+use crate::links::PortWatch;
+use crate::open::{open_port, with_overrides};
+use crate::protocol::{LoopHandle, NeighborChange, PortFaults};
+use crate::signals::{RELOAD_FD, eventfd, install_signal_handlers};
+
+/// Options of `vmpls run`.
+pub struct RunOptions {
+    /// The config file.
+    pub config: PathBuf,
+    /// `--stats-file`.
+    pub stats_file: Option<PathBuf>,
+    /// `--metrics`: where to serve Prometheus metrics.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// `--socket`: overrides the config's control socket.
+    pub socket: Option<PathBuf>,
+}
+
+/// Loads and validates a config, including that its interfaces exist.
+pub fn load_config(path: &Path) -> anyhow::Result<Config> {
+    let cfg = Config::from_file(path)?;
+    vmpls_control::check_interfaces(&cfg, vmpls_ports::interface_exists)?;
+    Ok(cfg)
+}
+
+/// Loads and validates a config for starting a router (`run`, `check`): also that every
+/// interface is as the ports need it now (up, Ethernet, MTU within the interface's), so
+/// that what `run` would refuse, `check` finds, with file and line.
+pub fn load_config_to_start(path: &Path) -> anyhow::Result<Config> {
+    let cfg = load_config(path)?;
+    vmpls_control::check_ports(&cfg, |ifname, mtu| {
+        vmpls_ports::check_af_packet(ifname, mtu).map_err(|e| e.to_string())
+    })?;
+    Ok(cfg)
+}
+
+/// Gives the memory freed since the start back to the system: parsing a config of a
+/// million routes leaves hundreds of MB free in the allocator's heap, which would
+/// otherwise stay in the router's resident size for good.
+pub fn return_freed_memory() {
+    // SAFETY: malloc_trim only walks and trims glibc's own heap; it takes no pointers.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Runs a router until SIGINT or SIGTERM.
+pub fn run(opts: RunOptions) -> anyhow::Result<()> {
+    let mut cfg = load_config_to_start(&opts.config)?;
+    let interfaces: Vec<String> = cfg.ports.iter().map(|p| p.interface.clone()).collect();
+    let kernel_addresses = match cfg.frr {
+        None => None,
+        Some(_) => {
+            crate::kernel::check_forwarding_off(&interfaces)?;
+            let a = crate::kernel::read(&interfaces).context("reading the kernel's addresses")?;
+            for (p, addrs) in cfg.ports.iter_mut().zip(&a.ports) {
+                p.addresses.clone_from(addrs);
+            }
+            (cfg.router.v4, cfg.router.v6) = (a.router_v4, a.router_v6);
+            info!(ports = ?a.ports, router_v4 = ?a.router_v4, router_v6 = ?a.router_v6, "the kernel owns the addresses (FRR mode)");
+            Some(a)
+        }
+    };
+    // The routes go to the tables; what the rest of the start reads is the ports and
+    // settings, so a table of a million routes is not held twice.
+    let (routes, labels) = (std::mem::take(&mut cfg.routes), std::mem::take(&mut cfg.labels));
+    let (tables, fib) =
+        vmpls_control::tables::Tables::built(vmpls_control::Config { routes, labels, ..cfg.clone() })?;
+    return_freed_memory();
+    let socket_path = opts
+        .socket
+        .clone()
+        .or_else(|| cfg.router.control_socket.clone())
+        .unwrap_or_else(|| crate::socket::default_path(&cfg.router.name));
+    let control = crate::socket::bind(&socket_path)?;
+    let claimed: Vec<&str> = cfg
+        .ports
+        .iter()
+        .filter(|p| {
+            !matches!(p.kind, vmpls_control::PortKind::VhostUser { .. } | vmpls_control::PortKind::Udp { .. })
+        })
+        .map(|p| p.interface.as_str())
+        .collect();
+    let _claims = crate::claim::Claims::take(&cfg.router.name, &socket_path, &claimed)?;
+    let metrics = match opts.metrics {
+        Some(addr) => Some(
+            std::net::TcpListener::bind(addr).with_context(|| format!("cannot serve metrics on {addr}"))?,
+        ),
+        None => None,
+    };
+    let mut ports: Vec<Box<dyn Port>> = Vec::new();
+    let mut watch: Vec<PortWatch> = Vec::new();
+    for (i, p) in cfg.ports.iter().enumerate() {
+        let id = PortId::try_from(i).context("too many ports")?;
+        let (port, relink) = open_port(id, p)
+            .with_context(|| format!("opening port {:?} ({} {})", p.name, p.kind.name(), p.interface))?;
+        let port = with_overrides(port, p.offloads);
+        let info = port.info();
+        info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, mtu = info.mtu, caps = ?info.caps, "port up");
+        ports.push(port);
+        watch.push(PortWatch::new(relink));
+    }
+    let infos: Vec<_> = ports.iter().map(|p| p.info().clone()).collect();
+    let fib = FibHandle::new(fib);
+    let mut dp = Dataplane::new(fib.clone(), infos.clone(), dataplane_config(&cfg));
+    set_static_neighbors(&mut dp, &cfg, ports.len())?;
+    for p in ports.iter().filter(|p| p.point_to_point()) {
+        dp.set_point_to_point(p.info().id);
+    }
+    let (handle, requests, wake) = LoopHandle::new().context("creating an eventfd")?;
+    let reload = eventfd().context("creating an eventfd")?;
+    RELOAD_FD.store(reload.as_raw_fd(), Ordering::Relaxed);
+    install_signal_handlers()?;
+    let server = crate::server::Server::new(tables, fib, handle, opts.config.clone(), infos);
+    let listener = control.listener.try_clone().context("cloning the control socket")?;
+    crate::server::spawn(server.clone(), listener, reload)?;
+    if let (Some(frr), Some(addrs)) = (cfg.frr, kernel_addresses) {
+        crate::kernel::spawn_watch(server.clone(), interfaces.clone(), addrs)?;
+        server.set_frr_status(crate::fpm::spawn(server.clone(), frr, interfaces)?);
+    }
+    if let Some(m) = metrics {
+        let addr = m.local_addr().ok();
+        crate::metrics::spawn(m, server)?;
+        info!(address = ?addr, "serving metrics at /metrics");
+    }
+    info!(router = %cfg.router.name, ports = ports.len(), socket = %control.path().display(), "forwarding");
+    let mut fast = start_fast_path(&cfg, &ports)?;
+    let result = {
+        let mut forwarding =
+            ForwardingLoop::new(&mut dp, &mut ports, &mut watch, fast.as_mut(), opts.stats_file.as_deref());
+        let result = forwarding.run(&requests, wake.as_raw_fd());
+        forwarding.write_stats();
+        result
+    };
+    for (port, w) in ports.iter().zip(&watch).filter(|(_, w)| w.faults != PortFaults::default()) {
+        let f = w.faults;
+        info!(port = %port.info().name, errors = f.errors, reopened = f.reopened, detached = f.detached, "port faults");
+    }
+    for (name, n) in dp.counters().drop_list() {
+        info!(reason = name, count = n, "dropped");
+    }
+    for (name, n) in dp.counters().event_list() {
+        info!(event = name, count = n, "counted");
+    }
+    drop(control);
+    info!(router = %cfg.router.name, "stopped");
+    result
+}
+
+/// Why the in-kernel fast path cannot serve a port, or `None` if it can: the programs
+/// hand frames on with `bpf_redirect_peer`, which only veth has, and attach to interfaces
+/// the router reads with AF_PACKET (TAP and vhost-user frames never pass TC ingress).
+pub(crate) fn fast_path_refuses(kind: &vmpls_control::PortKind, veth: bool) -> Option<&'static str> {
+    match kind {
+        vmpls_control::PortKind::AfPacket if veth => None,
+        vmpls_control::PortKind::AfPacket => Some("not a veth"),
+        _ => Some("not an AF_PACKET port"),
+    }
+}
+
+/// Starts the in-kernel fast path as `[router] fast-path` asks and logs, port by port,
+/// what forwards its frames:
+/// - `"off"`: nothing to start, the pipeline serves every port;
+/// - `"tc"`: loads the TC programs and attaches them to the AF_PACKET ports over veth;
+///   an error stops the router;
+/// - `"auto"` (the default): the same where some port is a veth, but a failure to load
+///   or attach (a vmpls built without clang, no CAP_BPF, an old kernel) is one warning,
+///   and the pipeline serves every port.
+///
+/// The ports the programs cannot serve stay with the pipeline alone in both modes.
+fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Option<FastPathRuntime>> {
+    use vmpls_control::FastPathMode;
+    let mode = cfg.router.fast_path;
+    if mode == FastPathMode::Off {
+        info!("fast-path = \"off\": the pipeline serves every port");
+        return Ok(None);
+    }
+    let mut served = Vec::new();
+    let mut sockets = Vec::new();
+    let mut refused = Vec::new();
+    for (p, port) in cfg.ports.iter().zip(ports) {
+        let veth = p.kind == vmpls_control::PortKind::AfPacket && vmpls_fastpath::is_veth(&p.interface);
+        let ifindex = AfPacketPort::interface_index(&p.interface);
+        let why = fast_path_refuses(&p.kind, veth).or(ifindex.is_none().then_some("no such interface"));
+        match (why, ifindex) {
+            (None, Some(ifindex)) => {
+                let info = port.info();
+                served.push(Some(FastPortInfo {
+                    ifname: p.interface.clone(),
+                    ifindex,
+                    mac: info.mac,
+                    mtu: info.mtu,
+                }));
+                // SAFETY: the port owns the socket and outlives this call.
+                sockets.push(Some(unsafe { BorrowedFd::borrow_raw(port.fd()) }));
+                refused.push(None);
+            }
+            (why, _) => {
+                served.push(None);
+                sockets.push(None);
+                refused.push(Some(why.unwrap_or("no such interface")));
+            }
+        }
+    }
+    let fast = if mode == FastPathMode::Auto && served.iter().all(Option::is_none) {
+        info!(
+            "fast-path = \"auto\": no port is an AF_PACKET port over a veth; the pipeline serves every port"
+        );
+        None
+    } else {
+        match FastPathRuntime::start(served, &sockets, dataplane_config(cfg).default_ttl) {
+            Ok(f) => Some(f),
+            Err(e) if mode == FastPathMode::Auto => {
+                warn!(
+                    error = %format!("{e:#}"),
+                    "fast-path = \"auto\": the in-kernel fast path cannot run here, the pipeline serves every port (\"tc\" requires it, \"off\" does not try)"
+                );
+                None
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    for (p, why) in cfg.ports.iter().zip(&refused) {
+        match (why, &fast) {
+            (None, Some(_)) => {
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the in-kernel fast path, the pipeline for what it leaves")
+            }
+            (None, None) => {
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the pipeline (the fast path did not start)")
+            }
+            (Some(why), _) => {
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, why, "forwarding: the pipeline (the fast path serves AF_PACKET ports over veth only)")
+            }
+        }
+    }
+    Ok(fast)
+}
+
+/// The config's `[[neighbor]]`s into a new router's neighbour table.
+fn set_static_neighbors(dp: &mut Dataplane, cfg: &Config, n_ports: usize) -> anyhow::Result<()> {
+    // Nothing is held yet, so nothing is released into these.
+    let (mut pool, mut out) = (PacketPool::new(0), Output::new(n_ports));
+    for n in &cfg.neighbors {
+        let change = NeighborChange::Set { port: n.port, addr: n.address, mac: n.lladdr, replace: false };
+        change_neighbor(dp, change, Instant::now(), &mut pool, &mut out)
+            .map_err(|e| anyhow::anyhow!("{}:{}: neighbor: {e}", cfg.path.display(), n.line))?;
+    }
+    if !cfg.neighbors.is_empty() {
+        info!(count = cfg.neighbors.len(), "static neighbours set");
+    }
+    Ok(())
+}
+
+/// The pipeline's settings from the config's `[limits]` and `[frr]` (with FRR, the
+/// kernel owns the host stack), the rest the dataplane's defaults.
+fn dataplane_config(cfg: &Config) -> DataplaneConfig {
+    let limits = &cfg.limits;
+    // Held frames keep their buffers: the config's bound leaves half the pool free.
+    const _: () = assert!(vmpls_control::MAX_HELD_TOTAL as usize <= POOL_SIZE / 2);
+    let d = DataplaneConfig::default();
+    DataplaneConfig {
+        icmp_rate: limits.icmp_rate,
+        icmp_burst: Some(limits.icmp_burst),
+        neighbor_request_rate: limits.neighbor_request_rate,
+        neighbor_request_burst: Some(limits.neighbor_request_burst),
+        neighbor: vmpls_dataplane::neighbor::NeighborConfig {
+            max_entries: limits.neighbor_entries as usize,
+            max_held: limits.neighbor_held_per_address as usize,
+            max_held_total: limits.neighbor_held_total as usize,
+            ..d.neighbor
+        },
+        host_stack: if cfg.frr.is_some() { HostStack::Kernel } else { HostStack::Own },
+        ..d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fast_path_serves_af_packet_ports_over_veth_only() {
+        use vmpls_control::PortKind;
+        assert_eq!(fast_path_refuses(&PortKind::AfPacket, true), None);
+        assert_eq!(fast_path_refuses(&PortKind::AfPacket, false), Some("not a veth"));
+        assert_eq!(fast_path_refuses(&PortKind::Tap { mac: None }, true), Some("not an AF_PACKET port"));
+        let vhost = PortKind::VhostUser { socket: "/run/x.sock".into(), mac: None };
+        assert_eq!(fast_path_refuses(&vhost, false), Some("not an AF_PACKET port"));
+    }
+}
