@@ -67,8 +67,11 @@
 //! when the client reads too slowly, frames are lost (and counted in `lost`), the router
 //! never waits for it.
 //!
-//! Errors are `{"ok":false,"error":"..."}` with a message for a person, written so that
-//! the CLI can print it as `Error: MESSAGE`.
+//! Every reply carries the router's [`PROTOCOL_VERSION`] (`"version":1`, left out of the
+//! examples above); clients send theirs in each request line. Errors are
+//! `{"ok":false,"error":{"kind":"invalid","message":"..."}}`: a [`ErrorKind`] a program
+//! can act on (`restart-needed` after a `reload` that changed the ports, ...) and a
+//! message for a person, written so that the CLI can print it as `Error: MESSAGE`.
 
 use std::net::IpAddr;
 
@@ -215,37 +218,168 @@ pub enum Request {
     },
 }
 
-/// The router's answer to one request.
+/// The control protocol's version. A client sends it in every request line
+/// (`"version":1`); a router refuses a request of another version with
+/// [`ErrorKind::Version`], and writes its own in every reply. A request without one is
+/// taken as this version (`socat` and scripts).
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// One request line: a [`Request`] and the protocol version the client speaks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestLine {
+    /// The client's [`PROTOCOL_VERSION`]; absent: the router's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u32>,
+    /// The request.
+    #[serde(flatten)]
+    pub request: Request,
+}
+
+impl RequestLine {
+    /// `request` in this version of the protocol.
+    pub fn new(request: Request) -> RequestLine {
+        RequestLine { version: Some(PROTOCOL_VERSION), request }
+    }
+}
+
+/// What kind of failure a reply reports: what a client may act on without reading the
+/// message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// The request is malformed, or what it asks does not fit the router: an unknown
+    /// port, a route that does not resolve, a route that does not exist, a label out of
+    /// range.
+    Invalid,
+    /// `reload`: the config file is not valid (the message is the one a start would
+    /// print, with file and line); the running config stays.
+    Config,
+    /// `reload`: the file changes what only a restart can (ports, the router's name or
+    /// socket, the fast path); the running config stays.
+    RestartNeeded,
+    /// The forwarding loop did not answer (stopping, or stuck).
+    Unavailable,
+    /// The request is of another [`PROTOCOL_VERSION`].
+    Version,
+}
+
+/// Why the router refused a request: its kind, and a message for a person (printed by
+/// the CLI as `Error: MESSAGE`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct ControlError {
+    /// What kind of failure.
+    pub kind: ErrorKind,
+    /// What went wrong, in words.
+    pub message: String,
+}
+
+impl ControlError {
+    /// A failure of kind `kind`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> ControlError {
+        ControlError { kind, message: message.into() }
+    }
+
+    /// An [`ErrorKind::Invalid`] request.
+    pub fn invalid(message: impl Into<String>) -> ControlError {
+        ControlError::new(ErrorKind::Invalid, message)
+    }
+}
+
+impl From<String> for ControlError {
+    fn from(message: String) -> ControlError {
+        ControlError::invalid(message)
+    }
+}
+
+impl From<&str> for ControlError {
+    fn from(message: &str) -> ControlError {
+        ControlError::invalid(message)
+    }
+}
+
+/// The router's answer to one request, its data of type `T` (each request's is named
+/// in [`Request`]: `Vec<Link>` for `link-show`, [`Stats`] for `stats`, ...).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Reply {
+pub struct Reply<T = serde_json::Value> {
+    /// The router's [`PROTOCOL_VERSION`].
+    #[serde(default)]
+    pub version: u32,
     /// Whether the request was carried out.
     pub ok: bool,
     /// What was wrong, when `ok` is false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub error: Option<ControlError>,
     /// The answer, for requests that have one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<serde_json::Value>,
+    #[serde(default = "none", skip_serializing_if = "Option::is_none")]
+    pub data: Option<T>,
     /// Another reply line follows with more of the answer (`route-show-stream`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub more: bool,
 }
 
-impl Reply {
+fn none<T>() -> Option<T> {
+    None
+}
+
+impl<T> Reply<T> {
     /// Success without data.
-    pub fn done() -> Reply {
-        Reply { ok: true, error: None, data: None, more: false }
+    pub fn done() -> Reply<T> {
+        Reply { version: PROTOCOL_VERSION, ok: true, error: None, data: None, more: false }
     }
 
     /// Success with data.
-    pub fn data(data: serde_json::Value) -> Reply {
-        Reply { ok: true, error: None, data: Some(data), more: false }
+    pub fn data(data: T) -> Reply<T> {
+        Reply { version: PROTOCOL_VERSION, ok: true, error: None, data: Some(data), more: false }
     }
 
     /// Failure.
-    pub fn error(message: impl Into<String>) -> Reply {
-        Reply { ok: false, error: Some(message.into()), data: None, more: false }
+    pub fn error(error: impl Into<ControlError>) -> Reply<T> {
+        Reply { version: PROTOCOL_VERSION, ok: false, error: Some(error.into()), data: None, more: false }
     }
+
+    /// The outcome: the data (if any) or the refusal.
+    ///
+    /// # Errors
+    /// The router refused the request.
+    pub fn into_result(self) -> Result<Option<T>, ControlError> {
+        match (self.ok, self.error) {
+            (true, _) => Ok(self.data),
+            (false, Some(e)) => Err(e),
+            (false, None) => Err(ControlError::invalid("the router refused")),
+        }
+    }
+
+    /// Success or failure from `result`.
+    pub fn from_result(result: Result<T, ControlError>) -> Reply<T> {
+        match result {
+            Ok(data) => Reply::data(data),
+            Err(e) => Reply::error(e),
+        }
+    }
+}
+
+/// The data of a reply, typed: each request's answer (serialized as the answer itself,
+/// so the JSON on the socket is the same as each type's).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Answer {
+    /// `route-show`: routes of one family.
+    Routes(crate::tables::ShowRows),
+    /// `route-get`.
+    Route(IpRoute),
+    /// `route-flush`.
+    Flushed(FlushSummary),
+    /// `link-show`.
+    Links(Vec<Link>),
+    /// `neigh-show`.
+    Neighbors(Vec<Neighbor>),
+    /// `stats`.
+    Stats(Box<Stats>),
+    /// `reload`.
+    Reloaded(ReloadSummary),
+    /// `capture`: the first reply, before the frames.
+    CaptureStarted(CaptureStart),
 }
 
 /// A route to add, replace or delete.
@@ -553,6 +687,16 @@ pub struct LinkStats {
     /// behind; AF_PACKET ports).
     #[serde(default)]
     pub rx_kernel_dropped: u64,
+    /// Of those, frames cut short (larger than the port's buffers).
+    #[serde(default)]
+    pub rx_truncated: u64,
+    /// Of those, datagrams that carried no MPLS (MPLS-in-UDP ports).
+    #[serde(default)]
+    pub rx_not_mpls: u64,
+    /// Of those, datagrams from another address than the tunnel's remote end
+    /// (MPLS-in-UDP ports).
+    #[serde(default)]
+    pub rx_wrong_source: u64,
     /// Frames sent.
     pub tx_packets: u64,
     /// Bytes sent.
@@ -561,6 +705,14 @@ pub struct LinkStats {
     pub tx_dropped: u64,
     /// Frames the kernel refused.
     pub tx_errors: u64,
+    /// Frames not sent because the tunnel's remote end is unreachable (MPLS-in-UDP
+    /// ports).
+    #[serde(default)]
+    pub tx_unreachable: u64,
+    /// Frames not sent because they carried no MPLS (MPLS-in-UDP ports carry labelled
+    /// frames only).
+    #[serde(default)]
+    pub tx_not_mpls: u64,
     /// Errors on the port itself (its interface went down or was deleted, a failed
     /// receive or send).
     #[serde(default)]
@@ -900,7 +1052,22 @@ mod tests {
         assert_eq!(route.nexthops[0].weight, 1);
         assert_eq!(route.nexthops[0].labels, vec![100, 200]);
         assert_eq!(serde_json::to_string(&Request::Stats).unwrap(), r#"{"cmd":"stats"}"#);
-        assert_eq!(serde_json::to_string(&Reply::error("x")).unwrap(), r#"{"ok":false,"error":"x"}"#);
+        assert_eq!(
+            serde_json::to_string(&Reply::<()>::error("x")).unwrap(),
+            r#"{"version":1,"ok":false,"error":{"kind":"invalid","message":"x"}}"#
+        );
+        let restart: Reply = serde_json::from_str(
+            r#"{"version":1,"ok":false,"error":{"kind":"restart-needed","message":"port moved"}}"#,
+        )
+        .unwrap();
+        assert_eq!(restart.into_result().unwrap_err().kind, ErrorKind::RestartNeeded);
+        // A request line carries the version beside the request's own fields; without
+        // one it is still a request (scripts, socat).
+        let line: RequestLine = serde_json::from_str(r#"{"version":1,"cmd":"stats"}"#).unwrap();
+        assert_eq!(line, RequestLine::new(Request::Stats));
+        assert_eq!(serde_json::to_string(&line).unwrap(), r#"{"version":1,"cmd":"stats"}"#);
+        let bare: RequestLine = serde_json::from_str(r#"{"cmd":"stats"}"#).unwrap();
+        assert_eq!((bare.version, bare.request), (None, Request::Stats));
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"route-fly"}"#).is_err());
     }
 }

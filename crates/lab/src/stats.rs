@@ -1,11 +1,11 @@
-//! The counters a router writes with `vmpls run --stats-file FILE`:
-//! `{"drops": {reason: n}, "events": {name: n}, "ports": [{"name", "rx_packets", ...}]}`,
-//! rewritten every second and at exit.
+//! The counters a router writes with `vmpls run --stats-file FILE`, rewritten every
+//! second and at exit: the schema `vmpls -j stats` prints ([`vmpls_control::api::Stats`]),
+//! read here into maps by name for the labs' checks.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, anyhow};
+use anyhow::Context;
 
 /// Drop reasons that traffic a lab did not send causes on the routers' links: the hosts'
 /// own IPv6 multicast (MLD reports, router solicitations) and frames for other stations.
@@ -26,29 +26,21 @@ pub struct RouterStats {
     pub fast_path: BTreeMap<String, u64>,
 }
 
-fn counter_map(v: &serde_json::Value, key: &str) -> anyhow::Result<BTreeMap<String, u64>> {
-    let obj =
-        v.get(key).and_then(serde_json::Value::as_object).ok_or_else(|| anyhow!("no object {key:?}"))?;
-    obj.iter()
-        .map(|(k, n)| {
-            n.as_u64().map(|n| (k.clone(), n)).ok_or_else(|| anyhow!("{key}.{k} is not a count: {n}"))
-        })
-        .collect()
+fn counter_map(counters: &[vmpls_control::api::Counter]) -> BTreeMap<String, u64> {
+    counters.iter().map(|c| (c.name.clone(), c.value)).collect()
 }
 
 impl RouterStats {
     /// Parses the JSON text of a stats file.
     pub fn parse(text: &str) -> anyhow::Result<Self> {
-        let v: serde_json::Value = serde_json::from_str(text).context("stats are not JSON")?;
+        let stats: vmpls_control::api::Stats =
+            serde_json::from_str(text).context("not the router's stats")?;
+        let ports = stats.ports.iter().map(serde_json::to_value).collect::<Result<_, _>>()?;
         Ok(Self {
-            drops: counter_map(&v, "drops")?,
-            events: counter_map(&v, "events")?,
-            ports: v.get("ports").and_then(serde_json::Value::as_array).cloned().unwrap_or_default(),
-            fast_path: if v.get("fast_path").is_some() {
-                counter_map(&v, "fast_path")?
-            } else {
-                BTreeMap::new()
-            },
+            drops: counter_map(&stats.drops),
+            events: counter_map(&stats.events),
+            ports,
+            fast_path: counter_map(&stats.fast_path),
         })
     }
 
@@ -105,9 +97,12 @@ mod tests {
     use super::*;
 
     const SAMPLE: &str = r#"{
-      "drops": {"unknown_label": 3, "bad_ipv4_header": 0, "other_host": 7},
-      "events": {"label_swap": 100, "label_push": 0},
-      "ports": [{"name": "west", "rx_packets": 5}]
+      "drops": [{"name": "unknown_label", "value": 3}, {"name": "bad_ipv4_header", "value": 0},
+                {"name": "other_host", "value": 7}],
+      "events": [{"name": "label_swap", "value": 100}, {"name": "label_push", "value": 0}],
+      "ports": [{"name": "west", "rx_packets": 5, "rx_bytes": 0, "rx_dropped": 0, "tx_packets": 0,
+                 "tx_bytes": 0, "tx_dropped": 0, "tx_errors": 0, "pipeline_rx": 5, "pipeline_tx": 0}],
+      "neighbors": 0, "neighbors_reachable": 0, "label_routes": 1, "prefix_routes": 2
     }"#;
 
     #[test]
@@ -137,7 +132,8 @@ mod tests {
     fn rejects_malformed_stats() {
         assert!(RouterStats::parse("").is_err());
         assert!(RouterStats::parse("{}").is_err());
-        assert!(RouterStats::parse(r#"{"drops": {"x": -1}, "events": {}}"#).is_err());
-        assert!(RouterStats::parse(r#"{"drops": {}, "events": {}}"#).is_ok());
+        assert!(RouterStats::parse(r#"{"drops": {"x": 1}, "events": {}}"#).is_err(), "the old schema");
+        let negative = SAMPLE.replace(r#""value": 3"#, r#""value": -3"#);
+        assert!(RouterStats::parse(&negative).is_err());
     }
 }

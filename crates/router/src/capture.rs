@@ -1,5 +1,5 @@
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::SystemTime;
 
@@ -17,14 +17,22 @@ pub struct CaptureFrame {
     pub data: Vec<u8>,
 }
 
+/// Bytes of frames a capture may have queued for its reader: a reader that falls behind
+/// costs the router at most this much (a queue counted in frames would hold 1,024
+/// super-frames of 64 KiB, 64 MiB, behind one slow `vmpls capture`).
+pub const CAPTURE_QUEUE_BYTES: usize = 4 << 20;
+
 /// A capture subscription the forwarding loop feeds.
 pub struct CaptureSink {
     /// The port.
     pub port: PortId,
     /// Only frames whose label stack holds this label.
     pub label: Option<u32>,
-    /// Bounded: a full queue loses the frame (counted in `lost`).
+    /// Bounded in frames too: a full queue loses the frame (counted in `lost`).
     pub tx: SyncSender<CaptureFrame>,
+    /// Bytes queued and not yet taken by the reader, who subtracts what it takes: at
+    /// [`CAPTURE_QUEUE_BYTES`], frames are lost (counted in `lost`).
+    pub queued: Arc<AtomicUsize>,
     /// Frames lost to a full queue.
     pub lost: Arc<AtomicU64>,
 }
@@ -59,9 +67,16 @@ pub(crate) fn capture(captures: &mut Vec<CaptureSink>, port: PortId, dir: Direct
             if c.label.is_some_and(|l| !has_label(p.frame(), l)) {
                 continue;
             }
+            let len = p.frame().len();
+            if c.queued.load(Ordering::Relaxed) + len > CAPTURE_QUEUE_BYTES {
+                c.lost.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             let f = CaptureFrame { ts_ns, dir, data: p.frame().to_vec() };
             match c.tx.try_send(f) {
-                Ok(()) => {}
+                Ok(()) => {
+                    c.queued.fetch_add(len, Ordering::Relaxed);
+                }
                 Err(TrySendError::Full(_)) => {
                     c.lost.fetch_add(1, Ordering::Relaxed);
                 }
@@ -104,7 +119,9 @@ mod tests {
     fn captures_are_bounded_and_end_with_their_reader() {
         let (tx, rx) = mpsc::sync_channel(2);
         let lost = Arc::new(AtomicU64::new(0));
-        let mut caps = vec![CaptureSink { port: 1, label: Some(100), tx, lost: lost.clone() }];
+        let queued = Arc::new(AtomicUsize::new(0));
+        let mut caps =
+            vec![CaptureSink { port: 1, label: Some(100), tx, queued: queued.clone(), lost: lost.clone() }];
         let pkts: Vec<Packet> = (0..4).map(|_| Packet::from_frame(1, &labelled(&[100]))).collect();
         let other = vec![Packet::from_frame(1, &labelled(&[999]))];
         capture(&mut caps, 1, Direction::Rx, &other);
@@ -119,5 +136,24 @@ mod tests {
         drop(rx);
         capture(&mut caps, 1, Direction::Tx, &pkts);
         assert!(caps.is_empty(), "a capture whose reader left is removed");
+    }
+
+    #[test]
+    fn a_slow_reader_holds_a_bounded_number_of_bytes() {
+        let (tx, rx) = mpsc::sync_channel(1024);
+        let (lost, queued) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicUsize::new(0)));
+        let mut caps =
+            vec![CaptureSink { port: 0, label: None, tx, queued: queued.clone(), lost: lost.clone() }];
+        // Super-frames of 64 KiB: far fewer than the 1,024 the queue takes fit the bytes.
+        let big: Vec<Packet> = (0..128).map(|_| Packet::from_frame(0, &vec![0u8; 65_536])).collect();
+        capture(&mut caps, 0, Direction::Rx, &big);
+        let fit = CAPTURE_QUEUE_BYTES / 65_536;
+        assert_eq!(rx.try_iter().count(), fit);
+        assert_eq!(lost.load(Ordering::Relaxed), (128 - fit) as u64);
+        assert_eq!(queued.load(Ordering::Relaxed), fit * 65_536, "the reader has not taken them yet");
+        // Once the reader takes them (and gives their bytes back), frames flow again.
+        queued.store(0, Ordering::Relaxed);
+        capture(&mut caps, 0, Direction::Rx, &big[..1]);
+        assert_eq!(rx.try_iter().count(), 1);
     }
 }

@@ -7,7 +7,8 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use vmpls_control::api::{Reply, Request};
+use serde::de::DeserializeOwned;
+use vmpls_control::api::{ControlError, PROTOCOL_VERSION, Reply, Request};
 
 /// How long a reply may take before the client gives up.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -18,13 +19,14 @@ pub enum ClientError {
     /// No router reachable, or the connection failed (in words, with the socket's path).
     Connection(String),
     /// The router refused the request.
-    Refused(String),
+    Refused(ControlError),
 }
 
 impl std::fmt::Display for ClientError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ClientError::Connection(m) | ClientError::Refused(m) => f.write_str(m),
+            ClientError::Connection(m) => f.write_str(m),
+            ClientError::Refused(e) => f.write_str(&e.message),
         }
     }
 }
@@ -82,14 +84,26 @@ impl Connection {
         Connection::open(&path)
     }
 
-    /// Sends a request and reads its reply's data.
+    /// Sends a request and reads its reply's data, as JSON (for `-j`, which prints it as
+    /// the router wrote it).
     ///
     /// # Errors
     /// The router refused ([`ClientError::Refused`]) or the connection failed.
     pub fn request(&mut self, req: &Request) -> Result<Option<serde_json::Value>, ClientError> {
+        self.call(req)
+    }
+
+    /// Sends a request and reads its reply, whose data is a `T` (each request's type is
+    /// named in [`vmpls_control::api::Answer`]).
+    ///
+    /// # Errors
+    /// The router refused ([`ClientError::Refused`]), the connection failed, or the reply
+    /// is not of the protocol or type expected.
+    pub fn call<T: DeserializeOwned>(&mut self, req: &Request) -> Result<Option<T>, ClientError> {
         let path = self.path.display().to_string();
         let io = |e: std::io::Error| ClientError::Connection(format!("talking to {path}: {e}"));
-        let mut line = serde_json::to_vec(req).map_err(|e| ClientError::Connection(e.to_string()))?;
+        let mut line = serde_json::to_vec(&Line { version: PROTOCOL_VERSION, request: req })
+            .map_err(|e| ClientError::Connection(e.to_string()))?;
         line.push(b'\n');
         self.stream.set_read_timeout(Some(REPLY_TIMEOUT)).map_err(io)?;
         self.stream.write_all(&line).map_err(io)?;
@@ -98,12 +112,16 @@ impl Connection {
         if n == 0 {
             return Err(ClientError::Connection(format!("the router at {path} closed the connection")));
         }
-        let reply: Reply = serde_json::from_str(&answer)
+        let reply: Reply<T> = serde_json::from_str(&answer)
             .map_err(|e| ClientError::Connection(format!("bad reply from the router: {e}")))?;
-        if reply.ok {
-            Ok(reply.data)
-        } else {
-            Err(ClientError::Refused(reply.error.unwrap_or_else(|| "the router refused".into())))
-        }
+        reply.into_result().map_err(ClientError::Refused)
     }
+}
+
+/// A request line as the client writes it (a borrowed [`vmpls_control::api::RequestLine`]).
+#[derive(serde::Serialize)]
+struct Line<'a> {
+    version: u32,
+    #[serde(flatten)]
+    request: &'a Request,
 }

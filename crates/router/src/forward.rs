@@ -14,7 +14,7 @@ use crate::fastpath::FastPathRuntime;
 use crate::links::{LINK_CHECK_EVERY, PortWatch, check_links, refresh_caps};
 use crate::protocol::{LoopRequest, NeighborChange, Snapshot};
 use crate::signals::{STOP, eventfd_drain};
-use crate::stats::write_stats;
+use crate::stats;
 
 /// Buffers per router: enough for a full batch on every port, frames held for neighbour
 /// resolution, and the segments of one super-frame.
@@ -58,35 +58,38 @@ impl<'a> ForwardingLoop<'a> {
         }
     }
 
+    /// A copy of the loop's state, exact as of now: what the fast path did since the
+    /// last tick too.
+    fn snapshot(&mut self) -> Snapshot {
+        let dp = &mut *self.dp;
+        if let Some(f) = self.fast.as_deref_mut() {
+            f.count(dp);
+        }
+        let fast = self.fast.as_deref();
+        Snapshot {
+            counters: dp.counters().clone(),
+            ports: self.ports.iter().zip(&*self.watch).map(|(p, w)| w.stats(p.as_ref())).collect(),
+            neighbors: dp.neighbors().entries().collect(),
+            faults: self.watch.iter().map(|w| w.faults).collect(),
+            fast_path: fast.map(FastPathRuntime::named_counters).unwrap_or_default(),
+            fast_path_ports: (0..self.ports.len()).map(|i| fast.and_then(|f| f.port_counts(i))).collect(),
+            port_info: dp.ports().to_vec(),
+            static_neighbors: dp
+                .neighbors()
+                .entries()
+                .filter(|&(port, addr, _)| dp.neighbors().is_static(port, addr))
+                .map(|(port, addr, _)| (port, addr))
+                .collect(),
+        }
+    }
+
     /// Answers one request of the control side.
     fn answer(&mut self, req: LoopRequest) {
         let dp = &mut *self.dp;
         match req {
             LoopRequest::Snapshot(reply) => {
-                // Exact as of now: what the fast path did since the last tick too.
-                if let Some(f) = self.fast.as_deref_mut() {
-                    f.count(dp);
-                }
-                let fast = self.fast.as_deref();
-                let snap = Snapshot {
-                    counters: dp.counters().clone(),
-                    ports: self.ports.iter().zip(&*self.watch).map(|(p, w)| w.stats(p.as_ref())).collect(),
-                    neighbors: dp.neighbors().entries().collect(),
-                    faults: self.watch.iter().map(|w| w.faults).collect(),
-                    fast_path: fast.map(FastPathRuntime::named_counters).unwrap_or_default(),
-                    fast_path_ports: (0..self.ports.len())
-                        .map(|i| fast.and_then(|f| f.port_counts(i)))
-                        .collect(),
-                    port_info: dp.ports().to_vec(),
-                    static_neighbors: dp
-                        .neighbors()
-                        .entries()
-                        .filter(|&(port, addr, _)| dp.neighbors().is_static(port, addr))
-                        .map(|(port, addr, _)| (port, addr))
-                        .collect(),
-                };
                 // The requester may have given up; nothing to do then.
-                let _ = reply.try_send(snap);
+                let _ = reply.try_send(self.snapshot());
             }
             LoopRequest::Capture(sink) => self.captures.push(sink),
             LoopRequest::FibStored(reply) => {
@@ -173,12 +176,11 @@ impl<'a> ForwardingLoop<'a> {
         }
     }
 
-    /// Writes `--stats-file`, the fast path's counts brought in first.
+    /// Writes `--stats-file`: the counters `vmpls stats` shows, from a snapshot.
     pub(crate) fn write_stats(&mut self) {
-        if let Some(f) = self.fast.as_deref_mut() {
-            f.count(self.dp);
-        }
-        write_stats(self.dp, self.ports, self.watch, self.fast.as_deref(), self.stats_file);
+        let Some(path) = self.stats_file else { return };
+        let snap = self.snapshot();
+        stats::write_file(&stats::collect(&snap, &self.dp.fib().load_full()), path);
     }
 
     /// Runs until SIGINT or SIGTERM: poll the ports and the control side's eventfd

@@ -30,8 +30,6 @@ use vmpls_fib::{DEFAULT_VRF_NAME, PortId};
 use vmpls_frr::route::MAIN_TABLE;
 use vmpls_frr::{Dest, Kind, Rib, Route, RouteKey, fpm};
 
-use crate::server::Server;
-
 /// How long zebra must be quiet after connecting before the routes it did not send again
 /// are removed (zebra does not mark the end of its table walk).
 pub const RESYNC_QUIET: Duration = Duration::from_secs(3);
@@ -79,11 +77,26 @@ impl FrrStatus {
     }
 }
 
+/// Where the FPM server puts the routes from zebra: the router's tables (the control
+/// server implements it).
+pub trait RouteSink: Send + Sync {
+    /// Applies a burst of route changes as one table change, in force when this
+    /// returns; returns the changes refused, each with its reason.
+    ///
+    /// # Errors
+    /// The tables could not be built; the running ones stay.
+    fn apply_frr(&self, changes: Vec<FrrChange>) -> Result<Vec<String>, String>;
+}
+
 /// Starts the FPM server thread.
 ///
 /// # Errors
 /// The listener cannot be bound (the address is taken, or not in this namespace).
-pub fn spawn(server: Arc<Server>, cfg: FrrConfig, interfaces: Vec<String>) -> anyhow::Result<Arc<FrrStatus>> {
+pub fn spawn(
+    server: Arc<dyn RouteSink>,
+    cfg: FrrConfig,
+    interfaces: Vec<String>,
+) -> anyhow::Result<Arc<FrrStatus>> {
     let listener = TcpListener::bind(cfg.fpm).with_context(|| {
         format!("cannot listen for zebra's FPM connection on {} (is another vmpls running here?)", cfg.fpm)
     })?;
@@ -98,7 +111,7 @@ pub fn spawn(server: Arc<Server>, cfg: FrrConfig, interfaces: Vec<String>) -> an
 }
 
 struct Session {
-    server: Arc<Server>,
+    server: Arc<dyn RouteSink>,
     cfg: FrrConfig,
     interfaces: Vec<String>,
     status: Arc<FrrStatus>,
@@ -112,7 +125,12 @@ struct Session {
 }
 
 impl Session {
-    fn new(server: Arc<Server>, cfg: FrrConfig, interfaces: Vec<String>, status: Arc<FrrStatus>) -> Session {
+    fn new(
+        server: Arc<dyn RouteSink>,
+        cfg: FrrConfig,
+        interfaces: Vec<String>,
+        status: Arc<FrrStatus>,
+    ) -> Session {
         Session {
             server,
             cfg,

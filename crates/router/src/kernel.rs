@@ -14,8 +14,6 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 use tracing::{error, info, warn};
 
-use crate::server::Server;
-
 /// rtnetlink multicast groups of address changes.
 const RTNLGRP_IPV4_IFADDR: u32 = 5;
 const RTNLGRP_IPV6_IFADDR: u32 = 9;
@@ -170,6 +168,16 @@ pub fn check_forwarding_off(interfaces: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where the kernel's addresses go: the router's tables (the control server implements
+/// it).
+pub trait AddressSink: Send + Sync {
+    /// Sets the addresses the kernel has on the ports and the loopback.
+    ///
+    /// # Errors
+    /// The tables could not be built with them; the running ones stay.
+    fn set_kernel_addresses(&self, addrs: &Addresses) -> Result<(), String>;
+}
+
 /// Follows the kernel's addresses in a thread of its own: on every address event (and
 /// every few seconds) it reads them again and, when they changed, puts them in the
 /// router's tables. It also says, once, when the kernel starts forwarding.
@@ -177,7 +185,7 @@ pub fn check_forwarding_off(interfaces: &[String]) -> anyhow::Result<()> {
 /// # Errors
 /// The event socket could not be opened.
 pub fn spawn_watch(
-    server: Arc<Server>,
+    server: Arc<dyn AddressSink>,
     interfaces: Vec<String>,
     mut current: Addresses,
 ) -> anyhow::Result<()> {

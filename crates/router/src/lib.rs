@@ -28,12 +28,14 @@
 pub mod capture;
 pub mod claim;
 pub mod client;
+mod config;
 pub mod fastpath;
 mod forward;
 pub mod fpm;
 pub mod kernel;
 mod links;
 pub mod metrics;
+mod offloads;
 mod open;
 pub mod protocol;
 mod run;
@@ -44,4 +46,5 @@ pub mod stats;
 #[cfg(test)]
 mod testing;
 
-pub use run::{RunOptions, load_config, load_config_to_start, return_freed_memory, run};
+pub use config::{load_config, load_config_to_start};
+pub use run::{RunOptions, return_freed_memory, run};

@@ -6,7 +6,7 @@ use vmpls_control::OffloadOverrides;
 use vmpls_dataplane::{Dataplane, PortId};
 use vmpls_ports::{AfPacketPort, Port, PortStats};
 
-use crate::open::with_overrides;
+use crate::offloads::with_overrides;
 use crate::protocol::PortFaults;
 
 /// How often the ports' interfaces are checked (a deleted interface come back) and ports

@@ -1,8 +1,8 @@
 //! `vmpls run --metrics ADDR:PORT`: Prometheus metrics over HTTP at `/metrics`.
 //!
-//! Each scrape asks the forwarding loop for its counters (the same request as
-//! `vmpls stats`, so both agree) and encodes them with `prometheus-client` in the
-//! OpenMetrics text format, which Prometheus reads:
+//! A `prometheus-client` collector reads the counters at each scrape (the same request
+//! as `vmpls stats`, so both agree: nothing is copied or kept between scrapes) and
+//! encodes them in the OpenMetrics text format, which Prometheus reads:
 //!
 //! | metric | labels | what |
 //! |---|---|---|
@@ -25,16 +25,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use std::fmt;
+use std::sync::Mutex;
+
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::text::encode;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
-use vmpls_control::api::Stats;
-
-use crate::server::Server;
-
-type Labels = Vec<(String, String)>;
+use vmpls_control::api::{Counter, LabelCounter, PortCounters, Stats};
 
 /// Parses `--metrics`: `ADDR:PORT`, or `PORT` / `:PORT` for loopback.
 ///
@@ -48,160 +49,222 @@ pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     s.parse().map_err(|_| format!("\"{s}\" is not ADDR:PORT (like 127.0.0.1:9100 or [::1]:9100) or a port"))
 }
 
-fn counters(reg: &mut Registry, name: &str, help: &str, label: &str, values: &[(String, u64)]) {
-    let fam = Family::<Labels, Counter>::default();
-    reg.register(name, help, fam.clone());
-    for (l, v) in values {
-        fam.get_or_create(&vec![(label.to_string(), l.clone())]).inc_by(*v);
+/// One metric family of counters, one sample per label value.
+fn counters(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: impl IntoIterator<Item = (String, u64)>,
+) -> fmt::Result {
+    let mut family = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (value, n) in values {
+        ConstCounter::new(n).encode(family.encode_family(&[(label, value)])?)?;
     }
+    Ok(())
 }
 
-fn gauges(reg: &mut Registry, name: &str, help: &str, label: &str, values: &[(String, u64)]) {
-    let fam = Family::<Labels, Gauge>::default();
-    reg.register(name, help, fam.clone());
-    for (l, v) in values {
-        fam.get_or_create(&vec![(label.to_string(), l.clone())]).set(i64::try_from(*v).unwrap_or(i64::MAX));
+/// One metric family of gauges, one sample per label value.
+fn gauges(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: impl IntoIterator<Item = (String, u64)>,
+) -> fmt::Result {
+    let mut family = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (value, n) in values {
+        ConstGauge::new(i64::try_from(n).unwrap_or(i64::MAX))
+            .encode(family.encode_family(&[(label, value)])?)?;
     }
+    Ok(())
 }
 
-fn gauge(reg: &mut Registry, name: &str, help: &str, v: u64) {
-    let g = Gauge::<i64>::default();
-    g.set(i64::try_from(v).unwrap_or(i64::MAX));
-    reg.register(name, help, g);
+/// One gauge without labels.
+fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, n: u64) -> fmt::Result {
+    let g = ConstGauge::new(i64::try_from(n).unwrap_or(i64::MAX));
+    g.encode(enc.encode_descriptor(name, help, None, g.metric_type())?)
 }
 
-/// The metrics text for `stats` of router `router`.
-pub fn render(router: &str, st: &Stats) -> String {
-    let mut reg = Registry::with_prefix("vmpls");
-    let info = Family::<Labels, Gauge>::default();
-    reg.register("info", "The router", info.clone());
-    info.get_or_create(&vec![("router".into(), router.into())]).set(1);
-    let per_port = |f: fn(&vmpls_control::api::PortCounters) -> u64| -> Vec<(String, u64)> {
-        st.ports.iter().map(|p| (p.name.clone(), f(p))).collect()
-    };
-    counters(&mut reg, "port_rx_packets", "Frames received", "port", &per_port(|p| p.link.rx_packets));
-    counters(&mut reg, "port_rx_bytes", "Bytes received", "port", &per_port(|p| p.link.rx_bytes));
-    counters(&mut reg, "port_tx_packets", "Frames sent", "port", &per_port(|p| p.link.tx_packets));
-    counters(&mut reg, "port_tx_bytes", "Bytes sent", "port", &per_port(|p| p.link.tx_bytes));
+/// Encodes the counters `st` of router `router` (the table in the module's
+/// documentation).
+fn encode_stats(enc: &mut DescriptorEncoder, router: &str, st: &Stats) -> fmt::Result {
+    gauges(enc, "info", "The router", "router", [(router.to_string(), 1)])?;
+    let per_port = |f: fn(&PortCounters) -> u64| st.ports.iter().map(move |p| (p.name.clone(), f(p)));
+    counters(enc, "port_rx_packets", "Frames received", "port", per_port(|p| p.link.rx_packets))?;
+    counters(enc, "port_rx_bytes", "Bytes received", "port", per_port(|p| p.link.rx_bytes))?;
+    counters(enc, "port_tx_packets", "Frames sent", "port", per_port(|p| p.link.tx_packets))?;
+    counters(enc, "port_tx_bytes", "Bytes sent", "port", per_port(|p| p.link.tx_bytes))?;
     counters(
-        &mut reg,
+        enc,
         "port_rx_dropped",
         "Frames dropped on receive by the port",
         "port",
-        &per_port(|p| p.link.rx_dropped),
-    );
+        per_port(|p| p.link.rx_dropped),
+    )?;
     counters(
-        &mut reg,
+        enc,
         "port_tx_dropped",
         "Frames dropped on send (socket buffer full)",
         "port",
-        &per_port(|p| p.link.tx_dropped),
-    );
+        per_port(|p| p.link.tx_dropped),
+    )?;
     counters(
-        &mut reg,
+        enc,
         "port_tx_errors",
         "Frames the kernel refused on send",
         "port",
-        &per_port(|p| p.link.tx_errors),
-    );
+        per_port(|p| p.link.tx_errors),
+    )?;
     counters(
-        &mut reg,
+        enc,
         "port_rx_kernel_dropped",
         "Frames the kernel dropped before the router read them (receive queue full)",
         "port",
-        &per_port(|p| p.link.rx_kernel_dropped),
-    );
+        per_port(|p| p.link.rx_kernel_dropped),
+    )?;
     counters(
-        &mut reg,
+        enc,
         "port_errors",
         "Errors on the port itself (interface down or deleted, failed receive or send)",
         "port",
-        &per_port(|p| p.link.errors),
-    );
+        per_port(|p| p.link.errors),
+    )?;
     counters(
-        &mut reg,
+        enc,
         "port_reopened",
         "Times the port was opened again on a re-created interface",
         "port",
-        &per_port(|p| p.link.reopened),
-    );
+        per_port(|p| p.link.reopened),
+    )?;
     gauges(
-        &mut reg,
+        enc,
         "port_detached",
         "1 while the port has no usable interface",
         "port",
-        &per_port(|p| u64::from(p.link.detached)),
-    );
-    let named = |l: &[vmpls_control::api::Counter]| -> Vec<(String, u64)> {
-        l.iter().map(|c| (c.name.clone(), c.value)).collect()
-    };
-    counters(&mut reg, "drops", "Frames the pipeline dropped, by reason", "reason", &named(&st.drops));
-    counters(&mut reg, "events", "Things the pipeline did, by kind", "event", &named(&st.events));
+        per_port(|p| u64::from(p.link.detached)),
+    )?;
+    let named = |l: &[Counter]| l.iter().map(|c| (c.name.clone(), c.value)).collect::<Vec<_>>();
+    counters(enc, "drops", "Frames the pipeline dropped, by reason", "reason", named(&st.drops))?;
+    counters(enc, "events", "Things the pipeline did, by kind", "event", named(&st.events))?;
     if !st.fast_path.is_empty() {
         counters(
-            &mut reg,
+            enc,
             "fast_path",
             "What the in-kernel fast path did, by counter",
             "counter",
-            &named(&st.fast_path),
-        );
+            named(&st.fast_path),
+        )?;
         counters(
-            &mut reg,
+            enc,
             "port_fast_path_rx_packets",
             "Frames the in-kernel fast path took from the port",
             "port",
-            &per_port(|p| p.fast_path_rx),
-        );
+            per_port(|p| p.fast_path_rx),
+        )?;
         counters(
-            &mut reg,
+            enc,
             "port_fast_path_tx_packets",
             "Frames the in-kernel fast path sent out of the port",
             "port",
-            &per_port(|p| p.fast_path_tx),
-        );
+            per_port(|p| p.fast_path_tx),
+        )?;
     }
-    let per_label = |f: fn(&vmpls_control::api::LabelCounter) -> u64| -> Vec<(String, u64)> {
-        st.labels.iter().map(|l| (l.label.to_string(), f(l))).collect()
-    };
-    counters(
-        &mut reg,
-        "label_packets",
-        "Frames switched per incoming label",
-        "label",
-        &per_label(|l| l.packets),
-    );
-    counters(&mut reg, "label_bytes", "Bytes switched per incoming label", "label", &per_label(|l| l.bytes));
-    let neigh = Family::<Labels, Gauge>::default();
-    reg.register("neighbors", "Neighbour table entries", neigh.clone());
-    let reachable = i64::try_from(st.neighbors_reachable).unwrap_or(i64::MAX);
-    let all = i64::try_from(st.neighbors).unwrap_or(i64::MAX);
-    neigh.get_or_create(&vec![("state".into(), "reachable".into())]).set(reachable);
-    neigh.get_or_create(&vec![("state".into(), "incomplete".into())]).set(all - reachable);
-    gauge(&mut reg, "label_routes", "Label routes", st.label_routes);
-    gauge(
-        &mut reg,
-        "prefix_routes",
-        "Prefix routes in all VRFs, local and connected included",
-        st.prefix_routes,
-    );
-    let mut out = String::new();
-    // Writing to a String cannot fail.
-    let _ = encode(&mut out, &reg);
-    out
+    let per_label = |f: fn(&LabelCounter) -> u64| st.labels.iter().map(move |l| (l.label.to_string(), f(l)));
+    counters(enc, "label_packets", "Frames switched per incoming label", "label", per_label(|l| l.packets))?;
+    counters(enc, "label_bytes", "Bytes switched per incoming label", "label", per_label(|l| l.bytes))?;
+    let incomplete = st.neighbors.saturating_sub(st.neighbors_reachable);
+    gauges(
+        enc,
+        "neighbors",
+        "Neighbour table entries",
+        "state",
+        [("reachable".to_string(), st.neighbors_reachable), ("incomplete".to_string(), incomplete)],
+    )?;
+    gauge(enc, "label_routes", "Label routes", st.label_routes)?;
+    gauge(enc, "prefix_routes", "Prefix routes in all VRFs, local and connected included", st.prefix_routes)
+}
+
+/// The router's counters as a prometheus-client collector: read from the router at
+/// each scrape (the same request `vmpls stats` makes, so both agree), nothing kept in
+/// between.
+struct StatsCollector {
+    source: Arc<dyn StatsSource>,
+    /// Why the last scrape could not read the counters, for the 503 answer.
+    failure: Mutex<Option<String>>,
+}
+
+impl fmt::Debug for StatsCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StatsCollector")
+    }
+}
+
+impl Collector for StatsCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let st = self.source.stats().map_err(|e| {
+            *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{e:#}"));
+            fmt::Error
+        })?;
+        encode_stats(&mut enc, &self.source.router_name(), &st)
+    }
+}
+
+/// The metrics endpoint's registry: the counters of `source`, read at each scrape.
+struct Metrics {
+    registry: Registry,
+    collector: Arc<StatsCollector>,
+}
+
+impl Metrics {
+    fn new(source: Arc<dyn StatsSource>) -> Metrics {
+        let collector = Arc::new(StatsCollector { source, failure: Mutex::new(None) });
+        let mut registry = Registry::with_prefix("vmpls");
+        registry.register_collector(Box::new(collector.clone()));
+        Metrics { registry, collector }
+    }
+
+    /// The metrics text now, or why the router's counters could not be read.
+    fn scrape(&self) -> Result<String, String> {
+        let mut out = String::new();
+        match encode(&mut out, &self.registry) {
+            Ok(()) => Ok(out),
+            Err(_) => Err(self
+                .collector
+                .failure
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .unwrap_or_else(|| "the counters could not be encoded".into())),
+        }
+    }
+}
+
+/// Where the metrics come from at each scrape: the router's counters now (the control
+/// server implements it, with the same request `vmpls stats` makes).
+pub trait StatsSource: Send + Sync {
+    /// The router's name, for `vmpls_info`.
+    fn router_name(&self) -> String;
+    /// The counters now.
+    ///
+    /// # Errors
+    /// The forwarding loop did not answer.
+    fn stats(&self) -> anyhow::Result<Stats>;
 }
 
 /// Serves metrics on `listener` from a thread of its own.
 ///
 /// # Errors
 /// The thread could not be started.
-pub fn spawn(listener: TcpListener, server: Arc<Server>) -> anyhow::Result<()> {
+pub fn spawn(listener: TcpListener, server: Arc<dyn StatsSource>) -> anyhow::Result<()> {
+    let metrics = Metrics::new(server);
     std::thread::Builder::new()
         .name("metrics".into())
         .spawn(move || {
             for conn in listener.incoming() {
                 match conn {
                     Ok(c) => {
-                        if let Err(e) = serve(c, &server) {
+                        if let Err(e) = serve(c, &metrics) {
                             tracing::debug!(error = %e, "metrics request failed");
                         }
                     }
@@ -232,18 +295,14 @@ fn request_line(c: &mut TcpStream) -> std::io::Result<String> {
     Ok(text.lines().next().unwrap_or("").to_string())
 }
 
-fn serve(mut c: TcpStream, server: &Server) -> anyhow::Result<()> {
+fn serve(mut c: TcpStream, metrics: &Metrics) -> anyhow::Result<()> {
     let line = request_line(&mut c)?;
     let mut words = line.split_whitespace();
     let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let (status, ctype, body) = match (method, path.split('?').next().unwrap_or("")) {
-        ("GET", "/metrics") => match server.stats() {
-            Ok(st) => (
-                "200 OK",
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                render(&server.router_name(), &st),
-            ),
-            Err(e) => ("503 Service Unavailable", "text/plain", format!("{e:#}\n")),
+        ("GET", "/metrics") => match metrics.scrape() {
+            Ok(text) => ("200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", text),
+            Err(e) => ("503 Service Unavailable", "text/plain", format!("{e}\n")),
         },
         ("GET", "/") => ("200 OK", "text/plain", "vmpls: metrics at /metrics\n".to_string()),
         ("GET", _) => ("404 Not Found", "text/plain", "not found; metrics are at /metrics\n".to_string()),
@@ -271,7 +330,22 @@ mod tests {
     }
 
     #[test]
-    fn render_has_one_sample_per_counter() {
+    fn a_scrape_without_the_forwarding_loop_says_why() {
+        struct Stopped;
+        impl StatsSource for Stopped {
+            fn router_name(&self) -> String {
+                "pe1".into()
+            }
+            fn stats(&self) -> anyhow::Result<Stats> {
+                anyhow::bail!("the forwarding loop has stopped")
+            }
+        }
+        let metrics = Metrics::new(Arc::new(Stopped));
+        assert_eq!(metrics.scrape().unwrap_err(), "the forwarding loop has stopped");
+    }
+
+    #[test]
+    fn a_scrape_has_one_sample_per_counter() {
         let st = Stats {
             ports: vec![PortCounters {
                 name: "core".into(),
@@ -298,7 +372,16 @@ mod tests {
             fast_path: vec![C { name: "swap".into(), value: 88 }],
             frr: Vec::new(),
         };
-        let text = render("pe1", &st);
+        struct Fixed(Stats);
+        impl StatsSource for Fixed {
+            fn router_name(&self) -> String {
+                "pe1".into()
+            }
+            fn stats(&self) -> anyhow::Result<Stats> {
+                Ok(self.0.clone())
+            }
+        }
+        let text = Metrics::new(Arc::new(Fixed(st))).scrape().unwrap();
         for want in [
             "vmpls_port_rx_packets_total{port=\"core\"} 7",
             "vmpls_port_tx_bytes_total{port=\"core\"} 1500",

@@ -1,5 +1,5 @@
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -10,10 +10,12 @@ use vmpls_dataplane::{Dataplane, DataplaneConfig, HostStack, Output, PacketPool,
 use vmpls_fib::FibHandle;
 use vmpls_ports::{AfPacketPort, Port};
 
+use crate::config::load_config_to_start;
 use crate::fastpath::{FastPathRuntime, FastPortInfo};
 use crate::forward::{ForwardingLoop, POOL_SIZE, change_neighbor};
 use crate::links::PortWatch;
-use crate::open::{open_port, with_overrides};
+use crate::offloads::with_overrides;
+use crate::open::open_port;
 use crate::protocol::{LoopHandle, NeighborChange, PortFaults};
 use crate::signals::{RELOAD_FD, eventfd, install_signal_handlers};
 
@@ -27,24 +29,6 @@ pub struct RunOptions {
     pub metrics: Option<std::net::SocketAddr>,
     /// `--socket`: overrides the config's control socket.
     pub socket: Option<PathBuf>,
-}
-
-/// Loads and validates a config, including that its interfaces exist.
-pub fn load_config(path: &Path) -> anyhow::Result<Config> {
-    let cfg = Config::from_file(path)?;
-    vmpls_control::check_interfaces(&cfg, vmpls_ports::interface_exists)?;
-    Ok(cfg)
-}
-
-/// Loads and validates a config for starting a router (`run`, `check`): also that every
-/// interface is as the ports need it now (up, Ethernet, MTU within the interface's), so
-/// that what `run` would refuse, `check` finds, with file and line.
-pub fn load_config_to_start(path: &Path) -> anyhow::Result<Config> {
-    let cfg = load_config(path)?;
-    vmpls_control::check_ports(&cfg, |ifname, mtu| {
-        vmpls_ports::check_af_packet(ifname, mtu).map_err(|e| e.to_string())
-    })?;
-    Ok(cfg)
 }
 
 /// Gives the memory freed since the start back to the system: parsing a config of a

@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -19,14 +19,16 @@ use std::time::Duration;
 use anyhow::Context;
 use tracing::{info, warn};
 use vmpls_control::api::{
-    self, CaptureStart, Counter, LinkStats, NeighState, Neighbor, PortCounters, Reply, Request, Stats,
+    self, Answer, CaptureStart, ControlError, ErrorKind, NeighState, Neighbor, PROTOCOL_VERSION, Reply,
+    Request, RequestLine, Stats,
 };
 use vmpls_control::tables::{Change, FrrChange, Tables};
 use vmpls_dataplane::PortInfo;
 use vmpls_fib::FibHandle;
 
 use crate::capture::CaptureSink;
-use crate::protocol::{LoopHandle, Snapshot};
+use crate::metrics::StatsSource;
+use crate::protocol::LoopHandle;
 use crate::signals::eventfd_drain;
 
 mod bulk;
@@ -67,17 +69,13 @@ impl Server {
         self.tables.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The router's name.
-    pub fn router_name(&self) -> String {
-        self.tables().config().router.name.clone()
-    }
-
     /// Re-reads the config file and applies the difference.
     ///
     /// # Errors
     /// The file is invalid (the same message as at start) or needs a restart.
-    pub fn reload(&self) -> Result<api::ReloadSummary, String> {
-        let cfg = crate::load_config(&self.config_path).map_err(|e| format!("{e:#}"))?;
+    pub fn reload(&self) -> Result<api::ReloadSummary, ControlError> {
+        let cfg = crate::config::load_config(&self.config_path)
+            .map_err(|e| ControlError::new(ErrorKind::Config, format!("{e:#}")))?;
         let mut t = self.tables();
         let (old, new) = (t.config().neighbors.clone(), cfg.neighbors.clone());
         let (fib, sum) = t.reload(cfg)?;
@@ -122,61 +120,13 @@ impl Server {
         }
     }
 
-    fn reload_logged(&self, why: &str) -> Result<api::ReloadSummary, String> {
+    fn reload_logged(&self, why: &str) -> Result<api::ReloadSummary, ControlError> {
         let r = self.reload();
         match &r {
             Ok(sum) => info!(trigger = why, "reloaded {sum}"),
             Err(e) => warn!(trigger = why, "reload rejected, the running config stays: {e}"),
         }
         r
-    }
-
-    /// All counters, from the forwarding loop now.
-    ///
-    /// # Errors
-    /// The forwarding loop did not answer.
-    pub fn stats(&self) -> anyhow::Result<Stats> {
-        let snap = self.lp.snapshot()?;
-        let fib = self.fib.load_full();
-        let c = &snap.counters;
-        let ports = self
-            .ports
-            .iter()
-            .enumerate()
-            .map(|(i, p)| PortCounters {
-                name: p.name.clone(),
-                link: link_stats(&snap, i),
-                pipeline_rx: c.rx_frames.get(i).copied().unwrap_or(0),
-                pipeline_tx: c.tx_frames.get(i).copied().unwrap_or(0),
-                fast_path_rx: fast_share(&snap, i).map_or(0, |f| f.rx_packets),
-                fast_path_tx: fast_share(&snap, i).map_or(0, |f| f.tx_packets),
-            })
-            .collect();
-        Ok(Stats {
-            ports,
-            drops: vmpls_dataplane::Drop::ALL
-                .iter()
-                .map(|d| Counter { name: d.name().into(), value: c.drops(*d) })
-                .collect(),
-            events: vmpls_dataplane::Event::ALL
-                .iter()
-                .map(|e| Counter { name: e.name().into(), value: c.events(*e) })
-                .collect(),
-            neighbors: snap.neighbors.len() as u64,
-            neighbors_reachable: snap.neighbors.iter().filter(|n| n.2.is_some()).count() as u64,
-            label_routes: fib.labels.len() as u64,
-            prefix_routes: fib.vrfs.iter().map(|v| (v.v4.len() + v.v6.len()) as u64).sum(),
-            labels: c
-                .label_list()
-                .map(|(label, packets, bytes)| api::LabelCounter { label, packets, bytes })
-                .collect(),
-            fast_path: snap
-                .fast_path
-                .iter()
-                .map(|&(name, value)| Counter { name: name.into(), value })
-                .collect(),
-            frr: self.frr.get().map(|f| f.counters(self.frr_counts())).unwrap_or_default(),
-        })
     }
 
     fn links(&self) -> anyhow::Result<Vec<api::Link>> {
@@ -214,7 +164,7 @@ impl Server {
                         .map(|c| c.addresses.iter().map(|(a, l)| format!("{a}/{l}")).collect())
                         .unwrap_or_default(),
                     offloads,
-                    stats: link_stats(&snap, i),
+                    stats: crate::stats::link_stats(&snap, i),
                 }
             })
             .collect())
@@ -244,63 +194,58 @@ impl Server {
     }
 
     /// Carries out one request (all but `capture`).
-    pub fn handle(&self, req: &Request) -> Reply {
-        let data = |r: anyhow::Result<serde_json::Value>| match r {
-            Ok(v) => Reply::data(v),
-            Err(e) => Reply::error(format!("{e:#}")),
-        };
-        match req {
-            Request::RouteShow { family, vrf, dst } => {
-                let all = self.tables().show_chunk(*family, vrf.as_deref(), dst.as_deref(), None, usize::MAX);
-                match all {
-                    Ok(chunk) => data(serde_json::to_value(chunk.rows).map_err(Into::into)),
-                    Err(e) => Reply::error(e),
-                }
+    pub fn handle(&self, req: &Request) -> Reply<Answer> {
+        // The forwarding loop not answering is the one failure of these reads.
+        let unavailable = |e: anyhow::Error| ControlError::new(ErrorKind::Unavailable, format!("{e:#}"));
+        let answer = match req {
+            Request::RouteShow { family, vrf, dst } => self
+                .tables()
+                .show_chunk(*family, vrf.as_deref(), dst.as_deref(), None, usize::MAX)
+                .map(|chunk| Answer::Routes(chunk.rows))
+                .map_err(ControlError::from),
+            Request::RouteGet { addr, vrf } => {
+                self.tables().get(*addr, vrf.as_deref()).map(Answer::Route).map_err(ControlError::from)
             }
-            Request::RouteGet { addr, vrf } => match self.tables().get(*addr, vrf.as_deref()) {
-                Ok(r) => data(serde_json::to_value(r).map_err(Into::into)),
-                Err(e) => Reply::error(e),
-            },
-            Request::RouteAdd { route } => self.change(Change::Add, route),
-            Request::RouteDel { route } => self.change(Change::Delete, route),
-            Request::RouteReplace { route } => self.change(Change::Replace, route),
+            Request::RouteAdd { route } => return self.change(Change::Add, route),
+            Request::RouteDel { route } => return self.change(Change::Delete, route),
+            Request::RouteReplace { route } => return self.change(Change::Replace, route),
             Request::RouteFlush { family, filter } => {
                 let mut t = self.tables();
-                match t.flush(*family, filter) {
-                    Ok((fib, sum)) => {
-                        self.fib.store(fib);
-                        self.in_force();
-                        info!(
-                            family = family.name(),
-                            ?filter,
-                            flushed = sum.flushed,
-                            from_file = sum.from_file,
-                            frr_kept = sum.frr_kept,
-                            "routes flushed"
-                        );
-                        data(serde_json::to_value(sum).map_err(Into::into))
-                    }
-                    Err(e) => Reply::error(e),
-                }
+                t.flush(*family, filter).map_err(ControlError::from).map(|(fib, sum)| {
+                    self.fib.store(fib);
+                    self.in_force();
+                    info!(
+                        family = family.name(),
+                        ?filter,
+                        flushed = sum.flushed,
+                        from_file = sum.from_file,
+                        frr_kept = sum.frr_kept,
+                        "routes flushed"
+                    );
+                    Answer::Flushed(sum)
+                })
             }
-            Request::LinkShow => data(self.links().and_then(|l| Ok(serde_json::to_value(l)?))),
-            Request::NeighShow => data(self.neighbors().and_then(|l| Ok(serde_json::to_value(l)?))),
-            Request::NeighAdd { dst, lladdr, dev, replace } => self.change_neighbor(dev, |port| {
-                let mac = vmpls_control::cli::parse_lladdr(lladdr)?;
-                Ok(crate::protocol::NeighborChange::Set { port, addr: *dst, mac, replace: *replace })
-            }),
-            Request::NeighDel { dst, dev } => self
-                .change_neighbor(dev, |port| Ok(crate::protocol::NeighborChange::Del { port, addr: *dst })),
-            Request::Stats => data(self.stats().and_then(|s| Ok(serde_json::to_value(s)?))),
-            Request::Reload => match self.reload_logged("request") {
-                Ok(sum) => data(serde_json::to_value(sum).map_err(Into::into)),
-                Err(e) => Reply::error(e),
-            },
-            Request::Capture { .. } => Reply::error("capture needs its own connection"),
-            Request::RouteShowStream { .. } | Request::RouteBatch { .. } => {
-                Reply::error("route-show-stream and route-batch are served on the connection itself")
+            Request::LinkShow => self.links().map(Answer::Links).map_err(unavailable),
+            Request::NeighShow => self.neighbors().map(Answer::Neighbors).map_err(unavailable),
+            Request::NeighAdd { dst, lladdr, dev, replace } => {
+                return self.change_neighbor(dev, |port| {
+                    let mac = vmpls_control::cli::parse_lladdr(lladdr)?;
+                    Ok(crate::protocol::NeighborChange::Set { port, addr: *dst, mac, replace: *replace })
+                });
             }
-        }
+            Request::NeighDel { dst, dev } => {
+                return self.change_neighbor(dev, |port| {
+                    Ok(crate::protocol::NeighborChange::Del { port, addr: *dst })
+                });
+            }
+            Request::Stats => self.stats().map(|s| Answer::Stats(Box::new(s))).map_err(unavailable),
+            Request::Reload => self.reload_logged("request").map(Answer::Reloaded),
+            Request::Capture { .. } => Err(ControlError::invalid("capture needs its own connection")),
+            Request::RouteShowStream { .. } | Request::RouteBatch { .. } => Err(ControlError::invalid(
+                "route-show-stream and route-batch are served on the connection itself",
+            )),
+        };
+        Reply::from_result(answer)
     }
 
     /// `neigh add|replace|del` on the port named `dev`, through the forwarding loop.
@@ -308,7 +253,7 @@ impl Server {
         &self,
         dev: &str,
         change: impl FnOnce(vmpls_fib::PortId) -> Result<crate::protocol::NeighborChange, String>,
-    ) -> Reply {
+    ) -> Reply<Answer> {
         let Some(port) = self.ports.iter().find(|p| p.name == dev) else {
             return Reply::error(format!("no port named \"{dev}\""));
         };
@@ -322,11 +267,11 @@ impl Server {
                 Reply::done()
             }
             Ok(Err(e)) => Reply::error(format!("{e} (dev {dev})")),
-            Err(e) => Reply::error(format!("{e:#}")),
+            Err(e) => Reply::error(ControlError::new(ErrorKind::Unavailable, format!("{e:#}"))),
         }
     }
 
-    fn change(&self, change: Change, route: &api::RouteSpec) -> Reply {
+    fn change(&self, change: Change, route: &api::RouteSpec) -> Reply<Answer> {
         let mut t = self.tables();
         match t.change(change, route) {
             Ok(fib) => {
@@ -339,19 +284,6 @@ impl Server {
         }
     }
 
-    /// Applies a burst of route changes from FRR as one table change, in force when this
-    /// returns. Returns the changes refused, each with its reason.
-    ///
-    /// # Errors
-    /// The tables could not be built; the running ones stay.
-    pub fn apply_frr(&self, changes: Vec<FrrChange>) -> Result<Vec<String>, String> {
-        let mut t = self.tables();
-        let applied = t.apply_frr(changes)?;
-        self.fib.store(applied.fib);
-        self.in_force();
-        Ok(applied.refused)
-    }
-
     /// Shows the FPM server's status in the stats.
     pub fn set_frr_status(&self, status: Arc<crate::fpm::FrrStatus>) {
         let _ = self.frr.set(status);
@@ -360,18 +292,6 @@ impl Server {
     /// How many routes and label routes from FRR the router holds.
     pub fn frr_counts(&self) -> (usize, usize) {
         self.tables().frr_counts()
-    }
-
-    /// Sets the addresses the kernel has on the ports and the loopback (FRR mode).
-    ///
-    /// # Errors
-    /// The tables could not be built with them; the running ones stay.
-    pub fn set_kernel_addresses(&self, addrs: &crate::kernel::Addresses) -> Result<(), String> {
-        let mut t = self.tables();
-        let fib = t.set_kernel_addresses(addrs.ports.clone(), (addrs.router_v4, addrs.router_v6))?;
-        self.fib.store(fib);
-        self.in_force();
-        Ok(())
     }
 
     /// Serves one connection until the client closes it.
@@ -386,13 +306,20 @@ impl Server {
                 return Ok(());
             }
             if line.len() > api::MAX_REQUEST_LINE {
-                send(&mut writer, &Reply::error("request line too long"))?;
+                send(&mut writer, &Reply::<()>::error("request line too long"))?;
                 return Ok(());
             }
-            let req: Request = match serde_json::from_slice(&line) {
-                Ok(r) => r,
+            let req = match serde_json::from_slice::<RequestLine>(&line) {
+                Ok(RequestLine { version: Some(v), .. }) if v != PROTOCOL_VERSION => {
+                    let why = format!(
+                        "this router speaks version {PROTOCOL_VERSION} of the control protocol, the request version {v}"
+                    );
+                    send(&mut writer, &Reply::<()>::error(ControlError::new(ErrorKind::Version, why)))?;
+                    continue;
+                }
+                Ok(line) => line.request,
                 Err(e) => {
-                    send(&mut writer, &Reply::error(format!("bad request: {e}")))?;
+                    send(&mut writer, &Reply::<()>::error(format!("bad request: {e}")))?;
                     continue;
                 }
             };
@@ -423,23 +350,28 @@ impl Server {
             let names: Vec<&str> = self.ports.iter().map(|p| p.name.as_str()).collect();
             return send(
                 &mut writer,
-                &Reply::error(format!("no port named \"{port}\" (ports are: {})", names.join(", "))),
+                &Reply::<()>::error(format!("no port named \"{port}\" (ports are: {})", names.join(", "))),
             );
         };
         if label.is_some_and(|l| l > vmpls_fib::MAX_LABEL) {
-            return send(&mut writer, &Reply::error("label filter out of range (0-1048575)"));
+            return send(&mut writer, &Reply::<()>::error("label filter out of range (0-1048575)"));
         }
         let (tx, rx) = mpsc::sync_channel(CAPTURE_QUEUE);
         let lost = Arc::new(AtomicU64::new(0));
-        if let Err(e) = self.lp.capture(CaptureSink { port: id, label, tx, lost: lost.clone() }) {
-            return send(&mut writer, &Reply::error(format!("{e:#}")));
+        let queued = Arc::new(AtomicUsize::new(0));
+        let sink = CaptureSink { port: id, label, tx, queued: queued.clone(), lost: lost.clone() };
+        if let Err(e) = self.lp.capture(sink) {
+            return send(
+                &mut writer,
+                &Reply::<()>::error(ControlError::new(ErrorKind::Unavailable, format!("{e:#}"))),
+            );
         }
         let fast_path = self
             .lp
             .snapshot()
             .is_ok_and(|s| s.fast_path_ports.get(usize::from(id)).copied().flatten().is_some());
         let start = CaptureStart { port: port.to_string(), interface, linktype: 1, fast_path };
-        send(&mut writer, &Reply::data(serde_json::to_value(start)?))?;
+        send(&mut writer, &Reply::data(Answer::CaptureStarted(start)))?;
         info!(port, ?label, ?count, "capture started");
         // A client that stops reading (but stays connected) ends the capture after this.
         writer.set_write_timeout(Some(Duration::from_secs(10)))?;
@@ -450,6 +382,7 @@ impl Server {
             }
             match rx.recv_timeout(Duration::from_millis(250)) {
                 Ok(f) => {
+                    queued.fetch_sub(f.data.len(), Ordering::Relaxed);
                     let frame = api::CapturedFrame {
                         ts_ns: f.ts_ns,
                         dir: f.dir,
@@ -477,6 +410,53 @@ impl Server {
     }
 }
 
+impl crate::fpm::RouteSink for Server {
+    /// Applies a burst of route changes from FRR as one table change, in force when this
+    /// returns. Returns the changes refused, each with its reason.
+    ///
+    /// # Errors
+    /// The tables could not be built; the running ones stay.
+    fn apply_frr(&self, changes: Vec<FrrChange>) -> Result<Vec<String>, String> {
+        let mut t = self.tables();
+        let applied = t.apply_frr(changes)?;
+        self.fib.store(applied.fib);
+        self.in_force();
+        Ok(applied.refused)
+    }
+}
+
+impl crate::kernel::AddressSink for Server {
+    /// Sets the addresses the kernel has on the ports and the loopback (FRR mode).
+    ///
+    /// # Errors
+    /// The tables could not be built with them; the running ones stay.
+    fn set_kernel_addresses(&self, addrs: &crate::kernel::Addresses) -> Result<(), String> {
+        let mut t = self.tables();
+        let fib = t.set_kernel_addresses(addrs.ports.clone(), (addrs.router_v4, addrs.router_v6))?;
+        self.fib.store(fib);
+        self.in_force();
+        Ok(())
+    }
+}
+
+impl crate::metrics::StatsSource for Server {
+    /// The router's name.
+    fn router_name(&self) -> String {
+        self.tables().config().router.name.clone()
+    }
+
+    /// All counters, from the forwarding loop now.
+    ///
+    /// # Errors
+    /// The forwarding loop did not answer.
+    fn stats(&self) -> anyhow::Result<Stats> {
+        let snap = self.lp.snapshot()?;
+        let mut stats = crate::stats::collect(&snap, &self.fib.load_full());
+        stats.frr = self.frr.get().map(|f| f.counters(self.frr_counts())).unwrap_or_default();
+        Ok(stats)
+    }
+}
+
 /// Whether the client closed its end (it sends nothing during a capture, so anything
 /// readable is the end of the stream).
 fn peer_closed(stream: &UnixStream) -> bool {
@@ -497,41 +477,7 @@ fn peer_closed(stream: &UnixStream) -> bool {
     r == 0
 }
 
-/// What the in-kernel fast path forwarded through port `i`, if it serves the port.
-fn fast_share(snap: &Snapshot, i: usize) -> Option<api::FastPathShare> {
-    let c = snap.fast_path_ports.get(i).copied().flatten()?;
-    Some(api::FastPathShare {
-        rx_packets: c.rx_frames,
-        rx_bytes: c.rx_bytes,
-        tx_packets: c.tx_frames,
-        tx_bytes: c.tx_bytes,
-    })
-}
-
-/// A port's counters: what its socket moved plus what the fast path forwarded through
-/// it (the fast path's share given apart).
-fn link_stats(snap: &Snapshot, i: usize) -> LinkStats {
-    let s = snap.ports.get(i).copied().unwrap_or_default();
-    let f = snap.faults.get(i).copied().unwrap_or_default();
-    let fast = fast_share(snap, i);
-    let share = fast.clone().unwrap_or_default();
-    LinkStats {
-        rx_packets: s.rx_packets + share.rx_packets,
-        rx_bytes: s.rx_bytes + share.rx_bytes,
-        rx_dropped: s.rx_dropped(),
-        rx_kernel_dropped: s.rx_kernel_dropped,
-        tx_packets: s.tx_packets + share.tx_packets,
-        tx_bytes: s.tx_bytes + share.tx_bytes,
-        tx_dropped: s.tx_dropped,
-        tx_errors: s.tx_errors.total(),
-        errors: f.errors,
-        reopened: f.reopened,
-        detached: f.detached,
-        fast_path: fast,
-    }
-}
-
-fn send(w: &mut impl Write, reply: &Reply) -> anyhow::Result<()> {
+fn send<T: serde::Serialize>(w: &mut impl Write, reply: &Reply<T>) -> anyhow::Result<()> {
     let mut line = serde_json::to_vec(reply)?;
     line.push(b'\n');
     w.write_all(&line)?;

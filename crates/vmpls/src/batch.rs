@@ -9,7 +9,7 @@ use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use vmpls_control::api::{Family, IpRoute, MplsRoute, Reply, Request, RouteSpec};
+use vmpls_control::api::{Family, IpRoute, MplsRoute, Reply, Request, RequestLine, RouteSpec};
 use vmpls_control::batch::{
     BatchCommand, BatchLine, BatchOp, BatchReader, BatchSummary, JsonArrayWriter, MAX_BATCH, Object,
     parse_batch_line,
@@ -53,19 +53,23 @@ pub fn route_show(g: &Globals, req: &Request) -> Result<(), CliError> {
         Out::Text(BufWriter::new(stdout))
     };
     let printed = (|| -> Result<(), CliError> {
-        send_line(&mut conn, &stream)?;
+        send_line(&mut conn, &RequestLine::new(stream.clone()))?;
         let first = read_reply(&mut conn)?;
         let mut reply = match first {
-            Reply { ok: false, error: Some(e), .. } if e.starts_with("bad request: unknown variant") => {
+            Reply { ok: false, error: Some(e), .. }
+                if e.message.starts_with("bad request: unknown variant") =>
+            {
                 // An older router: the whole table in one reply.
-                send_line(&mut conn, req)?;
+                send_line(&mut conn, &RequestLine::new(req.clone()))?;
                 read_reply(&mut conn)?
             }
             r => r,
         };
         loop {
             if !reply.ok {
-                return Err(CliError::Router(reply.error.unwrap_or_else(|| "the router refused".into())));
+                return Err(CliError::Router(
+                    reply.error.map_or_else(|| "the router refused".into(), |e| e.message),
+                ));
             }
             match print_chunk(&mut out, family, reply.data.take()) {
                 // `| head`: the reader has what it wanted.
@@ -160,7 +164,7 @@ struct Open {
 impl Open {
     fn start(g: &Globals, force: bool) -> Result<Open, CliError> {
         let mut conn = cli::connect(g)?;
-        send_line(&mut conn, &Request::RouteBatch { force })?;
+        send_line(&mut conn, &RequestLine::new(Request::RouteBatch { force }))?;
         let w = conn.stream.try_clone().map_err(|e| io_error(&conn, &e))?;
         Ok(Open { conn, w: BufWriter::with_capacity(1 << 16, w), lines: Vec::new(), line: Vec::new() })
     }
@@ -183,7 +187,9 @@ impl Open {
             (Err(e), Ok(())) => return Err(e),
         };
         if !reply.ok {
-            return Err(CliError::Router(reply.error.unwrap_or_else(|| "the router refused".into())));
+            return Err(CliError::Router(
+                reply.error.map_or_else(|| "the router refused".into(), |e| e.message),
+            ));
         }
         let sum = serde_json::from_value(reply.data.unwrap_or_default())
             .map_err(|e| usage(format!("bad reply from the router: {e}")))?;

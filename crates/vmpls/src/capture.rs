@@ -14,10 +14,13 @@ use crate::cli::{self, CliError, Globals};
 
 /// The pcap snapshot length: the largest super-frame plus headers, whole.
 pub const SNAPLEN: u32 = 262_144;
+/// The pcap magic number of files whose timestamps are in nanoseconds.
+const PCAP_NANOSECOND_MAGIC: u32 = 0xa1b2_3c4d;
 /// pcap link type of Ethernet frames.
 pub const LINKTYPE_ETHERNET: u32 = 1;
 
-/// A pcap (libpcap 2.4, microsecond) writer.
+/// A pcap writer (libpcap 2.4 with nanosecond timestamps, magic `a1b23c4d`: the
+/// router stamps frames in nanoseconds, and tcpdump, tshark and Wireshark read it).
 pub struct PcapWriter<W: Write> {
     w: W,
 }
@@ -29,7 +32,7 @@ impl<W: Write> PcapWriter<W> {
     /// The writer failed.
     pub fn new(mut w: W) -> std::io::Result<Self> {
         let mut h = Vec::with_capacity(24);
-        h.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+        h.extend_from_slice(&PCAP_NANOSECOND_MAGIC.to_le_bytes());
         h.extend_from_slice(&2u16.to_le_bytes());
         h.extend_from_slice(&4u16.to_le_bytes());
         h.extend_from_slice(&0i32.to_le_bytes());
@@ -50,7 +53,7 @@ impl<W: Write> PcapWriter<W> {
         let incl = len.min(SNAPLEN);
         let mut rec = Vec::with_capacity(16 + incl as usize);
         rec.extend_from_slice(&((ts_ns / 1_000_000_000) as u32).to_le_bytes());
-        rec.extend_from_slice(&((ts_ns % 1_000_000_000 / 1000) as u32).to_le_bytes());
+        rec.extend_from_slice(&((ts_ns % 1_000_000_000) as u32).to_le_bytes());
         rec.extend_from_slice(&incl.to_le_bytes());
         rec.extend_from_slice(&len.to_le_bytes());
         rec.extend_from_slice(&frame[..incl as usize]);
@@ -299,11 +302,11 @@ mod tests {
         let mut w = PcapWriter::new(&mut out).unwrap();
         let f = labelled_frame();
         w.write(1_700_000_000_123_456_789, &f).unwrap();
-        assert_eq!(&out[..4], &[0xd4, 0xc3, 0xb2, 0xa1]);
+        assert_eq!(&out[..4], &[0x4d, 0x3c, 0xb2, 0xa1], "nanosecond pcap");
         assert_eq!(u32::from_le_bytes(out[20..24].try_into().unwrap()), 1);
         let rec = &out[24..];
         assert_eq!(u32::from_le_bytes(rec[0..4].try_into().unwrap()), 1_700_000_000);
-        assert_eq!(u32::from_le_bytes(rec[4..8].try_into().unwrap()), 123_456);
+        assert_eq!(u32::from_le_bytes(rec[4..8].try_into().unwrap()), 123_456_789, "nanoseconds kept");
         assert_eq!(u32::from_le_bytes(rec[8..12].try_into().unwrap()) as usize, f.len());
         assert_eq!(&rec[16..], &f[..]);
     }

@@ -60,7 +60,7 @@ impl From<ClientError> for CliError {
     fn from(e: ClientError) -> CliError {
         match e {
             ClientError::Connection(m) => CliError::Usage(m),
-            ClientError::Refused(m) => CliError::Router(m),
+            ClientError::Refused(e) => CliError::Router(e.message),
         }
     }
 }

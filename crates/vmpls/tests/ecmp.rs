@@ -564,8 +564,13 @@ fn check_split(family: &str, client: IpAddr, pa: &Capture, pb: &Capture) -> anyh
     Ok(share)
 }
 
+/// Counter `name` of `group` (`drops`, `events`: lists of `{"name", "value"}`).
 fn counter(stats: &serde_json::Value, group: &str, name: &str) -> u64 {
-    stats[group][name].as_u64().unwrap_or(0)
+    stats[group]
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["name"] == name))
+        .and_then(|c| c["value"].as_u64())
+        .unwrap_or(0)
 }
 
 fn port_counter(stats: &serde_json::Value, port: &str, name: &str) -> anyhow::Result<u64> {
@@ -611,8 +616,7 @@ fn ecmp_spreads_flows_by_weight_and_keeps_each_flow_on_one_path() -> anyhow::Res
     // every packet they received from it, and pe2 popped both paths' labels.
     let (pa_stats, pb_stats) = (&stats["pa"], &stats["pb"]);
     for (name, s) in [("pa", pa_stats), ("pb", pb_stats)] {
-        let drops: Vec<_> =
-            s["drops"].as_object().into_iter().flatten().filter(|(_, v)| v.as_u64() != Some(0)).collect();
+        let drops: Vec<_> = s["drops"].as_array().into_iter().flatten().filter(|c| c["value"] != 0).collect();
         ensure!(drops.is_empty(), "{name} dropped packets: {drops:?}");
         ensure!(counter(s, "events", "label_swap") > 0, "{name} swapped no label: {s}");
         ensure!(port_counter(s, "west", "rx_packets")? > 0, "{name} received nothing: {s}");

@@ -6,23 +6,12 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 
-use serde::Serialize;
 use tracing::info;
 use vmpls_control::api::{self, Reply};
 use vmpls_control::batch::{BatchOp, MAX_BATCH, SHOW_CHUNK};
-use vmpls_control::tables::{Change, ShowRows};
+use vmpls_control::tables::Change;
 
 use super::{Server, send};
-
-/// A reply line of a stream: the shape of [`Reply`], the routes written straight from
-/// the chunk.
-#[derive(Serialize)]
-struct ChunkReply<'a> {
-    ok: bool,
-    data: &'a ShowRows,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    more: bool,
-}
 
 impl Server {
     /// `route-show-stream`: one reply line a chunk, `more` on all but the last.
@@ -40,11 +29,11 @@ impl Server {
             let chunk = self.tables().show_chunk(family, vrf, dst, after, SHOW_CHUNK);
             let chunk = match chunk {
                 Ok(c) => c,
-                Err(e) => return send(w, &Reply::error(e)),
+                Err(e) => return send(w, &Reply::<()>::error(e)),
             };
             line.clear();
             let more = chunk.next.is_some();
-            serde_json::to_writer(&mut line, &ChunkReply { ok: true, data: &chunk.rows, more })?;
+            serde_json::to_writer(&mut line, &Reply { more, ..Reply::data(&chunk.rows) })?;
             line.push(b'\n');
             w.write_all(&line)?;
             match chunk.next {
@@ -74,19 +63,22 @@ impl Server {
                 return Ok(());
             }
             if line.len() > api::MAX_REQUEST_LINE {
-                return send(w, &Reply::error(format!("batch line {at} too long; nothing applied")));
+                return send(w, &Reply::<()>::error(format!("batch line {at} too long; nothing applied")));
             }
             let op: BatchOp = match serde_json::from_slice(&line) {
                 Ok(op) => op,
                 Err(e) => {
-                    return send(w, &Reply::error(format!("bad batch line {at}: {e}; nothing applied")));
+                    return send(
+                        w,
+                        &Reply::<()>::error(format!("bad batch line {at}: {e}; nothing applied")),
+                    );
                 }
             };
             match op.into_change() {
                 Some(_) if changes.len() == MAX_BATCH => {
                     return send(
                         w,
-                        &Reply::error(format!(
+                        &Reply::<()>::error(format!(
                             "a batch holds at most {MAX_BATCH} changes; split it (nothing applied)"
                         )),
                     );
@@ -112,7 +104,7 @@ impl Server {
                     ms = start.elapsed().as_millis() as u64,
                     "route batch applied"
                 );
-                Reply::data(serde_json::to_value(sum)?)
+                Reply::data(sum)
             }
             Err(e) => Reply::error(e),
         };
