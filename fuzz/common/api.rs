@@ -3,7 +3,8 @@
 //! (`crates/control/tests/fuzz_corpus.rs`), both of which include this file with `#[path]`.
 //!
 //! The first byte picks the door a request comes in by: even, one line of the JSON
-//! protocol the router's control socket reads (`serde_json` into `Request`); odd, the
+//! protocol the router's control socket reads (`serde_json` into `RequestLine`: a request
+//! and its protocol version); odd, the
 //! words of an iproute2-style `vmpls route ...` command line (`cli::parse_route`, the
 //! family from bits 1-2). A request that parses must survive a JSON round trip, and a
 //! route change is applied to the tables of a router configured like the seed's pe1 plus
@@ -18,7 +19,7 @@
 use std::path::Path;
 
 use vmpls_control::Config;
-use vmpls_control::api::{Family, Request};
+use vmpls_control::api::{Family, Request, RequestLine};
 use vmpls_control::cli;
 use vmpls_control::tables::{Change, Tables};
 
@@ -90,8 +91,8 @@ fn shown(t: &Tables) -> Vec<String> {
 pub fn api(data: &[u8]) {
     let Some((&door, rest)) = data.split_first() else { return };
     let request = if door & 1 == 0 {
-        match serde_json::from_slice::<Request>(rest) {
-            Ok(r) => r,
+        match serde_json::from_slice::<RequestLine>(rest) {
+            Ok(line) => line.request,
             Err(e) => {
                 assert!(!e.to_string().is_empty());
                 return;
