@@ -1,0 +1,206 @@
+//! ICMP errors the router originates: time exceeded, unreachable, fragmentation needed
+//! and packet too big, with the received label stack (RFC 4950), rate-limited.
+
+use std::time::Instant;
+
+use vmpls_fib::Fib;
+use vmpls_wire::{icmpv4, icmpv6, ipv4, ipv6};
+
+use super::*;
+use crate::counters::{Drop, Event};
+use crate::packet::{Packet, PacketPool, PortId};
+
+impl Dataplane {
+    pub(super) fn next_ident(&mut self) -> u16 {
+        self.ip_ident = self.ip_ident.wrapping_add(1);
+        self.ip_ident
+    }
+
+    /// Answers the packet in `pkt` (IP header right after Ethernet) with an ICMP error
+    /// routed back to its source.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn icmp_error_reply(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        pkt: &Packet,
+        ctx: IpContext,
+        kind: IcmpKind,
+        stack: &[u32],
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        self.icmp_error_reply_at(fib, now, pkt, ETH, ctx, kind, stack, pool, out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn icmp_error_reply_at(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        pkt: &Packet,
+        l3: usize,
+        ctx: IpContext,
+        kind: IcmpKind,
+        stack: &[u32],
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let Some(original) = pkt.frame().get(l3..) else { return };
+        let Some(icmp) = self.build_icmp_error(fib, now, ctx.in_port, original, kind, stack, pool) else {
+            return;
+        };
+        match kind {
+            IcmpKind::TimeExceeded => self.counters.event(Event::IcmpTimeExceeded, 1),
+            IcmpKind::TooBig { .. } => self.counters.event(Event::IcmpTooBig, 1),
+            _ => self.counters.event(Event::IcmpUnreachable, 1),
+        }
+        let ctx = IpContext { originated: true, stack: None, ..ctx };
+        if original.first().map(|b| b >> 4) == Some(6) {
+            self.ipv6_input(fib, now, icmp, ctx, pool, out)
+        } else {
+            self.ipv4_input(fib, now, icmp, ctx, pool, out)
+        }
+    }
+
+    /// Builds Ethernet (addresses filled at output) + IP + ICMP error about `original`
+    /// (an IPv4 or IPv6 packet from its header on), from the router's address. `None` when
+    /// no error may be sent: about an ICMP error, a non-first fragment, a multicast or
+    /// unspecified source, over the rate limit, or with no source address configured.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn build_icmp_error(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        in_port: PortId,
+        original: &[u8],
+        kind: IcmpKind,
+        stack: &[u32],
+        pool: &mut PacketPool,
+    ) -> Option<Packet> {
+        let v6 = match original.first().map(|b| b >> 4) {
+            Some(4) => false,
+            Some(6) => true,
+            _ => return None,
+        };
+        if !may_answer_with_error(original) {
+            return None;
+        }
+        if !self.icmp_limit.take(now) {
+            self.counters.drop(Drop::IcmpSuppressed);
+            return None;
+        }
+        let Some(mut pkt) = pool.get() else {
+            self.counters.drop(Drop::NoBuffer);
+            return None;
+        };
+        pkt.port = in_port;
+        let ttl = self.config.default_ttl;
+        let len = if v6 {
+            let orig = ipv6::Packet::new_unchecked(original);
+            let Some(src) = fib.source_v6_for(in_port) else {
+                self.counters.drop(Drop::IcmpSuppressed);
+                pool.put(pkt);
+                return None;
+            };
+            let dst = orig.src_addr();
+            let kind6 = match kind {
+                IcmpKind::TimeExceeded => icmpv6::ErrorKind6::TimeExceeded,
+                IcmpKind::TooBig { mtu } => icmpv6::ErrorKind6::PacketTooBig { mtu },
+                IcmpKind::NetUnreachable => icmpv6::ErrorKind6::Unreachable { code: 0 },
+                IcmpKind::PortUnreachable => icmpv6::ErrorKind6::Unreachable { code: 4 },
+            };
+            let area = pkt.receive_area();
+            let Ok(n) = icmpv6::emit_error(&mut area[ETH + 40..ETH + 1280], kind6, original, stack, src, dst)
+            else {
+                pool.put(pkt);
+                return None;
+            };
+            ipv6_repr(src, dst, n, ttl).emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
+            ETH + 40 + n
+        } else {
+            let orig = ipv4::Packet::new_unchecked(original);
+            let Some(src) = fib.source_v4_for(in_port) else {
+                self.counters.drop(Drop::IcmpSuppressed);
+                pool.put(pkt);
+                return None;
+            };
+            let dst = orig.src_addr();
+            let kind4 = match kind {
+                IcmpKind::TimeExceeded => icmpv4::ErrorKind::TimeExceeded,
+                IcmpKind::TooBig { mtu } => icmpv4::ErrorKind::FragNeeded { mtu: mtu.min(0xffff) as u16 },
+                IcmpKind::NetUnreachable => icmpv4::ErrorKind::Unreachable { code: 0 },
+                IcmpKind::PortUnreachable => icmpv4::ErrorKind::Unreachable { code: 3 },
+            };
+            let ident = self.next_ident();
+            let area = pkt.receive_area();
+            let Ok(n) = icmpv4::emit_error(&mut area[ETH + 20..ETH + 576], kind4, original, stack) else {
+                pool.put(pkt);
+                return None;
+            };
+            let h = ipv4::Repr {
+                src_addr: src,
+                dst_addr: dst,
+                protocol: ipv4::protocol::ICMP,
+                payload_len: n,
+                ttl,
+                dscp_ecn: 0xc0, // CS6, network control, as routers mark their ICMP
+                ident,
+                dont_frag: false,
+            };
+            h.emit(&mut ipv4::Packet::new_unchecked(&mut area[ETH..ETH + 20]));
+            ETH + 20 + n
+        };
+        pkt.set_received(len);
+        set_ethertype(pkt.frame_mut(), if v6 { IPV6_ETHERTYPE } else { IPV4_ETHERTYPE });
+        Some(pkt)
+    }
+}
+
+/// Which ICMP error to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum IcmpKind {
+    TimeExceeded,
+    TooBig { mtu: u32 },
+    NetUnreachable,
+    PortUnreachable,
+}
+
+/// RFC 1812 section 4.3.2.7 / RFC 4443 section 2.4(e): no error about an ICMP error (for
+/// IPv6 also one behind extension headers), a non-first fragment, a packet whose IPv6
+/// extension headers cannot be followed, or a packet from a multicast, broadcast or
+/// unspecified source.
+pub(super) fn may_answer_with_error(original: &[u8]) -> bool {
+    match original.first().map(|b| b >> 4) {
+        Some(4) => {
+            let Ok(ip) = ipv4::Packet::new_checked(original) else { return false };
+            let src = ip.src_addr();
+            if src.is_unspecified() || src.is_broadcast() || src.is_multicast() || ip.frag_offset() != 0 {
+                return false;
+            }
+            if ip.protocol() == ipv4::protocol::ICMP {
+                let t = ip.payload().first().copied().unwrap_or(255);
+                return matches!(t, icmpv4::msg_type::ECHO_REQUEST | icmpv4::msg_type::ECHO_REPLY);
+            }
+            true
+        }
+        Some(6) => {
+            let Ok(ip) = ipv6::Packet::new_checked(original) else { return false };
+            let src = ip.src_addr();
+            if src.is_unspecified() || src.is_multicast() {
+                return false;
+            }
+            // The upper layer may sit behind extension headers: walk them, and stay
+            // silent when the chain cannot be followed (cut short, too long).
+            match ipv6_upper_layer(ip.next_header(), ip.payload()) {
+                Some(Upper::Protocol(ipv4::protocol::IPV6_ICMP, icmp)) => {
+                    // Types below 128 are errors.
+                    icmp.first().is_some_and(|t| *t >= 128)
+                }
+                Some(Upper::Protocol(..)) => true,
+                Some(Upper::LaterFragment) | None => false,
+            }
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,119 @@
+//! IPv4 input: header checks, the local-address branch (echo, port unreachable), then
+//! the shared routing step.
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use vmpls_fib::{Fib, RouteTarget};
+use vmpls_wire::{icmpv4, ipv4};
+
+use super::*;
+use crate::counters::{Drop, Event};
+use crate::packet::{Packet, PacketPool};
+
+impl Dataplane {
+    pub(super) fn ipv4_input(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        mut pkt: Packet,
+        ctx: IpContext,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let (dst, ttl, total_len) = {
+            let Ok(ip) = ipv4::Packet::new_checked(&pkt.frame()[ETH..]) else {
+                return self.discard(Drop::BadIpv4Header, pkt, pool);
+            };
+            if !ip.verify_checksum() {
+                return self.discard(Drop::BadIpv4Checksum, pkt, pool);
+            }
+            (ip.dst_addr(), ip.ttl(), usize::from(ip.total_len()))
+        };
+        // Drop Ethernet padding so pushed labels and lengths stay exact.
+        pkt.truncate(ETH + total_len);
+        if dst.is_broadcast() || dst.is_multicast() || dst.is_unspecified() {
+            // Broadcast and multicast (OSPF, LDP hellos) are the host's: the kernel's, if
+            // it received them too. Unspecified is nobody's.
+            if !dst.is_unspecified() && self.kernel_has_copy(&ctx) {
+                return self.leave_to_kernel(pkt, &ctx, pool);
+            }
+            return self.discard(Drop::IpMulticast, pkt, pool);
+        }
+        let Some(vrf) = fib.vrf(ctx.vrf) else { return self.discard(Drop::NoRoute, pkt, pool) };
+        let route = vrf.v4.lookup(dst).map(|(_, _, r)| r);
+        if matches!(route.map(|r| &r.target), Some(RouteTarget::Local)) {
+            return self.ipv4_local(fib, now, pkt, ctx, pool, out);
+        }
+        self.route_ip(fib, now, pkt, ctx, IpAddr::V4(dst), ttl, route, pool, out);
+    }
+
+    pub(super) fn ipv4_local(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        pkt: Packet,
+        ctx: IpContext,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        // Only what came in from the wire: a packet built here (an ICMP error about one
+        // from our own address) was never the kernel's, and goes the way it always has.
+        if self.config.host_stack == HostStack::Kernel && !ctx.originated {
+            return self.leave_to_kernel(pkt, &ctx, pool);
+        }
+        let ip = ipv4::Packet::new_unchecked(&pkt.frame()[ETH..]);
+        let (src, dst, proto) = (ip.src_addr(), ip.dst_addr(), ip.protocol());
+        let fragmented = ip.more_frags() || ip.frag_offset() != 0;
+        let payload = ip.payload();
+        if proto == ipv4::protocol::ICMP && !fragmented {
+            let Ok(icmp) = icmpv4::Packet::new_checked(payload) else {
+                return self.discard(Drop::BadIcmp, pkt, pool);
+            };
+            if icmp.msg_type() == icmpv4::msg_type::ECHO_REQUEST {
+                if !icmp.verify_checksum() {
+                    return self.discard(Drop::BadIcmp, pkt, pool);
+                }
+                let Some(mut reply) = pool.get() else { return self.discard(Drop::NoBuffer, pkt, pool) };
+                let hdr = ipv4::Repr {
+                    src_addr: dst,
+                    dst_addr: src,
+                    protocol: ipv4::protocol::ICMP,
+                    payload_len: 0,
+                    ttl: 64,
+                    dscp_ecn: 0,
+                    ident: self.next_ident(),
+                    dont_frag: false,
+                };
+                let built = {
+                    let area = reply.receive_area();
+                    match icmpv4::emit_echo_reply(payload, &mut area[ETH + 20..]) {
+                        Ok(n) => {
+                            let h = ipv4::Repr { payload_len: n, ..hdr };
+                            h.emit(&mut ipv4::Packet::new_unchecked(&mut area[ETH..ETH + 20]));
+                            Some(ETH + 20 + n)
+                        }
+                        Err(_) => None,
+                    }
+                };
+                pool.put(pkt);
+                let Some(len) = built else { return self.discard(Drop::BadIcmp, reply, pool) };
+                reply.set_received(len);
+                set_ethertype(reply.frame_mut(), IPV4_ETHERTYPE);
+                reply.port = ctx.in_port;
+                self.counters.event(Event::EchoReply, 1);
+                let ctx = IpContext { originated: true, stack: None, ..ctx };
+                return self.ipv4_input(fib, now, reply, ctx, pool, out);
+            }
+            return self.discard(Drop::LocalUnhandled, pkt, pool);
+        }
+        if proto == ipv4::protocol::UDP && !ctx.originated {
+            // traceroute's UDP probes to one of our addresses end here.
+            self.counters.drop(Drop::LocalUnhandled);
+            self.icmp_error_reply(fib, now, &pkt, ctx, IcmpKind::PortUnreachable, &[], pool, out);
+            pool.put(pkt);
+            return;
+        }
+        self.discard(Drop::LocalUnhandled, pkt, pool)
+    }
+}

@@ -1,0 +1,516 @@
+//! MPLS: the cached swap, the label stack walk (pop, swap, PHP, reserved labels), TTL
+//! expiry under labels, and which labelled frames GRO may merge.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Instant;
+
+use vmpls_fib::{Fib, LabelAction, Nexthop, TtlModel, VrfId};
+use vmpls_wire::{checksum, ipv4, ipv6, mpls};
+
+use super::*;
+use crate::counters::{Drop, Event};
+use crate::hash::mpls_flow_hash;
+use crate::packet::{Packet, PacketPool, PortId};
+use crate::port::PortInfo;
+
+impl Dataplane {
+    /// The common case of a P router, switched without the general path's detours: a
+    /// label swapped for exactly one label toward a resolved next hop, on a frame that
+    /// needs nothing else (no segmentation, no checksum to complete, fits the MTU, TTL
+    /// left). Returns false, having changed nothing, for anything else: the general path
+    /// ([`mpls_input`](Dataplane::mpls_input)) is the reference behaviour, and this does
+    /// exactly what it would do (same frame out, same counters) except for the push onto
+    /// `out.tx[pkt.port]`, left to the caller.
+    #[inline(always)]
+    pub(super) fn swap_fast(&mut self, fib: &Fib, now: Instant, pkt: &mut Packet, out: &Output) -> bool {
+        let offload = pkt.offload;
+        if offload.is_gso() {
+            return false;
+        }
+        let frame = pkt.frame_mut();
+        let len = frame.len();
+        let Some(entry) = frame.get_mut(ETH..ETH + 4) else { return false };
+        let word = u32::from_be_bytes([entry[0], entry[1], entry[2], entry[3]]);
+        let top = mpls::Repr::from_u32(word);
+        if top.label < mpls::FIRST_UNRESERVED || top.ttl <= 1 {
+            return false;
+        }
+        // The general path's stack checks: complete, not too deep, no checksum offset
+        // inside it.
+        let depth = if top.bottom {
+            1
+        } else {
+            match mpls::stack_depth(&frame[ETH..]) {
+                Ok(d) if d <= MAX_LABELS => d,
+                _ => return false,
+            }
+        };
+        if offload.needs_csum && usize::from(offload.csum_start) < ETH + 4 * depth {
+            return false;
+        }
+        let Some(route) = fib.labels.get(top.label) else { return false };
+        let LabelAction::Forward(group) = &route.action else { return false };
+        let nh = match group.nexthops() {
+            [nh] => nh,
+            _ => group.select(mpls_flow_hash(&frame[ETH..])),
+        };
+        let (&[label], Some(addr)) = (nh.labels.as_slice(), nh.via) else { return false };
+        let out_port = nh.port;
+        let Some(port) = self.ports.get(usize::from(out_port)) else { return false };
+        // On the wire after the Ethernet header: the frame as it is (one label for one).
+        if len - ETH > port.mtu as usize || (offload.needs_csum && !port.caps.csum) {
+            return false;
+        }
+        let src_mac = port.mac;
+        if usize::from(out_port) >= out.tx.len() {
+            return false;
+        }
+        // Unknown, stale or refresh due: the general path resolves (and asks).
+        let Some(dst_mac) = self.fresh_neighbor(now, out_port, addr) else { return false };
+        // Committed: from here on, what the general path does for this frame.
+        let entry = mpls::Repr { label, tc: top.tc, bottom: top.bottom, ttl: top.ttl - 1 };
+        frame[ETH..ETH + 4].copy_from_slice(&entry.to_u32().to_be_bytes());
+        frame[0..6].copy_from_slice(&dst_mac);
+        frame[6..12].copy_from_slice(&src_mac);
+        pkt.port = out_port;
+        self.counters.label(top.label, len);
+        self.counters.event(Event::LabelSwap, 1);
+        self.counters.tx_frames[usize::from(out_port)] += 1;
+        true
+    }
+
+    /// A labelled frame: label stack right after the Ethernet header. `along_lsp` marks an
+    /// ICMP error this router built and is sending along the LSP (never answered with
+    /// another error).
+    pub(super) fn mpls_input(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        mut pkt: Packet,
+        pool: &mut PacketPool,
+        out: &mut Output,
+        along_lsp: bool,
+    ) {
+        let in_port = pkt.port;
+        let depth = match mpls::stack_depth(&pkt.frame()[ETH..]) {
+            Ok(d) => d,
+            Err(_) => return self.discard(Drop::TruncatedLabelStack, pkt, pool),
+        };
+        if depth > MAX_LABELS {
+            return self.discard(Drop::LabelStackTooDeep, pkt, pool);
+        }
+        if pkt.offload.needs_csum && usize::from(pkt.offload.csum_start) < ETH + 4 * depth {
+            return self.discard(Drop::BadChecksumOffload, pkt, pool);
+        }
+        // Captured before the first pop changes the stack, and only then: a plain swap
+        // never needs it.
+        let mut received: Option<ReceivedStack> = None;
+        let port_vrf = fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
+        // Each pass handles the top entry; pops at this router continue with the next one.
+        loop {
+            let top = mpls::Repr::from_u32(u32::from_be_bytes(
+                pkt.frame()[ETH..ETH + 4].try_into().expect("stack_depth checked 4 bytes"),
+            ));
+            let ttl = top.ttl;
+            match top.label {
+                mpls::IPV4_EXPLICIT_NULL | mpls::IPV6_EXPLICIT_NULL => {
+                    // RFC 4182: explicit null may appear anywhere in the stack; pop it and
+                    // go on with what is under it, in the port's VRF.
+                    self.counters.event(Event::LabelPop, 1);
+                    let received =
+                        *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
+                    match self.pop_and_continue(pkt, top, TtlModel::Uniform, pool) {
+                        Some(p) => pkt = p,
+                        None => return,
+                    }
+                    if top.bottom {
+                        return self.ip_after_pop(fib, now, pkt, in_port, port_vrf, received, pool, out);
+                    }
+                    continue;
+                }
+                mpls::ROUTER_ALERT => {
+                    self.counters.event(Event::PuntRouterAlert, 1);
+                    pool.put(pkt);
+                    return;
+                }
+                mpls::OAM_ALERT => {
+                    self.counters.event(Event::PuntOamAlert, 1);
+                    pool.put(pkt);
+                    return;
+                }
+                mpls::IMPLICIT_NULL => return self.discard(Drop::ImplicitNullOnWire, pkt, pool),
+                mpls::ENTROPY_LABEL_INDICATOR if !top.bottom => {
+                    // ELI at the top reaches only the egress: pop it with its entropy label.
+                    let el_bottom = pkt.frame()[ETH + 4 + 2] & 1 != 0;
+                    self.counters.event(Event::LabelPop, 2);
+                    let received =
+                        *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
+                    if pkt.shift_head(ETH, -8).is_none() {
+                        return self.discard(Drop::TruncatedLabelStack, pkt, pool);
+                    }
+                    pkt.offload.shift(-8);
+                    if el_bottom {
+                        return self.ip_after_pop(fib, now, pkt, in_port, port_vrf, received, pool, out);
+                    }
+                    continue;
+                }
+                l if l < mpls::FIRST_UNRESERVED => return self.discard(Drop::ReservedLabel, pkt, pool),
+                _ => {}
+            }
+            let Some(route) = fib.labels.get(top.label) else {
+                return self.discard(Drop::UnknownLabel, pkt, pool);
+            };
+            self.counters.label(top.label, pkt.len());
+            if ttl <= 1 {
+                self.counters.drop(Drop::LabelTtlExpired);
+                if !along_lsp {
+                    // Transit unless this is the last label: a pop with labels under it
+                    // (pop-then-swap, or a service label below) goes on switching too.
+                    let forward = matches!(route.action, LabelAction::Forward(_)) || !top.bottom;
+                    let received =
+                        *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
+                    // At the egress the source is reached in the VRF the label pops into,
+                    // where the packet itself would have gone, not in the core port's.
+                    let vrf = match route.action {
+                        LabelAction::PopAndLookup { vrf } => vrf,
+                        LabelAction::Forward(_) => port_vrf,
+                    };
+                    self.label_ttl_expired(fib, now, &pkt, received, forward, vrf, pool, out);
+                }
+                pool.put(pkt);
+                return;
+            }
+            match &route.action {
+                LabelAction::PopAndLookup { vrf } => {
+                    self.counters.event(Event::LabelPop, 1);
+                    let vrf = *vrf;
+                    let received =
+                        *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
+                    match self.pop_and_continue(pkt, top, route.ttl_model, pool) {
+                        Some(p) => pkt = p,
+                        None => return,
+                    }
+                    if top.bottom {
+                        return self.ip_after_pop(fib, now, pkt, in_port, vrf, received, pool, out);
+                    }
+                }
+                LabelAction::Forward(group) => {
+                    let nh = group.select(if group.is_multipath() {
+                        mpls_flow_hash(&pkt.frame()[ETH..])
+                    } else {
+                        0
+                    });
+                    return self.label_forward(fib, now, pkt, top, route.ttl_model, nh, pool, out);
+                }
+            }
+        }
+    }
+
+    /// Pops the top entry at a router that goes on processing the frame (egress, explicit
+    /// null). Under the uniform model the TTL moves down to the exposed entry or to the IP
+    /// header, not yet decremented: the next step decrements it once for this router.
+    pub(super) fn pop_and_continue(
+        &mut self,
+        mut pkt: Packet,
+        top: mpls::Repr,
+        model: TtlModel,
+        pool: &mut PacketPool,
+    ) -> Option<Packet> {
+        if pkt.shift_head(ETH, -4).is_none() {
+            self.discard(Drop::TruncatedLabelStack, pkt, pool);
+            return None;
+        }
+        pkt.offload.shift(-4);
+        if model == TtlModel::Uniform {
+            let ttl = top.ttl;
+            if top.bottom {
+                set_ip_ttl_below(pkt.frame_mut(), ETH, ttl);
+            } else if let Some(next) = pkt.frame_mut().get_mut(ETH..ETH + 4) {
+                next[3] = next[3].min(ttl);
+            }
+        }
+        Some(pkt)
+    }
+
+    /// After the bottom label was popped: the IP packet now follows the Ethernet header.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn ip_after_pop(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        mut pkt: Packet,
+        in_port: PortId,
+        vrf: VrfId,
+        received: ReceivedStack,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let ctx = IpContext { in_port, vrf, originated: false, stack: Some(received) };
+        match pkt.frame().get(ETH).map(|b| b >> 4) {
+            Some(4) => {
+                set_ethertype(pkt.frame_mut(), IPV4_ETHERTYPE);
+                self.ipv4_input(fib, now, pkt, ctx, pool, out)
+            }
+            Some(6) => {
+                set_ethertype(pkt.frame_mut(), IPV6_ETHERTYPE);
+                self.ipv6_input(fib, now, pkt, ctx, pool, out)
+            }
+            _ => self.discard(Drop::UnknownPayload, pkt, pool),
+        }
+    }
+
+    /// Swap (or PHP pop) toward a next hop.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn label_forward(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        mut pkt: Packet,
+        top: mpls::Repr,
+        model: TtlModel,
+        nh: &Nexthop,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let ttl = top.ttl - 1;
+        let labels = nh.labels.as_slice();
+        if labels.is_empty() {
+            // Penultimate-hop pop.
+            self.counters.event(Event::LabelPop, 1);
+            if pkt.shift_head(ETH, -4).is_none() {
+                return self.discard(Drop::TruncatedLabelStack, pkt, pool);
+            }
+            pkt.offload.shift(-4);
+            if top.bottom {
+                let ethertype = match pkt.frame().get(ETH).map(|b| b >> 4) {
+                    Some(4) => IPV4_ETHERTYPE,
+                    Some(6) => IPV6_ETHERTYPE,
+                    _ => return self.discard(Drop::UnknownPayload, pkt, pool),
+                };
+                if !ip_header_sane(&pkt.frame()[ETH..]) {
+                    let reason =
+                        if ethertype == IPV4_ETHERTYPE { Drop::BadIpv4Header } else { Drop::BadIpv6Header };
+                    return self.discard(reason, pkt, pool);
+                }
+                set_ethertype(pkt.frame_mut(), ethertype);
+                if model == TtlModel::Uniform {
+                    set_ip_ttl_below(pkt.frame_mut(), ETH, ttl);
+                }
+            } else if model == TtlModel::Uniform {
+                pkt.frame_mut()[ETH + 3] = ttl;
+            }
+        } else {
+            self.counters.event(Event::LabelSwap, 1);
+            let extra = labels.len() - 1;
+            if extra > 0 && (pkt.shift_head(ETH, (4 * extra) as isize).is_none()) {
+                return self.discard(Drop::LabelStackTooDeep, pkt, pool);
+            }
+            pkt.offload.shift((4 * extra) as isize);
+            let frame = pkt.frame_mut();
+            let n = labels.len();
+            for (i, &label) in labels.iter().enumerate() {
+                let entry = mpls::Repr { label, tc: top.tc, bottom: i == n - 1 && top.bottom, ttl };
+                frame[ETH + 4 * i..ETH + 4 * i + 4].copy_from_slice(&entry.to_u32().to_be_bytes());
+            }
+        }
+        let hop =
+            Hop { port: nh.port, addr: nh.via.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), labels: &[] };
+        if nh.via.is_none() {
+            // A label route without a gateway has nowhere to resolve; configs reject it.
+            return self.discard(Drop::NeighborUnresolved, pkt, pool);
+        }
+        self.check_mtu_and_send(fib, now, pkt, hop, None, pool, out);
+    }
+
+    /// A label's TTL ran out: ICMP time exceeded with the received stack (RFC 4950).
+    /// A transit LSR sends it forward along the LSP (RFC 3032 section 2.3.2): the egress
+    /// knows the way back to the source, the P router usually does not.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn label_ttl_expired(
+        &mut self,
+        fib: &Arc<Fib>,
+        now: Instant,
+        pkt: &Packet,
+        received: ReceivedStack,
+        transit: bool,
+        vrf: VrfId,
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) {
+        let in_port = pkt.port;
+        let Some(original) = pkt.frame().get(l3_offset(pkt.frame())..) else { return };
+        let Some(mut icmp) = self.build_icmp_error(
+            fib,
+            now,
+            in_port,
+            original,
+            IcmpKind::TimeExceeded,
+            received.words(),
+            pool,
+        ) else {
+            return;
+        };
+        self.counters.event(Event::IcmpTimeExceeded, 1);
+        if transit {
+            // Put the received stack back on with fresh TTLs and switch it like the original.
+            let n = received.len;
+            if icmp.shift_head(ETH, (4 * n) as isize).is_none() {
+                return self.discard(Drop::LabelStackTooDeep, icmp, pool);
+            }
+            let frame = icmp.frame_mut();
+            for (i, w) in received.words().iter().enumerate() {
+                let mut e = mpls::Repr::from_u32(*w);
+                e.ttl = self.config.default_ttl;
+                frame[ETH + 4 * i..ETH + 4 * i + 4].copy_from_slice(&e.to_u32().to_be_bytes());
+            }
+            set_ethertype(frame, MPLS_ETHERTYPE);
+            self.counters.event(Event::IcmpAlongLsp, 1);
+            self.mpls_input(fib, now, icmp, pool, out, true);
+        } else {
+            let ctx = IpContext { in_port, vrf, originated: true, stack: None };
+            if original.first().map(|b| b >> 4) == Some(6) {
+                self.ipv6_input(fib, now, icmp, ctx, pool, out)
+            } else {
+                self.ipv4_input(fib, now, icmp, ctx, pool, out)
+            }
+        }
+    }
+}
+
+/// The label stack a frame arrived with, kept for ICMP (RFC 4950) and for sending an error
+/// along the LSP.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct ReceivedStack {
+    words: [u32; MAX_QUOTED_LABELS],
+    len: usize,
+}
+
+/// Whether GRO may merge `pkt`: TCP right under a single label (not GSO), checked first
+/// because it is cheap and rules out most switched traffic without a label lookup; then
+/// the label must end the LSP here ([`leaves_lsp`]), or swap it from a small-MTU port
+/// toward ports that carry the merged frame whole
+/// ([`swapped_from_small_to_large_ports`]), so a transit LSR between a
+/// small-MTU link (VXLAN, an MPLS-in-UDP tunnel) and a 64 KiB one sends one frame where
+/// it received dozens. A frame swapped onto another small-MTU link is not merged: it
+/// would be cut up again at once. Merging needs two adjacent frames GRO takes as
+/// candidates, and those pass the cheap check, so it changes nothing but the cost.
+#[inline]
+pub(super) fn gro_eligible(fib: &Fib, ports: &[PortInfo], pkt: &Packet) -> bool {
+    const TCP: u8 = 6;
+    let frame = pkt.frame();
+    if pkt.offload.is_gso() || frame.get(12..14) != Some(&MPLS_ETHERTYPE.to_be_bytes()[..]) {
+        return false;
+    }
+    let tcp = match frame.get(ETH + 4).map(|b| b >> 4) {
+        Some(4) => frame.get(ETH + 4 + 9) == Some(&TCP),
+        Some(6) => frame.get(ETH + 4 + 6) == Some(&TCP),
+        _ => false,
+    };
+    tcp && (leaves_lsp(fib, frame) || swapped_from_small_to_large_ports(fib, ports, pkt))
+}
+
+/// The smallest MTU toward which merging in front of a swap pays: a link of Ethernet
+/// jumbo frames or more (a veth between vmpls routers has 65535).
+pub(super) const MERGE_MIN_MTU: u32 = 9000;
+
+/// True for a port that carries a merged labelled frame whole: its MTU is at least
+/// [`MERGE_MIN_MTU`] and it takes a partial checksum (as `emit` sends a super-frame that
+/// fits the link as one jumbo frame). A port that takes labelled GSO but cuts it itself
+/// (an MPLS-in-UDP tunnel) gains nothing: it sends consecutive segments of a flow in one
+/// call already, and the merge would only add a copy and a checksum pass.
+pub(super) fn carries_merged(port: &PortInfo) -> bool {
+    port.mtu >= MERGE_MIN_MTU && port.caps.csum
+}
+
+/// True for a frame under one label, received on a port below [`MERGE_MIN_MTU`], that is
+/// swapped (not popped) toward next hops whose ports all [carry merged
+/// frames](carries_merged). A swap toward a small-MTU port would cut the merged frame
+/// again at once; from a large one, super-frames arrive whole already.
+pub(super) fn swapped_from_small_to_large_ports(fib: &Fib, ports: &[PortInfo], pkt: &Packet) -> bool {
+    if ports.get(usize::from(pkt.port)).is_none_or(|p| p.mtu >= MERGE_MIN_MTU) {
+        return false;
+    }
+    let frame = pkt.frame();
+    let Some(e) = frame.get(ETH..ETH + 4) else { return false };
+    let top = mpls::Repr::from_u32(u32::from_be_bytes([e[0], e[1], e[2], e[3]]));
+    if !top.bottom || top.ttl <= 1 {
+        return false;
+    }
+    match fib.labels.get(top.label).map(|r| &r.action) {
+        Some(LabelAction::Forward(g)) => g
+            .nexthops()
+            .iter()
+            .all(|nh| !nh.labels.is_empty() && ports.get(usize::from(nh.port)).is_some_and(carries_merged)),
+        _ => false,
+    }
+}
+
+/// True when a labelled frame's top label ends the label-switched path here (pop and
+/// lookup, penultimate-hop pop, explicit null).
+pub(super) fn leaves_lsp(fib: &Fib, frame: &[u8]) -> bool {
+    let Some(e) = frame.get(ETH..ETH + 4) else { return false };
+    if u16::from_be_bytes([frame[12], frame[13]]) != MPLS_ETHERTYPE {
+        return false;
+    }
+    let top = mpls::Repr::from_u32(u32::from_be_bytes([e[0], e[1], e[2], e[3]]));
+    if !top.bottom || top.ttl <= 1 {
+        return false;
+    }
+    match top.label {
+        mpls::IPV4_EXPLICIT_NULL | mpls::IPV6_EXPLICIT_NULL => true,
+        l => match fib.labels.get(l).map(|r| &r.action) {
+            Some(LabelAction::PopAndLookup { .. }) => true,
+            Some(LabelAction::Forward(g)) => g.nexthops().iter().all(|nh| nh.labels.is_empty()),
+            None => false,
+        },
+    }
+}
+
+/// Enough of an IP header to send it on after a pop.
+pub(super) fn ip_header_sane(ip: &[u8]) -> bool {
+    match ip.first().map(|b| b >> 4) {
+        Some(4) => ipv4::Packet::new_checked(ip).is_ok(),
+        Some(6) => ipv6::Packet::new_checked(ip).is_ok(),
+        _ => false,
+    }
+}
+
+/// Lowers the TTL / hop limit of the IP header at `off` to `ttl` (uniform model on pop),
+/// patching the IPv4 header checksum. Never raises it: a label pushed under the pipe model
+/// must not lengthen the packet's life. Leaves malformed headers alone: IP input rejects
+/// them next.
+pub(super) fn set_ip_ttl_below(frame: &mut [u8], off: usize, ttl: u8) {
+    let Some(ip) = frame.get_mut(off..) else { return };
+    match ip.first().map(|b| b >> 4) {
+        Some(4) if ip.len() >= 20 => {
+            if ip[8] <= ttl {
+                return;
+            }
+            let old = u16::from_be_bytes([ip[8], ip[9]]);
+            ip[8] = ttl;
+            let new = u16::from_be_bytes([ip[8], ip[9]]);
+            let check = checksum::update16(u16::from_be_bytes([ip[10], ip[11]]), old, new);
+            ip[10..12].copy_from_slice(&check.to_be_bytes());
+        }
+        Some(6) if ip.len() >= 40 => ip[7] = ip[7].min(ttl),
+        _ => {}
+    }
+}
+
+impl ReceivedStack {
+    pub(super) fn capture(stack: &[u8]) -> ReceivedStack {
+        let mut s = ReceivedStack::default();
+        for e in stack.chunks_exact(4).take(MAX_QUOTED_LABELS) {
+            s.words[s.len] = u32::from_be_bytes([e[0], e[1], e[2], e[3]]);
+            s.len += 1;
+            if e[2] & 1 != 0 {
+                break;
+            }
+        }
+        s
+    }
+
+    pub(super) fn words(&self) -> &[u32] {
+        &self.words[..self.len]
+    }
+}
