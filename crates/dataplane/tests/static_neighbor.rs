@@ -24,7 +24,7 @@ fn from_ce1(sport: u16) -> Vec<u8> {
 
 fn set_static(r: &mut Router, port: u16, addr: &str, mac: [u8; 6]) -> Vec<Sent> {
     let mut out = Output::new(r.dp.ports().len());
-    r.dp.set_static_neighbor(r.now, port, ip(addr), mac, false, &mut r.pool, &mut out).unwrap();
+    r.dp.set_static_neighbor(r.now, port, ip(addr), mac, &mut r.pool, &mut out).unwrap();
     let mut sent = Vec::new();
     for (port, frames) in out.tx.iter_mut().enumerate() {
         for p in frames.drain(..) {

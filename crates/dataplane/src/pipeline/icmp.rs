@@ -1,14 +1,11 @@
 //! ICMP errors the router originates: time exceeded, unreachable, fragmentation needed
 //! and packet too big, with the received label stack (RFC 4950), rate-limited.
 
-use std::time::Instant;
-
-use vmpls_fib::Fib;
 use vmpls_wire::{icmpv4, icmpv6, ipv4, ipv6};
 
 use super::*;
 use crate::counters::{Drop, Event};
-use crate::packet::{Packet, PacketPool, PortId};
+use crate::packet::{Packet, PortId};
 
 impl Dataplane {
     pub(super) fn next_ident(&mut self) -> u16 {
@@ -18,36 +15,28 @@ impl Dataplane {
 
     /// Answers the packet in `pkt` (IP header right after Ethernet) with an ICMP error
     /// routed back to its source.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn icmp_error_reply(
         &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
+        b: &mut Batch<'_>,
         pkt: &Packet,
         ctx: IpContext,
         kind: IcmpKind,
         stack: &[u32],
-        pool: &mut PacketPool,
-        out: &mut Output,
     ) {
-        self.icmp_error_reply_at(fib, now, pkt, ETH, ctx, kind, stack, pool, out)
+        self.icmp_error_reply_at(b, pkt, ETH, ctx, kind, stack)
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn icmp_error_reply_at(
         &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
+        b: &mut Batch<'_>,
         pkt: &Packet,
         l3: usize,
         ctx: IpContext,
         kind: IcmpKind,
         stack: &[u32],
-        pool: &mut PacketPool,
-        out: &mut Output,
     ) {
         let Some(original) = pkt.frame().get(l3..) else { return };
-        let Some(icmp) = self.build_icmp_error(fib, now, ctx.in_port, original, kind, stack, pool) else {
+        let Some(icmp) = self.build_icmp_error(b, ctx.in_port, original, kind, stack) else {
             return;
         };
         match kind {
@@ -57,9 +46,9 @@ impl Dataplane {
         }
         let ctx = IpContext { originated: true, stack: None, ..ctx };
         if original.first().map(|b| b >> 4) == Some(6) {
-            self.ipv6_input(fib, now, icmp, ctx, pool, out)
+            self.ipv6_input(b, icmp, ctx)
         } else {
-            self.ipv4_input(fib, now, icmp, ctx, pool, out)
+            self.ipv4_input(b, icmp, ctx)
         }
     }
 
@@ -67,16 +56,13 @@ impl Dataplane {
     /// (an IPv4 or IPv6 packet from its header on), from the router's address. `None` when
     /// no error may be sent: about an ICMP error, a non-first fragment, a multicast or
     /// unspecified source, over the rate limit, or with no source address configured.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn build_icmp_error(
         &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
+        b: &mut Batch<'_>,
         in_port: PortId,
         original: &[u8],
         kind: IcmpKind,
         stack: &[u32],
-        pool: &mut PacketPool,
     ) -> Option<Packet> {
         let v6 = match original.first().map(|b| b >> 4) {
             Some(4) => false,
@@ -86,11 +72,11 @@ impl Dataplane {
         if !may_answer_with_error(original) {
             return None;
         }
-        if !self.icmp_limit.take(now) {
+        if !self.icmp_limit.take(b.now) {
             self.counters.drop(Drop::IcmpSuppressed);
             return None;
         }
-        let Some(mut pkt) = pool.get() else {
+        let Some(mut pkt) = b.pool.get() else {
             self.counters.drop(Drop::NoBuffer);
             return None;
         };
@@ -98,9 +84,9 @@ impl Dataplane {
         let ttl = self.config.default_ttl;
         let len = if v6 {
             let orig = ipv6::Packet::new_unchecked(original);
-            let Some(src) = fib.source_v6_for(in_port) else {
+            let Some(src) = b.fib.source_v6_for(in_port) else {
                 self.counters.drop(Drop::IcmpSuppressed);
-                pool.put(pkt);
+                b.pool.put(pkt);
                 return None;
             };
             let dst = orig.src_addr();
@@ -113,16 +99,16 @@ impl Dataplane {
             let area = pkt.receive_area();
             let Ok(n) = icmpv6::emit_error(&mut area[ETH + 40..ETH + 1280], kind6, original, stack, src, dst)
             else {
-                pool.put(pkt);
+                b.pool.put(pkt);
                 return None;
             };
             ipv6_repr(src, dst, n, ttl).emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
             ETH + 40 + n
         } else {
             let orig = ipv4::Packet::new_unchecked(original);
-            let Some(src) = fib.source_v4_for(in_port) else {
+            let Some(src) = b.fib.source_v4_for(in_port) else {
                 self.counters.drop(Drop::IcmpSuppressed);
-                pool.put(pkt);
+                b.pool.put(pkt);
                 return None;
             };
             let dst = orig.src_addr();
@@ -135,7 +121,7 @@ impl Dataplane {
             let ident = self.next_ident();
             let area = pkt.receive_area();
             let Ok(n) = icmpv4::emit_error(&mut area[ETH + 20..ETH + 576], kind4, original, stack) else {
-                pool.put(pkt);
+                b.pool.put(pkt);
                 return None;
             };
             let h = ipv4::Repr {

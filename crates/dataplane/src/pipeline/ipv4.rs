@@ -2,31 +2,22 @@
 //! the shared routing step.
 
 use std::net::IpAddr;
-use std::time::Instant;
 
-use vmpls_fib::{Fib, RouteTarget};
+use vmpls_fib::RouteTarget;
 use vmpls_wire::{icmpv4, ipv4};
 
 use super::*;
 use crate::counters::{Drop, Event};
-use crate::packet::{Packet, PacketPool};
+use crate::packet::Packet;
 
 impl Dataplane {
-    pub(super) fn ipv4_input(
-        &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
-        mut pkt: Packet,
-        ctx: IpContext,
-        pool: &mut PacketPool,
-        out: &mut Output,
-    ) {
+    pub(super) fn ipv4_input(&mut self, b: &mut Batch<'_>, mut pkt: Packet, ctx: IpContext) {
         let (dst, ttl, total_len) = {
             let Ok(ip) = ipv4::Packet::new_checked(&pkt.frame()[ETH..]) else {
-                return self.discard(Drop::BadIpv4Header, pkt, pool);
+                return self.discard(Drop::BadIpv4Header, pkt, b.pool);
             };
             if !ip.verify_checksum() {
-                return self.discard(Drop::BadIpv4Checksum, pkt, pool);
+                return self.discard(Drop::BadIpv4Checksum, pkt, b.pool);
             }
             (ip.dst_addr(), ip.ttl(), usize::from(ip.total_len()))
         };
@@ -36,31 +27,23 @@ impl Dataplane {
             // Broadcast and multicast (OSPF, LDP hellos) are the host's: the kernel's, if
             // it received them too. Unspecified is nobody's.
             if !dst.is_unspecified() && self.kernel_has_copy(&ctx) {
-                return self.leave_to_kernel(pkt, &ctx, pool);
+                return self.leave_to_kernel(pkt, &ctx, b.pool);
             }
-            return self.discard(Drop::IpMulticast, pkt, pool);
+            return self.discard(Drop::IpMulticast, pkt, b.pool);
         }
-        let Some(vrf) = fib.vrf(ctx.vrf) else { return self.discard(Drop::NoRoute, pkt, pool) };
+        let Some(vrf) = b.fib.vrf(ctx.vrf) else { return self.discard(Drop::NoRoute, pkt, b.pool) };
         let route = vrf.v4.lookup(dst).map(|(_, _, r)| r);
         if matches!(route.map(|r| &r.target), Some(RouteTarget::Local)) {
-            return self.ipv4_local(fib, now, pkt, ctx, pool, out);
+            return self.ipv4_local(b, pkt, ctx);
         }
-        self.route_ip(fib, now, pkt, ctx, IpAddr::V4(dst), ttl, route, pool, out);
+        self.route_ip(b, pkt, ctx, IpAddr::V4(dst), ttl, route);
     }
 
-    pub(super) fn ipv4_local(
-        &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
-        pkt: Packet,
-        ctx: IpContext,
-        pool: &mut PacketPool,
-        out: &mut Output,
-    ) {
+    pub(super) fn ipv4_local(&mut self, b: &mut Batch<'_>, pkt: Packet, ctx: IpContext) {
         // Only what came in from the wire: a packet built here (an ICMP error about one
         // from our own address) was never the kernel's, and goes the way it always has.
         if self.config.host_stack == HostStack::Kernel && !ctx.originated {
-            return self.leave_to_kernel(pkt, &ctx, pool);
+            return self.leave_to_kernel(pkt, &ctx, b.pool);
         }
         let ip = ipv4::Packet::new_unchecked(&pkt.frame()[ETH..]);
         let (src, dst, proto) = (ip.src_addr(), ip.dst_addr(), ip.protocol());
@@ -68,13 +51,13 @@ impl Dataplane {
         let payload = ip.payload();
         if proto == ipv4::protocol::ICMP && !fragmented {
             let Ok(icmp) = icmpv4::Packet::new_checked(payload) else {
-                return self.discard(Drop::BadIcmp, pkt, pool);
+                return self.discard(Drop::BadIcmp, pkt, b.pool);
             };
             if icmp.msg_type() == icmpv4::msg_type::ECHO_REQUEST {
                 if !icmp.verify_checksum() {
-                    return self.discard(Drop::BadIcmp, pkt, pool);
+                    return self.discard(Drop::BadIcmp, pkt, b.pool);
                 }
-                let Some(mut reply) = pool.get() else { return self.discard(Drop::NoBuffer, pkt, pool) };
+                let Some(mut reply) = b.pool.get() else { return self.discard(Drop::NoBuffer, pkt, b.pool) };
                 let hdr = ipv4::Repr {
                     src_addr: dst,
                     dst_addr: src,
@@ -96,24 +79,24 @@ impl Dataplane {
                         Err(_) => None,
                     }
                 };
-                pool.put(pkt);
-                let Some(len) = built else { return self.discard(Drop::BadIcmp, reply, pool) };
+                b.pool.put(pkt);
+                let Some(len) = built else { return self.discard(Drop::BadIcmp, reply, b.pool) };
                 reply.set_received(len);
                 set_ethertype(reply.frame_mut(), IPV4_ETHERTYPE);
                 reply.port = ctx.in_port;
                 self.counters.event(Event::EchoReply, 1);
                 let ctx = IpContext { originated: true, stack: None, ..ctx };
-                return self.ipv4_input(fib, now, reply, ctx, pool, out);
+                return self.ipv4_input(b, reply, ctx);
             }
-            return self.discard(Drop::LocalUnhandled, pkt, pool);
+            return self.discard(Drop::LocalUnhandled, pkt, b.pool);
         }
         if proto == ipv4::protocol::UDP && !ctx.originated {
             // traceroute's UDP probes to one of our addresses end here.
             self.counters.drop(Drop::LocalUnhandled);
-            self.icmp_error_reply(fib, now, &pkt, ctx, IcmpKind::PortUnreachable, &[], pool, out);
-            pool.put(pkt);
+            self.icmp_error_reply(b, &pkt, ctx, IcmpKind::PortUnreachable, &[]);
+            b.pool.put(pkt);
             return;
         }
-        self.discard(Drop::LocalUnhandled, pkt, pool)
+        self.discard(Drop::LocalUnhandled, pkt, b.pool)
     }
 }

@@ -2,28 +2,19 @@
 //! and the extension header walk ICMP needs.
 
 use std::net::{IpAddr, Ipv6Addr};
-use std::time::Instant;
 
-use vmpls_fib::{Fib, RouteTarget};
+use vmpls_fib::RouteTarget;
 use vmpls_wire::{icmpv6, ipv4, ipv6};
 
 use super::*;
 use crate::counters::{Drop, Event};
-use crate::packet::{Packet, PacketPool};
+use crate::packet::Packet;
 
 impl Dataplane {
-    pub(super) fn ipv6_input(
-        &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
-        mut pkt: Packet,
-        ctx: IpContext,
-        pool: &mut PacketPool,
-        out: &mut Output,
-    ) {
+    pub(super) fn ipv6_input(&mut self, b: &mut Batch<'_>, mut pkt: Packet, ctx: IpContext) {
         let (dst, hop_limit, next_header, payload_len) = {
             let Ok(ip) = ipv6::Packet::new_checked(&pkt.frame()[ETH..]) else {
-                return self.discard(Drop::BadIpv6Header, pkt, pool);
+                return self.discard(Drop::BadIpv6Header, pkt, b.pool);
             };
             (ip.dst_addr(), ip.hop_limit(), ip.next_header(), usize::from(ip.payload_len()))
         };
@@ -33,53 +24,45 @@ impl Dataplane {
             && (t == icmpv6::msg_type::NEIGHBOR_SOLICIT || t == icmpv6::msg_type::NEIGHBOR_ADVERT)
             && !ctx.originated
         {
-            return self.nd_input(fib, now, pkt, ctx, pool, out);
+            return self.nd_input(b, pkt, ctx);
         }
         if dst.is_multicast() || dst.is_unspecified() {
             if dst.is_multicast() && self.kernel_has_copy(&ctx) {
-                return self.leave_to_kernel(pkt, &ctx, pool);
+                return self.leave_to_kernel(pkt, &ctx, b.pool);
             }
-            return self.discard(Drop::IpMulticast, pkt, pool);
+            return self.discard(Drop::IpMulticast, pkt, b.pool);
         }
-        let Some(vrf) = fib.vrf(ctx.vrf) else { return self.discard(Drop::NoRoute, pkt, pool) };
+        let Some(vrf) = b.fib.vrf(ctx.vrf) else { return self.discard(Drop::NoRoute, pkt, b.pool) };
         let route = vrf.v6.lookup(dst).map(|(_, _, r)| r);
         if matches!(route.map(|r| &r.target), Some(RouteTarget::Local)) {
-            return self.ipv6_local(fib, now, pkt, ctx, pool, out);
+            return self.ipv6_local(b, pkt, ctx);
         }
         if is_link_local(dst) {
             // Never routed; sent to our MAC, it is for the kernel's link-local address.
             if self.kernel_has_copy(&ctx) {
-                return self.leave_to_kernel(pkt, &ctx, pool);
+                return self.leave_to_kernel(pkt, &ctx, b.pool);
             }
-            return self.discard(Drop::NoRoute, pkt, pool);
+            return self.discard(Drop::NoRoute, pkt, b.pool);
         }
-        self.route_ip(fib, now, pkt, ctx, IpAddr::V6(dst), hop_limit, route, pool, out);
+        self.route_ip(b, pkt, ctx, IpAddr::V6(dst), hop_limit, route);
     }
 
-    pub(super) fn ipv6_local(
-        &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
-        pkt: Packet,
-        ctx: IpContext,
-        pool: &mut PacketPool,
-        out: &mut Output,
-    ) {
+    pub(super) fn ipv6_local(&mut self, b: &mut Batch<'_>, pkt: Packet, ctx: IpContext) {
         if self.config.host_stack == HostStack::Kernel && !ctx.originated {
-            return self.leave_to_kernel(pkt, &ctx, pool);
+            return self.leave_to_kernel(pkt, &ctx, b.pool);
         }
         let ip = ipv6::Packet::new_unchecked(&pkt.frame()[ETH..]);
         let (src, dst, next) = (ip.src_addr(), ip.dst_addr(), ip.next_header());
         let payload = ip.payload();
         if next == ipv4::protocol::IPV6_ICMP {
             let Ok(icmp) = icmpv6::Packet::new_checked(payload) else {
-                return self.discard(Drop::BadIcmp, pkt, pool);
+                return self.discard(Drop::BadIcmp, pkt, b.pool);
             };
             if icmp.msg_type() == icmpv6::msg_type::ECHO_REQUEST {
                 if !icmp.verify_checksum(src, dst) {
-                    return self.discard(Drop::BadIcmp, pkt, pool);
+                    return self.discard(Drop::BadIcmp, pkt, b.pool);
                 }
-                let Some(mut reply) = pool.get() else { return self.discard(Drop::NoBuffer, pkt, pool) };
+                let Some(mut reply) = b.pool.get() else { return self.discard(Drop::NoBuffer, pkt, b.pool) };
                 let built = {
                     let area = reply.receive_area();
                     match icmpv6::emit_echo_reply(payload, &mut area[ETH + 40..], dst, src) {
@@ -91,24 +74,24 @@ impl Dataplane {
                         Err(_) => None,
                     }
                 };
-                pool.put(pkt);
-                let Some(len) = built else { return self.discard(Drop::BadIcmp, reply, pool) };
+                b.pool.put(pkt);
+                let Some(len) = built else { return self.discard(Drop::BadIcmp, reply, b.pool) };
                 reply.set_received(len);
                 set_ethertype(reply.frame_mut(), IPV6_ETHERTYPE);
                 reply.port = ctx.in_port;
                 self.counters.event(Event::EchoReply, 1);
                 let ctx = IpContext { originated: true, stack: None, ..ctx };
-                return self.ipv6_input(fib, now, reply, ctx, pool, out);
+                return self.ipv6_input(b, reply, ctx);
             }
-            return self.discard(Drop::LocalUnhandled, pkt, pool);
+            return self.discard(Drop::LocalUnhandled, pkt, b.pool);
         }
         if next == ipv4::protocol::UDP && !ctx.originated {
             self.counters.drop(Drop::LocalUnhandled);
-            self.icmp_error_reply(fib, now, &pkt, ctx, IcmpKind::PortUnreachable, &[], pool, out);
-            pool.put(pkt);
+            self.icmp_error_reply(b, &pkt, ctx, IcmpKind::PortUnreachable, &[]);
+            b.pool.put(pkt);
             return;
         }
-        self.discard(Drop::LocalUnhandled, pkt, pool)
+        self.discard(Drop::LocalUnhandled, pkt, b.pool)
     }
 }
 

@@ -20,7 +20,6 @@
 //! packets to them, broadcast and multicast IP, IPv6 link-local) is left to it instead.
 
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::time::Instant;
 
 use vmpls_fib::{Fib, FibHandle, VrfId};
@@ -190,6 +189,16 @@ struct Hop<'a> {
     labels: &'a [u32],
 }
 
+/// What one call into the pipeline works with besides the router's own state: the
+/// routes in force (loaded once for the whole call), the time, the free buffers and the
+/// frames to send. Every step of the pipeline takes it.
+struct Batch<'a> {
+    fib: &'a Fib,
+    now: Instant,
+    pool: &'a mut PacketPool,
+    out: &'a mut Output,
+}
+
 /// The router's forwarding state and logic. Owned by one forwarding thread.
 pub struct Dataplane {
     fib: FibHandle,
@@ -294,7 +303,7 @@ impl Dataplane {
         };
         if probe {
             let fib = self.fib.load_full();
-            self.send_solicit(&fib, now, port, addr, pool, out);
+            self.send_solicit(&mut Batch { fib: &fib, now, pool, out }, port, addr);
         }
     }
 
@@ -303,21 +312,50 @@ impl Dataplane {
     /// aged. Frames held while the address was being resolved go out to it now.
     ///
     /// # Errors
-    /// A static entry with another MAC exists and `replace` is false, or `mac` is not
+    /// A static entry with another MAC exists (change it with
+    /// [`replace_static_neighbor`](Dataplane::replace_static_neighbor)), or `mac` is not
     /// unicast.
-    #[allow(clippy::too_many_arguments)]
     pub fn set_static_neighbor(
         &mut self,
         now: Instant,
         port: PortId,
         addr: IpAddr,
         mac: [u8; 6],
-        replace: bool,
         pool: &mut PacketPool,
         out: &mut Output,
     ) -> Result<(), crate::neighbor::StaticNeighborError> {
-        let released = self.neighbors.set_static(now, port, addr, mac, replace)?;
-        self.release(released, mac, pool, out);
+        let fib = self.fib.load_full();
+        self.set_static(&mut Batch { fib: &fib, now, pool, out }, port, addr, mac, false)
+    }
+
+    /// As [`set_static_neighbor`](Dataplane::set_static_neighbor), changing the MAC of a
+    /// static entry that exists (`neigh add ... replace`).
+    ///
+    /// # Errors
+    /// `mac` is not unicast.
+    pub fn replace_static_neighbor(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        addr: IpAddr,
+        mac: [u8; 6],
+        pool: &mut PacketPool,
+        out: &mut Output,
+    ) -> Result<(), crate::neighbor::StaticNeighborError> {
+        let fib = self.fib.load_full();
+        self.set_static(&mut Batch { fib: &fib, now, pool, out }, port, addr, mac, true)
+    }
+
+    fn set_static(
+        &mut self,
+        b: &mut Batch<'_>,
+        port: PortId,
+        addr: IpAddr,
+        mac: [u8; 6],
+        replace: bool,
+    ) -> Result<(), crate::neighbor::StaticNeighborError> {
+        let released = self.neighbors.set_static(b.now, port, addr, mac, replace)?;
+        self.release(b, released, mac);
         Ok(())
     }
 
@@ -359,9 +397,10 @@ impl Dataplane {
         }
         // Taken from the back of a reversed batch, so what is left stays in order.
         frames.reverse();
+        let mut b = Batch { fib: &fib, now, pool, out };
         while let Some(pkt) = frames.pop() {
-            self.input(&fib, now, pkt, pool, out);
-            if pool.available() < POOL_LOW_WATER && !frames.is_empty() {
+            self.input(&mut b, pkt);
+            if b.pool.available() < POOL_LOW_WATER && !frames.is_empty() {
                 break;
             }
         }
@@ -371,19 +410,20 @@ impl Dataplane {
     /// Processes one received frame.
     pub fn process(&mut self, now: Instant, pkt: Packet, pool: &mut PacketPool, out: &mut Output) {
         let fib = self.fib.load_full();
-        self.input(&fib, now, pkt, pool, out);
+        self.input(&mut Batch { fib: &fib, now, pool, out }, pkt);
     }
 
     /// Runs timers (neighbour requests and timeouts). Call it every few hundred ms.
     pub fn poll(&mut self, now: Instant, pool: &mut PacketPool, out: &mut Output) {
         let fib = self.fib.load_full();
         let expiry = self.neighbors.poll(now);
+        let mut b = Batch { fib: &fib, now, pool, out };
         for (port, addr) in expiry.probes {
-            self.send_solicit(&fib, now, port, addr, pool, out);
+            self.send_solicit(&mut b, port, addr);
         }
         for pkt in expiry.dropped {
             self.counters.drop(Drop::NeighborUnresolved);
-            pool.put(pkt);
+            b.pool.put(pkt);
         }
     }
 
@@ -412,56 +452,49 @@ impl Dataplane {
         pool.put(pkt);
     }
 
-    fn input(
-        &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
-        mut pkt: Packet,
-        pool: &mut PacketPool,
-        out: &mut Output,
-    ) {
+    fn input(&mut self, b: &mut Batch<'_>, mut pkt: Packet) {
         let in_port = pkt.port;
         let Some(port) = self.ports.get(usize::from(in_port)) else {
-            return self.discard(Drop::NoSuchPort, pkt, pool);
+            return self.discard(Drop::NoSuchPort, pkt, b.pool);
         };
         if let Some(c) = self.counters.rx_frames.get_mut(usize::from(in_port)) {
             *c += 1;
         }
         let Ok(frame) = ethernet::Frame::new_checked(pkt.frame()) else {
-            return self.discard(Drop::TruncatedEthernet, pkt, pool);
+            return self.discard(Drop::TruncatedEthernet, pkt, b.pool);
         };
         let dst = frame.dst_addr();
         if dst.0 != port.mac && dst.is_unicast() {
-            return self.discard(Drop::OtherHost, pkt, pool);
+            return self.discard(Drop::OtherHost, pkt, b.pool);
         }
         if frame.vlan().is_some() {
-            return self.discard(Drop::Vlan, pkt, pool);
+            return self.discard(Drop::Vlan, pkt, b.pool);
         }
         // A partial checksum is completed where the sender says; never over our headers.
         if pkt.offload.needs_csum && usize::from(pkt.offload.csum_start) < ETH {
-            return self.discard(Drop::BadChecksumOffload, pkt, pool);
+            return self.discard(Drop::BadChecksumOffload, pkt, b.pool);
         }
         // Untagged (checked above): the EtherType is the outer one, read without the
         // enum round trip.
         let ethertype = u16::from_be_bytes([pkt.frame()[12], pkt.frame()[13]]);
         if ethertype == MPLS_ETHERTYPE {
-            if self.swap_fast(fib, now, &mut pkt, out) {
-                return out.tx[usize::from(pkt.port)].push(pkt);
+            if self.swap_fast(b, &mut pkt) {
+                return b.out.tx[usize::from(pkt.port)].push(pkt);
             }
-            return self.mpls_input(fib, now, pkt, pool, out, false);
+            return self.mpls_input(b, pkt, false);
         }
-        let vrf = fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
+        let vrf = b.fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
         match ethertype {
             IPV4_ETHERTYPE => {
                 let ctx = IpContext { in_port, vrf, originated: false, stack: None };
-                self.ipv4_input(fib, now, pkt, ctx, pool, out)
+                self.ipv4_input(b, pkt, ctx)
             }
             IPV6_ETHERTYPE => {
                 let ctx = IpContext { in_port, vrf, originated: false, stack: None };
-                self.ipv6_input(fib, now, pkt, ctx, pool, out)
+                self.ipv6_input(b, pkt, ctx)
             }
-            ARP_ETHERTYPE => self.arp_input(fib, now, pkt, pool, out),
-            _ => self.discard(Drop::UnknownEthertype, pkt, pool),
+            ARP_ETHERTYPE => self.arp_input(b, pkt),
+            _ => self.discard(Drop::UnknownEthertype, pkt, b.pool),
         }
     }
 }

@@ -2,7 +2,6 @@
 //! expiry under labels, and which labelled frames GRO may merge.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::time::Instant;
 
 use vmpls_fib::{Fib, LabelAction, Nexthop, TtlModel, VrfId};
 use vmpls_wire::{checksum, ipv4, ipv6, mpls};
@@ -22,7 +21,8 @@ impl Dataplane {
     /// exactly what it would do (same frame out, same counters) except for the push onto
     /// `out.tx[pkt.port]`, left to the caller.
     #[inline(always)]
-    pub(super) fn swap_fast(&mut self, fib: &Fib, now: Instant, pkt: &mut Packet, out: &Output) -> bool {
+    pub(super) fn swap_fast(&mut self, b: &Batch<'_>, pkt: &mut Packet) -> bool {
+        let fib = b.fib;
         let offload = pkt.offload;
         if offload.is_gso() {
             return false;
@@ -62,11 +62,11 @@ impl Dataplane {
             return false;
         }
         let src_mac = port.mac;
-        if usize::from(out_port) >= out.tx.len() {
+        if usize::from(out_port) >= b.out.tx.len() {
             return false;
         }
         // Unknown, stale or refresh due: the general path resolves (and asks).
-        let Some(dst_mac) = self.fresh_neighbor(now, out_port, addr) else { return false };
+        let Some(dst_mac) = self.fresh_neighbor(b.now, out_port, addr) else { return false };
         // Committed: from here on, what the general path does for this frame.
         let entry = mpls::Repr { label, tc: top.tc, bottom: top.bottom, ttl: top.ttl - 1 };
         frame[ETH..ETH + 4].copy_from_slice(&entry.to_u32().to_be_bytes());
@@ -82,30 +82,22 @@ impl Dataplane {
     /// A labelled frame: label stack right after the Ethernet header. `along_lsp` marks an
     /// ICMP error this router built and is sending along the LSP (never answered with
     /// another error).
-    pub(super) fn mpls_input(
-        &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
-        mut pkt: Packet,
-        pool: &mut PacketPool,
-        out: &mut Output,
-        along_lsp: bool,
-    ) {
+    pub(super) fn mpls_input(&mut self, b: &mut Batch<'_>, mut pkt: Packet, along_lsp: bool) {
         let in_port = pkt.port;
         let depth = match mpls::stack_depth(&pkt.frame()[ETH..]) {
             Ok(d) => d,
-            Err(_) => return self.discard(Drop::TruncatedLabelStack, pkt, pool),
+            Err(_) => return self.discard(Drop::TruncatedLabelStack, pkt, b.pool),
         };
         if depth > MAX_LABELS {
-            return self.discard(Drop::LabelStackTooDeep, pkt, pool);
+            return self.discard(Drop::LabelStackTooDeep, pkt, b.pool);
         }
         if pkt.offload.needs_csum && usize::from(pkt.offload.csum_start) < ETH + 4 * depth {
-            return self.discard(Drop::BadChecksumOffload, pkt, pool);
+            return self.discard(Drop::BadChecksumOffload, pkt, b.pool);
         }
         // Captured before the first pop changes the stack, and only then: a plain swap
         // never needs it.
         let mut received: Option<ReceivedStack> = None;
-        let port_vrf = fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
+        let port_vrf = b.fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
         // Each pass handles the top entry; pops at this router continue with the next one.
         loop {
             let top = mpls::Repr::from_u32(u32::from_be_bytes(
@@ -119,26 +111,26 @@ impl Dataplane {
                     self.counters.event(Event::LabelPop, 1);
                     let received =
                         *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
-                    match self.pop_and_continue(pkt, top, TtlModel::Uniform, pool) {
+                    match self.pop_and_continue(pkt, top, TtlModel::Uniform, b.pool) {
                         Some(p) => pkt = p,
                         None => return,
                     }
                     if top.bottom {
-                        return self.ip_after_pop(fib, now, pkt, in_port, port_vrf, received, pool, out);
+                        return self.ip_after_pop(b, pkt, in_port, port_vrf, received);
                     }
                     continue;
                 }
                 mpls::ROUTER_ALERT => {
                     self.counters.event(Event::PuntRouterAlert, 1);
-                    pool.put(pkt);
+                    b.pool.put(pkt);
                     return;
                 }
                 mpls::OAM_ALERT => {
                     self.counters.event(Event::PuntOamAlert, 1);
-                    pool.put(pkt);
+                    b.pool.put(pkt);
                     return;
                 }
-                mpls::IMPLICIT_NULL => return self.discard(Drop::ImplicitNullOnWire, pkt, pool),
+                mpls::IMPLICIT_NULL => return self.discard(Drop::ImplicitNullOnWire, pkt, b.pool),
                 mpls::ENTROPY_LABEL_INDICATOR if !top.bottom => {
                     // ELI at the top reaches only the egress: pop it with its entropy label.
                     let el_bottom = pkt.frame()[ETH + 4 + 2] & 1 != 0;
@@ -146,19 +138,19 @@ impl Dataplane {
                     let received =
                         *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
                     if pkt.shift_head(ETH, -8).is_none() {
-                        return self.discard(Drop::TruncatedLabelStack, pkt, pool);
+                        return self.discard(Drop::TruncatedLabelStack, pkt, b.pool);
                     }
                     pkt.offload.shift(-8);
                     if el_bottom {
-                        return self.ip_after_pop(fib, now, pkt, in_port, port_vrf, received, pool, out);
+                        return self.ip_after_pop(b, pkt, in_port, port_vrf, received);
                     }
                     continue;
                 }
-                l if l < mpls::FIRST_UNRESERVED => return self.discard(Drop::ReservedLabel, pkt, pool),
+                l if l < mpls::FIRST_UNRESERVED => return self.discard(Drop::ReservedLabel, pkt, b.pool),
                 _ => {}
             }
-            let Some(route) = fib.labels.get(top.label) else {
-                return self.discard(Drop::UnknownLabel, pkt, pool);
+            let Some(route) = b.fib.labels.get(top.label) else {
+                return self.discard(Drop::UnknownLabel, pkt, b.pool);
             };
             self.counters.label(top.label, pkt.len());
             if ttl <= 1 {
@@ -175,9 +167,9 @@ impl Dataplane {
                         LabelAction::PopAndLookup { vrf } => vrf,
                         LabelAction::Forward(_) => port_vrf,
                     };
-                    self.label_ttl_expired(fib, now, &pkt, received, forward, vrf, pool, out);
+                    self.label_ttl_expired(b, &pkt, received, forward, vrf);
                 }
-                pool.put(pkt);
+                b.pool.put(pkt);
                 return;
             }
             match &route.action {
@@ -186,12 +178,12 @@ impl Dataplane {
                     let vrf = *vrf;
                     let received =
                         *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
-                    match self.pop_and_continue(pkt, top, route.ttl_model, pool) {
+                    match self.pop_and_continue(pkt, top, route.ttl_model, b.pool) {
                         Some(p) => pkt = p,
                         None => return,
                     }
                     if top.bottom {
-                        return self.ip_after_pop(fib, now, pkt, in_port, vrf, received, pool, out);
+                        return self.ip_after_pop(b, pkt, in_port, vrf, received);
                     }
                 }
                 LabelAction::Forward(group) => {
@@ -200,7 +192,7 @@ impl Dataplane {
                     } else {
                         0
                     });
-                    return self.label_forward(fib, now, pkt, top, route.ttl_model, nh, pool, out);
+                    return self.label_forward(b, pkt, top, route.ttl_model, nh);
                 }
             }
         }
@@ -233,44 +225,36 @@ impl Dataplane {
     }
 
     /// After the bottom label was popped: the IP packet now follows the Ethernet header.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn ip_after_pop(
         &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
+        b: &mut Batch<'_>,
         mut pkt: Packet,
         in_port: PortId,
         vrf: VrfId,
         received: ReceivedStack,
-        pool: &mut PacketPool,
-        out: &mut Output,
     ) {
         let ctx = IpContext { in_port, vrf, originated: false, stack: Some(received) };
         match pkt.frame().get(ETH).map(|b| b >> 4) {
             Some(4) => {
                 set_ethertype(pkt.frame_mut(), IPV4_ETHERTYPE);
-                self.ipv4_input(fib, now, pkt, ctx, pool, out)
+                self.ipv4_input(b, pkt, ctx)
             }
             Some(6) => {
                 set_ethertype(pkt.frame_mut(), IPV6_ETHERTYPE);
-                self.ipv6_input(fib, now, pkt, ctx, pool, out)
+                self.ipv6_input(b, pkt, ctx)
             }
-            _ => self.discard(Drop::UnknownPayload, pkt, pool),
+            _ => self.discard(Drop::UnknownPayload, pkt, b.pool),
         }
     }
 
     /// Swap (or PHP pop) toward a next hop.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn label_forward(
         &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
+        b: &mut Batch<'_>,
         mut pkt: Packet,
         top: mpls::Repr,
         model: TtlModel,
         nh: &Nexthop,
-        pool: &mut PacketPool,
-        out: &mut Output,
     ) {
         let ttl = top.ttl - 1;
         let labels = nh.labels.as_slice();
@@ -278,19 +262,19 @@ impl Dataplane {
             // Penultimate-hop pop.
             self.counters.event(Event::LabelPop, 1);
             if pkt.shift_head(ETH, -4).is_none() {
-                return self.discard(Drop::TruncatedLabelStack, pkt, pool);
+                return self.discard(Drop::TruncatedLabelStack, pkt, b.pool);
             }
             pkt.offload.shift(-4);
             if top.bottom {
                 let ethertype = match pkt.frame().get(ETH).map(|b| b >> 4) {
                     Some(4) => IPV4_ETHERTYPE,
                     Some(6) => IPV6_ETHERTYPE,
-                    _ => return self.discard(Drop::UnknownPayload, pkt, pool),
+                    _ => return self.discard(Drop::UnknownPayload, pkt, b.pool),
                 };
                 if !ip_header_sane(&pkt.frame()[ETH..]) {
                     let reason =
                         if ethertype == IPV4_ETHERTYPE { Drop::BadIpv4Header } else { Drop::BadIpv6Header };
-                    return self.discard(reason, pkt, pool);
+                    return self.discard(reason, pkt, b.pool);
                 }
                 set_ethertype(pkt.frame_mut(), ethertype);
                 if model == TtlModel::Uniform {
@@ -303,7 +287,7 @@ impl Dataplane {
             self.counters.event(Event::LabelSwap, 1);
             let extra = labels.len() - 1;
             if extra > 0 && (pkt.shift_head(ETH, (4 * extra) as isize).is_none()) {
-                return self.discard(Drop::LabelStackTooDeep, pkt, pool);
+                return self.discard(Drop::LabelStackTooDeep, pkt, b.pool);
             }
             pkt.offload.shift((4 * extra) as isize);
             let frame = pkt.frame_mut();
@@ -317,37 +301,27 @@ impl Dataplane {
             Hop { port: nh.port, addr: nh.via.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), labels: &[] };
         if nh.via.is_none() {
             // A label route without a gateway has nowhere to resolve; configs reject it.
-            return self.discard(Drop::NeighborUnresolved, pkt, pool);
+            return self.discard(Drop::NeighborUnresolved, pkt, b.pool);
         }
-        self.check_mtu_and_send(fib, now, pkt, hop, None, pool, out);
+        self.check_mtu_and_send(b, pkt, hop, None);
     }
 
     /// A label's TTL ran out: ICMP time exceeded with the received stack (RFC 4950).
     /// A transit LSR sends it forward along the LSP (RFC 3032 section 2.3.2): the egress
     /// knows the way back to the source, the P router usually does not.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn label_ttl_expired(
         &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
+        b: &mut Batch<'_>,
         pkt: &Packet,
         received: ReceivedStack,
         transit: bool,
         vrf: VrfId,
-        pool: &mut PacketPool,
-        out: &mut Output,
     ) {
         let in_port = pkt.port;
         let Some(original) = pkt.frame().get(l3_offset(pkt.frame())..) else { return };
-        let Some(mut icmp) = self.build_icmp_error(
-            fib,
-            now,
-            in_port,
-            original,
-            IcmpKind::TimeExceeded,
-            received.words(),
-            pool,
-        ) else {
+        let Some(mut icmp) =
+            self.build_icmp_error(b, in_port, original, IcmpKind::TimeExceeded, received.words())
+        else {
             return;
         };
         self.counters.event(Event::IcmpTimeExceeded, 1);
@@ -355,7 +329,7 @@ impl Dataplane {
             // Put the received stack back on with fresh TTLs and switch it like the original.
             let n = received.len;
             if icmp.shift_head(ETH, (4 * n) as isize).is_none() {
-                return self.discard(Drop::LabelStackTooDeep, icmp, pool);
+                return self.discard(Drop::LabelStackTooDeep, icmp, b.pool);
             }
             let frame = icmp.frame_mut();
             for (i, w) in received.words().iter().enumerate() {
@@ -365,13 +339,13 @@ impl Dataplane {
             }
             set_ethertype(frame, MPLS_ETHERTYPE);
             self.counters.event(Event::IcmpAlongLsp, 1);
-            self.mpls_input(fib, now, icmp, pool, out, true);
+            self.mpls_input(b, icmp, true);
         } else {
             let ctx = IpContext { in_port, vrf, originated: true, stack: None };
             if original.first().map(|b| b >> 4) == Some(6) {
-                self.ipv6_input(fib, now, icmp, ctx, pool, out)
+                self.ipv6_input(b, icmp, ctx)
             } else {
-                self.ipv4_input(fib, now, icmp, ctx, pool, out)
+                self.ipv4_input(b, icmp, ctx)
             }
         }
     }

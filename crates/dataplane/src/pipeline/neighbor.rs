@@ -32,21 +32,15 @@ impl Dataplane {
         Some(mac)
     }
 
-    pub(super) fn arp_input(
-        &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
-        pkt: Packet,
-        pool: &mut PacketPool,
-        out: &mut Output,
-    ) {
+    pub(super) fn arp_input(&mut self, b: &mut Batch<'_>, pkt: Packet) {
         let in_port = pkt.port;
         let Ok(repr) = arp::Packet::new_checked(&pkt.frame()[ETH..]).and_then(|p| arp::Repr::parse(&p))
         else {
-            return self.discard(Drop::BadArp, pkt, pool);
+            return self.discard(Drop::BadArp, pkt, b.pool);
         };
-        pool.put(pkt);
-        let ours = fib
+        b.pool.put(pkt);
+        let ours = b
+            .fib
             .port_addrs
             .get(usize::from(in_port))
             .is_some_and(|a| a.v4.iter().any(|(addr, _)| *addr == repr.target_protocol_addr));
@@ -66,9 +60,9 @@ impl Dataplane {
         // reply never adds one), and only when it is on the port's subnet, the only
         // addresses a route can name as next hop. Floods of replies, or of requests from
         // elsewhere, cannot fill the table.
-        let create = request_for_us && on_port_subnet(fib, in_port, sender);
-        let released = self.neighbors.learn(now, in_port, sender, repr.sender_hardware_addr, create);
-        self.release(released, repr.sender_hardware_addr, pool, out);
+        let create = request_for_us && on_port_subnet(b.fib, in_port, sender);
+        let released = self.neighbors.learn(b.now, in_port, sender, repr.sender_hardware_addr, create);
+        self.release(b, released, repr.sender_hardware_addr);
         if request_for_us && !kernel_answers {
             let Some(port) = self.ports.get(usize::from(in_port)) else { return };
             let mac = port.mac;
@@ -79,10 +73,10 @@ impl Dataplane {
                 target_hardware_addr: repr.sender_hardware_addr,
                 target_protocol_addr: repr.sender_protocol_addr,
             };
-            if let Some(p) = self.build_arp(in_port, repr.sender_hardware_addr, &reply, pool) {
+            if let Some(p) = self.build_arp(in_port, repr.sender_hardware_addr, &reply, b.pool) {
                 self.counters.event(Event::ArpReply, 1);
                 self.counters.tx_frames[usize::from(in_port)] += 1;
-                out.tx[usize::from(in_port)].push(p);
+                b.out.tx[usize::from(in_port)].push(p);
             }
         }
     }
@@ -109,45 +103,31 @@ impl Dataplane {
         Some(p)
     }
 
-    pub(super) fn release(
-        &mut self,
-        frames: Vec<Packet>,
-        mac: [u8; 6],
-        pool: &mut PacketPool,
-        out: &mut Output,
-    ) {
+    pub(super) fn release(&mut self, b: &mut Batch<'_>, frames: Vec<Packet>, mac: [u8; 6]) {
         for f in frames {
-            self.emit(mac, f, pool, out);
+            self.emit(b, mac, f);
         }
     }
 
     /// Asks for `addr`'s MAC on `port`: ARP request or neighbour solicitation, if the
     /// request rate limit allows one now (else counted, and the neighbour table's next
     /// retransmission tries again).
-    pub(super) fn send_solicit(
-        &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
-        port: PortId,
-        addr: IpAddr,
-        pool: &mut PacketPool,
-        out: &mut Output,
-    ) {
+    pub(super) fn send_solicit(&mut self, b: &mut Batch<'_>, port: PortId, addr: IpAddr) {
         let Some(info) = self.ports.get(usize::from(port)) else { return };
         let mac = info.mac;
         let has_source = match addr {
-            IpAddr::V4(_) => fib.port_v4(port).is_some(),
-            IpAddr::V6(_) => fib.port_v6(port).is_some(),
+            IpAddr::V4(_) => b.fib.port_v4(port).is_some(),
+            IpAddr::V6(_) => b.fib.port_v6(port).is_some(),
         };
         if !has_source {
             return;
         }
-        if !self.request_limit.take(now) {
+        if !self.request_limit.take(b.now) {
             return self.counters.drop(Drop::NeighborRequestSuppressed);
         }
         match addr {
             IpAddr::V4(target) => {
-                let Some(src) = fib.port_v4(port) else { return };
+                let Some(src) = b.fib.port_v4(port) else { return };
                 let req = arp::Repr {
                     operation: arp::Operation::Request,
                     sender_hardware_addr: mac,
@@ -155,16 +135,16 @@ impl Dataplane {
                     target_hardware_addr: [0; 6],
                     target_protocol_addr: target,
                 };
-                if let Some(p) = self.build_arp(port, [0xff; 6], &req, pool) {
+                if let Some(p) = self.build_arp(port, [0xff; 6], &req, b.pool) {
                     self.counters.event(Event::ArpRequest, 1);
                     self.counters.tx_frames[usize::from(port)] += 1;
-                    out.tx[usize::from(port)].push(p);
+                    b.out.tx[usize::from(port)].push(p);
                 }
             }
             IpAddr::V6(target) => {
-                let Some(src) = fib.port_v6(port) else { return };
+                let Some(src) = b.fib.port_v6(port) else { return };
                 let dst = icmpv6::solicited_node_multicast(target);
-                let Some(mut p) = pool.get() else {
+                let Some(mut p) = b.pool.get() else {
                     self.counters.drop(Drop::NoBuffer);
                     return;
                 };
@@ -172,43 +152,35 @@ impl Dataplane {
                 write_ethernet(area, icmpv6::multicast_mac(dst), mac, IPV6_ETHERTYPE);
                 let Ok(n) = icmpv6::emit_neighbor_solicit(&mut area[ETH + 40..], src, dst, target, mac)
                 else {
-                    return pool.put(p);
+                    return b.pool.put(p);
                 };
                 ipv6_repr(src, dst, n, 255).emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
                 p.set_received(ETH + 40 + n);
                 p.port = port;
                 self.counters.event(Event::NdSolicit, 1);
                 self.counters.tx_frames[usize::from(port)] += 1;
-                out.tx[usize::from(port)].push(p);
+                b.out.tx[usize::from(port)].push(p);
             }
         }
     }
 
-    pub(super) fn nd_input(
-        &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
-        pkt: Packet,
-        ctx: IpContext,
-        pool: &mut PacketPool,
-        out: &mut Output,
-    ) {
+    pub(super) fn nd_input(&mut self, b: &mut Batch<'_>, pkt: Packet, ctx: IpContext) {
         let in_port = ctx.in_port;
         let ip = ipv6::Packet::new_unchecked(&pkt.frame()[ETH..]);
         let (src, dst, hop_limit) = (ip.src_addr(), ip.dst_addr(), ip.hop_limit());
         let Ok(icmp) = icmpv6::Packet::new_checked(ip.payload()) else {
-            return self.discard(Drop::BadIcmp, pkt, pool);
+            return self.discard(Drop::BadIcmp, pkt, b.pool);
         };
         // RFC 4861 section 7.1: hop limit 255 proves the sender is on the link.
         if hop_limit != 255 || !icmp.verify_checksum(src, dst) {
-            return self.discard(Drop::BadIcmp, pkt, pool);
+            return self.discard(Drop::BadIcmp, pkt, b.pool);
         }
         let Ok(nd) = icmpv6::NdRepr::parse(&icmp) else {
-            return self.discard(Drop::BadIcmp, pkt, pool);
+            return self.discard(Drop::BadIcmp, pkt, b.pool);
         };
-        pool.put(pkt);
+        b.pool.put(pkt);
         let port_has = |a: Ipv6Addr| {
-            fib.port_addrs.get(usize::from(in_port)).is_some_and(|p| p.v6.iter().any(|(x, _)| *x == a))
+            b.fib.port_addrs.get(usize::from(in_port)).is_some_and(|p| p.v6.iter().any(|(x, _)| *x == a))
         };
         match nd {
             icmpv6::NdRepr::NeighborSolicit { target, source_mac } => {
@@ -223,10 +195,10 @@ impl Dataplane {
                     // RFC 4861 section 7.2.3 creates an entry for the sender; here only
                     // for one on the port's subnet (the only possible next hops), so a
                     // flood from elsewhere cannot fill the table. The reply (when this
-                    // router answers) goes out either way.
-                    let create = on_port_subnet(fib, in_port, IpAddr::V6(src));
-                    let released = self.neighbors.learn(now, in_port, IpAddr::V6(src), smac, create);
-                    self.release(released, smac, pool, out);
+                    // router answers) goes b.out either way.
+                    let create = on_port_subnet(b.fib, in_port, IpAddr::V6(src));
+                    let released = self.neighbors.learn(b.now, in_port, IpAddr::V6(src), smac, create);
+                    self.release(b, released, smac);
                 }
                 if self.config.host_stack == HostStack::Kernel {
                     // The kernel advertises the addresses it owns (learning stays ours).
@@ -243,7 +215,7 @@ impl Dataplane {
                     let Some(smac) = source_mac else { return };
                     (src, smac)
                 };
-                let Some(mut p) = pool.get() else {
+                let Some(mut p) = b.pool.get() else {
                     return self.counters.drop(Drop::NoBuffer);
                 };
                 let area = p.receive_area();
@@ -259,7 +231,7 @@ impl Dataplane {
                     solicited,
                     true,
                 ) else {
-                    return pool.put(p);
+                    return b.pool.put(p);
                 };
                 ipv6_repr(target, reply_dst, n, 255)
                     .emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
@@ -267,19 +239,19 @@ impl Dataplane {
                 p.port = in_port;
                 self.counters.event(Event::NdAdvert, 1);
                 self.counters.tx_frames[usize::from(in_port)] += 1;
-                out.tx[usize::from(in_port)].push(p);
+                b.out.tx[usize::from(in_port)].push(p);
             }
             icmpv6::NdRepr::NeighborAdvert { target, target_mac, override_, .. } => {
                 let Some(mac) = target_mac else { return };
                 // RFC 4861 section 7.2.5: without the override flag, an advertisement
                 // does not replace the address of a reachable entry.
                 if !override_
-                    && self.neighbors.fresh(now, in_port, IpAddr::V6(target)).is_some_and(|(m, _)| m != mac)
+                    && self.neighbors.fresh(b.now, in_port, IpAddr::V6(target)).is_some_and(|(m, _)| m != mac)
                 {
                     return;
                 }
-                let released = self.neighbors.learn(now, in_port, IpAddr::V6(target), mac, false);
-                self.release(released, mac, pool, out);
+                let released = self.neighbors.learn(b.now, in_port, IpAddr::V6(target), mac, false);
+                self.release(b, released, mac);
             }
         }
     }

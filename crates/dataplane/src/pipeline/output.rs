@@ -2,53 +2,48 @@
 //! re-cut, or "too big"), label push, neighbour resolution, and the output stage.
 
 use std::net::IpAddr;
-use std::time::Instant;
 
-use vmpls_fib::{Fib, PrefixRoute, RouteTarget, TtlModel};
+use vmpls_fib::{PrefixRoute, RouteTarget, TtlModel};
 use vmpls_wire::{ipv4, ipv6, mpls, virtio_net};
 
 use super::*;
 use crate::counters::{Drop, Event};
 use crate::hash::ip_flow_hash;
 use crate::neighbor::Resolution;
-use crate::packet::{Packet, PacketPool};
+use crate::packet::Packet;
 use crate::{fragment, gso};
 
 impl Dataplane {
     /// The routing step both IP versions share, after the local-address check: TTL
     /// expiry, no route, next-hop choice (ECMP), TTL decrement, then output. `ttl` is the
     /// IPv4 TTL or IPv6 hop limit as received.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn route_ip(
         &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
+        b: &mut Batch<'_>,
         mut pkt: Packet,
         ctx: IpContext,
         dst: IpAddr,
         ttl: u8,
         route: Option<&PrefixRoute>,
-        pool: &mut PacketPool,
-        out: &mut Output,
     ) {
         if !ctx.originated && ttl <= 1 {
             self.counters.drop(Drop::IpTtlExpired);
             let stack = ctx.stack.unwrap_or_default();
-            self.icmp_error_reply(fib, now, &pkt, ctx, IcmpKind::TimeExceeded, stack.words(), pool, out);
-            pool.put(pkt);
+            self.icmp_error_reply(b, &pkt, ctx, IcmpKind::TimeExceeded, stack.words());
+            b.pool.put(pkt);
             return;
         }
         let Some(route) = route else {
             self.counters.drop(Drop::NoRoute);
             if !ctx.originated {
-                self.icmp_error_reply(fib, now, &pkt, ctx, IcmpKind::NetUnreachable, &[], pool, out);
+                self.icmp_error_reply(b, &pkt, ctx, IcmpKind::NetUnreachable, &[]);
             }
-            pool.put(pkt);
+            b.pool.put(pkt);
             return;
         };
         let hop = match &route.target {
             RouteTarget::Local => unreachable!("the callers deliver local routes"),
-            RouteTarget::Blackhole => return self.discard(Drop::Blackhole, pkt, pool),
+            RouteTarget::Blackhole => return self.discard(Drop::Blackhole, pkt, b.pool),
             RouteTarget::Connected { port } => Hop { port: *port, addr: dst, labels: &[] },
             RouteTarget::Forward(group) => {
                 let nh =
@@ -64,23 +59,19 @@ impl Dataplane {
                 IpAddr::V6(_) => ipv6::Packet::new_unchecked(ip).decrement_hop_limit(),
             };
         }
-        self.ip_output(fib, now, pkt, ctx, hop, ttl_out, route.ttl_model, pool, out);
+        self.ip_output(b, pkt, ctx, hop, ttl_out, route.ttl_model);
     }
 
     /// Pushes the route's labels (if any) and sends toward the next hop, after the MTU
     /// check. `ttl` is the IP TTL after this router's decrement.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn ip_output(
         &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
+        b: &mut Batch<'_>,
         pkt: Packet,
         ctx: IpContext,
         hop: Hop<'_>,
         ttl: u8,
         model: TtlModel,
-        pool: &mut PacketPool,
-        out: &mut Output,
     ) {
         if hop.labels.is_empty() {
             self.counters.event(Event::IpForward, 1);
@@ -91,25 +82,21 @@ impl Dataplane {
             TtlModel::Uniform => ttl,
             TtlModel::Pipe => self.config.default_ttl,
         };
-        self.check_mtu_and_send(fib, now, pkt, hop, Some((ctx, label_ttl)), pool, out);
+        self.check_mtu_and_send(b, pkt, hop, Some((ctx, label_ttl)));
     }
 
     /// The MTU check before the frame is committed to a port. `ip` is set for an IP packet
     /// that gets `hop.labels` pushed here (with the TTL for them); for a frame that already
     /// carries its labels it is `None`.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn check_mtu_and_send(
         &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
+        b: &mut Batch<'_>,
         mut pkt: Packet,
         hop: Hop<'_>,
         ip: Option<(IpContext, u8)>,
-        pool: &mut PacketPool,
-        out: &mut Output,
     ) {
         let Some(port) = self.ports.get(usize::from(hop.port)) else {
-            return self.discard(Drop::NoSuchPort, pkt, pool);
+            return self.discard(Drop::NoSuchPort, pkt, b.pool);
         };
         let mtu = port.mtu as usize;
         let push = 4 * hop.labels.len();
@@ -118,7 +105,7 @@ impl Dataplane {
         let mut on_wire = if pkt.offload.is_gso() {
             match gso::segment_l3_len(&pkt, l3) {
                 Ok(n) => n + (l3 - ETH) + push,
-                Err(_) => return self.discard(Drop::BadGso, pkt, pool),
+                Err(_) => return self.discard(Drop::BadGso, pkt, b.pool),
             }
         } else {
             pkt.len() - ETH + push
@@ -153,19 +140,19 @@ impl Dataplane {
             if let (false, Some((_, ttl))) = (df || pkt.offload.is_gso(), ip) {
                 // IPv4 without DF: fragment before the labels go on (at the ingress PE).
                 let mut frags = std::mem::take(&mut self.scratch);
-                let r = fragment::fragment_ipv4(&mut pkt, l3, room, pool, &mut frags);
-                pool.put(pkt);
+                let r = fragment::fragment_ipv4(&mut pkt, l3, room, b.pool, &mut frags);
+                b.pool.put(pkt);
                 match r {
                     Ok(_) => {
                         self.counters.event(Event::Fragmented, 1);
                         for f in frags.drain(..) {
-                            self.push_and_send(fib, now, f, hop, ttl, pool, out);
+                            self.push_and_send(b, f, hop, ttl);
                         }
                     }
                     Err(_) => {
                         self.counters.drop(Drop::FragmentFailed);
                         for f in frags.drain(..) {
-                            pool.put(f);
+                            b.pool.put(f);
                         }
                     }
                 }
@@ -175,19 +162,17 @@ impl Dataplane {
             self.counters.drop(Drop::MtuExceeded);
             let kind = IcmpKind::TooBig { mtu: room as u32 };
             match ip {
-                Some((ctx, _)) if !ctx.originated => {
-                    self.icmp_error_reply_at(fib, now, &pkt, l3, ctx, kind, &[], pool, out)
-                }
+                Some((ctx, _)) if !ctx.originated => self.icmp_error_reply_at(b, &pkt, l3, ctx, kind, &[]),
                 Some(_) => {}
                 // A transit LSR: like time exceeded, forward along the LSP.
-                None => self.too_big_along_lsp(fib, now, &pkt, l3, hop, kind, pool, out),
+                None => self.too_big_along_lsp(b, &pkt, l3, hop, kind),
             }
-            pool.put(pkt);
+            b.pool.put(pkt);
             return;
         }
         match ip {
-            Some((_, ttl)) => self.push_and_send(fib, now, pkt, hop, ttl, pool, out),
-            None => self.resolve_and_send(fib, now, pkt, hop, pool, out),
+            Some((_, ttl)) => self.push_and_send(b, pkt, hop, ttl),
+            None => self.resolve_and_send(b, pkt, hop),
         }
     }
 
@@ -195,20 +180,16 @@ impl Dataplane {
     /// route back to the source: the error goes forward along the LSP (RFC 3032 section
     /// 2.3.2), under the labels `pkt` was leaving with (fresh TTLs), to the same next hop;
     /// the egress routes it back. `l3` is the offset of the IP packet in `pkt`.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn too_big_along_lsp(
         &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
+        b: &mut Batch<'_>,
         pkt: &Packet,
         l3: usize,
         hop: Hop<'_>,
         kind: IcmpKind,
-        pool: &mut PacketPool,
-        out: &mut Output,
     ) {
         let Some(original) = pkt.frame().get(l3..) else { return };
-        let Some(mut icmp) = self.build_icmp_error(fib, now, pkt.port, original, kind, &[], pool) else {
+        let Some(mut icmp) = self.build_icmp_error(b, pkt.port, original, kind, &[]) else {
             return;
         };
         self.counters.event(Event::IcmpTooBig, 1);
@@ -216,7 +197,7 @@ impl Dataplane {
         let n = stack.len();
         if n > 0 {
             if icmp.shift_head(ETH, n as isize).is_none() {
-                return self.discard(Drop::LabelStackTooDeep, icmp, pool);
+                return self.discard(Drop::LabelStackTooDeep, icmp, b.pool);
             }
             let ttl = self.config.default_ttl;
             let frame = icmp.frame_mut();
@@ -227,26 +208,16 @@ impl Dataplane {
             set_ethertype(frame, MPLS_ETHERTYPE);
         }
         self.counters.event(Event::IcmpAlongLsp, 1);
-        self.resolve_and_send(fib, now, icmp, hop, pool, out);
+        self.resolve_and_send(b, icmp, hop);
     }
 
     /// Pushes `hop.labels` on an IP packet (right after the Ethernet header) and sends it.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn push_and_send(
-        &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
-        mut pkt: Packet,
-        hop: Hop<'_>,
-        ttl: u8,
-        pool: &mut PacketPool,
-        out: &mut Output,
-    ) {
+    pub(super) fn push_and_send(&mut self, b: &mut Batch<'_>, mut pkt: Packet, hop: Hop<'_>, ttl: u8) {
         let n = hop.labels.len();
         if n > 0 {
             let tc = pkt.frame().get(ETH..ETH + 2).map(|b| ip_dscp(b) >> 3).unwrap_or(0);
             if pkt.shift_head(ETH, (4 * n) as isize).is_none() {
-                return self.discard(Drop::LabelStackTooDeep, pkt, pool);
+                return self.discard(Drop::LabelStackTooDeep, pkt, b.pool);
             }
             pkt.offload.shift((4 * n) as isize);
             let frame = pkt.frame_mut();
@@ -256,36 +227,28 @@ impl Dataplane {
             }
             set_ethertype(frame, MPLS_ETHERTYPE);
         }
-        self.resolve_and_send(fib, now, pkt, hop, pool, out);
+        self.resolve_and_send(b, pkt, hop);
     }
 
     /// Finds the next hop's MAC (or holds the frame while asking for it), then outputs.
-    pub(super) fn resolve_and_send(
-        &mut self,
-        fib: &Arc<Fib>,
-        now: Instant,
-        mut pkt: Packet,
-        hop: Hop<'_>,
-        pool: &mut PacketPool,
-        out: &mut Output,
-    ) {
+    pub(super) fn resolve_and_send(&mut self, b: &mut Batch<'_>, mut pkt: Packet, hop: Hop<'_>) {
         pkt.port = hop.port;
-        if let Some(mac) = self.fresh_neighbor(now, hop.port, hop.addr) {
-            return self.emit(mac, pkt, pool, out);
+        if let Some(mac) = self.fresh_neighbor(b.now, hop.port, hop.addr) {
+            return self.emit(b, mac, pkt);
         }
-        match self.neighbors.resolve(now, hop.port, hop.addr) {
+        match self.neighbors.resolve(b.now, hop.port, hop.addr) {
             Resolution::Known { mac, probe } => {
                 if probe {
-                    self.send_solicit(fib, now, hop.port, hop.addr, pool, out);
+                    self.send_solicit(b, hop.port, hop.addr);
                 }
-                self.emit(mac, pkt, pool, out);
+                self.emit(b, mac, pkt);
             }
             Resolution::Unknown { probe } => {
                 if let Err(pkt) = self.neighbors.hold(hop.port, hop.addr, pkt) {
-                    self.discard(Drop::NeighborQueueFull, pkt, pool);
+                    self.discard(Drop::NeighborQueueFull, pkt, b.pool);
                 }
                 if probe {
-                    self.send_solicit(fib, now, hop.port, hop.addr, pool, out);
+                    self.send_solicit(b, hop.port, hop.addr);
                 }
             }
         }
@@ -293,16 +256,10 @@ impl Dataplane {
 
     /// The output stage: Ethernet addresses, then the least work the port allows — pass
     /// a super-frame whole, complete a partial checksum, or segment in software.
-    pub(super) fn emit(
-        &mut self,
-        dst_mac: [u8; 6],
-        mut pkt: Packet,
-        pool: &mut PacketPool,
-        out: &mut Output,
-    ) {
+    pub(super) fn emit(&mut self, b: &mut Batch<'_>, dst_mac: [u8; 6], mut pkt: Packet) {
         let port_id = pkt.port;
         let Some(port) = self.ports.get(usize::from(port_id)) else {
-            return self.discard(Drop::NoSuchPort, pkt, pool);
+            return self.discard(Drop::NoSuchPort, pkt, b.pool);
         };
         let caps = port.caps;
         let mtu = port.mtu as usize;
@@ -313,7 +270,7 @@ impl Dataplane {
         }
         let ethertype = u16::from_be_bytes([pkt.frame()[12], pkt.frame()[13]]);
         let labelled = ethertype == MPLS_ETHERTYPE;
-        let tx = &mut out.tx[usize::from(port_id)];
+        let tx = &mut b.out.tx[usize::from(port_id)];
         if pkt.offload.is_gso() {
             let whole = if labelled {
                 caps.mpls_gso
@@ -347,9 +304,9 @@ impl Dataplane {
             }
             let l3 = l3_offset(pkt.frame());
             let before = tx.len();
-            let r = gso::segment(&pkt, l3, pool, tx);
+            let r = gso::segment(&pkt, l3, b.pool, tx);
             let made = tx.len() - before;
-            pool.put(pkt);
+            b.pool.put(pkt);
             self.counters.tx_frames[usize::from(port_id)] += made as u64;
             match r {
                 Ok(_) => {
@@ -362,16 +319,16 @@ impl Dataplane {
             return;
         }
         if pkt.len() - ETH > mtu {
-            return self.discard(Drop::OversizeAtOutput, pkt, pool);
+            return self.discard(Drop::OversizeAtOutput, pkt, b.pool);
         }
         if pkt.offload.needs_csum && !caps.csum {
             if gso::complete_checksum(&mut pkt).is_err() {
-                return self.discard(Drop::BadChecksumOffload, pkt, pool);
+                return self.discard(Drop::BadChecksumOffload, pkt, b.pool);
             }
             self.counters.event(Event::ChecksumCompleted, 1);
         }
         self.counters.tx_frames[usize::from(port_id)] += 1;
-        out.tx[usize::from(port_id)].push(pkt);
+        b.out.tx[usize::from(port_id)].push(pkt);
     }
 }
 

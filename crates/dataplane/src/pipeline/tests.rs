@@ -126,7 +126,7 @@ fn run(dp: &mut Dataplane, now: Instant, fast: bool, pool: &mut PacketPool) -> V
         } else {
             let fib = dp.fib.load_full();
             dp.counters.rx_frames[usize::from(pkt.port)] += 1;
-            dp.mpls_input(&fib, now, pkt, pool, &mut out, false);
+            dp.mpls_input(&mut Batch { fib: &fib, now, pool, out: &mut out }, pkt, false);
         }
     }
     let mut sent = Vec::new();
