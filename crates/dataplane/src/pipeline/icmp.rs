@@ -4,7 +4,7 @@
 use vmpls_wire::{icmpv4, icmpv6, ipv4, ipv6};
 
 use super::*;
-use crate::counters::{Drop, Event};
+use crate::counters::{DropReason, Event};
 use crate::packet::{Packet, PortId};
 
 impl Dataplane {
@@ -73,11 +73,11 @@ impl Dataplane {
             return None;
         }
         if !self.icmp_limit.take(b.now) {
-            self.counters.drop(Drop::IcmpSuppressed);
+            self.counters.drop(DropReason::IcmpSuppressed);
             return None;
         }
         let Some(mut pkt) = b.pool.get() else {
-            self.counters.drop(Drop::NoBuffer);
+            self.counters.drop(DropReason::NoBuffer);
             return None;
         };
         pkt.port = in_port;
@@ -85,7 +85,7 @@ impl Dataplane {
         let len = if v6 {
             let orig = ipv6::Packet::new_unchecked(original);
             let Some(src) = b.fib.source_v6_for(in_port) else {
-                self.counters.drop(Drop::IcmpSuppressed);
+                self.counters.drop(DropReason::IcmpSuppressed);
                 b.pool.put(pkt);
                 return None;
             };
@@ -107,7 +107,7 @@ impl Dataplane {
         } else {
             let orig = ipv4::Packet::new_unchecked(original);
             let Some(src) = b.fib.source_v4_for(in_port) else {
-                self.counters.drop(Drop::IcmpSuppressed);
+                self.counters.drop(DropReason::IcmpSuppressed);
                 b.pool.put(pkt);
                 return None;
             };

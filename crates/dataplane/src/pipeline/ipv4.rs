@@ -7,21 +7,21 @@ use vmpls_fib::RouteTarget;
 use vmpls_wire::{icmpv4, ipv4};
 
 use super::*;
-use crate::counters::{Drop, Event};
+use crate::counters::{DropReason, Event};
 use crate::packet::Packet;
 
 impl Dataplane {
     pub(super) fn ipv4_input(&mut self, b: &mut Batch<'_>, mut pkt: Packet, ctx: IpContext) {
         let (dst, ttl, total_len) = {
             let Ok(ip) = ipv4::Packet::new_checked(&pkt.frame()[ETH..]) else {
-                return self.discard(Drop::BadIpv4Header, pkt, b.pool);
+                return self.discard(DropReason::BadIpv4Header, pkt, b.pool);
             };
             if !ip.verify_checksum() {
-                return self.discard(Drop::BadIpv4Checksum, pkt, b.pool);
+                return self.discard(DropReason::BadIpv4Checksum, pkt, b.pool);
             }
             (ip.dst_addr(), ip.ttl(), usize::from(ip.total_len()))
         };
-        // Drop Ethernet padding so pushed labels and lengths stay exact.
+        // DropReason Ethernet padding so pushed labels and lengths stay exact.
         pkt.truncate(ETH + total_len);
         if dst.is_broadcast() || dst.is_multicast() || dst.is_unspecified() {
             // Broadcast and multicast (OSPF, LDP hellos) are the host's: the kernel's, if
@@ -29,9 +29,9 @@ impl Dataplane {
             if !dst.is_unspecified() && self.kernel_has_copy(&ctx) {
                 return self.leave_to_kernel(pkt, &ctx, b.pool);
             }
-            return self.discard(Drop::IpMulticast, pkt, b.pool);
+            return self.discard(DropReason::IpMulticast, pkt, b.pool);
         }
-        let Some(vrf) = b.fib.vrf(ctx.vrf) else { return self.discard(Drop::NoRoute, pkt, b.pool) };
+        let Some(vrf) = b.fib.vrf(ctx.vrf) else { return self.discard(DropReason::NoRoute, pkt, b.pool) };
         let route = vrf.v4.lookup(dst).map(|(_, _, r)| r);
         if matches!(route.map(|r| &r.target), Some(RouteTarget::Local)) {
             return self.ipv4_local(b, pkt, ctx);
@@ -51,13 +51,15 @@ impl Dataplane {
         let payload = ip.payload();
         if proto == ipv4::protocol::ICMP && !fragmented {
             let Ok(icmp) = icmpv4::Packet::new_checked(payload) else {
-                return self.discard(Drop::BadIcmp, pkt, b.pool);
+                return self.discard(DropReason::BadIcmp, pkt, b.pool);
             };
             if icmp.msg_type() == icmpv4::msg_type::ECHO_REQUEST {
                 if !icmp.verify_checksum() {
-                    return self.discard(Drop::BadIcmp, pkt, b.pool);
+                    return self.discard(DropReason::BadIcmp, pkt, b.pool);
                 }
-                let Some(mut reply) = b.pool.get() else { return self.discard(Drop::NoBuffer, pkt, b.pool) };
+                let Some(mut reply) = b.pool.get() else {
+                    return self.discard(DropReason::NoBuffer, pkt, b.pool);
+                };
                 let hdr = ipv4::Repr {
                     src_addr: dst,
                     dst_addr: src,
@@ -80,7 +82,7 @@ impl Dataplane {
                     }
                 };
                 b.pool.put(pkt);
-                let Some(len) = built else { return self.discard(Drop::BadIcmp, reply, b.pool) };
+                let Some(len) = built else { return self.discard(DropReason::BadIcmp, reply, b.pool) };
                 reply.set_received(len);
                 set_ethertype(reply.frame_mut(), IPV4_ETHERTYPE);
                 reply.port = ctx.in_port;
@@ -88,15 +90,15 @@ impl Dataplane {
                 let ctx = IpContext { originated: true, stack: None, ..ctx };
                 return self.ipv4_input(b, reply, ctx);
             }
-            return self.discard(Drop::LocalUnhandled, pkt, b.pool);
+            return self.discard(DropReason::LocalUnhandled, pkt, b.pool);
         }
         if proto == ipv4::protocol::UDP && !ctx.originated {
             // traceroute's UDP probes to one of our addresses end here.
-            self.counters.drop(Drop::LocalUnhandled);
+            self.counters.drop(DropReason::LocalUnhandled);
             self.icmp_error_reply(b, &pkt, ctx, IcmpKind::PortUnreachable, &[]);
             b.pool.put(pkt);
             return;
         }
-        self.discard(Drop::LocalUnhandled, pkt, b.pool)
+        self.discard(DropReason::LocalUnhandled, pkt, b.pool)
     }
 }

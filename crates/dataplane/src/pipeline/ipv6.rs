@@ -7,14 +7,14 @@ use vmpls_fib::RouteTarget;
 use vmpls_wire::{icmpv6, ipv4, ipv6};
 
 use super::*;
-use crate::counters::{Drop, Event};
+use crate::counters::{DropReason, Event};
 use crate::packet::Packet;
 
 impl Dataplane {
     pub(super) fn ipv6_input(&mut self, b: &mut Batch<'_>, mut pkt: Packet, ctx: IpContext) {
         let (dst, hop_limit, next_header, payload_len) = {
             let Ok(ip) = ipv6::Packet::new_checked(&pkt.frame()[ETH..]) else {
-                return self.discard(Drop::BadIpv6Header, pkt, b.pool);
+                return self.discard(DropReason::BadIpv6Header, pkt, b.pool);
             };
             (ip.dst_addr(), ip.hop_limit(), ip.next_header(), usize::from(ip.payload_len()))
         };
@@ -30,9 +30,9 @@ impl Dataplane {
             if dst.is_multicast() && self.kernel_has_copy(&ctx) {
                 return self.leave_to_kernel(pkt, &ctx, b.pool);
             }
-            return self.discard(Drop::IpMulticast, pkt, b.pool);
+            return self.discard(DropReason::IpMulticast, pkt, b.pool);
         }
-        let Some(vrf) = b.fib.vrf(ctx.vrf) else { return self.discard(Drop::NoRoute, pkt, b.pool) };
+        let Some(vrf) = b.fib.vrf(ctx.vrf) else { return self.discard(DropReason::NoRoute, pkt, b.pool) };
         let route = vrf.v6.lookup(dst).map(|(_, _, r)| r);
         if matches!(route.map(|r| &r.target), Some(RouteTarget::Local)) {
             return self.ipv6_local(b, pkt, ctx);
@@ -42,7 +42,7 @@ impl Dataplane {
             if self.kernel_has_copy(&ctx) {
                 return self.leave_to_kernel(pkt, &ctx, b.pool);
             }
-            return self.discard(Drop::NoRoute, pkt, b.pool);
+            return self.discard(DropReason::NoRoute, pkt, b.pool);
         }
         self.route_ip(b, pkt, ctx, IpAddr::V6(dst), hop_limit, route);
     }
@@ -56,13 +56,15 @@ impl Dataplane {
         let payload = ip.payload();
         if next == ipv4::protocol::IPV6_ICMP {
             let Ok(icmp) = icmpv6::Packet::new_checked(payload) else {
-                return self.discard(Drop::BadIcmp, pkt, b.pool);
+                return self.discard(DropReason::BadIcmp, pkt, b.pool);
             };
             if icmp.msg_type() == icmpv6::msg_type::ECHO_REQUEST {
                 if !icmp.verify_checksum(src, dst) {
-                    return self.discard(Drop::BadIcmp, pkt, b.pool);
+                    return self.discard(DropReason::BadIcmp, pkt, b.pool);
                 }
-                let Some(mut reply) = b.pool.get() else { return self.discard(Drop::NoBuffer, pkt, b.pool) };
+                let Some(mut reply) = b.pool.get() else {
+                    return self.discard(DropReason::NoBuffer, pkt, b.pool);
+                };
                 let built = {
                     let area = reply.receive_area();
                     match icmpv6::emit_echo_reply(payload, &mut area[ETH + 40..], dst, src) {
@@ -75,7 +77,7 @@ impl Dataplane {
                     }
                 };
                 b.pool.put(pkt);
-                let Some(len) = built else { return self.discard(Drop::BadIcmp, reply, b.pool) };
+                let Some(len) = built else { return self.discard(DropReason::BadIcmp, reply, b.pool) };
                 reply.set_received(len);
                 set_ethertype(reply.frame_mut(), IPV6_ETHERTYPE);
                 reply.port = ctx.in_port;
@@ -83,15 +85,15 @@ impl Dataplane {
                 let ctx = IpContext { originated: true, stack: None, ..ctx };
                 return self.ipv6_input(b, reply, ctx);
             }
-            return self.discard(Drop::LocalUnhandled, pkt, b.pool);
+            return self.discard(DropReason::LocalUnhandled, pkt, b.pool);
         }
         if next == ipv4::protocol::UDP && !ctx.originated {
-            self.counters.drop(Drop::LocalUnhandled);
+            self.counters.drop(DropReason::LocalUnhandled);
             self.icmp_error_reply(b, &pkt, ctx, IcmpKind::PortUnreachable, &[]);
             b.pool.put(pkt);
             return;
         }
-        self.discard(Drop::LocalUnhandled, pkt, b.pool)
+        self.discard(DropReason::LocalUnhandled, pkt, b.pool)
     }
 }
 

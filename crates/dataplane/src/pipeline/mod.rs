@@ -25,7 +25,7 @@ use std::time::Instant;
 use vmpls_fib::{Fib, FibHandle, VrfId};
 use vmpls_wire::ethernet;
 
-use crate::counters::{Counters, Drop, Event};
+use crate::counters::{Counters, DropReason, Event};
 use crate::gro;
 use crate::neighbor::{NeighborConfig, NeighborTable, Resolution};
 use crate::packet::{Packet, PacketPool, PortId};
@@ -82,7 +82,7 @@ pub enum HostStack {
     /// could break a session, so a frame for the router itself is left alone: freed,
     /// counted as [`Event::LeftToKernel`] (not a drop: the kernel has its own copy).
     /// Under labels the kernel's copy was an MPLS frame it cannot read, so a packet for
-    /// the router that arrives labelled is lost: [`Drop::LocalAfterPop`].
+    /// the router that arrives labelled is lost: [`DropReason::LocalAfterPop`].
     ///
     /// Unchanged: transit forwarding, the ARP requests and neighbour solicitations vmpls
     /// sends to resolve its next hops (and what it learns from the answers), and the
@@ -97,14 +97,14 @@ pub struct DataplaneConfig {
     /// TTL of labels pushed under the pipe model, and of ICMP the router originates.
     pub default_ttl: u8,
     /// ICMP errors per second the router sends at most (a [`TokenBucket`]); 0: none at
-    /// all. Errors over the limit are counted as [`Drop::IcmpSuppressed`].
+    /// all. Errors over the limit are counted as [`DropReason::IcmpSuppressed`].
     pub icmp_rate: u32,
     /// ICMP errors the router may send back to back before `icmp_rate` applies;
     /// `None`: as many as `icmp_rate`.
     pub icmp_burst: Option<u32>,
     /// ARP requests and neighbour solicitations per second the router sends at most, all
     /// ports together (a [`TokenBucket`]); at least 1 to resolve anything. Requests over
-    /// the limit are not sent and are counted as [`Drop::NeighborRequestSuppressed`];
+    /// the limit are not sent and are counted as [`DropReason::NeighborRequestSuppressed`];
     /// the frames waiting for the address stay held until the next retransmission or
     /// until they expire.
     pub neighbor_request_rate: u32,
@@ -364,7 +364,7 @@ impl Dataplane {
     pub fn remove_neighbor(&mut self, port: PortId, addr: IpAddr, pool: &mut PacketPool) -> bool {
         let Some(held) = self.neighbors.remove(port, addr) else { return false };
         for pkt in held {
-            self.discard(Drop::NeighborUnresolved, pkt, pool);
+            self.discard(DropReason::NeighborUnresolved, pkt, pool);
         }
         true
     }
@@ -422,12 +422,12 @@ impl Dataplane {
             self.send_solicit(&mut b, port, addr);
         }
         for pkt in expiry.dropped {
-            self.counters.drop(Drop::NeighborUnresolved);
+            self.counters.drop(DropReason::NeighborUnresolved);
             b.pool.put(pkt);
         }
     }
 
-    fn discard(&mut self, reason: Drop, pkt: Packet, pool: &mut PacketPool) {
+    fn discard(&mut self, reason: DropReason, pkt: Packet, pool: &mut PacketPool) {
         self.counters.drop(reason);
         pool.put(pkt);
     }
@@ -442,11 +442,11 @@ impl Dataplane {
     /// Under [`HostStack::Kernel`]: a packet received for the router itself is the
     /// kernel's. Arrived unlabelled, the kernel has its copy: counted, freed. Arrived
     /// under labels, the kernel could not read its copy and this one cannot be handed to
-    /// it: dropped as [`Drop::LocalAfterPop`].
+    /// it: dropped as [`DropReason::LocalAfterPop`].
     #[cold]
     fn leave_to_kernel(&mut self, pkt: Packet, ctx: &IpContext, pool: &mut PacketPool) {
         if ctx.stack.is_some() {
-            return self.discard(Drop::LocalAfterPop, pkt, pool);
+            return self.discard(DropReason::LocalAfterPop, pkt, pool);
         }
         self.counters.event(Event::LeftToKernel, 1);
         pool.put(pkt);
@@ -455,30 +455,30 @@ impl Dataplane {
     fn input(&mut self, b: &mut Batch<'_>, mut pkt: Packet) {
         let in_port = pkt.port;
         let Some(port) = self.ports.get(usize::from(in_port)) else {
-            return self.discard(Drop::NoSuchPort, pkt, b.pool);
+            return self.discard(DropReason::NoSuchPort, pkt, b.pool);
         };
         if let Some(c) = self.counters.rx_frames.get_mut(usize::from(in_port)) {
             *c += 1;
         }
         let Ok(frame) = ethernet::Frame::new_checked(pkt.frame()) else {
-            return self.discard(Drop::TruncatedEthernet, pkt, b.pool);
+            return self.discard(DropReason::TruncatedEthernet, pkt, b.pool);
         };
         let dst = frame.dst_addr();
         if dst.0 != port.mac && dst.is_unicast() {
-            return self.discard(Drop::OtherHost, pkt, b.pool);
+            return self.discard(DropReason::OtherHost, pkt, b.pool);
         }
         if frame.vlan().is_some() {
-            return self.discard(Drop::Vlan, pkt, b.pool);
+            return self.discard(DropReason::Vlan, pkt, b.pool);
         }
         // A partial checksum is completed where the sender says; never over our headers.
         if pkt.offload.needs_csum && usize::from(pkt.offload.csum_start) < ETH {
-            return self.discard(Drop::BadChecksumOffload, pkt, b.pool);
+            return self.discard(DropReason::BadChecksumOffload, pkt, b.pool);
         }
         // Untagged (checked above): the EtherType is the outer one, read without the
         // enum round trip.
         let ethertype = u16::from_be_bytes([pkt.frame()[12], pkt.frame()[13]]);
         if ethertype == MPLS_ETHERTYPE {
-            if self.swap_fast(b, &mut pkt) {
+            if self.swap_cached(b, &mut pkt) {
                 return b.out.tx[usize::from(pkt.port)].push(pkt);
             }
             return self.mpls_input(b, pkt, false);
@@ -494,7 +494,7 @@ impl Dataplane {
                 self.ipv6_input(b, pkt, ctx)
             }
             ARP_ETHERTYPE => self.arp_input(b, pkt),
-            _ => self.discard(Drop::UnknownEthertype, pkt, b.pool),
+            _ => self.discard(DropReason::UnknownEthertype, pkt, b.pool),
         }
     }
 }

@@ -7,21 +7,23 @@ use vmpls_fib::{Fib, LabelAction, Nexthop, TtlModel, VrfId};
 use vmpls_wire::{checksum, ipv4, ipv6, mpls};
 
 use super::*;
-use crate::counters::{Drop, Event};
+use crate::counters::{DropReason, Event};
 use crate::hash::mpls_flow_hash;
 use crate::packet::{Packet, PacketPool, PortId};
 use crate::port::PortInfo;
 
 impl Dataplane {
-    /// The common case of a P router, switched without the general path's detours: a
-    /// label swapped for exactly one label toward a resolved next hop, on a frame that
+    /// The cached swap: the common case of a P router, switched without the general
+    /// path's detours and with the next hop's MAC from the adjacency cache
+    /// ([`fresh_neighbor`](Dataplane::fresh_neighbor)): a label swapped for exactly one
+    /// label toward a resolved next hop, on a frame that
     /// needs nothing else (no segmentation, no checksum to complete, fits the MTU, TTL
     /// left). Returns false, having changed nothing, for anything else: the general path
     /// ([`mpls_input`](Dataplane::mpls_input)) is the reference behaviour, and this does
     /// exactly what it would do (same frame out, same counters) except for the push onto
     /// `out.tx[pkt.port]`, left to the caller.
     #[inline(always)]
-    pub(super) fn swap_fast(&mut self, b: &Batch<'_>, pkt: &mut Packet) -> bool {
+    pub(super) fn swap_cached(&mut self, b: &Batch<'_>, pkt: &mut Packet) -> bool {
         let fib = b.fib;
         let offload = pkt.offload;
         if offload.is_gso() {
@@ -86,13 +88,13 @@ impl Dataplane {
         let in_port = pkt.port;
         let depth = match mpls::stack_depth(&pkt.frame()[ETH..]) {
             Ok(d) => d,
-            Err(_) => return self.discard(Drop::TruncatedLabelStack, pkt, b.pool),
+            Err(_) => return self.discard(DropReason::TruncatedLabelStack, pkt, b.pool),
         };
         if depth > MAX_LABELS {
-            return self.discard(Drop::LabelStackTooDeep, pkt, b.pool);
+            return self.discard(DropReason::LabelStackTooDeep, pkt, b.pool);
         }
         if pkt.offload.needs_csum && usize::from(pkt.offload.csum_start) < ETH + 4 * depth {
-            return self.discard(Drop::BadChecksumOffload, pkt, b.pool);
+            return self.discard(DropReason::BadChecksumOffload, pkt, b.pool);
         }
         // Captured before the first pop changes the stack, and only then: a plain swap
         // never needs it.
@@ -130,7 +132,7 @@ impl Dataplane {
                     b.pool.put(pkt);
                     return;
                 }
-                mpls::IMPLICIT_NULL => return self.discard(Drop::ImplicitNullOnWire, pkt, b.pool),
+                mpls::IMPLICIT_NULL => return self.discard(DropReason::ImplicitNullOnWire, pkt, b.pool),
                 mpls::ENTROPY_LABEL_INDICATOR if !top.bottom => {
                     // ELI at the top reaches only the egress: pop it with its entropy label.
                     let el_bottom = pkt.frame()[ETH + 4 + 2] & 1 != 0;
@@ -138,7 +140,7 @@ impl Dataplane {
                     let received =
                         *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
                     if pkt.shift_head(ETH, -8).is_none() {
-                        return self.discard(Drop::TruncatedLabelStack, pkt, b.pool);
+                        return self.discard(DropReason::TruncatedLabelStack, pkt, b.pool);
                     }
                     pkt.offload.shift(-8);
                     if el_bottom {
@@ -146,15 +148,17 @@ impl Dataplane {
                     }
                     continue;
                 }
-                l if l < mpls::FIRST_UNRESERVED => return self.discard(Drop::ReservedLabel, pkt, b.pool),
+                l if l < mpls::FIRST_UNRESERVED => {
+                    return self.discard(DropReason::ReservedLabel, pkt, b.pool);
+                }
                 _ => {}
             }
             let Some(route) = b.fib.labels.get(top.label) else {
-                return self.discard(Drop::UnknownLabel, pkt, b.pool);
+                return self.discard(DropReason::UnknownLabel, pkt, b.pool);
             };
             self.counters.label(top.label, pkt.len());
             if ttl <= 1 {
-                self.counters.drop(Drop::LabelTtlExpired);
+                self.counters.drop(DropReason::LabelTtlExpired);
                 if !along_lsp {
                     // Transit unless this is the last label: a pop with labels under it
                     // (pop-then-swap, or a service label below) goes on switching too.
@@ -209,7 +213,7 @@ impl Dataplane {
         pool: &mut PacketPool,
     ) -> Option<Packet> {
         if pkt.shift_head(ETH, -4).is_none() {
-            self.discard(Drop::TruncatedLabelStack, pkt, pool);
+            self.discard(DropReason::TruncatedLabelStack, pkt, pool);
             return None;
         }
         pkt.offload.shift(-4);
@@ -243,7 +247,7 @@ impl Dataplane {
                 set_ethertype(pkt.frame_mut(), IPV6_ETHERTYPE);
                 self.ipv6_input(b, pkt, ctx)
             }
-            _ => self.discard(Drop::UnknownPayload, pkt, b.pool),
+            _ => self.discard(DropReason::UnknownPayload, pkt, b.pool),
         }
     }
 
@@ -262,18 +266,21 @@ impl Dataplane {
             // Penultimate-hop pop.
             self.counters.event(Event::LabelPop, 1);
             if pkt.shift_head(ETH, -4).is_none() {
-                return self.discard(Drop::TruncatedLabelStack, pkt, b.pool);
+                return self.discard(DropReason::TruncatedLabelStack, pkt, b.pool);
             }
             pkt.offload.shift(-4);
             if top.bottom {
                 let ethertype = match pkt.frame().get(ETH).map(|b| b >> 4) {
                     Some(4) => IPV4_ETHERTYPE,
                     Some(6) => IPV6_ETHERTYPE,
-                    _ => return self.discard(Drop::UnknownPayload, pkt, b.pool),
+                    _ => return self.discard(DropReason::UnknownPayload, pkt, b.pool),
                 };
                 if !ip_header_sane(&pkt.frame()[ETH..]) {
-                    let reason =
-                        if ethertype == IPV4_ETHERTYPE { Drop::BadIpv4Header } else { Drop::BadIpv6Header };
+                    let reason = if ethertype == IPV4_ETHERTYPE {
+                        DropReason::BadIpv4Header
+                    } else {
+                        DropReason::BadIpv6Header
+                    };
                     return self.discard(reason, pkt, b.pool);
                 }
                 set_ethertype(pkt.frame_mut(), ethertype);
@@ -287,7 +294,7 @@ impl Dataplane {
             self.counters.event(Event::LabelSwap, 1);
             let extra = labels.len() - 1;
             if extra > 0 && (pkt.shift_head(ETH, (4 * extra) as isize).is_none()) {
-                return self.discard(Drop::LabelStackTooDeep, pkt, b.pool);
+                return self.discard(DropReason::LabelStackTooDeep, pkt, b.pool);
             }
             pkt.offload.shift((4 * extra) as isize);
             let frame = pkt.frame_mut();
@@ -301,7 +308,7 @@ impl Dataplane {
             Hop { port: nh.port, addr: nh.via.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), labels: &[] };
         if nh.via.is_none() {
             // A label route without a gateway has nowhere to resolve; configs reject it.
-            return self.discard(Drop::NeighborUnresolved, pkt, b.pool);
+            return self.discard(DropReason::NeighborUnresolved, pkt, b.pool);
         }
         self.check_mtu_and_send(b, pkt, hop, None);
     }
@@ -329,7 +336,7 @@ impl Dataplane {
             // Put the received stack back on with fresh TTLs and switch it like the original.
             let n = received.len;
             if icmp.shift_head(ETH, (4 * n) as isize).is_none() {
-                return self.discard(Drop::LabelStackTooDeep, icmp, b.pool);
+                return self.discard(DropReason::LabelStackTooDeep, icmp, b.pool);
             }
             let frame = icmp.frame_mut();
             for (i, w) in received.words().iter().enumerate() {

@@ -8,7 +8,7 @@ use vmpls_fib::Fib;
 use vmpls_wire::{arp, icmpv6, ipv6};
 
 use super::*;
-use crate::counters::{Drop, Event};
+use crate::counters::{DropReason, Event};
 use crate::packet::{Packet, PacketPool, PortId};
 
 impl Dataplane {
@@ -36,7 +36,7 @@ impl Dataplane {
         let in_port = pkt.port;
         let Ok(repr) = arp::Packet::new_checked(&pkt.frame()[ETH..]).and_then(|p| arp::Repr::parse(&p))
         else {
-            return self.discard(Drop::BadArp, pkt, b.pool);
+            return self.discard(DropReason::BadArp, pkt, b.pool);
         };
         b.pool.put(pkt);
         let ours = b
@@ -90,7 +90,7 @@ impl Dataplane {
     ) -> Option<Packet> {
         let mac = self.ports.get(usize::from(port))?.mac;
         let Some(mut p) = pool.get() else {
-            self.counters.drop(Drop::NoBuffer);
+            self.counters.drop(DropReason::NoBuffer);
             return None;
         };
         let area = p.receive_area();
@@ -123,7 +123,7 @@ impl Dataplane {
             return;
         }
         if !self.request_limit.take(b.now) {
-            return self.counters.drop(Drop::NeighborRequestSuppressed);
+            return self.counters.drop(DropReason::NeighborRequestSuppressed);
         }
         match addr {
             IpAddr::V4(target) => {
@@ -145,7 +145,7 @@ impl Dataplane {
                 let Some(src) = b.fib.port_v6(port) else { return };
                 let dst = icmpv6::solicited_node_multicast(target);
                 let Some(mut p) = b.pool.get() else {
-                    self.counters.drop(Drop::NoBuffer);
+                    self.counters.drop(DropReason::NoBuffer);
                     return;
                 };
                 let area = p.receive_area();
@@ -169,14 +169,14 @@ impl Dataplane {
         let ip = ipv6::Packet::new_unchecked(&pkt.frame()[ETH..]);
         let (src, dst, hop_limit) = (ip.src_addr(), ip.dst_addr(), ip.hop_limit());
         let Ok(icmp) = icmpv6::Packet::new_checked(ip.payload()) else {
-            return self.discard(Drop::BadIcmp, pkt, b.pool);
+            return self.discard(DropReason::BadIcmp, pkt, b.pool);
         };
         // RFC 4861 section 7.1: hop limit 255 proves the sender is on the link.
         if hop_limit != 255 || !icmp.verify_checksum(src, dst) {
-            return self.discard(Drop::BadIcmp, pkt, b.pool);
+            return self.discard(DropReason::BadIcmp, pkt, b.pool);
         }
         let Ok(nd) = icmpv6::NdRepr::parse(&icmp) else {
-            return self.discard(Drop::BadIcmp, pkt, b.pool);
+            return self.discard(DropReason::BadIcmp, pkt, b.pool);
         };
         b.pool.put(pkt);
         let port_has = |a: Ipv6Addr| {
@@ -203,7 +203,7 @@ impl Dataplane {
                 if self.config.host_stack == HostStack::Kernel {
                     // The kernel advertises the addresses it owns (learning stays ours).
                     if ctx.stack.is_some() {
-                        return self.counters.drop(Drop::LocalAfterPop);
+                        return self.counters.drop(DropReason::LocalAfterPop);
                     }
                     return self.counters.event(Event::LeftToKernel, 1);
                 }
@@ -216,7 +216,7 @@ impl Dataplane {
                     (src, smac)
                 };
                 let Some(mut p) = b.pool.get() else {
-                    return self.counters.drop(Drop::NoBuffer);
+                    return self.counters.drop(DropReason::NoBuffer);
                 };
                 let area = p.receive_area();
                 write_ethernet(area, reply_mac, mac, IPV6_ETHERTYPE);
@@ -263,7 +263,7 @@ pub(super) const POINT_TO_POINT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 /// Slots of the adjacency cache (a power of two).
 pub(super) const ADJ_SLOTS: usize = 16;
 
-/// A fresh neighbour resolution remembered by the swap fast path, so a switched frame
+/// A fresh neighbour resolution remembered by the cached swap ([`swap_cached`](Dataplane::swap_cached)), so a switched frame
 /// costs no hash lookup: valid while the neighbour table's generation is `generation`
 /// and the time is before `stale_at` (exactly when the table would answer the same).
 #[derive(Debug, Clone, Copy)]

@@ -7,7 +7,7 @@ use vmpls_fib::{PrefixRoute, RouteTarget, TtlModel};
 use vmpls_wire::{ipv4, ipv6, mpls, virtio_net};
 
 use super::*;
-use crate::counters::{Drop, Event};
+use crate::counters::{DropReason, Event};
 use crate::hash::ip_flow_hash;
 use crate::neighbor::Resolution;
 use crate::packet::Packet;
@@ -27,14 +27,14 @@ impl Dataplane {
         route: Option<&PrefixRoute>,
     ) {
         if !ctx.originated && ttl <= 1 {
-            self.counters.drop(Drop::IpTtlExpired);
+            self.counters.drop(DropReason::IpTtlExpired);
             let stack = ctx.stack.unwrap_or_default();
             self.icmp_error_reply(b, &pkt, ctx, IcmpKind::TimeExceeded, stack.words());
             b.pool.put(pkt);
             return;
         }
         let Some(route) = route else {
-            self.counters.drop(Drop::NoRoute);
+            self.counters.drop(DropReason::NoRoute);
             if !ctx.originated {
                 self.icmp_error_reply(b, &pkt, ctx, IcmpKind::NetUnreachable, &[]);
             }
@@ -43,7 +43,7 @@ impl Dataplane {
         };
         let hop = match &route.target {
             RouteTarget::Local => unreachable!("the callers deliver local routes"),
-            RouteTarget::Blackhole => return self.discard(Drop::Blackhole, pkt, b.pool),
+            RouteTarget::Blackhole => return self.discard(DropReason::Blackhole, pkt, b.pool),
             RouteTarget::Connected { port } => Hop { port: *port, addr: dst, labels: &[] },
             RouteTarget::Forward(group) => {
                 let nh =
@@ -96,7 +96,7 @@ impl Dataplane {
         ip: Option<(IpContext, u8)>,
     ) {
         let Some(port) = self.ports.get(usize::from(hop.port)) else {
-            return self.discard(Drop::NoSuchPort, pkt, b.pool);
+            return self.discard(DropReason::NoSuchPort, pkt, b.pool);
         };
         let mtu = port.mtu as usize;
         let push = 4 * hop.labels.len();
@@ -105,7 +105,7 @@ impl Dataplane {
         let mut on_wire = if pkt.offload.is_gso() {
             match gso::segment_l3_len(&pkt, l3) {
                 Ok(n) => n + (l3 - ETH) + push,
-                Err(_) => return self.discard(Drop::BadGso, pkt, b.pool),
+                Err(_) => return self.discard(DropReason::BadGso, pkt, b.pool),
             }
         } else {
             pkt.len() - ETH + push
@@ -150,7 +150,7 @@ impl Dataplane {
                         }
                     }
                     Err(_) => {
-                        self.counters.drop(Drop::FragmentFailed);
+                        self.counters.drop(DropReason::FragmentFailed);
                         for f in frags.drain(..) {
                             b.pool.put(f);
                         }
@@ -159,7 +159,7 @@ impl Dataplane {
                 self.scratch = frags;
                 return;
             }
-            self.counters.drop(Drop::MtuExceeded);
+            self.counters.drop(DropReason::MtuExceeded);
             let kind = IcmpKind::TooBig { mtu: room as u32 };
             match ip {
                 Some((ctx, _)) if !ctx.originated => self.icmp_error_reply_at(b, &pkt, l3, ctx, kind, &[]),
@@ -197,7 +197,7 @@ impl Dataplane {
         let n = stack.len();
         if n > 0 {
             if icmp.shift_head(ETH, n as isize).is_none() {
-                return self.discard(Drop::LabelStackTooDeep, icmp, b.pool);
+                return self.discard(DropReason::LabelStackTooDeep, icmp, b.pool);
             }
             let ttl = self.config.default_ttl;
             let frame = icmp.frame_mut();
@@ -217,7 +217,7 @@ impl Dataplane {
         if n > 0 {
             let tc = pkt.frame().get(ETH..ETH + 2).map(|b| ip_dscp(b) >> 3).unwrap_or(0);
             if pkt.shift_head(ETH, (4 * n) as isize).is_none() {
-                return self.discard(Drop::LabelStackTooDeep, pkt, b.pool);
+                return self.discard(DropReason::LabelStackTooDeep, pkt, b.pool);
             }
             pkt.offload.shift((4 * n) as isize);
             let frame = pkt.frame_mut();
@@ -245,7 +245,7 @@ impl Dataplane {
             }
             Resolution::Unknown { probe } => {
                 if let Err(pkt) = self.neighbors.hold(hop.port, hop.addr, pkt) {
-                    self.discard(Drop::NeighborQueueFull, pkt, b.pool);
+                    self.discard(DropReason::NeighborQueueFull, pkt, b.pool);
                 }
                 if probe {
                     self.send_solicit(b, hop.port, hop.addr);
@@ -259,7 +259,7 @@ impl Dataplane {
     pub(super) fn emit(&mut self, b: &mut Batch<'_>, dst_mac: [u8; 6], mut pkt: Packet) {
         let port_id = pkt.port;
         let Some(port) = self.ports.get(usize::from(port_id)) else {
-            return self.discard(Drop::NoSuchPort, pkt, b.pool);
+            return self.discard(DropReason::NoSuchPort, pkt, b.pool);
         };
         let caps = port.caps;
         let mtu = port.mtu as usize;
@@ -313,17 +313,17 @@ impl Dataplane {
                     self.counters.event(Event::GsoSegmented, 1);
                     self.counters.event(Event::GsoSegments, made as u64);
                 }
-                Err(gso::GsoError::NoBuffer) => self.counters.drop(Drop::NoBuffer),
-                Err(_) => self.counters.drop(Drop::BadGso),
+                Err(gso::GsoError::NoBuffer) => self.counters.drop(DropReason::NoBuffer),
+                Err(_) => self.counters.drop(DropReason::BadGso),
             }
             return;
         }
         if pkt.len() - ETH > mtu {
-            return self.discard(Drop::OversizeAtOutput, pkt, b.pool);
+            return self.discard(DropReason::OversizeAtOutput, pkt, b.pool);
         }
         if pkt.offload.needs_csum && !caps.csum {
             if gso::complete_checksum(&mut pkt).is_err() {
-                return self.discard(Drop::BadChecksumOffload, pkt, b.pool);
+                return self.discard(DropReason::BadChecksumOffload, pkt, b.pool);
             }
             self.counters.event(Event::ChecksumCompleted, 1);
         }

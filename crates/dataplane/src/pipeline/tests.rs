@@ -1,5 +1,5 @@
-//! The swap fast path against the general path: the same frames through two routers,
-//! one by [`Dataplane::process`] (fast path first), one straight into
+//! The cached swap against the general path: the same frames through two routers,
+//! one by [`Dataplane::process`] (the cached swap first), one straight into
 //! [`Dataplane::mpls_input`], must give the same frames out, the same counters and the
 //! same neighbour table, including across neighbour changes and stale entries.
 
@@ -118,10 +118,10 @@ fn cases() -> Vec<Packet> {
     v
 }
 
-fn run(dp: &mut Dataplane, now: Instant, fast: bool, pool: &mut PacketPool) -> Vec<(PortId, Vec<u8>)> {
+fn run(dp: &mut Dataplane, now: Instant, cached: bool, pool: &mut PacketPool) -> Vec<(PortId, Vec<u8>)> {
     let mut out = Output::new(2);
     for pkt in cases() {
-        if fast {
+        if cached {
             dp.process(now, pkt, pool, &mut out);
         } else {
             let fib = dp.fib.load_full();
@@ -311,7 +311,7 @@ fn an_advert_without_override_does_not_replace_a_reachable_neighbour() {
 }
 
 #[test]
-fn swap_fast_path_matches_the_general_path() {
+fn cached_swap_matches_the_general_path() {
     let (mut a, mut b) = (router(), router());
     let (mut pa, mut pb) = (PacketPool::new(64), PacketPool::new(64));
     let t0 = Instant::now();
@@ -324,7 +324,7 @@ fn swap_fast_path_matches_the_general_path() {
         sa
     };
     let first = step(&mut a, &mut b, &mut pa, &mut pb, t0);
-    assert!(a.counters().events(Event::LabelSwap) >= 6, "the fast cases were switched");
+    assert!(a.counters().events(Event::LabelSwap) >= 6, "the cached cases were switched");
     // Cached resolutions follow a neighbour's new MAC.
     for dp in [&mut a, &mut b] {
         dp.neighbors.learn(t0, 1, ip("198.18.20.2"), PEER2_MAC, false);
