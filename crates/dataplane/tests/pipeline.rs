@@ -1061,7 +1061,7 @@ fn other_reserved_labels_are_dropped_as_reserved() {
 fn unknown_label_is_dropped_and_counted() {
     let mut r = Router::p();
     assert!(r.send(P_WEST, &to_p(&[(4242, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
-    assert!(r.send(P_WEST, &to_p(&[(0xfffff, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
+    assert!(r.send(P_WEST, &to_p(&[(vmpls_fib::MAX_LABEL, 64)], &tcp_ce1_ce2(64, 1))).is_empty());
     r.assert_only_drop(DropReason::UnknownLabel, 2);
     p_still_forwards(&mut r);
 }
