@@ -36,6 +36,9 @@ mod field {
 pub const HEADER_LEN: usize = 14;
 /// Length of one 802.1Q tag (TPID and TCI).
 pub const VLAN_TAG_LEN: usize = 4;
+/// The shortest Ethernet frame without its frame check sequence (64 bytes on the wire
+/// less 4): shorter frames are padded to it.
+pub const MIN_FRAME_LEN: usize = 60;
 
 /// A 48-bit MAC address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -106,6 +109,7 @@ pub enum EtherType {
 }
 
 impl From<u16> for EtherType {
+    #[inline]
     fn from(v: u16) -> EtherType {
         match v {
             0x0800 => EtherType::Ipv4,
@@ -120,6 +124,7 @@ impl From<u16> for EtherType {
 }
 
 impl From<EtherType> for u16 {
+    #[inline]
     fn from(t: EtherType) -> u16 {
         match t {
             EtherType::Ipv4 => 0x0800,
