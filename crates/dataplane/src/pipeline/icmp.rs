@@ -1,7 +1,8 @@
 //! ICMP errors the router originates: time exceeded, unreachable, fragmentation needed
 //! and packet too big, with the received label stack (RFC 4950), rate-limited.
 
-use vmpls_wire::{icmpv4, icmpv6, ipv4, ipv6};
+use vmpls_wire::ethernet::EtherType;
+use vmpls_wire::{icmpv4, icmpv6, ip, ipv4, ipv6};
 
 use super::*;
 use crate::counters::{DropReason, Event};
@@ -45,7 +46,7 @@ impl Dataplane {
             _ => self.counters.event(Event::IcmpUnreachable, 1),
         }
         let ctx = IpContext { originated: true, stack: None, ..ctx };
-        if original.first().map(|b| b >> 4) == Some(6) {
+        if ip::Version::of_packet(original) == Some(ip::Version::Ipv6) {
             self.ipv6_input(b, icmp, ctx)
         } else {
             self.ipv4_input(b, icmp, ctx)
@@ -64,10 +65,9 @@ impl Dataplane {
         kind: IcmpKind,
         stack: &[u32],
     ) -> Option<Packet> {
-        let v6 = match original.first().map(|b| b >> 4) {
-            Some(4) => false,
-            Some(6) => true,
-            _ => return None,
+        let v6 = match ip::Version::of_packet(original)? {
+            ip::Version::Ipv4 => false,
+            ip::Version::Ipv6 => true,
         };
         if !may_answer_with_error(original) {
             return None;
@@ -93,17 +93,28 @@ impl Dataplane {
             let kind6 = match kind {
                 IcmpKind::TimeExceeded => icmpv6::ErrorKind6::TimeExceeded,
                 IcmpKind::TooBig { mtu } => icmpv6::ErrorKind6::PacketTooBig { mtu },
-                IcmpKind::NetUnreachable => icmpv6::ErrorKind6::Unreachable { code: 0 },
-                IcmpKind::PortUnreachable => icmpv6::ErrorKind6::Unreachable { code: 4 },
+                IcmpKind::NetUnreachable => {
+                    icmpv6::ErrorKind6::Unreachable { code: icmpv6::unreachable_code::NO_ROUTE }
+                }
+                IcmpKind::PortUnreachable => {
+                    icmpv6::ErrorKind6::Unreachable { code: icmpv6::unreachable_code::PORT_UNREACHABLE }
+                }
             };
             let area = pkt.receive_area();
-            let Ok(n) = icmpv6::emit_error(&mut area[ETH + 40..ETH + 1280], kind6, original, stack, src, dst)
-            else {
+            let Ok(n) = icmpv6::emit_error(
+                &mut area[ETH + ipv6::HEADER_LEN..ETH + icmpv6::MIN_MTU],
+                kind6,
+                original,
+                stack,
+                src,
+                dst,
+            ) else {
                 b.pool.put(pkt);
                 return None;
             };
-            ipv6_repr(src, dst, n, ttl).emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
-            ETH + 40 + n
+            ipv6_repr(src, dst, n, ttl)
+                .emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + ipv6::HEADER_LEN]));
+            ETH + ipv6::HEADER_LEN + n
         } else {
             let orig = ipv4::Packet::new_unchecked(original);
             let Some(src) = b.fib.source_v4_for(in_port) else {
@@ -115,12 +126,21 @@ impl Dataplane {
             let kind4 = match kind {
                 IcmpKind::TimeExceeded => icmpv4::ErrorKind::TimeExceeded,
                 IcmpKind::TooBig { mtu } => icmpv4::ErrorKind::FragNeeded { mtu: mtu.min(0xffff) as u16 },
-                IcmpKind::NetUnreachable => icmpv4::ErrorKind::Unreachable { code: 0 },
-                IcmpKind::PortUnreachable => icmpv4::ErrorKind::Unreachable { code: 3 },
+                IcmpKind::NetUnreachable => {
+                    icmpv4::ErrorKind::Unreachable { code: icmpv4::unreachable_code::NET_UNREACHABLE }
+                }
+                IcmpKind::PortUnreachable => {
+                    icmpv4::ErrorKind::Unreachable { code: icmpv4::unreachable_code::PORT_UNREACHABLE }
+                }
             };
             let ident = self.next_ident();
             let area = pkt.receive_area();
-            let Ok(n) = icmpv4::emit_error(&mut area[ETH + 20..ETH + 576], kind4, original, stack) else {
+            let Ok(n) = icmpv4::emit_error(
+                &mut area[ETH + ipv4::HEADER_LEN..ETH + icmpv4::MIN_MTU],
+                kind4,
+                original,
+                stack,
+            ) else {
                 b.pool.put(pkt);
                 return None;
             };
@@ -134,11 +154,11 @@ impl Dataplane {
                 ident,
                 dont_frag: false,
             };
-            h.emit(&mut ipv4::Packet::new_unchecked(&mut area[ETH..ETH + 20]));
-            ETH + 20 + n
+            h.emit(&mut ipv4::Packet::new_unchecked(&mut area[ETH..ETH + ipv4::HEADER_LEN]));
+            ETH + ipv4::HEADER_LEN + n
         };
         pkt.set_received(len);
-        set_ethertype(pkt.frame_mut(), if v6 { IPV6_ETHERTYPE } else { IPV4_ETHERTYPE });
+        set_ethertype(pkt.frame_mut(), if v6 { EtherType::Ipv6 } else { EtherType::Ipv4 });
         Some(pkt)
     }
 }
@@ -157,20 +177,20 @@ pub(super) enum IcmpKind {
 /// extension headers cannot be followed, or a packet from a multicast, broadcast or
 /// unspecified source.
 pub(super) fn may_answer_with_error(original: &[u8]) -> bool {
-    match original.first().map(|b| b >> 4) {
-        Some(4) => {
+    match ip::Version::of_packet(original) {
+        Some(ip::Version::Ipv4) => {
             let Ok(ip) = ipv4::Packet::new_checked(original) else { return false };
             let src = ip.src_addr();
             if src.is_unspecified() || src.is_broadcast() || src.is_multicast() || ip.frag_offset() != 0 {
                 return false;
             }
             if ip.protocol() == ipv4::protocol::ICMP {
-                let t = ip.payload().first().copied().unwrap_or(255);
+                let t = icmpv4::peek_msg_type(ip.payload()).unwrap_or(255);
                 return matches!(t, icmpv4::msg_type::ECHO_REQUEST | icmpv4::msg_type::ECHO_REPLY);
             }
             true
         }
-        Some(6) => {
+        Some(ip::Version::Ipv6) => {
             let Ok(ip) = ipv6::Packet::new_checked(original) else { return false };
             let src = ip.src_addr();
             if src.is_unspecified() || src.is_multicast() {
@@ -179,14 +199,13 @@ pub(super) fn may_answer_with_error(original: &[u8]) -> bool {
             // The upper layer may sit behind extension headers: walk them, and stay
             // silent when the chain cannot be followed (cut short, too long).
             match ipv6_upper_layer(ip.next_header(), ip.payload()) {
-                Some(Upper::Protocol(ipv4::protocol::IPV6_ICMP, icmp)) => {
-                    // Types below 128 are errors.
-                    icmp.first().is_some_and(|t| *t >= 128)
+                Some(Upper::Protocol(ipv6::protocol::IPV6_ICMP, icmp)) => {
+                    icmpv6::peek_msg_type(icmp).is_some_and(|t| !icmpv6::is_error(t))
                 }
                 Some(Upper::Protocol(..)) => true,
                 Some(Upper::LaterFragment) | None => false,
             }
         }
-        _ => false,
+        None => false,
     }
 }

@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 
 use vmpls_fib::RouteTarget;
+use vmpls_wire::ethernet::EtherType;
 use vmpls_wire::{icmpv4, ipv4};
 
 use super::*;
@@ -72,11 +73,11 @@ impl Dataplane {
                 };
                 let built = {
                     let area = reply.receive_area();
-                    match icmpv4::emit_echo_reply(payload, &mut area[ETH + 20..]) {
+                    match icmpv4::emit_echo_reply(payload, &mut area[ETH + ipv4::HEADER_LEN..]) {
                         Ok(n) => {
                             let h = ipv4::Repr { payload_len: n, ..hdr };
-                            h.emit(&mut ipv4::Packet::new_unchecked(&mut area[ETH..ETH + 20]));
-                            Some(ETH + 20 + n)
+                            h.emit(&mut ipv4::Packet::new_unchecked(&mut area[ETH..ETH + ipv4::HEADER_LEN]));
+                            Some(ETH + ipv4::HEADER_LEN + n)
                         }
                         Err(_) => None,
                     }
@@ -84,7 +85,7 @@ impl Dataplane {
                 b.pool.put(pkt);
                 let Some(len) = built else { return self.discard(DropReason::BadIcmp, reply, b.pool) };
                 reply.set_received(len);
-                set_ethertype(reply.frame_mut(), IPV4_ETHERTYPE);
+                set_ethertype(reply.frame_mut(), EtherType::Ipv4);
                 reply.port = ctx.in_port;
                 self.counters.event(Event::EchoReply, 1);
                 let ctx = IpContext { originated: true, stack: None, ..ctx };

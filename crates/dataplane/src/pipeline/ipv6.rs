@@ -4,7 +4,8 @@
 use std::net::{IpAddr, Ipv6Addr};
 
 use vmpls_fib::RouteTarget;
-use vmpls_wire::{icmpv6, ipv4, ipv6};
+use vmpls_wire::ethernet::EtherType;
+use vmpls_wire::{icmpv6, ipv6};
 
 use super::*;
 use crate::counters::{DropReason, Event};
@@ -19,8 +20,8 @@ impl Dataplane {
             (ip.dst_addr(), ip.hop_limit(), ip.next_header(), usize::from(ip.payload_len()))
         };
         pkt.truncate(ETH + ipv6::HEADER_LEN + payload_len);
-        if next_header == ipv4::protocol::IPV6_ICMP
-            && let Some(&t) = pkt.frame().get(ETH + ipv6::HEADER_LEN)
+        if next_header == ipv6::protocol::IPV6_ICMP
+            && let Some(t) = pkt.frame().get(ETH + ipv6::HEADER_LEN..).and_then(icmpv6::peek_msg_type)
             && (t == icmpv6::msg_type::NEIGHBOR_SOLICIT || t == icmpv6::msg_type::NEIGHBOR_ADVERT)
             && !ctx.originated
         {
@@ -54,7 +55,7 @@ impl Dataplane {
         let ip = ipv6::Packet::new_unchecked(&pkt.frame()[ETH..]);
         let (src, dst, next) = (ip.src_addr(), ip.dst_addr(), ip.next_header());
         let payload = ip.payload();
-        if next == ipv4::protocol::IPV6_ICMP {
+        if next == ipv6::protocol::IPV6_ICMP {
             let Ok(icmp) = icmpv6::Packet::new_checked(payload) else {
                 return self.discard(DropReason::BadIcmp, pkt, b.pool);
             };
@@ -67,11 +68,12 @@ impl Dataplane {
                 };
                 let built = {
                     let area = reply.receive_area();
-                    match icmpv6::emit_echo_reply(payload, &mut area[ETH + 40..], dst, src) {
+                    match icmpv6::emit_echo_reply(payload, &mut area[ETH + ipv6::HEADER_LEN..], dst, src) {
                         Ok(n) => {
-                            ipv6_repr(dst, src, n, 64)
-                                .emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
-                            Some(ETH + 40 + n)
+                            ipv6_repr(dst, src, n, 64).emit(&mut ipv6::Packet::new_unchecked(
+                                &mut area[ETH..ETH + ipv6::HEADER_LEN],
+                            ));
+                            Some(ETH + ipv6::HEADER_LEN + n)
                         }
                         Err(_) => None,
                     }
@@ -79,7 +81,7 @@ impl Dataplane {
                 b.pool.put(pkt);
                 let Some(len) = built else { return self.discard(DropReason::BadIcmp, reply, b.pool) };
                 reply.set_received(len);
-                set_ethertype(reply.frame_mut(), IPV6_ETHERTYPE);
+                set_ethertype(reply.frame_mut(), EtherType::Ipv6);
                 reply.port = ctx.in_port;
                 self.counters.event(Event::EchoReply, 1);
                 let ctx = IpContext { originated: true, stack: None, ..ctx };
@@ -87,7 +89,7 @@ impl Dataplane {
             }
             return self.discard(DropReason::LocalUnhandled, pkt, b.pool);
         }
-        if next == ipv4::protocol::UDP && !ctx.originated {
+        if next == ipv6::protocol::UDP && !ctx.originated {
             self.counters.drop(DropReason::LocalUnhandled);
             self.icmp_error_reply(b, &pkt, ctx, IcmpKind::PortUnreachable, &[]);
             b.pool.put(pkt);
@@ -115,8 +117,7 @@ pub(super) enum Upper<'a> {
 /// the upper layer. `None` when a header runs past the payload or the chain is longer
 /// than [`MAX_IPV6_EXT_HEADERS`].
 pub(super) fn ipv6_upper_layer(mut next: u8, mut payload: &[u8]) -> Option<Upper<'_>> {
-    use ipv4::protocol::{AH, HOPOPT, IPV6_FRAG, IPV6_ROUTE};
-    const IPV6_OPTS: u8 = 60;
+    use ipv6::protocol::{AH, HOPOPT, IPV6_FRAG, IPV6_OPTS, IPV6_ROUTE};
     for _ in 0..=MAX_IPV6_EXT_HEADERS {
         let len = match next {
             HOPOPT | IPV6_ROUTE | IPV6_OPTS => (usize::from(*payload.get(1)?) + 1) * 8,
@@ -145,7 +146,7 @@ pub(super) fn ipv6_repr(src: Ipv6Addr, dst: Ipv6Addr, payload_len: usize, hop_li
     ipv6::Repr {
         src_addr: src,
         dst_addr: dst,
-        next_header: ipv4::protocol::IPV6_ICMP,
+        next_header: ipv6::protocol::IPV6_ICMP,
         payload_len,
         hop_limit,
         traffic_class: 0,

@@ -23,7 +23,7 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use vmpls_fib::{Fib, FibHandle, VrfId};
-use vmpls_wire::ethernet;
+use vmpls_wire::ethernet::{self, EtherType};
 
 use crate::counters::{Counters, DropReason, Event};
 use crate::gro;
@@ -47,10 +47,6 @@ use mpls::*;
 use neighbor::*;
 
 const ETH: usize = ethernet::HEADER_LEN;
-const MPLS_ETHERTYPE: u16 = 0x8847;
-const IPV4_ETHERTYPE: u16 = 0x0800;
-const IPV6_ETHERTYPE: u16 = 0x86dd;
-const ARP_ETHERTYPE: u16 = 0x0806;
 /// Most label stack entries one frame may carry; deeper stacks are dropped. The control
 /// plane refuses routes that would push more.
 const MAX_LABELS: usize = vmpls_fib::MAX_STACK_DEPTH;
@@ -474,46 +470,60 @@ impl Dataplane {
         if pkt.offload.needs_csum && usize::from(pkt.offload.csum_start) < ETH {
             return self.discard(DropReason::BadChecksumOffload, pkt, b.pool);
         }
-        // Untagged (checked above): the EtherType is the outer one, read without the
-        // enum round trip.
-        let ethertype = u16::from_be_bytes([pkt.frame()[12], pkt.frame()[13]]);
-        if ethertype == MPLS_ETHERTYPE {
-            if self.swap_cached(b, &mut pkt) {
-                return b.out.tx[usize::from(pkt.port)].push(pkt);
+        // Untagged (checked above): the EtherType is the outer one.
+        match frame.outer_ethertype() {
+            EtherType::Mpls => {
+                if self.swap_cached(b, &mut pkt) {
+                    return b.out.tx[usize::from(pkt.port)].push(pkt);
+                }
+                self.mpls_input(b, pkt, false)
             }
-            return self.mpls_input(b, pkt, false);
-        }
-        let vrf = b.fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
-        match ethertype {
-            IPV4_ETHERTYPE => {
-                let ctx = IpContext { in_port, vrf, originated: false, stack: None };
+            EtherType::Ipv4 => {
+                let ctx =
+                    IpContext { in_port, vrf: port_vrf(b.fib, in_port), originated: false, stack: None };
                 self.ipv4_input(b, pkt, ctx)
             }
-            IPV6_ETHERTYPE => {
-                let ctx = IpContext { in_port, vrf, originated: false, stack: None };
+            EtherType::Ipv6 => {
+                let ctx =
+                    IpContext { in_port, vrf: port_vrf(b.fib, in_port), originated: false, stack: None };
                 self.ipv6_input(b, pkt, ctx)
             }
-            ARP_ETHERTYPE => self.arp_input(b, pkt),
+            EtherType::Arp => self.arp_input(b, pkt),
             _ => self.discard(DropReason::UnknownEthertype, pkt, b.pool),
         }
     }
 }
 
-fn write_ethernet(area: &mut [u8], dst: [u8; 6], src: [u8; 6], ethertype: u16) {
-    area[0..6].copy_from_slice(&dst);
-    area[6..12].copy_from_slice(&src);
-    area[12..14].copy_from_slice(&ethertype.to_be_bytes());
+/// The VRF of the port a frame arrived on.
+#[inline]
+fn port_vrf(fib: &Fib, port: PortId) -> VrfId {
+    fib.port_vrf.get(usize::from(port)).copied().unwrap_or(vmpls_fib::DEFAULT_VRF)
 }
 
-fn set_ethertype(frame: &mut [u8], ethertype: u16) {
-    frame[12..14].copy_from_slice(&ethertype.to_be_bytes());
+/// Writes an untagged Ethernet header at the start of `area`.
+fn write_ethernet(area: &mut [u8], dst: [u8; 6], src: [u8; 6], ethertype: EtherType) {
+    let header = ethernet::Repr {
+        dst_addr: ethernet::Address(dst),
+        src_addr: ethernet::Address(src),
+        ethertype,
+        vlan: None,
+    };
+    header.emit(&mut ethernet::Frame::new_unchecked(area));
+}
+
+/// Sets the EtherType of an untagged frame (after a push or a pop).
+#[inline]
+fn set_ethertype(frame: &mut [u8], ethertype: EtherType) {
+    ethernet::Frame::new_unchecked(frame).set_outer_ethertype(ethertype);
+}
+
+/// True for a frame whose EtherType (the outer one) is MPLS.
+#[inline(always)]
+fn is_labelled(frame: &[u8]) -> bool {
+    frame.len() >= ETH && ethernet::Frame::new_unchecked(frame).outer_ethertype() == EtherType::Mpls
 }
 
 /// Offset of the IP header: after Ethernet and, for a labelled frame, the label stack.
 fn l3_offset(frame: &[u8]) -> usize {
-    if frame.len() >= ETH && u16::from_be_bytes([frame[12], frame[13]]) == MPLS_ETHERTYPE {
-        ETH + 4 * vmpls_wire::mpls::stack_depth(&frame[ETH..]).unwrap_or(0)
-    } else {
-        ETH
-    }
+    if is_labelled(frame) { entry_at(vmpls_wire::mpls::stack_depth(&frame[ETH..]).unwrap_or(0)) } else { ETH }
 }

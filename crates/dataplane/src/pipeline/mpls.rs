@@ -4,7 +4,8 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use vmpls_fib::{Fib, LabelAction, Nexthop, TtlModel, VrfId};
-use vmpls_wire::{checksum, ipv4, ipv6, mpls};
+use vmpls_wire::ethernet::{self, EtherType};
+use vmpls_wire::{ip, ipv4, ipv6, mpls};
 
 use super::*;
 use crate::counters::{DropReason, Event};
@@ -31,9 +32,7 @@ impl Dataplane {
         }
         let frame = pkt.frame_mut();
         let len = frame.len();
-        let Some(entry) = frame.get_mut(ETH..ETH + 4) else { return false };
-        let word = u32::from_be_bytes([entry[0], entry[1], entry[2], entry[3]]);
-        let top = mpls::Repr::from_u32(word);
+        let Some(top) = top_entry(frame) else { return false };
         if top.label < mpls::FIRST_UNRESERVED || top.ttl <= 1 {
             return false;
         }
@@ -47,7 +46,7 @@ impl Dataplane {
                 _ => return false,
             }
         };
-        if offload.needs_csum && usize::from(offload.csum_start) < ETH + 4 * depth {
+        if offload.needs_csum && usize::from(offload.csum_start) < entry_at(depth) {
             return false;
         }
         let Some(route) = fib.labels.get(top.label) else { return false };
@@ -70,10 +69,10 @@ impl Dataplane {
         // Unknown, stale or refresh due: the general path resolves (and asks).
         let Some(dst_mac) = self.fresh_neighbor(b.now, out_port, addr) else { return false };
         // Committed: from here on, what the general path does for this frame.
-        let entry = mpls::Repr { label, tc: top.tc, bottom: top.bottom, ttl: top.ttl - 1 };
-        frame[ETH..ETH + 4].copy_from_slice(&entry.to_u32().to_be_bytes());
-        frame[0..6].copy_from_slice(&dst_mac);
-        frame[6..12].copy_from_slice(&src_mac);
+        write_entry(frame, 0, mpls::Repr { label, tc: top.tc, bottom: top.bottom, ttl: top.ttl - 1 });
+        let mut eth = ethernet::Frame::new_unchecked(frame);
+        eth.set_dst_addr(ethernet::Address(dst_mac));
+        eth.set_src_addr(ethernet::Address(src_mac));
         pkt.port = out_port;
         self.counters.label(top.label, len);
         self.counters.event(Event::LabelSwap, 1);
@@ -93,18 +92,18 @@ impl Dataplane {
         if depth > MAX_LABELS {
             return self.discard(DropReason::LabelStackTooDeep, pkt, b.pool);
         }
-        if pkt.offload.needs_csum && usize::from(pkt.offload.csum_start) < ETH + 4 * depth {
+        if pkt.offload.needs_csum && usize::from(pkt.offload.csum_start) < entry_at(depth) {
             return self.discard(DropReason::BadChecksumOffload, pkt, b.pool);
         }
         // Captured before the first pop changes the stack, and only then: a plain swap
         // never needs it.
         let mut received: Option<ReceivedStack> = None;
-        let port_vrf = b.fib.port_vrf.get(usize::from(in_port)).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
+        let port_vrf = port_vrf(b.fib, in_port);
         // Each pass handles the top entry; pops at this router continue with the next one.
         loop {
-            let top = mpls::Repr::from_u32(u32::from_be_bytes(
-                pkt.frame()[ETH..ETH + 4].try_into().expect("stack_depth checked 4 bytes"),
-            ));
+            let Some(top) = top_entry(pkt.frame()) else {
+                return self.discard(DropReason::TruncatedLabelStack, pkt, b.pool);
+            };
             let ttl = top.ttl;
             match top.label {
                 mpls::IPV4_EXPLICIT_NULL | mpls::IPV6_EXPLICIT_NULL => {
@@ -135,14 +134,14 @@ impl Dataplane {
                 mpls::IMPLICIT_NULL => return self.discard(DropReason::ImplicitNullOnWire, pkt, b.pool),
                 mpls::ENTROPY_LABEL_INDICATOR if !top.bottom => {
                     // ELI at the top reaches only the egress: pop it with its entropy label.
-                    let el_bottom = pkt.frame()[ETH + 4 + 2] & 1 != 0;
+                    let el_bottom = mpls::Entry::new_unchecked(&pkt.frame()[entry_at(1)..]).bottom_of_stack();
                     self.counters.event(Event::LabelPop, 2);
                     let received =
                         *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
-                    if pkt.shift_head(ETH, -8).is_none() {
+                    if pkt.shift_head(ETH, -2 * LSE).is_none() {
                         return self.discard(DropReason::TruncatedLabelStack, pkt, b.pool);
                     }
-                    pkt.offload.shift(-8);
+                    pkt.offload.shift(-2 * LSE);
                     if el_bottom {
                         return self.ip_after_pop(b, pkt, in_port, port_vrf, received);
                     }
@@ -212,17 +211,19 @@ impl Dataplane {
         model: TtlModel,
         pool: &mut PacketPool,
     ) -> Option<Packet> {
-        if pkt.shift_head(ETH, -4).is_none() {
+        if pkt.shift_head(ETH, -LSE).is_none() {
             self.discard(DropReason::TruncatedLabelStack, pkt, pool);
             return None;
         }
-        pkt.offload.shift(-4);
+        pkt.offload.shift(-LSE);
         if model == TtlModel::Uniform {
             let ttl = top.ttl;
             if top.bottom {
                 set_ip_ttl_below(pkt.frame_mut(), ETH, ttl);
-            } else if let Some(next) = pkt.frame_mut().get_mut(ETH..ETH + 4) {
-                next[3] = next[3].min(ttl);
+            } else if let Some(next) = pkt.frame_mut().get_mut(ETH..)
+                && let Ok(mut next) = mpls::Entry::new_checked(next)
+            {
+                next.set_ttl(next.ttl().min(ttl));
             }
         }
         Some(pkt)
@@ -238,16 +239,16 @@ impl Dataplane {
         received: ReceivedStack,
     ) {
         let ctx = IpContext { in_port, vrf, originated: false, stack: Some(received) };
-        match pkt.frame().get(ETH).map(|b| b >> 4) {
-            Some(4) => {
-                set_ethertype(pkt.frame_mut(), IPV4_ETHERTYPE);
+        match ip_version(pkt.frame()) {
+            Some(ip::Version::Ipv4) => {
+                set_ethertype(pkt.frame_mut(), EtherType::Ipv4);
                 self.ipv4_input(b, pkt, ctx)
             }
-            Some(6) => {
-                set_ethertype(pkt.frame_mut(), IPV6_ETHERTYPE);
+            Some(ip::Version::Ipv6) => {
+                set_ethertype(pkt.frame_mut(), EtherType::Ipv6);
                 self.ipv6_input(b, pkt, ctx)
             }
-            _ => self.discard(DropReason::UnknownPayload, pkt, b.pool),
+            None => self.discard(DropReason::UnknownPayload, pkt, b.pool),
         }
     }
 
@@ -265,43 +266,44 @@ impl Dataplane {
         if labels.is_empty() {
             // Penultimate-hop pop.
             self.counters.event(Event::LabelPop, 1);
-            if pkt.shift_head(ETH, -4).is_none() {
+            if pkt.shift_head(ETH, -LSE).is_none() {
                 return self.discard(DropReason::TruncatedLabelStack, pkt, b.pool);
             }
-            pkt.offload.shift(-4);
+            pkt.offload.shift(-LSE);
             if top.bottom {
-                let ethertype = match pkt.frame().get(ETH).map(|b| b >> 4) {
-                    Some(4) => IPV4_ETHERTYPE,
-                    Some(6) => IPV6_ETHERTYPE,
-                    _ => return self.discard(DropReason::UnknownPayload, pkt, b.pool),
+                let Some(version) = ip_version(pkt.frame()) else {
+                    return self.discard(DropReason::UnknownPayload, pkt, b.pool);
                 };
                 if !ip_header_sane(&pkt.frame()[ETH..]) {
-                    let reason = if ethertype == IPV4_ETHERTYPE {
-                        DropReason::BadIpv4Header
-                    } else {
-                        DropReason::BadIpv6Header
+                    let reason = match version {
+                        ip::Version::Ipv4 => DropReason::BadIpv4Header,
+                        ip::Version::Ipv6 => DropReason::BadIpv6Header,
                     };
                     return self.discard(reason, pkt, b.pool);
                 }
-                set_ethertype(pkt.frame_mut(), ethertype);
+                set_ethertype(pkt.frame_mut(), version.ethertype());
                 if model == TtlModel::Uniform {
                     set_ip_ttl_below(pkt.frame_mut(), ETH, ttl);
                 }
             } else if model == TtlModel::Uniform {
-                pkt.frame_mut()[ETH + 3] = ttl;
+                mpls::Entry::new_unchecked(&mut pkt.frame_mut()[ETH..]).set_ttl(ttl);
             }
         } else {
             self.counters.event(Event::LabelSwap, 1);
             let extra = labels.len() - 1;
-            if extra > 0 && (pkt.shift_head(ETH, (4 * extra) as isize).is_none()) {
+            let grow = LSE * extra as isize;
+            if extra > 0 && (pkt.shift_head(ETH, grow).is_none()) {
                 return self.discard(DropReason::LabelStackTooDeep, pkt, b.pool);
             }
-            pkt.offload.shift((4 * extra) as isize);
+            pkt.offload.shift(grow);
             let frame = pkt.frame_mut();
             let n = labels.len();
             for (i, &label) in labels.iter().enumerate() {
-                let entry = mpls::Repr { label, tc: top.tc, bottom: i == n - 1 && top.bottom, ttl };
-                frame[ETH + 4 * i..ETH + 4 * i + 4].copy_from_slice(&entry.to_u32().to_be_bytes());
+                write_entry(
+                    frame,
+                    i,
+                    mpls::Repr { label, tc: top.tc, bottom: i == n - 1 && top.bottom, ttl },
+                );
             }
         }
         let hop =
@@ -335,27 +337,59 @@ impl Dataplane {
         if transit {
             // Put the received stack back on with fresh TTLs and switch it like the original.
             let n = received.len;
-            if icmp.shift_head(ETH, (4 * n) as isize).is_none() {
+            if icmp.shift_head(ETH, LSE * n as isize).is_none() {
                 return self.discard(DropReason::LabelStackTooDeep, icmp, b.pool);
             }
             let frame = icmp.frame_mut();
             for (i, w) in received.words().iter().enumerate() {
-                let mut e = mpls::Repr::from_u32(*w);
-                e.ttl = self.config.default_ttl;
-                frame[ETH + 4 * i..ETH + 4 * i + 4].copy_from_slice(&e.to_u32().to_be_bytes());
+                write_entry(
+                    frame,
+                    i,
+                    mpls::Repr { ttl: self.config.default_ttl, ..mpls::Repr::from_u32(*w) },
+                );
             }
-            set_ethertype(frame, MPLS_ETHERTYPE);
+            set_ethertype(frame, EtherType::Mpls);
             self.counters.event(Event::IcmpAlongLsp, 1);
             self.mpls_input(b, icmp, true);
         } else {
             let ctx = IpContext { in_port, vrf, originated: true, stack: None };
-            if original.first().map(|b| b >> 4) == Some(6) {
+            if ip::Version::of_packet(original) == Some(ip::Version::Ipv6) {
                 self.ipv6_input(b, icmp, ctx)
             } else {
                 self.ipv4_input(b, icmp, ctx)
             }
         }
     }
+}
+
+/// One label stack entry's length, as a head shift.
+const LSE: isize = mpls::ENTRY_LEN as isize;
+
+/// Offset of label stack entry `i` in a labelled frame (entry 0 is the top).
+#[inline(always)]
+pub(super) const fn entry_at(i: usize) -> usize {
+    ETH + mpls::ENTRY_LEN * i
+}
+
+/// The top label stack entry of a labelled frame; `None` when the frame ends first.
+#[inline(always)]
+fn top_entry(frame: &[u8]) -> Option<mpls::Repr> {
+    let entry = mpls::Entry::new_checked(frame.get(ETH..)?).ok()?;
+    Some(mpls::Repr::from_u32(entry.raw()))
+}
+
+/// Writes `entry` as label stack entry `i` of a labelled frame.
+#[inline(always)]
+pub(super) fn write_entry(frame: &mut [u8], i: usize, entry: mpls::Repr) {
+    // A bounded slice: the compiler then writes the four bytes without a loop's worth of
+    // length arithmetic around it.
+    entry.emit(&mut mpls::Entry::new_unchecked(&mut frame[entry_at(i)..entry_at(i + 1)]));
+}
+
+/// The IP version of the packet right after the Ethernet header.
+#[inline]
+fn ip_version(frame: &[u8]) -> Option<ip::Version> {
+    ip::Version::of_packet(frame.get(ETH..)?)
 }
 
 /// The label stack a frame arrived with, kept for ICMP (RFC 4950) and for sending an error
@@ -375,19 +409,21 @@ pub(super) struct ReceivedStack {
 /// it received dozens. A frame swapped onto another small-MTU link is not merged: it
 /// would be cut up again at once. Merging needs two adjacent frames GRO takes as
 /// candidates, and those pass the cheap check, so it changes nothing but the cost.
-#[inline]
+#[inline(always)]
 pub(super) fn gro_eligible(fib: &Fib, ports: &[PortInfo], pkt: &Packet) -> bool {
-    const TCP: u8 = 6;
     let frame = pkt.frame();
-    if pkt.offload.is_gso() || frame.get(12..14) != Some(&MPLS_ETHERTYPE.to_be_bytes()[..]) {
+    if pkt.offload.is_gso() || !is_labelled(frame) {
         return false;
     }
-    let tcp = match frame.get(ETH + 4).map(|b| b >> 4) {
-        Some(4) => frame.get(ETH + 4 + 9) == Some(&TCP),
-        Some(6) => frame.get(ETH + 4 + 6) == Some(&TCP),
-        _ => false,
-    };
-    tcp && (leaves_lsp(fib, frame) || swapped_from_small_to_large_ports(fib, ports, pkt))
+    let tcp = frame.get(entry_at(1)..).and_then(ip::protocol) == Some(ipv4::protocol::TCP);
+    tcp && labelled_tcp_gro_eligible(fib, ports, pkt)
+}
+
+/// The rest of [`gro_eligible`], for TCP under one label: out of line, so the cheap
+/// checks stay inline in the coalescing scan.
+#[inline(never)]
+fn labelled_tcp_gro_eligible(fib: &Fib, ports: &[PortInfo], pkt: &Packet) -> bool {
+    leaves_lsp(fib, pkt.frame()) || swapped_from_small_to_large_ports(fib, ports, pkt)
 }
 
 /// The smallest MTU toward which merging in front of a swap pays: a link of Ethernet
@@ -411,9 +447,7 @@ pub(super) fn swapped_from_small_to_large_ports(fib: &Fib, ports: &[PortInfo], p
     if ports.get(usize::from(pkt.port)).is_none_or(|p| p.mtu >= MERGE_MIN_MTU) {
         return false;
     }
-    let frame = pkt.frame();
-    let Some(e) = frame.get(ETH..ETH + 4) else { return false };
-    let top = mpls::Repr::from_u32(u32::from_be_bytes([e[0], e[1], e[2], e[3]]));
+    let Some(top) = top_entry(pkt.frame()) else { return false };
     if !top.bottom || top.ttl <= 1 {
         return false;
     }
@@ -429,12 +463,8 @@ pub(super) fn swapped_from_small_to_large_ports(fib: &Fib, ports: &[PortInfo], p
 /// True when a labelled frame's top label ends the label-switched path here (pop and
 /// lookup, penultimate-hop pop, explicit null).
 pub(super) fn leaves_lsp(fib: &Fib, frame: &[u8]) -> bool {
-    let Some(e) = frame.get(ETH..ETH + 4) else { return false };
-    if u16::from_be_bytes([frame[12], frame[13]]) != MPLS_ETHERTYPE {
-        return false;
-    }
-    let top = mpls::Repr::from_u32(u32::from_be_bytes([e[0], e[1], e[2], e[3]]));
-    if !top.bottom || top.ttl <= 1 {
+    let Some(top) = top_entry(frame) else { return false };
+    if !is_labelled(frame) || !top.bottom || top.ttl <= 1 {
         return false;
     }
     match top.label {
@@ -449,10 +479,10 @@ pub(super) fn leaves_lsp(fib: &Fib, frame: &[u8]) -> bool {
 
 /// Enough of an IP header to send it on after a pop.
 pub(super) fn ip_header_sane(ip: &[u8]) -> bool {
-    match ip.first().map(|b| b >> 4) {
-        Some(4) => ipv4::Packet::new_checked(ip).is_ok(),
-        Some(6) => ipv6::Packet::new_checked(ip).is_ok(),
-        _ => false,
+    match ip::Version::of_packet(ip) {
+        Some(ip::Version::Ipv4) => ipv4::Packet::new_checked(ip).is_ok(),
+        Some(ip::Version::Ipv6) => ipv6::Packet::new_checked(ip).is_ok(),
+        None => false,
     }
 }
 
@@ -462,18 +492,17 @@ pub(super) fn ip_header_sane(ip: &[u8]) -> bool {
 /// them next.
 pub(super) fn set_ip_ttl_below(frame: &mut [u8], off: usize, ttl: u8) {
     let Some(ip) = frame.get_mut(off..) else { return };
-    match ip.first().map(|b| b >> 4) {
-        Some(4) if ip.len() >= 20 => {
-            if ip[8] <= ttl {
-                return;
+    match ip::Version::of_packet(ip) {
+        Some(ip::Version::Ipv4) if ip.len() >= ipv4::HEADER_LEN => {
+            let mut ip = ipv4::Packet::new_unchecked(ip);
+            if ip.ttl() > ttl {
+                ip.set_ttl_incremental(ttl);
             }
-            let old = u16::from_be_bytes([ip[8], ip[9]]);
-            ip[8] = ttl;
-            let new = u16::from_be_bytes([ip[8], ip[9]]);
-            let check = checksum::update16(u16::from_be_bytes([ip[10], ip[11]]), old, new);
-            ip[10..12].copy_from_slice(&check.to_be_bytes());
         }
-        Some(6) if ip.len() >= 40 => ip[7] = ip[7].min(ttl),
+        Some(ip::Version::Ipv6) if ip.len() >= ipv6::HEADER_LEN => {
+            let mut ip = ipv6::Packet::new_unchecked(ip);
+            ip.set_hop_limit(ip.hop_limit().min(ttl));
+        }
         _ => {}
     }
 }
@@ -481,10 +510,11 @@ pub(super) fn set_ip_ttl_below(frame: &mut [u8], off: usize, ttl: u8) {
 impl ReceivedStack {
     pub(super) fn capture(stack: &[u8]) -> ReceivedStack {
         let mut s = ReceivedStack::default();
-        for e in stack.chunks_exact(4).take(MAX_QUOTED_LABELS) {
-            s.words[s.len] = u32::from_be_bytes([e[0], e[1], e[2], e[3]]);
+        for e in stack.chunks_exact(mpls::ENTRY_LEN).take(MAX_QUOTED_LABELS) {
+            let e = mpls::Entry::new_unchecked(e);
+            s.words[s.len] = e.raw();
             s.len += 1;
-            if e[2] & 1 != 0 {
+            if e.bottom_of_stack() {
                 break;
             }
         }

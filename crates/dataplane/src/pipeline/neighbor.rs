@@ -5,6 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
 
 use vmpls_fib::Fib;
+use vmpls_wire::ethernet::{self, EtherType};
 use vmpls_wire::{arp, icmpv6, ipv6};
 
 use super::*;
@@ -94,11 +95,11 @@ impl Dataplane {
             return None;
         };
         let area = p.receive_area();
-        write_ethernet(area, dst, mac, ARP_ETHERTYPE);
-        repr.emit(&mut arp::Packet::new_unchecked(&mut area[ETH..ETH + 28]));
+        write_ethernet(area, dst, mac, EtherType::Arp);
+        repr.emit(&mut arp::Packet::new_unchecked(&mut area[ETH..ETH + arp::PACKET_LEN]));
         // Pad to the Ethernet minimum, as NICs do.
-        area[ETH + 28..60].fill(0);
-        p.set_received(60);
+        area[ETH + arp::PACKET_LEN..ethernet::MIN_FRAME_LEN].fill(0);
+        p.set_received(ethernet::MIN_FRAME_LEN);
         p.port = port;
         Some(p)
     }
@@ -149,13 +150,15 @@ impl Dataplane {
                     return;
                 };
                 let area = p.receive_area();
-                write_ethernet(area, icmpv6::multicast_mac(dst), mac, IPV6_ETHERTYPE);
-                let Ok(n) = icmpv6::emit_neighbor_solicit(&mut area[ETH + 40..], src, dst, target, mac)
+                write_ethernet(area, icmpv6::multicast_mac(dst), mac, EtherType::Ipv6);
+                let Ok(n) =
+                    icmpv6::emit_neighbor_solicit(&mut area[ETH + ipv6::HEADER_LEN..], src, dst, target, mac)
                 else {
                     return b.pool.put(p);
                 };
-                ipv6_repr(src, dst, n, 255).emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
-                p.set_received(ETH + 40 + n);
+                ipv6_repr(src, dst, n, 255)
+                    .emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + ipv6::HEADER_LEN]));
+                p.set_received(ETH + ipv6::HEADER_LEN + n);
                 p.port = port;
                 self.counters.event(Event::NdSolicit, 1);
                 self.counters.tx_frames[usize::from(port)] += 1;
@@ -219,10 +222,10 @@ impl Dataplane {
                     return self.counters.drop(DropReason::NoBuffer);
                 };
                 let area = p.receive_area();
-                write_ethernet(area, reply_mac, mac, IPV6_ETHERTYPE);
+                write_ethernet(area, reply_mac, mac, EtherType::Ipv6);
                 let solicited = !src.is_unspecified();
                 let Ok(n) = icmpv6::emit_neighbor_advert(
-                    &mut area[ETH + 40..],
+                    &mut area[ETH + ipv6::HEADER_LEN..],
                     target,
                     reply_dst,
                     target,
@@ -234,8 +237,8 @@ impl Dataplane {
                     return b.pool.put(p);
                 };
                 ipv6_repr(target, reply_dst, n, 255)
-                    .emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + 40]));
-                p.set_received(ETH + 40 + n);
+                    .emit(&mut ipv6::Packet::new_unchecked(&mut area[ETH..ETH + ipv6::HEADER_LEN]));
+                p.set_received(ETH + ipv6::HEADER_LEN + n);
                 p.port = in_port;
                 self.counters.event(Event::NdAdvert, 1);
                 self.counters.tx_frames[usize::from(in_port)] += 1;

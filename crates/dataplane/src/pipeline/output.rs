@@ -4,7 +4,8 @@
 use std::net::IpAddr;
 
 use vmpls_fib::{PrefixRoute, RouteTarget, TtlModel};
-use vmpls_wire::{ipv4, ipv6, mpls, virtio_net};
+use vmpls_wire::ethernet::{self, EtherType};
+use vmpls_wire::{ip, ipv4, ipv6, mpls, virtio_net};
 
 use super::*;
 use crate::counters::{DropReason, Event};
@@ -99,7 +100,7 @@ impl Dataplane {
             return self.discard(DropReason::NoSuchPort, pkt, b.pool);
         };
         let mtu = port.mtu as usize;
-        let push = 4 * hop.labels.len();
+        let push = mpls::ENTRY_LEN * hop.labels.len();
         let l3 = l3_offset(pkt.frame());
         // What each frame on the wire will carry after the Ethernet header.
         let mut on_wire = if pkt.offload.is_gso() {
@@ -135,7 +136,7 @@ impl Dataplane {
         }
         if on_wire > mtu {
             let room = mtu.saturating_sub(push + (l3 - ETH));
-            let ipv4 = pkt.frame().get(l3).map(|b| b >> 4) == Some(4);
+            let ipv4 = pkt.frame().get(l3..).and_then(ip::Version::of_packet) == Some(ip::Version::Ipv4);
             let df = !ipv4 || ipv4::Packet::new_checked(&pkt.frame()[l3..]).map_or(true, |p| p.dont_frag());
             if let (false, Some((_, ttl))) = (df || pkt.offload.is_gso(), ip) {
                 // IPv4 without DF: fragment before the labels go on (at the ingress PE).
@@ -202,10 +203,10 @@ impl Dataplane {
             let ttl = self.config.default_ttl;
             let frame = icmp.frame_mut();
             frame[ETH..ETH + n].copy_from_slice(stack);
-            for e in frame[ETH..ETH + n].chunks_exact_mut(4) {
-                e[3] = ttl;
+            for e in frame[ETH..ETH + n].chunks_exact_mut(mpls::ENTRY_LEN) {
+                mpls::Entry::new_unchecked(e).set_ttl(ttl);
             }
-            set_ethertype(frame, MPLS_ETHERTYPE);
+            set_ethertype(frame, EtherType::Mpls);
         }
         self.counters.event(Event::IcmpAlongLsp, 1);
         self.resolve_and_send(b, icmp, hop);
@@ -215,17 +216,18 @@ impl Dataplane {
     pub(super) fn push_and_send(&mut self, b: &mut Batch<'_>, mut pkt: Packet, hop: Hop<'_>, ttl: u8) {
         let n = hop.labels.len();
         if n > 0 {
-            let tc = pkt.frame().get(ETH..ETH + 2).map(|b| ip_dscp(b) >> 3).unwrap_or(0);
-            if pkt.shift_head(ETH, (4 * n) as isize).is_none() {
+            // The class selector (the DSCP's top three bits) becomes the traffic class.
+            let tc = pkt.frame().get(ETH..).and_then(ip::dscp).map_or(0, |dscp| dscp >> 3);
+            let grow = (mpls::ENTRY_LEN * n) as isize;
+            if pkt.shift_head(ETH, grow).is_none() {
                 return self.discard(DropReason::LabelStackTooDeep, pkt, b.pool);
             }
-            pkt.offload.shift((4 * n) as isize);
+            pkt.offload.shift(grow);
             let frame = pkt.frame_mut();
             for (i, &label) in hop.labels.iter().enumerate() {
-                let e = mpls::Repr { label, tc, bottom: i == n - 1, ttl };
-                frame[ETH + 4 * i..ETH + 4 * i + 4].copy_from_slice(&e.to_u32().to_be_bytes());
+                write_entry(frame, i, mpls::Repr { label, tc, bottom: i == n - 1, ttl });
             }
-            set_ethertype(frame, MPLS_ETHERTYPE);
+            set_ethertype(frame, EtherType::Mpls);
         }
         self.resolve_and_send(b, pkt, hop);
     }
@@ -263,13 +265,10 @@ impl Dataplane {
         };
         let caps = port.caps;
         let mtu = port.mtu as usize;
-        {
-            let f = pkt.frame_mut();
-            f[0..6].copy_from_slice(&dst_mac);
-            f[6..12].copy_from_slice(&port.mac);
-        }
-        let ethertype = u16::from_be_bytes([pkt.frame()[12], pkt.frame()[13]]);
-        let labelled = ethertype == MPLS_ETHERTYPE;
+        let mut eth = ethernet::Frame::new_unchecked(pkt.frame_mut());
+        eth.set_dst_addr(ethernet::Address(dst_mac));
+        eth.set_src_addr(ethernet::Address(port.mac));
+        let labelled = eth.outer_ethertype() == EtherType::Mpls;
         let tx = &mut b.out.tx[usize::from(port_id)];
         if pkt.offload.is_gso() {
             let whole = if labelled {
@@ -335,12 +334,3 @@ impl Dataplane {
 /// The largest MTU of an Ethernet NIC (jumbo frames). Links above it are virtual (veth,
 /// TAP) and carry super-frames whole.
 pub(super) const MAX_ETHERNET_MTU: u32 = 9216;
-
-/// The DSCP of an IPv4 or IPv6 header from its first two bytes.
-pub(super) fn ip_dscp(b: &[u8]) -> u8 {
-    match b[0] >> 4 {
-        4 => b[1] >> 2,
-        6 => ((b[0] & 0x0f) << 2) | (b[1] >> 6),
-        _ => 0,
-    }
-}

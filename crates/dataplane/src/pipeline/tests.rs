@@ -57,7 +57,7 @@ fn router() -> Dataplane {
 fn frame(entries: &[(u32, u8, bool)], payload: usize) -> Vec<u8> {
     let mut f = WEST_MAC.to_vec();
     f.extend_from_slice(&[2, 0, 0, 0, 0x10, 0x01]);
-    f.extend_from_slice(&MPLS_ETHERTYPE.to_be_bytes());
+    f.extend_from_slice(&u16::from(EtherType::Mpls).to_be_bytes());
     for &(label, ttl, bottom) in entries {
         let e = mpls::Repr { label, tc: 5, bottom, ttl };
         f.extend_from_slice(&e.to_u32().to_be_bytes());
@@ -176,9 +176,7 @@ fn ext(next: u8, len: usize) -> Vec<u8> {
 
 #[test]
 fn no_icmp_error_about_icmpv6_errors_or_later_fragments_behind_extension_headers() {
-    const UDP: u8 = 17;
-    const ICMP6: u8 = 58;
-    const OPTS: u8 = 60;
+    use ipv6::protocol::{IPV6_FRAG, IPV6_ICMP as ICMP6, IPV6_OPTS as OPTS, UDP};
     let chain = |headers: &[(u8, Vec<u8>)], upper: &[u8]| {
         let mut v: Vec<u8> = headers.iter().flat_map(|(_, h)| h.clone()).collect();
         v.extend_from_slice(upper);
@@ -195,9 +193,9 @@ fn no_icmp_error_about_icmpv6_errors_or_later_fragments_behind_extension_headers
     // Fragments: an atomic or first one is looked through, a later one never answered.
     let mut first = vec![ICMP6, 0, 0, 1, 0, 0, 0, 7]; // offset 0, more fragments
     first.extend_from_slice(&unreachable);
-    assert!(!may_answer_with_error(&ipv6_packet(44, &first)));
+    assert!(!may_answer_with_error(&ipv6_packet(IPV6_FRAG, &first)));
     let later = [UDP, 0, 0, 8 << 3, 0, 0, 0, 7, 1, 2, 3, 4, 5, 6, 7, 8];
-    assert!(!may_answer_with_error(&ipv6_packet(44, &later)), "offset 8");
+    assert!(!may_answer_with_error(&ipv6_packet(IPV6_FRAG, &later)), "offset 8");
     // A header running past the packet: cannot tell.
     let mut cut = ext(UDP, 64);
     cut.truncate(16);
@@ -234,7 +232,7 @@ fn arp_frame(op: arp::Operation, sender: &str, mac: [u8; 6], target: &str) -> Pa
     };
     let mut f = vec![0u8; ETH + 28];
     let dst = if op == arp::Operation::Request { [0xff; 6] } else { WEST_MAC };
-    write_ethernet(&mut f, dst, mac, ARP_ETHERTYPE);
+    write_ethernet(&mut f, dst, mac, EtherType::Arp);
     repr.emit(&mut arp::Packet::new_unchecked(&mut f[ETH..]));
     Packet::from_frame(0, &f)
 }
@@ -244,7 +242,7 @@ fn nd_frame(src: &str, mac: [u8; 6], advert: Option<(&str, bool)>, target: &str)
     let (src, target) = (ip6(src), ip6(target));
     let dst = ip6("2001:db8:20::1");
     let mut f = vec![0u8; ETH + 40 + 32];
-    write_ethernet(&mut f, EAST_MAC, mac, IPV6_ETHERTYPE);
+    write_ethernet(&mut f, EAST_MAC, mac, EtherType::Ipv6);
     let n = match advert {
         None => icmpv6::emit_neighbor_solicit(&mut f[ETH + 40..], src, dst, target, mac).unwrap(),
         Some((_, o)) => {
