@@ -4,7 +4,8 @@
 use vmpls_wire::ethernet::EtherType;
 use vmpls_wire::{icmpv4, icmpv6, ip, ipv4, ipv6};
 
-use super::*;
+use super::ipv6::{Upper, ipv6_repr, ipv6_upper_layer};
+use super::{Batch, Dataplane, ETH, IpContext, set_ethertype};
 use crate::counters::{DropReason, Event};
 use crate::packet::{Packet, PortId};
 

@@ -7,7 +7,8 @@ use vmpls_fib::RouteTarget;
 use vmpls_wire::ethernet::EtherType;
 use vmpls_wire::{icmpv4, ipv4};
 
-use super::*;
+use super::icmp::IcmpKind;
+use super::{Batch, Dataplane, ETH, HostStack, IpContext, set_ethertype};
 use crate::counters::{DropReason, Event};
 use crate::packet::Packet;
 
@@ -40,7 +41,7 @@ impl Dataplane {
         self.route_ip(b, pkt, ctx, IpAddr::V4(dst), ttl, route);
     }
 
-    pub(super) fn ipv4_local(&mut self, b: &mut Batch<'_>, pkt: Packet, ctx: IpContext) {
+    fn ipv4_local(&mut self, b: &mut Batch<'_>, pkt: Packet, ctx: IpContext) {
         // Only what came in from the wire: a packet built here (an ICMP error about one
         // from our own address) was never the kernel's, and goes the way it always has.
         if self.config.host_stack == HostStack::Kernel && !ctx.originated {

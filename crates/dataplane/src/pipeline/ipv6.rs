@@ -7,7 +7,8 @@ use vmpls_fib::RouteTarget;
 use vmpls_wire::ethernet::EtherType;
 use vmpls_wire::{icmpv6, ipv6};
 
-use super::*;
+use super::icmp::IcmpKind;
+use super::{Batch, Dataplane, ETH, HostStack, IpContext, set_ethertype};
 use crate::counters::{DropReason, Event};
 use crate::packet::Packet;
 
@@ -48,7 +49,7 @@ impl Dataplane {
         self.route_ip(b, pkt, ctx, IpAddr::V6(dst), hop_limit, route);
     }
 
-    pub(super) fn ipv6_local(&mut self, b: &mut Batch<'_>, pkt: Packet, ctx: IpContext) {
+    fn ipv6_local(&mut self, b: &mut Batch<'_>, pkt: Packet, ctx: IpContext) {
         if self.config.host_stack == HostStack::Kernel && !ctx.originated {
             return self.leave_to_kernel(pkt, &ctx, b.pool);
         }
@@ -138,7 +139,7 @@ pub(super) fn ipv6_upper_layer(mut next: u8, mut payload: &[u8]) -> Option<Upper
     None
 }
 
-pub(super) fn is_link_local(a: Ipv6Addr) -> bool {
+fn is_link_local(a: Ipv6Addr) -> bool {
     a.segments()[0] & 0xffc0 == 0xfe80
 }
 

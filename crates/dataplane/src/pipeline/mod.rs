@@ -31,6 +31,8 @@ use crate::neighbor::{NeighborConfig, NeighborTable, Resolution};
 use crate::packet::{Packet, PacketPool, PortId};
 use crate::port::{PortCaps, PortInfo};
 use crate::rate::TokenBucket;
+use mpls::{ReceivedStack, entry_at, gro_eligible};
+use neighbor::{ADJ_SLOTS, Adjacency};
 
 mod icmp;
 mod ipv4;
@@ -40,11 +42,6 @@ mod neighbor;
 mod output;
 #[cfg(test)]
 mod tests;
-
-use icmp::*;
-use ipv6::*;
-use mpls::*;
-use neighbor::*;
 
 const ETH: usize = ethernet::HEADER_LEN;
 /// Most label stack entries one frame may carry; deeper stacks are dropped. The control

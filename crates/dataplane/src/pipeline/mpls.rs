@@ -7,7 +7,11 @@ use vmpls_fib::{Fib, LabelAction, Nexthop, TtlModel, VrfId};
 use vmpls_wire::ethernet::{self, EtherType};
 use vmpls_wire::{ip, ipv4, ipv6, mpls};
 
-use super::*;
+use super::icmp::IcmpKind;
+use super::{
+    Batch, Dataplane, ETH, Hop, IpContext, MAX_LABELS, MAX_QUOTED_LABELS, is_labelled, l3_offset, port_vrf,
+    set_ethertype,
+};
 use crate::counters::{DropReason, Event};
 use crate::hash::mpls_flow_hash;
 use crate::packet::{Packet, PacketPool, PortId};
@@ -204,7 +208,7 @@ impl Dataplane {
     /// Pops the top entry at a router that goes on processing the frame (egress, explicit
     /// null). Under the uniform model the TTL moves down to the exposed entry or to the IP
     /// header, not yet decremented: the next step decrements it once for this router.
-    pub(super) fn pop_and_continue(
+    fn pop_and_continue(
         &mut self,
         mut pkt: Packet,
         top: mpls::Repr,
@@ -230,7 +234,7 @@ impl Dataplane {
     }
 
     /// After the bottom label was popped: the IP packet now follows the Ethernet header.
-    pub(super) fn ip_after_pop(
+    fn ip_after_pop(
         &mut self,
         b: &mut Batch<'_>,
         mut pkt: Packet,
@@ -253,7 +257,7 @@ impl Dataplane {
     }
 
     /// Swap (or PHP pop) toward a next hop.
-    pub(super) fn label_forward(
+    fn label_forward(
         &mut self,
         b: &mut Batch<'_>,
         mut pkt: Packet,
@@ -318,7 +322,7 @@ impl Dataplane {
     /// A label's TTL ran out: ICMP time exceeded with the received stack (RFC 4950).
     /// A transit LSR sends it forward along the LSP (RFC 3032 section 2.3.2): the egress
     /// knows the way back to the source, the P router usually does not.
-    pub(super) fn label_ttl_expired(
+    fn label_ttl_expired(
         &mut self,
         b: &mut Batch<'_>,
         pkt: &Packet,
@@ -428,14 +432,14 @@ fn labelled_tcp_gro_eligible(fib: &Fib, ports: &[PortInfo], pkt: &Packet) -> boo
 
 /// The smallest MTU toward which merging in front of a swap pays: a link of Ethernet
 /// jumbo frames or more (a veth between vmpls routers has 65535).
-pub(super) const MERGE_MIN_MTU: u32 = 9000;
+const MERGE_MIN_MTU: u32 = 9000;
 
 /// True for a port that carries a merged labelled frame whole: its MTU is at least
 /// [`MERGE_MIN_MTU`] and it takes a partial checksum (as `emit` sends a super-frame that
 /// fits the link as one jumbo frame). A port that takes labelled GSO but cuts it itself
 /// (an MPLS-in-UDP tunnel) gains nothing: it sends consecutive segments of a flow in one
 /// call already, and the merge would only add a copy and a checksum pass.
-pub(super) fn carries_merged(port: &PortInfo) -> bool {
+fn carries_merged(port: &PortInfo) -> bool {
     port.mtu >= MERGE_MIN_MTU && port.caps.csum
 }
 
@@ -443,7 +447,7 @@ pub(super) fn carries_merged(port: &PortInfo) -> bool {
 /// swapped (not popped) toward next hops whose ports all [carry merged
 /// frames](carries_merged). A swap toward a small-MTU port would cut the merged frame
 /// again at once; from a large one, super-frames arrive whole already.
-pub(super) fn swapped_from_small_to_large_ports(fib: &Fib, ports: &[PortInfo], pkt: &Packet) -> bool {
+fn swapped_from_small_to_large_ports(fib: &Fib, ports: &[PortInfo], pkt: &Packet) -> bool {
     if ports.get(usize::from(pkt.port)).is_none_or(|p| p.mtu >= MERGE_MIN_MTU) {
         return false;
     }
@@ -462,7 +466,7 @@ pub(super) fn swapped_from_small_to_large_ports(fib: &Fib, ports: &[PortInfo], p
 
 /// True when a labelled frame's top label ends the label-switched path here (pop and
 /// lookup, penultimate-hop pop, explicit null).
-pub(super) fn leaves_lsp(fib: &Fib, frame: &[u8]) -> bool {
+fn leaves_lsp(fib: &Fib, frame: &[u8]) -> bool {
     let Some(top) = top_entry(frame) else { return false };
     if !is_labelled(frame) || !top.bottom || top.ttl <= 1 {
         return false;
@@ -478,7 +482,7 @@ pub(super) fn leaves_lsp(fib: &Fib, frame: &[u8]) -> bool {
 }
 
 /// Enough of an IP header to send it on after a pop.
-pub(super) fn ip_header_sane(ip: &[u8]) -> bool {
+fn ip_header_sane(ip: &[u8]) -> bool {
     match ip::Version::of_packet(ip) {
         Some(ip::Version::Ipv4) => ipv4::Packet::new_checked(ip).is_ok(),
         Some(ip::Version::Ipv6) => ipv6::Packet::new_checked(ip).is_ok(),
@@ -490,7 +494,7 @@ pub(super) fn ip_header_sane(ip: &[u8]) -> bool {
 /// patching the IPv4 header checksum. Never raises it: a label pushed under the pipe model
 /// must not lengthen the packet's life. Leaves malformed headers alone: IP input rejects
 /// them next.
-pub(super) fn set_ip_ttl_below(frame: &mut [u8], off: usize, ttl: u8) {
+fn set_ip_ttl_below(frame: &mut [u8], off: usize, ttl: u8) {
     let Some(ip) = frame.get_mut(off..) else { return };
     match ip::Version::of_packet(ip) {
         Some(ip::Version::Ipv4) if ip.len() >= ipv4::HEADER_LEN => {
@@ -508,7 +512,7 @@ pub(super) fn set_ip_ttl_below(frame: &mut [u8], off: usize, ttl: u8) {
 }
 
 impl ReceivedStack {
-    pub(super) fn capture(stack: &[u8]) -> ReceivedStack {
+    fn capture(stack: &[u8]) -> ReceivedStack {
         let mut s = ReceivedStack::default();
         for e in stack.chunks_exact(mpls::ENTRY_LEN).take(MAX_QUOTED_LABELS) {
             let e = mpls::Entry::new_unchecked(e);

@@ -8,7 +8,8 @@ use vmpls_fib::Fib;
 use vmpls_wire::ethernet::{self, EtherType};
 use vmpls_wire::{arp, icmpv6, ipv6};
 
-use super::*;
+use super::ipv6::ipv6_repr;
+use super::{Batch, Dataplane, ETH, HostStack, IpContext, write_ethernet};
 use crate::counters::{DropReason, Event};
 use crate::packet::{Packet, PacketPool, PortId};
 
@@ -82,7 +83,7 @@ impl Dataplane {
         }
     }
 
-    pub(super) fn build_arp(
+    fn build_arp(
         &mut self,
         port: PortId,
         dst: [u8; 6],
@@ -261,7 +262,7 @@ impl Dataplane {
 }
 
 /// The destination MAC written on frames to a point-to-point port (which ignores it).
-pub(super) const POINT_TO_POINT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+const POINT_TO_POINT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 
 /// Slots of the adjacency cache (a power of two).
 pub(super) const ADJ_SLOTS: usize = 16;
@@ -295,7 +296,7 @@ impl Adjacency {
 /// The slot of a (port, address) pair in the adjacency cache: low address bits, where
 /// next hops on one subnet differ, mixed with the port.
 #[inline(always)]
-pub(super) fn adj_slot(port: PortId, addr: IpAddr) -> usize {
+fn adj_slot(port: PortId, addr: IpAddr) -> usize {
     let a = match addr {
         IpAddr::V4(a) => a.to_bits(),
         IpAddr::V6(a) => a.to_bits() as u32,
@@ -306,7 +307,7 @@ pub(super) fn adj_slot(port: PortId, addr: IpAddr) -> usize {
 /// Whether `a` is on one of `port`'s subnets: the only neighbours a route can name (a
 /// config's next hop must be directly connected), so the only ones worth an entry in the
 /// neighbour table.
-pub(super) fn on_port_subnet(fib: &Fib, port: PortId, a: IpAddr) -> bool {
+fn on_port_subnet(fib: &Fib, port: PortId, a: IpAddr) -> bool {
     let Some(addrs) = fib.port_addrs.get(usize::from(port)) else { return false };
     match a {
         IpAddr::V4(a) => addrs.v4.iter().any(|&(net, len)| {

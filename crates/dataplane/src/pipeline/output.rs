@@ -7,7 +7,9 @@ use vmpls_fib::{PrefixRoute, RouteTarget, TtlModel};
 use vmpls_wire::ethernet::{self, EtherType};
 use vmpls_wire::{ip, ipv4, ipv6, mpls, virtio_net};
 
-use super::*;
+use super::icmp::IcmpKind;
+use super::mpls::write_entry;
+use super::{Batch, Dataplane, ETH, Hop, IpContext, l3_offset, set_ethertype};
 use crate::counters::{DropReason, Event};
 use crate::hash::ip_flow_hash;
 use crate::neighbor::Resolution;
@@ -65,7 +67,7 @@ impl Dataplane {
 
     /// Pushes the route's labels (if any) and sends toward the next hop, after the MTU
     /// check. `ttl` is the IP TTL after this router's decrement.
-    pub(super) fn ip_output(
+    fn ip_output(
         &mut self,
         b: &mut Batch<'_>,
         pkt: Packet,
@@ -181,7 +183,7 @@ impl Dataplane {
     /// route back to the source: the error goes forward along the LSP (RFC 3032 section
     /// 2.3.2), under the labels `pkt` was leaving with (fresh TTLs), to the same next hop;
     /// the egress routes it back. `l3` is the offset of the IP packet in `pkt`.
-    pub(super) fn too_big_along_lsp(
+    fn too_big_along_lsp(
         &mut self,
         b: &mut Batch<'_>,
         pkt: &Packet,
@@ -213,7 +215,7 @@ impl Dataplane {
     }
 
     /// Pushes `hop.labels` on an IP packet (right after the Ethernet header) and sends it.
-    pub(super) fn push_and_send(&mut self, b: &mut Batch<'_>, mut pkt: Packet, hop: Hop<'_>, ttl: u8) {
+    fn push_and_send(&mut self, b: &mut Batch<'_>, mut pkt: Packet, hop: Hop<'_>, ttl: u8) {
         let n = hop.labels.len();
         if n > 0 {
             // The class selector (the DSCP's top three bits) becomes the traffic class.
@@ -233,7 +235,7 @@ impl Dataplane {
     }
 
     /// Finds the next hop's MAC (or holds the frame while asking for it), then outputs.
-    pub(super) fn resolve_and_send(&mut self, b: &mut Batch<'_>, mut pkt: Packet, hop: Hop<'_>) {
+    fn resolve_and_send(&mut self, b: &mut Batch<'_>, mut pkt: Packet, hop: Hop<'_>) {
         pkt.port = hop.port;
         if let Some(mac) = self.fresh_neighbor(b.now, hop.port, hop.addr) {
             return self.emit(b, mac, pkt);
@@ -333,4 +335,4 @@ impl Dataplane {
 
 /// The largest MTU of an Ethernet NIC (jumbo frames). Links above it are virtual (veth,
 /// TAP) and carry super-frames whole.
-pub(super) const MAX_ETHERNET_MTU: u32 = 9216;
+const MAX_ETHERNET_MTU: u32 = 9216;

@@ -11,6 +11,8 @@ use std::net::Ipv6Addr;
 
 use vmpls_wire::{arp, checksum, icmpv6, ipv6, mpls, virtio_net};
 
+use super::icmp::may_answer_with_error;
+use super::ipv6::{MAX_IPV6_EXT_HEADERS, ipv6_repr};
 use super::*;
 
 const WEST_MAC: [u8; 6] = [2, 0, 0, 0, 0x10, 0x02];
