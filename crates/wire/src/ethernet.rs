@@ -245,6 +245,13 @@ impl<T: AsRef<[u8]>> Frame<T> {
         EtherType::from(self.outer_raw())
     }
 
+    /// True when the EtherType at offset 12 is `t`: one comparison of the raw value, no
+    /// conversion (for the per-frame dispatch).
+    #[inline]
+    pub fn outer_ethertype_is(&self, t: EtherType) -> bool {
+        self.outer_raw() == u16::from(t)
+    }
+
     /// True when an 802.1Q tag follows the addresses.
     #[inline]
     pub fn is_tagged(&self) -> bool {
@@ -424,6 +431,7 @@ mod tests {
         assert_eq!(frame.src_addr(), HOST_A);
         assert_eq!(frame.ethertype(), EtherType::Arp);
         assert_eq!(frame.vlan(), None);
+        assert!(frame.outer_ethertype_is(EtherType::Arp) && !frame.outer_ethertype_is(EtherType::Ipv4));
         assert_eq!(frame.header_len(), 14);
         assert_eq!(frame.payload(), &ARP_FRAME[14..]);
         assert_eq!(
@@ -448,6 +456,7 @@ mod tests {
         let frame = Frame::new_checked(&VLAN_ARP_FRAME[..]).unwrap();
         assert_eq!(frame.outer_ethertype(), EtherType::Vlan);
         assert_eq!(frame.ethertype(), EtherType::Arp);
+        assert!(frame.outer_ethertype_is(EtherType::Vlan) && !frame.outer_ethertype_is(EtherType::Arp));
         assert_eq!(frame.vlan(), Some(VlanTag { pcp: 5, dei: false, vid: 100 }));
         assert_eq!(frame.header_len(), 18);
         assert_eq!(frame.payload(), &ARP_FRAME[14..]);

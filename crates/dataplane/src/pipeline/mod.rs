@@ -517,7 +517,7 @@ fn set_ethertype(frame: &mut [u8], ethertype: EtherType) {
 /// True for a frame whose EtherType (the outer one) is MPLS.
 #[inline(always)]
 fn is_labelled(frame: &[u8]) -> bool {
-    frame.len() >= ETH && ethernet::Frame::new_unchecked(frame).outer_ethertype() == EtherType::Mpls
+    frame.len() >= ETH && ethernet::Frame::new_unchecked(frame).outer_ethertype_is(EtherType::Mpls)
 }
 
 /// Offset of the IP header: after Ethernet and, for a labelled frame, the label stack.
