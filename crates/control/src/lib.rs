@@ -645,7 +645,7 @@ pub(crate) fn check_out_stack(labels: &[Label], ipv4_payload: Option<bool>) -> R
                     ));
                 }
             }
-            l if l < vmpls_fib::MIN_UNRESERVED_LABEL => {
+            l if l < vmpls_fib::FIRST_UNRESERVED => {
                 return Err(format!(
                     "label {l} ({}) is reserved (0-15): an outgoing stack may hold only explicit null (0 IPv4, 2 IPv6) at its bottom, or 3 (implicit null) alone",
                     reserved_label_name(l)

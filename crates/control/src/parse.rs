@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Deserialize;
 use toml::Spanned;
 use vmpls_fib::{
-    DEFAULT_VRF_NAME, IMPLICIT_NULL, Label, MAX_LABEL, MAX_NEXTHOPS, MIN_UNRESERVED_LABEL, PortId, TtlModel,
+    DEFAULT_VRF_NAME, FIRST_UNRESERVED, IMPLICIT_NULL, Label, MAX_LABEL, MAX_NEXTHOPS, PortId, TtlModel,
 };
 
 use crate::{
@@ -968,19 +968,19 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     for l in &raw.label {
         let line = ctx.line(&l.label.span());
         let label = match u32::try_from(*l.label.get_ref()) {
-            Ok(v) if (MIN_UNRESERVED_LABEL..=MAX_LABEL).contains(&v) => v,
-            Ok(v) if v < MIN_UNRESERVED_LABEL => {
+            Ok(v) if (FIRST_UNRESERVED..=MAX_LABEL).contains(&v) => v,
+            Ok(v) if v < FIRST_UNRESERVED => {
                 return Err(ctx.err_line(
                     line,
                     "label.in",
-                    format!("label {v} is reserved (labels 0-15 are reserved); incoming labels are {MIN_UNRESERVED_LABEL} to {MAX_LABEL}"),
+                    format!("label {v} is reserved (labels 0-15 are reserved); incoming labels are {FIRST_UNRESERVED} to {MAX_LABEL}"),
                 ));
             }
             _ => {
                 return Err(ctx.err_line(
                     line,
                     "label.in",
-                    format!("label {} is out of range; incoming labels are {MIN_UNRESERVED_LABEL} to {MAX_LABEL} (20 bits)", l.label.get_ref()),
+                    format!("label {} is out of range; incoming labels are {FIRST_UNRESERVED} to {MAX_LABEL} (20 bits)", l.label.get_ref()),
                 ));
             }
         };

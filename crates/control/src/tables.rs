@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use vmpls_fib::{
-    DEFAULT_VRF_NAME, Fib, IMPLICIT_NULL, Label, LabelAction, LabelRoute, MAX_LABEL, MAX_NEXTHOPS,
-    MIN_UNRESERVED_LABEL, PortId, TtlModel, VrfId,
+    DEFAULT_VRF_NAME, FIRST_UNRESERVED, Fib, IMPLICIT_NULL, Label, LabelAction, LabelRoute, MAX_LABEL,
+    MAX_NEXTHOPS, PortId, TtlModel, VrfId,
 };
 
 use crate::api::{
@@ -293,7 +293,7 @@ impl Tables {
                                 LabelConfigAction::Forward(nhs) => check_frr_nexthops(nhs, None),
                                 LabelConfigAction::PopAndLookup { .. } => Ok(()),
                             };
-                            let range_ok = if (MIN_UNRESERVED_LABEL..=MAX_LABEL).contains(&label) {
+                            let range_ok = if (FIRST_UNRESERVED..=MAX_LABEL).contains(&label) {
                                 Ok(())
                             } else {
                                 Err(format!("incoming label {label} is reserved or out of range"))
@@ -891,9 +891,9 @@ impl Tables {
 
     /// A requested label route, checked like the config's `[[label]]`.
     fn resolve_label(&self, m: &MplsRoute, delete: bool) -> Result<LabelConfig, String> {
-        if m.label < MIN_UNRESERVED_LABEL {
+        if m.label < FIRST_UNRESERVED {
             return Err(format!(
-                "label {} is reserved (0-15); incoming labels are {MIN_UNRESERVED_LABEL} to {MAX_LABEL}",
+                "label {} is reserved (0-15); incoming labels are {FIRST_UNRESERVED} to {MAX_LABEL}",
                 m.label
             ));
         }

@@ -21,7 +21,7 @@ macro_rules! reasons {
 
 reasons! {
     /// Why a frame was dropped.
-    Drop {
+    DropReason {
         /// Shorter than an Ethernet header.
         TruncatedEthernet => "truncated_ethernet",
         /// Addressed to another station's MAC.
@@ -166,7 +166,7 @@ reasons! {
 /// Per-router counters. One forwarding thread owns them; snapshots are copied out.
 #[derive(Debug, Clone)]
 pub struct Counters {
-    drops: [u64; Drop::ALL.len()],
+    drops: [u64; DropReason::ALL.len()],
     events: [u64; Event::ALL.len()],
     /// Frames received per port.
     pub rx_frames: Vec<u64>,
@@ -181,7 +181,7 @@ impl Counters {
     /// Zeroed counters for `ports` ports.
     pub fn new(ports: usize) -> Counters {
         Counters {
-            drops: [0; Drop::ALL.len()],
+            drops: [0; DropReason::ALL.len()],
             events: [0; Event::ALL.len()],
             rx_frames: vec![0; ports],
             tx_frames: vec![0; ports],
@@ -209,7 +209,7 @@ impl Counters {
     }
 
     /// Out of line: it runs once per new highest label, and keeping it out of
-    /// [`Counters::label`] lets that be inlined on the fast path.
+    /// [`Counters::label`] lets that be inlined in the per-frame path.
     #[cold]
     fn grow_labels(&mut self, label: usize) {
         self.labels.resize(label + 1, [0; 2]);
@@ -222,7 +222,7 @@ impl Counters {
 
     /// Counts one drop.
     #[inline]
-    pub fn drop(&mut self, reason: Drop) {
+    pub fn drop(&mut self, reason: DropReason) {
         self.drops[reason as usize] += 1;
     }
 
@@ -233,7 +233,7 @@ impl Counters {
     }
 
     /// Drops counted under `reason`.
-    pub fn drops(&self, reason: Drop) -> u64 {
+    pub fn drops(&self, reason: DropReason) -> u64 {
         self.drops[reason as usize]
     }
 
@@ -249,7 +249,7 @@ impl Counters {
 
     /// Non-zero drop counters as (name, count).
     pub fn drop_list(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        Drop::ALL.iter().map(|d| (d.name(), self.drops(*d))).filter(|(_, n)| *n > 0)
+        DropReason::ALL.iter().map(|d| (d.name(), self.drops(*d))).filter(|(_, n)| *n > 0)
     }
 
     /// Non-zero event counters as (name, count).

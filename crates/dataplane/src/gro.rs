@@ -21,12 +21,12 @@
 //! calling [`coalesce`] once per batch.
 
 use vmpls_wire::ipv4::protocol;
+use vmpls_wire::tcp::flags::{ACK as TCP_ACK, PSH as TCP_PSH};
 use vmpls_wire::virtio_net::{self, GsoType};
 use vmpls_wire::{checksum, ethernet, ipv4, ipv6, mpls, tcp};
 
 use crate::packet::{MAX_FRAME, Packet, PacketPool};
 
-const MPLS_ETHERTYPE: u16 = 0x8847;
 /// The largest IP packet a merged frame may hold (the IPv4 total length field's limit,
 /// which is also what a GSO super-frame from the kernel carries at most).
 const MAX_MERGED_L3: usize = 65535;
@@ -54,9 +54,6 @@ struct Segment {
     flags: u8,
     payload_len: usize,
 }
-
-const TCP_ACK: u8 = 0x10;
-const TCP_PSH: u8 = 0x08;
 
 /// A run being built: the head frame's index in the output and its state.
 struct Run {
@@ -139,7 +136,7 @@ fn candidate(pkt: &Packet) -> Option<Segment> {
     }
     let frame = pkt.frame();
     let eth = ethernet::Frame::new_checked(frame).ok()?;
-    if u16::from(eth.ethertype()) != MPLS_ETHERTYPE || eth.vlan().is_some() {
+    if eth.ethertype() != ethernet::EtherType::Mpls || eth.vlan().is_some() {
         return None;
     }
     let l3 =

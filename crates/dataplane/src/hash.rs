@@ -119,8 +119,7 @@ fn ip_flow_words(h: &mut FlowHasher, ip: &[u8]) {
 }
 
 fn ports(h: &mut FlowHasher, proto: u8, l4: Option<&[u8]>) {
-    const TCP: u8 = 6;
-    const UDP: u8 = 17;
+    use vmpls_wire::ipv4::protocol::{TCP, UDP};
     if (proto == TCP || proto == UDP)
         && let Some(p) = l4.and_then(|l4| l4.get(0..4))
     {

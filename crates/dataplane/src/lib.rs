@@ -13,7 +13,7 @@ pub mod pipeline;
 pub mod port;
 pub mod rate;
 
-pub use counters::{Counters, Drop, Event};
+pub use counters::{Counters, DropReason, Event};
 pub use packet::{Packet, PacketPool, PortId};
 pub use pipeline::{Dataplane, DataplaneConfig, HostStack, Output, POOL_LOW_WATER};
 pub use port::{PortCaps, PortInfo};

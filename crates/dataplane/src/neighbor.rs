@@ -142,7 +142,7 @@ impl NeighborTable {
     /// Looks up a next hop, creating an incomplete entry if it is unknown.
     pub fn resolve(&mut self, now: Instant, port: PortId, addr: IpAddr) -> Resolution {
         let cfg = self.config;
-        // The fast path: a known, fresh entry, one hash lookup, no clock arithmetic.
+        // The common case: a known, fresh entry, one hash lookup, no clock arithmetic.
         if let Some(e) = self.entries.get(&(port, addr))
             && let Some(mac) = e.mac
             && (now < e.stale_at || e.permanent)

@@ -45,7 +45,7 @@ impl Default for Packet {
 }
 
 impl Packet {
-    /// A new empty packet with its own buffer. Use [`PacketPool::get`] on the fast path.
+    /// A new empty packet with its own buffer. Use [`PacketPool::get`] in the forwarding loop.
     pub fn new() -> Packet {
         Packet {
             buf: vec![0u8; BUFFER_LEN].into_boxed_slice(),

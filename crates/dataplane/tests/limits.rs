@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use fixtures::*;
 use vmpls_dataplane::neighbor::NeighborConfig;
-use vmpls_dataplane::{DataplaneConfig, Drop, Event};
+use vmpls_dataplane::{DataplaneConfig, DropReason, Event};
 use vmpls_wire::arp;
 
 /// A frame from ce1's host to pe1.
@@ -61,11 +61,11 @@ fn neighbor_requests_over_the_rate_are_not_sent_and_counted() {
     }
     assert_eq!(asked, ["198.18.10.50", "198.18.10.51", "198.18.10.52"], "the burst, in order");
     assert_eq!(r.events(Event::ArpRequest), 3);
-    r.assert_only_drop(Drop::NeighborRequestSuppressed, 7);
+    r.assert_only_drop(DropReason::NeighborRequestSuppressed, 7);
     assert_eq!(r.dp.neighbors().held(), 10, "the frames wait all the same");
     // One second later every host is due again: two tokens.
     assert_eq!(arp_targets(&r.poll(Duration::from_secs(1))).len(), 2);
-    assert_eq!(r.drops(Drop::NeighborRequestSuppressed), 7 + 8);
+    assert_eq!(r.drops(DropReason::NeighborRequestSuppressed), 7 + 8);
 }
 
 #[test]
@@ -78,7 +78,7 @@ fn a_host_whose_request_was_suppressed_is_asked_at_the_next_retransmission() {
     let mut r = pe1_with(cfg);
     assert_eq!(arp_targets(&r.send(PE1_CE1, &to_core_host(50))), ["198.18.10.50"]);
     assert!(r.send(PE1_CE1, &to_core_host(51)).is_empty(), "no token left");
-    assert_eq!(r.drops(Drop::NeighborRequestSuppressed), 1);
+    assert_eq!(r.drops(DropReason::NeighborRequestSuppressed), 1);
     // .50 answers; a second later .51 is asked (one token earned).
     let mac50 = [2, 0, 0, 0, 0x10, 0x50];
     let reply = |mac, host: u8| {
@@ -97,7 +97,7 @@ fn a_host_whose_request_was_suppressed_is_asked_at_the_next_retransmission() {
     let mac51 = [2, 0, 0, 0, 0x10, 0x51];
     let released = r.send(PE1_CORE, &reply(mac51, 51));
     assert_eq!((released.len(), released[0].parse().dst), (1, mac51), "its held frame goes out");
-    assert_eq!(r.drops(Drop::NeighborUnresolved), 0);
+    assert_eq!(r.drops(DropReason::NeighborUnresolved), 0);
 }
 
 #[test]
@@ -127,9 +127,9 @@ fn a_long_scan_sends_at_most_burst_plus_rate_times_time() {
     assert!(requests <= 4 + 5 * 7, "{requests} requests");
     assert!(requests >= 4 + 5 * 5, "the limit is used, not undercut: {requests}");
     assert_eq!(r.events(Event::ArpRequest), requests as u64);
-    assert!(r.drops(Drop::NeighborRequestSuppressed) > 200, "most hosts were due more than once");
+    assert!(r.drops(DropReason::NeighborRequestSuppressed) > 200, "most hosts were due more than once");
     // Every frame was either refused or held and then given up on.
-    assert_eq!(r.drops(Drop::NeighborUnresolved) + r.drops(Drop::NeighborQueueFull), 200);
+    assert_eq!(r.drops(DropReason::NeighborUnresolved) + r.drops(DropReason::NeighborQueueFull), 200);
     assert_eq!(
         (r.dp.neighbors().held(), r.dp.neighbors().entries().filter(|e| e.2.is_none()).count()),
         (0, 0)
@@ -152,7 +152,7 @@ fn neighbor_solicitations_share_the_request_limit() {
     assert!(r.send(PE1_CE1, &v6(0x51)).is_empty());
     assert!(r.send(PE1_CE1, &to_core_host(51)).is_empty());
     assert_eq!((r.events(Event::NdSolicit), r.events(Event::ArpRequest)), (1, 1));
-    r.assert_only_drop(Drop::NeighborRequestSuppressed, 2);
+    r.assert_only_drop(DropReason::NeighborRequestSuppressed, 2);
 }
 
 #[test]
@@ -166,7 +166,7 @@ fn known_neighbors_are_forwarded_to_while_requests_are_suppressed() {
     for i in 50..100 {
         r.send(PE1_CE1, &to_core_host(i));
     }
-    assert_eq!(r.drops(Drop::NeighborRequestSuppressed), 49);
+    assert_eq!(r.drops(DropReason::NeighborRequestSuppressed), 49);
     // p's west port (resolved) still gets ce1's traffic toward ce2.
     let out = r.send(PE1_CE1, &from_ce1(&ipv4_udp(CE1, CE2, 64, &[1; 8])));
     assert_eq!((out.len(), out[0].port, out[0].parse().dst), (1, PE1_CORE, P_WEST_MAC));
@@ -185,7 +185,7 @@ fn a_scan_cannot_keep_the_neighbor_table_full() {
     }
     assert_eq!(r.dp.neighbors().entries().count(), 8, "bounded");
     assert_eq!(r.dp.neighbors().held(), 2, "bounded");
-    assert_eq!(r.drops(Drop::NeighborQueueFull), 28);
+    assert_eq!(r.drops(DropReason::NeighborQueueFull), 28);
     // A retransmission interval later, the entries that hold nothing are gone: a new
     // host can be resolved again.
     r.poll(Duration::from_secs(1));
@@ -200,7 +200,7 @@ fn icmp_burst_is_configurable_apart_from_the_rate() {
     let expiring = from_ce1(&ipv4_udp(CE1, CE2, 1, &[]));
     let sent: usize = (0..20).map(|_| r.send(PE1_CE1, &expiring).len()).sum();
     assert_eq!(sent, 5, "the burst");
-    assert_eq!((r.events(Event::IcmpTimeExceeded), r.drops(Drop::IcmpSuppressed)), (5, 15));
+    assert_eq!((r.events(Event::IcmpTimeExceeded), r.drops(DropReason::IcmpSuppressed)), (5, 15));
     r.now += Duration::from_millis(2500);
     let sent: usize = (0..20).map(|_| r.send(PE1_CE1, &expiring).len()).sum();
     assert_eq!(sent, 2, "one a second");
@@ -221,7 +221,7 @@ fn icmp_rate_zero_sends_no_errors_at_all() {
     assert_eq!(r.send(PE1_CE1, &echo).len(), 1);
     r.now += Duration::from_secs(10);
     assert!(r.send(PE1_CE1, &expiring).is_empty(), "time earns nothing");
-    assert_eq!(r.drops(Drop::IcmpSuppressed), 11);
+    assert_eq!(r.drops(DropReason::IcmpSuppressed), 11);
 }
 
 #[test]
@@ -238,5 +238,5 @@ fn defaults_keep_the_documented_limits() {
         let dst: IpAddr = IpAddr::from([198, 18, 10, 100 + (i as u8)]);
         requests += r.send(PE1_CE1, &from_ce1(&ipv4_udp(CE1, &dst.to_string(), 64, &[]))).len();
     }
-    assert_eq!((requests, r.drops(Drop::NeighborRequestSuppressed)), (100, 1));
+    assert_eq!((requests, r.drops(DropReason::NeighborRequestSuppressed)), (100, 1));
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use fixtures::*;
 use proptest::prelude::*;
-use vmpls_dataplane::{Drop, Packet};
+use vmpls_dataplane::{DropReason, Packet};
 use vmpls_wire::virtio_net::{self, GsoType};
 
 /// Which router a case runs on.
@@ -162,5 +162,5 @@ proptest! {
 fn frame_for_a_port_that_does_not_exist_is_dropped() {
     let mut r = Router::p();
     assert!(r.send(7, &mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(1002, 64)], &[0x45])).is_empty());
-    r.assert_only_drop(Drop::NoSuchPort, 1);
+    r.assert_only_drop(DropReason::NoSuchPort, 1);
 }

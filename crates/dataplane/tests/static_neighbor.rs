@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use fixtures::*;
-use vmpls_dataplane::{Drop, Event, Output};
+use vmpls_dataplane::{DropReason, Event, Output};
 use vmpls_wire::arp;
 
 /// A MAC no host on the link answers ARP for.
@@ -24,7 +24,7 @@ fn from_ce1(sport: u16) -> Vec<u8> {
 
 fn set_static(r: &mut Router, port: u16, addr: &str, mac: [u8; 6]) -> Vec<Sent> {
     let mut out = Output::new(r.dp.ports().len());
-    r.dp.set_static_neighbor(r.now, port, ip(addr), mac, false, &mut r.pool, &mut out).unwrap();
+    r.dp.set_static_neighbor(r.now, port, ip(addr), mac, &mut r.pool, &mut out).unwrap();
     let mut sent = Vec::new();
     for (port, frames) in out.tx.iter_mut().enumerate() {
         for p in frames.drain(..) {
@@ -84,5 +84,5 @@ fn setting_a_static_neighbor_releases_the_frames_held_for_it() {
         &ipv4_frame(PE1_CE1_MAC, CE1_MAC, &ipv4_tcp(CE1, "198.18.10.9", 64, 1, 2, &[0; 8], true)),
     );
     assert!(r.dp.remove_neighbor(PE1_CORE, ip("198.18.10.9"), &mut r.pool));
-    r.assert_only_drop(Drop::NeighborUnresolved, 1);
+    r.assert_only_drop(DropReason::NeighborUnresolved, 1);
 }

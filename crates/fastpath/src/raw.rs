@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use vmpls_wire::mpls::MAX_LABEL;
+
 use crate::{Adjacency, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry, RouteEntry};
 
-/// The largest MPLS label value (20 bits).
-pub(crate) const LABEL_MAX: u32 = 0xf_ffff;
 /// The most labels a route may push.
 pub(crate) const MAX_PUSH: usize = 4;
 
@@ -156,7 +156,7 @@ fn port(p: &FastPort) -> RawPort {
 }
 
 fn check_label(label: u32, what: &'static str) -> Result<(), FastPathError> {
-    if label > LABEL_MAX {
+    if label > MAX_LABEL {
         return Err(FastPathError::InvalidLabel { label, what });
     }
     Ok(())
@@ -386,11 +386,11 @@ mod tests {
     fn validation_rejects_bad_labels_prefixes_and_stacks() {
         let fwd = |labels: Vec<u32>, label_ttl| RouteEntry::Forward { labels, label_ttl, adj: adjacency() };
         let mut t = FastTables::default();
-        t.labels.insert(LABEL_MAX + 1, LabelEntry::PopIp { vrf: 0, uniform: false });
+        t.labels.insert(MAX_LABEL + 1, LabelEntry::PopIp { vrf: 0, uniform: false });
         assert!(matches!(encode(&t), Err(FastPathError::InvalidLabel { label: 0x10_0000, .. })));
 
         let mut t = FastTables::default();
-        t.labels.insert(16, LabelEntry::Swap { out_label: 1 << 20, adj: adjacency() });
+        t.labels.insert(16, LabelEntry::Swap { out_label: MAX_LABEL + 1, adj: adjacency() });
         assert!(matches!(encode(&t), Err(FastPathError::InvalidLabel { .. })));
 
         let mut t = FastTables::default();
@@ -398,7 +398,7 @@ mod tests {
         assert!(matches!(encode(&t), Err(FastPathError::TooManyLabels { count: 5, .. })));
 
         let mut t = FastTables::default();
-        t.routes_v4.insert((0, Ipv4Addr::new(198, 18, 0, 0), 15), fwd(vec![16, LABEL_MAX + 1], None));
+        t.routes_v4.insert((0, Ipv4Addr::new(198, 18, 0, 0), 15), fwd(vec![16, MAX_LABEL + 1], None));
         assert!(matches!(encode(&t), Err(FastPathError::InvalidLabel { .. })));
 
         let mut t = FastTables::default();
@@ -430,7 +430,7 @@ mod tests {
         t.routes_v4.insert((0, Ipv4Addr::new(198, 18, 0, 0), 15), RouteEntry::Local);
         t.routes_v6.insert((0, "2001:db8::1".parse().unwrap(), 128), RouteEntry::Local);
         t.routes_v6.insert((0, "2001:db8:8000::".parse().unwrap(), 33), RouteEntry::Local);
-        t.labels.insert(LABEL_MAX, LabelEntry::Swap { out_label: LABEL_MAX, adj: adjacency() });
+        t.labels.insert(MAX_LABEL, LabelEntry::Swap { out_label: MAX_LABEL, adj: adjacency() });
         assert!(encode(&t).is_ok());
     }
 

@@ -3,8 +3,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::{
-    DEFAULT_VRF_NAME, Fib, FibError, Label, LabelAction, LabelRoute, LabelTable, LpmKey, MAX_LABEL,
-    MIN_UNRESERVED_LABEL, NexthopGroup, PortAddrs, PortId, PrefixRoute, RouteTarget, Vrf, VrfId,
+    DEFAULT_VRF_NAME, FIRST_UNRESERVED, Fib, FibError, Label, LabelAction, LabelRoute, LabelTable, LpmKey,
+    MAX_LABEL, NexthopGroup, PortAddrs, PortId, PrefixRoute, RouteTarget, Vrf, VrfId,
 };
 
 #[derive(Debug, Clone)]
@@ -147,7 +147,7 @@ impl FibBuilder {
         if label > MAX_LABEL {
             return Err(FibError::LabelOutOfRange { label });
         }
-        if label < MIN_UNRESERVED_LABEL {
+        if label < FIRST_UNRESERVED {
             return Err(FibError::ReservedLabel { label });
         }
         if self.labels.get(label).is_some() {

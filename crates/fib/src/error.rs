@@ -102,7 +102,7 @@ impl fmt::Display for FibError {
             FibError::ReservedLabel { label } => write!(
                 f,
                 "label {label} is reserved (0-15); incoming labels start at {}",
-                crate::MIN_UNRESERVED_LABEL
+                crate::FIRST_UNRESERVED
             ),
             FibError::ImplicitNullInStack => {
                 f.write_str("implicit null (3) can only stand alone as [3] (pop), not inside a label stack")

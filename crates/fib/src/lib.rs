@@ -40,16 +40,13 @@ pub type VrfId = u16;
 pub const DEFAULT_VRF: VrfId = 0;
 /// Name of [`DEFAULT_VRF`].
 pub const DEFAULT_VRF_NAME: &str = "default";
-/// The largest label (2^20 - 1).
-pub const MAX_LABEL: Label = (1 << 20) - 1;
-/// The smallest label that is not reserved (RFC 3032: 0-15 are reserved).
-pub const MIN_UNRESERVED_LABEL: Label = 16;
-/// Implicit null (RFC 3032): signalled, never sent; a label stack of `[3]` means "pop".
-pub const IMPLICIT_NULL: Label = 3;
-/// IPv4 explicit null (RFC 3032): an IPv4 packet follows the stack.
-pub const IPV4_EXPLICIT_NULL: Label = 0;
-/// IPv6 explicit null (RFC 3032): an IPv6 packet follows the stack.
-pub const IPV6_EXPLICIT_NULL: Label = 2;
+/// The reserved labels and the label range, declared once in the wire crate: the largest
+/// label ([`MAX_LABEL`], 2^20 - 1), the first that is not reserved ([`FIRST_UNRESERVED`];
+/// RFC 3032 reserves 0-15), implicit null ([`IMPLICIT_NULL`]: signalled, never sent; a
+/// label stack of `[3]` means "pop"), IPv4 and IPv6 explicit null.
+pub use vmpls_wire::mpls::{
+    FIRST_UNRESERVED, IMPLICIT_NULL, IPV4_EXPLICIT_NULL, IPV6_EXPLICIT_NULL, MAX_LABEL,
+};
 /// The deepest label stack the router forwards: a frame that arrives with more entries is
 /// dropped (`label_stack_too_deep`), by the pipeline and by the in-kernel fast path, so a
 /// route may not push (or swap to) more than this many labels.
@@ -311,7 +308,7 @@ impl Fib {
         if label > MAX_LABEL {
             return Err(FibError::LabelOutOfRange { label });
         }
-        if label < MIN_UNRESERVED_LABEL {
+        if label < FIRST_UNRESERVED {
             return Err(FibError::ReservedLabel { label });
         }
         let Some(route) = route else {

@@ -21,6 +21,7 @@ use netlink_packet_route::route::{
     RouteNextHop, RouteType, RouteVia,
 };
 use thiserror::Error;
+use vmpls_wire::mpls::{IMPLICIT_NULL, MAX_LABEL};
 
 /// `RTM_NEWROUTE`.
 pub const RTM_NEWROUTE: u16 = 24;
@@ -34,8 +35,6 @@ const RTM_NEWNEXTHOP: u16 = 104;
 const RTM_DELNEXTHOP: u16 = 105;
 const MPLS_IPTUNNEL_DST: u16 = 1;
 const MPLS_IPTUNNEL_TTL: u16 = 2;
-/// Implicit null: "no label here" (the next hop pops).
-pub const IMPLICIT_NULL: u32 = 3;
 /// The main routing table, where zebra's default VRF lives.
 pub const MAIN_TABLE: u32 = 254;
 
@@ -324,7 +323,7 @@ impl NexthopAttrs {
             return Err(DecodeError::Unsupported("a next hop with neither gateway nor interface".into()));
         }
         let labels: Vec<u32> = given.into_iter().flatten().copied().filter(|&l| l != IMPLICIT_NULL).collect();
-        if labels.iter().any(|&l| l > 0xf_ffff) {
+        if labels.iter().any(|&l| l > MAX_LABEL) {
             return Err(DecodeError::Malformed(format!("label out of range in {labels:?}")));
         }
         Ok(Nexthop { gateway: self.gateway, ifindex: self.ifindex, labels, weight: self.weight.max(1) })

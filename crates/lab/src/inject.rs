@@ -18,6 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use vmpls_wire::mpls;
 
 use crate::netns;
 
@@ -51,8 +52,7 @@ pub fn ethernet(dst: [u8; 6], src: [u8; 6], ethertype: u16, payload: &[u8]) -> V
 /// One MPLS label stack entry (RFC 3032): 20-bit label, 3-bit traffic class,
 /// bottom-of-stack bit, TTL.
 pub fn mpls_entry(label: u32, tc: u8, bottom: bool, ttl: u8) -> [u8; 4] {
-    let word = (label & 0xf_ffff) << 12 | u32::from(tc & 7) << 9 | u32::from(bottom) << 8 | u32::from(ttl);
-    word.to_be_bytes()
+    mpls::Repr { label, tc, bottom, ttl }.to_u32().to_be_bytes()
 }
 
 /// An IPv4 packet (20-byte header, no options, DF clear, valid header checksum)

@@ -36,6 +36,9 @@ mod field {
 pub const HEADER_LEN: usize = 14;
 /// Length of one 802.1Q tag (TPID and TCI).
 pub const VLAN_TAG_LEN: usize = 4;
+/// The shortest Ethernet frame without its frame check sequence (64 bytes on the wire
+/// less 4): shorter frames are padded to it.
+pub const MIN_FRAME_LEN: usize = 60;
 
 /// A 48-bit MAC address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -106,6 +109,7 @@ pub enum EtherType {
 }
 
 impl From<u16> for EtherType {
+    #[inline]
     fn from(v: u16) -> EtherType {
         match v {
             0x0800 => EtherType::Ipv4,
@@ -120,6 +124,7 @@ impl From<u16> for EtherType {
 }
 
 impl From<EtherType> for u16 {
+    #[inline]
     fn from(t: EtherType) -> u16 {
         match t {
             EtherType::Ipv4 => 0x0800,
@@ -180,12 +185,14 @@ pub struct Frame<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Frame<T> {
     /// Wraps a buffer without checking its length.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Frame<T> {
         Frame { buffer }
     }
 
     /// Wraps a buffer that holds at least the whole header: [`HEADER_LEN`] bytes, or
     /// `HEADER_LEN + VLAN_TAG_LEN` when the outer EtherType is 0x8100.
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Frame<T>> {
         let frame = Frame::new_unchecked(buffer);
         frame.check_len()?;
@@ -193,6 +200,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
     }
 
     /// Checks that the buffer holds the whole header; `Err(Truncated)` otherwise.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN || len < self.header_len() {
@@ -206,38 +214,52 @@ impl<T: AsRef<[u8]>> Frame<T> {
         self.buffer
     }
 
+    #[inline]
     fn u16_at(&self, f: Field) -> u16 {
         let b = &self.buffer.as_ref()[f];
         u16::from_be_bytes([b[0], b[1]])
     }
 
+    #[inline]
     fn outer_raw(&self) -> u16 {
         self.u16_at(field::ETHERTYPE)
     }
 
     /// The destination address.
+    #[inline]
     pub fn dst_addr(&self) -> Address {
         let b = &self.buffer.as_ref()[field::DESTINATION];
         Address([b[0], b[1], b[2], b[3], b[4], b[5]])
     }
 
     /// The source address.
+    #[inline]
     pub fn src_addr(&self) -> Address {
         let b = &self.buffer.as_ref()[field::SOURCE];
         Address([b[0], b[1], b[2], b[3], b[4], b[5]])
     }
 
     /// The EtherType at offset 12: [`EtherType::Vlan`] for a tagged frame.
+    #[inline]
     pub fn outer_ethertype(&self) -> EtherType {
         EtherType::from(self.outer_raw())
     }
 
+    /// True when the EtherType at offset 12 is `t`: one comparison of the raw value, no
+    /// conversion (for the per-frame dispatch).
+    #[inline]
+    pub fn outer_ethertype_is(&self, t: EtherType) -> bool {
+        self.outer_raw() == u16::from(t)
+    }
+
     /// True when an 802.1Q tag follows the addresses.
+    #[inline]
     pub fn is_tagged(&self) -> bool {
         self.buffer.as_ref().len() >= field::ETHERTYPE.end && self.outer_raw() == TPID_VLAN
     }
 
     /// The EtherType of the payload: the inner type when the frame carries one 802.1Q tag.
+    #[inline]
     pub fn ethertype(&self) -> EtherType {
         if self.is_tagged() {
             EtherType::from(self.u16_at(field::INNER_ETHERTYPE))
@@ -247,11 +269,13 @@ impl<T: AsRef<[u8]>> Frame<T> {
     }
 
     /// The 802.1Q tag, if the frame carries one.
+    #[inline]
     pub fn vlan(&self) -> Option<VlanTag> {
         if self.is_tagged() { Some(VlanTag::from_tci(self.u16_at(field::VLAN_TCI))) } else { None }
     }
 
     /// Length of the header: 14, or 18 with an 802.1Q tag.
+    #[inline]
     pub fn header_len(&self) -> usize {
         if self.is_tagged() { HEADER_LEN + VLAN_TAG_LEN } else { HEADER_LEN }
     }
@@ -264,21 +288,25 @@ impl<T: AsRef<[u8]>> Frame<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
+    #[inline]
     fn set_u16_at(&mut self, f: Field, v: u16) {
         self.buffer.as_mut()[f].copy_from_slice(&v.to_be_bytes());
     }
 
     /// Sets the destination address.
+    #[inline]
     pub fn set_dst_addr(&mut self, addr: Address) {
         self.buffer.as_mut()[field::DESTINATION].copy_from_slice(&addr.0);
     }
 
     /// Sets the source address.
+    #[inline]
     pub fn set_src_addr(&mut self, addr: Address) {
         self.buffer.as_mut()[field::SOURCE].copy_from_slice(&addr.0);
     }
 
     /// Sets the EtherType of the payload: the inner one when the frame is tagged.
+    #[inline]
     pub fn set_ethertype(&mut self, t: EtherType) {
         if self.is_tagged() {
             self.set_u16_at(field::INNER_ETHERTYPE, t.into());
@@ -289,6 +317,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
 
     /// Sets the EtherType at offset 12, whatever follows it. Writing 0x8100 makes the
     /// frame tagged (the buffer then needs [`VLAN_TAG_LEN`] more bytes).
+    #[inline]
     pub fn set_outer_ethertype(&mut self, t: EtherType) {
         self.set_u16_at(field::ETHERTYPE, t.into());
     }
@@ -350,6 +379,7 @@ impl Repr {
     ///
     /// # Panics
     /// If the buffer is shorter than [`Repr::buffer_len`].
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, frame: &mut Frame<T>) {
         frame.set_dst_addr(self.dst_addr);
         frame.set_src_addr(self.src_addr);
@@ -401,6 +431,7 @@ mod tests {
         assert_eq!(frame.src_addr(), HOST_A);
         assert_eq!(frame.ethertype(), EtherType::Arp);
         assert_eq!(frame.vlan(), None);
+        assert!(frame.outer_ethertype_is(EtherType::Arp) && !frame.outer_ethertype_is(EtherType::Ipv4));
         assert_eq!(frame.header_len(), 14);
         assert_eq!(frame.payload(), &ARP_FRAME[14..]);
         assert_eq!(
@@ -425,6 +456,7 @@ mod tests {
         let frame = Frame::new_checked(&VLAN_ARP_FRAME[..]).unwrap();
         assert_eq!(frame.outer_ethertype(), EtherType::Vlan);
         assert_eq!(frame.ethertype(), EtherType::Arp);
+        assert!(frame.outer_ethertype_is(EtherType::Vlan) && !frame.outer_ethertype_is(EtherType::Arp));
         assert_eq!(frame.vlan(), Some(VlanTag { pcp: 5, dei: false, vid: 100 }));
         assert_eq!(frame.header_len(), 18);
         assert_eq!(frame.payload(), &ARP_FRAME[14..]);

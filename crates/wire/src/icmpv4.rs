@@ -316,6 +316,13 @@ pub fn emit_error(buf: &mut [u8], kind: ErrorKind, original: &[u8], mpls_stack: 
     Ok(len)
 }
 
+/// The type of the message at the start of `data`, read without validating the rest of
+/// the header (a message quoted in an error, or cut short); `None` for an empty buffer.
+#[inline]
+pub fn peek_msg_type(data: &[u8]) -> Option<u8> {
+    data.get(field::TYPE).copied()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -609,5 +616,12 @@ mod tests {
                 let _ = emit_echo_reply(&msg[..len], &mut buf);
             }
         }
+    }
+
+    #[test]
+    fn peek_msg_type_reads_the_type_of_a_cut_message() {
+        assert_eq!(peek_msg_type(&ECHO_REQUEST_V4[ICMP..]), Some(msg_type::ECHO_REQUEST));
+        assert_eq!(peek_msg_type(&ECHO_REPLY_V4[ICMP..ICMP + 1]), Some(msg_type::ECHO_REPLY));
+        assert_eq!(peek_msg_type(&[]), None);
     }
 }

@@ -843,6 +843,13 @@ pub fn emit_neighbor_advert(
     Ok(len)
 }
 
+/// The type of the message at the start of `data`, read without validating the rest of
+/// the header (a message quoted in an error, or cut short); `None` for an empty buffer.
+#[inline]
+pub fn peek_msg_type(data: &[u8]) -> Option<u8> {
+    data.get(field::TYPE).copied()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1436,5 +1443,12 @@ mod tests {
                 let _ = emit_echo_reply(m, &mut buf, A6, B6);
             }
         }
+    }
+
+    #[test]
+    fn peek_msg_type_reads_the_type_of_a_cut_message() {
+        assert_eq!(peek_msg_type(&NEIGHBOR_SOLICIT[ICMP..]), Some(msg_type::NEIGHBOR_SOLICIT));
+        assert_eq!(peek_msg_type(&NEIGHBOR_ADVERT[ICMP..ICMP + 1]), Some(msg_type::NEIGHBOR_ADVERT));
+        assert_eq!(peek_msg_type(&[]), None);
     }
 }

@@ -25,7 +25,7 @@ use core::net::Ipv4Addr;
 
 use crate::{Error, Field, Result, checksum};
 
-mod field {
+pub(crate) mod field {
     use crate::Field;
     pub const VER_IHL: usize = 0;
     pub const DSCP_ECN: usize = 1;

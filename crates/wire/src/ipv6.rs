@@ -30,7 +30,7 @@ use crate::{Error, Field, Result, checksum};
 /// IP protocol numbers, shared with IPv4: the Next Header values.
 pub use crate::ipv4::protocol;
 
-mod field {
+pub(crate) mod field {
     use crate::Field;
     pub const VER_TC_FLOW: Field = 0..4;
     pub const LENGTH: Field = 4..6;

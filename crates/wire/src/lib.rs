@@ -16,6 +16,7 @@ pub mod ethernet;
 pub mod icmp_ext;
 pub mod icmpv4;
 pub mod icmpv6;
+pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
 pub mod mpls;

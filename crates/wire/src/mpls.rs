@@ -55,11 +55,13 @@ pub struct Entry<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Entry<T> {
     /// Wraps a buffer without checking its length.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Entry<T> {
         Entry { buffer }
     }
 
     /// Wraps a buffer of at least [`ENTRY_LEN`] bytes (only the first four are the entry).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Entry<T>> {
         let entry = Entry::new_unchecked(buffer);
         entry.check_len()?;
@@ -67,6 +69,7 @@ impl<T: AsRef<[u8]>> Entry<T> {
     }
 
     /// Checks that the buffer holds a whole entry; `Err(Truncated)` otherwise.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < ENTRY_LEN {
             return Err(Error::Truncated);
@@ -80,27 +83,32 @@ impl<T: AsRef<[u8]>> Entry<T> {
     }
 
     /// The entry as one big-endian 32-bit word.
+    #[inline]
     pub fn raw(&self) -> u32 {
         let b = &self.buffer.as_ref()[field::ENTRY];
         u32::from_be_bytes([b[0], b[1], b[2], b[3]])
     }
 
     /// The 20-bit label.
+    #[inline]
     pub fn label(&self) -> u32 {
         self.raw() >> LABEL_SHIFT
     }
 
     /// The 3-bit traffic class (RFC 5462).
+    #[inline]
     pub fn tc(&self) -> u8 {
         ((self.raw() >> TC_SHIFT) & TC_MASK) as u8
     }
 
     /// True on the bottom-of-stack entry (S bit).
+    #[inline]
     pub fn bottom_of_stack(&self) -> bool {
         self.raw() & S_BIT != 0
     }
 
     /// The time to live.
+    #[inline]
     pub fn ttl(&self) -> u8 {
         (self.raw() & TTL_MASK) as u8
     }
@@ -108,29 +116,34 @@ impl<T: AsRef<[u8]>> Entry<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Entry<T> {
     /// Overwrites the whole entry with a big-endian word.
+    #[inline]
     pub fn set_raw(&mut self, word: u32) {
         self.buffer.as_mut()[field::ENTRY].copy_from_slice(&word.to_be_bytes());
     }
 
     /// Sets the label; bits above the 20th are dropped.
+    #[inline]
     pub fn set_label(&mut self, label: u32) {
         let w = self.raw();
         self.set_raw((w & ((1 << LABEL_SHIFT) - 1)) | ((label & MAX_LABEL) << LABEL_SHIFT));
     }
 
     /// Sets the traffic class; bits above the 3rd are dropped.
+    #[inline]
     pub fn set_tc(&mut self, tc: u8) {
         let w = self.raw();
         self.set_raw((w & !(TC_MASK << TC_SHIFT)) | ((u32::from(tc) & TC_MASK) << TC_SHIFT));
     }
 
     /// Sets or clears the bottom-of-stack bit.
+    #[inline]
     pub fn set_bottom_of_stack(&mut self, bottom: bool) {
         let w = self.raw();
         self.set_raw(if bottom { w | S_BIT } else { w & !S_BIT });
     }
 
     /// Sets the time to live.
+    #[inline]
     pub fn set_ttl(&mut self, ttl: u8) {
         // Only the last byte changes.
         self.buffer.as_mut()[field::ENTRY.end - 1] = ttl;
@@ -158,6 +171,7 @@ impl Repr {
     }
 
     /// Decodes a raw big-endian entry word.
+    #[inline]
     pub const fn from_u32(word: u32) -> Repr {
         Repr {
             label: word >> LABEL_SHIFT,
@@ -169,6 +183,7 @@ impl Repr {
 
     /// Encodes the entry as a word; bits of `label` above 20 and of `tc` above 3 are
     /// dropped.
+    #[inline]
     pub const fn to_u32(&self) -> u32 {
         ((self.label & MAX_LABEL) << LABEL_SHIFT)
             | ((self.tc as u32 & TC_MASK) << TC_SHIFT)
@@ -190,6 +205,7 @@ impl Repr {
     ///
     /// # Panics
     /// If the buffer is shorter than [`ENTRY_LEN`].
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, entry: &mut Entry<T>) {
         entry.set_raw(self.to_u32());
     }
@@ -198,6 +214,7 @@ impl Repr {
 /// The number of entries in the stack at the start of `buf`, up to and including the
 /// first with the S bit set. `Err(Truncated)` if the buffer ends first (an empty buffer
 /// included).
+#[inline]
 pub fn stack_depth(buf: &[u8]) -> Result<usize> {
     for (i, e) in buf.chunks_exact(ENTRY_LEN).enumerate() {
         if e[2] & 0x01 != 0 {

@@ -1,0 +1,343 @@
+//! The cached swap against the general path: the same frames through two routers,
+//! one by [`Dataplane::process`] (the cached swap first), one straight into
+//! [`Dataplane::mpls_input`], must give the same frames out, the same counters and the
+//! same neighbour table, including across neighbour changes and stale entries.
+
+use std::time::Duration;
+
+use vmpls_fib::{LabelAction, LabelRoute, Nexthop, NexthopGroup, TtlModel};
+
+use std::net::Ipv6Addr;
+
+use vmpls_wire::{arp, checksum, icmpv6, ipv6, mpls, virtio_net};
+
+use super::icmp::may_answer_with_error;
+use super::ipv6::{MAX_IPV6_EXT_HEADERS, ipv6_repr};
+use super::*;
+
+const WEST_MAC: [u8; 6] = [2, 0, 0, 0, 0x10, 0x02];
+const EAST_MAC: [u8; 6] = [2, 0, 0, 0, 0x20, 0x01];
+const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 0x20, 0x02];
+const PEER2_MAC: [u8; 6] = [2, 0, 0, 0, 0x20, 0x03];
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn route(nexthops: &[(PortId, &str, &[u32])]) -> LabelRoute {
+    let nhs =
+        nexthops.iter().map(|&(p, via, labels)| Nexthop::new(p, Some(ip(via)), labels.to_vec())).collect();
+    LabelRoute { action: LabelAction::Forward(NexthopGroup::new(nhs).unwrap()), ttl_model: TtlModel::Uniform }
+}
+
+fn router() -> Dataplane {
+    let mut b = Fib::builder();
+    b.router_v4("198.18.255.2".parse().unwrap());
+    b.add_port("west", vmpls_fib::DEFAULT_VRF, &[(ip("198.18.10.2"), 24), (ip("2001:db8:10::2"), 64)])
+        .unwrap();
+    b.add_port("east", vmpls_fib::DEFAULT_VRF, &[(ip("198.18.20.1"), 24), (ip("2001:db8:20::1"), 64)])
+        .unwrap();
+    b.add_label_route(1002, route(&[(1, "198.18.20.2", &[2002])])).unwrap();
+    b.add_label_route(1003, route(&[(1, "198.18.20.9", &[2003])])).unwrap();
+    b.add_label_route(1004, route(&[(1, "198.18.20.2", &[])])).unwrap();
+    b.add_label_route(1005, route(&[(1, "198.18.20.2", &[2005, 2006])])).unwrap();
+    b.add_label_route(1006, route(&[(1, "198.18.20.2", &[2007]), (1, "198.18.20.3", &[2008])])).unwrap();
+    b.add_label_route(1007, route(&[(1, "2001:db8:20::2", &[2009])])).unwrap();
+    let ports = vec![
+        PortInfo { id: 0, name: "west".into(), mac: WEST_MAC, mtu: 1500, caps: PortCaps::default() },
+        PortInfo { id: 1, name: "east".into(), mac: EAST_MAC, mtu: 1500, caps: PortCaps::default() },
+    ];
+    let now = Instant::now();
+    let mut dp = Dataplane::new(FibHandle::new(b.build().unwrap()), ports, DataplaneConfig::default());
+    for a in ["198.18.20.2", "198.18.20.3", "2001:db8:20::2"] {
+        dp.neighbors.learn(now, 1, ip(a), PEER_MAC, true);
+    }
+    dp
+}
+
+/// A labelled frame to the west port over a UDP/IPv4 packet of `payload` bytes.
+fn frame(entries: &[(u32, u8, bool)], payload: usize) -> Vec<u8> {
+    let mut f = WEST_MAC.to_vec();
+    f.extend_from_slice(&[2, 0, 0, 0, 0x10, 0x01]);
+    f.extend_from_slice(&u16::from(EtherType::Mpls).to_be_bytes());
+    for &(label, ttl, bottom) in entries {
+        let e = mpls::Repr { label, tc: 5, bottom, ttl };
+        f.extend_from_slice(&e.to_u32().to_be_bytes());
+    }
+    let total = (28 + payload) as u16;
+    let mut ip = vec![0x45, 0, 0, 0, 0x12, 0x34, 0, 0, 64, 17, 0, 0, 198, 18, 1, 2, 198, 18, 2, 2];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    let c = !checksum::fold(checksum::sum(&ip));
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&[0x30, 0x39, 0x30, 0x3a]);
+    f.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend((0..payload).map(|i| i as u8));
+    f
+}
+
+fn cases() -> Vec<Packet> {
+    let mut v: Vec<Packet> = [
+        frame(&[(1002, 64, true)], 18),
+        frame(&[(1002, 2, true)], 18),
+        frame(&[(1002, 1, true)], 18),
+        frame(&[(1002, 0, true)], 18),
+        frame(&[(1003, 64, true)], 18),
+        frame(&[(1004, 64, true)], 18),
+        frame(&[(1005, 64, true)], 18),
+        frame(&[(1006, 64, true)], 18),
+        frame(&[(1006, 64, false), (77, 9, true)], 40),
+        frame(&[(1007, 64, true)], 18),
+        frame(&[(9999, 64, true)], 18),
+        frame(&[(5, 64, true)], 18),
+        frame(&[(1002, 64, false), (2000, 64, true)], 18),
+        frame(&[(1002, 64, false)], 0)[..18].to_vec(),
+        frame(&[(1002, 64, true)], 1500 - 4 - 28),
+        frame(&[(1002, 64, true)], 1500 - 4 - 28 + 1),
+    ]
+    .iter()
+    .map(|f| Packet::from_frame(0, f))
+    .collect();
+    let mut csum = Packet::from_frame(0, &frame(&[(1002, 64, true)], 18));
+    csum.offload =
+        virtio_net::Repr { needs_csum: true, csum_start: 38, csum_offset: 6, ..Default::default() };
+    v.push(csum);
+    let mut inside = Packet::from_frame(0, &frame(&[(1002, 64, false), (2000, 64, true)], 18));
+    inside.offload =
+        virtio_net::Repr { needs_csum: true, csum_start: 20, csum_offset: 6, ..Default::default() };
+    v.push(inside);
+    let mut gso = Packet::from_frame(0, &frame(&[(1002, 64, true)], 3000));
+    gso.offload = virtio_net::Repr {
+        needs_csum: true,
+        gso_type: virtio_net::GsoType::UdpL4,
+        gso_size: 1000,
+        csum_start: 38,
+        csum_offset: 6,
+        ..Default::default()
+    };
+    v.push(gso);
+    v
+}
+
+fn run(dp: &mut Dataplane, now: Instant, cached: bool, pool: &mut PacketPool) -> Vec<(PortId, Vec<u8>)> {
+    let mut out = Output::new(2);
+    for pkt in cases() {
+        if cached {
+            dp.process(now, pkt, pool, &mut out);
+        } else {
+            let fib = dp.fib.load_full();
+            dp.counters.rx_frames[usize::from(pkt.port)] += 1;
+            dp.mpls_input(&mut Batch { fib: &fib, now, pool, out: &mut out }, pkt, false);
+        }
+    }
+    let mut sent = Vec::new();
+    for tx in &mut out.tx {
+        for p in tx.drain(..) {
+            sent.push((p.port, p.frame().to_vec()));
+            pool.put(p);
+        }
+    }
+    sent
+}
+
+/// Counters (as text) and neighbour entries, sorted.
+type State = (String, Vec<(PortId, IpAddr, Option<[u8; 6]>)>);
+
+fn state(dp: &Dataplane) -> State {
+    let mut n: Vec<_> = dp.neighbors().entries().collect();
+    n.sort();
+    (format!("{:?}", dp.counters()), n)
+}
+
+/// An IPv6 packet 2001:db8:1::2 -> 2001:db8:2::2 with `next` and `payload`.
+fn ipv6_packet(next: u8, payload: &[u8]) -> Vec<u8> {
+    let mut p = vec![0u8; 40];
+    ipv6_repr(ip6("2001:db8:1::2"), ip6("2001:db8:2::2"), payload.len(), 1)
+        .emit(&mut ipv6::Packet::new_unchecked(&mut p[..]));
+    p[6] = next;
+    p.extend_from_slice(payload);
+    p
+}
+
+fn ip6(s: &str) -> Ipv6Addr {
+    s.parse().unwrap()
+}
+
+/// An extension header of `len` bytes (a multiple of 8) announcing `next`.
+fn ext(next: u8, len: usize) -> Vec<u8> {
+    let mut h = vec![0u8; len];
+    h[0] = next;
+    h[1] = (len / 8 - 1) as u8;
+    if len >= 8 {
+        h[2] = 1; // PadN over the rest
+        h[3] = (len - 4) as u8;
+    }
+    h
+}
+
+#[test]
+fn no_icmp_error_about_icmpv6_errors_or_later_fragments_behind_extension_headers() {
+    use ipv6::protocol::{IPV6_FRAG, IPV6_ICMP as ICMP6, IPV6_OPTS as OPTS, UDP};
+    let chain = |headers: &[(u8, Vec<u8>)], upper: &[u8]| {
+        let mut v: Vec<u8> = headers.iter().flat_map(|(_, h)| h.clone()).collect();
+        v.extend_from_slice(upper);
+        ipv6_packet(headers.first().map_or(UDP, |h| h.0), &v)
+    };
+    let echo = [128u8, 0, 0, 0, 0, 1, 0, 1];
+    let unreachable = [1u8, 4, 0, 0, 0, 0, 0, 0];
+    // hop-by-hop, then destination options, then the upper layer.
+    let two = |upper: u8| vec![(0u8, ext(OPTS, 8)), (OPTS, ext(upper, 16))];
+    assert!(may_answer_with_error(&chain(&two(ICMP6), &echo)), "echo behind options");
+    assert!(!may_answer_with_error(&chain(&two(ICMP6), &unreachable)), "error behind options");
+    assert!(!may_answer_with_error(&ipv6_packet(ICMP6, &unreachable)), "error right behind");
+    assert!(may_answer_with_error(&chain(&two(UDP), &[0; 8])));
+    // Fragments: an atomic or first one is looked through, a later one never answered.
+    let mut first = vec![ICMP6, 0, 0, 1, 0, 0, 0, 7]; // offset 0, more fragments
+    first.extend_from_slice(&unreachable);
+    assert!(!may_answer_with_error(&ipv6_packet(IPV6_FRAG, &first)));
+    let later = [UDP, 0, 0, 8 << 3, 0, 0, 0, 7, 1, 2, 3, 4, 5, 6, 7, 8];
+    assert!(!may_answer_with_error(&ipv6_packet(IPV6_FRAG, &later)), "offset 8");
+    // A header running past the packet: cannot tell.
+    let mut cut = ext(UDP, 64);
+    cut.truncate(16);
+    assert!(!may_answer_with_error(&ipv6_packet(OPTS, &cut)));
+    // Long chains: up to the limit followed, beyond it not answered.
+    let opts = |n: usize| {
+        let hs: Vec<(u8, Vec<u8>)> =
+            (0..n).map(|i| (OPTS, ext(if i + 1 == n { UDP } else { OPTS }, 8))).collect();
+        chain(&hs, &[0; 8])
+    };
+    assert!(may_answer_with_error(&opts(MAX_IPV6_EXT_HEADERS)));
+    assert!(!may_answer_with_error(&opts(MAX_IPV6_EXT_HEADERS + 1)));
+    // IPv4: echo answered; errors and later fragments not.
+    let v4 = |proto: u8, frag: u16, payload: &[u8]| {
+        let mut p = vec![0x45, 0, 0, 0, 0, 1, 0, 0, 1, proto, 0, 0, 198, 18, 1, 2, 198, 18, 2, 2];
+        p[2..4].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
+        p[6..8].copy_from_slice(&frag.to_be_bytes());
+        p.extend_from_slice(payload);
+        p
+    };
+    assert!(may_answer_with_error(&v4(1, 0, &[8, 0, 0, 0, 0, 1, 0, 1])));
+    assert!(!may_answer_with_error(&v4(1, 0, &[11, 0, 0, 0, 0, 0, 0, 0])));
+    assert!(!may_answer_with_error(&v4(1, 0, &[3, 3, 0, 0, 0, 0, 0, 0])));
+    assert!(!may_answer_with_error(&v4(17, 1, &[0; 8])), "offset 8");
+}
+
+fn arp_frame(op: arp::Operation, sender: &str, mac: [u8; 6], target: &str) -> Packet {
+    let repr = arp::Repr {
+        operation: op,
+        sender_hardware_addr: mac,
+        sender_protocol_addr: sender.parse().unwrap(),
+        target_hardware_addr: if op == arp::Operation::Request { [0; 6] } else { WEST_MAC },
+        target_protocol_addr: target.parse().unwrap(),
+    };
+    let mut f = vec![0u8; ETH + 28];
+    let dst = if op == arp::Operation::Request { [0xff; 6] } else { WEST_MAC };
+    write_ethernet(&mut f, dst, mac, EtherType::Arp);
+    repr.emit(&mut arp::Packet::new_unchecked(&mut f[ETH..]));
+    Packet::from_frame(0, &f)
+}
+
+/// A neighbour solicitation or advertisement from `src` (MAC `mac`) on the east port.
+fn nd_frame(src: &str, mac: [u8; 6], advert: Option<(&str, bool)>, target: &str) -> Packet {
+    let (src, target) = (ip6(src), ip6(target));
+    let dst = ip6("2001:db8:20::1");
+    let mut f = vec![0u8; ETH + 40 + 32];
+    write_ethernet(&mut f, EAST_MAC, mac, EtherType::Ipv6);
+    let n = match advert {
+        None => icmpv6::emit_neighbor_solicit(&mut f[ETH + 40..], src, dst, target, mac).unwrap(),
+        Some((_, o)) => {
+            icmpv6::emit_neighbor_advert(&mut f[ETH + 40..], src, dst, target, mac, true, false, o).unwrap()
+        }
+    };
+    ipv6_repr(src, dst, n, 255).emit(&mut ipv6::Packet::new_unchecked(&mut f[ETH..ETH + 40]));
+    f.truncate(ETH + 40 + n);
+    Packet::from_frame(1, &f)
+}
+
+fn neighbor(dp: &Dataplane, port: PortId, addr: &str) -> Option<[u8; 6]> {
+    dp.neighbors().entries().find(|e| (e.0, e.1) == (port, ip(addr))).and_then(|e| e.2)
+}
+
+#[test]
+fn neighbours_are_added_only_from_requests_by_senders_on_the_port_subnet() {
+    let mut dp = router();
+    let mut pool = PacketPool::new(16);
+    let mut out = Output::new(2);
+    let now = Instant::now();
+    let mac = [2, 0, 0, 0, 0x10, 0x77];
+    let entries = |dp: &Dataplane| dp.neighbors().entries().count();
+    let before = entries(&dp);
+    let (request, reply) = (arp::Operation::Request, arp::Operation::Reply);
+    let ours = "198.18.10.2";
+    // From off the subnet: answered, not added.
+    dp.process(now, arp_frame(request, "198.19.0.7", mac, ours), &mut pool, &mut out);
+    assert_eq!(out.tx[0].len(), 1, "the request is answered");
+    assert_eq!(entries(&dp), before);
+    // An unsolicited reply, even from the subnet: not added.
+    dp.process(now, arp_frame(reply, "198.18.10.77", mac, ours), &mut pool, &mut out);
+    assert_eq!(entries(&dp), before);
+    // A request from the subnet: added; a later reply updates it (merge).
+    dp.process(now, arp_frame(request, "198.18.10.77", mac, ours), &mut pool, &mut out);
+    assert_eq!(neighbor(&dp, 0, "198.18.10.77"), Some(mac));
+    let moved = [2, 0, 0, 0, 0x10, 0x78];
+    dp.process(now, arp_frame(reply, "198.18.10.77", moved, ours), &mut pool, &mut out);
+    assert_eq!(neighbor(&dp, 0, "198.18.10.77"), Some(moved));
+    // Neighbour solicitations likewise: the advertisement goes out either way.
+    let sent = out.tx[1].len();
+    dp.process(now, nd_frame("2001:db8:99::5", mac, None, "2001:db8:20::1"), &mut pool, &mut out);
+    dp.process(now, nd_frame("2001:db8:20::5", mac, None, "2001:db8:20::1"), &mut pool, &mut out);
+    assert_eq!(out.tx[1].len(), sent + 2, "both solicitations answered");
+    assert_eq!(neighbor(&dp, 1, "2001:db8:99::5"), None);
+    assert_eq!(neighbor(&dp, 1, "2001:db8:20::5"), Some(mac));
+    assert_eq!(dp.counters().total_drops(), 0);
+}
+
+#[test]
+fn an_advert_without_override_does_not_replace_a_reachable_neighbour() {
+    let mut dp = router();
+    let mut pool = PacketPool::new(16);
+    let mut out = Output::new(2);
+    let now = Instant::now();
+    let peer = "2001:db8:20::2";
+    assert_eq!(neighbor(&dp, 1, peer), Some(PEER_MAC));
+    let spoof = [2, 0, 0, 0, 0x66, 0x66];
+    dp.process(now, nd_frame(peer, spoof, Some((peer, false)), peer), &mut pool, &mut out);
+    assert_eq!(neighbor(&dp, 1, peer), Some(PEER_MAC), "O clear: kept");
+    dp.process(now, nd_frame(peer, spoof, Some((peer, true)), peer), &mut pool, &mut out);
+    assert_eq!(neighbor(&dp, 1, peer), Some(spoof), "O set: replaced (RFC 4861 section 7.2.5)");
+    assert_eq!(dp.counters().total_drops(), 0);
+}
+
+#[test]
+fn cached_swap_matches_the_general_path() {
+    let (mut a, mut b) = (router(), router());
+    let (mut pa, mut pb) = (PacketPool::new(64), PacketPool::new(64));
+    let t0 = Instant::now();
+    let step = |a: &mut Dataplane, b: &mut Dataplane, pa: &mut PacketPool, pb: &mut PacketPool, now| {
+        let sa = run(a, now, true, pa);
+        let sb = run(b, now, false, pb);
+        assert!(!sa.is_empty());
+        assert_eq!(sa, sb, "frames out");
+        assert_eq!(state(a), state(b), "counters and neighbours");
+        sa
+    };
+    let first = step(&mut a, &mut b, &mut pa, &mut pb, t0);
+    assert!(a.counters().events(Event::LabelSwap) >= 6, "the cached cases were switched");
+    // Cached resolutions follow a neighbour's new MAC.
+    for dp in [&mut a, &mut b] {
+        dp.neighbors.learn(t0, 1, ip("198.18.20.2"), PEER2_MAC, false);
+    }
+    let moved = step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(1));
+    assert_ne!(first, moved);
+    assert!(moved.iter().any(|(_, f)| f[..6] == PEER2_MAC));
+    // Stale: the general path switches and asks again; then expired and forgotten.
+    step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(31));
+    for dp in [&mut a, &mut b] {
+        let mut out = Output::new(2);
+        let mut pool = PacketPool::new(8);
+        dp.poll(t0 + Duration::from_secs(40), &mut pool, &mut out);
+    }
+    step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(40));
+}
