@@ -70,7 +70,7 @@ pub fn collect(snap: &Snapshot, fib: &Fib) -> Stats {
         .collect();
     Stats {
         ports,
-        drops: vmpls_dataplane::Drop::ALL
+        drops: vmpls_dataplane::DropReason::ALL
             .iter()
             .map(|d| Counter { name: d.name().into(), value: c.drops(*d) })
             .collect(),
