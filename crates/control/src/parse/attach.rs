@@ -1,0 +1,202 @@
+//! What a `[[port]]` attaches to, by its `kind`: a Linux interface (af-packet), a TAP
+//! device the router creates, a vhost-user socket a guest connects to, or an MPLS-in-UDP
+//! tunnel. Each kind's required keys, the keys it refuses, and the `interface` string a
+//! port keeps for messages and `link show`.
+
+use std::net::IpAddr;
+
+use super::S;
+use super::ctx::Ctx;
+use super::raw::RawPort;
+use super::values::{check_unix_socket_path, parse_host, parse_mac_of};
+use crate::{ConfigError, PortKind};
+
+/// Linux's `dev_valid_name`: 1 to 15 bytes, not "." or "..", no '/', ':' or whitespace.
+fn check_interface_name(ctx: &Ctx, s: &S<String>) -> Result<String, ConfigError> {
+    let n = s.get_ref();
+    let problem = if n.is_empty() {
+        Some("is empty".to_string())
+    } else if n.len() > 15 {
+        Some(format!("is {} bytes long; Linux interface names have at most 15", n.len()))
+    } else if n == "." || n == ".." || n.contains(['/', ':']) || n.contains(char::is_whitespace) {
+        Some("is not a valid Linux interface name (no '/', ':' or spaces)".to_string())
+    } else {
+        None
+    };
+    match problem {
+        Some(p) => Err(ctx.err(&s.span(), "port.interface", format!("interface name \"{n}\" {p}"))),
+        None => Ok(n.clone()),
+    }
+}
+
+/// `aa:bb:cc:dd:ee:ff`: a unicast MAC address, not all zeros.
+fn parse_mac(ctx: &Ctx, s: &S<String>) -> Result<[u8; 6], ConfigError> {
+    parse_mac_of(ctx, s, "port.mac", "a port")
+}
+
+/// Whether two ports' `interface` values name things in one namespace: interface names
+/// (af-packet and TAP ports) or socket paths (vhost-user).
+pub(super) fn same_namespace(a: &PortKind, b: &PortKind) -> bool {
+    matches!(a, PortKind::VhostUser { .. }) == matches!(b, PortKind::VhostUser { .. })
+}
+
+/// A `[[port]]`'s kind and what it attaches to: (`interface` as [`PortConfig`](crate::PortConfig) keeps it,
+/// the line of the key naming it, the kind). `line` is the port's `name` line, for
+/// missing keys.
+pub(super) fn port_attachment(
+    ctx: &Ctx,
+    p: &RawPort,
+    line: usize,
+) -> Result<(String, usize, PortKind), ConfigError> {
+    let kind_name = p.kind.as_ref().map_or("af-packet", |k| k.get_ref().as_str());
+    let not_for = |s: &S<String>, field: &str, hint: &str| {
+        ctx.err(&s.span(), field, format!("a {kind_name} port takes no {}; {hint}", &field[5..]))
+    };
+    let mac = || p.mac.as_ref().map(|m| parse_mac(ctx, m)).transpose();
+    if kind_name != "udp" {
+        let udp_only = [(&p.local, "port.local"), (&p.remote, "port.remote"), (&p.netns, "port.netns")];
+        if let Some((s, field)) = udp_only.iter().find_map(|(s, f)| s.as_ref().map(|s| (s, *f))) {
+            return Err(not_for(s, field, "it is for kind = \"udp\" (MPLS-in-UDP)"));
+        }
+        if let Some(n) = &p.udp_port {
+            return Err(ctx.err(
+                &n.span(),
+                "port.udp-port",
+                format!("a {kind_name} port takes no udp-port; it is for kind = \"udp\" (MPLS-in-UDP)"),
+            ));
+        }
+    }
+    match kind_name {
+        "udp" => udp_attachment(ctx, p, line),
+        "af-packet" | "tap" => {
+            if let Some(s) = &p.socket {
+                return Err(not_for(s, "port.socket", "socket = \"...\" is for kind = \"vhost-user\""));
+            }
+            let Some(iface) = &p.interface else {
+                let what = if kind_name == "tap" {
+                    "the name of the TAP device the router creates"
+                } else {
+                    "the Linux interface to attach to"
+                };
+                return Err(ctx.err_line(
+                    line,
+                    "port.interface",
+                    format!("port \"{}\" needs interface = \"...\": {what}", p.name.get_ref()),
+                ));
+            };
+            let interface = check_interface_name(ctx, iface)?;
+            let kind = if kind_name == "tap" {
+                PortKind::Tap { mac: mac()? }
+            } else {
+                if let Some(m) = &p.mac {
+                    return Err(not_for(
+                        m,
+                        "port.mac",
+                        "an af-packet port sends with its interface's MAC (set it with `ip link set IFACE address ...`)",
+                    ));
+                }
+                PortKind::AfPacket
+            };
+            Ok((interface, ctx.line(&iface.span()), kind))
+        }
+        "vhost-user" => {
+            if let Some(s) = &p.interface {
+                return Err(not_for(
+                    s,
+                    "port.interface",
+                    "a vhost-user port is a guest's NIC: give socket = \"/path\" for QEMU to connect to",
+                ));
+            }
+            let Some(sock) = &p.socket else {
+                return Err(ctx.err_line(
+                    line,
+                    "port.socket",
+                    format!(
+                        "port \"{}\" needs socket = \"/path\": the vhost-user socket the router listens on and QEMU connects to",
+                        p.name.get_ref()
+                    ),
+                ));
+            };
+            let socket = check_unix_socket_path(ctx, sock, "port.socket", "/run/vmpls/vm1.sock")?;
+            let interface = socket.display().to_string();
+            Ok((interface, ctx.line(&sock.span()), PortKind::VhostUser { socket, mac: mac()? }))
+        }
+        other => {
+            let span = p.kind.as_ref().map(|k| k.span()).unwrap_or_default();
+            Err(ctx.err(
+                &span,
+                "port.kind",
+                format!(
+                    "unknown port kind \"{other}\"; expected \"af-packet\", \"tap\", \"vhost-user\" or \"udp\""
+                ),
+            ))
+        }
+    }
+}
+
+/// A `kind = "udp"` port (MPLS-in-UDP): `local` and `remote` underlay addresses of one
+/// family, `udp-port` (6635 unless given), `netns` for the underlay; no `interface`,
+/// `socket` or `mac`. Its `interface` (for messages and `link show`) reads
+/// `udp:LOCAL->REMOTE:PORT`.
+fn udp_attachment(ctx: &Ctx, p: &RawPort, line: usize) -> Result<(String, usize, PortKind), ConfigError> {
+    let hint = "a udp port is a tunnel: give local = \"ADDR\" and remote = \"ADDR\" (underlay addresses)";
+    for (s, field) in [(&p.interface, "port.interface"), (&p.socket, "port.socket"), (&p.mac, "port.mac")] {
+        if let Some(s) = s {
+            return Err(ctx.err(&s.span(), field, format!("a udp port takes no {}; {hint}", &field[5..])));
+        }
+    }
+    let name = p.name.get_ref();
+    let need = |field: &str, what: &str| {
+        ctx.err_line(line, field, format!("port \"{name}\" needs {} = \"...\": {what}", &field[5..]))
+    };
+    let local_s = p.local.as_ref().ok_or_else(|| need("port.local", "the underlay address to send from"))?;
+    let remote_s =
+        p.remote.as_ref().ok_or_else(|| need("port.remote", "the other end's underlay address"))?;
+    let local = parse_host(ctx, local_s, "port.local", "198.18.100.1 or 2001:db8:100::1")?;
+    let remote = parse_host(ctx, remote_s, "port.remote", "198.18.100.2 or 2001:db8:100::2")?;
+    if local.is_ipv4() != remote.is_ipv4() {
+        return Err(ctx.err(
+            &remote_s.span(),
+            "port.remote",
+            format!("{remote} and local {local} are of different families; a tunnel's ends are both IPv4 or both IPv6"),
+        ));
+    }
+    if local == remote {
+        return Err(ctx.err(&remote_s.span(), "port.remote", format!("{remote} is the local address too")));
+    }
+    let port = match &p.udp_port {
+        None => crate::MPLS_UDP_PORT,
+        Some(n) => match u16::try_from(*n.get_ref()) {
+            Ok(v) if v > 0 => v,
+            _ => {
+                return Err(ctx.err(
+                    &n.span(),
+                    "port.udp-port",
+                    format!(
+                        "UDP port {} is out of range; expected 1 to 65535 (6635 is MPLS-in-UDP's)",
+                        n.get_ref()
+                    ),
+                ));
+            }
+        },
+    };
+    let netns = match &p.netns {
+        None => None,
+        Some(s) => {
+            let n = s.get_ref();
+            if n.is_empty() || n.contains('/') || n == "." || n == ".." {
+                return Err(ctx.err(
+                    &s.span(),
+                    "port.netns",
+                    format!("\"{n}\" is not a network namespace name (as `ip netns list` shows them)"),
+                ));
+            }
+            Some(n.clone())
+        }
+    };
+    let interface = match remote {
+        IpAddr::V6(_) => format!("udp:[{local}]->[{remote}]:{port}"),
+        IpAddr::V4(_) => format!("udp:{local}->{remote}:{port}"),
+    };
+    Ok((interface, ctx.line(&remote_s.span()), PortKind::Udp { local, remote, port, netns }))
+}
