@@ -70,7 +70,8 @@ use vmpls_dataplane::hash::mpls_flow_hash;
 use vmpls_dataplane::{Packet, PacketPool, PortCaps, PortId, PortInfo};
 use vmpls_wire::ethernet;
 
-use crate::sys;
+use vmpls_sys::sockopt;
+
 use crate::{Port, PortError, PortStats};
 
 const ETH: usize = ethernet::HEADER_LEN;
@@ -216,27 +217,7 @@ fn in_netns<T: Send>(netns: &str, f: impl FnOnce() -> io::Result<T> + Send) -> i
     let path = format!("/run/netns/{netns}");
     let file = std::fs::File::open(&path)
         .map_err(|e| io::Error::new(e.kind(), format!("network namespace {path}: {e}")))?;
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            // SAFETY: setns(2) on a descriptor we own, for this thread only (a thread of
-            // its own: it ends when `f` returns).
-            if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            f()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("the namespace thread panicked")))
-    })
-}
-
-/// `getsockopt` of an `int`.
-fn get_int(fd: BorrowedFd<'_>, level: libc::c_int, opt: libc::c_int) -> io::Result<libc::c_int> {
-    let mut v: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `v` and `len` are valid for writes of the sizes given.
-    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), level, opt, (&raw mut v).cast(), &mut len) };
-    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(v) }
+    vmpls_sys::netns::run_in(&file, f)?
 }
 
 /// A non-blocking UDP socket of `local`'s family bound to `local:port`.
@@ -249,10 +230,10 @@ fn bound(local: IpAddr, port: u16) -> io::Result<UdpSocket> {
     };
     // Never fragment in the underlay: a datagram too big is refused (EMSGSIZE), and the
     // port's MTU makes the pipeline send "too big" to the customer first.
-    sys::set_int(s.as_fd(), level, opt, val)?;
+    sockopt::set_int(s.as_fd(), level, opt, val)?;
     for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
-        if sys::set_int(s.as_fd(), libc::SOL_SOCKET, force, SOCKET_BUFFER).is_err() {
-            let _ = sys::set_int(s.as_fd(), libc::SOL_SOCKET, plain, SOCKET_BUFFER);
+        if sockopt::set_int(s.as_fd(), libc::SOL_SOCKET, force, SOCKET_BUFFER).is_err() {
+            let _ = sockopt::set_int(s.as_fd(), libc::SOL_SOCKET, plain, SOCKET_BUFFER);
         }
     }
     Ok(s)
@@ -271,7 +252,7 @@ struct Sockets {
 
 fn open_sockets(opts: &MplsUdpOptions) -> io::Result<Sockets> {
     let rx = bound(opts.local, opts.udp_port)?;
-    let gro = sys::set_int(rx.as_fd(), libc::SOL_UDP, UDP_GRO, 1).is_ok();
+    let gro = sockopt::set_int(rx.as_fd(), libc::SOL_UDP, UDP_GRO, 1).is_ok();
     let remote = SocketAddr::new(opts.remote, opts.udp_port);
     let mut tx = Vec::with_capacity(SOURCE_PORTS);
     let mut source_ports = Vec::with_capacity(SOURCE_PORTS);
@@ -301,9 +282,9 @@ fn open_sockets(opts: &MplsUdpOptions) -> io::Result<Sockets> {
         IpAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU, 20 + 8),
         IpAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU, 40 + 8),
     };
-    let path_mtu = get_int(tx[0].as_fd(), level, opt)?;
+    let path_mtu = sockopt::get_int(tx[0].as_fd(), level, opt)?;
     let path_mtu = u32::try_from(path_mtu).unwrap_or(0).saturating_sub(overhead);
-    let gso = sys::set_int(tx[0].as_fd(), libc::SOL_UDP, UDP_SEGMENT, 0).is_ok();
+    let gso = sockopt::set_int(tx[0].as_fd(), libc::SOL_UDP, UDP_SEGMENT, 0).is_ok();
     Ok(Sockets { rx, tx, source_ports, path_mtu, gro, gso })
 }
 
@@ -614,13 +595,20 @@ fn is_unreachable(errno: i32) -> bool {
     )
 }
 
+impl AsFd for MplsUdpPort {
+    /// The descriptor to poll for readability.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.rx.as_fd()
+    }
+}
+
 impl Port for MplsUdpPort {
     fn info(&self) -> &PortInfo {
         &self.info
     }
 
     fn fd(&self) -> RawFd {
-        self.rx.as_raw_fd()
+        self.as_fd().as_raw_fd()
     }
 
     fn point_to_point(&self) -> bool {
@@ -893,11 +881,16 @@ mod tests {
         // receive side reads back, datagram by datagram, must be the label stack and
         // bytes of the frames gso::segment makes: lengths, sequence numbers, flags,
         // IP identification and checksums included.
-        let ns = crate::testns::Netns::new("udpsuper");
+        let ns = vmpls_testkit::Netns::without_ipv6("udpsuper");
         ns.ip(&["link", "set", "lo", "up"]);
         let lo: IpAddr = [127, 0, 0, 1].into();
-        let opts =
-            MplsUdpOptions { local: lo, remote: lo, udp_port: 6635, netns: Some(ns.0.clone()), mtu: None };
+        let opts = MplsUdpOptions {
+            local: lo,
+            remote: lo,
+            udp_port: 6635,
+            netns: Some(ns.name().to_owned()),
+            mtu: None,
+        };
         let mut port = MplsUdpPort::open(0, "core", &opts).expect("open the tunnel");
         assert!(port.info().caps.mpls_gso, "the port takes labelled super-frames");
         let mut pool = PacketPool::new(512);
@@ -916,9 +909,7 @@ mod tests {
             let mut got = Vec::new();
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
             while got.len() < want.len() && std::time::Instant::now() < deadline {
-                let mut pfd = libc::pollfd { fd: port.fd(), events: libc::POLLIN, revents: 0 };
-                // SAFETY: one valid pollfd.
-                unsafe { libc::poll(&mut pfd, 1, 100) };
+                vmpls_sys::wait_readable(&port, std::time::Duration::from_millis(100));
                 port.recv_batch(&mut pool, &mut got, MAX_SEGMENTS).unwrap();
             }
             assert_eq!(got.len(), want.len(), "v6 {v6}, {payload} bytes");
