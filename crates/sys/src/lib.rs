@@ -8,6 +8,7 @@
 //! above see safe functions only.
 //!
 //! - [`iface`]: interface names, indexes, flags, MAC, MTU, ethtool driver name.
+//! - [`ip`]: raw ICMP sockets, TCP socket details.
 //! - [`packet`]: `AF_PACKET` sockets: open, bind, send and receive single frames, the
 //!   `SOL_PACKET` options vmpls uses.
 //! - [`sockopt`]: plain `setsockopt`/`getsockopt` for options without a typed wrapper.
@@ -18,6 +19,7 @@
 
 pub mod event;
 pub mod iface;
+pub mod ip;
 pub mod netns;
 pub mod packet;
 pub mod process;

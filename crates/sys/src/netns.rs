@@ -84,19 +84,6 @@ pub fn command_in(cmd: &mut Command, ns: File) {
     }
 }
 
-/// Makes `cmd`'s process receive `SIGKILL` when the thread that spawned it exits
-/// (`PR_SET_PDEATHSIG`), so it cannot outlive a crashed parent.
-pub fn kill_with_parent(cmd: &mut Command) {
-    // SAFETY: runs in the child between fork and exec; prctl(2) is a direct syscall,
-    // async-signal-safe, and the closure allocates nothing.
-    unsafe {
-        cmd.pre_exec(|| {
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
-            Ok(())
-        });
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

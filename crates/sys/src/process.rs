@@ -1,6 +1,10 @@
 //! The calling process and others.
 
+use std::fs::File;
 use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 
 /// Whether the process runs as root (effective user 0).
 pub fn is_root() -> bool {
@@ -16,4 +20,39 @@ pub fn kill(pid: u32, signal: libc::c_int) -> io::Result<()> {
     let sig = rustix::process::Signal::from_named_raw(signal)
         .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
     Ok(rustix::process::kill_process(pid, sig)?)
+}
+
+/// Sends `signal` to every process of the group `pgid` leads.
+pub fn kill_group(pgid: u32, signal: libc::c_int) -> io::Result<()> {
+    let pid = i32::try_from(pgid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+    let sig = rustix::process::Signal::from_named_raw(signal)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    Ok(rustix::process::kill_process_group(pid, sig)?)
+}
+
+/// Makes `cmd`'s process receive `SIGKILL` when the thread that spawned it exits
+/// (`PR_SET_PDEATHSIG`), so it cannot outlive a crashed parent.
+pub fn kill_with_parent(cmd: &mut Command) {
+    // SAFETY: runs in the child between fork and exec; prctl(2) is a direct syscall,
+    // async-signal-safe, and the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            Ok(())
+        });
+    }
+}
+
+/// Takes an exclusive `flock` on `file`, waiting for it; it is released by [`unlock`] or
+/// when the file is closed.
+pub fn lock_exclusive(file: &File) -> io::Result<()> {
+    Ok(rustix::fs::flock(file.as_fd(), rustix::fs::FlockOperation::LockExclusive)?)
+}
+
+/// Releases a `flock` taken with [`lock_exclusive`].
+pub fn unlock(file: &File) -> io::Result<()> {
+    Ok(rustix::fs::flock(file.as_fd(), rustix::fs::FlockOperation::Unlock)?)
 }

@@ -25,6 +25,8 @@ unsafe impl OptVal for libc::tpacket_req {}
 unsafe impl OptVal for libc::tpacket_req3 {}
 // SAFETY: timeval is two longs.
 unsafe impl OptVal for libc::timeval {}
+// SAFETY: tcp_info is integers only; the kernel writes what it knows, zeroes stay.
+unsafe impl OptVal for libc::tcp_info {}
 
 /// Sets option `opt` at `level` to `val`.
 pub fn set<T: OptVal>(fd: impl AsFd, level: libc::c_int, opt: libc::c_int, val: &T) -> io::Result<()> {
@@ -48,8 +50,9 @@ pub fn set_int(fd: impl AsFd, level: libc::c_int, opt: libc::c_int, val: libc::c
 }
 
 /// Reads option `opt` at `level` into a `T` (zeroes where the kernel writes less).
-pub fn get<T: OptVal + Default>(fd: impl AsFd, level: libc::c_int, opt: libc::c_int) -> io::Result<T> {
-    let mut v = T::default();
+pub fn get<T: OptVal>(fd: impl AsFd, level: libc::c_int, opt: libc::c_int) -> io::Result<T> {
+    // SAFETY: any bit pattern, so all zeroes, is a valid `T` (`OptVal`).
+    let mut v: T = unsafe { mem::zeroed() };
     let mut len = mem::size_of::<T>() as libc::socklen_t;
     // SAFETY: `v` and `len` are live for the call and `len` is the size of `v`; the
     // kernel writes at most `len` bytes, and any bit pattern is a valid `T` (`OptVal`).
