@@ -1,7 +1,7 @@
 //! Ports: the places frames come from and go to.
 //!
 //! One small trait, [`Port`], in the manner of `quinn-udp`: the forwarding thread polls
-//! the port's descriptor ([`AsFd`](std::os::fd::AsFd)) for readability, then moves batches of [`Packet`]s with
+//! the port's descriptor ([`AsFd`]) for readability, then moves batches of [`Packet`]s with
 //! [`Port::recv_batch`] and [`Port::send_batch`]. Every frame carries its virtio-net
 //! metadata ([`Packet::offload`]) in and out, so TSO super-frames pass whole.
 //!
@@ -31,7 +31,7 @@ mod tap;
 mod vhost_user;
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
 
 use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
 
@@ -58,10 +58,11 @@ pub trait Port: Send {
     /// Identity, MAC, MTU and offload capabilities, as the pipeline sees them.
     fn info(&self) -> &PortInfo;
 
-    /// The descriptor to poll for readability, as a number. Every port in this crate also
-    /// implements [`AsFd`](std::os::fd::AsFd), which is what new code should use: this getter stays only until
-    /// the router's own `Port` wrappers implement `AsFd`, when `Port` becomes `Port: AsFd`
-    /// and this method goes.
+    /// The descriptor to poll for readability, as a number: one the port owns and keeps
+    /// open as long as it lives. Every port in this crate also implements
+    /// [`AsFd`], and so does `dyn Port` (below): that is what new code
+    /// should use. This getter stays only until the router's own `Port` wrappers implement
+    /// `AsFd`; then `Port` becomes `Port: AsFd` and this method goes.
     fn fd(&self) -> RawFd;
 
     /// Receives up to `max` frames into buffers taken from `pool`, appending them to `out`
@@ -85,6 +86,16 @@ pub trait Port: Send {
     /// port ignores the Ethernet addresses.
     fn point_to_point(&self) -> bool {
         false
+    }
+}
+
+/// The descriptor of any port through the trait object, so `Box<dyn Port>` is `AsFd` too.
+/// Goes when `Port` becomes `Port: AsFd` (which gives the same).
+impl AsFd for dyn Port {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: `Port::fd` is a descriptor the port owns and keeps open as long as it
+        // lives (its contract), and the borrow returned cannot outlive `self`.
+        unsafe { BorrowedFd::borrow_raw(self.fd()) }
     }
 }
 

@@ -6,6 +6,12 @@ use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
+/// The kernel's clock ticks a second (`sysconf(_SC_CLK_TCK)`): the unit of the CPU times
+/// in `/proc/PID/stat`.
+pub fn clock_ticks_per_second() -> u64 {
+    rustix::param::clock_ticks_per_second()
+}
+
 /// Whether the process runs as root (effective user 0).
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
