@@ -12,6 +12,7 @@
 //! - [`packet`]: `AF_PACKET` sockets: open, bind, send and receive single frames, the
 //!   `SOL_PACKET` options vmpls uses.
 //! - [`sockopt`]: plain `setsockopt`/`getsockopt` for options without a typed wrapper.
+//! - [`udp`]: `UDP_SEGMENT` sends and `UDP_GRO` receives.
 //! - [`tun`]: TUN/TAP devices: create, virtio-net header size, offloads, `readv`/`writev`.
 //! - [`event`]: [`EventFd`](event::EventFd) and `poll` helpers for forwarding loops.
 //! - [`netns`]: entering and creating network namespaces, and spawning processes in one.
@@ -26,6 +27,7 @@ pub mod process;
 pub mod signal;
 pub mod sockopt;
 pub mod tun;
+pub mod udp;
 
 pub use event::{EventFd, wait_readable};
 pub use iface::{IfDetails, IfName, control_socket, if_nametoindex};
