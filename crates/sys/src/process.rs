@@ -58,7 +58,39 @@ pub fn lock_exclusive(file: &File) -> io::Result<()> {
     Ok(rustix::fs::flock(file.as_fd(), rustix::fs::FlockOperation::LockExclusive)?)
 }
 
+/// Tries to take an exclusive `flock` on `file` without waiting: `false` if another holds
+/// one.
+pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    match rustix::fs::flock(file.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Sets the process's file mode creation mask; returns the previous one.
+pub fn umask(mask: u32) -> u32 {
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(mask)).as_raw_mode()
+}
+
 /// Releases a `flock` taken with [`lock_exclusive`].
 pub fn unlock(file: &File) -> io::Result<()> {
     Ok(rustix::fs::flock(file.as_fd(), rustix::fs::FlockOperation::Unlock)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_exclusive_lock_on_a_file_is_refused_until_released() {
+        let path = std::env::temp_dir().join(format!("vmpls-sys-lock-{}", std::process::id()));
+        let a = File::create(&path).unwrap();
+        let b = File::open(&path).unwrap();
+        assert!(try_lock_exclusive(&a).unwrap());
+        assert!(!try_lock_exclusive(&b).unwrap());
+        unlock(&a).unwrap();
+        assert!(try_lock_exclusive(&b).unwrap());
+        std::fs::remove_file(&path).unwrap();
+    }
 }
