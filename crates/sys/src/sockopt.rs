@@ -16,8 +16,6 @@ pub unsafe trait OptVal: Copy {}
 // SAFETY: integers are plain data, valid for every bit pattern.
 unsafe impl OptVal for libc::c_int {}
 // SAFETY: as above.
-unsafe impl OptVal for libc::c_uint {}
-// SAFETY: as above.
 unsafe impl OptVal for [u32; 2] {}
 // SAFETY: tpacket_req is four unsigned ints.
 unsafe impl OptVal for libc::tpacket_req {}
