@@ -38,7 +38,6 @@
 //! router stops forwarding.
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::BorrowedFd;
@@ -744,78 +743,19 @@ where
 }
 
 fn ifindex(ifname: &str) -> Result<u32, FastPathError> {
-    let no_if = |source| FastPathError::NoInterface { ifname: ifname.to_owned(), source };
-    let c = CString::new(ifname).map_err(|_| no_if(io::Error::from(io::ErrorKind::InvalidInput)))?;
-    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if i == 0 {
-        return Err(no_if(io::Error::last_os_error()));
-    }
-    Ok(i)
+    vmpls_sys::if_nametoindex(ifname).ok_or_else(|| FastPathError::NoInterface {
+        ifname: ifname.to_owned(),
+        source: io::Error::from_raw_os_error(libc::ENODEV),
+    })
 }
-
-/// `struct ethtool_drvinfo` (linux/ethtool.h).
-#[repr(C)]
-struct EthtoolDrvinfo {
-    cmd: u32,
-    driver: [u8; 32],
-    version: [u8; 32],
-    fw_version: [u8; 32],
-    bus_info: [u8; 32],
-    erom_version: [u8; 32],
-    reserved2: [u8; 12],
-    n_priv_flags: u32,
-    n_stats: u32,
-    testinfo_len: u32,
-    eedump_len: u32,
-    regdump_len: u32,
-}
-
-const ETHTOOL_GDRVINFO: u32 = 0x3;
 
 /// Whether `ifname` (in the calling thread's network namespace) is a veth, whose driver
 /// offers `bpf_redirect_peer`: every [`Adjacency`]'s out port must be one. Asks the driver
 /// (ETHTOOL_GDRVINFO), so it sees the thread's namespace, unlike `/sys/class/net`.
 pub fn is_veth(ifname: &str) -> bool {
-    let bytes = ifname.as_bytes();
-    if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
-        return false;
-    }
-    // SAFETY: plain socket(2); the result is checked and closed below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return false;
-    }
-    // SAFETY: `fd` is a socket we just opened and own.
-    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let mut info = EthtoolDrvinfo {
-        cmd: ETHTOOL_GDRVINFO,
-        driver: [0; 32],
-        version: [0; 32],
-        fw_version: [0; 32],
-        bus_info: [0; 32],
-        erom_version: [0; 32],
-        reserved2: [0; 12],
-        n_priv_flags: 0,
-        n_stats: 0,
-        testinfo_len: 0,
-        eedump_len: 0,
-        regdump_len: 0,
-    };
-    // SAFETY: ifreq is plain old data; all zeroes is a valid value.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, s) in ifr.ifr_name.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    ifr.ifr_ifru.ifru_data = (&raw mut info).cast();
-    // SAFETY: SIOCETHTOOL with ETHTOOL_GDRVINFO writes at most one ethtool_drvinfo to
-    // `ifru_data`, which points at `info`, alive and exclusively borrowed for the call.
-    let r = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::SIOCETHTOOL, &mut ifr) };
-    if r != 0 {
-        return false;
-    }
-    let len = info.driver.iter().position(|b| *b == 0).unwrap_or(info.driver.len());
-    &info.driver[..len] == b"veth"
+    vmpls_sys::IfName::new(ifname)
+        .and_then(|n| vmpls_sys::iface::driver(&n).ok())
+        .is_some_and(|d| d == "veth")
 }
 
 #[cfg(test)]

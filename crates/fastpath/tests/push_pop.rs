@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use common::{Netns, PacketSocket, eth, fold, ipv4_udp, mac_str, sum16, veth};
+use common::{End, Netns, PacketSocket, eth, fold, ipv4_udp, mac_str, sum16, veth};
 use vmpls_fastpath::{Adjacency, FastPath, FastPort, FastTables, LabelEntry, RouteEntry};
 
 const H1: [u8; 6] = [0x02, 0xfb, 0, 0, 0, 0x11];
@@ -178,13 +178,25 @@ fn snmp(ns: &Netns, name: (&str, &str)) -> u64 {
 
 #[test]
 fn push_and_pop_carry_kernel_tcp_super_frames_over_ipv4_and_ipv6() {
-    let h1 = Netns::new("pph1", true);
-    let pe1 = Netns::new("pppe1", false);
-    let pe2 = Netns::new("pppe2", false);
-    let h2 = Netns::new("pph2", true);
-    veth(&h1, "e0", H1, &pe1, "c0", PE1C, EDGE_MTU);
-    veth(&pe1, "p0", PE1P, &pe2, "p0", PE2P, CORE_MTU);
-    veth(&pe2, "c0", PE2C, &h2, "e0", H2, EDGE_MTU);
+    let h1 = Netns::new("pph1");
+    let pe1 = Netns::without_ipv6("pppe1");
+    let pe2 = Netns::without_ipv6("pppe2");
+    let h2 = Netns::new("pph2");
+    veth(
+        End { ns: &h1, ifname: "e0", mac: Some(H1) },
+        End { ns: &pe1, ifname: "c0", mac: Some(PE1C) },
+        EDGE_MTU,
+    );
+    veth(
+        End { ns: &pe1, ifname: "p0", mac: Some(PE1P) },
+        End { ns: &pe2, ifname: "p0", mac: Some(PE2P) },
+        CORE_MTU,
+    );
+    veth(
+        End { ns: &pe2, ifname: "c0", mac: Some(PE2C) },
+        End { ns: &h2, ifname: "e0", mac: Some(H2) },
+        EDGE_MTU,
+    );
     host_setup(&h1, &SIDE1, &SIDE2, PE1C);
     host_setup(&h2, &SIDE2, &SIDE1, PE2C);
     let tso = h1.exec(&["ethtool", "-k", "e0"]);
@@ -209,8 +221,8 @@ fn push_and_pop_carry_kernel_tcp_super_frames_over_ipv4_and_ipv6() {
 
     // One UDP datagram of each family, raw from h1: check what h2 gets, byte by byte.
     let (e0_h1, e0_h2) = (h1.ifindex("e0"), h2.ifindex("e0"));
-    let tx = h1.run(|| PacketSocket::open(e0_h1));
-    let rx = h2.run(|| PacketSocket::open(e0_h2));
+    let tx = h1.run(|| PacketSocket::open_index(e0_h1));
+    let rx = h2.run(|| PacketSocket::open_index(e0_h2));
     let v4 = ipv4_udp(SIDE2.host.octets(), 64, 100);
     tx.send(&eth(PE1C, H1, 0x0800, &v4));
     let mut v6 = vec![0x60, 0, 0, 0, 0, 8 + 100, 17, 64];

@@ -4,9 +4,10 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::os::fd::AsFd;
 use std::time::Duration;
 
-use common::{Netns, PacketSocket, eth, ipv4_udp, lse, veth};
+use common::{End, Netns, PacketSocket, eth, ipv4_udp, lse, veth};
 use vmpls_fastpath::{
     Adjacency, FastPath, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry, RouteEntry,
 };
@@ -33,11 +34,11 @@ struct Lab {
 
 impl Lab {
     fn new(tag: &str) -> Lab {
-        let a = Netns::new(&format!("{tag}a"), false);
-        let r = Netns::new(&format!("{tag}r"), false);
-        let b = Netns::new(&format!("{tag}b"), false);
-        veth(&a, "a0", A0, &r, "r0", R0, 1500);
-        veth(&r, "r1", R1, &b, "b0", B0, 1500);
+        let a = Netns::without_ipv6(&format!("{tag}a"));
+        let r = Netns::without_ipv6(&format!("{tag}r"));
+        let b = Netns::without_ipv6(&format!("{tag}b"));
+        veth(End { ns: &a, ifname: "a0", mac: Some(A0) }, End { ns: &r, ifname: "r0", mac: Some(R0) }, 1500);
+        veth(End { ns: &r, ifname: "r1", mac: Some(R1) }, End { ns: &b, ifname: "b0", mac: Some(B0) }, 1500);
         let (a0, r0, r1, b0) = (a.ifindex("a0"), r.ifindex("r0"), r.ifindex("r1"), b.ifindex("b0"));
         let fp = r.run(|| {
             assert!(vmpls_fastpath::is_veth("r1"));
@@ -48,8 +49,8 @@ impl Lab {
             fp.attach("r0").expect("attaching twice is fine");
             fp
         });
-        let tx = a.run(|| PacketSocket::open(a0));
-        let rx = b.run(|| PacketSocket::open(b0));
+        let tx = a.run(|| PacketSocket::open_index(a0));
+        let rx = b.run(|| PacketSocket::open_index(b0));
         Lab { fp, tx, rx, r0, r1, r, _a: a, _b: b }
     }
 
@@ -135,8 +136,8 @@ fn socket_filter_hides_exactly_the_redirected_frames() {
     let t = lab.tables(&[(100, 200)]);
     lab.fp.apply(&t).unwrap();
     let r0 = lab.r0;
-    let (filtered, plain) = lab.r.run(|| (PacketSocket::open(r0), PacketSocket::open(r0)));
-    lab.fp.filter_socket(filtered.fd()).unwrap();
+    let (filtered, plain) = lab.r.run(|| (PacketSocket::open_index(r0), PacketSocket::open_index(r0)));
+    lab.fp.filter_socket(filtered.as_fd()).unwrap();
 
     lab.tx.send(&mpls_frame(&[lse(100, 0, true, 64)]));
     lab.tx.send(&mpls_frame(&[lse(100, 0, true, 1)]));
@@ -239,7 +240,7 @@ fn update_writes_only_the_changed_entries_and_invalid_changes_change_nothing() {
 
 #[test]
 fn attach_names_a_missing_interface() {
-    let r = Netns::new("mi", false);
+    let r = Netns::without_ipv6("mi");
     let e = r.run(|| FastPath::load().unwrap().attach("nosuch0").unwrap_err());
     assert!(e.to_string().contains("nosuch0"), "{e}");
 }

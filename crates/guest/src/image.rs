@@ -18,7 +18,6 @@
 //! A lock file (`CACHE/lock`, `flock`) serialises builds of concurrent test processes.
 
 use std::fs::{self, File};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -288,22 +287,16 @@ impl Lock {
             .write(true)
             .open(path)
             .map_err(|e| GuestError::io(format!("opening {}", path.display()), e))?;
-        // SAFETY: flock(2) on a descriptor we own; it takes no pointers.
-        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-        if rc != 0 {
-            return Err(GuestError::io(
-                format!("locking {}", path.display()),
-                std::io::Error::last_os_error(),
-            ));
-        }
+        vmpls_sys::process::lock_exclusive(&f)
+            .map_err(|e| GuestError::io(format!("locking {}", path.display()), e))?;
         Ok(Lock(f))
     }
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        // SAFETY: flock(2) on the descriptor we own; closing would release it too.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+        // Closing would release it too.
+        let _ = vmpls_sys::process::unlock(&self.0);
     }
 }
 

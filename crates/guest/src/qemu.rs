@@ -2,7 +2,6 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -337,16 +336,7 @@ impl Guest {
         let stderr_file = fs::File::create(&stderr)
             .map_err(|e| GuestError::io(format!("creating {}", stderr.display()), e))?;
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr_file);
-        // SAFETY: runs in the child between fork and exec; prctl(2) is async-signal-safe
-        // and the closure allocates nothing.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        vmpls_sys::process::kill_with_parent(&mut cmd);
         tracing::debug!(guest = config.name, ?accel, "starting QEMU: {cmd:?}");
         let child =
             cmd.spawn().map_err(|e| GuestError::io(format!("starting {:?}", cmd.get_program()), e))?;

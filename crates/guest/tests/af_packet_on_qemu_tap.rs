@@ -81,12 +81,6 @@ fn is_rst_to_us(frame: &[u8]) -> bool {
         && frame[47] & 0x04 != 0
 }
 
-fn wait_readable(fd: i32, timeout: Duration) -> bool {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    // SAFETY: `pfd` is one live pollfd.
-    unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as i32) > 0 }
-}
-
 /// Reads frames from `port` until `done` says so or `deadline` passes; `seen` gets each.
 fn pump(
     port: &mut AfPacketPort,
@@ -97,7 +91,7 @@ fn pump(
 ) {
     let mut rx = Vec::new();
     while Instant::now() < deadline && !done() {
-        if !wait_readable(port.fd(), Duration::from_millis(50)) {
+        if !vmpls_sys::wait_readable(&*port, Duration::from_millis(50)) {
             continue;
         }
         port.recv_batch(pool, &mut rx, 64).expect("recv_batch");

@@ -997,9 +997,8 @@ fn group_members(groups: &[u32]) -> Vec<u32> {
 /// Sends `sig` to the process group led by `child` (our child, not reaped yet, so the
 /// group id cannot belong to anyone else).
 fn signal_group(child: &Child, sig: libc::c_int) {
-    let Ok(pgid) = libc::pid_t::try_from(child.id()) else { return };
-    // SAFETY: kill(2) on the process group our unreaped child leads (process_group(0)).
-    unsafe { libc::kill(-pgid, sig) };
+    // The process group our unreaped child leads (process_group(0)).
+    let _ = vmpls_sys::process::kill_group(child.id(), sig);
 }
 
 /// SIGTERM to the child's process group, SIGKILL after `grace`; waits for the leader and

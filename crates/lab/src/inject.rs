@@ -9,9 +9,8 @@
 //! check the exact reply or the exact forwarded frame.
 
 use std::io;
-use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -282,55 +281,22 @@ pub fn arp(
     a
 }
 
-fn raw_socket() -> io::Result<OwnedFd> {
-    // Protocol 0: this socket receives nothing, it only sends.
-    // SAFETY: socket(2) with constant arguments; the result is checked.
-    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh, valid descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+/// A packet socket that only sends (protocol 0: it receives nothing).
+fn raw_socket() -> anyhow::Result<OwnedFd> {
+    vmpls_sys::packet::socket(false).context("opening an AF_PACKET socket (needs root)")
 }
 
-fn ifreq(ifname: &str) -> anyhow::Result<libc::ifreq> {
-    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ || ifname.contains('\0') {
+/// The index of `ifname` in the calling thread's namespace.
+fn ifindex(ifname: &str) -> anyhow::Result<u32> {
+    if vmpls_sys::IfName::new(ifname).is_none() {
         bail!("bad interface name {ifname:?}");
     }
-    // SAFETY: ifreq is plain data; all-zero is a valid value.
-    let mut req: libc::ifreq = unsafe { zeroed() };
-    for (d, s) in req.ifr_name.iter_mut().zip(ifname.bytes()) {
-        *d = s as libc::c_char;
-    }
-    Ok(req)
-}
-
-fn ifindex(fd: &OwnedFd, ifname: &str) -> anyhow::Result<i32> {
-    let mut req = ifreq(ifname)?;
-    // SAFETY: SIOCGIFINDEX reads the name and writes the index into `req`, which is a
-    // valid, writable ifreq.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFINDEX, &mut req) } != 0 {
-        return Err(io::Error::last_os_error()).with_context(|| format!("no interface {ifname}"));
-    }
-    // SAFETY: SIOCGIFINDEX filled the ifindex member of the union.
-    Ok(unsafe { req.ifr_ifru.ifru_ifindex })
+    vmpls_sys::if_nametoindex(ifname).with_context(|| format!("no interface {ifname}"))
 }
 
 fn mac_here(ifname: &str) -> anyhow::Result<[u8; 6]> {
-    let fd = raw_socket().context("opening an AF_PACKET socket (needs root)")?;
-    let mut req = ifreq(ifname)?;
-    // SAFETY: SIOCGIFHWADDR reads the name and writes a sockaddr into `req`, which is a
-    // valid, writable ifreq.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR, &mut req) } != 0 {
-        return Err(io::Error::last_os_error()).with_context(|| format!("no interface {ifname}"));
-    }
-    // SAFETY: SIOCGIFHWADDR filled the hwaddr member of the union.
-    let sa = unsafe { req.ifr_ifru.ifru_hwaddr };
-    let mut mac = [0u8; 6];
-    for (m, d) in mac.iter_mut().zip(sa.sa_data.iter()) {
-        *m = *d as u8;
-    }
-    Ok(mac)
+    let name = vmpls_sys::IfName::new(ifname).with_context(|| format!("bad interface name {ifname:?}"))?;
+    vmpls_sys::iface::mac(&name).with_context(|| format!("no interface {ifname}"))
 }
 
 /// The MAC address of interface `ifname` in the namespace `ns`.
@@ -341,37 +307,19 @@ pub fn interface_mac(ns: &str, ifname: &str) -> anyhow::Result<[u8; 6]> {
 /// An AF_PACKET socket that sends onto one interface.
 struct Sender {
     fd: OwnedFd,
-    sll: libc::sockaddr_ll,
+    ifindex: u32,
 }
 
 impl Sender {
     /// Opens it in the current network namespace.
     fn open(ifname: &str) -> anyhow::Result<Sender> {
-        let fd = raw_socket().context("opening an AF_PACKET socket (needs root)")?;
-        let index = ifindex(&fd, ifname)?;
-        // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
-        let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
-        sll.sll_family = libc::AF_PACKET as libc::c_ushort;
-        sll.sll_ifindex = index;
-        sll.sll_halen = 6;
-        Ok(Sender { fd, sll })
+        let fd = raw_socket()?;
+        Ok(Sender { fd, ifindex: ifindex(ifname)? })
     }
 
     /// Sends one frame as it is, whatever its length: the kernel decides.
     fn send(&self, frame: &[u8]) -> io::Result<()> {
-        // SAFETY: `frame` is valid for reading frame.len() bytes and `sll` is a valid
-        // sockaddr_ll of the size passed.
-        let rc = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                frame.as_ptr().cast(),
-                frame.len(),
-                0,
-                (&self.sll as *const libc::sockaddr_ll).cast(),
-                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+        vmpls_sys::packet::send_to(&self.fd, self.ifindex, frame).map(|_| ())
     }
 }
 
@@ -534,56 +482,17 @@ pub struct Sniffer {
 }
 
 fn sniff_socket(ifname: &str, filter: SniffFilter) -> anyhow::Result<OwnedFd> {
-    let fd = raw_socket().context("opening an AF_PACKET socket (needs root)")?;
-    let index = ifindex(&fd, ifname)?;
-    let set = |level: libc::c_int, name: libc::c_int, val: *const libc::c_void, len: usize| {
-        // SAFETY: `val` points to a value of `len` bytes that outlives the call.
-        let rc = unsafe { libc::setsockopt(fd.as_raw_fd(), level, name, val, len as libc::socklen_t) };
-        if rc != 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
-    };
+    use vmpls_sys::{packet, sockopt};
+    let fd = raw_socket()?;
+    let index = ifindex(ifname)?;
     // The filter goes on before the socket is bound: no unfiltered frame gets in.
     if let Some(prog) = filter.program() {
-        let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_ptr().cast_mut() };
-        set(
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_FILTER,
-            (&fprog as *const libc::sock_fprog).cast(),
-            size_of::<libc::sock_fprog>(),
-        )
-        .context("attaching the filter")?;
+        packet::attach_filter(&fd, &prog).context("attaching the filter")?;
     }
-    let rcvbuf: libc::c_int = 16 << 20;
-    set(
-        libc::SOL_SOCKET,
-        libc::SO_RCVBUFFORCE,
-        (&rcvbuf as *const libc::c_int).cast(),
-        size_of::<libc::c_int>(),
-    )
-    .context("SO_RCVBUFFORCE")?;
+    sockopt::set_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 16 << 20).context("SO_RCVBUFFORCE")?;
     let tv = libc::timeval { tv_sec: 0, tv_usec: 20_000 };
-    set(
-        libc::SOL_SOCKET,
-        libc::SO_RCVTIMEO,
-        (&tv as *const libc::timeval).cast(),
-        size_of::<libc::timeval>(),
-    )
-    .context("SO_RCVTIMEO")?;
-    // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
-    let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
-    sll.sll_family = libc::AF_PACKET as libc::c_ushort;
-    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-    sll.sll_ifindex = index;
-    // SAFETY: `sll` is a valid sockaddr_ll of the size passed.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sll as *const libc::sockaddr_ll).cast(),
-            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error()).with_context(|| format!("binding to {ifname}"));
-    }
+    sockopt::set(&fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv).context("SO_RCVTIMEO")?;
+    packet::bind(&fd, index, packet::ETH_P_ALL).with_context(|| format!("binding to {ifname}"))?;
     Ok(fd)
 }
 
@@ -593,24 +502,9 @@ fn sniff_loop(fd: &OwnedFd, stop: &AtomicBool) -> io::Result<Vec<Sniffed>> {
     // One more read after the stop flag, so frames queued until then are kept.
     let mut last = false;
     loop {
-        // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
-        let mut from: libc::sockaddr_ll = unsafe { zeroed() };
-        let mut from_len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-        // SAFETY: `buf` is valid for writing buf.len() bytes; `from` and `from_len` are
-        // a valid, writable sockaddr_ll and its size.
-        let n = unsafe {
-            libc::recvfrom(
-                fd.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                0,
-                (&mut from as *mut libc::sockaddr_ll).cast(),
-                &mut from_len,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
+        let (n, pkttype) = match vmpls_sys::packet::recv_from(fd, &mut buf) {
+            Ok(r) => r,
+            Err(e) => match e.raw_os_error() {
                 Some(libc::EAGAIN | libc::EINTR) => {
                     if last {
                         return Ok(frames);
@@ -619,10 +513,10 @@ fn sniff_loop(fd: &OwnedFd, stop: &AtomicBool) -> io::Result<Vec<Sniffed>> {
                     continue;
                 }
                 _ => return Err(e),
-            }
-        }
-        if from.sll_pkttype != libc::PACKET_OUTGOING {
-            frames.push(Sniffed { frame: buf[..n as usize].to_vec(), at: Instant::now() });
+            },
+        };
+        if pkttype != vmpls_sys::packet::PACKET_OUTGOING {
+            frames.push(Sniffed { frame: buf[..n].to_vec(), at: Instant::now() });
         }
     }
 }

@@ -71,9 +71,7 @@ pub(crate) fn temp_work_dir(prefix: &str) -> anyhow::Result<std::path::PathBuf> 
 
 /// Fails with [`NEEDS_ROOT`] unless the effective user is root.
 pub fn require_root() -> anyhow::Result<()> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    if euid != 0 {
+    if !vmpls_sys::process::is_root() {
         anyhow::bail!(NEEDS_ROOT);
     }
     Ok(())
@@ -92,18 +90,8 @@ extern "C" fn on_signal(_signal: libc::c_int) {
 /// [`Topology`], which removes the namespaces and stops the routers.
 pub fn install_interrupt_handler() -> anyhow::Result<()> {
     for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: an all-zero sigaction is a valid initial value (empty mask, no flags).
-        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-        action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        action.sa_flags = libc::SA_RESTART;
-        // SAFETY: `action.sa_mask` is a valid sigset_t owned by us.
-        unsafe { libc::sigemptyset(&mut action.sa_mask) };
-        // SAFETY: `action` is fully initialised and the handler only does an atomic
-        // store, which is async-signal-safe.
-        let rc = unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) };
-        if rc != 0 {
-            return Err(anyhow::Error::from(std::io::Error::last_os_error()));
-        }
+        // The handler only does an atomic store, which is async-signal-safe.
+        vmpls_sys::signal::set_handler(signal, on_signal, true)?;
     }
     Ok(())
 }

@@ -7,11 +7,8 @@
 //! interfaces its sockets, netlink requests and `/proc/sys/net` files see. Processes
 //! enter it between `fork` and `exec` ([`command_in_netns`]).
 
-use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -20,6 +17,7 @@ use std::sync::Mutex;
 use std::thread::JoinHandle;
 
 use anyhow::{Context, bail};
+use vmpls_sys::netns as sys;
 
 /// Where named namespaces are mounted (the `ip netns` convention).
 pub const NETNS_DIR: &str = "/run/netns";
@@ -44,31 +42,6 @@ fn validate_name(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn cstring(path: &Path) -> anyhow::Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).with_context(|| format!("{} contains NUL", path.display()))
-}
-
-fn mount(source: &Path, target: &Path, fstype: Option<&str>, flags: libc::c_ulong) -> io::Result<()> {
-    let source = CString::new(source.as_os_str().as_bytes())?;
-    let target = CString::new(target.as_os_str().as_bytes())?;
-    let fstype = fstype.map(CString::new).transpose()?;
-    // SAFETY: all pointers are valid NUL-terminated strings (or null for the file
-    // system type) that outlive the call; `data` is null, which mount(2) accepts.
-    let rc = unsafe {
-        libc::mount(
-            source.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
-            flags,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Makes sure `/run/netns` exists and is a shared mount point, as `ip netns add` does,
 /// so that namespace mounts propagate to other mount namespaces. Done once a process.
 fn prepare_netns_dir() -> anyhow::Result<()> {
@@ -79,16 +52,14 @@ fn prepare_netns_dir() -> anyhow::Result<()> {
     }
     let dir = Path::new(NETNS_DIR);
     std::fs::create_dir_all(dir).with_context(|| format!("creating {NETNS_DIR}"))?;
-    let shared = (libc::MS_SHARED | libc::MS_REC) as libc::c_ulong;
-    if let Err(e) = mount(Path::new("none"), dir, None, shared) {
+    if let Err(e) = sys::make_shared_recursive(dir) {
         if e.raw_os_error() != Some(libc::EINVAL) {
             return Err(e).with_context(|| format!("making {NETNS_DIR} a shared mount"));
         }
         // Not a mount point yet: bind it onto itself, then make it shared.
-        mount(dir, dir, None, (libc::MS_BIND | libc::MS_REC) as libc::c_ulong)
+        sys::bind_mount_recursive(dir, dir)
             .with_context(|| format!("bind-mounting {NETNS_DIR} onto itself"))?;
-        mount(Path::new("none"), dir, None, shared)
-            .with_context(|| format!("making {NETNS_DIR} a shared mount"))?;
+        sys::make_shared_recursive(dir).with_context(|| format!("making {NETNS_DIR} a shared mount"))?;
     }
     *done = true;
     Ok(())
@@ -112,12 +83,9 @@ pub fn create(name: &str) -> anyhow::Result<()> {
     let result = std::thread::Builder::new()
         .name("netns-create".into())
         .spawn(move || -> io::Result<()> {
-            // SAFETY: unshare(CLONE_NEWNET) only moves this thread into a new network
-            // namespace; the thread ends right after, so no other code runs in it.
-            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            mount(Path::new("/proc/thread-self/ns/net"), &target_c, None, libc::MS_BIND as libc::c_ulong)
+            // The thread ends right after, so no other code runs in the new namespace.
+            sys::unshare()?;
+            sys::bind_mount("/proc/thread-self/ns/net", &target_c)
         })
         .context("spawning a thread")?
         .join();
@@ -138,11 +106,7 @@ pub fn create(name: &str) -> anyhow::Result<()> {
 pub fn delete(name: &str) -> anyhow::Result<()> {
     validate_name(name)?;
     let target = path(name);
-    let c = cstring(&target)?;
-    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
-    let rc = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
+    if let Err(e) = sys::unmount_detach(&target) {
         // EINVAL: not a mount point (a half-created namespace); the file still goes.
         if e.raw_os_error() != Some(libc::EINVAL) {
             return Err(e).with_context(|| format!("unmounting {}", target.display()));
@@ -162,11 +126,7 @@ pub fn open(name: &str) -> anyhow::Result<File> {
 ///
 /// Use it only on threads you own and end afterwards: the thread stays in `ns`.
 pub fn enter(ns: &File) -> io::Result<()> {
-    // SAFETY: setns(2) with a valid, open fd; it only changes this thread's namespace.
-    if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    sys::enter(ns)
 }
 
 /// Runs `f` on a fresh thread inside the network namespace `name` and returns its
@@ -216,18 +176,7 @@ where
 /// inherit it.
 pub fn command_in_netns(name: &str, cmd: &mut Command) -> anyhow::Result<()> {
     let ns = open(name)?;
-    // SAFETY: the closure runs in the child between fork and exec. It only calls
-    // setns(2), which is async-signal-safe, and reads errno; it allocates nothing and
-    // takes no lock. The fd it uses was opened before the fork and is owned by the
-    // closure, which `cmd` keeps alive.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    sys::command_in(cmd, ns);
     Ok(())
 }
 
@@ -238,16 +187,7 @@ pub fn command_in_netns(name: &str, cmd: &mut Command) -> anyhow::Result<()> {
 pub fn lab_child_in_netns(name: &str, cmd: &mut Command) -> anyhow::Result<()> {
     command_in_netns(name, cmd)?;
     cmd.process_group(0);
-    // SAFETY: runs in the child between fork and exec; prctl(2) is
-    // async-signal-safe and the closure allocates nothing.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    vmpls_sys::process::kill_with_parent(cmd);
     Ok(())
 }
 

@@ -6,9 +6,8 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
@@ -139,7 +138,7 @@ pub fn ping_here(dst: IpAddr, opts: &PingOptions) -> anyhow::Result<PingResult> 
     let id =
         (std::process::id() as u16).wrapping_mul(31).wrapping_add(NEXT_ID.fetch_add(1, Ordering::Relaxed));
     let socket = open_socket(dst, opts).context("opening a raw ICMP socket (needs root)")?;
-    let fd = socket.as_raw_fd();
+    let fd = socket.as_fd();
     let mut result = PingResult::default();
     let mut sent_at: HashMap<u16, Instant> = HashMap::new();
     let mut answered: Vec<u16> = Vec::new();
@@ -155,8 +154,8 @@ pub fn ping_here(dst: IpAddr, opts: &PingOptions) -> anyhow::Result<PingResult> 
         if !done_sending && now >= next_send {
             seq = seq.wrapping_add(1);
             let packet = echo_request(dst, id, seq, opts.size);
-            match send_to(fd, &packet, dst) {
-                Ok(()) => {
+            match vmpls_sys::ip::send_to(fd, &packet, dst) {
+                Ok(_) => {
                     sent_at.insert(seq, Instant::now());
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => {
@@ -179,10 +178,10 @@ pub fn ping_here(dst: IpAddr, opts: &PingOptions) -> anyhow::Result<PingResult> 
         }
         let wake = if done_sending { last_send + opts.timeout } else { next_send };
         let wait = wake.saturating_duration_since(now).min(Duration::from_millis(100));
-        if !poll_readable(fd, wait)? {
+        if !vmpls_sys::wait_readable(fd, wait) {
             continue;
         }
-        let (n, from) = match recv_from(fd, &mut buf, dst.is_ipv4()) {
+        let (n, from) = match vmpls_sys::ip::recv_from(fd, &mut buf) {
             Ok(x) => x,
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
                 continue;
@@ -206,138 +205,26 @@ pub fn ping_here(dst: IpAddr, opts: &PingOptions) -> anyhow::Result<PingResult> 
 }
 
 fn open_socket(dst: IpAddr, opts: &PingOptions) -> io::Result<OwnedFd> {
-    let (domain, proto) = match dst {
-        IpAddr::V4(_) => (libc::AF_INET, libc::IPPROTO_ICMP),
-        IpAddr::V6(_) => (libc::AF_INET6, libc::IPPROTO_ICMPV6),
-    };
-    // SAFETY: socket(2) with constant arguments; the result is checked.
-    let raw =
-        unsafe { libc::socket(domain, libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, proto) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a fresh, valid fd that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let fd = vmpls_sys::ip::icmp_socket(dst.is_ipv6())?;
+    let set = |level, name, value| vmpls_sys::sockopt::set_int(&fd, level, name, value);
     match dst {
         IpAddr::V4(_) => {
             let pmtu = if opts.dont_fragment { libc::IP_PMTUDISC_DO } else { libc::IP_PMTUDISC_DONT };
-            setsockopt_int(&fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, pmtu)?;
+            set(libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, pmtu)?;
             if let Some(ttl) = opts.ttl {
-                setsockopt_int(&fd, libc::IPPROTO_IP, libc::IP_TTL, i32::from(ttl))?;
+                set(libc::IPPROTO_IP, libc::IP_TTL, i32::from(ttl))?;
             }
         }
         IpAddr::V6(_) => {
             let pmtu = if opts.dont_fragment { libc::IPV6_PMTUDISC_DO } else { libc::IPV6_PMTUDISC_DONT };
-            setsockopt_int(&fd, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, pmtu)?;
-            setsockopt_int(&fd, libc::IPPROTO_IPV6, libc::IPV6_DONTFRAG, i32::from(opts.dont_fragment))?;
+            set(libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, pmtu)?;
+            set(libc::IPPROTO_IPV6, libc::IPV6_DONTFRAG, i32::from(opts.dont_fragment))?;
             if let Some(ttl) = opts.ttl {
-                setsockopt_int(&fd, libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS, i32::from(ttl))?;
+                set(libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS, i32::from(ttl))?;
             }
         }
     }
     Ok(fd)
-}
-
-fn setsockopt_int(fd: &OwnedFd, level: i32, name: i32, value: i32) -> io::Result<()> {
-    // SAFETY: `value` is a valid i32 whose size we pass.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (&value as *const i32).cast(),
-            size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-fn poll_readable(fd: i32, wait: Duration) -> io::Result<bool> {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    // SAFETY: `pfd` is one valid pollfd.
-    let rc = unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as libc::c_int) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
-    }
-    Ok(rc > 0)
-}
-
-fn send_to(fd: i32, packet: &[u8], dst: IpAddr) -> io::Result<()> {
-    let rc = match dst {
-        IpAddr::V4(a) => {
-            // SAFETY: sockaddr_in is plain data; all-zero is valid.
-            let mut sa: libc::sockaddr_in = unsafe { zeroed() };
-            sa.sin_family = libc::AF_INET as libc::sa_family_t;
-            sa.sin_addr.s_addr = u32::from_ne_bytes(a.octets());
-            // SAFETY: `packet` and `sa` are valid for the lengths passed.
-            unsafe {
-                libc::sendto(
-                    fd,
-                    packet.as_ptr().cast(),
-                    packet.len(),
-                    0,
-                    (&sa as *const libc::sockaddr_in).cast(),
-                    size_of::<libc::sockaddr_in>() as libc::socklen_t,
-                )
-            }
-        }
-        IpAddr::V6(a) => {
-            // SAFETY: sockaddr_in6 is plain data; all-zero is valid.
-            let mut sa: libc::sockaddr_in6 = unsafe { zeroed() };
-            sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-            sa.sin6_addr.s6_addr = a.octets();
-            // SAFETY: `packet` and `sa` are valid for the lengths passed.
-            unsafe {
-                libc::sendto(
-                    fd,
-                    packet.as_ptr().cast(),
-                    packet.len(),
-                    0,
-                    (&sa as *const libc::sockaddr_in6).cast(),
-                    size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-                )
-            }
-        }
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-fn recv_from(fd: i32, buf: &mut [u8], v4: bool) -> io::Result<(usize, IpAddr)> {
-    // SAFETY: sockaddr_storage is plain data; all-zero is valid.
-    let mut storage: libc::sockaddr_storage = unsafe { zeroed() };
-    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: `buf` and `storage` are writable for the lengths passed; the kernel
-    // updates `len`.
-    let n = unsafe {
-        libc::recvfrom(
-            fd,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            0,
-            (&mut storage as *mut libc::sockaddr_storage).cast(),
-            &mut len,
-        )
-    };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let from = if v4 {
-        // SAFETY: an AF_INET socket fills a sockaddr_in, which fits in the storage.
-        let sa = unsafe { &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-        IpAddr::V4(Ipv4Addr::from(sa.sin_addr.s_addr.to_ne_bytes()))
-    } else {
-        // SAFETY: an AF_INET6 socket fills a sockaddr_in6, which fits in the storage.
-        let sa = unsafe { &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-        IpAddr::V6(Ipv6Addr::from(sa.sin6_addr.s6_addr))
-    };
-    Ok((n as usize, from))
 }
 
 /// An echo request: ICMP header, then `size` payload bytes. The kernel computes the

@@ -5,7 +5,7 @@
 //! [`Background`] process is stopped (SIGTERM, then SIGKILL) when dropped, so a failing
 //! test cannot leave one behind.
 
-use std::io::{self, Read};
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::thread::JoinHandle;
@@ -130,10 +130,9 @@ pub(crate) fn stop_child(
     if let Some(status) = child.try_wait()? {
         return Ok(status);
     }
-    let pid = libc::pid_t::try_from(child.id()).map_err(|_| io::Error::other("pid out of range"))?;
-    // SAFETY: kill(2) on our own child, which has not been reaped (try_wait above said it
-    // still runs), so the pid cannot belong to another process.
-    unsafe { libc::kill(pid, signal) };
+    // Our own child, not reaped (try_wait above said it still runs), so the pid cannot
+    // belong to another process.
+    let _ = vmpls_sys::process::kill(child.id(), signal);
     let deadline = Instant::now() + grace;
     loop {
         if let Some(status) = child.try_wait()? {

@@ -460,12 +460,8 @@ impl Topology {
 }
 
 fn signal(child: &Child, sig: libc::c_int) -> io::Result<()> {
-    let pid = libc::pid_t::try_from(child.id()).map_err(|_| io::Error::other("pid out of range"))?;
-    // SAFETY: kill(2) on our own, not yet reaped child: the pid cannot have been reused.
-    if unsafe { libc::kill(pid, sig) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    // Our own, not yet reaped child: the pid cannot have been reused.
+    vmpls_sys::process::kill(child.id(), sig)
 }
 
 fn stop_child(child: &mut Child, grace: Duration) -> anyhow::Result<ExitStatus> {

@@ -15,7 +15,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -321,24 +321,7 @@ struct SendOutcome {
 
 /// `tcpi_total_retrans` of a TCP socket.
 pub fn total_retransmits(stream: &TcpStream) -> io::Result<u32> {
-    // SAFETY: tcp_info is plain data; all-zero is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: `info` is a writable buffer of `len` bytes and `len` is a valid pointer;
-    // the kernel writes at most `len` bytes and updates `len`.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(info.tcpi_total_retrans)
+    vmpls_sys::ip::tcp_total_retransmits(stream)
 }
 
 /// The other side of the flow failed, so this side stopped.
@@ -354,7 +337,7 @@ impl std::fmt::Display for Stopped {
 impl std::error::Error for Stopped {}
 
 /// Waits until `fd` is readable, `timeout` passes, or `stop` is set.
-fn wait_readable(fd: i32, timeout: Duration, stop: &AtomicBool) -> anyhow::Result<bool> {
+fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration, stop: &AtomicBool) -> anyhow::Result<bool> {
     let deadline = Instant::now() + timeout;
     loop {
         check_interrupt()?;
@@ -365,16 +348,7 @@ fn wait_readable(fd: i32, timeout: Duration, stop: &AtomicBool) -> anyhow::Resul
         if left.is_zero() {
             return Ok(false);
         }
-        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        let ms = left.as_millis().min(100) as libc::c_int;
-        // SAFETY: `pfd` is one valid pollfd.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e.into());
-            }
-        } else if rc > 0 {
+        if vmpls_sys::wait_readable(fd, left.min(Duration::from_millis(100))) {
             return Ok(true);
         }
     }
@@ -389,7 +363,7 @@ fn receive(
 ) -> anyhow::Result<ReceiveOutcome> {
     let deadline = opts.overall_deadline();
     let accept_wait = opts.connect_timeout + Duration::from_secs(5);
-    if !wait_readable(listener.as_raw_fd(), accept_wait, stop)? {
+    if !wait_readable(listener.as_fd(), accept_wait, stop)? {
         bail!("no connection within {accept_wait:?}");
     }
     let (mut stream, _) = listener.accept().context("accepting the connection")?;
@@ -489,7 +463,7 @@ fn send(
     // count covers the whole transfer.
     let mut rest = [0u8; 64];
     loop {
-        if !wait_readable(stream.as_raw_fd(), opts.io_timeout, stop)? {
+        if !wait_readable(stream.as_fd(), opts.io_timeout, stop)? {
             bail!("the receiver did not close within {:?} after the end of the stream", opts.io_timeout);
         }
         match stream.read(&mut rest) {

@@ -15,8 +15,7 @@ use vmpls_lab::frr::{self, Daemon, FrrOptions, FrrRouter};
 use vmpls_lab::topology::Topology;
 
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    vmpls_sys::process::is_root()
 }
 
 fn p(s: &str) -> IpPrefix {

@@ -21,20 +21,15 @@
 //! `IO_BENCH_KINDS` (default `mmsg,txring-copy,txring-zerocopy`), `IO_BENCH_MODES`
 //! (default `tso,1500`). Results: see `src/af_packet_txring.rs`.
 
-use std::fs::File;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use vmpls_dataplane::PacketPool;
 use vmpls_ports::{AfPacketPort, AfPacketRingPort, AfPacketTxRing, Port, RingConfig, TxRingConfig};
+use vmpls_testkit::{End, Netns, readable, veth};
 use vmpls_wire::virtio_net;
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-}
 
 fn ns_exec(ns: &str, cmd: &[&str]) -> Command {
     let mut c = Command::new("ip");
@@ -42,61 +37,27 @@ fn ns_exec(ns: &str, cmd: &[&str]) -> Command {
     c
 }
 
+/// Sender `s` -- forwarder `f` -- receiver `r`, IPv6 off; gone when dropped.
 struct Lab {
-    s: String,
-    f: String,
-    r: String,
+    s: Netns,
+    f: Netns,
+    r: Netns,
 }
 
 impl Lab {
     fn new() -> Lab {
-        let pid = std::process::id();
         let lab = Lab {
-            s: format!("vmpls-io-{pid}-s"),
-            f: format!("vmpls-io-{pid}-f"),
-            r: format!("vmpls-io-{pid}-r"),
+            s: Netns::without_ipv6("io-s"),
+            f: Netns::without_ipv6("io-f"),
+            r: Netns::without_ipv6("io-r"),
         };
-        let (s, f, r) = (lab.s.as_str(), lab.f.as_str(), lab.r.as_str());
-        for ns in [s, f, r] {
-            ip(&["netns", "add", ns]);
-            let ok = ns_exec(
-                ns,
-                &[
-                    "sysctl",
-                    "-qw",
-                    "net.ipv6.conf.all.disable_ipv6=1",
-                    "net.ipv6.conf.default.disable_ipv6=1",
-                ],
-            )
-            .status()
-            .expect("sysctl");
-            assert!(ok.success());
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        ip(&["link", "add", "s0", "netns", s, "type", "veth", "peer", "name", "f0", "netns", f]);
-        ip(&["link", "add", "f1", "netns", f, "type", "veth", "peer", "name", "r0", "netns", r]);
-        for (ns, dev) in [(s, "s0"), (f, "f0"), (f, "f1"), (r, "r0")] {
-            ip(&["-n", ns, "link", "set", dev, "up"]);
-        }
-        ip(&["-n", s, "addr", "add", "198.18.0.1/24", "dev", "s0"]);
-        ip(&["-n", r, "addr", "add", "198.18.0.2/24", "dev", "r0"]);
+        let end = |ns, ifname| End { ns, ifname, mac: None };
+        veth(end(&lab.s, "s0"), end(&lab.f, "f0"), 1500);
+        veth(end(&lab.f, "f1"), end(&lab.r, "r0"), 1500);
+        lab.s.ip(&["addr", "add", "198.18.0.1/24", "dev", "s0"]);
+        lab.r.ip(&["addr", "add", "198.18.0.2/24", "dev", "r0"]);
         lab
     }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for ns in [&self.s, &self.f, &self.r] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-fn enter_netns(ns: &str) {
-    let file = File::open(format!("/run/netns/{ns}")).expect("open netns");
-    // SAFETY: setns takes a descriptor we own and changes only this thread's namespace.
-    let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
 }
 
 fn thread_cpu() -> (f64, f64) {
@@ -194,19 +155,14 @@ enum Fwd {
     TxRing { rx: Box<[AfPacketPort; 2]>, tx: Box<[AfPacketTxRing; 2]>, zerocopy: bool },
 }
 
-fn poll_in(fds: [i32; 2], timeout_ms: i32) -> [bool; 2] {
-    let mut pfd = fds.map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
-    // SAFETY: `pfd` is an array of two live pollfds.
-    let n = unsafe { libc::poll(pfd.as_mut_ptr(), 2, timeout_ms) };
-    if n <= 0 {
-        return [false; 2];
-    }
-    pfd.map(|p| p.revents & libc::POLLIN != 0)
+fn poll_in(fds: [BorrowedFd<'_>; 2], timeout_ms: u64) -> [bool; 2] {
+    let r = readable(&fds, Duration::from_millis(timeout_ms));
+    [r[0], r[1]]
 }
 
 /// Forwards between `f0` and `f1` until `stop`; returns (user, sys, wall, stats).
-fn forward(ns: &str, kind: Kind, stop: &AtomicBool, ready: &AtomicBool) -> Run {
-    enter_netns(ns);
+fn forward(ns: &Netns, kind: Kind, stop: &AtomicBool, ready: &AtomicBool) -> Run {
+    ns.enter();
     let mut fwd = match kind {
         Kind::TxCopy | Kind::TxZero => {
             let rx = ["f0", "f1"].map(|n| AfPacketPort::open(0, n, n, None).expect("open rx"));
@@ -225,7 +181,7 @@ fn forward(ns: &str, kind: Kind, stop: &AtomicBool, ready: &AtomicBool) -> Run {
     while !stop.load(Ordering::Relaxed) {
         match &mut fwd {
             Fwd::Ports(ports) => {
-                let readable = poll_in([ports[0].fd(), ports[1].fd()], 20);
+                let readable = poll_in([ports[0].as_fd(), ports[1].as_fd()], 20);
                 for i in 0..2 {
                     if !readable[i] {
                         continue;
@@ -243,7 +199,7 @@ fn forward(ns: &str, kind: Kind, stop: &AtomicBool, ready: &AtomicBool) -> Run {
             }
             Fwd::TxRing { rx, tx, zerocopy } => {
                 let pending = tx[0].pending() + tx[1].pending() > 0;
-                let readable = poll_in([rx[0].fd(), rx[1].fd()], if pending { 1 } else { 20 });
+                let readable = poll_in([rx[0].as_fd(), rx[1].as_fd()], if pending { 1 } else { 20 });
                 for i in 0..2 {
                     let (rx, out) = (&mut rx[i], &mut tx[1 - i]);
                     if out.pending() > 0 {
@@ -254,9 +210,7 @@ fn forward(ns: &str, kind: Kind, stop: &AtomicBool, ready: &AtomicBool) -> Run {
                     }
                     loop {
                         let got = if *zerocopy {
-                            // SAFETY: `rx` owns this descriptor and outlives the borrow.
-                            let fd = unsafe { BorrowedFd::borrow_raw(rx.fd()) };
-                            out.recv_from(fd, 0, 64).expect("recv_from").received
+                            out.recv_from(rx.as_fd(), 0, 64).expect("recv_from").received
                         } else {
                             let got = rx.recv_batch(&mut pool, &mut v, 64).expect("recv");
                             for p in v.drain(..) {
@@ -344,15 +298,16 @@ fn one_run(lab: &Lab, kind: Kind, secs: u32) -> Run {
         while !ready.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let mut server = ns_exec(&lab.r, &["iperf3", "-s", "-1", "-B", "198.18.0.2"])
+        let mut server = ns_exec(lab.r.name(), &["iperf3", "-s", "-1", "-B", "198.18.0.2"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("iperf3 -s");
         std::thread::sleep(Duration::from_millis(400));
         let t = secs.to_string();
-        let out =
-            ns_exec(&lab.s, &["iperf3", "-c", "198.18.0.2", "-t", &t, "-J"]).output().expect("iperf3 -c");
+        let out = ns_exec(lab.s.name(), &["iperf3", "-c", "198.18.0.2", "-t", &t, "-J"])
+            .output()
+            .expect("iperf3 -c");
         let _ = server.wait();
         stop.store(true, Ordering::Relaxed);
         let mut run = fwd.join().expect("forwarder");
@@ -365,7 +320,7 @@ fn one_run(lab: &Lab, kind: Kind, secs: u32) -> Run {
 
 fn set_sender_offloads(lab: &Lab, mode: Mode) {
     let on = if mode == Mode::Tso { "on" } else { "off" };
-    let ok = ns_exec(&lab.s, &["ethtool", "-K", "s0", "tso", on, "gso", on]).status().expect("ethtool");
+    let ok = ns_exec(lab.s.name(), &["ethtool", "-K", "s0", "tso", on, "gso", on]).status().expect("ethtool");
     assert!(ok.success(), "ethtool -K s0 tso {on} gso {on}");
 }
 

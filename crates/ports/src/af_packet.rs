@@ -5,12 +5,15 @@
 
 use std::cell::Cell;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use vmpls_dataplane::{Packet, PacketPool, PortCaps, PortId, PortInfo};
 use vmpls_wire::virtio_net;
 
-use crate::sys::{self, BATCH, MmsgBatch};
+use vmpls_sys::iface::{self, IfName};
+use vmpls_sys::{packet, sockopt};
+
+use crate::mmsg::{self, BATCH, MmsgBatch};
 use crate::{Port, PortError, PortStats};
 
 /// Socket buffer size asked for in each direction: room for a few hundred 64 KiB
@@ -56,7 +59,7 @@ fn classify(
     pkttype: u8,
     hdr: &[u8; virtio_net::HEADER_LEN],
 ) -> RxVerdict {
-    if pkttype == sys::PACKET_OUTGOING {
+    if pkttype == packet::PACKET_OUTGOING {
         return RxVerdict::Outgoing;
     }
     if msg_flags & libc::MSG_TRUNC != 0 || msg_len < virtio_net::HEADER_LEN {
@@ -75,7 +78,7 @@ fn classify(
 
 /// Puts an 802.1Q tag the kernel took out back behind the MAC addresses (into the
 /// packet's headroom), moving the offload offsets with the frame.
-fn restore_vlan_tag(p: &mut Packet, (tpid, tci): sys::VlanTag) {
+fn restore_vlan_tag(p: &mut Packet, (tpid, tci): mmsg::VlanTag) {
     const MACS: usize = 12;
     if p.len() < MACS || p.shift_head(MACS, 4).is_none() {
         return;
@@ -133,20 +136,20 @@ impl AfPacketPort {
 
         let sock = fd.as_fd();
         // Must be set before the socket is bound (and before any ring).
-        sys::set_int(sock, libc::SOL_PACKET, sys::PACKET_VNET_HDR, 1)
+        sockopt::set_int(sock, libc::SOL_PACKET, packet::PACKET_VNET_HDR, 1)
             .map_err(io_err("enable PACKET_VNET_HDR"))?;
-        if let Err(e) = sys::set_int(sock, libc::SOL_PACKET, sys::PACKET_IGNORE_OUTGOING, 1) {
+        if let Err(e) = sockopt::set_int(sock, libc::SOL_PACKET, packet::PACKET_IGNORE_OUTGOING, 1) {
             // Kernels before 4.20: our own frames come back; recv_batch drops them by
             // sll_pkttype instead.
             tracing::warn!(ifname, error = %e, "PACKET_IGNORE_OUTGOING unavailable");
         }
         // The kernel takes the 802.1Q tag out of a received frame before packet sockets
         // see it; without the auxiliary data a frame of VLAN 100 would look untagged.
-        sys::set_int(sock, libc::SOL_PACKET, sys::PACKET_AUXDATA, 1)
+        sockopt::set_int(sock, libc::SOL_PACKET, packet::PACKET_AUXDATA, 1)
             .map_err(io_err("enable PACKET_AUXDATA"))?;
         // The socket was created with protocol 0, so it queued nothing so far; binding
         // with ETH_P_ALL to one ifindex starts reception from this interface only.
-        sys::bind_to_ifindex(sock, ifindex).map_err(|source| {
+        packet::bind(sock, ifindex, packet::ETH_P_ALL).map_err(|source| {
             if source.raw_os_error() == Some(libc::ENODEV) {
                 no_such()
             } else {
@@ -157,15 +160,15 @@ impl AfPacketPort {
             (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, "receive"),
             (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, "send"),
         ] {
-            if sys::set_int(sock, libc::SOL_SOCKET, force, SOCKET_BUFFER).is_err() {
+            if sockopt::set_int(sock, libc::SOL_SOCKET, force, SOCKET_BUFFER).is_err() {
                 // Without CAP_NET_ADMIN: as much as net.core.[rw]mem_max allows.
-                if let Err(e) = sys::set_int(sock, libc::SOL_SOCKET, plain, SOCKET_BUFFER) {
+                if let Err(e) = sockopt::set_int(sock, libc::SOL_SOCKET, plain, SOCKET_BUFFER) {
                     tracing::warn!(ifname, error = %e, "cannot enlarge the {what} buffer");
                 }
             }
         }
         // All multicast, so IPv6 neighbour discovery reaches us on NICs that filter.
-        sys::add_membership(sock, ifindex, sys::PACKET_MR_ALLMULTI)
+        packet::add_membership(sock, ifindex, packet::PACKET_MR_ALLMULTI)
             .map_err(io_err("join all-multicast (PACKET_MR_ALLMULTI)"))?;
 
         tracing::debug!(ifname, ifindex, mtu, "AF_PACKET port open");
@@ -199,17 +202,17 @@ impl AfPacketPort {
     /// the same name comes back); an index other than [`AfPacketPort::ifindex`] says the
     /// interface was deleted and created again, and the port must be opened anew.
     pub fn interface_index(ifname: &str) -> Option<u32> {
-        sys::if_nametoindex(ifname)
+        vmpls_sys::if_nametoindex(ifname)
     }
 
     /// Whether the interface named `ifname` (in the calling thread's network namespace)
     /// is up with its carrier on (`IFF_UP` and `IFF_RUNNING`): frames sent to it now can
     /// leave. False also when there is no such interface or it cannot be asked.
     pub fn interface_running(ifname: &str) -> bool {
-        let Some(name) = sys::ifname_cstring(ifname) else { return false };
+        let Some(name) = IfName::new(ifname) else { return false };
         // An unbound packet socket receives nothing; it is only asked about the interface.
-        let Ok(fd) = sys::packet_socket() else { return false };
-        sys::if_details(fd.as_fd(), &name)
+        let Ok(fd) = packet::socket(true) else { return false };
+        iface::details(fd.as_fd(), &name)
             .is_ok_and(|d| d.flags & libc::IFF_UP != 0 && d.flags & libc::IFF_RUNNING != 0)
     }
 
@@ -217,10 +220,10 @@ impl AfPacketPort {
     /// namespace) now; `None` when there is no such interface or it cannot be asked. The
     /// router follows it while it runs (an operator may lower or raise it).
     pub fn interface_mtu(ifname: &str) -> Option<u32> {
-        let name = sys::ifname_cstring(ifname)?;
+        let name = IfName::new(ifname)?;
         // An unbound packet socket receives nothing; it is only asked about the interface.
-        let fd = sys::packet_socket().ok()?;
-        sys::if_details(fd.as_fd(), &name).ok().map(|d| d.mtu)
+        let fd = packet::socket(true).ok()?;
+        iface::details(fd.as_fd(), &name).ok().map(|d| d.mtu)
     }
 
     /// Makes this port, just opened on a re-created interface (with `previous.mtu` as
@@ -247,13 +250,13 @@ impl AfPacketPort {
             });
         }
         if previous.mac != self.info.mac {
-            sys::add_membership(self.fd.as_fd(), self.ifindex, sys::PACKET_MR_PROMISC).map_err(|source| {
-                PortError::Io {
+            packet::add_membership(self.fd.as_fd(), self.ifindex, packet::PACKET_MR_PROMISC).map_err(
+                |source| PortError::Io {
                     ifname: self.ifname.clone(),
                     op: "receive the frames for the port's earlier MAC (PACKET_MR_PROMISC)",
                     source,
-                }
-            })?;
+                },
+            )?;
         }
         self.info.id = previous.id;
         self.info.name.clone_from(&previous.name);
@@ -278,15 +281,14 @@ fn is_transient(e: &io::Error) -> bool {
 pub(crate) fn open_checked(
     ifname: &str,
     mtu_override: Option<u32>,
-) -> Result<(OwnedFd, u32, sys::IfDetails, u32), PortError> {
-    let cname =
-        sys::ifname_cstring(ifname).ok_or_else(|| PortError::InvalidName { ifname: ifname.to_owned() })?;
+) -> Result<(OwnedFd, u32, iface::IfDetails, u32), PortError> {
+    let cname = IfName::new(ifname).ok_or_else(|| PortError::InvalidName { ifname: ifname.to_owned() })?;
     let no_such = || PortError::NoSuchInterface { ifname: ifname.to_owned() };
     let io_err =
         |op: &'static str| move |source: io::Error| PortError::Io { ifname: ifname.to_owned(), op, source };
-    let ifindex = sys::if_nametoindex(ifname).ok_or_else(no_such)?;
+    let ifindex = vmpls_sys::if_nametoindex(ifname).ok_or_else(no_such)?;
 
-    let fd = sys::packet_socket().map_err(|source| {
+    let fd = packet::socket(true).map_err(|source| {
         if source.kind() == io::ErrorKind::PermissionDenied {
             PortError::PermissionDenied { ifname: ifname.to_owned(), source }
         } else {
@@ -294,7 +296,7 @@ pub(crate) fn open_checked(
         }
     })?;
 
-    let details = sys::if_details(fd.as_fd(), &cname).map_err(|source| {
+    let details = iface::details(fd.as_fd(), &cname).map_err(|source| {
         if source.raw_os_error() == Some(libc::ENODEV) {
             no_such()
         } else {
@@ -309,7 +311,7 @@ pub(crate) fn open_checked(
 /// Ethernet, a configured MTU within its own. Returns the port's MTU.
 pub(crate) fn usable(
     ifname: &str,
-    details: &sys::IfDetails,
+    details: &iface::IfDetails,
     mtu_override: Option<u32>,
 ) -> Result<u32, PortError> {
     if details.flags & libc::IFF_UP == 0 {
@@ -395,13 +397,20 @@ fn is_device_error(errno: i32) -> bool {
     matches!(errno, libc::ENETDOWN | libc::ENXIO | libc::ENODEV | libc::EBADF | libc::ENOTSOCK)
 }
 
+impl AsFd for AfPacketPort {
+    /// The descriptor to poll for readability.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 impl Port for AfPacketPort {
     fn info(&self) -> &PortInfo {
         &self.info
     }
 
     fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.as_fd().as_raw_fd()
     }
 
     fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {
@@ -469,7 +478,7 @@ impl Port for AfPacketPort {
     }
 
     fn stats(&self) -> PortStats {
-        if let Ok(n) = sys::packet_drops(self.fd.as_fd()) {
+        if let Ok(n) = packet::drops(self.fd.as_fd()) {
             self.kernel_dropped.set(self.kernel_dropped.get() + n);
         }
         PortStats { rx_kernel_dropped: self.kernel_dropped.get(), ..self.stats }
@@ -479,7 +488,7 @@ impl Port for AfPacketPort {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testns::Netns;
+    use vmpls_testkit::Netns;
 
     // NEEDS_CSUM, TCPV4, hdr_len 66, gso_size 1448, csum_start 34, csum_offset 16: what a
     // veth delivers from a kernel TCP sender with TSO on (research/kernel-io.md).
@@ -501,7 +510,7 @@ mod tests {
     fn classify_drops_truncated_outgoing_and_bad_headers() {
         assert_eq!(classify(10 + 100, libc::MSG_TRUNC, 0, &TSO_HDR), RxVerdict::Truncated);
         assert_eq!(classify(4, 0, 0, &TSO_HDR), RxVerdict::Truncated);
-        assert_eq!(classify(10 + 100, 0, sys::PACKET_OUTGOING, &TSO_HDR), RxVerdict::Outgoing);
+        assert_eq!(classify(10 + 100, 0, packet::PACKET_OUTGOING, &TSO_HDR), RxVerdict::Outgoing);
         let mut unknown_gso = TSO_HDR;
         unknown_gso[1] = 2;
         assert_eq!(classify(10 + 100, 0, 0, &unknown_gso), RxVerdict::BadHeader);
@@ -519,9 +528,7 @@ mod tests {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
         let mut got = Vec::new();
         while std::time::Instant::now() < deadline {
-            let mut p = libc::pollfd { fd: port.fd(), events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd.
-            unsafe { libc::poll(&mut p, 1, 100) };
+            vmpls_sys::wait_readable(&*port, std::time::Duration::from_millis(100));
             let _ = port.recv_batch(pool, &mut got, BATCH);
             let hit = got.iter().position(|p| p.frame().get(12..14) == Some(&ethertype[..]));
             let frame = hit.map(|i| got[i].frame().to_vec());
@@ -536,8 +543,8 @@ mod tests {
     #[test]
     fn a_port_reopened_on_a_recreated_interface_keeps_its_mac_and_mtu() {
         const OLD_MAC: [u8; 6] = [2, 0, 0, 0xaf, 0, 1];
-        let ns = Netns::new("reopen");
-        ns.veth("02:00:00:af:00:01", "02:00:00:af:00:02", 1500);
+        let ns = Netns::without_ipv6("reopen");
+        ns.veth(("fa", "02:00:00:af:00:01"), ("fb", "02:00:00:af:00:02"), 1500);
         let mut pool = PacketPool::new(4 * BATCH);
         let ethertype = [0x88, 0xb5];
         let mut frame = vec![0u8; 60];
@@ -572,7 +579,7 @@ mod tests {
         ns.run(|| assert_eq!(AfPacketPort::interface_index("fa"), None));
 
         // Back with new MACs and a smaller MTU: refused.
-        ns.veth("02:00:00:af:00:11", "02:00:00:af:00:12", 1400);
+        ns.veth(("fa", "02:00:00:af:00:11"), ("fb", "02:00:00:af:00:12"), 1400);
         let (mut new, refused) = ns.run(|| {
             let mut p = AfPacketPort::open(9, "x", "fa", None).expect("open the new fa");
             let r = p.stand_in_for(&old_info);
@@ -595,8 +602,9 @@ mod tests {
         assert_eq!((new.info().id, new.info().name.as_str()), (3, "core"));
         assert_eq!((new.info().mac, new.info().mtu), (OLD_MAC, 1500));
         // The interface passes frames for the old MAC (a NIC would filter them otherwise).
-        let link =
-            std::process::Command::new("ip").args(["-n", &ns.0, "-d", "-o", "link", "show", "fa"]).output();
+        let link = std::process::Command::new("ip")
+            .args(["-n", ns.name(), "-d", "-o", "link", "show", "fa"])
+            .output();
         let link = String::from_utf8_lossy(&link.expect("ip link show").stdout).into_owned();
         assert!(link.contains("promiscuity 1 "), "{link}");
         // A frame to the old MAC reaches the new socket.
@@ -608,8 +616,8 @@ mod tests {
 
     #[test]
     fn frames_the_kernel_drops_for_a_full_receive_queue_are_counted() {
-        let ns = Netns::new("kdrop");
-        ns.veth("02:00:00:af:01:01", "02:00:00:af:01:02", 65535);
+        let ns = Netns::without_ipv6("kdrop");
+        ns.veth(("fa", "02:00:00:af:01:01"), ("fb", "02:00:00:af:01:02"), 65535);
         let (mut sender, receiver) = ns.run(|| {
             let r = AfPacketPort::open(1, "slow", "fb", None).expect("open fb");
             (AfPacketPort::open(0, "fast", "fa", None).expect("open fa"), r)
@@ -652,8 +660,8 @@ mod tests {
 
     #[test]
     fn tagged_frames_keep_their_tag_through_the_port() {
-        let ns = Netns::new("vlan");
-        ns.veth("02:00:00:af:02:01", "02:00:00:af:02:02", 1500);
+        let ns = Netns::without_ipv6("vlan");
+        ns.veth(("fa", "02:00:00:af:02:01"), ("fb", "02:00:00:af:02:02"), 1500);
         let (mut sender, mut receiver) = ns.run(|| {
             let r = AfPacketPort::open(1, "rx", "fb", None).expect("open fb");
             (AfPacketPort::open(0, "tx", "fa", None).expect("open fa"), r)

@@ -47,14 +47,16 @@
 //! (`TPACKET_V2`, 128 KiB slots) or a TX ring was not measured.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
 use vmpls_wire::virtio_net;
 
-use crate::sys::{self, MmsgBatch};
+use vmpls_sys::{packet, sockopt};
+
+use crate::mmsg::MmsgBatch;
 use crate::{Port, PortError, PortStats, af_packet_caps};
 
 /// `PACKET_RX_RING` socket option.
@@ -181,7 +183,7 @@ fn classify_slot(slot: &[u8]) -> Slot {
     if slot.len() < ph::PKTTYPE + 1 {
         return Slot::Truncated;
     }
-    if slot[ph::PKTTYPE] == sys::PACKET_OUTGOING {
+    if slot[ph::PKTTYPE] == packet::PACKET_OUTGOING {
         return Slot::Outgoing;
     }
     let snaplen = u32_at(ph::SNAPLEN) as usize;
@@ -230,11 +232,11 @@ impl AfPacketRingPort {
 
         let sock = fd.as_fd();
         // Order matters: the vnet header and the version must be set before the ring.
-        sys::set_int(sock, libc::SOL_PACKET, sys::PACKET_VNET_HDR, 1)
+        sockopt::set_int(sock, libc::SOL_PACKET, packet::PACKET_VNET_HDR, 1)
             .map_err(io_err("enable PACKET_VNET_HDR"))?;
-        sys::set_int(sock, libc::SOL_PACKET, PACKET_VERSION, TPACKET_V3)
+        sockopt::set_int(sock, libc::SOL_PACKET, PACKET_VERSION, TPACKET_V3)
             .map_err(io_err("select TPACKET_V3"))?;
-        if let Err(e) = sys::set_int(sock, libc::SOL_PACKET, sys::PACKET_IGNORE_OUTGOING, 1) {
+        if let Err(e) = sockopt::set_int(sock, libc::SOL_PACKET, packet::PACKET_IGNORE_OUTGOING, 1) {
             tracing::warn!(ifname, error = %e, "PACKET_IGNORE_OUTGOING unavailable");
         }
         let req = libc::tpacket_req3 {
@@ -248,7 +250,7 @@ impl AfPacketRingPort {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        sys::setsockopt(sock, libc::SOL_PACKET, PACKET_RX_RING, &req)
+        sockopt::set(sock, libc::SOL_PACKET, PACKET_RX_RING, &req)
             .map_err(io_err("set up the TPACKET_V3 receive ring (PACKET_RX_RING)"))?;
         let len = cfg.block_size as usize * cfg.block_nr as usize;
         // SAFETY: a fresh shared mapping of the socket's ring, of exactly the size the
@@ -288,17 +290,17 @@ impl AfPacketRingPort {
             })?,
             len,
         };
-        sys::bind_to_ifindex(sock, ifindex).map_err(|source| {
+        packet::bind(sock, ifindex, packet::ETH_P_ALL).map_err(|source| {
             if source.raw_os_error() == Some(libc::ENODEV) {
                 no_such()
             } else {
                 io_err("bind the packet socket to the interface")(source)
             }
         })?;
-        if sys::set_int(sock, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 32 << 20).is_err() {
-            let _ = sys::set_int(sock, libc::SOL_SOCKET, libc::SO_SNDBUF, 32 << 20);
+        if sockopt::set_int(sock, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 32 << 20).is_err() {
+            let _ = sockopt::set_int(sock, libc::SOL_SOCKET, libc::SO_SNDBUF, 32 << 20);
         }
-        sys::add_membership(sock, ifindex, sys::PACKET_MR_ALLMULTI)
+        packet::add_membership(sock, ifindex, packet::PACKET_MR_ALLMULTI)
             .map_err(io_err("join all-multicast (PACKET_MR_ALLMULTI)"))?;
         tracing::debug!(ifname, ifindex, mtu, ?cfg, "AF_PACKET ring port open");
         Ok(AfPacketRingPort {
@@ -364,13 +366,20 @@ impl AfPacketRingPort {
     }
 }
 
+impl AsFd for AfPacketRingPort {
+    /// The descriptor to poll for readability.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 impl Port for AfPacketRingPort {
     fn info(&self) -> &PortInfo {
         &self.info
     }
 
     fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.as_fd().as_raw_fd()
     }
 
     fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {

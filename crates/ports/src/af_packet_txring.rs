@@ -89,13 +89,15 @@
 
 use std::io;
 use std::mem;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use vmpls_wire::virtio_net;
 
-use crate::{PortError, PortStats, sys};
+use vmpls_sys::{packet, sockopt};
+
+use crate::{PortError, PortStats, mmsg};
 
 /// `PACKET_VERSION` socket option.
 const PACKET_VERSION: libc::c_int = 10;
@@ -131,7 +133,7 @@ pub(crate) const DATA_OFFSET: usize = 32;
 const MIN_FRAME: usize = 14;
 
 /// Most messages one [`AfPacketTxRing::recv_from`] moves.
-const RECV_BATCH: usize = sys::BATCH;
+const RECV_BATCH: usize = mmsg::BATCH;
 
 /// Transmit ring geometry: `frame_nr` frames of `frame_size` bytes, one frame a block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -275,23 +277,11 @@ impl std::fmt::Debug for AfPacketTxRing {
     }
 }
 
-/// Binds a packet socket to `ifindex` with protocol 0: it can send there but the kernel
-/// registers no receive hook, so nothing is queued on it.
-fn bind_send_only(fd: BorrowedFd<'_>, ifindex: u32) -> io::Result<()> {
-    // SAFETY: sockaddr_ll is plain data; all zeroes is a valid value.
-    let mut sll: libc::sockaddr_ll = unsafe { mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = 0;
-    sll.sll_ifindex = ifindex as libc::c_int;
-    // SAFETY: `sll` is a live sockaddr_ll and the length passed is its size.
-    let r = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sll as *const libc::sockaddr_ll).cast(),
-            mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+/// The socket (transmit only; poll it for `POLLOUT`).
+impl AsFd for AfPacketTxRing {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }
 
 impl AfPacketTxRing {
@@ -313,12 +303,12 @@ impl AfPacketTxRing {
         let (fd, ifindex, _details, _mtu) = crate::af_packet::open_checked(ifname, None)?;
         let sock = fd.as_fd();
         // All of these must be set before the ring exists (EBUSY after).
-        sys::set_int(sock, libc::SOL_PACKET, sys::PACKET_VNET_HDR, 1)
+        sockopt::set_int(sock, libc::SOL_PACKET, packet::PACKET_VNET_HDR, 1)
             .map_err(io_err("enable PACKET_VNET_HDR"))?;
-        sys::set_int(sock, libc::SOL_PACKET, PACKET_VERSION, TPACKET_V2)
+        sockopt::set_int(sock, libc::SOL_PACKET, PACKET_VERSION, TPACKET_V2)
             .map_err(io_err("select TPACKET_V2"))?;
-        sys::set_int(sock, libc::SOL_PACKET, PACKET_LOSS, 1).map_err(io_err("enable PACKET_LOSS"))?;
-        sys::set_int(sock, libc::SOL_PACKET, PACKET_TX_HAS_OFF, 1)
+        sockopt::set_int(sock, libc::SOL_PACKET, PACKET_LOSS, 1).map_err(io_err("enable PACKET_LOSS"))?;
+        sockopt::set_int(sock, libc::SOL_PACKET, PACKET_TX_HAS_OFF, 1)
             .map_err(io_err("enable PACKET_TX_HAS_OFF"))?;
         let req = libc::tpacket_req {
             tp_block_size: cfg.frame_size,
@@ -326,7 +316,7 @@ impl AfPacketTxRing {
             tp_frame_size: cfg.frame_size,
             tp_frame_nr: cfg.frame_nr,
         };
-        sys::setsockopt(sock, libc::SOL_PACKET, PACKET_TX_RING, &req)
+        sockopt::set(sock, libc::SOL_PACKET, PACKET_TX_RING, &req)
             .map_err(io_err("set up the transmit ring (PACKET_TX_RING)"))?;
         let len = cfg.frame_size as usize * cfg.frame_nr as usize;
         // SAFETY: a fresh shared mapping of the socket's ring, of exactly the size the
@@ -350,7 +340,7 @@ impl AfPacketTxRing {
             })?,
             len,
         };
-        bind_send_only(sock, ifindex).map_err(|source| {
+        packet::bind(sock, ifindex, 0).map_err(|source| {
             if source.raw_os_error() == Some(libc::ENODEV) {
                 PortError::NoSuchInterface { ifname: ifname.to_owned() }
             } else {
@@ -360,8 +350,8 @@ impl AfPacketTxRing {
         // Every in-flight frame counts against the send buffer (`sk_wmem_alloc`): room
         // for the whole ring twice over, so the ring, not the buffer, is the limit.
         let sndbuf = (2 * len).clamp(4 << 20, i32::MAX as usize / 2) as libc::c_int;
-        if sys::set_int(sock, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, sndbuf).is_err() {
-            let _ = sys::set_int(sock, libc::SOL_SOCKET, libc::SO_SNDBUF, sndbuf);
+        if sockopt::set_int(sock, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, sndbuf).is_err() {
+            let _ = sockopt::set_int(sock, libc::SOL_SOCKET, libc::SO_SNDBUF, sndbuf);
         }
         tracing::debug!(ifname, ifindex, ?cfg, "AF_PACKET transmit ring open");
         let n = cfg.frame_nr as usize;
@@ -379,11 +369,6 @@ impl AfPacketTxRing {
             recv: RecvArrays::new(),
             stats: PortStats::default(),
         })
-    }
-
-    /// The socket (transmit only; poll it for `POLLOUT`).
-    pub fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
     }
 
     /// The Linux interface name.
@@ -521,10 +506,10 @@ impl AfPacketTxRing {
             if self.queued == 0 {
                 break;
             }
-            // SAFETY: a null buffer of length 0 is what a transmit ring's send expects;
-            // the kernel reads the frames we marked SEND_REQUEST from the mapping.
-            let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
-            let err = (r < 0).then(io::Error::last_os_error);
+            // An empty send is what a transmit ring expects: the kernel reads the frames
+            // we marked SEND_REQUEST from the mapping.
+            let err =
+                rustix::net::send(&self.fd, &[], rustix::net::SendFlags::DONTWAIT).err().map(io::Error::from);
             self.reap();
             let Some(err) = err else {
                 // Everything went, or the send buffer filled up (the kernel stopped
@@ -620,7 +605,7 @@ impl AfPacketTxRing {
             let pkttype = self.recv.addrs[k].sll_pkttype;
             // Message k landed in the k-th free frame from where filling started.
             let src = (fill0 + k) % n;
-            if pkttype == sys::PACKET_OUTGOING {
+            if pkttype == packet::PACKET_OUTGOING {
                 self.stats.rx_outgoing += 1;
                 continue;
             }
@@ -691,17 +676,17 @@ mod tests {
         use vmpls_wire::virtio_net::{self, GsoType};
 
         use super::super::*;
-        use crate::testns::Netns;
         use crate::{AfPacketPort, Port};
+        use vmpls_testkit::Netns;
 
         const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0xaa, 1];
         const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0xbb, 1];
 
         /// A namespace with the veth pair `fa` (MAC_A) -- `fb` (MAC_B), MTU 1500.
         fn lab(tag: &str) -> Netns {
-            let ns = Netns::new(&format!("txr-{tag}"));
+            let ns = Netns::without_ipv6(&format!("txr-{tag}"));
             let mac = |m: [u8; 6]| m.map(|b| format!("{b:02x}")).join(":");
-            ns.veth(&mac(MAC_A), &mac(MAC_B), 1500);
+            ns.veth(("fa", &mac(MAC_A)), ("fb", &mac(MAC_B)), 1500);
             ns
         }
 
@@ -782,9 +767,7 @@ mod tests {
             let deadline = Instant::now() + Duration::from_secs(2);
             let mut got = Vec::new();
             while got.len() < want && Instant::now() < deadline {
-                let mut pfd = libc::pollfd { fd: port.fd(), events: libc::POLLIN, revents: 0 };
-                // SAFETY: one live pollfd.
-                unsafe { libc::poll(&mut pfd, 1, 50) };
+                vmpls_sys::wait_readable(&*port, std::time::Duration::from_millis(50));
                 port.recv_batch(pool, &mut got, 64).expect("recv_batch");
             }
             got
@@ -894,9 +877,7 @@ mod tests {
             let deadline = Instant::now() + Duration::from_secs(2);
             let mut total = RecvFrom::default();
             while total.submitted < 3 && Instant::now() < deadline {
-                // SAFETY: `rx` owns this descriptor and outlives the borrow.
-                let rx_fd = unsafe { BorrowedFd::borrow_raw(rx.fd()) };
-                let r = ring.recv_from(rx_fd, 0, 64).unwrap();
+                let r = ring.recv_from(rx.as_fd(), 0, 64).unwrap();
                 total.received += r.received;
                 total.submitted += r.submitted;
                 std::thread::sleep(Duration::from_millis(5));

@@ -1,7 +1,7 @@
 //! Ports: the places frames come from and go to.
 //!
 //! One small trait, [`Port`], in the manner of `quinn-udp`: the forwarding thread polls
-//! [`Port::fd`] for readability, then moves batches of [`Packet`]s with
+//! the port's descriptor ([`AsFd`]) for readability, then moves batches of [`Packet`]s with
 //! [`Port::recv_batch`] and [`Port::send_batch`]. Every frame carries its virtio-net
 //! metadata ([`Packet::offload`]) in and out, so TSO super-frames pass whole.
 //!
@@ -16,23 +16,22 @@
 //! - [`MplsUdpPort`]: an MPLS-in-UDP tunnel (RFC 7510) to one remote router over an IP
 //!   underlay, a super-frame's segments in one `UDP_SEGMENT` send, received with `UDP_GRO`.
 //!
-//! `unsafe` code is confined to the syscall layers: `sys` (AF_PACKET), the ring mappings in
-//! `af_packet_ring` and `af_packet_txring`, the `tun` module in `tap`, and the file-descriptor passing in
-//! `vhost_user::relay`; guest memory is only
+//! Sockets, interface ioctls and TUN/TAP setup are `vmpls-sys`. The `unsafe` code left
+//! here is what only the ports need: the `recvmmsg`/`sendmmsg` arrays in `mmsg`, the ring
+//! mappings in `af_packet_ring` and `af_packet_txring`, the UDP tunnel's `sendmsg`/`recvmsg`
+//! control messages in `mpls_udp`, and the file-descriptor passing in `vhost_user::relay`; guest memory is only
 //! touched through `vm-memory` and `virtio-queue`. Every block has a `// SAFETY:` note.
 
 mod af_packet;
 mod af_packet_ring;
 mod af_packet_txring;
+mod mmsg;
 mod mpls_udp;
-mod sys;
 mod tap;
-#[cfg(test)]
-mod testns;
 mod vhost_user;
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
 
 use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
 
@@ -40,7 +39,6 @@ pub use af_packet::{AfPacketPort, MIN_MTU, af_packet_caps};
 pub use af_packet_ring::{AfPacketRingPort, RingConfig};
 pub use af_packet_txring::{AfPacketTxRing, RecvFrom, SubmitError, TxRingConfig};
 pub use mpls_udp::{MplsUdpOptions, MplsUdpPort, SOURCE_PORTS as MPLS_UDP_SOURCE_PORTS, mpls_udp_caps};
-pub use sys::if_nametoindex;
 pub use tap::{TAP_MAX_MTU, TapOptions, TapPort, tap_caps};
 /// The vhost-user virtqueue fuzz harness (for `fuzz/` and the corpus replay test).
 #[doc(hidden)]
@@ -49,17 +47,22 @@ pub use vhost_user::{
     DEFAULT_MTU as VHOST_USER_DEFAULT_MTU, OFFERED_FEATURES as VHOST_USER_FEATURES, VhostUserOptions,
     VhostUserPort, VhostUserStats, vhost_user_caps,
 };
+pub use vmpls_sys::if_nametoindex;
 
 /// Most frames one `recv_batch`/`send_batch` syscall moves.
-pub const BATCH: usize = sys::BATCH;
+pub const BATCH: usize = mmsg::BATCH;
 
-/// A place frames come from and go to. Non-blocking: the router polls [`Port::fd`] for
-/// readability.
+/// A place frames come from and go to. Non-blocking: the router polls the port's
+/// descriptor ([`AsFd`]; every port type implements it) for readability.
 pub trait Port: Send {
     /// Identity, MAC, MTU and offload capabilities, as the pipeline sees them.
     fn info(&self) -> &PortInfo;
 
-    /// The descriptor to poll for readability.
+    /// The descriptor to poll for readability, as a number: one the port owns and keeps
+    /// open as long as it lives. Every port in this crate also implements
+    /// [`AsFd`], and so does `dyn Port` (below): that is what new code
+    /// should use. This getter stays only until the router's own `Port` wrappers implement
+    /// `AsFd`; then `Port` becomes `Port: AsFd` and this method goes.
     fn fd(&self) -> RawFd;
 
     /// Receives up to `max` frames into buffers taken from `pool`, appending them to `out`
@@ -83,6 +86,16 @@ pub trait Port: Send {
     /// port ignores the Ethernet addresses.
     fn point_to_point(&self) -> bool {
         false
+    }
+}
+
+/// The descriptor of any port through the trait object, so `Box<dyn Port>` is `AsFd` too.
+/// Goes when `Port` becomes `Port: AsFd` (which gives the same).
+impl AsFd for dyn Port {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: `Port::fd` is a descriptor the port owns and keeps open as long as it
+        // lives (its contract), and the borrow returned cannot outlive `self`.
+        unsafe { BorrowedFd::borrow_raw(self.fd()) }
     }
 }
 
@@ -299,7 +312,7 @@ pub enum PortError {
 
 /// True when an interface of that name exists in the calling thread's network namespace.
 pub fn interface_exists(ifname: &str) -> bool {
-    sys::if_nametoindex(ifname).is_some()
+    vmpls_sys::if_nametoindex(ifname).is_some()
 }
 
 /// Checks, without opening it, that an `af-packet` port could be opened on `ifname` with
@@ -311,21 +324,15 @@ pub fn interface_exists(ifname: &str) -> bool {
 /// The [`PortError`] opening the port would fail with.
 pub fn check_af_packet(ifname: &str, mtu: Option<u32>) -> Result<(), PortError> {
     let cname =
-        sys::ifname_cstring(ifname).ok_or_else(|| PortError::InvalidName { ifname: ifname.to_owned() })?;
+        vmpls_sys::IfName::new(ifname).ok_or_else(|| PortError::InvalidName { ifname: ifname.to_owned() })?;
     let io_err =
         |op: &'static str| move |source: io::Error| PortError::Io { ifname: ifname.to_owned(), op, source };
-    if sys::if_nametoindex(ifname).is_none() {
+    if vmpls_sys::if_nametoindex(ifname).is_none() {
         return Err(PortError::NoSuchInterface { ifname: ifname.to_owned() });
     }
     // Any socket answers the interface ioctls; a datagram socket needs no privilege.
-    // SAFETY: socket(2) with constant arguments; the result is checked.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io_err("open a socket")(io::Error::last_os_error()));
-    }
-    // SAFETY: `fd` was just created and is owned by nobody else.
-    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let details = sys::if_details(std::os::fd::AsFd::as_fd(&fd), &cname).map_err(|source| {
+    let fd = vmpls_sys::control_socket().map_err(io_err("open a socket"))?;
+    let details = vmpls_sys::iface::details(&fd, &cname).map_err(|source| {
         if source.raw_os_error() == Some(libc::ENODEV) {
             PortError::NoSuchInterface { ifname: ifname.to_owned() }
         } else {

@@ -60,8 +60,7 @@
 //!   entries (`rx_not_mpls`). A remote that is down costs nothing: sends never block, and
 //!   the kernel's "port unreachable" reported on a send is counted (`tx_unreachable`).
 
-use std::io;
-use std::mem::{size_of, zeroed};
+use std::io::{self, IoSlice};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
@@ -70,17 +69,13 @@ use vmpls_dataplane::hash::mpls_flow_hash;
 use vmpls_dataplane::{Packet, PacketPool, PortCaps, PortId, PortInfo};
 use vmpls_wire::ethernet;
 
-use crate::sys;
+use vmpls_sys::sockopt;
+use vmpls_sys::udp::{self, UDP_GRO, UDP_SEGMENT};
+
 use crate::{Port, PortError, PortStats};
 
 const ETH: usize = ethernet::HEADER_LEN;
 const MPLS_ETHERTYPE: [u8; 2] = [0x88, 0x47];
-/// `UDP_SEGMENT` (linux/udp.h): the segment size of a GSO send, as a socket option or a
-/// control message (`u16`).
-const UDP_SEGMENT: libc::c_int = 103;
-/// `UDP_GRO` (linux/udp.h): receive coalesced datagrams, with their size as a control
-/// message (`int`).
-const UDP_GRO: libc::c_int = 104;
 /// Most segments one `UDP_SEGMENT` send may carry (`UDP_MAX_SEGMENTS`), and most
 /// datagrams the kernel coalesces into one `UDP_GRO` buffer.
 const MAX_SEGMENTS: usize = 64;
@@ -177,7 +172,6 @@ pub struct MplsUdpPort {
     stats: PortStats,
     /// Per frame being sent: where its datagram starts and which socket sends it.
     plan: Vec<Planned>,
-    iov: Vec<libc::iovec>,
     /// The headers of the segments of the super-frame being sent, one after the other.
     headers: Vec<u8>,
 }
@@ -194,10 +188,6 @@ struct Planned {
     /// A super-frame the port cuts ([`MplsUdpPort::send_super`]).
     whole: bool,
 }
-
-// SAFETY: the raw pointers in `iov` are scratch, rebuilt before each use and never read
-// across calls; everything else is Send.
-unsafe impl Send for MplsUdpPort {}
 
 impl std::fmt::Debug for MplsUdpPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -216,27 +206,7 @@ fn in_netns<T: Send>(netns: &str, f: impl FnOnce() -> io::Result<T> + Send) -> i
     let path = format!("/run/netns/{netns}");
     let file = std::fs::File::open(&path)
         .map_err(|e| io::Error::new(e.kind(), format!("network namespace {path}: {e}")))?;
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            // SAFETY: setns(2) on a descriptor we own, for this thread only (a thread of
-            // its own: it ends when `f` returns).
-            if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            f()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("the namespace thread panicked")))
-    })
-}
-
-/// `getsockopt` of an `int`.
-fn get_int(fd: BorrowedFd<'_>, level: libc::c_int, opt: libc::c_int) -> io::Result<libc::c_int> {
-    let mut v: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `v` and `len` are valid for writes of the sizes given.
-    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), level, opt, (&raw mut v).cast(), &mut len) };
-    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(v) }
+    vmpls_sys::netns::run_in(&file, f)?
 }
 
 /// A non-blocking UDP socket of `local`'s family bound to `local:port`.
@@ -249,10 +219,10 @@ fn bound(local: IpAddr, port: u16) -> io::Result<UdpSocket> {
     };
     // Never fragment in the underlay: a datagram too big is refused (EMSGSIZE), and the
     // port's MTU makes the pipeline send "too big" to the customer first.
-    sys::set_int(s.as_fd(), level, opt, val)?;
+    sockopt::set_int(s.as_fd(), level, opt, val)?;
     for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
-        if sys::set_int(s.as_fd(), libc::SOL_SOCKET, force, SOCKET_BUFFER).is_err() {
-            let _ = sys::set_int(s.as_fd(), libc::SOL_SOCKET, plain, SOCKET_BUFFER);
+        if sockopt::set_int(s.as_fd(), libc::SOL_SOCKET, force, SOCKET_BUFFER).is_err() {
+            let _ = sockopt::set_int(s.as_fd(), libc::SOL_SOCKET, plain, SOCKET_BUFFER);
         }
     }
     Ok(s)
@@ -271,7 +241,7 @@ struct Sockets {
 
 fn open_sockets(opts: &MplsUdpOptions) -> io::Result<Sockets> {
     let rx = bound(opts.local, opts.udp_port)?;
-    let gro = sys::set_int(rx.as_fd(), libc::SOL_UDP, UDP_GRO, 1).is_ok();
+    let gro = sockopt::set_int(rx.as_fd(), libc::SOL_UDP, UDP_GRO, 1).is_ok();
     let remote = SocketAddr::new(opts.remote, opts.udp_port);
     let mut tx = Vec::with_capacity(SOURCE_PORTS);
     let mut source_ports = Vec::with_capacity(SOURCE_PORTS);
@@ -301,9 +271,9 @@ fn open_sockets(opts: &MplsUdpOptions) -> io::Result<Sockets> {
         IpAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU, 20 + 8),
         IpAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU, 40 + 8),
     };
-    let path_mtu = get_int(tx[0].as_fd(), level, opt)?;
+    let path_mtu = sockopt::get_int(tx[0].as_fd(), level, opt)?;
     let path_mtu = u32::try_from(path_mtu).unwrap_or(0).saturating_sub(overhead);
-    let gso = sys::set_int(tx[0].as_fd(), libc::SOL_UDP, UDP_SEGMENT, 0).is_ok();
+    let gso = sockopt::set_int(tx[0].as_fd(), libc::SOL_UDP, UDP_SEGMENT, 0).is_ok();
     Ok(Sockets { rx, tx, source_ports, path_mtu, gro, gso })
 }
 
@@ -365,7 +335,6 @@ impl MplsUdpPort {
             peer_mac: derive_mac(opts, 1),
             stats: PortStats::default(),
             plan: Vec::with_capacity(crate::BATCH),
-            iov: Vec::with_capacity(2 * MAX_SEGMENTS),
             headers: Vec::new(),
         })
     }
@@ -407,15 +376,13 @@ impl MplsUdpPort {
     /// Sends the frames of `self.plan[from..to]` (one socket, equal sizes but the last)
     /// in one `sendmsg`, with `UDP_SEGMENT` when more than one.
     fn send_group(&mut self, pkts: &[Packet], from: usize, to: usize) -> io::Result<()> {
-        self.iov.clear();
-        for (p, d) in pkts[from..to].iter().zip(&self.plan[from..to]) {
-            let d = &p.frame()[d.start..d.start + d.len];
-            self.iov.push(libc::iovec { iov_base: d.as_ptr() as *mut libc::c_void, iov_len: d.len() });
+        let mut iov = [IoSlice::new(&[]); MAX_SEGMENTS];
+        for ((slot, p), d) in iov.iter_mut().zip(&pkts[from..to]).zip(&self.plan[from..to]) {
+            *slot = IoSlice::new(&p.frame()[d.start..d.start + d.len]);
         }
         let Planned { len: seg, sock, .. } = self.plan[from];
         let seg = if to - from > 1 { Some(seg) } else { None };
-        // SAFETY: `iov` points into `pkts`, borrowed for the call.
-        unsafe { send_iov(&self.tx[sock.unwrap_or(0)], &mut self.iov, seg) }
+        udp::send_segments(&self.tx[sock.unwrap_or(0)], &iov[..to - from], seg).map(|_| ())
     }
 
     /// Sends super-frame `p` (its datagrams from `start`) as its segments: their headers
@@ -440,24 +407,19 @@ impl MplsUdpPort {
         while i < h.segments {
             let per_send = if self.gso { (MAX_UDP_PAYLOAD / seg).clamp(1, MAX_SEGMENTS) } else { 1 };
             let to = (i + per_send).min(h.segments);
-            self.iov.clear();
+            let mut iov = [IoSlice::new(&[]); 2 * MAX_SEGMENTS];
             let mut group_bytes = 0u64;
-            for k in i..to {
+            for (k, pair) in (i..to).zip(iov.chunks_exact_mut(2)) {
                 let hdr = &self.headers[k * h.header_len..(k + 1) * h.header_len];
                 let pay_start = h.payload_offset + k * h.gso_size;
                 let pay = &frame[pay_start..(pay_start + h.gso_size).min(frame.len())];
-                self.iov
-                    .push(libc::iovec { iov_base: hdr.as_ptr() as *mut libc::c_void, iov_len: hdr.len() });
-                self.iov
-                    .push(libc::iovec { iov_base: pay.as_ptr() as *mut libc::c_void, iov_len: pay.len() });
+                pair[0] = IoSlice::new(hdr);
+                pair[1] = IoSlice::new(pay);
                 group_bytes += (h.payload_offset + pay.len()) as u64;
             }
             let n = to - i;
-            // SAFETY: `iov` points into `self.headers` and `frame`, neither changed
-            // before the call returns.
-            let r = unsafe { send_iov(&self.tx[sock], &mut self.iov, (n > 1).then_some(seg)) };
-            match r {
-                Ok(()) => {
+            match udp::send_segments(&self.tx[sock], &iov[..2 * n], (n > 1).then_some(seg)) {
+                Ok(_) => {
                     sent += n;
                     bytes += group_bytes;
                 }
@@ -495,55 +457,8 @@ impl MplsUdpPort {
     fn recv_one(&self, p: &mut Packet) -> io::Result<(usize, usize, Option<IpAddr>, bool)> {
         let area = &mut p.receive_area()[ETH..];
         let want = area.len().min(usize::from(u16::MAX));
-        let mut iov = libc::iovec { iov_base: area.as_mut_ptr().cast(), iov_len: want };
-        // SAFETY: all-zero sockaddr_storage and msghdr are valid.
-        let mut from: libc::sockaddr_storage = unsafe { zeroed() };
-        let mut control = [0u64; 8];
-        // SAFETY: as above.
-        let mut msg: libc::msghdr = unsafe { zeroed() };
-        msg.msg_name = (&raw mut from).cast();
-        msg.msg_namelen = size_of::<libc::sockaddr_storage>() as _;
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = size_of::<[u64; 8]>() as _;
-        // SAFETY: every pointer in `msg` is valid for writes of the lengths given, for the
-        // duration of the call.
-        let n = unsafe { libc::recvmsg(self.rx.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let n = n as usize;
-        let truncated = msg.msg_flags & libc::MSG_TRUNC != 0;
-        let mut seg = n;
-        // SAFETY: the kernel filled `msg_controllen` bytes of `control`; the CMSG macros
-        // walk within them, and a UDP_GRO message carries an int.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
-            while !c.is_null() {
-                if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
-                    let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
-                    if v > 0 {
-                        seg = v as usize;
-                    }
-                }
-                c = libc::CMSG_NXTHDR(&msg, c);
-            }
-        }
-        let src = match libc::c_int::from(from.ss_family) {
-            libc::AF_INET => {
-                // SAFETY: the family says the storage holds a sockaddr_in.
-                let a = unsafe { &*(&raw const from).cast::<libc::sockaddr_in>() };
-                Some(IpAddr::from(u32::from_be(a.sin_addr.s_addr).to_be_bytes()))
-            }
-            libc::AF_INET6 => {
-                // SAFETY: the family says the storage holds a sockaddr_in6.
-                let a = unsafe { &*(&raw const from).cast::<libc::sockaddr_in6>() };
-                Some(IpAddr::from(a.sin6_addr.s6_addr))
-            }
-            _ => None,
-        };
-        Ok((n, seg, src, truncated))
+        let r = udp::recv_gro(&self.rx, &mut area[..want])?;
+        Ok((r.len, r.segment, r.from, r.truncated))
     }
 
     /// Turns `p`, holding a received datagram after [`ETH`] bytes, into a frame; `false`
@@ -572,40 +487,6 @@ impl MplsUdpPort {
     }
 }
 
-/// One `sendmsg` of the datagram(s) in `iov` on connected socket `sock`; with `seg`, as
-/// `UDP_SEGMENT` datagrams of `seg` bytes (the last may be shorter).
-///
-/// # Safety
-/// Every iovec in `iov` must point at memory valid for reads of its length.
-unsafe fn send_iov(sock: &UdpSocket, iov: &mut [libc::iovec], seg: Option<usize>) -> io::Result<()> {
-    // Room for one cmsghdr with a u16, aligned for cmsghdr.
-    let mut control = [0u64; 4];
-    // SAFETY: an all-zero msghdr is a valid empty message.
-    let mut msg: libc::msghdr = unsafe { zeroed() };
-    msg.msg_iov = iov.as_mut_ptr();
-    msg.msg_iovlen = iov.len() as _;
-    if let Some(seg) = seg {
-        // SAFETY: CMSG_SPACE is a pure computation.
-        let space = unsafe { libc::CMSG_SPACE(size_of::<u16>() as u32) } as usize;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
-        // SAFETY: `msg_control` points at `control` (32 bytes, 8-aligned), which holds
-        // one cmsghdr and a u16 (`space` bytes); CMSG_FIRSTHDR is therefore non-null
-        // and CMSG_DATA within the buffer.
-        unsafe {
-            let c = libc::CMSG_FIRSTHDR(&msg);
-            (*c).cmsg_level = libc::SOL_UDP;
-            (*c).cmsg_type = UDP_SEGMENT;
-            (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg as u16);
-        }
-    }
-    // SAFETY: `msg` points at `iov` (valid for reads, the caller says) and at `control`;
-    // the socket is ours.
-    let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
-    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
-}
-
 /// True for a send error that says the remote (or the way to it) is not there now.
 fn is_unreachable(errno: i32) -> bool {
     matches!(
@@ -614,13 +495,20 @@ fn is_unreachable(errno: i32) -> bool {
     )
 }
 
+impl AsFd for MplsUdpPort {
+    /// The descriptor to poll for readability.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.rx.as_fd()
+    }
+}
+
 impl Port for MplsUdpPort {
     fn info(&self) -> &PortInfo {
         &self.info
     }
 
     fn fd(&self) -> RawFd {
-        self.rx.as_raw_fd()
+        self.as_fd().as_raw_fd()
     }
 
     fn point_to_point(&self) -> bool {
@@ -893,11 +781,16 @@ mod tests {
         // receive side reads back, datagram by datagram, must be the label stack and
         // bytes of the frames gso::segment makes: lengths, sequence numbers, flags,
         // IP identification and checksums included.
-        let ns = crate::testns::Netns::new("udpsuper");
+        let ns = vmpls_testkit::Netns::without_ipv6("udpsuper");
         ns.ip(&["link", "set", "lo", "up"]);
         let lo: IpAddr = [127, 0, 0, 1].into();
-        let opts =
-            MplsUdpOptions { local: lo, remote: lo, udp_port: 6635, netns: Some(ns.0.clone()), mtu: None };
+        let opts = MplsUdpOptions {
+            local: lo,
+            remote: lo,
+            udp_port: 6635,
+            netns: Some(ns.name().to_owned()),
+            mtu: None,
+        };
         let mut port = MplsUdpPort::open(0, "core", &opts).expect("open the tunnel");
         assert!(port.info().caps.mpls_gso, "the port takes labelled super-frames");
         let mut pool = PacketPool::new(512);
@@ -916,9 +809,7 @@ mod tests {
             let mut got = Vec::new();
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
             while got.len() < want.len() && std::time::Instant::now() < deadline {
-                let mut pfd = libc::pollfd { fd: port.fd(), events: libc::POLLIN, revents: 0 };
-                // SAFETY: one valid pollfd.
-                unsafe { libc::poll(&mut pfd, 1, 100) };
+                vmpls_sys::wait_readable(&port, std::time::Duration::from_millis(100));
                 port.recv_batch(&mut pool, &mut got, MAX_SEGMENTS).unwrap();
             }
             assert_eq!(got.len(), want.len(), "v6 {v6}, {payload} bytes");

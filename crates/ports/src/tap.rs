@@ -12,9 +12,11 @@
 //! QEMU gives its guest a MAC of its own on a TAP.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use vmpls_dataplane::{Packet, PacketPool, PortCaps, PortId, PortInfo};
+use vmpls_sys::iface::{self, IfName};
+use vmpls_sys::tun;
 use vmpls_wire::virtio_net;
 
 use crate::{MIN_MTU, Port, PortError, PortStats};
@@ -115,8 +117,8 @@ impl TapPort {
     /// its MTU if `opts.mtu` says so and brings it up. The device lives as long as the
     /// port unless it was made persistent (`ip tuntap add`) beforehand.
     pub fn create(id: PortId, name: &str, ifname: &str, opts: &TapOptions) -> Result<TapPort, PortError> {
-        let cname = crate::sys::ifname_cstring(ifname)
-            .ok_or_else(|| PortError::InvalidName { ifname: ifname.to_owned() })?;
+        let cname =
+            IfName::new(ifname).ok_or_else(|| PortError::InvalidName { ifname: ifname.to_owned() })?;
         let io_err = |op: &'static str| {
             move |source: io::Error| PortError::Io { ifname: ifname.to_owned(), op, source }
         };
@@ -125,7 +127,7 @@ impl TapPort {
         {
             return Err(PortError::MtuTooSmall { ifname: ifname.to_owned(), requested });
         }
-        let fd = tun::open_tun().map_err(|source| match source.kind() {
+        let fd = tun::open().map_err(|source| match source.kind() {
             io::ErrorKind::PermissionDenied => {
                 PortError::PermissionDenied { ifname: ifname.to_owned(), source }
             }
@@ -143,9 +145,9 @@ impl TapPort {
         tun::set_offload(fd.as_fd(), OFFLOADS)
             .map_err(io_err("enable checksum and TSO offloads (TUNSETOFFLOAD)"))?;
 
-        let ctl = tun::control_socket().map_err(io_err("open a control socket"))?;
+        let ctl = vmpls_sys::control_socket().map_err(io_err("open a control socket"))?;
         if let Some(mtu) = opts.mtu {
-            tun::set_mtu(ctl.as_fd(), &cname, mtu).map_err(|source| {
+            iface::set_mtu(&ctl, &cname, mtu).map_err(|source| {
                 if source.raw_os_error() == Some(libc::EINVAL) {
                     PortError::MtuTooLarge {
                         ifname: ifname.to_owned(),
@@ -157,9 +159,8 @@ impl TapPort {
                 }
             })?;
         }
-        tun::set_up(ctl.as_fd(), &cname).map_err(io_err("bring the TAP up"))?;
-        let details =
-            crate::sys::if_details(ctl.as_fd(), &cname).map_err(io_err("read the TAP's address and MTU"))?;
+        iface::set_up(&ctl, &cname).map_err(io_err("bring the TAP up"))?;
+        let details = iface::details(&ctl, &cname).map_err(io_err("read the TAP's address and MTU"))?;
 
         tracing::debug!(ifname, mtu = details.mtu, "TAP port open");
         Ok(TapPort {
@@ -188,13 +189,20 @@ fn is_transient(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted)
 }
 
+impl AsFd for TapPort {
+    /// The descriptor to poll for readability.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 impl Port for TapPort {
     fn info(&self) -> &PortInfo {
         &self.info
     }
 
     fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.as_fd().as_raw_fd()
     }
 
     fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {
@@ -275,153 +283,6 @@ impl Port for TapPort {
 
     fn stats(&self) -> PortStats {
         self.stats
-    }
-}
-
-/// The TUN/TAP syscalls. Every `unsafe` block of the TAP port is here, each with a
-/// `// SAFETY:` comment.
-mod tun {
-    use std::ffi::CString;
-    use std::io;
-    use std::mem;
-    use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-
-    // From <linux/if_tun.h>, defined here so we do not depend on which libc exports them.
-    /// `TUNSETIFF`: `_IOW('T', 202, int)`.
-    const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-    /// `TUNSETOFFLOAD`: `_IOW('T', 208, unsigned int)`.
-    const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
-    /// `TUNSETVNETHDRSZ`: `_IOW('T', 216, int)`.
-    const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
-    /// A TAP (Ethernet) device, not TUN (IP).
-    pub const IFF_TAP: libc::c_short = 0x0002;
-    /// No packet-information prefix.
-    pub const IFF_NO_PI: libc::c_short = 0x1000;
-    /// Frames carry a virtio-net header.
-    pub const IFF_VNET_HDR: libc::c_short = 0x4000;
-    /// The reader takes partial checksums.
-    pub const TUN_F_CSUM: libc::c_uint = 0x01;
-    /// The reader takes IPv4 TCP super-frames.
-    pub const TUN_F_TSO4: libc::c_uint = 0x02;
-    /// The reader takes IPv6 TCP super-frames.
-    pub const TUN_F_TSO6: libc::c_uint = 0x04;
-
-    fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
-        if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(ret) }
-    }
-
-    /// Opens `/dev/net/tun`, non-blocking and close-on-exec.
-    pub fn open_tun() -> io::Result<OwnedFd> {
-        let path = c"/dev/net/tun";
-        // SAFETY: `path` is a NUL-terminated string literal; the result is checked.
-        let fd =
-            check(unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) })?;
-        // SAFETY: `fd` is a freshly opened descriptor that nothing else owns.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-    }
-
-    /// A UDP socket for the interface ioctls (needs no privilege to open).
-    pub fn control_socket() -> io::Result<OwnedFd> {
-        // SAFETY: socket() takes no pointers; the result is checked.
-        let fd = check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-        // SAFETY: `fd` is a freshly created descriptor that nothing else owns.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-    }
-
-    fn ifreq(name: &CString) -> libc::ifreq {
-        // SAFETY: ifreq is plain data (a name and a union of plain data); zeroes are valid.
-        let mut ifr: libc::ifreq = unsafe { mem::zeroed() };
-        // The name is shorter than IFNAMSIZ (checked by `ifname_cstring`), so the last
-        // byte stays NUL.
-        for (dst, src) in ifr.ifr_name.iter_mut().zip(name.as_bytes()) {
-            *dst = *src as libc::c_char;
-        }
-        ifr
-    }
-
-    /// `ioctl(fd, req, &mut ifr)` for requests that read and write only inside `ifr`.
-    fn ioctl_ifreq(fd: BorrowedFd<'_>, req: libc::c_ulong, ifr: &mut libc::ifreq) -> io::Result<()> {
-        // SAFETY: `ifr` is a live, NUL-terminated ifreq; every request passed here
-        // (TUNSETIFF, SIOC[GS]IFFLAGS, SIOCSIFMTU) reads and writes only inside it.
-        check(unsafe { libc::ioctl(fd.as_raw_fd(), req as _, ifr as *mut libc::ifreq) })?;
-        Ok(())
-    }
-
-    /// Attaches the tun descriptor to the device `name` (creating it) with `flags`.
-    pub fn set_iff(fd: BorrowedFd<'_>, name: &CString, flags: libc::c_short) -> io::Result<()> {
-        let mut ifr = ifreq(name);
-        ifr.ifr_ifru.ifru_flags = flags;
-        ioctl_ifreq(fd, TUNSETIFF, &mut ifr)
-    }
-
-    fn ioctl_int<T>(fd: BorrowedFd<'_>, req: libc::c_ulong, val: &T) -> io::Result<()> {
-        // SAFETY: `val` points to a live `T` of the size the request expects (an int or
-        // unsigned int, checked by the callers' types); the kernel only reads it.
-        check(unsafe { libc::ioctl(fd.as_raw_fd(), req as _, val as *const T) })?;
-        Ok(())
-    }
-
-    /// Sets the virtio-net header size (`TUNSETVNETHDRSZ`).
-    pub fn set_vnet_hdr_size(fd: BorrowedFd<'_>, size: libc::c_int) -> io::Result<()> {
-        ioctl_int(fd, TUNSETVNETHDRSZ, &size)
-    }
-
-    /// Sets the offloads the reader takes (`TUNSETOFFLOAD`). The argument is passed by
-    /// value, as the kernel expects.
-    pub fn set_offload(fd: BorrowedFd<'_>, flags: libc::c_uint) -> io::Result<()> {
-        // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned long); no memory
-        // is passed.
-        check(unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, flags as libc::c_ulong) })?;
-        Ok(())
-    }
-
-    /// Sets the MTU of interface `name`.
-    pub fn set_mtu(ctl: BorrowedFd<'_>, name: &CString, mtu: u32) -> io::Result<()> {
-        let mut ifr = ifreq(name);
-        ifr.ifr_ifru.ifru_mtu =
-            libc::c_int::try_from(mtu).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        ioctl_ifreq(ctl, libc::SIOCSIFMTU, &mut ifr)
-    }
-
-    /// Brings interface `name` up.
-    pub fn set_up(ctl: BorrowedFd<'_>, name: &CString) -> io::Result<()> {
-        let mut ifr = ifreq(name);
-        ioctl_ifreq(ctl, libc::SIOCGIFFLAGS, &mut ifr)?;
-        // SAFETY: SIOCGIFFLAGS filled the `ifru_flags` member of the union.
-        let flags = unsafe { ifr.ifr_ifru.ifru_flags };
-        ifr.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
-        ioctl_ifreq(ctl, libc::SIOCSIFFLAGS, &mut ifr)
-    }
-
-    /// Reads one frame: the virtio-net header into `hdr`, the frame into `frame`.
-    /// Returns the bytes read, header included.
-    pub fn readv(fd: BorrowedFd<'_>, hdr: &mut [u8], frame: &mut [u8]) -> io::Result<usize> {
-        let iov = [
-            libc::iovec { iov_base: hdr.as_mut_ptr().cast(), iov_len: hdr.len() },
-            libc::iovec { iov_base: frame.as_mut_ptr().cast(), iov_len: frame.len() },
-        ];
-        // SAFETY: both iovecs point into buffers the caller lends mutably for the call,
-        // with their lengths; the kernel writes at most that much into each.
-        let n = unsafe { libc::readv(fd.as_raw_fd(), iov.as_ptr(), 2) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(n as usize)
-    }
-
-    /// Writes one frame: `hdr` then `frame`, in one `writev`. Returns the bytes written.
-    pub fn writev(fd: BorrowedFd<'_>, hdr: &[u8], frame: &[u8]) -> io::Result<usize> {
-        let iov = [
-            libc::iovec { iov_base: hdr.as_ptr().cast_mut().cast(), iov_len: hdr.len() },
-            libc::iovec { iov_base: frame.as_ptr().cast_mut().cast(), iov_len: frame.len() },
-        ];
-        // SAFETY: both iovecs point into buffers the caller borrows for the call, with
-        // their lengths; writev only reads through them.
-        let n = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), 2) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(n as usize)
     }
 }
 

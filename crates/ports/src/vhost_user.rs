@@ -66,7 +66,7 @@ pub(crate) mod fuzz;
 mod relay;
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -88,8 +88,8 @@ use virtio_queue::QueueT;
 use vm_memory::{GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::event::{EventConsumer, EventFlag, EventNotifier, new_event_consumer_and_notifier};
-use vmm_sys_util::eventfd::{EFD_CLOEXEC, EFD_NONBLOCK, EventFd};
 use vmpls_dataplane::{Packet, PacketPool, PortCaps, PortId, PortInfo, gso};
+use vmpls_sys::EventFd;
 use vmpls_wire::{ethernet, mpls, virtio_net};
 
 use self::chain::{RxError, TxChainError};
@@ -324,7 +324,7 @@ impl Shared {
 
     fn wake(&self) {
         // EAGAIN only when the counter is about to overflow: it is readable anyway.
-        let _ = self.wake.write(1);
+        self.wake.signal();
     }
 }
 
@@ -490,7 +490,7 @@ impl VhostUserPort {
         let started = (|| {
             let internal_path = private_dir.join("backend.sock");
             let internal = UnixListener::bind(&internal_path).map_err(io_err("bind the internal socket"))?;
-            let wake = EventFd::new(EFD_NONBLOCK | EFD_CLOEXEC).map_err(io_err("create an eventfd"))?;
+            let wake = EventFd::new().map_err(io_err("create an eventfd"))?;
             let shared = Arc::new(Shared {
                 wake,
                 generation: AtomicU64::new(0),
@@ -720,18 +720,25 @@ fn stop_workers(daemon: &VhostUserDaemon<Arc<NetBackend>>) {
     }
 }
 
+impl AsFd for VhostUserPort {
+    /// The descriptor to poll for readability.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.shared.wake.as_fd()
+    }
+}
+
 impl Port for VhostUserPort {
     fn info(&self) -> &PortInfo {
         &self.info
     }
 
     fn fd(&self) -> RawFd {
-        self.shared.wake.as_raw_fd()
+        self.as_fd().as_raw_fd()
     }
 
     fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {
         // Clear the eventfd first: a kick after this point makes it readable again.
-        let _ = self.shared.wake.read();
+        self.shared.wake.drain();
         self.refresh();
         let Some(active) = &self.active else {
             return Ok(0);

@@ -1,16 +1,13 @@
 //! AF_PACKET ports against real veth pairs, in network namespaces each test creates for
-//! itself (`vmpls-pt-<pid>-<test>-{a,b}`) and removes on drop, even on panic. Needs root.
+//! itself (vmpls-testkit) and removes on drop, even on panic. Needs root.
 
-use std::ffi::CString;
-use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use vmpls_dataplane::{Packet, PacketPool};
 use vmpls_ports::{AfPacketPort, Port, PortError, PortKind, interface_exists, open_port};
+use vmpls_testkit::{End, Netns, PacketSocket, veth, wait_readable};
 use vmpls_wire::virtio_net::{GsoType, Repr};
 
 const MAC_A: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0xaa, 0x01];
@@ -18,139 +15,26 @@ const MAC_B: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0xbb, 0x01];
 const TEST_ETHERTYPE: u16 = 0x88b5; // IEEE local experimental
 const MARKER: &[u8] = b"vmpls-ports-test";
 
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-}
-
 /// Two namespaces joined by a veth pair: `vpa` (MAC_A) in `a`, `vpb` (MAC_B) in `b`, both
-/// up, IPv6 off (no neighbour discovery noise). Deletes both namespaces on drop.
+/// up, IPv6 off (no neighbour discovery noise). Both go when the lab is dropped.
 struct Lab {
-    a: String,
-    b: String,
+    a: Netns,
+    b: Netns,
 }
 
 impl Lab {
     fn new(tag: &str, mtu: u32) -> Lab {
-        let pid = std::process::id();
-        let lab = Lab { a: format!("vmpls-pt-{pid}-{tag}-a"), b: format!("vmpls-pt-{pid}-{tag}-b") };
-        let (a, b) = (lab.a.as_str(), lab.b.as_str());
-        ip(&["netns", "add", a]);
-        ip(&["netns", "add", b]);
-        ip(&["link", "add", "vpa", "netns", a, "type", "veth", "peer", "name", "vpb", "netns", b]);
-        for (ns, dev, mac) in [(a, "vpa", MAC_A), (b, "vpb", MAC_B)] {
-            let out = Command::new("ip")
-                .args(["netns", "exec", ns, "sysctl", "-qw"])
-                .args(["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])
-                .output()
-                .expect("run sysctl");
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            let mac = mac.map(|b| format!("{b:02x}")).join(":");
-            let mtu = mtu.to_string();
-            ip(&["-n", ns, "link", "set", dev, "address", &mac, "mtu", &mtu, "up"]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
+        let lab = Lab {
+            a: Netns::without_ipv6(&format!("pt-{tag}-a")),
+            b: Netns::without_ipv6(&format!("pt-{tag}-b")),
+        };
+        veth(
+            End { ns: &lab.a, ifname: "vpa", mac: Some(MAC_A) },
+            End { ns: &lab.b, ifname: "vpb", mac: Some(MAC_B) },
+            mtu,
+        );
         lab
     }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-/// Runs `f` on a thread that has entered network namespace `ns`. Sockets created there
-/// stay in `ns` wherever they are used later.
-fn in_netns<R: Send>(ns: &str, f: impl FnOnce() -> R + Send) -> R {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let file = File::open(format!("/run/netns/{ns}")).expect("open netns");
-            // SAFETY: setns takes a descriptor we own and changes only this thread's
-            // network namespace.
-            let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .unwrap_or_else(|e| std::panic::resume_unwind(e))
-    })
-}
-
-/// A plain packet socket (no virtio-net header), the way any other program sees the wire.
-struct RawSock(OwnedFd);
-
-impl RawSock {
-    fn open(ifname: &str) -> RawSock {
-        let name = CString::new(ifname).unwrap();
-        // SAFETY: `name` is NUL-terminated and outlives the call.
-        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-        assert_ne!(ifindex, 0, "no {ifname}");
-        // SAFETY: no pointers; the result is checked.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-        // SAFETY: a fresh descriptor nobody else owns.
-        let sock = RawSock(unsafe { OwnedFd::from_raw_fd(fd) });
-        let one: libc::c_int = 1;
-        let rcvbuf: libc::c_int = 8 << 20;
-        for (level, opt, val) in [
-            (libc::SOL_PACKET, 23 /* PACKET_IGNORE_OUTGOING */, &one),
-            (libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf),
-        ] {
-            // SAFETY: `val` points to a live c_int of the size given.
-            let r = unsafe { libc::setsockopt(fd, level, opt, (val as *const libc::c_int).cast(), 4) };
-            assert_eq!(r, 0, "setsockopt: {}", std::io::Error::last_os_error());
-        }
-        // SAFETY: sockaddr_ll is plain data; zeroes are valid.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-        sll.sll_ifindex = ifindex as i32;
-        // SAFETY: `sll` is live and the length is its size.
-        let r = unsafe {
-            libc::bind(
-                fd,
-                (&sll as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        assert_eq!(r, 0, "bind: {}", std::io::Error::last_os_error());
-        sock
-    }
-
-    fn send(&self, frame: &[u8]) {
-        // SAFETY: `frame` is a live slice of the length given.
-        let r = unsafe { libc::send(self.0.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-        assert_eq!(r, frame.len() as isize, "send: {}", std::io::Error::last_os_error());
-    }
-
-    /// The next frame, or `None` once `deadline` passes.
-    fn recv(&self, deadline: Instant) -> Option<Vec<u8>> {
-        let mut buf = vec![0u8; 70000];
-        loop {
-            let left = deadline.checked_duration_since(Instant::now())?;
-            if !wait_readable(self.0.as_raw_fd(), left) {
-                return None;
-            }
-            // SAFETY: `buf` is a live, writable buffer of the length given.
-            let n = unsafe {
-                libc::recv(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
-            };
-            if n >= 0 {
-                buf.truncate(n as usize);
-                return Some(buf);
-            }
-        }
-    }
-}
-
-fn wait_readable(fd: i32, timeout: Duration) -> bool {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    let ms = timeout.as_millis().min(100) as i32;
-    // SAFETY: `pfd` is one live pollfd.
-    unsafe { libc::poll(&mut pfd, 1, ms) > 0 }
 }
 
 /// Polls `port` until a received frame satisfies `want` or `deadline` passes; frames
@@ -164,7 +48,7 @@ fn recv_until(
 ) -> Option<Packet> {
     let mut out = Vec::new();
     while Instant::now() < deadline {
-        if !wait_readable(port.fd(), Duration::from_millis(50)) {
+        if !wait_readable(&port, Duration::from_millis(50)) {
             continue;
         }
         port.recv_batch(pool, &mut out, 64).expect("recv_batch");
@@ -325,7 +209,7 @@ fn open_on_a_missing_interface_says_no_such_interface() {
 #[test]
 fn open_reports_mac_and_mtu_and_refuses_a_bad_mtu_or_a_down_link() {
     let lab = Lab::new("info", 1400);
-    in_netns(&lab.a, || {
+    lab.a.run(|| {
         let port = AfPacketPort::open(3, "core0", "vpa", None).unwrap();
         assert_eq!(port.info().id, 3);
         assert_eq!(port.info().name, "core0");
@@ -345,7 +229,7 @@ fn open_reports_mac_and_mtu_and_refuses_a_bad_mtu_or_a_down_link() {
             Err(PortError::MtuTooSmall { .. })
         ));
 
-        ip(&["-n", &lab.a, "link", "set", "vpa", "down"]);
+        lab.a.ip(&["link", "set", "vpa", "down"]);
         let err = AfPacketPort::open(3, "core0", "vpa", None).unwrap_err();
         assert!(matches!(err, PortError::InterfaceDown { .. }), "{err:?}");
         assert!(err.to_string().contains("ip link set vpa up"));
@@ -355,8 +239,8 @@ fn open_reports_mac_and_mtu_and_refuses_a_bad_mtu_or_a_down_link() {
 #[test]
 fn frames_cross_a_veth_in_both_directions() {
     let lab = Lab::new("xfer", 1500);
-    let mut port = in_netns(&lab.a, || AfPacketPort::open(1, "core0", "vpa", None).unwrap());
-    let peer = in_netns(&lab.b, || RawSock::open("vpb"));
+    let mut port = lab.a.run(|| AfPacketPort::open(1, "core0", "vpa", None).unwrap());
+    let peer = lab.b.run(|| PacketSocket::open("vpb"));
     let mut pool = PacketPool::new(128);
     let deadline = Instant::now() + Duration::from_secs(3);
 
@@ -389,12 +273,12 @@ fn frames_cross_a_veth_in_both_directions() {
 #[test]
 fn kernel_tcp_with_tso_arrives_as_gso_super_frames() {
     let lab = Lab::new("tso", 1500);
-    ip(&["-n", &lab.a, "addr", "add", "198.18.0.1/24", "dev", "vpa"]);
-    ip(&["-n", &lab.b, "addr", "add", "198.18.0.2/24", "dev", "vpb"]);
-    let mut port = in_netns(&lab.a, || AfPacketPort::open(0, "core0", "vpa", None).unwrap());
-    let listener = in_netns(&lab.a, || TcpListener::bind("198.18.0.1:0").unwrap());
+    lab.a.ip(&["addr", "add", "198.18.0.1/24", "dev", "vpa"]);
+    lab.b.ip(&["addr", "add", "198.18.0.2/24", "dev", "vpb"]);
+    let mut port = lab.a.run(|| AfPacketPort::open(0, "core0", "vpa", None).unwrap());
+    let listener = lab.a.run(|| TcpListener::bind("198.18.0.1:0").unwrap());
     let addr = listener.local_addr().unwrap();
-    let stream = in_netns(&lab.b, || TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap());
+    let stream = lab.b.run(|| TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap());
 
     let receiver = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
@@ -442,8 +326,8 @@ fn kernel_tcp_with_tso_arrives_as_gso_super_frames() {
 #[test]
 fn ip_tso_frames_are_accepted_and_mpls_gso_is_refused_without_losing_the_rest() {
     let lab = Lab::new("gso", 1500);
-    let mut port = in_netns(&lab.a, || AfPacketPort::open(0, "core0", "vpa", None).unwrap());
-    let peer = in_netns(&lab.b, || RawSock::open("vpb"));
+    let mut port = lab.a.run(|| AfPacketPort::open(0, "core0", "vpa", None).unwrap());
+    let peer = lab.b.run(|| PacketSocket::open("vpb"));
     let mut pool = PacketPool::new(16);
 
     let (v4, v4_offload) = ipv4_tso_frame(false, 8000);
@@ -485,8 +369,8 @@ fn ip_tso_frames_are_accepted_and_mpls_gso_is_refused_without_losing_the_rest() 
 #[test]
 fn a_batch_of_64_small_frames_goes_out_in_one_call() {
     let lab = Lab::new("b64", 1500);
-    let mut port = in_netns(&lab.a, || AfPacketPort::open(0, "core0", "vpa", None).unwrap());
-    let peer = in_netns(&lab.b, || RawSock::open("vpb"));
+    let mut port = lab.a.run(|| AfPacketPort::open(0, "core0", "vpa", None).unwrap());
+    let peer = lab.b.run(|| PacketSocket::open("vpb"));
     let mut pool = PacketPool::new(64);
     let mut batch: Vec<Packet> = (0..64u32)
         .map(|seq| {
@@ -518,18 +402,18 @@ fn a_batch_of_64_small_frames_goes_out_in_one_call() {
 #[test]
 fn an_empty_pool_drops_waiting_frames_and_counts_them() {
     let lab = Lab::new("nobuf", 1500);
-    let mut port = in_netns(&lab.a, || AfPacketPort::open(0, "core0", "vpa", None).unwrap());
-    let peer = in_netns(&lab.b, || RawSock::open("vpb"));
+    let mut port = lab.a.run(|| AfPacketPort::open(0, "core0", "vpa", None).unwrap());
+    let peer = lab.b.run(|| PacketSocket::open("vpb"));
     for seq in 0..5 {
         peer.send(&test_frame(MAC_A, MAC_B, seq, 80));
     }
-    assert!(wait_readable(port.fd(), Duration::from_secs(1)));
+    assert!(wait_readable(&port, Duration::from_secs(1)));
     let mut empty = PacketPool::new(0);
     let mut out = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(2);
     while port.stats().rx_no_buffer < 5 && Instant::now() < deadline {
         assert_eq!(port.recv_batch(&mut empty, &mut out, 64).unwrap(), 0);
-        wait_readable(port.fd(), Duration::from_millis(20));
+        wait_readable(&port, Duration::from_millis(20));
     }
     assert!(out.is_empty());
     assert!(port.stats().rx_no_buffer >= 5, "{:?}", port.stats());

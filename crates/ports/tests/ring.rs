@@ -1,17 +1,16 @@
 //! `AfPacketRingPort` (TPACKET_V3 receive ring) against real veth pairs, in network
-//! namespaces each test creates for itself (`vmpls-rg-<pid>-<test>-{a,b}`) and removes on
+//! namespaces each test creates for itself (vmpls-testkit) and removes on
 //! drop, even on panic. Needs root.
 
-use std::ffi::CString;
-use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::Command;
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
 use vmpls_dataplane::{Packet, PacketPool};
 use vmpls_ports::{AfPacketRingPort, Port, RingConfig};
+use vmpls_testkit::{End, Netns, PacketSocket, veth, wait_readable};
 use vmpls_wire::virtio_net::GsoType;
 
 const MAC_A: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0xaa, 0x01];
@@ -19,129 +18,26 @@ const MAC_B: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0xbb, 0x01];
 const TEST_ETHERTYPE: u16 = 0x88b5;
 const MARKER: &[u8] = b"vmpls-ring-test";
 
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-}
-
-/// Two namespaces joined by a veth pair `vpa` (in `a`, MAC_A) -- `vpb` (in `b`, MAC_B),
-/// up, IPv6 off. Deleted on drop.
+/// Two namespaces joined by a veth pair: `vpa` (MAC_A) in `a`, `vpb` (MAC_B) in `b`, both
+/// up, IPv6 off (no neighbour discovery noise). Both go when the lab is dropped.
 struct Lab {
-    a: String,
-    b: String,
+    a: Netns,
+    b: Netns,
 }
 
 impl Lab {
     fn new(tag: &str) -> Lab {
-        let pid = std::process::id();
-        let lab = Lab { a: format!("vmpls-rg-{pid}-{tag}-a"), b: format!("vmpls-rg-{pid}-{tag}-b") };
-        let (a, b) = (lab.a.as_str(), lab.b.as_str());
-        ip(&["netns", "add", a]);
-        ip(&["netns", "add", b]);
-        ip(&["link", "add", "vpa", "netns", a, "type", "veth", "peer", "name", "vpb", "netns", b]);
-        for (ns, dev, mac) in [(a, "vpa", MAC_A), (b, "vpb", MAC_B)] {
-            let out = Command::new("ip")
-                .args(["netns", "exec", ns, "sysctl", "-qw"])
-                .args(["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])
-                .output()
-                .expect("run sysctl");
-            assert!(out.status.success());
-            let mac = mac.map(|b| format!("{b:02x}")).join(":");
-            ip(&["-n", ns, "link", "set", dev, "address", &mac, "up"]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
+        let lab = Lab {
+            a: Netns::without_ipv6(&format!("rg-{tag}-a")),
+            b: Netns::without_ipv6(&format!("rg-{tag}-b")),
+        };
+        veth(
+            End { ns: &lab.a, ifname: "vpa", mac: Some(MAC_A) },
+            End { ns: &lab.b, ifname: "vpb", mac: Some(MAC_B) },
+            1500,
+        );
         lab
     }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-fn in_netns<R: Send>(ns: &str, f: impl FnOnce() -> R + Send) -> R {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let file = File::open(format!("/run/netns/{ns}")).expect("open netns");
-            // SAFETY: setns takes a descriptor we own and changes only this thread's
-            // network namespace.
-            let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .unwrap_or_else(|e| std::panic::resume_unwind(e))
-    })
-}
-
-/// A plain packet socket (no virtio-net header, no ring).
-struct RawSock(OwnedFd);
-
-impl RawSock {
-    fn open(ifname: &str) -> RawSock {
-        let name = CString::new(ifname).unwrap();
-        // SAFETY: `name` is NUL-terminated and outlives the call.
-        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-        assert_ne!(ifindex, 0, "no {ifname}");
-        // SAFETY: no pointers; the result is checked.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-        // SAFETY: a fresh descriptor nobody else owns.
-        let sock = RawSock(unsafe { OwnedFd::from_raw_fd(fd) });
-        let one: libc::c_int = 1;
-        // SAFETY: `one` is a live c_int of the size given.
-        let r = unsafe { libc::setsockopt(fd, libc::SOL_PACKET, 23, (&one as *const libc::c_int).cast(), 4) };
-        assert_eq!(r, 0);
-        // SAFETY: sockaddr_ll is plain data; zeroes are valid.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-        sll.sll_ifindex = ifindex as i32;
-        // SAFETY: `sll` is live and the length is its size.
-        let r = unsafe {
-            libc::bind(
-                fd,
-                (&sll as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        assert_eq!(r, 0, "bind: {}", std::io::Error::last_os_error());
-        sock
-    }
-
-    fn send(&self, frame: &[u8]) {
-        // SAFETY: `frame` is a live slice of the length given.
-        let r = unsafe { libc::send(self.0.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-        assert_eq!(r, frame.len() as isize, "send: {}", std::io::Error::last_os_error());
-    }
-
-    fn recv(&self, deadline: Instant) -> Option<Vec<u8>> {
-        let mut buf = vec![0u8; 70000];
-        loop {
-            let left = deadline.checked_duration_since(Instant::now())?;
-            if !wait_readable(self.0.as_raw_fd(), left) {
-                continue;
-            }
-            // SAFETY: `buf` is a live, writable buffer of the length given.
-            let n = unsafe {
-                libc::recv(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
-            };
-            if n >= 0 {
-                buf.truncate(n as usize);
-                return Some(buf);
-            }
-        }
-    }
-}
-
-fn wait_readable(fd: i32, timeout: Duration) -> bool {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    let ms = timeout.as_millis().min(100) as i32;
-    // SAFETY: `pfd` is one live pollfd.
-    unsafe { libc::poll(&mut pfd, 1, ms) > 0 }
 }
 
 fn test_frame(dst: [u8; 6], src: [u8; 6], seq: u32, len: usize) -> Vec<u8> {
@@ -176,7 +72,7 @@ fn drain(
     let mut out = Vec::new();
     let mut done = false;
     while !done && Instant::now() < deadline {
-        if !wait_readable(port.fd(), Duration::from_millis(20)) {
+        if !wait_readable(&port, Duration::from_millis(20)) {
             continue;
         }
         // Small batches: a block is then consumed over several calls.
@@ -191,8 +87,8 @@ fn drain(
 #[test]
 fn frames_cross_the_ring_port_in_both_directions() {
     let lab = Lab::new("xfer");
-    let mut port = in_netns(&lab.a, || AfPacketRingPort::open(1, "core0", "vpa", None).unwrap());
-    let peer = in_netns(&lab.b, || RawSock::open("vpb"));
+    let mut port = lab.a.run(|| AfPacketRingPort::open(1, "core0", "vpa", None).unwrap());
+    let peer = lab.b.run(|| PacketSocket::open("vpb"));
     let mut pool = PacketPool::new(64);
     let deadline = Instant::now() + Duration::from_secs(5);
 
@@ -248,13 +144,13 @@ fn frames_cross_the_ring_port_in_both_directions() {
 #[test]
 fn a_kernel_tcp_super_frame_arrives_with_its_vnet_header() {
     let lab = Lab::new("tso");
-    ip(&["-n", &lab.a, "addr", "add", "198.18.7.1/24", "dev", "vpa"]);
-    ip(&["-n", &lab.b, "addr", "add", "198.18.7.2/24", "dev", "vpb"]);
+    lab.a.ip(&["addr", "add", "198.18.7.1/24", "dev", "vpa"]);
+    lab.b.ip(&["addr", "add", "198.18.7.2/24", "dev", "vpb"]);
     // The ring port watches vpb; the kernel stack of `b` still takes the flow.
     let cfg = RingConfig { block_size: 128 << 10, block_nr: 16, retire_timeout_ms: 5 };
-    let mut port = in_netns(&lab.b, || AfPacketRingPort::open_with(2, "edge0", "vpb", None, cfg).unwrap());
+    let mut port = lab.b.run(|| AfPacketRingPort::open_with(2, "edge0", "vpb", None, cfg).unwrap());
     assert_eq!(port.ring_config(), cfg);
-    let listener = in_netns(&lab.b, || TcpListener::bind("198.18.7.2:5201").unwrap());
+    let listener = lab.b.run(|| TcpListener::bind("198.18.7.2:5201").unwrap());
     let server = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         let mut buf = vec![0u8; 1 << 16];
@@ -267,7 +163,7 @@ fn a_kernel_tcp_super_frame_arrives_with_its_vnet_header() {
         }
         total
     });
-    let client = in_netns(&lab.a, || {
+    let client = lab.a.run(|| {
         let c =
             TcpStream::connect_timeout(&"198.18.7.2:5201".parse().unwrap(), Duration::from_secs(3)).unwrap();
         c.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -304,19 +200,15 @@ fn a_kernel_tcp_super_frame_arrives_with_its_vnet_header() {
     assert_eq!(pool.available(), 64);
 }
 
-fn socket_inode(fd: i32) -> u64 {
-    // SAFETY: stat is plain data; zeroes are valid.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `st` is a live stat the kernel fills.
-    assert_eq!(unsafe { libc::fstat(fd, &mut st) }, 0);
-    st.st_ino
+fn socket_inode(fd: impl AsFd) -> u64 {
+    std::fs::metadata(format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd())).unwrap().ino()
 }
 
 #[test]
 fn dropping_the_port_unmaps_the_ring_and_closes_the_socket() {
     let lab = Lab::new("leak");
-    let port = in_netns(&lab.a, || AfPacketRingPort::open(0, "core0", "vpa", None).unwrap());
-    let tag = format!("socket:[{}]", socket_inode(port.fd()));
+    let port = lab.a.run(|| AfPacketRingPort::open(0, "core0", "vpa", None).unwrap());
+    let tag = format!("socket:[{}]", socket_inode(&port));
     let maps = || std::fs::read_to_string("/proc/self/maps").unwrap();
     let fds = || {
         std::fs::read_dir("/proc/self/fd")

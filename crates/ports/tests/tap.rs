@@ -1,10 +1,9 @@
 //! TAP ports against the kernel's own stack, in network namespaces each test creates for
-//! itself (`vmpls-tt-<pid>-<test>-{a,b}`) and removes on drop, even on panic. Needs root.
+//! itself (vmpls-testkit) and removes on drop, even on panic. Needs root.
 
-use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,73 +13,13 @@ use vmpls_dataplane::{Packet, PacketPool};
 use vmpls_ports::{
     AfPacketPort, Port, PortError, PortKind, TapOptions, TapPort, interface_exists, open_port,
 };
+use vmpls_testkit::{Netns, ip_output, readable, wait_readable};
 use vmpls_wire::virtio_net::{GsoType, Repr};
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-}
-
-fn ip_output(args: &[&str]) -> String {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(out.status.success(), "ip {}", args.join(" "));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Network namespaces named `vmpls-tt-<pid>-<tag>-<x>`, deleted on drop.
-struct Namespaces(Vec<String>);
-
-impl Namespaces {
-    fn new(tag: &str, names: &[&str]) -> Namespaces {
-        let pid = std::process::id();
-        let mut ns = Namespaces(Vec::new());
-        for n in names {
-            let name = format!("vmpls-tt-{pid}-{tag}-{n}");
-            ip(&["netns", "add", &name]);
-            ns.0.push(name.clone());
-            ip(&["-n", &name, "link", "set", "lo", "up"]);
-        }
-        ns
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for ns in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-/// Runs `f` on a thread that has entered network namespace `ns`. Descriptors opened there
-/// stay in `ns` wherever they are used later.
-fn in_netns<R: Send>(ns: &str, f: impl FnOnce() -> R + Send) -> R {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let file = File::open(format!("/run/netns/{ns}")).expect("open netns");
-            // SAFETY: setns takes a descriptor we own and changes only this thread's
-            // network namespace.
-            let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .unwrap_or_else(|e| std::panic::resume_unwind(e))
-    })
-}
-
-fn wait_readable(fds: &[i32], timeout: Duration) -> Vec<bool> {
-    let mut pfds: Vec<libc::pollfd> =
-        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
-    // SAFETY: `pfds` is a live array of the length given.
-    unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout.as_millis() as i32) };
-    pfds.iter().map(|p| p.revents & libc::POLLIN != 0).collect()
-}
 
 #[test]
 fn open_port_creates_a_tap_that_is_up_with_the_configured_mtu_and_goes_away_on_drop() {
-    let ns = Namespaces::new("open", &["a"]);
-    in_netns(&ns.0[0], || {
+    let ns = Netns::new("tt-open");
+    ns.run(|| {
         let kind = PortKind::Tap { ifname: "vtap0".into() };
         let port = open_port(2, "host", &kind, Some(9000)).unwrap();
         assert_eq!(port.info().id, 2);
@@ -139,7 +78,7 @@ fn bridge(mut a: TapPort, mut b: TapPort, stop: Arc<AtomicBool>) -> ([u64; 2], [
     let mut superframes = [0u64; 2];
     let mut sent = [0u64; 2];
     while !stop.load(Ordering::Relaxed) {
-        let ready = wait_readable(&[a.fd(), b.fd()], Duration::from_millis(20));
+        let ready = readable(&[a.as_fd(), b.as_fd()], Duration::from_millis(20));
         for (dir, r) in ready.into_iter().enumerate() {
             if !r {
                 continue;
@@ -167,9 +106,9 @@ fn pattern(i: usize) -> u8 {
 
 /// Sends `len` bytes of a pattern over TCP from namespace `from` to `to_addr` (a listener
 /// in namespace `to`), checking every byte on arrival.
-fn tcp_transfer(from: &str, to: &str, to_addr: IpAddr, len: usize) {
+fn tcp_transfer(from: &Netns, to: &Netns, to_addr: IpAddr, len: usize) {
     let addr = SocketAddr::new(to_addr, 5001);
-    let listener = in_netns(to, || TcpListener::bind(addr).expect("bind"));
+    let listener = to.run(|| TcpListener::bind(addr).expect("bind"));
     std::thread::scope(|s| {
         let receiver = s.spawn(|| {
             let (mut conn, _) = listener.accept().expect("accept");
@@ -189,7 +128,7 @@ fn tcp_transfer(from: &str, to: &str, to_addr: IpAddr, len: usize) {
             got
         });
         let mut conn =
-            in_netns(from, || TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect"));
+            from.run(|| TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect"));
         conn.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
         let data: Vec<u8> = (0..len).map(pattern).collect();
         conn.write_all(&data).expect("write");
@@ -201,16 +140,15 @@ fn tcp_transfer(from: &str, to: &str, to_addr: IpAddr, len: usize) {
 
 #[test]
 fn kernel_tcp_super_frames_cross_two_taps_whole_both_ways_over_ipv4_and_ipv6() {
-    let ns = Namespaces::new("tcp", &["a", "b"]);
-    let (na, nb) = (ns.0[0].clone(), ns.0[1].clone());
-    let a = in_netns(&na, || TapPort::create(0, "a", "tta", &TapOptions::default()).unwrap());
-    let b = in_netns(&nb, || TapPort::create(1, "b", "ttb", &TapOptions::default()).unwrap());
+    let (na, nb) = (Netns::new("tt-tcp-a"), Netns::new("tt-tcp-b"));
+    let a = na.run(|| TapPort::create(0, "a", "tta", &TapOptions::default()).unwrap());
+    let b = nb.run(|| TapPort::create(1, "b", "ttb", &TapOptions::default()).unwrap());
     for (n, dev, v4, v6) in [
         (&na, "tta", "198.18.50.1/24", "2001:db8:50::1/64"),
         (&nb, "ttb", "198.18.50.2/24", "2001:db8:50::2/64"),
     ] {
-        ip(&["-n", n, "addr", "add", v4, "dev", dev]);
-        ip(&["-n", n, "-6", "addr", "add", v6, "dev", dev, "nodad"]);
+        n.ip(&["addr", "add", v4, "dev", dev]);
+        n.ip(&["-6", "addr", "add", v6, "dev", dev, "nodad"]);
     }
     let stop = Arc::new(AtomicBool::new(false));
     let bridge_thread = {
@@ -267,8 +205,8 @@ fn mpls_tso_frame(dst: [u8; 6], src: [u8; 6], payload: usize) -> (Vec<u8>, Repr)
 fn an_mpls_super_frame_written_to_a_tap_reaches_a_packet_socket_on_it_whole() {
     // The "tap pipe" of research/kernel-io.md: why `mpls_gso` may be declared on a TAP
     // whose reader is another router's AF_PACKET port.
-    let ns = Namespaces::new("pipe", &["a"]);
-    in_netns(&ns.0[0], || {
+    let ns = Netns::new("tt-pipe");
+    ns.run(|| {
         let opts = TapOptions { mpls_gso: true, ..TapOptions::default() };
         let mut tap = TapPort::create(0, "pipe-w", "tpipe", &opts).unwrap();
         let mut reader = AfPacketPort::open(1, "pipe-r", "tpipe", None).unwrap();
@@ -283,7 +221,7 @@ fn an_mpls_super_frame_written_to_a_tap_reaches_a_packet_socket_on_it_whole() {
         let mut rx = Vec::new();
         let mut found = None;
         while found.is_none() && Instant::now() < deadline {
-            if !wait_readable(&[reader.fd()], Duration::from_millis(50))[0] {
+            if !wait_readable(&reader, Duration::from_millis(50)) {
                 continue;
             }
             reader.recv_batch(&mut pool, &mut rx, 64).unwrap();

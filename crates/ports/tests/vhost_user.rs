@@ -10,7 +10,6 @@
 //! first run (cached in `target/guest-cache`).
 
 use std::net::Ipv4Addr;
-use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -45,12 +44,6 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-fn wait_readable(fd: RawFd, timeout: Duration) {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    // SAFETY: one valid pollfd, exclusively borrowed for the call.
-    unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as libc::c_int) };
 }
 
 fn payload_pattern(len: usize) -> Vec<u8> {
@@ -214,7 +207,7 @@ impl Host {
         let end = Instant::now() + d;
         let mut batch = Vec::new();
         while Instant::now() < end {
-            wait_readable(self.port.fd(), Duration::from_millis(20));
+            vmpls_testkit::wait_readable(&self.port, Duration::from_millis(20));
             let n = self.port.recv_batch(&mut self.pool, &mut batch, 64).unwrap();
             self.send_owed_acks();
             if n == 0 {

@@ -258,7 +258,8 @@ pub(crate) fn change_neighbor(
 ) -> Result<(), String> {
     match change {
         NeighborChange::Set { port, addr, mac, replace } => {
-            let set = if replace { Dataplane::replace_static_neighbor } else { Dataplane::set_static_neighbor };
+            let set =
+                if replace { Dataplane::replace_static_neighbor } else { Dataplane::set_static_neighbor };
             set(dp, now, port, addr, mac, pool, out).map_err(|e| e.to_string())
         }
         NeighborChange::Del { port, addr } => match dp.remove_neighbor(port, addr, pool) {

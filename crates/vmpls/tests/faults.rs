@@ -36,8 +36,7 @@ fn cpu_seconds(pid: u32) -> f64 {
     let fields: Vec<&str> = rest.split(' ').collect();
     // utime and stime are fields 14 and 15, so 11 and 12 after the state (field 3).
     let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    // SAFETY: sysconf(3) takes no pointers.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = vmpls_sys::process::clock_ticks_per_second();
     ticks as f64 / hz as f64
 }
 

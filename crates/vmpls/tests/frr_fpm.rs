@@ -130,11 +130,8 @@ impl Lab {
     }
 
     fn ifindex(&self, ifname: &str) -> u32 {
-        let name = std::ffi::CString::new(ifname).unwrap();
-        // SAFETY: `name` is a valid NUL-terminated string for the duration of the call.
-        let idx = self.topo.in_host("r", || unsafe { libc::if_nametoindex(name.as_ptr()) }).unwrap();
-        assert_ne!(idx, 0, "no interface {ifname} in r");
-        idx
+        let idx = self.topo.in_host("r", || vmpls_sys::if_nametoindex(ifname)).unwrap();
+        idx.unwrap_or_else(|| panic!("no interface {ifname} in r"))
     }
 }
 

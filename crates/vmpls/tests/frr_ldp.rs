@@ -31,8 +31,7 @@ use vmpls_lab::traffic::{FlowOptions, Limit};
 const BIN: &str = env!("CARGO_BIN_EXE_vmpls");
 
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    vmpls_sys::process::is_root()
 }
 
 fn ip(s: &str) -> IpAddr {

@@ -143,8 +143,8 @@ fn fast_path_carries_the_lsp_and_leaves_the_rest_to_the_pipeline() {
     // by the process), also without a clean exit.
     lab.start_routers();
     let pid = router_pid(&lab, "p");
-    // SAFETY: kill(2) on the pid of a process this test started.
-    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) }, 0);
+    // The pid of a process this test started.
+    vmpls_sys::process::kill(pid, libc::SIGKILL).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while std::path::Path::new(&format!("/proc/{pid}")).exists() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));

@@ -48,8 +48,7 @@ struct Lab {
 impl Drop for Lab {
     fn drop(&mut self) {
         for (_, c) in &mut self.routers {
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = vmpls_sys::process::kill(c.id(), libc::SIGTERM);
         }
         for (_, c) in &mut self.routers {
             let deadline = Instant::now() + Duration::from_secs(3);
@@ -588,8 +587,7 @@ fn reload_sighup_and_who_may_use_the_socket() -> anyhow::Result<()> {
     );
     assert_ne!(without, pe1);
     lab.write_config("pe1", &without, false);
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(lab.pid("pe1"), libc::SIGHUP) }, 0);
+    vmpls_sys::process::kill(lab.pid("pe1") as u32, libc::SIGHUP).unwrap();
     lab.wait_ping(false)?;
     assert!(!lab.ok("pe1", &["route", "show"])?.contains("198.18.2.0/24"));
     assert!(lab.log("pe1").contains("reloaded"), "{}", lab.log("pe1"));
@@ -620,8 +618,7 @@ fn reload_sighup_and_who_may_use_the_socket() -> anyhow::Result<()> {
     assert!(String::from_utf8_lossy(&out.stdout).contains("2002 vrf default proto static"), "{out:?}");
     // Stopped cleanly, the router removes its socket.
     let (_, pe2) = lab.routers.pop().expect("pe2");
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(pe2.id() as i32, libc::SIGTERM) };
+    let _ = vmpls_sys::process::kill(pe2.id(), libc::SIGTERM);
     let mut pe2 = pe2;
     assert!(pe2.wait()?.success());
     assert!(!default_socket.exists());

@@ -36,8 +36,8 @@ fn vmpls(args: &[&str], timeout: Duration) -> (bool, String, String) {
         }
         if Instant::now() >= deadline {
             // SIGTERM first: the soak removes its namespaces on an interrupt.
-            // SAFETY: kill(2) on our own child, not reaped yet (try_wait said it runs).
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            // Our own child, not reaped yet (try_wait said it runs).
+            let _ = vmpls_sys::process::kill(child.id(), libc::SIGTERM);
             std::thread::sleep(Duration::from_secs(5));
             let _ = child.kill();
             let _ = child.wait();

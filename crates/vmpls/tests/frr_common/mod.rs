@@ -20,8 +20,7 @@ pub fn ip(s: &str) -> IpAddr {
 }
 
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    vmpls_sys::process::is_root()
 }
 
 /// Our zebra module: `VMPLS_ZEBRA_MODULE`, or what `scripts/build-zebra-module` builds

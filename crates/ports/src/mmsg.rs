@@ -1,191 +1,22 @@
-//! The syscalls under the ports. Every `unsafe` block of the crate is here, each small and
-//! with a `// SAFETY:` comment; the rest of the crate sees safe functions.
+//! Batched packet-socket I/O: the `recvmmsg`/`sendmmsg` arrays of the AF_PACKET ports, and
+//! the VLAN tag in a received frame's `PACKET_AUXDATA`. The rest of the OS layer (sockets,
+//! options, interfaces) is `vmpls-sys`.
 
-use std::ffi::CString;
 use std::io;
 use std::mem;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 use vmpls_dataplane::Packet;
+use vmpls_sys::packet;
 use vmpls_wire::virtio_net;
 
 /// Most messages one `recvmmsg`/`sendmmsg` call moves.
 pub const BATCH: usize = 64;
 
-// From <linux/if_packet.h>; defined here so we do not depend on which libc version
-// exports them.
-/// `PACKET_ADD_MEMBERSHIP` socket option.
-pub const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
-/// `PACKET_VNET_HDR` socket option: every frame is preceded by a `virtio_net_hdr`.
-pub const PACKET_VNET_HDR: libc::c_int = 15;
-/// `PACKET_IGNORE_OUTGOING` socket option: do not loop our own transmitted frames back.
-pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
-/// `PACKET_MR_PROMISC` membership type: receive every frame (promiscuous mode while the
-/// socket is open).
-pub const PACKET_MR_PROMISC: libc::c_ushort = 1;
-/// `PACKET_MR_ALLMULTI` membership type: receive all multicast.
-pub const PACKET_MR_ALLMULTI: libc::c_ushort = 2;
-/// `sll_pkttype` of a frame this host transmitted.
-pub const PACKET_OUTGOING: u8 = 4;
-
-/// `struct packet_mreq` from <linux/if_packet.h>.
-#[repr(C)]
-struct PacketMreq {
-    mr_ifindex: libc::c_int,
-    mr_type: libc::c_ushort,
-    mr_alen: libc::c_ushort,
-    mr_address: [u8; 8],
-}
-
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(ret) }
 }
 
-/// A valid Linux interface name as a C string: 1 to 15 bytes, no NUL, no '/'.
-pub fn ifname_cstring(ifname: &str) -> Option<CString> {
-    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ || ifname.contains('/') {
-        return None;
-    }
-    CString::new(ifname).ok()
-}
-
-/// The index of an interface in the calling thread's network namespace.
-pub fn if_nametoindex(ifname: &str) -> Option<u32> {
-    let name = ifname_cstring(ifname)?;
-    // SAFETY: `name` is a valid NUL-terminated string that outlives the call.
-    let idx = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    (idx != 0).then_some(idx)
-}
-
-/// A raw, non-blocking, close-on-exec packet socket, not yet bound. It is created with
-/// protocol 0, so it receives nothing (from any interface) until [`bind_to_ifindex`] sets
-/// `ETH_P_ALL` for one interface.
-pub fn packet_socket() -> io::Result<OwnedFd> {
-    let proto = 0;
-    // SAFETY: socket() takes no pointers; the result is checked before use.
-    let fd = check(unsafe {
-        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, proto)
-    })?;
-    // SAFETY: `fd` is a freshly created descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Sets a socket option whose value is a plain C struct (or integer) `T`.
-pub fn setsockopt<T>(fd: BorrowedFd<'_>, level: libc::c_int, opt: libc::c_int, val: &T) -> io::Result<()> {
-    // SAFETY: `val` points to a live `T` of `size_of::<T>()` bytes for the duration of the
-    // call; the kernel only reads it.
-    check(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            opt,
-            (val as *const T).cast(),
-            mem::size_of::<T>() as libc::socklen_t,
-        )
-    })?;
-    Ok(())
-}
-
-/// Sets an integer socket option.
-pub fn set_int(fd: BorrowedFd<'_>, level: libc::c_int, opt: libc::c_int, val: libc::c_int) -> io::Result<()> {
-    setsockopt(fd, level, opt, &val)
-}
-
-/// `PACKET_STATISTICS`: frames received and dropped since the last read (the kernel
-/// resets both on every read).
-pub const PACKET_STATISTICS: libc::c_int = 6;
-
-/// Frames the kernel dropped for this packet socket since the last call (its receive
-/// queue was full: the router fell behind), from `PACKET_STATISTICS` (`tp_drops`). The
-/// kernel resets the count on every read.
-pub fn packet_drops(fd: BorrowedFd<'_>) -> io::Result<u64> {
-    // struct tpacket_stats { unsigned int tp_packets; unsigned int tp_drops; }
-    let mut stats = [0u32; 2];
-    let mut len = mem::size_of_val(&stats) as libc::socklen_t;
-    // SAFETY: `stats` and `len` are live for the call and `len` is the size of `stats`;
-    // the kernel writes at most `len` bytes.
-    check(unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            PACKET_STATISTICS,
-            stats.as_mut_ptr().cast(),
-            &mut len,
-        )
-    })?;
-    Ok(u64::from(stats[1]))
-}
-
-/// Adds a packet-socket membership (`PACKET_MR_*`) on `ifindex`.
-pub fn add_membership(fd: BorrowedFd<'_>, ifindex: u32, mr_type: libc::c_ushort) -> io::Result<()> {
-    let mreq = PacketMreq { mr_ifindex: ifindex as libc::c_int, mr_type, mr_alen: 0, mr_address: [0; 8] };
-    setsockopt(fd, libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq)
-}
-
-/// Binds a packet socket to one interface, for every protocol.
-pub fn bind_to_ifindex(fd: BorrowedFd<'_>, ifindex: u32) -> io::Result<()> {
-    // SAFETY: sockaddr_ll is plain data; all zeroes is a valid value.
-    let mut sll: libc::sockaddr_ll = unsafe { mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-    sll.sll_ifindex = ifindex as libc::c_int;
-    // SAFETY: `sll` is a live sockaddr_ll and the length passed is its size.
-    check(unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sll as *const libc::sockaddr_ll).cast(),
-            mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    })?;
-    Ok(())
-}
-
-/// What the interface ioctls tell about an interface.
-#[derive(Debug, Clone, Copy)]
-pub struct IfDetails {
-    /// `IFF_*` flags.
-    pub flags: libc::c_int,
-    /// `ARPHRD_*` hardware type.
-    pub hw_type: u16,
-    /// Hardware address (the first 6 bytes).
-    pub mac: [u8; 6],
-    /// MTU.
-    pub mtu: u32,
-}
-
-fn ifreq_ioctl(fd: BorrowedFd<'_>, name: &CString, req: libc::c_ulong) -> io::Result<libc::ifreq> {
-    // SAFETY: ifreq is plain data (a name and a union of plain data); zeroes are valid.
-    let mut ifr: libc::ifreq = unsafe { mem::zeroed() };
-    for (dst, src) in ifr.ifr_name.iter_mut().zip(name.as_bytes()) {
-        *dst = *src as libc::c_char;
-    }
-    // SAFETY: `ifr` is a live, NUL-terminated (name shorter than IFNAMSIZ, rest zero)
-    // ifreq; the SIOCGIF* requests used here write only inside it.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), req as _, &mut ifr as *mut libc::ifreq) })?;
-    Ok(ifr)
-}
-
-/// Flags, hardware address and MTU of `name`, through `fd` (any socket).
-pub fn if_details(fd: BorrowedFd<'_>, name: &CString) -> io::Result<IfDetails> {
-    let ifr = ifreq_ioctl(fd, name, libc::SIOCGIFFLAGS)?;
-    // SAFETY: SIOCGIFFLAGS filled the `ifru_flags` member of the union.
-    let flags = unsafe { ifr.ifr_ifru.ifru_flags } as u16 as libc::c_int;
-    let ifr = ifreq_ioctl(fd, name, libc::SIOCGIFHWADDR)?;
-    // SAFETY: SIOCGIFHWADDR filled the `ifru_hwaddr` member of the union.
-    let hw = unsafe { ifr.ifr_ifru.ifru_hwaddr };
-    let mut mac = [0u8; 6];
-    for (dst, src) in mac.iter_mut().zip(hw.sa_data.iter()) {
-        *dst = *src as u8;
-    }
-    let ifr = ifreq_ioctl(fd, name, libc::SIOCGIFMTU)?;
-    // SAFETY: SIOCGIFMTU filled the `ifru_mtu` member of the union.
-    let mtu = unsafe { ifr.ifr_ifru.ifru_mtu };
-    Ok(IfDetails { flags, hw_type: hw.sa_family, mac, mtu: mtu.max(0) as u32 })
-}
-
-/// `PACKET_AUXDATA`: each received frame comes with a `tpacket_auxdata` control message,
-/// which holds the 802.1Q tag the kernel took out of the frame.
-pub const PACKET_AUXDATA: libc::c_int = 8;
 /// `tp_status` bit: `tp_vlan_tci` holds a tag.
 const TP_STATUS_VLAN_VALID: u32 = 0x10;
 /// `tp_status` bit: `tp_vlan_tpid` holds the tag's EtherType.
@@ -215,7 +46,7 @@ fn vlan_tag(control: &[u8]) -> Option<VlanTag> {
             return None;
         }
         let data = &control[off + HDR..off + len];
-        if level == libc::SOL_PACKET && kind == PACKET_AUXDATA && data.len() >= 20 {
+        if level == libc::SOL_PACKET && kind == packet::PACKET_AUXDATA && data.len() >= 20 {
             // struct tpacket_auxdata { u32 tp_status, tp_len, tp_snaplen; u16 tp_mac,
             // tp_net, tp_vlan_tci, tp_vlan_tpid; }
             let status = u32::from_ne_bytes(data[0..4].try_into().ok()?);
@@ -402,11 +233,11 @@ mod tests {
 
     #[test]
     fn vlan_tags_come_from_valid_auxdata_only() {
-        let tagged = cmsg(libc::SOL_PACKET, PACKET_AUXDATA, &auxdata(0x10 | 0x40 | 1, 100, 0x88a8));
+        let tagged = cmsg(libc::SOL_PACKET, packet::PACKET_AUXDATA, &auxdata(0x10 | 0x40 | 1, 100, 0x88a8));
         assert_eq!(vlan_tag(&tagged), Some((0x88a8, 100)));
-        let no_tpid = cmsg(libc::SOL_PACKET, PACKET_AUXDATA, &auxdata(0x10, 7, 0));
+        let no_tpid = cmsg(libc::SOL_PACKET, packet::PACKET_AUXDATA, &auxdata(0x10, 7, 0));
         assert_eq!(vlan_tag(&no_tpid), Some((0x8100, 7)));
-        assert_eq!(vlan_tag(&cmsg(libc::SOL_PACKET, PACKET_AUXDATA, &auxdata(1, 100, 0x8100))), None);
+        assert_eq!(vlan_tag(&cmsg(libc::SOL_PACKET, packet::PACKET_AUXDATA, &auxdata(1, 100, 0x8100))), None);
         // Behind another message; then cut short, or with a length running past the end.
         let mut two = cmsg(libc::SOL_SOCKET, 1, &[0; 4]);
         two.extend_from_slice(&tagged);
@@ -416,20 +247,5 @@ mod tests {
         long[..8].copy_from_slice(&1000usize.to_ne_bytes());
         assert_eq!(vlan_tag(&long), None);
         assert_eq!(vlan_tag(&[]), None);
-    }
-
-    #[test]
-    fn interface_names_are_checked_before_the_kernel_sees_them() {
-        assert!(ifname_cstring("").is_none());
-        assert!(ifname_cstring("a/b").is_none());
-        assert!(ifname_cstring("a\0b").is_none());
-        assert!(ifname_cstring("0123456789abcdef").is_none());
-        assert!(ifname_cstring("0123456789abcde").is_some());
-    }
-
-    #[test]
-    fn loopback_has_an_index() {
-        assert!(if_nametoindex("lo").is_some());
-        assert!(if_nametoindex("vmpls-none0").is_none());
     }
 }

@@ -1,0 +1,96 @@
+//! The calling process and others.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// The kernel's clock ticks a second (`sysconf(_SC_CLK_TCK)`): the unit of the CPU times
+/// in `/proc/PID/stat`.
+pub fn clock_ticks_per_second() -> u64 {
+    rustix::param::clock_ticks_per_second()
+}
+
+/// Whether the process runs as root (effective user 0).
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Sends `signal` (`libc::SIGTERM`, ...) to process `pid`.
+pub fn kill(pid: u32, signal: libc::c_int) -> io::Result<()> {
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+    let sig = rustix::process::Signal::from_named_raw(signal)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    Ok(rustix::process::kill_process(pid, sig)?)
+}
+
+/// Sends `signal` to every process of the group `pgid` leads.
+pub fn kill_group(pgid: u32, signal: libc::c_int) -> io::Result<()> {
+    let pid = i32::try_from(pgid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+    let sig = rustix::process::Signal::from_named_raw(signal)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    Ok(rustix::process::kill_process_group(pid, sig)?)
+}
+
+/// Makes `cmd`'s process receive `SIGKILL` when the thread that spawned it exits
+/// (`PR_SET_PDEATHSIG`), so it cannot outlive a crashed parent.
+pub fn kill_with_parent(cmd: &mut Command) {
+    // SAFETY: runs in the child between fork and exec; prctl(2) is a direct syscall,
+    // async-signal-safe, and the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            Ok(())
+        });
+    }
+}
+
+/// Takes an exclusive `flock` on `file`, waiting for it; it is released by [`unlock`] or
+/// when the file is closed.
+pub fn lock_exclusive(file: &File) -> io::Result<()> {
+    Ok(rustix::fs::flock(file.as_fd(), rustix::fs::FlockOperation::LockExclusive)?)
+}
+
+/// Tries to take an exclusive `flock` on `file` without waiting: `false` if another holds
+/// one.
+pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    match rustix::fs::flock(file.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Sets the process's file mode creation mask; returns the previous one.
+pub fn umask(mask: u32) -> u32 {
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(mask)).as_raw_mode()
+}
+
+/// Releases a `flock` taken with [`lock_exclusive`].
+pub fn unlock(file: &File) -> io::Result<()> {
+    Ok(rustix::fs::flock(file.as_fd(), rustix::fs::FlockOperation::Unlock)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_exclusive_lock_on_a_file_is_refused_until_released() {
+        let path = std::env::temp_dir().join(format!("vmpls-sys-lock-{}", std::process::id()));
+        let a = File::create(&path).unwrap();
+        let b = File::open(&path).unwrap();
+        assert!(try_lock_exclusive(&a).unwrap());
+        assert!(!try_lock_exclusive(&b).unwrap());
+        unlock(&a).unwrap();
+        assert!(try_lock_exclusive(&b).unwrap());
+        std::fs::remove_file(&path).unwrap();
+    }
+}
