@@ -19,6 +19,7 @@ pub mod icmpv6;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
+pub mod ipv6_ext;
 pub mod mpls;
 pub mod tcp;
 pub mod udp;

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use vmpls_fib::RouteTarget;
 use vmpls_wire::ethernet::EtherType;
-use vmpls_wire::{icmpv6, ipv6};
+use vmpls_wire::{icmpv6, ipv6, ipv6_ext};
 
 use super::icmp::IcmpKind;
 use super::{Batch, Dataplane, ETH, HostStack, IpContext, set_ethertype};
@@ -115,26 +115,30 @@ pub(super) enum Upper<'a> {
 
 /// Follows the extension headers (hop-by-hop, routing, fragment, destination options,
 /// authentication) from `next` over `payload` (the bytes after the fixed IPv6 header) to
-/// the upper layer. `None` when a header runs past the payload or the chain is longer
+/// the upper layer. `None` when a header runs past the payload (a later fragment's
+/// included: its 8-byte header must be whole) or the chain is longer
 /// than [`MAX_IPV6_EXT_HEADERS`].
 pub(super) fn ipv6_upper_layer(mut next: u8, mut payload: &[u8]) -> Option<Upper<'_>> {
     use ipv6::protocol::{AH, HOPOPT, IPV6_FRAG, IPV6_OPTS, IPV6_ROUTE};
     for _ in 0..=MAX_IPV6_EXT_HEADERS {
-        let len = match next {
-            HOPOPT | IPV6_ROUTE | IPV6_OPTS => (usize::from(*payload.get(1)?) + 1) * 8,
-            AH => (usize::from(*payload.get(1)?) + 2) * 4,
+        (next, payload) = match next {
+            HOPOPT | IPV6_ROUTE | IPV6_OPTS => {
+                let h = ipv6_ext::Header::new_checked(payload).ok()?;
+                (h.next_header(), h.payload())
+            }
+            AH => {
+                let h = ipv6_ext::AuthHeader::new_checked(payload).ok()?;
+                (h.next_header(), h.payload())
+            }
             IPV6_FRAG => {
-                let offset = u16::from_be_bytes([*payload.get(2)?, *payload.get(3)?]) >> 3;
-                if offset != 0 {
+                let h = ipv6_ext::FragmentHeader::new_checked(payload).ok()?;
+                if h.frag_offset() != 0 {
                     return Some(Upper::LaterFragment);
                 }
-                8
+                (h.next_header(), h.payload())
             }
             _ => return Some(Upper::Protocol(next, payload)),
         };
-        let header = payload.get(..len)?;
-        next = header[0];
-        payload = &payload[len..];
     }
     None
 }
