@@ -6,7 +6,7 @@
 //! RFC 6790), then below the bottom of the stack the IPv4/IPv6 addresses, protocol and,
 //! for unfragmented TCP/UDP, the ports.
 
-use vmpls_wire::mpls;
+use vmpls_wire::{ip, ipv4, ipv6, mpls};
 
 /// Accumulates 32-bit words into a flow hash (murmur3's mixing steps).
 #[derive(Debug, Clone, Copy)]
@@ -62,10 +62,9 @@ pub fn mpls_flow_hash(stack: &[u8]) -> u32 {
     let mut h = FlowHasher::default();
     let mut off = 0;
     let mut after_eli = false;
-    while let Some(e) = stack.get(off..off + mpls::ENTRY_LEN) {
-        let word = u32::from_be_bytes([e[0], e[1], e[2], e[3]]);
-        let label = word >> 12;
-        let bottom = word & 0x100 != 0;
+    while let Some(e) = stack.get(off..).and_then(|b| mpls::Entry::new_checked(b).ok()) {
+        let label = e.label();
+        let bottom = e.bottom_of_stack();
         off += mpls::ENTRY_LEN;
         if after_eli {
             // The entropy label carries the flow identity the ingress computed: it alone
@@ -93,26 +92,29 @@ pub fn ip_flow_hash(ip: &[u8]) -> u32 {
     h.finish()
 }
 
+/// The fixed header's fields only: the header is not validated beyond its length (lengths
+/// and checksum are not looked at), so a flow hashes alike whatever state its packets are in.
 fn ip_flow_words(h: &mut FlowHasher, ip: &[u8]) {
-    let Some(&first) = ip.first() else { return };
-    match first >> 4 {
-        4 if ip.len() >= 20 => {
-            let ihl = usize::from(first & 0x0f) * 4;
-            let proto = ip[9];
-            h.write_bytes(&ip[12..20]);
+    match ip::Version::of_packet(ip) {
+        Some(ip::Version::Ipv4) if ip.len() >= ipv4::HEADER_LEN => {
+            let p = ipv4::Packet::new_unchecked(ip);
+            let proto = p.protocol();
+            h.write(p.src_addr().to_bits());
+            h.write(p.dst_addr().to_bits());
             h.write(u32::from(proto));
-            let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff;
-            if frag == 0 {
-                ports(h, proto, ip.get(ihl..));
+            if !p.is_fragment() {
+                ports(h, proto, ip.get(p.header_len()..));
             }
         }
-        6 if ip.len() >= 40 => {
-            let next = ip[6];
-            h.write_bytes(&ip[8..40]);
+        Some(ip::Version::Ipv6) if ip.len() >= ipv6::HEADER_LEN => {
+            let p = ipv6::Packet::new_unchecked(ip);
+            let next = p.next_header();
+            h.write_bytes(&p.src_addr().octets());
+            h.write_bytes(&p.dst_addr().octets());
             h.write(u32::from(next));
             // The flow label already names the flow when the sender set one.
-            h.write(u32::from_be_bytes([0, ip[1] & 0x0f, ip[2], ip[3]]));
-            ports(h, next, ip.get(40..));
+            h.write(p.flow_label());
+            ports(h, next, ip.get(ipv6::HEADER_LEN..));
         }
         _ => {}
     }
@@ -121,9 +123,9 @@ fn ip_flow_words(h: &mut FlowHasher, ip: &[u8]) {
 fn ports(h: &mut FlowHasher, proto: u8, l4: Option<&[u8]>) {
     use vmpls_wire::ipv4::protocol::{TCP, UDP};
     if (proto == TCP || proto == UDP)
-        && let Some(p) = l4.and_then(|l4| l4.get(0..4))
+        && let Some((src, dst)) = l4.and_then(ip::ports)
     {
-        h.write(u32::from_be_bytes([p[0], p[1], p[2], p[3]]));
+        h.write((u32::from(src) << 16) | u32::from(dst));
     }
 }
 
@@ -197,5 +199,41 @@ mod tests {
             mpls_flow_hash(&f[..n]);
             ip_flow_hash(&f[4..4 + n.min(f.len() - 4)]);
         }
+    }
+
+    /// Hashes of a few packets as the hash computed them before it read through the
+    /// wire views: a flow must keep its path across the change.
+    #[test]
+    fn hash_values_are_stable() {
+        let v4 = ipv4_tcp(40000);
+        let mut v4_frag = v4.clone();
+        v4_frag[6] = 0x20; // MF: the ports are left out
+        let mut v4_opts = vec![0x46];
+        v4_opts.extend_from_slice(&v4[1..20]);
+        v4_opts[9] = 17;
+        v4_opts.extend_from_slice(&[0x94, 4, 0, 0]);
+        v4_opts.extend_from_slice(&v4[20..]);
+        let mut v6 = vec![0x60, 0x0e, 0xe0, 0x41, 0, 8, 17, 64];
+        v6.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        v6.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        v6.extend_from_slice(&[0x9c, 0x41, 0x13, 0x89, 0, 8, 0, 0]);
+        let mut labelled = entry(1002, false).to_vec();
+        labelled.extend(entry(3, false));
+        labelled.extend(entry(2002, true));
+        labelled.extend(&v6);
+        let got = [
+            ip_flow_hash(&v4),
+            ip_flow_hash(&v4_frag),
+            ip_flow_hash(&v4_opts),
+            ip_flow_hash(&v6),
+            ip_flow_hash(&v6[..42]),
+            ip_flow_hash(&v6[..39]),
+            mpls_flow_hash(&labelled),
+            mpls_flow_hash(&labelled[..10]),
+        ];
+        assert_eq!(
+            got,
+            [0x8bdfe152, 0x8f7d6bec, 0x21331616, 0x26edd29e, 0x3b644260, 0xebb6c228, 0x468e3a39, 0xfd6719d0]
+        );
     }
 }

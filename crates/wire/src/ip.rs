@@ -72,6 +72,15 @@ pub fn protocol(data: &[u8]) -> Option<u8> {
     }
 }
 
+/// The source and destination ports at the start of `l4`, a TCP or UDP header: both keep
+/// them in their first four bytes. `None` when `l4` is shorter than that; nothing else is
+/// checked (a flow hash needs the ports of a datagram cut short, too).
+#[inline]
+pub fn ports(l4: &[u8]) -> Option<(u16, u16)> {
+    let [s0, s1, d0, d1] = *l4.first_chunk::<4>()?;
+    Some((u16::from_be_bytes([s0, s1]), u16::from_be_bytes([d0, d1])))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +123,19 @@ mod tests {
         // Cut before the field.
         assert_eq!(protocol(&IPV4_HEAD[..9]), None);
         assert_eq!(protocol(&IPV6_HEAD[..6]), None);
+    }
+
+    #[test]
+    fn ports_of_captured_headers() {
+        // The UDP header of ipv6_ext.rs's first fragment (48814 -> 4000), and the TCP
+        // header of tcp.rs's captured SYN (40001 -> 5001).
+        let udp = [0xbe, 0xae, 0x0f, 0xa0, 0x05, 0x6c, 0x65, 0x87];
+        assert_eq!(ports(&udp), Some((48814, 4000)));
+        assert_eq!(ports(&udp[..4]), Some((48814, 4000)));
+        assert_eq!(ports(&udp[..3]), None);
+        assert_eq!(ports(&[]), None);
+        let syn = [0x9c, 0x41, 0x13, 0x89, 0xf3, 0xed, 0x70, 0x59];
+        assert_eq!(ports(&syn), Some((40001, 5001)));
     }
 
     #[test]
