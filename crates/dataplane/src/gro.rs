@@ -23,7 +23,7 @@
 use vmpls_wire::ipv4::protocol;
 use vmpls_wire::tcp::flags::{ACK as TCP_ACK, PSH as TCP_PSH};
 use vmpls_wire::virtio_net::{self, GsoType};
-use vmpls_wire::{checksum, ethernet, ipv4, ipv6, mpls, tcp};
+use vmpls_wire::{checksum, ethernet, ip, ipv4, ipv6, mpls, tcp};
 
 use crate::packet::{MAX_FRAME, Packet, PacketPool};
 
@@ -142,26 +142,21 @@ fn candidate(pkt: &Packet) -> Option<Segment> {
     let l3 =
         ethernet::HEADER_LEN + mpls::ENTRY_LEN * mpls::stack_depth(&frame[ethernet::HEADER_LEN..]).ok()?;
     let ip_bytes = frame.get(l3..)?;
-    let (ipv6, l4, ip_end) = match ip_bytes.first()? >> 4 {
-        4 => {
+    let (ipv6, l4, ip_end) = match ip::Version::of_packet(ip_bytes)? {
+        ip::Version::Ipv4 => {
             let ip = ipv4::Packet::new_checked(ip_bytes).ok()?;
-            if ip.header_len() != 20
-                || ip.protocol() != protocol::TCP
-                || ip.more_frags()
-                || ip.frag_offset() != 0
-            {
+            if ip.header_len() != ipv4::HEADER_LEN || ip.protocol() != protocol::TCP || ip.is_fragment() {
                 return None;
             }
-            (false, l3 + 20, l3 + usize::from(ip.total_len()))
+            (false, l3 + ipv4::HEADER_LEN, l3 + usize::from(ip.total_len()))
         }
-        6 => {
+        ip::Version::Ipv6 => {
             let ip = ipv6::Packet::new_checked(ip_bytes).ok()?;
             if ip.next_header() != protocol::TCP {
                 return None;
             }
-            (true, l3 + ipv6::HEADER_LEN, l3 + ipv6::HEADER_LEN + usize::from(ip.payload_len()))
+            (true, l3 + ipv6::HEADER_LEN, l3 + ip.total_len())
         }
-        _ => return None,
     };
     // Ethernet padding after the IP packet would end up inside the merged payload.
     if ip_end != frame.len() {
@@ -179,7 +174,9 @@ fn candidate(pkt: &Packet) -> Option<Segment> {
     }
     if pkt.offload.needs_csum {
         // A partial checksum must point at this TCP header's checksum field.
-        if usize::from(pkt.offload.csum_start) != l4 || pkt.offload.csum_offset != 16 {
+        if usize::from(pkt.offload.csum_start) != l4
+            || usize::from(pkt.offload.csum_offset) != tcp::CHECKSUM_OFFSET
+        {
             return None;
         }
     } else if !transport_checksum_ok(frame, l3, l4, ipv6) {
@@ -189,21 +186,21 @@ fn candidate(pkt: &Packet) -> Option<Segment> {
 }
 
 fn transport_checksum_ok(frame: &[u8], l3: usize, l4: usize, ipv6: bool) -> bool {
-    let len = (frame.len() - l4) as u32;
-    let pseudo = if ipv6 {
+    let segment = tcp::Packet::new_unchecked(&frame[l4..]);
+    if ipv6 {
         let ip = ipv6::Packet::new_unchecked(&frame[l3..]);
-        checksum::pseudo_header_v6(ip.src_addr(), ip.dst_addr(), protocol::TCP, len)
+        segment.verify_checksum_v6(ip.src_addr(), ip.dst_addr())
     } else {
         let ip = ipv4::Packet::new_unchecked(&frame[l3..]);
-        checksum::pseudo_header_v4(ip.src_addr(), ip.dst_addr(), protocol::TCP, len)
-    };
-    checksum::fold(checksum::add(pseudo, checksum::sum(&frame[l4..]))) == 0xffff
+        segment.verify_checksum_v4(ip.src_addr(), ip.dst_addr())
+    }
 }
 
 /// Appends `next`'s payload to the run's head frame if it continues the run.
 fn try_append(run: &mut Run, head: &mut Packet, next: &Packet, seg: &Segment) -> bool {
     let h = run.seg;
     if head.port != next.port
+        || seg.ipv6 != h.ipv6
         || seg.l3 != h.l3
         || seg.payload != h.payload
         || seg.seq != run.next_seq
@@ -220,22 +217,37 @@ fn try_append(run: &mut Run, head: &mut Packet, next: &Packet, seg: &Segment) ->
     if a[..h.l3] != b[..h.l3] {
         return false;
     }
+    // The version, the IPv4 header length (20) and the TCP data offset are alike already:
+    // both are candidates of one version with their payload at the same place.
     let same_ip = if h.ipv6 {
-        // Version, traffic class, flow label; next header, hop limit, addresses.
-        a[h.l3..h.l3 + 4] == b[h.l3..h.l3 + 4] && a[h.l3 + 6..h.l4] == b[h.l3 + 6..h.l4]
+        // Traffic class, flow label; next header, hop limit, addresses: not the length.
+        let (x, y) = (ipv6::Packet::new_unchecked(&a[h.l3..]), ipv6::Packet::new_unchecked(&b[h.l3..]));
+        x.traffic_class() == y.traffic_class()
+            && x.flow_label() == y.flow_label()
+            && x.next_header() == y.next_header()
+            && x.hop_limit() == y.hop_limit()
+            && x.src_addr() == y.src_addr()
+            && x.dst_addr() == y.dst_addr()
     } else {
-        // Version/IHL and TOS; flags (DF) but not the offset; TTL, protocol; addresses.
-        a[h.l3..h.l3 + 2] == b[h.l3..h.l3 + 2]
-            && a[h.l3 + 6] & 0xe0 == b[h.l3 + 6] & 0xe0
-            && a[h.l3 + 8..h.l3 + 10] == b[h.l3 + 8..h.l3 + 10]
-            && a[h.l3 + 12..h.l4] == b[h.l3 + 12..h.l4]
+        // TOS; flags (DF) but not the offset; TTL, protocol; addresses: not the length,
+        // identification or checksum.
+        let (x, y) = (ipv4::Packet::new_unchecked(&a[h.l3..]), ipv4::Packet::new_unchecked(&b[h.l3..]));
+        x.dscp_ecn() == y.dscp_ecn()
+            && x.flags() == y.flags()
+            && x.ttl() == y.ttl()
+            && x.protocol() == y.protocol()
+            && x.src_addr() == y.src_addr()
+            && x.dst_addr() == y.dst_addr()
     };
-    // Ports, acknowledgment, data offset, window, options; not the sequence number,
+    // Ports, acknowledgment, reserved bits, window, options; not the sequence number,
     // flags (PSH may differ), checksum or urgent pointer.
-    let same_tcp = a[h.l4..h.l4 + 4] == b[h.l4..h.l4 + 4]
-        && a[h.l4 + 8..h.l4 + 13] == b[h.l4 + 8..h.l4 + 13]
-        && a[h.l4 + 14..h.l4 + 16] == b[h.l4 + 14..h.l4 + 16]
-        && a[h.l4 + 20..h.payload] == b[h.l4 + 20..h.payload];
+    let (x, y) = (tcp::Packet::new_unchecked(&a[h.l4..]), tcp::Packet::new_unchecked(&b[h.l4..]));
+    let same_tcp = x.src_port() == y.src_port()
+        && x.dst_port() == y.dst_port()
+        && x.ack_number() == y.ack_number()
+        && x.reserved() == y.reserved()
+        && x.window_len() == y.window_len()
+        && x.options() == y.options();
     if !same_ip || !same_tcp {
         return false;
     }
@@ -245,7 +257,7 @@ fn try_append(run: &mut Run, head: &mut Packet, next: &Packet, seg: &Segment) ->
     run.next_seq = run.next_seq.wrapping_add(seg.payload_len as u32);
     run.segments += 1;
     if seg.flags & TCP_PSH != 0 {
-        head.frame_mut()[h.l4 + 13] |= TCP_PSH;
+        tcp::Packet::new_unchecked(&mut head.frame_mut()[h.l4..]).set_psh(true);
         run.closed = true;
     }
     if seg.payload_len < run.gso_size {
@@ -276,7 +288,7 @@ fn finish(run: &mut Option<Run>, frames: &mut [Packet], stats: &mut GroStats) {
         checksum::pseudo_header_v4(ip.src_addr(), ip.dst_addr(), protocol::TCP, tcp_len)
     };
     // NEEDS_CSUM convention: the field holds the folded pseudo-header sum, not complemented.
-    frame[s.l4 + 16..s.l4 + 18].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
+    tcp::Packet::new_unchecked(&mut frame[s.l4..]).set_checksum(checksum::fold(pseudo));
     pkt.offload = virtio_net::Repr {
         needs_csum: true,
         data_valid: false,
@@ -285,7 +297,7 @@ fn finish(run: &mut Option<Run>, frames: &mut [Packet], stats: &mut GroStats) {
         hdr_len: s.payload as u16,
         gso_size: r.gso_size as u16,
         csum_start: s.l4 as u16,
-        csum_offset: 16,
+        csum_offset: tcp::CHECKSUM_OFFSET as u16,
     };
     stats.merged += 1;
     stats.absorbed += (r.segments - 1) as u64;
@@ -484,6 +496,27 @@ mod tests {
         let stats = run(&mut frames);
         assert_eq!(stats, GroStats { merged: 1, absorbed: 1 });
         assert_eq!(frames.len(), 2);
+    }
+
+    #[test]
+    fn segments_differing_in_ip_flags_or_tcp_reserved_bits_do_not_merge() {
+        for edit in 0..2 {
+            let (mut frames, _) = flow(false, 2, 1000, 1000, 40000);
+            let f = frames[1].frame_mut();
+            let mut ip = ipv4::Packet::new_unchecked(&mut f[18..]);
+            let (src, dst) = (ip.src_addr(), ip.dst_addr());
+            if edit == 0 {
+                ip.set_dont_frag(false);
+                ip.fill_checksum();
+            } else {
+                let mut t = tcp::Packet::new_unchecked(&mut ip.payload_mut()[..]);
+                t.set_reserved(0x01);
+                t.fill_checksum_v4(src, dst);
+            }
+            assert_eq!(run(&mut frames), GroStats::default(), "edit {edit}");
+            let (mut frames, _) = flow(false, 2, 1000, 1000, 40000);
+            assert_eq!(run(&mut frames).absorbed, 1, "unedited");
+        }
     }
 
     #[test]

@@ -178,6 +178,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.u16_at(field::IDENT)
     }
 
+    /// The three flag bits as they are: reserved (0b100), Don't Fragment (0b010) and
+    /// More Fragments (0b001).
+    pub fn flags(&self) -> u8 {
+        (self.u16_at(field::FLG_OFF) >> 13) as u8
+    }
+
     /// The Don't Fragment flag.
     pub fn dont_frag(&self) -> bool {
         self.u16_at(field::FLG_OFF) & FLAG_DF != 0
@@ -531,6 +537,7 @@ mod tests {
         assert_eq!(p.total_len(), 84);
         assert_eq!(p.ident(), 0xa54b);
         assert!(p.dont_frag() && !p.more_frags() && !p.is_fragment());
+        assert_eq!(p.flags(), 0b010);
         assert_eq!(p.frag_offset(), 0);
         assert_eq!(p.ttl(), 17);
         assert_eq!(p.protocol(), protocol::ICMP);
@@ -600,10 +607,12 @@ mod tests {
     fn parses_fragment_fields() {
         let first = Packet::new_unchecked(&FIRST_FRAGMENT_HEADER[..]);
         assert!(first.more_frags() && !first.dont_frag() && first.is_fragment());
+        assert_eq!(first.flags(), 0b001);
         assert_eq!((first.frag_offset(), first.total_len()), (0, 1500));
         assert!(first.verify_checksum());
         let last = Packet::new_unchecked(&LAST_FRAGMENT_HEADER[..]);
         assert!(!last.more_frags() && last.is_fragment());
+        assert_eq!(last.flags(), 0);
         assert_eq!((last.frag_offset(), last.total_len()), (1480, 548));
         assert!(last.verify_checksum());
         // Only the header was kept: the total length runs past the buffer.

@@ -136,6 +136,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn header_len(&self) -> u8 {
         (self.buffer.as_ref()[field::DATA_OFF] >> 4) * 4
     }
+    /// The four reserved bits between the data offset and the flags (RFC 9293 "Rsrvd";
+    /// the lowest was ECN-nonce's NS, RFC 3540, and is AccECN's AE).
+    pub fn reserved(&self) -> u8 {
+        self.buffer.as_ref()[field::DATA_OFF] & 0x0f
+    }
     /// The eight flag bits of byte 13 ([`flags`]).
     pub fn flags_raw(&self) -> u8 {
         self.buffer.as_ref()[field::FLAGS]
@@ -244,6 +249,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// of byte 12 are cleared.
     pub fn set_header_len(&mut self, len: u8) {
         self.buffer.as_mut()[field::DATA_OFF] = (len / 4) << 4;
+    }
+    /// Sets the four reserved bits, keeping the data offset; bits above the 4th are dropped.
+    pub fn set_reserved(&mut self, v: u8) {
+        let b = &mut self.buffer.as_mut()[field::DATA_OFF];
+        *b = (*b & 0xf0) | (v & 0x0f);
     }
     /// Sets all eight flag bits of byte 13.
     pub fn set_flags_raw(&mut self, v: u8) {
@@ -482,7 +492,7 @@ mod tests {
         assert_eq!((p.src_port(), p.dst_port()), (40001, 5001));
         assert_eq!(p.seq_number(), 0xf3ed7059);
         assert_eq!(p.ack_number(), 0);
-        assert_eq!(p.header_len(), 40);
+        assert_eq!((p.header_len(), p.reserved()), (40, 0));
         assert_eq!(p.flags_raw(), flags::SYN);
         assert!(p.syn() && !p.ack() && !p.fin() && !p.rst() && !p.psh());
         assert!(!p.urg() && !p.ece() && !p.cwr());
@@ -588,7 +598,9 @@ mod tests {
     #[test]
     fn setters_write_their_fields() {
         let mut seg = TCP_DATA_V4[TCP4..].to_vec();
+        seg[12] |= 0x01; // AccECN's AE bit, as a sender that uses it sets it
         let mut p = Packet::new_checked(&mut seg[..]).unwrap();
+        assert_eq!(p.reserved(), 0x01);
         p.set_src_port(1);
         p.set_dst_port(2);
         p.set_ack_number(3);
@@ -602,8 +614,10 @@ mod tests {
         );
         assert_eq!(p.payload(), b"jello\n");
         assert_eq!(p.options()[0], 0);
+        p.set_reserved(0xf2);
+        assert_eq!((p.header_len(), p.reserved()), (32, 0x02));
         p.set_header_len(20);
-        assert_eq!(p.header_len(), 20);
+        assert_eq!((p.header_len(), p.reserved()), (20, 0));
         assert_eq!(p.payload().len(), 18);
         assert_eq!(seg[..4], [0, 1, 0, 2]);
     }
