@@ -64,42 +64,23 @@ impl std::error::Error for FragError {
     }
 }
 
-/// Largest IPv4 header: 15 words.
-const MAX_IHL: usize = 60;
-/// Largest fragment offset in bytes: 13 bits of 8-byte units.
-const MAX_OFFSET: usize = 0x1fff * 8;
-/// Option types that are a single byte: End of Option List and No Operation.
-const OPT_EOL: u8 = 0;
-const OPT_NOP: u8 = 1;
-/// The copy flag of an option type: copy the option into every fragment.
-const OPT_COPY: u8 = 0x80;
-
-/// The header for every fragment after the first: the fixed 20 bytes of `h`, then the
-/// options with the copy flag, padded with End of Option List to a multiple of 4 bytes.
-/// Returns the buffer and its length.
-fn copied_options_header(h: &[u8]) -> Result<([u8; MAX_IHL], usize), FragError> {
-    let mut out = [0u8; MAX_IHL];
-    out[..ipv4::HEADER_LEN].copy_from_slice(&h[..ipv4::HEADER_LEN]);
+/// The header for every fragment after the first: the fixed 20 bytes of `orig`'s, then
+/// the options with the copied flag, padded with End of Option List (zeros) to a multiple
+/// of 4 bytes. Returns the buffer and its length.
+fn copied_options_header(
+    orig: &ipv4::Packet<&[u8]>,
+) -> Result<([u8; ipv4::MAX_HEADER_LEN], usize), FragError> {
+    let mut out = [0u8; ipv4::MAX_HEADER_LEN];
+    out[..ipv4::HEADER_LEN].copy_from_slice(&orig.header()[..ipv4::HEADER_LEN]);
     let mut len = ipv4::HEADER_LEN;
-    let mut i = ipv4::HEADER_LEN;
-    while i < h.len() {
-        let t = h[i];
-        if t == OPT_EOL {
-            break;
+    for opt in orig.option_iter() {
+        let opt = opt.map_err(|_| FragError::Malformed)?;
+        if opt.copied() {
+            // The copied options are part of the original's at most 40.
+            let b = opt.bytes();
+            out[len..len + b.len()].copy_from_slice(b);
+            len += b.len();
         }
-        if t == OPT_NOP {
-            i += 1;
-            continue;
-        }
-        let olen = usize::from(*h.get(i + 1).ok_or(FragError::Malformed)?);
-        if olen < 2 || i + olen > h.len() {
-            return Err(FragError::Malformed);
-        }
-        if t & OPT_COPY != 0 {
-            out[len..len + olen].copy_from_slice(&h[i..i + olen]);
-            len += olen;
-        }
-        i += olen;
     }
     let len = len.next_multiple_of(4);
     ipv4::Packet::new_unchecked(&mut out[..]).set_header_len(len);
@@ -156,14 +137,14 @@ pub fn fragment_ipv4(
     }
     let orig_offset = usize::from(orig.frag_offset());
     let orig_mf = orig.more_frags();
-    let (rest_hdr, rest_ihl) = copied_options_header(&ip[..ihl])?;
+    let (rest_hdr, rest_ihl) = copied_options_header(&orig)?;
 
     let room = |h: usize| {
         max_ip_len.checked_sub(h).map(|r| r & !7).filter(|&r| r >= 8).ok_or(FragError::MtuTooSmall)
     };
     let first_max = room(ihl)?;
     let rest_max = room(rest_ihl)?;
-    let payload = &ip[ihl..total];
+    let payload = orig.payload();
     // The offset of the last fragment must fit in 13 bits of 8-byte units; the ones
     // before it are smaller.
     let last_start = if payload.len() <= first_max {
@@ -171,15 +152,18 @@ pub fn fragment_ipv4(
     } else {
         first_max + (payload.len() - first_max - 1) / rest_max * rest_max
     };
-    if orig_offset + last_start > MAX_OFFSET {
+    if orig_offset + last_start > usize::from(ipv4::MAX_FRAG_OFFSET) {
         return Err(FragError::Malformed);
     }
 
     let mut pos = 0;
     let mut count = 0;
     while pos < payload.len() {
-        let (h, hl, max) =
-            if pos == 0 { (&ip[..ihl], ihl, first_max) } else { (&rest_hdr[..rest_ihl], rest_ihl, rest_max) };
+        let (h, hl, max) = if pos == 0 {
+            (orig.header(), ihl, first_max)
+        } else {
+            (&rest_hdr[..rest_ihl], rest_ihl, rest_max)
+        };
         let n = max.min(payload.len() - pos);
         let last = pos + n == payload.len();
         let mut p = pool.get().ok_or(FragError::NoBuffer)?;
@@ -213,22 +197,22 @@ mod tests {
     use vmpls_wire::virtio_net::GsoType;
 
     /// Loose source route: copy flag set, 11 bytes.
-    const OPT_LSRR: [u8; 11] = [0x83, 11, 4, 198, 18, 5, 1, 198, 18, 5, 2];
+    const OPT_LSRR: [u8; 11] = [ipv4::option::LSRR, 11, 4, 198, 18, 5, 1, 198, 18, 5, 2];
     /// Record route: copy flag clear, 7 bytes.
-    const OPT_RR: [u8; 7] = [0x07, 7, 4, 0, 0, 0, 0];
+    const OPT_RR: [u8; 7] = [ipv4::option::RECORD_ROUTE, 7, 4, 0, 0, 0, 0];
     /// Router alert: copy flag set, 4 bytes.
-    const OPT_RA: [u8; 4] = [0x94, 4, 0, 0];
+    const OPT_RA: [u8; 4] = [ipv4::option::ROUTER_ALERT, 4, 0, 0];
 
     /// An IPv4 UDP-ish packet (protocol 253, experimental) with `options` and `payload`.
     fn ipv4(options: &[&[u8]], frag_word: u16, payload: &[u8]) -> Vec<u8> {
         let mut opts: Vec<u8> = Vec::new();
         for (i, o) in options.iter().enumerate() {
             if i % 2 == 1 {
-                opts.push(OPT_NOP);
+                opts.push(ipv4::option::NOP);
             }
             opts.extend_from_slice(o);
         }
-        opts.resize(opts.len().next_multiple_of(4), OPT_EOL);
+        opts.resize(opts.len().next_multiple_of(4), ipv4::option::END_OF_LIST);
         let ihl = 20 + opts.len();
         assert!(ihl <= 60);
         let mut p = vec![0x40 | (ihl / 4) as u8, 0];
@@ -327,6 +311,32 @@ mod tests {
         let parts = check(&f, 22, 1500, &copied(&[&OPT_LSRR, &OPT_RA]), &frags);
         assert!(!parts.last().unwrap().2);
         assert_eq!(reassemble(parts, 0), data);
+    }
+
+    #[test]
+    fn captured_datagram_keeps_only_copied_options_after_the_first_fragment() {
+        // wire's ipv4 OPTIONS_FRAME: UDP "vmpls" behind No Operation, Loose Source Route
+        // (copied), Router Alert (copied), Record Route (not copied), End of Option List;
+        // captured with DF set, cleared here.
+        let mut f = vec![
+            0x02, 0x00, 0x00, 0x00, 0x00, 0x07, 0x96, 0xb7, 0xbe, 0x33, 0x9f, 0xf8, 0x08, 0x00, 0x4b, 0x00,
+            0x00, 0x39, 0x61, 0x0f, 0x40, 0x00, 0x40, 0x11, 0xc2, 0x06, 0xc6, 0x12, 0x00, 0x01, 0xc6, 0x12,
+            0x00, 0x07, 0x01, 0x83, 0x07, 0x04, 0xc6, 0x12, 0x00, 0x02, 0x94, 0x04, 0x00, 0x00, 0x07, 0x0b,
+            0x08, 0xc6, 0x12, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x83, 0x4c, 0x0f, 0xa0, 0x00, 0x0d,
+            0x8c, 0x4b, 0x76, 0x6d, 0x70, 0x6c, 0x73,
+        ];
+        let mut ip = ipv4::Packet::new_checked(&mut f[14..]).unwrap();
+        assert!(ip.verify_checksum());
+        ip.set_dont_frag(false);
+        ip.fill_checksum();
+        let lsrr = [ipv4::option::LSRR, 7, 4, 198, 18, 0, 2];
+        let ra = [ipv4::option::ROUTER_ALERT, 4, 0, 0];
+        // 44-byte header and 8 bytes, then a 32-byte header and the last 5.
+        let (r, frags) = run(&mut Packet::from_frame(0, &f), 14, 52);
+        assert_eq!(r, Ok(2));
+        assert_eq!(frags[1].len() - 14, 32 + 5);
+        let parts = check(&f, 14, 52, &copied(&[&lsrr, &ra]), &frags);
+        assert_eq!(reassemble(parts, 0), &f[58..]);
     }
 
     #[test]

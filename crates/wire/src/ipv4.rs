@@ -42,6 +42,10 @@ pub(crate) mod field {
 
 /// Length of a header without options.
 pub const HEADER_LEN: usize = 20;
+/// Length of a header with the most options (IHL 15).
+pub const MAX_HEADER_LEN: usize = 60;
+/// The largest fragment offset in bytes: 13 bits of 8-byte units.
+pub const MAX_FRAG_OFFSET: u16 = 0x1fff * 8;
 
 /// IP protocol numbers (IANA "Assigned Internet Protocol Numbers"), also the IPv6 Next
 /// Header values.
@@ -78,6 +82,97 @@ pub mod protocol {
     pub const IPV6_OPTS: u8 = 60;
     /// MPLS in IP (RFC 4023).
     pub const MPLS_IN_IP: u8 = 137;
+}
+
+/// IPv4 option types (IANA "IP Option Numbers") and the copied flag of the type byte.
+pub mod option {
+    /// End of Option List: the options end here; a single byte.
+    pub const END_OF_LIST: u8 = 0;
+    /// No Operation: padding between options; a single byte.
+    pub const NOP: u8 = 1;
+    /// Record Route.
+    pub const RECORD_ROUTE: u8 = 7;
+    /// Timestamp.
+    pub const TIMESTAMP: u8 = 0x44;
+    /// Loose Source and Record Route.
+    pub const LSRR: u8 = 0x83;
+    /// Strict Source and Record Route.
+    pub const SSRR: u8 = 0x89;
+    /// Router Alert (RFC 2113).
+    pub const ROUTER_ALERT: u8 = 0x94;
+    /// The copied flag of a type: the option goes into every fragment (RFC 791 3.1).
+    pub const COPIED: u8 = 0x80;
+}
+
+/// One option of a header, from [`Options`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpOption<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> IpOption<'a> {
+    /// The option type (see [`option`]).
+    #[inline]
+    pub fn kind(&self) -> u8 {
+        self.bytes[0]
+    }
+
+    /// True when the copied flag is set: the option belongs in every fragment.
+    #[inline]
+    pub fn copied(&self) -> bool {
+        self.kind() & option::COPIED != 0
+    }
+
+    /// The data after the type and length bytes; empty for No Operation.
+    pub fn data(&self) -> &'a [u8] {
+        self.bytes.get(2..).unwrap_or_default()
+    }
+
+    /// The whole option: type, length and data (the type alone for No Operation).
+    #[inline]
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+}
+
+/// The options of a header ([`Packet::options`]) one by one. It ends at End of Option List
+/// (not yielded) or at the end of the bytes; an option whose length byte is missing, below
+/// 2 or runs past the bytes gives `Err(Malformed)` and ends it.
+#[derive(Debug, Clone)]
+pub struct Options<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Options<'a> {
+    /// Walks `options`, the bytes after the fixed header.
+    pub fn new(options: &'a [u8]) -> Options<'a> {
+        Options { rest: options }
+    }
+}
+
+impl<'a> Iterator for Options<'a> {
+    type Item = Result<IpOption<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let len = match *self.rest.first()? {
+            option::END_OF_LIST => 0,
+            option::NOP => 1,
+            _ => match self.rest.get(1).map(|&l| usize::from(l)) {
+                Some(l) if l >= 2 && l <= self.rest.len() => l,
+                _ => {
+                    self.rest = &[];
+                    return Some(Err(Error::Malformed));
+                }
+            },
+        };
+        if len == 0 {
+            self.rest = &[];
+            return None;
+        }
+        let (bytes, rest) = self.rest.split_at(len);
+        self.rest = rest;
+        Some(Ok(IpOption { bytes }))
+    }
 }
 
 const FLAG_DF: u16 = 0x4000;
@@ -237,6 +332,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// The options between the fixed header and the payload.
     pub fn options(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..self.header_len()]
+    }
+
+    /// The options one by one.
+    pub fn option_iter(&self) -> Options<'_> {
+        Options::new(self.options())
+    }
+
+    /// The header, options included: the first [`Packet::header_len`] bytes.
+    pub fn header(&self) -> &[u8] {
+        &self.buffer.as_ref()[..self.header_len()]
     }
 
     /// The payload, from the end of the header to the total length.
@@ -478,6 +583,19 @@ mod tests {
 
     // `ping -c1 -R 198.18.1.2`: IHL 15, options NOP + Record Route (type 7, length 39,
     // pointer 8, first slot 198.18.1.1 filled by the sender).
+    // A UDP datagram ("vmpls", 198.18.0.1 port 33612 -> 198.18.0.2 port 4000) sent on a
+    // socket with IP_OPTIONS: No Operation, Loose Source Route via 198.18.0.7 (copied),
+    // Router Alert (copied), Record Route with two slots (not copied; the kernel filled the
+    // first), End of Option List. Captured with an AF_PACKET socket on one end of a veth
+    // pair in a fresh network namespace; the kernel sent it to the first hop, 198.18.0.7.
+    static OPTIONS_FRAME: [u8; 71] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x07, 0x96, 0xb7, 0xbe, 0x33, 0x9f, 0xf8, 0x08, 0x00, 0x4b, 0x00, 0x00,
+        0x39, 0x61, 0x0f, 0x40, 0x00, 0x40, 0x11, 0xc2, 0x06, 0xc6, 0x12, 0x00, 0x01, 0xc6, 0x12, 0x00, 0x07,
+        0x01, 0x83, 0x07, 0x04, 0xc6, 0x12, 0x00, 0x02, 0x94, 0x04, 0x00, 0x00, 0x07, 0x0b, 0x08, 0xc6, 0x12,
+        0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x83, 0x4c, 0x0f, 0xa0, 0x00, 0x0d, 0x8c, 0x4b, 0x76, 0x6d,
+        0x70, 0x6c, 0x73,
+    ];
+
     static RECORD_ROUTE_FRAME: [u8; 138] = [
         0x02, 0x00, 0x00, 0x00, 0x0b, 0x01, 0x02, 0x00, 0x00, 0x00, 0x0a, 0x01, 0x08, 0x00, 0x4f, 0x00, 0x00,
         0x7c, 0xf5, 0x2e, 0x40, 0x00, 0x40, 0x01, 0xbe, 0x07, 0xc6, 0x12, 0x01, 0x01, 0xc6, 0x12, 0x01, 0x02,
@@ -601,6 +719,48 @@ mod tests {
         let repr = Repr::parse(&p).unwrap();
         assert_eq!(repr.payload_len, 64);
         assert_eq!(repr.ttl, 64);
+    }
+
+    #[test]
+    fn walks_captured_options() {
+        let p = Packet::new_checked(&OPTIONS_FRAME[14..]).unwrap();
+        assert_eq!((p.header_len(), p.protocol()), (44, protocol::UDP));
+        assert!(p.verify_checksum());
+        assert_eq!(p.header(), &OPTIONS_FRAME[14..58]);
+        let opts: Vec<IpOption<'_>> = p.option_iter().map(|o| o.unwrap()).collect();
+        let kinds: Vec<u8> = opts.iter().map(|o| o.kind()).collect();
+        assert_eq!(kinds, [option::NOP, option::LSRR, option::ROUTER_ALERT, option::RECORD_ROUTE]);
+        let copied: Vec<bool> = opts.iter().map(|o| o.copied()).collect();
+        assert_eq!(copied, [false, true, true, false]);
+        assert_eq!(opts[0].bytes(), &[option::NOP]);
+        assert!(opts[0].data().is_empty());
+        assert_eq!(opts[1].bytes(), &OPTIONS_FRAME[35..42]);
+        assert_eq!(opts[1].data(), &[4, 198, 18, 0, 2], "pointer, then the destination");
+        assert_eq!(opts[2].data(), &[0, 0]);
+        assert_eq!(opts[3].data(), &[8, 198, 18, 0, 1, 0, 0, 0, 0], "one slot filled");
+        // The captured record route options: a No Operation and one 39-byte option.
+        let p = Packet::new_checked(&RECORD_ROUTE_FRAME[14..]).unwrap();
+        let lens: Vec<usize> = p.option_iter().map(|o| o.unwrap().bytes().len()).collect();
+        assert_eq!(lens, [1, 39]);
+    }
+
+    #[test]
+    fn malformed_options_end_the_walk_with_an_error() {
+        let opts = &OPTIONS_FRAME[34..58];
+        for (at, len) in [(2, 0u8), (2, 1), (2, 24), (13, 13)] {
+            let mut b = opts.to_vec();
+            b[at] = len;
+            let walked: Vec<Result<IpOption<'_>>> = Options::new(&b).collect();
+            assert_eq!(walked.last(), Some(&Err(Error::Malformed)), "length {len} at {at}");
+            assert_eq!(walked.iter().filter(|o| o.is_err()).count(), 1);
+        }
+        // A type without its length byte.
+        assert_eq!(Options::new(&[option::NOP, option::LSRR]).nth(1), Some(Err(Error::Malformed)));
+        // Nothing after End of Option List is looked at.
+        assert_eq!(Options::new(&[option::END_OF_LIST, 0x83, 0]).count(), 0);
+        for n in 0..=opts.len() {
+            let _ = Options::new(&opts[..n]).count();
+        }
     }
 
     #[test]
