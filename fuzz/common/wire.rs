@@ -13,7 +13,9 @@
 use std::hint::black_box;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use vmpls_wire::{arp, checksum, ethernet, icmp_ext, icmpv4, icmpv6, ipv4, ipv6, mpls, tcp, udp, virtio_net};
+use vmpls_wire::{
+    arp, checksum, ethernet, icmp_ext, icmpv4, icmpv6, ipv4, ipv6, ipv6_ext, mpls, tcp, udp, virtio_net,
+};
 
 const SRC4: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 2);
 const DST4: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 2);
@@ -132,6 +134,16 @@ pub fn ipv4(data: &[u8]) {
     black_box((p.ident(), p.dont_frag(), p.more_frags(), p.frag_offset(), p.is_fragment()));
     black_box((p.ttl(), p.protocol(), p.src_addr(), p.dst_addr()));
     black_box(p.pseudo_header_sum(p.payload().len() as u32));
+    assert_eq!(p.header().len(), hl);
+    assert_eq!(p.flags() & 0b011, (u8::from(p.dont_frag()) << 1) | u8::from(p.more_frags()));
+    let mut walked = 0;
+    for o in p.option_iter() {
+        let Ok(o) = o else { break };
+        walked += o.bytes().len();
+        assert!(o.bytes().len() == 1 || o.data().len() + 2 == o.bytes().len());
+        black_box((o.kind(), o.copied()));
+    }
+    assert!(walked <= hl - 20);
     let valid = p.verify_checksum();
     match ipv4::Repr::parse(&p) {
         Ok(repr) => {
@@ -157,7 +169,8 @@ pub fn ipv4(data: &[u8]) {
     assert!(m.verify_checksum());
 }
 
-/// IPv6: fixed header bounds, payload slice, `Repr` round trip, hop limit decrement.
+/// IPv6: fixed header bounds, payload slice, extension header views over the payload,
+/// `Repr` round trip, hop limit decrement.
 pub fn ipv6(data: &[u8]) {
     let Ok(p) = ipv6::Packet::new_checked(data) else { return };
     assert_eq!(p.version(), 6);
@@ -173,6 +186,28 @@ pub fn ipv6(data: &[u8]) {
     repr.emit(&mut ipv6::Packet::new_unchecked(&mut out[..]));
     assert_eq!(&out[..40], &data[..40], "emitted header differs from the parsed one");
     assert_eq!(ipv6::Repr::parse(&ipv6::Packet::new_checked(&out[..]).unwrap()).unwrap(), repr);
+    // The extension header views over whatever follows the fixed header.
+    let mut next = p.payload();
+    for _ in 0..8 {
+        let (h, f, a) = (
+            ipv6_ext::Header::new_checked(next),
+            ipv6_ext::FragmentHeader::new_checked(next),
+            ipv6_ext::AuthHeader::new_checked(next),
+        );
+        if let Ok(f) = &f {
+            assert_eq!(f.frag_offset() % 8, 0);
+            black_box((f.next_header(), f.more_frags(), f.ident(), f.payload()));
+        }
+        if let Ok(a) = &a {
+            assert!(a.header_len() >= 8 && a.header_len() + a.payload().len() == next.len());
+            black_box((a.next_header(), a.spi()));
+        }
+        let Ok(h) = h else { break };
+        assert_eq!(h.header_len() + h.payload().len(), next.len());
+        assert_eq!(h.data().len() + 2, h.header_len());
+        black_box(h.next_header());
+        next = h.payload();
+    }
     let mut b = data.to_vec();
     let mut m = ipv6::Packet::new_checked(&mut b[..]).unwrap();
     let hl = m.hop_limit();
