@@ -31,7 +31,7 @@ mod tap;
 mod vhost_user;
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, RawFd};
+use std::os::fd::AsFd;
 
 use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
 
@@ -53,17 +53,11 @@ pub use vmpls_sys::if_nametoindex;
 pub const BATCH: usize = mmsg::BATCH;
 
 /// A place frames come from and go to. Non-blocking: the router polls the port's
-/// descriptor ([`AsFd`]; every port type implements it) for readability.
-pub trait Port: Send {
+/// descriptor ([`AsFd`]) for readability; the port owns it and keeps it open as long as
+/// it lives.
+pub trait Port: AsFd + Send {
     /// Identity, MAC, MTU and offload capabilities, as the pipeline sees them.
     fn info(&self) -> &PortInfo;
-
-    /// The descriptor to poll for readability, as a number: one the port owns and keeps
-    /// open as long as it lives. Every port in this crate also implements
-    /// [`AsFd`], and so does `dyn Port` (below): that is what new code
-    /// should use. This getter stays only until the router's own `Port` wrappers implement
-    /// `AsFd`; then `Port` becomes `Port: AsFd` and this method goes.
-    fn fd(&self) -> RawFd;
 
     /// Receives up to `max` frames into buffers taken from `pool`, appending them to `out`
     /// (with `offload` decoded from the virtio-net header and `port` set to this port's id).
@@ -86,16 +80,6 @@ pub trait Port: Send {
     /// port ignores the Ethernet addresses.
     fn point_to_point(&self) -> bool {
         false
-    }
-}
-
-/// The descriptor of any port through the trait object, so `Box<dyn Port>` is `AsFd` too.
-/// Goes when `Port` becomes `Port: AsFd` (which gives the same).
-impl AsFd for dyn Port {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: `Port::fd` is a descriptor the port owns and keeps open as long as it
-        // lives (its contract), and the borrow returned cannot outlive `self`.
-        unsafe { BorrowedFd::borrow_raw(self.fd()) }
     }
 }
 

@@ -1,4 +1,4 @@
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
@@ -163,9 +163,7 @@ impl<'a> ForwardingLoop<'a> {
         let changes = check_links(self.dp, self.ports, self.watch, fds);
         if let Some(f) = self.fast.as_deref_mut() {
             for (port, ifindex) in changes.reopened {
-                // SAFETY: the port owns the socket and outlives this call.
-                let socket = unsafe { BorrowedFd::borrow_raw(self.ports[usize::from(port)].fd()) };
-                f.port_reopened(port, ifindex, socket);
+                f.port_reopened(port, ifindex, self.ports[usize::from(port)].as_fd());
             }
             for (port, mtu) in changes.mtu {
                 f.set_port_mtu(port, mtu);
@@ -190,7 +188,7 @@ impl<'a> ForwardingLoop<'a> {
         let mut fds: Vec<libc::pollfd> = self
             .ports
             .iter()
-            .map(|p| libc::pollfd { fd: p.fd() as RawFd, events: libc::POLLIN, revents: 0 })
+            .map(|p| libc::pollfd { fd: p.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 })
             .collect();
         fds.push(libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 });
         let n_ports = self.ports.len();

@@ -1,4 +1,4 @@
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
@@ -180,7 +180,7 @@ pub(crate) fn check_links(
 ) -> LinkChanges {
     let mut changes = LinkChanges::default();
     for (i, (w, fd)) in watch.iter_mut().zip(fds.iter_mut()).enumerate() {
-        w.unmute(fd, ports[i].fd());
+        w.unmute(fd, ports[i].as_fd().as_raw_fd());
         let Some(relink) = &mut w.relink else { continue };
         let name = ports[i].info().name.clone();
         let now_index = AfPacketPort::interface_index(&relink.ifname);
@@ -212,7 +212,7 @@ pub(crate) fn check_links(
                 let ifindex = port.ifindex();
                 w.earlier = w.earlier + ports[i].stats();
                 ports[i] = with_overrides(Box::new(port), relink.offloads);
-                fd.fd = ports[i].fd();
+                fd.fd = ports[i].as_fd().as_raw_fd();
                 relink.ifindex = ifindex;
                 w.faults.reopened += 1;
                 w.faults.detached = false;
@@ -293,14 +293,14 @@ mod tests {
         };
         let offered = PortCaps { tso4: true, tso6: true, csum: true, ..PortCaps::default() };
         let mut ports: Vec<Box<dyn Port>> =
-            vec![Box::new(FakePort(info(0, offered))), Box::new(FakePort(info(1, offered)))];
+            vec![Box::new(FakePort::new(info(0, offered))), Box::new(FakePort::new(info(1, offered)))];
         let infos: Vec<_> = ports.iter().map(|p| p.info().clone()).collect();
         let fib = FibHandle::new(vmpls_fib::Fib::default());
         let mut dp = Dataplane::new(fib, infos, DataplaneConfig::default());
         refresh_caps(&mut dp, &ports);
         assert_eq!(dp.ports()[1].caps, offered);
         // The guest on port 1 negotiated no receive offloads.
-        ports[1] = Box::new(FakePort(info(1, PortCaps::default())));
+        ports[1] = Box::new(FakePort::new(info(1, PortCaps::default())));
         refresh_caps(&mut dp, &ports);
         assert_eq!(dp.ports()[1].caps, PortCaps::default());
         assert_eq!(dp.ports()[0].caps, offered, "other ports keep theirs");

@@ -1,4 +1,4 @@
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -188,8 +188,7 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
                     mac: info.mac,
                     mtu: info.mtu,
                 }));
-                // SAFETY: the port owns the socket and outlives this call.
-                sockets.push(Some(unsafe { BorrowedFd::borrow_raw(port.fd()) }));
+                sockets.push(Some(port.as_fd()));
                 refused.push(None);
             }
             (why, _) => {
