@@ -17,7 +17,7 @@ use crate::links::PortWatch;
 use crate::offloads::with_overrides;
 use crate::open::open_port;
 use crate::protocol::{LoopHandle, NeighborChange, PortFaults};
-use crate::signals::{RELOAD_FD, eventfd, install_signal_handlers};
+use crate::signals::{RELOAD_FD, install_signal_handlers};
 
 /// Options of `vmpls run`.
 pub struct RunOptions {
@@ -35,10 +35,7 @@ pub struct RunOptions {
 /// million routes leaves hundreds of MB free in the allocator's heap, which would
 /// otherwise stay in the router's resident size for good.
 pub fn return_freed_memory() {
-    // SAFETY: malloc_trim only walks and trims glibc's own heap; it takes no pointers.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    vmpls_sys::process::trim_heap();
 }
 
 /// Runs a router until SIGINT or SIGTERM.
@@ -105,8 +102,8 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         dp.set_point_to_point(p.info().id);
     }
     let (handle, requests, wake) = LoopHandle::new().context("creating an eventfd")?;
-    let reload = eventfd().context("creating an eventfd")?;
-    RELOAD_FD.store(reload.as_raw_fd(), Ordering::Relaxed);
+    let reload = vmpls_sys::EventFd::new().context("creating an eventfd")?;
+    RELOAD_FD.store(reload.as_fd().as_raw_fd(), Ordering::Relaxed);
     install_signal_handlers()?;
     let server = crate::server::Server::new(tables, fib, handle, opts.config.clone(), infos);
     let listener = control.listener.try_clone().context("cloning the control socket")?;
@@ -125,7 +122,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let result = {
         let mut forwarding =
             ForwardingLoop::new(&mut dp, &mut ports, &mut watch, fast.as_mut(), opts.stats_file.as_deref());
-        let result = forwarding.run(&requests, wake.as_raw_fd());
+        let result = forwarding.run(&requests, &wake);
         forwarding.write_stats();
         result
     };
