@@ -5,7 +5,7 @@
 
 use std::cell::Cell;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use vmpls_dataplane::{Packet, PacketPool, PortCaps, PortId, PortInfo};
 use vmpls_wire::virtio_net;
@@ -407,10 +407,6 @@ impl AsFd for AfPacketPort {
 impl Port for AfPacketPort {
     fn info(&self) -> &PortInfo {
         &self.info
-    }
-
-    fn fd(&self) -> RawFd {
-        self.as_fd().as_raw_fd()
     }
 
     fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {

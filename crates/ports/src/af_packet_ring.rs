@@ -47,7 +47,7 @@
 //! (`TPACKET_V2`, 128 KiB slots) or a TX ring was not measured.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -376,10 +376,6 @@ impl AsFd for AfPacketRingPort {
 impl Port for AfPacketRingPort {
     fn info(&self) -> &PortInfo {
         &self.info
-    }
-
-    fn fd(&self) -> RawFd {
-        self.as_fd().as_raw_fd()
     }
 
     fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {

@@ -31,9 +31,9 @@ mod tap;
 mod vhost_user;
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, RawFd};
+use std::os::fd::AsFd;
 
-use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
+use vmpls_dataplane::{Packet, PacketPool, PortInfo};
 
 pub use af_packet::{AfPacketPort, MIN_MTU, af_packet_caps};
 pub use af_packet_ring::{AfPacketRingPort, RingConfig};
@@ -53,17 +53,11 @@ pub use vmpls_sys::if_nametoindex;
 pub const BATCH: usize = mmsg::BATCH;
 
 /// A place frames come from and go to. Non-blocking: the router polls the port's
-/// descriptor ([`AsFd`]; every port type implements it) for readability.
-pub trait Port: Send {
+/// descriptor ([`AsFd`]) for readability; the port owns it and keeps it open as long as
+/// it lives.
+pub trait Port: AsFd + Send {
     /// Identity, MAC, MTU and offload capabilities, as the pipeline sees them.
     fn info(&self) -> &PortInfo;
-
-    /// The descriptor to poll for readability, as a number: one the port owns and keeps
-    /// open as long as it lives. Every port in this crate also implements
-    /// [`AsFd`], and so does `dyn Port` (below): that is what new code
-    /// should use. This getter stays only until the router's own `Port` wrappers implement
-    /// `AsFd`; then `Port` becomes `Port: AsFd` and this method goes.
-    fn fd(&self) -> RawFd;
 
     /// Receives up to `max` frames into buffers taken from `pool`, appending them to `out`
     /// (with `offload` decoded from the virtio-net header and `port` set to this port's id).
@@ -86,16 +80,6 @@ pub trait Port: Send {
     /// port ignores the Ethernet addresses.
     fn point_to_point(&self) -> bool {
         false
-    }
-}
-
-/// The descriptor of any port through the trait object, so `Box<dyn Port>` is `AsFd` too.
-/// Goes when `Port` becomes `Port: AsFd` (which gives the same).
-impl AsFd for dyn Port {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: `Port::fd` is a descriptor the port owns and keeps open as long as it
-        // lives (its contract), and the borrow returned cannot outlive `self`.
-        unsafe { BorrowedFd::borrow_raw(self.fd()) }
     }
 }
 
@@ -340,55 +324,6 @@ pub fn check_af_packet(ifname: &str, mtu: Option<u32>) -> Result<(), PortError> 
         }
     })?;
     af_packet::usable(ifname, &details, mtu).map(|_| ())
-}
-
-/// What kind of port to open, and on what.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PortKind {
-    /// An Ethernet interface through `AF_PACKET` with virtio-net headers.
-    AfPacket {
-        /// The Linux interface name.
-        ifname: String,
-    },
-    /// A TAP device that the router creates (`IFF_TAP | IFF_NO_PI | IFF_VNET_HDR`, checksum
-    /// and TSO offloads); the kernel stack of the router's namespace is the other end.
-    Tap {
-        /// The TAP interface name.
-        ifname: String,
-    },
-    /// A QEMU/KVM guest's virtio-net device: the router listens on a vhost-user socket
-    /// that QEMU connects to (`-netdev vhost-user,chardev=...`).
-    VhostUser {
-        /// The Unix socket path (created by the router, removed when it stops).
-        socket: std::path::PathBuf,
-    },
-    /// An MPLS-in-UDP tunnel (RFC 7510) to one remote router.
-    MplsUdp(MplsUdpOptions),
-}
-
-/// Opens a port of `kind` with index `id` and configured `name`; `mtu` overrides the
-/// interface MTU (it may only be lower).
-pub fn open_port(
-    id: PortId,
-    name: &str,
-    kind: &PortKind,
-    mtu: Option<u32>,
-) -> Result<Box<dyn Port>, PortError> {
-    match kind {
-        PortKind::AfPacket { ifname } => Ok(Box::new(AfPacketPort::open(id, name, ifname, mtu)?)),
-        PortKind::Tap { ifname } => {
-            let opts = TapOptions { mtu, ..TapOptions::default() };
-            Ok(Box::new(TapPort::create(id, name, ifname, &opts)?))
-        }
-        PortKind::VhostUser { socket } => {
-            let opts = VhostUserOptions { mtu, ..VhostUserOptions::default() };
-            Ok(Box::new(VhostUserPort::open(id, name, socket, &opts)?))
-        }
-        PortKind::MplsUdp(opts) => {
-            let opts = MplsUdpOptions { mtu: mtu.or(opts.mtu), ..opts.clone() };
-            Ok(Box::new(MplsUdpPort::open(id, name, &opts)?))
-        }
-    }
 }
 
 #[cfg(test)]

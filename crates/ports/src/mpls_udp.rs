@@ -62,7 +62,7 @@
 
 use std::io::{self, IoSlice};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
 use vmpls_dataplane::gso;
 use vmpls_dataplane::hash::mpls_flow_hash;
@@ -505,10 +505,6 @@ impl AsFd for MplsUdpPort {
 impl Port for MplsUdpPort {
     fn info(&self) -> &PortInfo {
         &self.info
-    }
-
-    fn fd(&self) -> RawFd {
-        self.as_fd().as_raw_fd()
     }
 
     fn point_to_point(&self) -> bool {

@@ -12,7 +12,7 @@
 //! QEMU gives its guest a MAC of its own on a TAP.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use vmpls_dataplane::{Packet, PacketPool, PortCaps, PortId, PortInfo};
 use vmpls_sys::iface::{self, IfName};
@@ -199,10 +199,6 @@ impl AsFd for TapPort {
 impl Port for TapPort {
     fn info(&self) -> &PortInfo {
         &self.info
-    }
-
-    fn fd(&self) -> RawFd {
-        self.as_fd().as_raw_fd()
     }
 
     fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {

@@ -66,7 +66,7 @@ pub(crate) mod fuzz;
 mod relay;
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -730,10 +730,6 @@ impl AsFd for VhostUserPort {
 impl Port for VhostUserPort {
     fn info(&self) -> &PortInfo {
         &self.info
-    }
-
-    fn fd(&self) -> RawFd {
-        self.as_fd().as_raw_fd()
     }
 
     fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {

@@ -10,18 +10,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use vmpls_dataplane::{Packet, PacketPool};
-use vmpls_ports::{
-    AfPacketPort, Port, PortError, PortKind, TapOptions, TapPort, interface_exists, open_port,
-};
+use vmpls_ports::{AfPacketPort, Port, PortError, TapOptions, TapPort, interface_exists};
 use vmpls_testkit::{Netns, ip_output, readable, wait_readable};
 use vmpls_wire::virtio_net::{GsoType, Repr};
 
 #[test]
-fn open_port_creates_a_tap_that_is_up_with_the_configured_mtu_and_goes_away_on_drop() {
+fn create_makes_a_tap_that_is_up_with_the_configured_mtu_and_goes_away_on_drop() {
     let ns = Netns::new("tt-open");
     ns.run(|| {
-        let kind = PortKind::Tap { ifname: "vtap0".into() };
-        let port = open_port(2, "host", &kind, Some(9000)).unwrap();
+        let opts = TapOptions { mtu: Some(9000), ..TapOptions::default() };
+        let port = TapPort::create(2, "host", "vtap0", &opts).unwrap();
         assert_eq!(port.info().id, 2);
         assert_eq!(port.info().name, "host");
         assert_eq!(port.info().mtu, 9000);

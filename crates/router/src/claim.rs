@@ -12,7 +12,6 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -41,16 +40,6 @@ impl Drop for Claims {
 fn namespace_dir(root: &Path) -> anyhow::Result<PathBuf> {
     let ns = std::fs::metadata("/proc/thread-self/ns/net").context("reading this network namespace")?;
     Ok(root.join(format!("{}-{}", ns.dev(), ns.ino())))
-}
-
-/// Tries to take an exclusive lock without waiting: `Ok(false)` when someone holds it.
-fn try_lock(file: &File) -> std::io::Result<bool> {
-    // SAFETY: flock(2) on a descriptor `file` keeps open.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return Ok(true);
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) { Ok(false) } else { Err(e) }
 }
 
 impl Claims {
@@ -88,7 +77,9 @@ impl Claims {
                     .mode(0o644)
                     .open(&path)
                     .with_context(|| format!("opening {}", path.display()))?;
-                if !try_lock(&file).with_context(|| format!("locking {}", path.display()))? {
+                if !vmpls_sys::process::try_lock_exclusive(&file)
+                    .with_context(|| format!("locking {}", path.display()))?
+                {
                     let mut holder = String::new();
                     let _ = file.read_to_string(&mut holder);
                     let holder = holder.trim();

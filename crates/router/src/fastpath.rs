@@ -279,24 +279,11 @@ fn covers6(net: Ipv6Addr, len: u8, a: Ipv6Addr) -> bool {
 /// Takes the fast path's filter off a packet socket (`SO_DETACH_BPF`); a socket without
 /// one is left as it is (`SO_DETACH_FILTER`, the same option).
 fn unfilter_socket(socket: BorrowedFd<'_>) {
-    use std::os::fd::AsRawFd;
-    let none: libc::c_int = 0;
-    // SAFETY: a plain setsockopt on a socket the caller keeps open; SO_DETACH_BPF ignores
-    // its value, `none` lives across the call.
-    let r = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_DETACH_FILTER,
-            std::ptr::from_ref(&none).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::ENOENT) {
-            warn!(error = %e, "taking the fast path's filter off a packet socket");
-        }
+    // SO_DETACH_BPF ignores its value.
+    if let Err(e) = vmpls_sys::sockopt::set_int(socket, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, 0)
+        && e.raw_os_error() != Some(libc::ENOENT)
+    {
+        warn!(error = %e, "taking the fast path's filter off a packet socket");
     }
 }
 

@@ -1,4 +1,4 @@
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
@@ -8,12 +8,14 @@ use anyhow::Context;
 use vmpls_control::api::Direction;
 use vmpls_dataplane::{Dataplane, Output, PacketPool, PortId};
 use vmpls_ports::{BATCH, Port};
+use vmpls_sys::EventFd;
+use vmpls_sys::event::PollSet;
 
 use crate::capture::{CaptureSink, capture};
 use crate::fastpath::FastPathRuntime;
 use crate::links::{LINK_CHECK_EVERY, PortWatch, check_links, refresh_caps};
 use crate::protocol::{LoopRequest, NeighborChange, Snapshot};
-use crate::signals::{STOP, eventfd_drain};
+use crate::signals::STOP;
 use crate::stats;
 
 /// Buffers per router: enough for a full batch on every port, frames held for neighbour
@@ -156,16 +158,14 @@ impl<'a> ForwardingLoop<'a> {
 
     /// The link check: reopens ports whose interface came back, follows MTUs, and tells
     /// the fast path.
-    fn check_links(&mut self, fds: &mut [libc::pollfd]) {
+    fn check_links(&mut self, set: &mut PollSet) {
         if let Some(f) = self.fast.as_deref_mut() {
             f.check_links();
         }
-        let changes = check_links(self.dp, self.ports, self.watch, fds);
+        let changes = check_links(self.dp, self.ports, self.watch, set);
         if let Some(f) = self.fast.as_deref_mut() {
             for (port, ifindex) in changes.reopened {
-                // SAFETY: the port owns the socket and outlives this call.
-                let socket = unsafe { BorrowedFd::borrow_raw(self.ports[usize::from(port)].fd()) };
-                f.port_reopened(port, ifindex, socket);
+                f.port_reopened(port, ifindex, self.ports[usize::from(port)].as_fd());
             }
             for (port, mtu) in changes.mtu {
                 f.set_port_mtu(port, mtu);
@@ -185,32 +185,28 @@ impl<'a> ForwardingLoop<'a> {
 
     /// Runs until SIGINT or SIGTERM: poll the ports and the control side's eventfd
     /// (`wake`), forward what arrives, answer `requests`, run the timers.
-    pub(crate) fn run(&mut self, requests: &Receiver<LoopRequest>, wake: RawFd) -> anyhow::Result<()> {
+    pub(crate) fn run(&mut self, requests: &Receiver<LoopRequest>, wake: &EventFd) -> anyhow::Result<()> {
         let mut batch = Vec::with_capacity(BATCH);
-        let mut fds: Vec<libc::pollfd> = self
-            .ports
-            .iter()
-            .map(|p| libc::pollfd { fd: p.fd() as RawFd, events: libc::POLLIN, revents: 0 })
-            .collect();
-        fds.push(libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 });
+        // Port `i` at index `i`, the eventfd after them.
+        let mut set = PollSet::new();
+        for p in self.ports.iter() {
+            set.push(p.as_fd());
+        }
+        let woken = set.push(wake.as_fd());
         let n_ports = self.ports.len();
         let mut next_tick = Instant::now() + TICK;
         let mut next_stats = Instant::now() + STATS_EVERY;
         let mut next_link_check = Instant::now() + LINK_CHECK_EVERY;
         while !STOP.load(Ordering::Relaxed) {
-            let timeout = next_tick.saturating_duration_since(Instant::now()).as_millis() as i32;
-            // SAFETY: fds is a valid, exclusively borrowed array of pollfd of the given length.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout.max(0)) };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
+            if let Err(e) = set.poll(next_tick.saturating_duration_since(Instant::now())) {
                 if e.kind() == std::io::ErrorKind::Interrupted {
                     continue;
                 }
                 return Err(e).context("poll");
             }
             let now = Instant::now();
-            for (i, fd) in fds[..n_ports].iter_mut().enumerate() {
-                if self.watch[i].polled(now, &self.ports[i].info().name, fd) {
+            for i in 0..n_ports {
+                if self.watch[i].polled(now, &self.ports[i].info().name, &mut set, i) {
                     self.receive(now, i, &mut batch);
                 }
             }
@@ -218,9 +214,8 @@ impl<'a> ForwardingLoop<'a> {
             if let Some(f) = self.fast.as_deref_mut() {
                 f.sync(self.dp);
             }
-            if fds[n_ports].revents & libc::POLLIN != 0 {
-                fds[n_ports].revents = 0;
-                eventfd_drain(wake);
+            if set.take(woken).readable() {
+                wake.drain();
                 while let Ok(req) = requests.try_recv() {
                     self.answer(req);
                 }
@@ -235,7 +230,7 @@ impl<'a> ForwardingLoop<'a> {
                 next_tick = now + TICK;
             }
             if now >= next_link_check {
-                self.check_links(&mut fds[..n_ports]);
+                self.check_links(&mut set);
                 next_link_check = now + LINK_CHECK_EVERY;
             }
             if now >= next_stats {

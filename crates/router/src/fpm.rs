@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -29,6 +29,7 @@ use vmpls_control::{FrrConfig, LabelConfigAction, NexthopConfig, RouteAction};
 use vmpls_fib::{DEFAULT_VRF_NAME, PortId};
 use vmpls_frr::route::MAIN_TABLE;
 use vmpls_frr::{Dest, Kind, Rib, Route, RouteKey, fpm};
+use vmpls_sys::event::PollSet;
 
 /// How long zebra must be quiet after connecting before the routes it did not send again
 /// are removed (zebra does not mark the end of its table walk).
@@ -147,21 +148,21 @@ impl Session {
     }
 
     fn run(mut self, listener: &TcpListener) {
+        // The listener, and the connection (muted while there is none).
+        let mut set = PollSet::new();
+        let accept = set.push(listener.as_fd());
+        let conn = set.push(listener.as_fd());
         loop {
-            let mut fds = [
-                libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-                libc::pollfd {
-                    fd: self.conn.as_ref().map_or(-1, AsRawFd::as_raw_fd),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            // SAFETY: `fds` is an array of valid pollfds (a negative fd is ignored).
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, 100) };
-            if n > 0 && fds[0].revents != 0 {
+            match &self.conn {
+                Some(c) => set.set(conn, c.as_fd()),
+                None => set.mute(conn),
+            }
+            let n = set.poll(Duration::from_millis(100)).unwrap_or(0);
+            let (on_listener, on_conn) = (set.take(accept), set.take(conn));
+            if n > 0 && on_listener.bits() != 0 {
                 self.accept(listener);
             }
-            if n > 0 && fds[1].revents != 0 {
+            if n > 0 && on_conn.bits() != 0 {
                 self.read();
             }
             self.timers();

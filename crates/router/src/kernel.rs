@@ -3,7 +3,6 @@
 //! changes, and checks that the kernel does not forward transit traffic too.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -198,10 +197,7 @@ pub fn spawn_watch(
         let mut last_read = Instant::now();
         let mut rx = Vec::with_capacity(64 * 1024);
         loop {
-            let mut pfd = libc::pollfd { fd: events.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-            // SAFETY: `pfd` is one valid pollfd for the duration of the call.
-            let n = unsafe { libc::poll(&mut pfd, 1, 1000) };
-            let event = n > 0;
+            let event = vmpls_sys::wait_readable(&events, Duration::from_secs(1));
             if event {
                 rx.clear();
                 // Drain what is queued; the content does not matter, the dump does.

@@ -1,10 +1,11 @@
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 use vmpls_control::OffloadOverrides;
 use vmpls_dataplane::{Dataplane, PortId};
 use vmpls_ports::{AfPacketPort, Port, PortStats};
+use vmpls_sys::event::{PollSet, Readiness};
 
 use crate::offloads::with_overrides;
 use crate::protocol::PortFaults;
@@ -119,33 +120,41 @@ impl PortWatch {
         }
     }
 
-    /// Takes in a poll round's result for the port (`fd`, its entry in the poll set);
-    /// returns whether to receive from it. An error condition (the interface went down
-    /// or was deleted: `ENETDOWN`) is level-triggered: the receive reads it, and so
-    /// clears it. One that reading does not clear would wake the loop at once, forever:
-    /// a port reporting errors in two rounds in a row is left out of the poll set until
+    /// Takes in a poll round's result for the port (index `i` of `set`); returns whether
+    /// to receive from it. An error condition (the interface went down or was deleted:
+    /// `ENETDOWN`) is level-triggered: the receive reads it, and so clears it. One that
+    /// reading does not clear would wake the loop at once, forever: a port reporting
+    /// errors in two rounds in a row is left out of the poll set until
     /// [`PortWatch::unmute`] (the next link check).
-    pub(crate) fn polled(&mut self, now: Instant, name: &str, fd: &mut libc::pollfd) -> bool {
-        let revents = std::mem::take(&mut fd.revents);
-        let erred = revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0;
+    pub(crate) fn polled(&mut self, now: Instant, name: &str, set: &mut PollSet, i: usize) -> bool {
+        let receive = self.took(now, name, set.take(i));
+        if self.muted {
+            set.mute(i);
+        }
+        receive
+    }
+
+    /// [`PortWatch::polled`] on what the poll reported (`r`): whether to receive; sets
+    /// `muted` on the second round of errors in a row.
+    fn took(&mut self, now: Instant, name: &str, r: Readiness) -> bool {
+        let erred = r.error();
         if erred {
-            self.error(now, name, &format_args!("poll revents {revents:#x}"));
+            self.error(now, name, &format_args!("poll revents {:#x}", r.bits()));
             if self.erred_last_round {
                 self.muted = true;
-                fd.fd = -1;
                 warn!(port = %name, "the port keeps reporting errors: not polled for a second");
             }
         }
         self.erred_last_round = erred;
-        erred || revents & libc::POLLIN != 0
+        erred || r.readable()
     }
 
-    /// Puts a muted port back in the poll set (`fd`: its entry, `port_fd`: its descriptor).
-    fn unmute(&mut self, fd: &mut libc::pollfd, port_fd: RawFd) {
+    /// Puts a muted port back in the poll set (index `i` of `set`, `port`: its descriptor).
+    fn unmute(&mut self, set: &mut PollSet, i: usize, port: BorrowedFd<'_>) {
         if self.muted {
             self.muted = false;
             self.erred_last_round = false;
-            fd.fd = port_fd;
+            set.set(i, port);
         }
     }
 
@@ -176,11 +185,11 @@ pub(crate) fn check_links(
     dp: &mut Dataplane,
     ports: &mut [Box<dyn Port>],
     watch: &mut [PortWatch],
-    fds: &mut [libc::pollfd],
+    set: &mut PollSet,
 ) -> LinkChanges {
     let mut changes = LinkChanges::default();
-    for (i, (w, fd)) in watch.iter_mut().zip(fds.iter_mut()).enumerate() {
-        w.unmute(fd, ports[i].fd());
+    for (i, w) in watch.iter_mut().enumerate() {
+        w.unmute(set, i, ports[i].as_fd());
         let Some(relink) = &mut w.relink else { continue };
         let name = ports[i].info().name.clone();
         let now_index = AfPacketPort::interface_index(&relink.ifname);
@@ -212,7 +221,7 @@ pub(crate) fn check_links(
                 let ifindex = port.ifindex();
                 w.earlier = w.earlier + ports[i].stats();
                 ports[i] = with_overrides(Box::new(port), relink.offloads);
-                fd.fd = ports[i].fd();
+                set.set(i, ports[i].as_fd());
                 relink.ifindex = ifindex;
                 w.faults.reopened += 1;
                 w.faults.detached = false;
@@ -277,7 +286,6 @@ pub(crate) fn refresh_caps(dp: &mut Dataplane, ports: &[Box<dyn Port>]) {
 mod tests {
     use super::*;
     use crate::testing::FakePort;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use vmpls_dataplane::DataplaneConfig;
     use vmpls_fib::FibHandle;
 
@@ -293,14 +301,14 @@ mod tests {
         };
         let offered = PortCaps { tso4: true, tso6: true, csum: true, ..PortCaps::default() };
         let mut ports: Vec<Box<dyn Port>> =
-            vec![Box::new(FakePort(info(0, offered))), Box::new(FakePort(info(1, offered)))];
+            vec![Box::new(FakePort::new(info(0, offered))), Box::new(FakePort::new(info(1, offered)))];
         let infos: Vec<_> = ports.iter().map(|p| p.info().clone()).collect();
         let fib = FibHandle::new(vmpls_fib::Fib::default());
         let mut dp = Dataplane::new(fib, infos, DataplaneConfig::default());
         refresh_caps(&mut dp, &ports);
         assert_eq!(dp.ports()[1].caps, offered);
         // The guest on port 1 negotiated no receive offloads.
-        ports[1] = Box::new(FakePort(info(1, PortCaps::default())));
+        ports[1] = Box::new(FakePort::new(info(1, PortCaps::default())));
         refresh_caps(&mut dp, &ports);
         assert_eq!(dp.ports()[1].caps, PortCaps::default());
         assert_eq!(dp.ports()[0].caps, offered, "other ports keep theirs");
@@ -309,36 +317,29 @@ mod tests {
     #[test]
     fn a_port_whose_error_condition_persists_is_muted_until_the_link_check() {
         // A pipe whose writer is gone: POLLHUP that no read clears.
-        let mut ends = [0; 2];
-        // SAFETY: pipe2(2) writes two descriptors into a live array of two.
-        assert_eq!(unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) }, 0);
-        // SAFETY: both were just created and are owned by nobody else.
-        let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
+        let (rd, wr) = std::io::pipe().unwrap();
         drop(wr);
         let mut w = PortWatch::new(None);
-        let mut fd = libc::pollfd { fd: rd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let mut set = PollSet::new();
+        set.push(rd.as_fd());
         let now = Instant::now();
         let mut rounds = 0;
-        // SAFETY: one valid pollfd; a muted entry (fd -1) is ignored and the call times out.
-        while unsafe { libc::poll(&mut fd, 1, 50) } > 0 {
-            assert!(w.polled(now, "p", &mut fd), "an error is read to clear it");
+        // A muted entry is left out and the poll times out.
+        while set.poll(Duration::from_millis(50)).unwrap() > 0 {
+            assert!(w.polled(now, "p", &mut set, 0), "an error is read to clear it");
             rounds += 1;
             assert!(rounds <= 2, "still polled after {rounds} rounds");
         }
-        assert_eq!((rounds, fd.fd, w.faults.errors), (2, -1, 2));
-        w.unmute(&mut fd, rd.as_raw_fd());
-        assert_eq!(fd.fd, rd.as_raw_fd());
-        // SAFETY: one valid pollfd.
-        assert_eq!(unsafe { libc::poll(&mut fd, 1, 0) }, 1, "polled again after the check");
+        assert_eq!((rounds, set.is_muted(0), w.faults.errors), (2, true, 2));
+        w.unmute(&mut set, 0, rd.as_fd());
+        assert!(!set.is_muted(0));
+        assert_eq!(set.poll(Duration::ZERO).unwrap(), 1, "polled again after the check");
         // A single error (read, cleared) mutes nothing.
         let mut w = PortWatch::new(None);
-        let mut ok = libc::pollfd { fd: 7, events: libc::POLLIN, revents: libc::POLLERR };
-        assert!(w.polled(now, "p", &mut ok));
-        ok.revents = libc::POLLIN;
-        assert!(w.polled(now, "p", &mut ok));
-        ok.revents = 0;
-        assert!(!w.polled(now, "p", &mut ok), "nothing to read");
-        assert_eq!((ok.fd, w.faults.errors, w.muted), (7, 1, false));
+        assert!(w.took(now, "p", Readiness::from_bits(libc::POLLERR)));
+        assert!(w.took(now, "p", Readiness::from_bits(libc::POLLIN)));
+        assert!(!w.took(now, "p", Readiness::default()), "nothing to read");
+        assert_eq!((w.faults.errors, w.muted), (1, false));
     }
 
     #[test]

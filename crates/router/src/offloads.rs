@@ -1,6 +1,6 @@
 //! The config's `offloads` forced over what a port reports.
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
 use vmpls_control::OffloadOverrides;
 use vmpls_dataplane::{Packet, PacketPool};
@@ -49,12 +49,15 @@ fn apply_offloads(mut caps: vmpls_dataplane::PortCaps, o: &OffloadOverrides) -> 
     caps
 }
 
+impl AsFd for WithOffloads {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inner.as_fd()
+    }
+}
+
 impl Port for WithOffloads {
     fn info(&self) -> &vmpls_dataplane::PortInfo {
         &self.info
-    }
-    fn fd(&self) -> RawFd {
-        self.inner.fd()
     }
     fn recv_batch(
         &mut self,
@@ -95,7 +98,7 @@ mod tests {
         };
         let overrides =
             OffloadOverrides { tso4: Some(false), mpls_gso: Some(true), ..OffloadOverrides::default() };
-        let mut port = WithOffloads::new(Box::new(FakePort(info)), overrides);
+        let mut port = WithOffloads::new(Box::new(FakePort::new(info)), overrides);
         let want = PortCaps { tso4: false, tso6: true, csum: true, mpls_gso: true, uso: false };
         assert_eq!(port.info().caps, want);
         // Re-read at every batch, and still overridden.

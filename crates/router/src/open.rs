@@ -1,21 +1,24 @@
 //! Opening the port a `[[port]]` describes.
 
 use vmpls_dataplane::PortId;
-use vmpls_ports::{AfPacketPort, Port, PortError};
+use vmpls_ports::{
+    AfPacketPort, MplsUdpOptions, MplsUdpPort, Port, PortError, TapOptions, TapPort, VhostUserOptions,
+    VhostUserPort,
+};
 
 use crate::links::Relink;
 
-/// Opens the port a `[[port]]` describes, by its kind: an AF_PACKET socket on an existing
-/// interface, a TAP the router creates, or a vhost-user socket QEMU connects to (its
-/// directory is created if missing). For an AF_PACKET port, also how to find its
-/// interface again should it be deleted and created anew.
+/// Opens the port a `[[port]]` describes, by its kind, with the port type's own
+/// constructor: an AF_PACKET socket on an existing interface, a TAP the router creates,
+/// an MPLS-in-UDP tunnel, or a vhost-user socket QEMU connects to (its directory is
+/// created if missing). For an AF_PACKET port, also how to find its interface again
+/// should it be deleted and created anew.
 pub(crate) fn open_port(
     id: PortId,
     p: &vmpls_control::PortConfig,
 ) -> Result<(Box<dyn Port>, Option<Relink>), PortError> {
     use vmpls_control::PortKind as K;
-    use vmpls_ports::PortKind as P;
-    let port = match &p.kind {
+    let port: Box<dyn Port> = match &p.kind {
         K::AfPacket => {
             let port = AfPacketPort::open(id, &p.name, &p.interface, p.mtu)?;
             let relink = Relink {
@@ -26,22 +29,19 @@ pub(crate) fn open_port(
             };
             return Ok((Box::new(port), Some(relink)));
         }
-        K::Tap { mac: None } => {
-            vmpls_ports::open_port(id, &p.name, &P::Tap { ifname: p.interface.clone() }, p.mtu)
-        }
-        K::Tap { mac: Some(mac) } => {
-            let opts = vmpls_ports::TapOptions { mtu: p.mtu, mac: Some(*mac), ..Default::default() };
-            Ok(Box::new(vmpls_ports::TapPort::create(id, &p.name, &p.interface, &opts)?) as Box<dyn Port>)
+        K::Tap { mac } => {
+            let opts = TapOptions { mtu: p.mtu, mac: *mac, ..TapOptions::default() };
+            Box::new(TapPort::create(id, &p.name, &p.interface, &opts)?)
         }
         K::Udp { local, remote, port, netns } => {
-            let opts = vmpls_ports::MplsUdpOptions {
+            let opts = MplsUdpOptions {
                 local: *local,
                 remote: *remote,
                 udp_port: *port,
                 netns: netns.clone(),
                 mtu: p.mtu,
             };
-            vmpls_ports::open_port(id, &p.name, &P::MplsUdp(opts), p.mtu)
+            Box::new(MplsUdpPort::open(id, &p.name, &opts)?)
         }
         K::VhostUser { socket, mac } => {
             if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
@@ -51,15 +51,9 @@ pub(crate) fn open_port(
                     source,
                 })?;
             }
-            match mac {
-                None => vmpls_ports::open_port(id, &p.name, &P::VhostUser { socket: socket.clone() }, p.mtu),
-                Some(mac) => {
-                    let opts = vmpls_ports::VhostUserOptions { mtu: p.mtu, mac: Some(*mac) };
-                    Ok(Box::new(vmpls_ports::VhostUserPort::open(id, &p.name, socket, &opts)?)
-                        as Box<dyn Port>)
-                }
-            }
+            let opts = VhostUserOptions { mtu: p.mtu, mac: *mac };
+            Box::new(VhostUserPort::open(id, &p.name, socket, &opts)?)
         }
     };
-    Ok((port?, None))
+    Ok((port, None))
 }

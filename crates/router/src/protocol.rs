@@ -1,13 +1,12 @@
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::time::Duration;
 
 use vmpls_dataplane::{Counters, PortId};
 use vmpls_ports::PortStats;
+use vmpls_sys::EventFd;
 
 use crate::capture::CaptureSink;
-use crate::signals::{eventfd, eventfd_signal};
 
 /// How long a control request waits for the forwarding loop.
 pub(crate) const LOOP_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
@@ -78,20 +77,20 @@ pub enum NeighborChange {
 #[derive(Clone)]
 pub struct LoopHandle {
     tx: Sender<LoopRequest>,
-    wake: Arc<OwnedFd>,
+    wake: Arc<EventFd>,
 }
 
 impl LoopHandle {
     /// A handle and the loop's ends (the request receiver, the eventfd to poll).
-    pub fn new() -> std::io::Result<(LoopHandle, Receiver<LoopRequest>, Arc<OwnedFd>)> {
+    pub fn new() -> std::io::Result<(LoopHandle, Receiver<LoopRequest>, Arc<EventFd>)> {
         let (tx, rx) = mpsc::channel();
-        let wake = Arc::new(eventfd()?);
+        let wake = Arc::new(EventFd::new()?);
         Ok((LoopHandle { tx, wake: wake.clone() }, rx, wake))
     }
 
     fn send(&self, req: LoopRequest) -> anyhow::Result<()> {
         self.tx.send(req).map_err(|_| anyhow::anyhow!("the forwarding loop has stopped"))?;
-        eventfd_signal(self.wake.as_raw_fd());
+        self.wake.signal();
         Ok(())
     }
 

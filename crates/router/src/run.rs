@@ -1,4 +1,4 @@
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -17,7 +17,7 @@ use crate::links::PortWatch;
 use crate::offloads::with_overrides;
 use crate::open::open_port;
 use crate::protocol::{LoopHandle, NeighborChange, PortFaults};
-use crate::signals::{RELOAD_FD, eventfd, install_signal_handlers};
+use crate::signals::{RELOAD_FD, install_signal_handlers};
 
 /// Options of `vmpls run`.
 pub struct RunOptions {
@@ -35,10 +35,7 @@ pub struct RunOptions {
 /// million routes leaves hundreds of MB free in the allocator's heap, which would
 /// otherwise stay in the router's resident size for good.
 pub fn return_freed_memory() {
-    // SAFETY: malloc_trim only walks and trims glibc's own heap; it takes no pointers.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    vmpls_sys::process::trim_heap();
 }
 
 /// Runs a router until SIGINT or SIGTERM.
@@ -105,8 +102,8 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         dp.set_point_to_point(p.info().id);
     }
     let (handle, requests, wake) = LoopHandle::new().context("creating an eventfd")?;
-    let reload = eventfd().context("creating an eventfd")?;
-    RELOAD_FD.store(reload.as_raw_fd(), Ordering::Relaxed);
+    let reload = vmpls_sys::EventFd::new().context("creating an eventfd")?;
+    RELOAD_FD.store(reload.as_fd().as_raw_fd(), Ordering::Relaxed);
     install_signal_handlers()?;
     let server = crate::server::Server::new(tables, fib, handle, opts.config.clone(), infos);
     let listener = control.listener.try_clone().context("cloning the control socket")?;
@@ -125,7 +122,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let result = {
         let mut forwarding =
             ForwardingLoop::new(&mut dp, &mut ports, &mut watch, fast.as_mut(), opts.stats_file.as_deref());
-        let result = forwarding.run(&requests, wake.as_raw_fd());
+        let result = forwarding.run(&requests, &wake);
         forwarding.write_stats();
         result
     };
@@ -188,8 +185,7 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
                     mac: info.mac,
                     mtu: info.mtu,
                 }));
-                // SAFETY: the port owns the socket and outlives this call.
-                sockets.push(Some(unsafe { BorrowedFd::borrow_raw(port.fd()) }));
+                sockets.push(Some(port.as_fd()));
                 refused.push(None);
             }
             (why, _) => {

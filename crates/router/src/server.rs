@@ -8,7 +8,7 @@
 //! up other clients.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -25,11 +25,12 @@ use vmpls_control::api::{
 use vmpls_control::tables::{Change, FrrChange, Tables};
 use vmpls_dataplane::PortInfo;
 use vmpls_fib::FibHandle;
+use vmpls_sys::EventFd;
+use vmpls_sys::event::PollSet;
 
 use crate::capture::CaptureSink;
 use crate::metrics::StatsSource;
 use crate::protocol::LoopHandle;
-use crate::signals::eventfd_drain;
 
 mod bulk;
 
@@ -460,21 +461,7 @@ impl crate::metrics::StatsSource for Server {
 /// Whether the client closed its end (it sends nothing during a capture, so anything
 /// readable is the end of the stream).
 fn peer_closed(stream: &UnixStream) -> bool {
-    let mut p = libc::pollfd { fd: stream.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    // SAFETY: one valid pollfd; timeout 0 does not block.
-    let n = unsafe { libc::poll(&mut p, 1, 0) };
-    if n <= 0 {
-        return false;
-    }
-    if p.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
-        return true;
-    }
-    let mut b = [0u8; 1];
-    // SAFETY: peeks at most one byte into a live buffer; MSG_DONTWAIT never blocks.
-    let r = unsafe {
-        libc::recv(stream.as_raw_fd(), b.as_mut_ptr().cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT)
-    };
-    r == 0
+    vmpls_sys::event::peer_closed(stream)
 }
 
 fn send<T: serde::Serialize>(w: &mut impl Write, reply: &Reply<T>) -> anyhow::Result<()> {
@@ -489,7 +476,7 @@ fn send<T: serde::Serialize>(w: &mut impl Write, reply: &Reply<T>) -> anyhow::Re
 ///
 /// # Errors
 /// The thread could not be started.
-pub fn spawn(server: Arc<Server>, listener: UnixListener, reload: OwnedFd) -> anyhow::Result<()> {
+pub fn spawn(server: Arc<Server>, listener: UnixListener, reload: EventFd) -> anyhow::Result<()> {
     listener.set_nonblocking(true).context("control socket")?;
     std::thread::Builder::new()
         .name("control".into())
@@ -498,27 +485,23 @@ pub fn spawn(server: Arc<Server>, listener: UnixListener, reload: OwnedFd) -> an
     Ok(())
 }
 
-fn accept_loop(server: &Arc<Server>, listener: &UnixListener, reload: &OwnedFd) {
-    let mut fds = [
-        libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-        libc::pollfd { fd: reload.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-    ];
+fn accept_loop(server: &Arc<Server>, listener: &UnixListener, reload: &EventFd) {
+    let mut set = PollSet::new();
+    let (accept, reloads) = (set.push(listener.as_fd()), set.push(reload.as_fd()));
     loop {
-        // SAFETY: `fds` is a valid, exclusively borrowed array of two pollfd.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
+        // No timeout (the longest poll can wait, weeks): there is nothing to do but wait.
+        if let Err(e) = set.poll(Duration::MAX) {
             if e.kind() != std::io::ErrorKind::Interrupted {
                 warn!(error = %e, "control socket poll failed");
                 std::thread::sleep(Duration::from_millis(100));
             }
             continue;
         }
-        if fds[1].revents & libc::POLLIN != 0 {
-            eventfd_drain(reload.as_raw_fd());
+        if set.take(reloads).readable() {
+            reload.drain();
             let _ = server.reload_logged("SIGHUP");
         }
-        if fds[0].revents & libc::POLLIN != 0 {
+        if set.take(accept).readable() {
             match listener.accept() {
                 Ok((stream, _)) => {
                     let s = server.clone();

@@ -144,11 +144,9 @@ fn bind_private(path: &Path) -> io::Result<UnixListener> {
     // The socket file is created with mode 0600 from the start: with a umask of 0177
     // around bind(2) nobody else can connect even for an instant. umask is process-wide;
     // this runs at start-up before the router starts any thread.
-    // SAFETY: umask(2) cannot fail and has no memory effects.
-    let old = unsafe { libc::umask(0o177) };
+    let old = vmpls_sys::process::umask(0o177);
     let r = UnixListener::bind(path);
-    // SAFETY: as above.
-    unsafe { libc::umask(old) };
+    vmpls_sys::process::umask(old);
     r
 }
 

@@ -1,20 +1,34 @@
 //! Test doubles shared by the modules' tests.
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
 use vmpls_dataplane::{Packet, PacketPool};
 use vmpls_ports::{Port, PortStats};
+use vmpls_sys::EventFd;
 
 /// A port whose offloads the test changes, like a vhost-user port's when a guest
-/// negotiates.
-pub(crate) struct FakePort(pub(crate) vmpls_dataplane::PortInfo);
+/// negotiates. Its descriptor is an eventfd nobody signals: it never polls readable.
+pub(crate) struct FakePort {
+    info: vmpls_dataplane::PortInfo,
+    wake: EventFd,
+}
+
+impl FakePort {
+    /// A port that reports `info`.
+    pub(crate) fn new(info: vmpls_dataplane::PortInfo) -> FakePort {
+        FakePort { info, wake: EventFd::new().expect("an eventfd") }
+    }
+}
+
+impl AsFd for FakePort {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.wake.as_fd()
+    }
+}
 
 impl Port for FakePort {
     fn info(&self) -> &vmpls_dataplane::PortInfo {
-        &self.0
-    }
-    fn fd(&self) -> RawFd {
-        -1
+        &self.info
     }
     fn recv_batch(&mut self, _: &mut PacketPool, _: &mut Vec<Packet>, _: usize) -> std::io::Result<usize> {
         Ok(0)

@@ -62,6 +62,11 @@ pub fn signal_raw(fd: RawFd) {
 pub struct Readiness(i16);
 
 impl Readiness {
+    /// What `revents` bits say (for a caller that polls by itself, and tests).
+    pub fn from_bits(revents: i16) -> Readiness {
+        Readiness(revents)
+    }
+
     /// Data to read (`POLLIN`).
     pub fn readable(self) -> bool {
         self.0 & libc::POLLIN != 0
@@ -162,6 +167,23 @@ pub fn readable<Fd: AsFd>(fds: &[Fd], timeout: Duration) -> Vec<bool> {
     }
 }
 
+/// Whether the peer of the stream socket `fd` closed its end, without waiting or
+/// consuming anything: a hang-up or error condition, or an end of stream waiting to be
+/// read (a peek reads 0 bytes). Data waiting to be read is not a close.
+pub fn peer_closed(fd: impl AsFd) -> bool {
+    let mut p = [PollFd::new(&fd, PollFlags::IN)];
+    let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
+    if !matches!(rustix::event::poll(&mut p, Some(&zero)), Ok(n) if n > 0) {
+        return false;
+    }
+    if p[0].revents().intersects(PollFlags::HUP | PollFlags::ERR) {
+        return true;
+    }
+    let mut b = [0u8; 1];
+    let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
+    matches!(rustix::net::recv(&fd, &mut b[..], flags), Ok((0, _)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,5 +220,16 @@ mod tests {
         set.set(1, b.as_fd());
         assert_eq!(set.poll(Duration::ZERO).unwrap(), 1);
         assert_eq!(set.len(), 2);
+    }
+
+    #[test]
+    fn a_stream_peer_is_closed_when_it_hangs_up_not_when_it_writes() {
+        use std::io::Write;
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert!(!peer_closed(&a));
+        b.write_all(b"x").unwrap();
+        assert!(!peer_closed(&a), "data waiting is not a close");
+        drop(b);
+        assert!(peer_closed(&a));
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Built on [`rustix`] where rustix has the call (sockets, `poll`, `eventfd`, `readv`,
 //! `setns`, mounts), so most of it is safe code. What rustix lacks (the `ifreq` and TUN
-//! ioctls, `SOL_PACKET` options and `sockaddr_ll`, a signal handler, a `pre_exec` hook)
+//! ioctls, `SOL_PACKET` options and `sockaddr_ll`, a signal handler, a `pre_exec` hook, `malloc_trim`)
 //! is a few small `unsafe` blocks here, each with a `// SAFETY:` comment; the crates
 //! above see safe functions only.
 //!
@@ -16,7 +16,8 @@
 //! - [`tun`]: TUN/TAP devices: create, virtio-net header size, offloads, `readv`/`writev`.
 //! - [`event`]: [`EventFd`](event::EventFd) and `poll` helpers for forwarding loops.
 //! - [`netns`]: entering and creating network namespaces, and spawning processes in one.
-//! - [`signal`], [`process`]: signal handlers, root check, signals to processes.
+//! - [`signal`], [`process`]: signal handlers, root check, signals to processes, file
+//!   locks, umask, giving freed heap memory back.
 
 pub mod event;
 pub mod iface;

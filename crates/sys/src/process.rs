@@ -73,6 +73,15 @@ pub fn umask(mask: u32) -> u32 {
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(mask)).as_raw_mode()
 }
 
+/// Gives the memory the allocator holds free back to the system (glibc's
+/// `malloc_trim(0)`).
+pub fn trim_heap() {
+    // SAFETY: malloc_trim only walks and trims glibc's own heap; it takes no pointers.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Releases a `flock` taken with [`lock_exclusive`].
 pub fn unlock(file: &File) -> io::Result<()> {
     Ok(rustix::fs::flock(file.as_fd(), rustix::fs::FlockOperation::Unlock)?)

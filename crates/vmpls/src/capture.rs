@@ -169,14 +169,8 @@ extern "C" fn on_interrupt(_: libc::c_int) {
 
 fn catch_interrupts() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic (async-signal-safe); the struct is
-        // zeroed and set before the call. Without SA_RESTART, reads return EINTR.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_interrupt as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
+        // The handler only stores to an atomic. Without SA_RESTART, reads return EINTR.
+        let _ = vmpls_sys::signal::set_handler(sig, on_interrupt, false);
     }
 }
 
