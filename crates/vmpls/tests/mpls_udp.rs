@@ -120,8 +120,11 @@ fn tcp_both_ways_over_an_ipv4_underlay_dissected_as_mpls_with_one_source_port_a_
     // only, so not every short flow shows; at least two flows must.
     assert!(per_flow.len() >= 2, "{per_flow:?}");
     assert!(per_flow.values().all(|s| s.len() == 1), "a flow changed its source port: {per_flow:?}");
+    // Flows spread over the 16 source ports by their hash: two flows share one with a
+    // chance of 1 in 16, so only a handful of flows all on one port says the spreading
+    // is broken (1 in 4,096 by chance); the ports crate tests the spread itself.
     let used: std::collections::BTreeSet<u16> = per_flow.values().flatten().copied().collect();
-    assert!(used.len() >= 2, "{} flows, all from {used:?}", per_flow.len());
+    assert!(per_flow.len() < 4 || used.len() >= 2, "{} flows, all from {used:?}", per_flow.len());
 
     let core = pe1_core(&lab);
     for key in
