@@ -512,7 +512,7 @@ impl Port for MplsUdpPort {
     }
 
     /// Receives datagrams while `max` leaves room for a whole `UDP_GRO` train
-    /// ([`MAX_SEGMENTS`] frames), at least one: a train is delivered whole, one frame a
+    /// (`MAX_SEGMENTS` frames), at least one: a train is delivered whole, one frame a
     /// datagram.
     fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {
         let mut delivered = 0;

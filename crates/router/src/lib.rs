@@ -7,7 +7,7 @@
 //!
 //! Threads and who owns what:
 //!
-//! - The forwarding loop ([`forward`]) owns the pipeline, the ports and the captures.
+//! - The forwarding loop (`forward`) owns the pipeline, the ports and the captures.
 //! - The control thread ([`server`]: the control socket, route changes, reloads), the
 //!   FPM server ([`fpm`]) and the metrics endpoint ([`metrics`]) never take a lock the
 //!   forwarding loop needs.
@@ -20,10 +20,11 @@
 //!   nothing while nobody asks, and capture subscriptions land in state the loop owns:
 //!   with no capture running the per-batch check is one `Vec::is_empty` on a local.
 //!
-//! Modules depend downwards only: `run` starts everything; `server`, `fpm`, `kernel`
-//! and `metrics` talk to the loop through `protocol`; `forward` uses `links`, `open`,
-//! `capture` and `stats`; nothing below imports `run` or `server` back (`metrics` reads
-//! a [`stats::Stats`] snapshot).
+//! Modules depend downwards only: `run` starts everything; `server` talks to the loop
+//! through [`protocol`]; [`fpm`], [`kernel`] and [`metrics`] reach the server through
+//! traits it implements ([`fpm::RouteSink`], [`kernel::AddressSink`],
+//! [`metrics::StatsSource`]), so none of them imports it; `forward` uses `links`,
+//! [`capture`] and [`stats`] (the one [`vmpls_control::api::Stats`] schema).
 
 pub mod capture;
 pub mod claim;

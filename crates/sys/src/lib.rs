@@ -14,7 +14,7 @@
 //! - [`sockopt`]: plain `setsockopt`/`getsockopt` for options without a typed wrapper.
 //! - [`udp`]: `UDP_SEGMENT` sends and `UDP_GRO` receives.
 //! - [`tun`]: TUN/TAP devices: create, virtio-net header size, offloads, `readv`/`writev`.
-//! - [`event`]: [`EventFd`](event::EventFd) and `poll` helpers for forwarding loops.
+//! - [`event`]: [`event::EventFd`] and `poll` helpers for forwarding loops.
 //! - [`netns`]: entering and creating network namespaces, and spawning processes in one.
 //! - [`signal`], [`process`]: signal handlers, root check, signals to processes, file
 //!   locks, umask, giving freed heap memory back.
