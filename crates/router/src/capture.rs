@@ -72,12 +72,14 @@ pub(crate) fn capture(captures: &mut Vec<CaptureSink>, port: PortId, dir: Direct
                 c.lost.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
+            // Counted before the send: the reader may take the frame (and give its bytes
+            // back) before this thread would count it after.
+            c.queued.fetch_add(len, Ordering::Relaxed);
             let f = CaptureFrame { ts_ns, dir, data: p.frame().to_vec() };
             match c.tx.try_send(f) {
-                Ok(()) => {
-                    c.queued.fetch_add(len, Ordering::Relaxed);
-                }
+                Ok(()) => {}
                 Err(TrySendError::Full(_)) => {
+                    c.queued.fetch_sub(len, Ordering::Relaxed);
                     c.lost.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(TrySendError::Disconnected(_)) => return false,
