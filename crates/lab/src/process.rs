@@ -34,7 +34,16 @@ pub fn run_timeout(ns: &str, mut cmd: Command, timeout: Duration) -> anyhow::Res
 
 /// Like [`run_timeout`], in the caller's own network namespace (for programs that
 /// need none, like `tshark -r FILE`).
-pub fn run_here_timeout(mut cmd: Command, timeout: Duration) -> anyhow::Result<Output> {
+pub fn run_here_timeout(cmd: Command, timeout: Duration) -> anyhow::Result<Output> {
+    run_until(cmd, timeout, crate::interrupted)
+}
+
+/// Runs `cmd` as [`run_here_timeout`] does, and also kills it as soon as `stop` turns
+/// true while it runs (a SIGTERM to the lab must not wait for a 30-second flow to end),
+/// returning [`Interrupted`](crate::Interrupted). A command started after the stop
+/// (cleanup after an interrupt) runs to its end.
+fn run_until(mut cmd: Command, timeout: Duration, stop: impl Fn() -> bool) -> anyhow::Result<Output> {
+    let stopped_before = stop();
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     let program = format!("{:?}", cmd.get_program());
     let mut child = cmd.spawn().with_context(|| format!("starting {program}"))?;
@@ -44,6 +53,11 @@ pub fn run_here_timeout(mut cmd: Command, timeout: Duration) -> anyhow::Result<O
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break Some(status);
+        }
+        if !stopped_before && stop() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(crate::Interrupted.into());
         }
         if Instant::now() >= deadline {
             let _ = child.kill();
@@ -152,5 +166,37 @@ impl Drop for Background {
         if let Some(mut child) = self.child.take() {
             let _ = stop_child(&mut child, libc::SIGTERM, Duration::from_secs(2));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn a_stop_while_running_kills_the_program_at_once() {
+        let stop = AtomicBool::new(false);
+        let started = Instant::now();
+        let mut sleep = Command::new("sleep");
+        sleep.arg("20");
+        let err = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(200));
+                stop.store(true, Ordering::SeqCst);
+            });
+            run_until(sleep, Duration::from_secs(30), || stop.load(Ordering::SeqCst)).unwrap_err()
+        });
+        assert!(crate::is_interrupted(&err), "{err:#}");
+        assert!(started.elapsed() < Duration::from_secs(10), "waited {:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_program_started_after_the_stop_runs_to_its_end() {
+        let mut echo = Command::new("echo");
+        echo.arg("cleanup");
+        let out = run_until(echo, Duration::from_secs(10), || true).unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "cleanup");
     }
 }
