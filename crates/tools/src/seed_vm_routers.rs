@@ -85,6 +85,39 @@ const CHECK_BYTES: u64 = 4 << 20;
 /// give the guests' core NICs the same.
 const HOST_CORE_MTU: u32 = 65521;
 
+/// `VMPLS_GUEST_PERF=SECONDS`: each guest records a CPU profile (`perf record -a`, 99 Hz)
+/// for SECONDS, starting [`PROFILE_DELAY`] after it is ready (when iperf3 runs, if the
+/// mode's `--duration` covers it), and prints `perf report` to its console, which
+/// `VMPLS_GUEST_KEEP_RUNS=1` keeps. Needs the host's `perf` (Debian `linux-perf`).
+const PROFILE_ENV: &str = "VMPLS_GUEST_PERF";
+/// From a guest's READY to the start of its profile: the path check and the
+/// content-checked transfer come first.
+const PROFILE_DELAY: Duration = Duration::from_secs(14);
+
+/// How long the lab waits after the flow for the guests' `perf report`s (slow under TCG).
+const PROFILE_REPORT_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// How long each guest profiles, from [`PROFILE_ENV`]; `None` when unset.
+fn profile_seconds() -> anyhow::Result<Option<u32>> {
+    match std::env::var(PROFILE_ENV) {
+        Err(_) => Ok(None),
+        Ok(v) => match v.trim().parse::<u32>() {
+            Ok(n) if (1..=600).contains(&n) => Ok(Some(n)),
+            _ => bail!("{PROFILE_ENV}={v}: give the profile's length in seconds (1 to 600)"),
+        },
+    }
+}
+
+/// The guest script's line that records and prints the profile.
+fn profile_command(seconds: u32) -> String {
+    format!(
+        "(sleep {delay}; perf record -a -F 99 -o /tmp/perf.data -- sleep {seconds} >/dev/null 2>&1; \
+         echo VMPLS-PERF; perf report -i /tmp/perf.data --stdio --no-children --sort comm,sym 2>&1 \
+         | grep -v '^#' | grep -v '^$' | head -60; echo VMPLS-PERF-END) > /dev/console 2>&1 &\n",
+        delay = PROFILE_DELAY.as_secs()
+    )
+}
+
 /// How the guests route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RouterMode {
@@ -282,7 +315,12 @@ pub fn kernel_commands(config: &Config, ip: &str, exec: &str) -> anyhow::Result<
 /// A guest's script for `mode`: its NICs renamed to the seed configs' interface names
 /// (and moved into the router namespaces for the PE guest), MTUs set, then each router
 /// configured (kernel) or started (vmpls); `READY` on the result channel, then it waits.
-fn guest_script(mode: RouterMode, nics: &[(&str, &str, &str)], routers: &[&str]) -> anyhow::Result<String> {
+fn guest_script(
+    mode: RouterMode,
+    nics: &[(&str, &str, &str)],
+    routers: &[&str],
+    profile: Option<u32>,
+) -> anyhow::Result<String> {
     let mut s =
         String::from("sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0\n");
     let configs = mode_configs(mode);
@@ -338,6 +376,9 @@ fn guest_script(mode: RouterMode, nics: &[(&str, &str, &str)], routers: &[&str])
         "(while sleep 2; do echo \"VMPLS-CPU $(head -1 /proc/stat) vmpls $(for x in $(pidof vmpls); do \
          cut -d' ' -f14,15 /proc/$x/stat; done | tr '\\n' ' ')\"; done) > /dev/console 2>&1 &\n",
     );
+    if let Some(seconds) = profile {
+        s.push_str(&profile_command(seconds));
+    }
     s.push_str("result READY\n");
     if pids.is_empty() {
         s.push_str("sleep 100000\n");
@@ -435,6 +476,19 @@ impl VmRoutersLab {
         Ok(VmRoutersLab { topo, image, vmpls, work: work.to_path_buf(), accel: None })
     }
 
+    /// The files each guest gets: vmpls, and perf when profiling.
+    fn guest_files(&self) -> anyhow::Result<Vec<ExtraFile>> {
+        let mut files = vec![ExtraFile::program(&self.vmpls, "/usr/bin/vmpls")];
+        if profile_seconds()?.is_some() {
+            let perf = Path::new("/usr/bin/perf");
+            if !perf.is_file() {
+                bail!("{PROFILE_ENV} needs perf on the host (Debian package linux-perf)");
+            }
+            files.push(ExtraFile::program(perf, "/usr/bin/perf"));
+        }
+        Ok(files)
+    }
+
     fn boot(
         &self,
         name: &str,
@@ -452,7 +506,7 @@ impl VmRoutersLab {
                 netns: Some(ns),
                 memory_mib,
                 script_timeout: Duration::from_secs(900),
-                files: vec![ExtraFile::program(&self.vmpls, "/usr/bin/vmpls")],
+                files: self.guest_files()?,
                 ..GuestConfig::default()
             },
         )
@@ -465,8 +519,9 @@ impl VmRoutersLab {
     /// # Errors
     /// A guest failed to boot or configure, or the path does not answer in time.
     pub fn start_mode(&mut self, mode: RouterMode) -> anyhow::Result<ModeGuests> {
-        let p_script = guest_script(mode, &P_NICS, &["p"])?;
-        let pe_script = guest_script(mode, &PE_NICS, &["pe1", "pe2"])?;
+        let profile = profile_seconds()?;
+        let p_script = guest_script(mode, &P_NICS, &["p"], profile)?;
+        let pe_script = guest_script(mode, &PE_NICS, &["pe1", "pe2"], profile)?;
         let p = self.boot("p", &P_NICS, p_script, 512)?;
         let pe = self.boot("pe", &PE_NICS, pe_script, 768)?;
         self.accel = Some(p.accel());
@@ -591,6 +646,21 @@ impl VmRoutersLab {
 }
 
 impl ModeGuests {
+    /// Waits until both guests printed their profile (or `timeout` passes: a profile
+    /// that started after the flow ended, or a slow guest, is left unfinished).
+    fn wait_for_profiles(&mut self, timeout: Duration, progress: &mut dyn FnMut(&str)) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        while [&self.p, &self.pe].iter().any(|g| !g.output().contains("VMPLS-PERF-END")) {
+            check_interrupt()?;
+            if Instant::now() >= deadline {
+                progress(&format!("profiles: not all printed within {timeout:?}"));
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        Ok(())
+    }
+
     /// Fails if a guest reported a failure or exited.
     fn check(&mut self) -> anyhow::Result<()> {
         for g in [&mut self.p, &mut self.pe] {
@@ -667,8 +737,12 @@ fn run_in(
             check_interrupt()?;
             progress(&format!("{name}: iperf3 ce1 -> ce2 for {:?}", opts.duration));
             let iperf = lab.iperf(&mut guests, opts.duration);
-            // Ctrl-C during the flows (which do not watch for it) ends the run here.
+            // Ctrl-C during the flow kills iperf3 and ends the run here.
             check_interrupt()?;
+            if profile_seconds()?.is_some() {
+                progress(&format!("{name}: waiting for the guests' profiles (perf report)"));
+                guests.wait_for_profiles(PROFILE_REPORT_TIMEOUT, &mut *progress)?;
+            }
             iperf
         })();
         match r {
@@ -753,18 +827,22 @@ mod tests {
 
     #[test]
     fn guest_scripts_rename_the_nics_to_the_seed_names_and_set_the_mode_mtu() {
-        let s = guest_script(RouterMode::VmplsMpls64k, &PE_NICS, &["pe1", "pe2"]).unwrap();
+        let s = guest_script(RouterMode::VmplsMpls64k, &PE_NICS, &["pe1", "pe2"], None).unwrap();
         assert!(s.contains("ip link set eth1 name pe1-p ||"), "{s}");
         assert!(s.contains("ip link set pe1-p netns pe1 ||"), "{s}");
         assert!(s.contains("ip -n pe1 link set pe1-p mtu 65521 up"), "{s}");
         assert!(s.contains("ip -n pe2 link set pe2-ce2 mtu 1500 up"), "{s}");
         assert!(s.contains("ip netns exec pe2 vmpls run --config /tmp/pe2.toml"), "{s}");
         assert!(s.contains("interface = \"pe2-ce2\""), "{s}");
-        let s = guest_script(RouterMode::KernelMpls, &P_NICS, &["p"]).unwrap();
+        let s = guest_script(RouterMode::KernelMpls, &P_NICS, &["p"], None).unwrap();
         assert!(s.contains("ip link set eth0 name p-pe1 ||"), "{s}");
         assert!(s.contains("ip link set p-pe2 mtu 1500 up"), "{s}");
         assert!(!s.contains("netns"), "{s}");
         assert!(s.contains("ip -f mpls route add 1002 as 2002"), "{s}");
+        assert!(!s.contains("perf record"), "{s}");
+        let s = guest_script(RouterMode::VmplsMpls, &P_NICS, &["p"], Some(10)).unwrap();
+        let (profile, ready) = (s.find("perf record -a -F 99").unwrap(), s.find("result READY").unwrap());
+        assert!(profile < ready && s.contains("-- sleep 10 "), "{s}");
     }
 
     #[test]
