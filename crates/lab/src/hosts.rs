@@ -32,9 +32,9 @@ use crate::topology::Topology;
 pub const H1: &str = "h1";
 /// The second host (p, pe2, ce2).
 pub const H2: &str = "h2";
-/// The underlay interfaces.
-const H1_IF: &str = "h1-u";
-const H2_IF: &str = "h2-u";
+/// The underlay interfaces (h1's, h2's).
+pub const H1_IF: &str = "h1-u";
+pub const H2_IF: &str = "h2-u";
 /// The underlay addresses (IPv4, IPv6) of h1 and h2.
 pub const H1_UNDERLAY: [&str; 2] = ["198.18.100.1", "2001:db8:100::1"];
 /// h2's underlay addresses.

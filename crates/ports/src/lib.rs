@@ -81,6 +81,15 @@ pub trait Port: AsFd + Send {
     fn point_to_point(&self) -> bool {
         false
     }
+
+    /// The MTU the port's medium carries now, for a port whose MTU follows something the
+    /// router cannot watch as an interface (a tunnel's path MTU through its underlay,
+    /// which changes with the underlay's links and with "packet too big" the kernel
+    /// learns). `None`: the port's MTU is its interface's (the router follows that) or
+    /// does not change.
+    fn medium_mtu(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// Frames the kernel refused at output, by errno.

@@ -53,7 +53,8 @@
 //! - **MTU**: the underlay's path MTU toward the remote (`IP_MTU`) minus the IP and UDP
 //!   headers; datagrams never fragment (`IP_PMTUDISC_DO`), and the pipeline sends "frag
 //!   needed" / "packet too big" toward the customer for a packet whose segments would not
-//!   fit.
+//!   fit. The router reads it again every second ([`Port::medium_mtu`]), so the tunnel
+//!   follows the underlay's links and the path MTU the kernel learns.
 //! - **Bad input** is counted and dropped: datagrams from any address but the remote
 //!   (`rx_wrong_source`), shorter than a label stack entry or whose stack runs off the end
 //!   (`rx_truncated`), with no bottom of stack within [`MAX_LABELS`]
@@ -239,6 +240,18 @@ struct Sockets {
     gso: bool,
 }
 
+/// What a datagram to `remote` may carry now: the path MTU the kernel knows for the
+/// connected socket `sock` (its route's, or less after "packet too big"), less the IP and
+/// UDP headers.
+fn tunnel_mtu(sock: BorrowedFd<'_>, remote: IpAddr) -> io::Result<u32> {
+    let (level, opt, overhead) = match remote {
+        IpAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU, 20 + 8),
+        IpAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU, 40 + 8),
+    };
+    let path_mtu = sockopt::get_int(sock, level, opt)?;
+    Ok(u32::try_from(path_mtu).unwrap_or(0).saturating_sub(overhead))
+}
+
 fn open_sockets(opts: &MplsUdpOptions) -> io::Result<Sockets> {
     let rx = bound(opts.local, opts.udp_port)?;
     let gro = sockopt::set_int(rx.as_fd(), libc::SOL_UDP, UDP_GRO, 1).is_ok();
@@ -267,12 +280,7 @@ fn open_sockets(opts: &MplsUdpOptions) -> io::Result<Sockets> {
         tx.push(s);
         source_ports.push(port);
     }
-    let (level, opt, overhead) = match opts.remote {
-        IpAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU, 20 + 8),
-        IpAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU, 40 + 8),
-    };
-    let path_mtu = sockopt::get_int(tx[0].as_fd(), level, opt)?;
-    let path_mtu = u32::try_from(path_mtu).unwrap_or(0).saturating_sub(overhead);
+    let path_mtu = tunnel_mtu(tx[0].as_fd(), opts.remote)?;
     let gso = sockopt::set_int(tx[0].as_fd(), libc::SOL_UDP, UDP_SEGMENT, 0).is_ok();
     Ok(Sockets { rx, tx, source_ports, path_mtu, gro, gso })
 }
@@ -509,6 +517,13 @@ impl Port for MplsUdpPort {
 
     fn point_to_point(&self) -> bool {
         true
+    }
+
+    /// The underlay's path MTU now (less IP and UDP), or the configured `mtu` while the
+    /// path carries it. `None` while the kernel has no route to the remote.
+    fn medium_mtu(&self) -> Option<u32> {
+        let path = tunnel_mtu(self.tx.first()?.as_fd(), self.opts.remote).ok()?;
+        Some(self.opts.mtu.map_or(path, |m| m.min(path)))
     }
 
     /// Receives datagrams while `max` leaves room for a whole `UDP_GRO` train

@@ -173,14 +173,27 @@ impl PortWatch {
     }
 }
 
+/// Follows the MTU of a port whose medium is not an interface (a tunnel's path MTU, see
+/// [`Port::medium_mtu`]) into the pipeline, with a log line.
+fn follow_medium_mtu(dp: &mut Dataplane, id: PortId, port: &dyn Port, changes: &mut LinkChanges) {
+    let Some(mtu) = port.medium_mtu() else { return };
+    let Some(old) = dp.ports().get(usize::from(id)).map(|p| p.mtu) else { return };
+    if mtu == old {
+        return;
+    }
+    info!(port = %port.info().name, old_mtu = old, mtu, "the path MTU of the port's medium changed: the port follows it");
+    dp.set_port_mtu(id, mtu);
+    changes.mtu.push((id, mtu));
+}
+
 /// Checks the interfaces of the AF_PACKET ports: one whose interface was deleted and
 /// created again (a new index under the same name) is opened anew on it, standing in for
 /// the port it replaces (same MAC and MTU, see [`AfPacketPort::stand_in_for`]), so the
 /// pipeline and the neighbours on the link go on as before. A down interface needs
 /// nothing: the kernel keeps the socket bound and resumes it when the interface comes up.
-/// Follows each interface's MTU ([`follow_mtu`]). Also puts muted ports back in the
-/// poll set. Bounded: one name lookup and one MTU query per AF_PACKET port, and one open
-/// per port whose interface came back.
+/// Follows each interface's MTU ([`follow_mtu`]) and each tunnel's path MTU
+/// ([`follow_medium_mtu`]). Also puts muted ports back in the poll set. Bounded: one name
+/// lookup and one MTU query per port, and one open per port whose interface came back.
 pub(crate) fn check_links(
     dp: &mut Dataplane,
     ports: &mut [Box<dyn Port>],
@@ -190,7 +203,10 @@ pub(crate) fn check_links(
     let mut changes = LinkChanges::default();
     for (i, w) in watch.iter_mut().enumerate() {
         w.unmute(set, i, ports[i].as_fd());
-        let Some(relink) = &mut w.relink else { continue };
+        let Some(relink) = &mut w.relink else {
+            follow_medium_mtu(dp, i as PortId, ports[i].as_ref(), &mut changes);
+            continue;
+        };
         let name = ports[i].info().name.clone();
         let now_index = AfPacketPort::interface_index(&relink.ifname);
         if now_index == Some(relink.ifindex) {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use vmpls_lab::capture::{Capture, tshark_fields};
-use vmpls_lab::hosts::{H1, H2, underlay};
+use vmpls_lab::hosts::{H1, H1_IF, H2, underlay};
 use vmpls_lab::ping::{IcmpError, PingOptions, ping};
 use vmpls_lab::seed::{CE1_V4, CE1_V6, CE2_V4, CE2_V6, SeedLab, SeedParams};
 use vmpls_lab::stats::RouterStats;
@@ -147,7 +147,8 @@ fn tcp_both_ways_over_an_ipv6_underlay() {
 }
 
 #[test]
-fn df_too_big_for_the_underlay_gets_frag_needed_and_packet_too_big_with_the_tunnel_mtu() {
+fn df_too_big_for_the_underlay_gets_frag_needed_and_packet_too_big_with_the_tunnel_mtu_which_follows_the_underlay()
+ {
     let (lab, _work) = start("pmtu", false);
     let ns = lab.topology().ns("ce1").unwrap().to_string();
     let df = |size| PingOptions {
@@ -169,6 +170,48 @@ fn df_too_big_for_the_underlay_gets_frag_needed_and_packet_too_big_with_the_tunn
     assert!(matches!(r.errors.first(), Some(IcmpError::PacketTooBig { mtu: LSP_MTU, .. })), "{r:?}");
     let r = ping(&ns, host(CE2_V6), &df(LSP_MTU as usize - 48)).expect("ping");
     assert_eq!(r.received, 2, "{r:?}");
+
+    // The underlay's MTU drops to 1400 on h1: pe1's tunnel follows it (the router checks
+    // its ports' media every second) and customers learn the new LSP MTU.
+    let set_underlay_mtu = |mtu: u32| {
+        let h1 = lab.topology().ns(H1).unwrap().to_string();
+        let out = std::process::Command::new("ip")
+            .args(["-n", &h1, "link", "set", H1_IF, "mtu", &mtu.to_string()])
+            .output()
+            .expect("running ip");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let lowered = 1400 - 28 - 4;
+    set_underlay_mtu(1400);
+    let mut r = None;
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(500));
+        let got = ping(&ns, host(CE2_V4), &df(lowered as usize - 28 + 1)).expect("ping");
+        let learned =
+            matches!(got.errors.first(), Some(IcmpError::FragmentationNeeded { mtu, .. }) if *mtu == lowered);
+        r = Some(got);
+        if learned {
+            break;
+        }
+    }
+    let r = r.unwrap();
+    assert!(
+        matches!(r.errors.first(), Some(IcmpError::FragmentationNeeded { mtu, .. }) if *mtu == lowered),
+        "after the underlay went to 1400: {r:?}\n{}",
+        lab.router_logs(10)
+    );
+    let r = ping(&ns, host(CE2_V4), &df(lowered as usize - 28)).expect("ping");
+    assert_eq!(r.received, 2, "{r:?}");
+    // And back (ce1 forgets the path MTU it learned, as it would after its 10 minutes).
+    set_underlay_mtu(1500);
+    std::thread::sleep(Duration::from_millis(2500));
+    let out = std::process::Command::new("ip")
+        .args(["-n", &ns, "route", "flush", "cache"])
+        .output()
+        .expect("running ip");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = ping(&ns, host(CE2_V4), &df(LSP_MTU as usize - 28)).expect("ping");
+    assert_eq!(r.received, 2, "after the underlay went back to 1500: {r:?}");
 }
 
 /// The pid of the lab's `vmpls run` for `router`, found by its config path.
