@@ -7,6 +7,7 @@ mod bench;
 mod bench_fib;
 mod bench_fpm;
 mod bench_vhost_user;
+mod ovs_dpdk;
 mod seed_vm;
 mod seed_vm_routers;
 mod soak;
