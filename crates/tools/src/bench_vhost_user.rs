@@ -8,7 +8,7 @@
 //! The switch: one vmpls router pushing label 1002 (`--topology one`), or the LSP
 //! pe1 (push) -> p (swap) -> pe2 (pop) of three vmpls routers joined by veth pairs with a
 //! 64 KiB MTU in network namespaces of their own (`--topology chain`), or Open vSwitch
-//! with DPDK (`--backends ovs-dpdk`, see [`Backend::OvsDpdk`]).
+//! with DPDK (`--backends ovs-dpdk`: one PMD thread, an OpenFlow rule with `push_mpls`).
 //!
 //! Cases: `64` (testpmd txonly, 64-byte IPv4/UDP frames) and `tso` (64 KiB TCP
 //! super-frames as a Linux guest hands them to virtio-net: `gso_type` TCPV4, `gso_size`
@@ -156,11 +156,37 @@ impl Counters {
 trait Switch {
     /// The socket of port a (guest a's transmit side) and of port b.
     fn sockets(&self) -> (PathBuf, PathBuf);
+    /// Whether the guest creates the sockets (testpmd's `server=1`) and the switch
+    /// connects to them.
+    fn guest_is_server(&self) -> bool {
+        false
+    }
     fn counters(&mut self) -> anyhow::Result<Counters>;
-    /// CPU seconds its processes (or its forwarding threads) have used so far.
-    fn cpu_seconds(&self) -> anyhow::Result<f64>;
+    /// A mark of the CPU time its processes (or forwarding threads) have used so far.
+    fn cpu_mark(&self) -> anyhow::Result<CpuMark>;
     /// One line on how it is set up, for the report.
     fn describe(&self) -> String;
+}
+
+/// CPU time used so far, as a switch measures it.
+enum CpuMark {
+    /// utime + stime of its processes, seconds.
+    Seconds(f64),
+    /// OVS's PMD threads: their CPU time and busy share.
+    Ovs(crate::ovs_dpdk::CpuSample),
+}
+
+impl CpuMark {
+    /// CPU seconds from `earlier` to `self`.
+    fn since(&self, earlier: &CpuMark) -> f64 {
+        match (self, earlier) {
+            (CpuMark::Seconds(b), CpuMark::Seconds(a)) => b - a,
+            // The PMD thread's CPU time times the share of its cycles spent processing
+            // frames: it busy-polls, so its CPU time alone is the scheduler's share.
+            (CpuMark::Ovs(b), CpuMark::Ovs(a)) => b.busy_cpu_seconds_since(a),
+            _ => f64::NAN,
+        }
+    }
 }
 
 /// CPU seconds (utime + stime) of a process, all its threads.
@@ -355,8 +381,9 @@ impl Switch for VmplsSwitch {
         Ok(c)
     }
 
-    fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        self.routers.iter().map(|(_, _, pid)| process_cpu_seconds(*pid)).sum()
+    fn cpu_mark(&self) -> anyhow::Result<CpuMark> {
+        let s: anyhow::Result<f64> = self.routers.iter().map(|(_, _, pid)| process_cpu_seconds(*pid)).sum();
+        Ok(CpuMark::Seconds(s?))
     }
 
     fn describe(&self) -> String {
@@ -378,28 +405,86 @@ impl Drop for VmplsSwitch {
 }
 
 // ---------------------------------------------------------------------------------------
-// Open vSwitch with DPDK: the place for `crate::ovs_dpdk::OvsDpdk` (branch `ovs`).
-// It creates the two vhost-user sockets as server (`dpdkvhostuser` ports a and b), one
-// OpenFlow rule pushing label 1002 (and one chain of three bridges for `--topology
-// chain`), and reports its PMD processing cycles as CPU seconds.
+// Open vSwitch with DPDK (`crate::ovs_dpdk`, from branch `ovs`): what a user would pick
+// instead of vmpls as a host-side vhost-user switch. A private ovs-vswitchd (DPDK build,
+// one PMD thread), two vhost-user ports a and b, and one OpenFlow rule doing what the
+// one-router topology does: TTL - 1, push 1002, new MACs, out b. OVS is the vhost-user
+// client (its server ports have no counters in OVS 3.1): testpmd creates the sockets.
 // ---------------------------------------------------------------------------------------
 
-/// Whether Open vSwitch with DPDK is installed (Debian's `openvswitch-switch-dpdk`).
-pub fn ovs_dpdk_installed() -> bool {
-    Path::new("/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk").is_file()
+struct OvsSwitch {
+    ovs: crate::ovs_dpdk::OvsDpdk,
+    dir: PathBuf,
 }
 
-/// The OVS-DPDK backend is not in this branch yet.
-const OVS_DPDK_WIRED: bool = false;
-
-fn start_ovs_dpdk(_dir: &Path, _topology: Topo) -> anyhow::Result<Box<dyn Switch>> {
-    bail!("the Open vSwitch with DPDK backend is not wired into this build (crates/tools/src/ovs_dpdk.rs)")
+impl OvsSwitch {
+    fn start(dir: &Path, topology: Topo, case: Case) -> anyhow::Result<OvsSwitch> {
+        anyhow::ensure!(
+            topology == Topo::One,
+            "the OVS-DPDK backend is measured as one switch (--topology one): a host runs one OVS"
+        );
+        let (a, b) = (dir.join("a.sock"), dir.join("b.sock"));
+        let flow = format!(
+            "in_port=a,ip,nw_dst=198.18.20.0/24,actions=dec_ttl,push_mpls:0x8847,set_field:1002->mpls_label,\
+             mod_dl_src:{MAC_B},mod_dl_dst:{MAC_B_GUEST},output:b"
+        );
+        let options = crate::ovs_dpdk::Options {
+            // Super-frames: OVS offers TSO to the guests as vmpls does.
+            userspace_tso: case == Case::Tso,
+            ..crate::ovs_dpdk::Options::default()
+        };
+        let ovs = crate::ovs_dpdk::OvsDpdk::start_with(dir, &[("a", &a), ("b", &b)], &[flow], &options)?;
+        Ok(OvsSwitch { ovs, dir: dir.to_path_buf() })
+    }
 }
 
-/// The backends run by default: vmpls, and OVS-DPDK where it is installed and wired.
+impl Switch for OvsSwitch {
+    fn sockets(&self) -> (PathBuf, PathBuf) {
+        (self.dir.join("a.sock"), self.dir.join("b.sock"))
+    }
+
+    fn guest_is_server(&self) -> bool {
+        true
+    }
+
+    fn counters(&mut self) -> anyhow::Result<Counters> {
+        let a = self.ovs.port_stats("a")?;
+        let b = self.ovs.port_stats("b")?;
+        let mut dropped = BTreeMap::new();
+        for (name, v) in [
+            ("ovs.a.rx_dropped", a.rx_dropped),
+            ("ovs.a.tx_dropped", a.tx_dropped),
+            ("ovs.b.rx_dropped", b.rx_dropped),
+            ("ovs.b.tx_dropped", b.tx_dropped),
+        ] {
+            if v > 0 {
+                dropped.insert(name.to_string(), v);
+            }
+        }
+        Ok(Counters {
+            in_frames: a.rx_packets,
+            in_bytes: a.rx_bytes,
+            out_frames: b.tx_packets,
+            out_bytes: b.tx_bytes,
+            dropped,
+            made: 0,
+        })
+    }
+
+    fn cpu_mark(&self) -> anyhow::Result<CpuMark> {
+        Ok(CpuMark::Ovs(self.ovs.cpu_sample()?))
+    }
+
+    fn describe(&self) -> String {
+        "Open vSwitch 3.1 with DPDK, one PMD thread, rule: dec_ttl, push_mpls 1002, output b (CPU: PMD busy share)"
+            .into()
+    }
+}
+
+/// The backends run by default: vmpls, and OVS-DPDK where it is installed.
 pub fn default_backends() -> Vec<Backend> {
     let mut b = vec![Backend::Vmpls];
-    if OVS_DPDK_WIRED && ovs_dpdk_installed() {
+    if crate::ovs_dpdk::available() {
         b.push(Backend::OvsDpdk);
     }
     b
@@ -487,7 +572,7 @@ impl CaseResult {
     }
 }
 
-fn testpmd_rx(b_sock: &Path, case: Case) -> TestpmdOptions {
+fn testpmd_rx(b_sock: &Path, server: &str, case: Case) -> TestpmdOptions {
     let mut args = vec!["--forward-mode=rxonly".to_string(), "--total-num-mbufs=8192".into()];
     if case == Case::Tso {
         // LRO and receive checksum offload: virtio-user negotiates GUEST_TSO4/6 and
@@ -497,15 +582,15 @@ fn testpmd_rx(b_sock: &Path, case: Case) -> TestpmdOptions {
     TestpmdOptions {
         name: "rx".into(),
         lcores: "0@0,1@1".into(),
-        vdevs: vec![format!("net_virtio_user1,path={},queues=1,mac={MAC_B_GUEST}", b_sock.display())],
+        vdevs: vec![format!("net_virtio_user1,path={}{server},queues=1,mac={MAC_B_GUEST}", b_sock.display())],
         mem_mb: 256,
         args,
         commands: vec![],
     }
 }
 
-fn testpmd_tx(a_sock: &Path, case: Case, pcap: &Path) -> TestpmdOptions {
-    let virtio = format!("net_virtio_user0,path={},queues=1,mac={MAC_A_GUEST}", a_sock.display());
+fn testpmd_tx(a_sock: &Path, server: &str, case: Case, pcap: &Path) -> TestpmdOptions {
+    let virtio = format!("net_virtio_user0,path={}{server},queues=1,mac={MAC_A_GUEST}", a_sock.display());
     match case {
         Case::Small => TestpmdOptions {
             name: "tx".into(),
@@ -573,9 +658,10 @@ fn run_case(
     std::fs::create_dir_all(&dir)?;
     let mut switch: Box<dyn Switch> = match backend {
         Backend::Vmpls => Box::new(VmplsSwitch::start(&opts.vmpls, &dir, opts.topology)?),
-        Backend::OvsDpdk => start_ovs_dpdk(&dir, opts.topology)?,
+        Backend::OvsDpdk => Box::new(OvsSwitch::start(&dir, opts.topology, case)?),
     };
     let (a_sock, b_sock) = switch.sockets();
+    let server = if switch.guest_is_server() { ",server=1" } else { "" };
     let pcap = dir.join("tso.pcap");
     if case == Case::Tso {
         let frames: Vec<Vec<u8>> = (0..8u32)
@@ -585,27 +671,29 @@ fn run_case(
             .collect();
         crate::testpmd::write_pcap(&pcap, &frames)?;
     }
-    let mut rx = Testpmd::start(&dir, huge, &testpmd_rx(&b_sock, case))?;
-    rx.wait_for("Press enter to exit", Duration::from_secs(30))?;
+    let mut rx = Testpmd::start(&dir, huge, &testpmd_rx(&b_sock, server, case))?;
+    rx.wait_for(Testpmd::READY, Duration::from_secs(30))?;
     let s0 = switch.counters()?;
-    let mut tx = Testpmd::start(&dir, huge, &testpmd_tx(&a_sock, case, &pcap))?;
-    tx.wait_for("Press enter to exit", Duration::from_secs(40))?;
+    let mut tx = Testpmd::start(&dir, huge, &testpmd_tx(&a_sock, server, case, &pcap))?;
+    tx.wait_for(Testpmd::READY, Duration::from_secs(40))?;
     let deadline = Instant::now() + Duration::from_secs(30);
-    while switch.counters()?.in_frames == s0.in_frames {
+    while switch.counters().map_or(true, |c| c.in_frames == s0.in_frames) {
         if Instant::now() > deadline {
             bail!("no frame reached the switch within 30 s; testpmd tx said:\n{}", tx.log_tail(20));
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(2));
-    let (c1, s1, t1) = (switch.cpu_seconds()?, switch.counters()?, Instant::now());
+    let (c1, s1, t1) = (switch.cpu_mark()?, switch.counters()?, Instant::now());
     std::thread::sleep(opts.duration);
-    let (c2, s2, t2) = (switch.cpu_seconds()?, switch.counters()?, Instant::now());
-    let tx_stats = tx.stop()?;
-    // Let the switch drain what testpmd left in the rings.
+    let (c2, s2, t2) = (switch.cpu_mark()?, switch.counters()?, Instant::now());
+    let tx_stats = tx.stop_forwarding()?;
+    // Let the switch drain what testpmd left in the rings; the guests stay connected.
     std::thread::sleep(Duration::from_secs(1));
+    let rx_stats = rx.stop_forwarding()?;
     let s_end = switch.counters()?;
-    let rx_stats = rx.stop()?;
+    tx.quit()?;
+    rx.quit()?;
     let tx_port = if case == Case::Tso { 1 } else { 0 };
     let sent = tx_stats.get(&tx_port).copied().unwrap_or_default();
     let got: ForwardStats = rx_stats.get(&0).copied().unwrap_or_default();
@@ -615,7 +703,7 @@ fn run_case(
         case,
         setup: switch.describe(),
         window: s2.minus(&s1),
-        cpu_seconds: c2 - c1,
+        cpu_seconds: c2.since(&c1),
         wall_seconds: (t2 - t1).as_secs_f64(),
         total: s_end.minus(&s0),
         testpmd_sent: sent.tx_packets,

@@ -74,7 +74,7 @@
 //! to report: the CPU time the PMD thread got (`/proc/PID/task/TID/stat`) times the share
 //! of its cycles that were processing cycles.
 
-#![allow(dead_code)] // until `vmpls bench vhost-user` (branch vhu) calls it
+#![allow(dead_code)] // the benchmark uses part of it; the rest serves its own tests and debugging
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -6,8 +6,9 @@
 //!
 //! [`Hugepages`] reserves pages on top of what the machine has reserved (others may be
 //! using theirs), mounts a hugetlbfs of its own and gives both back on drop. [`Testpmd`]
-//! runs one testpmd non-interactively with its stdin a pipe: a newline stops it, and it
-//! prints its forward statistics, which [`Testpmd::stop`] returns.
+//! runs one testpmd interactively with its stdin a pipe: `stop` ends forwarding and prints
+//! its forward statistics ([`Testpmd::stop_forwarding`] returns them) with its ports still
+//! connected, `quit` ends it.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -191,7 +192,9 @@ impl Testpmd {
         for v in &opts.vdevs {
             cmd.arg(format!("--vdev={v}"));
         }
-        cmd.arg("--").args(["--nb-cores=1", "--no-lsc-interrupt"]).args(&opts.args);
+        // Interactive, driven through its stdin: `stop` prints the statistics while the
+        // port stays connected, `quit` ends it.
+        cmd.arg("--").args(["-i", "--auto-start", "--nb-cores=1", "--no-lsc-interrupt"]).args(&opts.args);
         if !opts.commands.is_empty() {
             let file = work.join(format!("{}.cmds", opts.name));
             std::fs::write(&file, opts.commands.join("\n") + "\n")?;
@@ -233,6 +236,9 @@ impl Testpmd {
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
+    /// Marker in its output once it forwards.
+    pub const READY: &'static str = "Start automatic packet forwarding";
+
     /// Waits until its output contains `text` (it exits: error with its log).
     pub fn wait_for(&mut self, text: &str, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
@@ -250,21 +256,59 @@ impl Testpmd {
         }
     }
 
-    /// Stops forwarding (a newline on its stdin), waits for it to exit and returns its
-    /// forward statistics per port.
-    pub fn stop(mut self) -> anyhow::Result<BTreeMap<u16, ForwardStats>> {
-        if let Some(mut stdin) = self.stdin.take() {
-            let _ = stdin.write_all(b"\n");
-        }
+    fn command(&mut self, line: &str) -> anyhow::Result<()> {
+        let stdin = self.stdin.as_mut().context("testpmd's stdin is closed")?;
+        stdin.write_all(line.as_bytes())?;
+        stdin.write_all(b"\n")?;
+        stdin.flush()?;
+        Ok(())
+    }
+
+    /// Stops forwarding (`stop`); the port stays connected, so the switch's counters of
+    /// it stay readable. Returns testpmd's forward statistics per port.
+    pub fn stop_forwarding(&mut self) -> anyhow::Result<BTreeMap<u16, ForwardStats>> {
+        let from = self.log().len();
+        self.command("stop")?;
         let deadline = Instant::now() + Duration::from_secs(20);
-        while self.child.try_wait()?.is_none() {
+        loop {
+            let log = self.log();
+            let done = log
+                .get(from..)
+                .and_then(|l| l.split_once("Accumulated forward statistics"))
+                .is_some_and(|(_, rest)| rest.contains("Done."));
+            if done {
+                let stats = parse_forward_stats(&log[from..]);
+                anyhow::ensure!(!stats.is_empty(), "{TESTPMD} printed no forward statistics:\n{}", self.log_tail(25));
+                return Ok(stats);
+            }
+            if let Some(status) = self.child.try_wait()? {
+                bail!("{TESTPMD} exited ({status}) instead of stopping:\n{}", self.log_tail(25));
+            }
             if Instant::now() > deadline {
-                bail!("{TESTPMD} did not exit within 20 s of being stopped:\n{}", self.log_tail(20));
+                bail!("{TESTPMD} printed no statistics within 20 s of `stop`:\n{}", self.log_tail(20));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let stats = parse_forward_stats(&self.log());
-        anyhow::ensure!(!stats.is_empty(), "{TESTPMD} printed no forward statistics:\n{}", self.log_tail(25));
+    }
+
+    /// Quits (`quit`): it closes its ports and exits; killed after 20 s.
+    pub fn quit(mut self) -> anyhow::Result<()> {
+        let _ = self.command("quit");
+        self.stdin = None;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                bail!("{TESTPMD} did not exit within 20 s of `quit`:\n{}", self.log_tail(20));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// Stops forwarding, quits, and returns its forward statistics per port.
+    pub fn stop(mut self) -> anyhow::Result<BTreeMap<u16, ForwardStats>> {
+        let stats = self.stop_forwarding()?;
+        self.quit()?;
         Ok(stats)
     }
 

@@ -157,7 +157,7 @@ port = "b"
             commands: vec![],
         };
         let mut t = Testpmd::start(&self.dir, self.huge.as_ref().unwrap(), &opts).unwrap();
-        t.wait_for("Press enter to exit", Duration::from_secs(30)).unwrap();
+        t.wait_for(Testpmd::READY, Duration::from_secs(30)).unwrap();
         t
     }
 
@@ -177,7 +177,7 @@ port = "b"
             commands: vec![],
         };
         let mut t = Testpmd::start(&self.dir, self.huge.as_ref().unwrap(), &opts).unwrap();
-        t.wait_for("Press enter to exit", Duration::from_secs(30)).unwrap();
+        t.wait_for(Testpmd::READY, Duration::from_secs(30)).unwrap();
         t
     }
 
