@@ -367,10 +367,8 @@ impl Switch for VmplsSwitch {
                     let counted = (k.ends_with("_dropped") && k != "rx_kernel_dropped")
                         || k == "tx_errors"
                         || k == "tx_unreachable";
-                    if let (true, Some(v)) = (counted, v.as_u64()) {
-                        if v > 0 {
-                            c.dropped.insert(format!("{name}.{pname}.{k}"), v);
-                        }
+                    if let (true, Some(v @ 1..)) = (counted, v.as_u64()) {
+                        c.dropped.insert(format!("{name}.{pname}.{k}"), v);
                     }
                 }
             }

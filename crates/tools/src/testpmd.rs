@@ -138,10 +138,10 @@ pub fn parse_forward_stats(log: &str) -> BTreeMap<u16, ForwardStats> {
         } else if line.contains("TX-packets:") {
             s.tx_packets = field(line, "TX-packets:").unwrap_or(0);
             s.tx_dropped = field(line, "TX-dropped:").unwrap_or(0);
-        } else if line.contains("-------------------------------") {
-            if let Some((p, s)) = current.take() {
-                out.insert(p, s);
-            }
+        } else if line.contains("-------------------------------")
+            && let Some((p, s)) = current.take()
+        {
+            out.insert(p, s);
         }
     }
     if let Some((p, s)) = current.take() {
@@ -182,7 +182,9 @@ impl Testpmd {
         let prefix = format!("vmpls-{}-{}", std::process::id(), opts.name);
         // Line-buffered output: its log shows at once when it is ready ("Press enter").
         let mut cmd = Command::new("stdbuf");
-        cmd.arg("-oL").arg(TESTPMD).arg(format!("--lcores={}", opts.lcores))
+        cmd.arg("-oL")
+            .arg(TESTPMD)
+            .arg(format!("--lcores={}", opts.lcores))
             .args(["--no-pci", "--single-file-segments", "--no-telemetry", "-m"])
             .arg(opts.mem_mb.to_string())
             .arg("--huge-dir")
@@ -200,9 +202,9 @@ impl Testpmd {
             std::fs::write(&file, opts.commands.join("\n") + "\n")?;
             cmd.arg(format!("--cmdline-file={}", file.display()));
         }
-        cmd.stdin(Stdio::piped()).stdout(std::fs::File::create(&log)?).stderr(Stdio::from(
-            std::fs::OpenOptions::new().append(true).open(&log)?,
-        ));
+        cmd.stdin(Stdio::piped())
+            .stdout(std::fs::File::create(&log)?)
+            .stderr(Stdio::from(std::fs::OpenOptions::new().append(true).open(&log)?));
         // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of
         // the parent; it makes testpmd die with the thread that started it (a crashed
         // bench or test leaves no busy-polling process behind).
@@ -214,7 +216,8 @@ impl Testpmd {
                 Ok(())
             });
         }
-        let mut child = cmd.spawn().with_context(|| format!("starting {TESTPMD} (Debian package dpdk-dev)"))?;
+        let mut child =
+            cmd.spawn().with_context(|| format!("starting {TESTPMD} (Debian package dpdk-dev)"))?;
         let stdin = child.stdin.take();
         Ok(Testpmd { child, stdin, log, runtime_dir: Path::new("/var/run/dpdk").join(prefix) })
     }
@@ -278,7 +281,11 @@ impl Testpmd {
                 .is_some_and(|(_, rest)| rest.contains("Done."));
             if done {
                 let stats = parse_forward_stats(&log[from..]);
-                anyhow::ensure!(!stats.is_empty(), "{TESTPMD} printed no forward statistics:\n{}", self.log_tail(25));
+                anyhow::ensure!(
+                    !stats.is_empty(),
+                    "{TESTPMD} printed no forward statistics:\n{}",
+                    self.log_tail(25)
+                );
                 return Ok(stats);
             }
             if let Some(status) = self.child.try_wait()? {
@@ -370,7 +377,14 @@ fn checksum(parts: &[&[u8]]) -> u16 {
 
 /// An Ethernet/IPv4/TCP frame with `payload` bytes, checksums right, as a Linux guest's
 /// TCP hands a super-frame to its NIC before TSO cuts it (`seq` its sequence number).
-pub fn tcp_frame(dst_mac: [u8; 6], src_mac: [u8; 6], src: [u8; 4], dst: [u8; 4], seq: u32, payload: usize) -> Vec<u8> {
+pub fn tcp_frame(
+    dst_mac: [u8; 6],
+    src_mac: [u8; 6],
+    src: [u8; 4],
+    dst: [u8; 4],
+    seq: u32,
+    payload: usize,
+) -> Vec<u8> {
     let data: Vec<u8> = (0..payload).map(|i| (i % 251) as u8).collect();
     let mut tcp = [0u8; 20];
     tcp[0..2].copy_from_slice(&40000u16.to_be_bytes());
@@ -430,14 +444,24 @@ mod tests {
   RX-packets: 2333672        RX-dropped: 0             RX-total: 2333672
 ";
         let s = parse_forward_stats(log);
-        assert_eq!(s[&0], ForwardStats { rx_packets: 8, rx_dropped: 0, tx_packets: 899072, tx_dropped: 1434592 });
+        assert_eq!(
+            s[&0],
+            ForwardStats { rx_packets: 8, rx_dropped: 0, tx_packets: 899072, tx_dropped: 1434592 }
+        );
         assert_eq!(s[&1], ForwardStats { rx_packets: 51045, rx_dropped: 3, tx_packets: 0, tx_dropped: 0 });
         assert_eq!(s.len(), 2);
     }
 
     #[test]
     fn tcp_frames_carry_valid_checksums() {
-        let f = tcp_frame([2, 0, 0, 0, 0xaa, 1], [2, 0, 0, 0, 0xaa, 2], [198, 18, 1, 2], [198, 18, 20, 2], 7, 1001);
+        let f = tcp_frame(
+            [2, 0, 0, 0, 0xaa, 1],
+            [2, 0, 0, 0, 0xaa, 2],
+            [198, 18, 1, 2],
+            [198, 18, 20, 2],
+            7,
+            1001,
+        );
         assert_eq!(f.len(), 14 + 20 + 20 + 1001);
         assert_eq!(checksum(&[&f[14..34]]), 0);
         let mut pseudo = [0u8; 12];

@@ -33,7 +33,10 @@ const CLI_NEIGHBOR_MAC: &str = "02:00:00:00:bb:03";
 
 fn vmpls_binary() -> PathBuf {
     let p = Path::new(env!("CARGO_BIN_EXE_vmpls-tools")).with_file_name("vmpls");
-    assert!(p.is_file(), "no vmpls beside vmpls-tools: build every binary first (cargo build --release --workspace --bins)");
+    assert!(
+        p.is_file(),
+        "no vmpls beside vmpls-tools: build every binary first (cargo build --release --workspace --bins)"
+    );
     p
 }
 
@@ -165,7 +168,10 @@ port = "b"
         let opts = TestpmdOptions {
             name: "tx".into(),
             lcores: "0@1,1@0".into(),
-            vdevs: vec![format!("net_virtio_user0,path={}/a.sock,queues=1,mac=02:00:00:00:aa:02", self.dir.display())],
+            vdevs: vec![format!(
+                "net_virtio_user0,path={}/a.sock,queues=1,mac=02:00:00:00:aa:02",
+                self.dir.display()
+            )],
             mem_mb: 256,
             args: vec![
                 "--forward-mode=txonly".into(),
@@ -289,7 +295,10 @@ fn testpmd_counts_agree_with_the_router_and_a_killed_testpmd_reconnects() {
     tx.kill().unwrap();
     rx.kill().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while s.log().matches("vhost-user frontend gone").count() + s.log().matches("frontend disconnected").count() < 4 {
+    while s.log().matches("vhost-user frontend gone").count()
+        + s.log().matches("frontend disconnected").count()
+        < 4
+    {
         assert!(Instant::now() < deadline, "vmpls did not see the killed testpmds go:\n{}", s.log());
         std::thread::sleep(Duration::from_millis(50));
     }
