@@ -31,13 +31,6 @@ pub fn testpmd_installed() -> bool {
         .unwrap_or(false)
 }
 
-fn meminfo(key: &str) -> anyhow::Result<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo")?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':')?.split_whitespace().next()?.parse().ok())
-        .with_context(|| format!("no {key} in /proc/meminfo"))
-}
-
 fn read_nr_hugepages() -> anyhow::Result<u64> {
     Ok(std::fs::read_to_string(NR_HUGEPAGES)?.trim().parse()?)
 }
@@ -59,14 +52,13 @@ impl Hugepages {
     /// with what to do when the kernel cannot find that many free pages.
     pub fn reserve(pages: u64, dir: &Path) -> anyhow::Result<Hugepages> {
         let before = read_nr_hugepages().context("reading the hugepage count (are we root?)")?;
-        let free_before = meminfo("HugePages_Free")?;
         write_nr_hugepages(before + pages)?;
-        let mut h = Hugepages { pages, dir: dir.to_path_buf(), mounted: false };
-        let free = meminfo("HugePages_Free")?;
-        if free < free_before + pages {
-            let got = free.saturating_sub(free_before);
+        // The kernel sets the count to what it could allocate: give back exactly that.
+        let added = read_nr_hugepages()?.saturating_sub(before);
+        let mut h = Hugepages { pages: added, dir: dir.to_path_buf(), mounted: false };
+        if added < pages {
             bail!(
-                "could not reserve {pages} hugepages of 2 MiB for testpmd (the kernel found {got}): \
+                "could not reserve {pages} hugepages of 2 MiB for testpmd (the kernel found {added}): \
                  free some memory (echo 3 > /proc/sys/vm/drop_caches; echo 1 > /proc/sys/vm/compact_memory) and try again"
             );
         }
