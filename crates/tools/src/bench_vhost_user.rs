@@ -858,3 +858,52 @@ impl Drop for RemoveDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counters(in_frames: u64, out_frames: u64, dropped: &[(&str, u64)], made: i64) -> Counters {
+        Counters {
+            in_frames,
+            in_bytes: in_frames * 64,
+            out_frames,
+            out_bytes: out_frames * 68,
+            dropped: dropped.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            made,
+        }
+    }
+
+    #[test]
+    fn every_frame_in_is_out_dropped_or_a_segment_made() {
+        let before = counters(100, 90, &[("r.b.tx_dropped", 10)], 0);
+        // 50 super-frames in, cut into 44 segments each: 2150 frames made.
+        let after = counters(150, 2190, &[("r.b.tx_dropped", 110), ("r.neighbor_queue_full", 3)], 2150);
+        let d = after.minus(&before);
+        assert_eq!((d.in_frames, d.out_frames, d.made), (50, 2100, 2150));
+        assert_eq!(d.dropped.get("r.b.tx_dropped"), Some(&100));
+        assert_eq!(d.dropped_total(), 103);
+        assert_eq!(d.unaccounted(), 50 + 2150 - 2100 - 103);
+        // A counter that did not move is not listed.
+        let same = before.minus(&before);
+        assert!(same.dropped.is_empty());
+        assert_eq!(same.unaccounted(), 0);
+    }
+
+    #[test]
+    fn cpu_time_is_read_after_the_command_name() {
+        // Our own process: it has used some CPU, and a name with ") " would not confuse it.
+        let s = process_cpu_seconds(std::process::id()).unwrap();
+        assert!(s >= 0.0);
+    }
+
+    #[test]
+    fn super_frames_are_what_a_linux_guest_hands_its_nic() {
+        let f = tcp_frame_for_guest(1);
+        assert_eq!(f.len(), 14 + 20 + 20 + TSO_PAYLOAD);
+        assert_eq!(&f[..6], &mac_bytes(MAC_A));
+        assert_eq!(&f[6..12], &mac_bytes(MAC_A_GUEST));
+        assert_eq!(TSO_PAYLOAD % 1448, 0);
+        assert!(f.len() - 14 <= 65535, "one IPv4 packet");
+    }
+}
