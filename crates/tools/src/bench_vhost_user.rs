@@ -479,10 +479,11 @@ impl Switch for OvsSwitch {
     }
 }
 
-/// The backends run by default: vmpls, and OVS-DPDK where it is installed.
-pub fn default_backends() -> Vec<Backend> {
+/// The backends run by default: vmpls, and OVS-DPDK where it is installed (in the
+/// one-switch topology: a host runs one OVS).
+pub fn default_backends(topology: Topo) -> Vec<Backend> {
     let mut b = vec![Backend::Vmpls];
-    if crate::ovs_dpdk::available() {
+    if topology == Topo::One && crate::ovs_dpdk::available() {
         b.push(Backend::OvsDpdk);
     }
     b

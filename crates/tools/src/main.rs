@@ -91,7 +91,7 @@ enum BenchCommand {
         #[arg(long, value_enum, default_value = "one")]
         topology: bench_vhost_user::Topo,
         /// The switches, comma-separated (vmpls, ovs-dpdk); default vmpls, and ovs-dpdk
-        /// where it is installed.
+        /// where it is installed (topology one only).
         #[arg(long, value_enum, value_delimiter = ',')]
         backends: Vec<bench_vhost_user::Backend>,
         /// The cases, comma-separated (64, tso).
@@ -343,7 +343,7 @@ fn bench_vhost_user(
         vmpls: router_binary()?,
         duration,
         topology,
-        backends: if backends.is_empty() { bench_vhost_user::default_backends() } else { backends.to_vec() },
+        backends: if backends.is_empty() { bench_vhost_user::default_backends(topology) } else { backends.to_vec() },
         cases: cases.to_vec(),
     };
     let report = bench_vhost_user::run(&opts, &mut |line| eprintln!("{line}"))?;
