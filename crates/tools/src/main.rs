@@ -343,7 +343,11 @@ fn bench_vhost_user(
         vmpls: router_binary()?,
         duration,
         topology,
-        backends: if backends.is_empty() { bench_vhost_user::default_backends(topology) } else { backends.to_vec() },
+        backends: if backends.is_empty() {
+            bench_vhost_user::default_backends(topology)
+        } else {
+            backends.to_vec()
+        },
         cases: cases.to_vec(),
     };
     let report = bench_vhost_user::run(&opts, &mut |line| eprintln!("{line}"))?;
