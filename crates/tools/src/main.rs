@@ -6,9 +6,13 @@
 mod bench;
 mod bench_fib;
 mod bench_fpm;
+mod bench_vhost_user;
+mod ovs_dpdk;
 mod seed_vm;
 mod seed_vm_routers;
 mod soak;
+#[allow(dead_code)] // `pid` and `kill` serve the CI test, which includes this file
+mod testpmd;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -70,6 +74,29 @@ enum BenchCommand {
         /// Print JSON instead of a Markdown table.
         #[arg(long)]
         json: bool,
+    },
+    /// The vhost-user path without QEMU: DPDK's testpmd (virtio-user) as both guests of
+    /// a switch (one vmpls router, a chain of three, or Open vSwitch with DPDK); 64-byte
+    /// frames and TSO super-frames, per CPU-second of the switch, against this machine's
+    /// memory copy bandwidth. Root; needs dpdk-testpmd (Debian: dpdk-dev) and hugepages
+    /// (reserves 320 on top of those reserved and gives them back).
+    VhostUser {
+        /// Seconds measured per case.
+        #[arg(long, default_value_t = 10)]
+        duration: u64,
+        /// Print JSON (`{"cases": [...]}`) instead of a Markdown table.
+        #[arg(long)]
+        json: bool,
+        /// one: a -> push -> b in one router; chain: pe1 push -> p swap -> pe2 pop.
+        #[arg(long, value_enum, default_value = "one")]
+        topology: bench_vhost_user::Topo,
+        /// The switches, comma-separated (vmpls, ovs-dpdk); default vmpls, and ovs-dpdk
+        /// where it is installed (topology one only).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        backends: Vec<bench_vhost_user::Backend>,
+        /// The cases, comma-separated (64, tso).
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "64,tso")]
+        cases: Vec<bench_vhost_user::Case>,
     },
     /// The seed lab in every mode: kernel-ip, kernel-ip-offloads-off, vmpls-ip, vmpls-mpls,
     /// vmpls-mpls-offloads-off, vmpls-mpls-1500.
@@ -195,6 +222,9 @@ fn main() -> ExitCode {
         Command::Bench { bench: BenchCommand::Seed { duration, json, plot } } => {
             bench::seed(Duration::from_secs(*duration), *json, plot.as_deref())
         }
+        Command::Bench { bench: BenchCommand::VhostUser { duration, json, topology, backends, cases } } => {
+            bench_vhost_user(Duration::from_secs(*duration), *json, *topology, backends, cases)
+        }
         Command::Bench { bench: BenchCommand::Fib { sizes, json } } => bench_fib::run(sizes, *json),
         Command::Bench { bench: BenchCommand::Fpm { routes, updates, fast_path, json } } => {
             bench_fpm::run(&bench_fpm::FpmBenchOptions {
@@ -297,6 +327,37 @@ fn lab_frr(duration: Duration, json: bool, module: Option<PathBuf>) -> anyhow::R
     }
     if !report.ok() {
         anyhow::bail!("some checks or modes failed (see above)");
+    }
+    Ok(())
+}
+
+fn bench_vhost_user(
+    duration: Duration,
+    json: bool,
+    topology: bench_vhost_user::Topo,
+    backends: &[bench_vhost_user::Backend],
+    cases: &[bench_vhost_user::Case],
+) -> anyhow::Result<()> {
+    vmpls_lab::install_interrupt_handler()?;
+    let opts = bench_vhost_user::VhostUserBenchOptions {
+        vmpls: router_binary()?,
+        duration,
+        topology,
+        backends: if backends.is_empty() {
+            bench_vhost_user::default_backends(topology)
+        } else {
+            backends.to_vec()
+        },
+        cases: cases.to_vec(),
+    };
+    let report = bench_vhost_user::run(&opts, &mut |line| eprintln!("{line}"))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    } else {
+        print!("{}", report.to_markdown());
+    }
+    if !report.ok() {
+        anyhow::bail!("some frames are not accounted for (see above)");
     }
     Ok(())
 }
