@@ -414,6 +414,10 @@ pub struct VhostUserPort {
     listener: Option<JoinHandle<()>>,
     seen_generation: u64,
     active: Option<Active>,
+    /// The last receive filled its batch: the guest's kicks are off and the port's eventfd
+    /// was left readable, so the router comes back without a read and a write of the
+    /// eventfd per batch.
+    backlog: bool,
     /// Used-ring entries of the batch in progress.
     used: Vec<(u16, u32)>,
     /// Segments of a super-frame the guest cannot take whole.
@@ -525,6 +529,7 @@ impl VhostUserPort {
             shared,
             listener: Some(listener),
             seen_generation: u64::MAX,
+            backlog: false,
             active: None,
             used: Vec::with_capacity(MAX_QUEUE_SIZE),
             segments: Vec::new(),
@@ -733,10 +738,15 @@ impl Port for VhostUserPort {
     }
 
     fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {
-        // Clear the eventfd first: a kick after this point makes it readable again.
-        self.shared.wake.drain();
+        // Clear the eventfd first (a kick after this point makes it readable again), unless
+        // a backlog keeps it readable on purpose.
+        if !self.backlog {
+            self.shared.wake.drain();
+        }
         self.refresh();
         let Some(active) = &self.active else {
+            self.backlog = false;
+            self.shared.wake.drain();
             return Ok(0);
         };
         let mem_guard = active.mem.memory();
@@ -744,6 +754,8 @@ impl Port for VhostUserPort {
         let neg = active.neg;
         let mut vring = active.tx.get_mut();
         if !vring.get_queue().ready() || !vring.is_enabled() {
+            self.backlog = false;
+            self.shared.wake.drain();
             return Ok(0);
         }
         let queue = vring.get_queue_mut();
@@ -779,10 +791,20 @@ impl Port for VhostUserPort {
         }
         if popped == max {
             // More may wait: keep the guest's kicks off and come back.
-            self.shared.wake();
-        } else if queue.enable_notification(mem).unwrap_or(true) {
-            // Something arrived while kicks were off.
-            self.shared.wake();
+            if !self.backlog {
+                self.shared.wake();
+                self.backlog = true;
+            }
+        } else {
+            if self.backlog {
+                // Before the kicks come back on: one after this makes it readable again.
+                self.shared.wake.drain();
+                self.backlog = false;
+            }
+            if queue.enable_notification(mem).unwrap_or(true) {
+                // Something arrived while kicks were off.
+                self.shared.wake();
+            }
         }
         let mut used_err = false;
         if !self.used.is_empty() {
