@@ -713,6 +713,13 @@ pub struct LinkStats {
     /// frames only).
     #[serde(default)]
     pub tx_not_mpls: u64,
+    /// Super-frames the port cut into segments itself (vhost-user guests, which have no
+    /// MPLS GSO, and MPLS-in-UDP tunnels); the pipeline counted each as one frame.
+    #[serde(default)]
+    pub tx_segmented: u64,
+    /// The segments made from them (counted in `tx_packets` when sent).
+    #[serde(default)]
+    pub tx_segments: u64,
     /// Errors on the port itself (its interface went down or was deleted, a failed
     /// receive or send).
     #[serde(default)]

@@ -168,6 +168,12 @@ pub struct PortStats {
     pub tx_unreachable: u64,
     /// Tunnel ports: frames a tunnel cannot carry (neither MPLS nor IP), dropped.
     pub tx_not_mpls: u64,
+    /// Super-frames the port took whole and cut into segments itself (a labelled one for a
+    /// vhost-user guest, any for a tunnel): the pipeline counts each as one frame out.
+    pub tx_segmented: u64,
+    /// The segments made from them; those that went out are also in `tx_packets`, those
+    /// that could not in `tx_dropped` or `tx_errors`.
+    pub tx_segments: u64,
 }
 
 /// Counters of two sockets of one port (before and after it was reopened): summed; the
@@ -208,6 +214,8 @@ impl std::ops::Add for PortStats {
             rx_wrong_source: self.rx_wrong_source + b.rx_wrong_source,
             tx_unreachable: self.tx_unreachable + b.tx_unreachable,
             tx_not_mpls: self.tx_not_mpls + b.tx_not_mpls,
+            tx_segmented: self.tx_segmented + b.tx_segmented,
+            tx_segments: self.tx_segments + b.tx_segments,
         }
     }
 }

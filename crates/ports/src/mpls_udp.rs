@@ -409,6 +409,8 @@ impl MplsUdpPort {
                 return (0, 0);
             }
         };
+        self.stats.tx_segmented += 1;
+        self.stats.tx_segments += h.segments as u64;
         let seg = h.header_len + h.gso_size;
         let (mut sent, mut bytes) = (0, 0u64);
         let mut i = 0;

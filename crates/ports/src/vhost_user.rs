@@ -167,7 +167,9 @@ impl Negotiated {
             tso6: self.guest_tso6,
             uso: false,
             csum: self.guest_csum,
-            mpls_gso: false,
+            // virtio-net has no MPLS GSO, but the port cuts a labelled super-frame itself,
+            // straight into the guest's buffers (one copy less than the pipeline's cut).
+            mpls_gso: true,
         }
     }
 }
@@ -264,8 +266,6 @@ pub struct VhostUserStats {
     /// Malformed receive chains from the guest (device-readable, empty, outside memory);
     /// the frame being written was lost.
     pub tx_bad_chain: u64,
-    /// Super-frames segmented by the port because the guest could not take them whole.
-    pub tx_segmented: u64,
     /// Super-frames that could not be segmented (malformed headers, pool empty).
     pub tx_segment_failed: u64,
     /// Partial checksums completed by the port for a guest without `GUEST_CSUM`.
@@ -420,8 +420,9 @@ pub struct VhostUserPort {
     backlog: bool,
     /// Used-ring entries of the batch in progress.
     used: Vec<(u16, u32)>,
-    /// Segments of a super-frame the guest cannot take whole.
-    segments: Vec<Packet>,
+    /// The segments' headers of a super-frame the guest cannot take whole (their payloads
+    /// are copied from the super-frame straight into the guest's buffers).
+    segment_headers: Vec<u8>,
     stats: PortStats,
     vstats: VhostUserStats,
 }
@@ -532,7 +533,7 @@ impl VhostUserPort {
             backlog: false,
             active: None,
             used: Vec::with_capacity(MAX_QUEUE_SIZE),
-            segments: Vec::new(),
+            segment_headers: Vec::new(),
             stats: PortStats::default(),
             vstats: VhostUserStats::default(),
         })
@@ -845,66 +846,81 @@ impl Port for VhostUserPort {
         }
         let queue = vring.get_queue_mut();
         let used = &mut self.used;
-        let segments = &mut self.segments;
+        let headers = &mut self.segment_headers;
         let stats = &mut self.stats;
         let vstats = &mut self.vstats;
         used.clear();
         let mut sent = 0;
-        let mut write =
-            |pkt: &Packet, used: &mut Vec<(u16, u32)>, stats: &mut PortStats, vstats: &mut VhostUserStats| {
-                let hdr = rx_header(&pkt.offload, &neg);
-                match chain::write_rx_frame(queue, mem, &hdr, neg.hdr_len, pkt.frame(), neg.mergeable, used) {
-                    Ok(_) => {
-                        stats.tx_packets += 1;
-                        stats.tx_bytes += pkt.len() as u64;
-                        true
-                    }
-                    Err(e) => {
-                        stats.tx_dropped += 1;
-                        match e {
-                            RxError::NoBuffers => vstats.tx_no_rx_buffers += 1,
-                            RxError::TooBig => vstats.tx_too_big += 1,
-                            RxError::BadChain => vstats.tx_bad_chain += 1,
-                        }
-                        false
-                    }
+        // Writes one frame (in one or two pieces); false, counted, if the guest cannot
+        // take it. `Err(NoBuffers)` tells a caller with more frames that the ring is full.
+        let mut write = |offload: &virtio_net::Repr,
+                         frame: [&[u8]; 2],
+                         used: &mut Vec<(u16, u32)>,
+                         stats: &mut PortStats,
+                         vstats: &mut VhostUserStats|
+         -> Result<(), RxError> {
+            let hdr = rx_header(offload, &neg);
+            match chain::write_rx_parts(queue, mem, &hdr, neg.hdr_len, frame, neg.mergeable, used) {
+                Ok(_) => {
+                    stats.tx_packets += 1;
+                    stats.tx_bytes += (frame[0].len() + frame[1].len()) as u64;
+                    Ok(())
                 }
-            };
+                Err(e) => {
+                    stats.tx_dropped += 1;
+                    match e {
+                        RxError::NoBuffers => vstats.tx_no_rx_buffers += 1,
+                        RxError::TooBig => vstats.tx_too_big += 1,
+                        RxError::BadChain => vstats.tx_bad_chain += 1,
+                    }
+                    Err(e)
+                }
+            }
+        };
         for mut pkt in pkts.drain(..) {
             match delivery(&pkt, &neg) {
-                Delivery::Whole => sent += usize::from(write(&pkt, used, stats, vstats)),
+                Delivery::Whole => {
+                    sent += usize::from(write(&pkt.offload, [pkt.frame(), &[]], used, stats, vstats).is_ok());
+                }
                 Delivery::CompleteChecksum => {
                     if gso::complete_checksum(&mut pkt).is_ok() {
                         vstats.tx_csum_completed += 1;
                         pkt.offload.needs_csum = false;
-                        sent += usize::from(write(&pkt, used, stats, vstats));
+                        sent +=
+                            usize::from(write(&pkt.offload, [pkt.frame(), &[]], used, stats, vstats).is_ok());
                     } else {
                         stats.tx_dropped += 1;
                         vstats.tx_segment_failed += 1;
                     }
                 }
                 Delivery::Segment => {
-                    segments.clear();
-                    match gso::segment(&pkt, l3_offset(pkt.frame()), pool, segments) {
-                        Ok(_) => {
-                            vstats.tx_segmented += 1;
-                            for mut seg in segments.drain(..) {
-                                if seg.offload.needs_csum && !neg.guest_csum {
-                                    if gso::complete_checksum(&mut seg).is_ok() {
-                                        vstats.tx_csum_completed += 1;
-                                        seg.offload.needs_csum = false;
-                                    } else {
-                                        stats.tx_dropped += 1;
-                                        pool.put(seg);
-                                        continue;
+                    // Each segment is its own headers (checksums complete, so plain
+                    // offload metadata) and a slice of the super-frame's payload.
+                    let frame = pkt.frame();
+                    match gso::segment_headers(&pkt, l3_offset(frame), 0, headers) {
+                        Ok(cut) => {
+                            stats.tx_segmented += 1;
+                            stats.tx_segments += cut.segments as u64;
+                            let plain = virtio_net::Repr::default();
+                            for i in 0..cut.segments {
+                                let head = &headers[i * cut.header_len..(i + 1) * cut.header_len];
+                                let start = cut.payload_offset + i * cut.gso_size;
+                                let payload = &frame[start..(start + cut.gso_size).min(frame.len())];
+                                match write(&plain, [head, payload], used, stats, vstats) {
+                                    Ok(()) => sent += 1,
+                                    Err(RxError::NoBuffers) => {
+                                        // The ring is full: the rest of the segments could
+                                        // not go either; count them without the copies.
+                                        let rest = (cut.segments - i - 1) as u64;
+                                        stats.tx_dropped += rest;
+                                        vstats.tx_no_rx_buffers += rest;
+                                        break;
                                     }
+                                    Err(_) => {}
                                 }
-                                sent += usize::from(write(&seg, used, stats, vstats));
-                                pool.put(seg);
                             }
                         }
                         Err(_) => {
-                            segments.drain(..).for_each(|s| pool.put(s));
                             stats.tx_dropped += 1;
                             vstats.tx_segment_failed += 1;
                         }
@@ -949,7 +965,7 @@ mod tests {
         assert!(all.mergeable);
         let c = all.caps();
         assert!(c.tso4 && c.tso6 && c.csum);
-        assert!(!c.uso && !c.mpls_gso);
+        assert!(!c.uso && c.mpls_gso);
         // A guest with tso4 off (`-device virtio-net-pci,guest_tso4=off`).
         let c = vhost_user_caps(OFFERED_FEATURES & !bit(VIRTIO_NET_F_GUEST_TSO4));
         assert!(!c.tso4 && c.tso6);

@@ -555,7 +555,7 @@ result ECHOED
     eprintln!("{s:?}\n{v:?}");
     assert_eq!(s.rx_dropped(), 0);
     assert_eq!(v.rx_chain_too_short + v.rx_chain_bad_address + v.rx_bad_header, 0);
-    assert_eq!(v.tx_segmented, 0, "the guest takes super-frames whole");
+    assert_eq!(s.tx_segmented, 0, "the guest takes super-frames whole");
 
     // --- the guest goes away; the port notices and keeps listening.
     drop(guest);

@@ -44,6 +44,8 @@ pub fn link_stats(snap: &Snapshot, i: usize) -> LinkStats {
         tx_errors: s.tx_errors.total(),
         tx_unreachable: s.tx_unreachable,
         tx_not_mpls: s.tx_not_mpls,
+        tx_segmented: s.tx_segmented,
+        tx_segments: s.tx_segments,
         errors: f.errors,
         reopened: f.reopened,
         detached: f.detached,

@@ -120,9 +120,24 @@ pub(crate) fn write_rx_frame<M: GuestMemory + ?Sized>(
     mergeable: bool,
     used: &mut Vec<(u16, u32)>,
 ) -> Result<u16, RxError> {
+    write_rx_parts(queue, mem, hdr, hdr_len, [frame, &[]], mergeable, used)
+}
+
+/// [`write_rx_frame`] for a frame in two pieces, written one after the other: a segment
+/// of a super-frame as its own headers and a slice of the super-frame's payload, copied
+/// once, straight into the guest's buffers.
+pub(crate) fn write_rx_parts<M: GuestMemory + ?Sized>(
+    queue: &mut Queue,
+    mem: &M,
+    hdr: &[u8; virtio_net::HEADER_LEN_MRG],
+    hdr_len: usize,
+    frame: [&[u8]; 2],
+    mergeable: bool,
+    used: &mut Vec<(u16, u32)>,
+) -> Result<u16, RxError> {
     let hdr_len = hdr_len.min(hdr.len());
     let src = Source { hdr: &hdr[..hdr_len], frame };
-    let total = hdr_len + frame.len();
+    let total = hdr_len + frame[0].len() + frame[1].len();
     let start_avail = queue.next_avail();
     let used_start = used.len();
     let mut written = 0usize;
@@ -188,10 +203,11 @@ pub(crate) fn write_rx_frame<M: GuestMemory + ?Sized>(
     Ok(buffers)
 }
 
-/// The bytes of one received frame as the guest sees them: header, then frame.
+/// The bytes of one received frame as the guest sees them: header, then the frame's two
+/// pieces.
 struct Source<'a> {
     hdr: &'a [u8],
-    frame: &'a [u8],
+    frame: [&'a [u8]; 2],
 }
 
 /// Offset of `num_buffers` in the 12-byte header.
@@ -226,8 +242,17 @@ impl Source<'_> {
             addr = GuestAddress(addr.0.checked_add(m as u64).ok_or(())?);
             off += m;
         }
-        if off < end {
-            mem.write_slice(&self.frame[off - hdr_len..end - hdr_len], addr).map_err(|_| ())?;
+        // The rest from the pieces, each written where it overlaps off..end.
+        let mut piece_start = hdr_len;
+        for piece in self.frame {
+            let piece_end = piece_start + piece.len();
+            if off < end && off < piece_end {
+                let m = (piece_end - off).min(end - off);
+                mem.write_slice(&piece[off - piece_start..off - piece_start + m], addr).map_err(|_| ())?;
+                addr = GuestAddress(addr.0.checked_add(m as u64).ok_or(())?);
+                off += m;
+            }
+            piece_start = piece_end;
         }
         Ok(())
     }
@@ -471,6 +496,33 @@ mod tests {
         assert_eq!(&got[..want.len()], &want[..]);
         // The fourth buffer is still available.
         assert_eq!(q.next_avail(), 3);
+    }
+
+    #[test]
+    fn a_frame_in_two_pieces_lands_as_one_across_buffer_boundaries() {
+        let mem = memory();
+        let vq = MockSplitQueue::new(&mem, 16);
+        let w = VRING_DESC_F_WRITE;
+        // Small buffers, so both the header and the pieces cross buffer ends.
+        for i in 0..8u64 {
+            vq.add_desc_chains(&[desc(0x1_0000 + i * 0x1000, 100, w, 0)], i as u16).unwrap();
+        }
+        let mut q: Queue = vq.create_queue().unwrap();
+        let body = frame(500);
+        let (head, tail) = body.split_at(150);
+        let mut used = Vec::new();
+        let n = write_rx_parts(&mut q, &mem, &TSO_HDR, 12, [head, tail], true, &mut used).unwrap();
+        assert_eq!(n, 6);
+        assert_eq!(used.iter().map(|u| u.1).sum::<u32>(), 512);
+        let mut got = vec![0u8; 600];
+        for i in 0..6u64 {
+            let s = i as usize * 100;
+            mem.read_slice(&mut got[s..s + 100], GuestAddress(0x1_0000 + i * 0x1000)).unwrap();
+        }
+        let mut want = TSO_HDR.to_vec();
+        want[10] = 6;
+        want.extend_from_slice(&body);
+        assert_eq!(&got[..want.len()], &want[..]);
     }
 
     #[test]
