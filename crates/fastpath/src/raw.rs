@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use vmpls_wire::mpls::MAX_LABEL;
 
-use crate::{Adjacency, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry, RouteEntry};
+use crate::{Adjacency, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry, RouteEntry, Tunnel};
 
 /// The most labels a route may push.
 pub(crate) const MAX_PUSH: usize = 4;
@@ -28,6 +28,8 @@ pub(crate) mod counter {
     pub(crate) const PASSED: u32 = 5;
     pub(crate) const BYTES: u32 = 6;
     pub(crate) const REDIRECT_FAILED: u32 = 7;
+    pub(crate) const ENCAP: u32 = 8;
+    pub(crate) const DECAP: u32 = 9;
 }
 
 /// `struct fp_adj`.
@@ -89,6 +91,32 @@ pub(crate) struct RawRoute {
     pub adj: RawAdj,
 }
 
+/// `struct fp_tunnel`, the value of `fp_tunnels` (key: the tunnel's adjacency ifindex).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct RawTunnel {
+    pub family: u32,
+    pub ifindex: u32,
+    pub encap: u32,
+    /// Network order.
+    pub port: u16,
+    pub pad: u16,
+    pub local: [u8; 16],
+    pub remote: [u8; 16],
+}
+
+/// `struct fp_tunnel_key`, the key of `fp_tunnel_rx` (value: the tunnel's key).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub(crate) struct RawTunnelKey {
+    pub family: u32,
+    /// Network order.
+    pub port: u16,
+    pub pad: u16,
+    pub local: [u8; 16],
+    pub remote: [u8; 16],
+}
+
 /// `struct fp_label_stat`, per CPU.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -116,6 +144,8 @@ const _: () = assert!(size_of::<RawKey4>() + 4 == 12);
 const _: () = assert!(size_of::<RawKey6>() + 4 == 24);
 const _: () = assert!(size_of::<RawRoute>() == 48);
 const _: () = assert!(size_of::<RawLabelStat>() == 16);
+const _: () = assert!(size_of::<RawTunnel>() == 48);
+const _: () = assert!(size_of::<RawTunnelKey>() == 40);
 const _: () = assert!(size_of::<RawPortStat>() == 32);
 
 // SAFETY: each type is #[repr(C)], Copy, made only of integers and byte arrays, with no
@@ -135,6 +165,10 @@ unsafe impl aya::Pod for RawRoute {}
 // SAFETY: as above.
 unsafe impl aya::Pod for RawLabelStat {}
 // SAFETY: as above.
+unsafe impl aya::Pod for RawTunnel {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawTunnelKey {}
+// SAFETY: as above.
 unsafe impl aya::Pod for RawPortStat {}
 
 /// The map entries a [`FastTables`] stands for. Route keys stay in the tables' form
@@ -145,6 +179,8 @@ pub(crate) struct Encoded {
     pub labels: BTreeMap<u32, RawLabel>,
     pub routes_v4: BTreeMap<(u16, Ipv4Addr, u8), RawRoute>,
     pub routes_v6: BTreeMap<(u16, Ipv6Addr, u8), RawRoute>,
+    pub tunnels: BTreeMap<u32, RawTunnel>,
+    pub tunnels_rx: BTreeMap<RawTunnelKey, u32>,
 }
 
 fn adj(a: &Adjacency) -> RawAdj {
@@ -153,6 +189,32 @@ fn adj(a: &Adjacency) -> RawAdj {
 
 fn port(p: &FastPort) -> RawPort {
     RawPort { vrf: u32::from(p.vrf), mac: p.mac, pad: [0; 2] }
+}
+
+/// An address in the maps' 16 bytes (IPv4 in the first 4) and its family (4 or 6).
+fn addr16(a: std::net::IpAddr) -> (u32, [u8; 16]) {
+    let mut b = [0u8; 16];
+    match a {
+        std::net::IpAddr::V4(a) => {
+            b[..4].copy_from_slice(&a.octets());
+            (4, b)
+        }
+        std::net::IpAddr::V6(a) => (6, a.octets()),
+    }
+}
+
+/// A tunnel's entry and the key its datagrams arrive under.
+pub(crate) fn tunnel(t: &Tunnel) -> Result<(RawTunnel, RawTunnelKey), FastPathError> {
+    let (family, local) = addr16(t.local);
+    let (remote_family, remote) = addr16(t.remote);
+    if family != remote_family {
+        return Err(FastPathError::TunnelFamilies { local: t.local, remote: t.remote });
+    }
+    let port = t.port.to_be();
+    Ok((
+        RawTunnel { family, ifindex: t.underlay_ifindex, encap: u32::from(t.encap), port, pad: 0, local, remote },
+        RawTunnelKey { family, port, pad: 0, local, remote },
+    ))
 }
 
 fn check_label(label: u32, what: &'static str) -> Result<(), FastPathError> {
@@ -250,6 +312,11 @@ pub(crate) fn encode(t: &FastTables) -> Result<Encoded, FastPathError> {
         let shown = format!("vrf {vrf} {addr}/{len}");
         check_prefix(&addr.octets(), *len, 128, &shown)?;
         e.routes_v6.insert((*vrf, *addr, *len), route(r, &shown)?);
+    }
+    for (key, t) in &t.tunnels {
+        let (raw, rx) = tunnel(t)?;
+        e.tunnels.insert(*key, raw);
+        e.tunnels_rx.insert(rx, *key);
     }
     Ok(e)
 }

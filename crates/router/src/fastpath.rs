@@ -22,25 +22,30 @@ use vmpls_dataplane::neighbor::NeighborTable;
 use vmpls_dataplane::{Dataplane, Event, Output, PacketPool, PortId};
 use vmpls_fastpath::{
     Adjacency, FastCounters, FastPath, FastPort, FastPortStats, FastTables, FastTablesChange, LabelEntry,
-    RouteEntry,
+    RouteEntry, Tunnel,
 };
 use vmpls_fib::{Fib, FibChanges, LabelAction, Nexthop, PrefixRoute, RouteTarget, TtlModel, VrfId};
 
 /// Most labels the programs push at once.
 const MAX_PUSH: usize = 4;
 
-/// A port the fast path serves: an AF_PACKET port over a veth.
+/// A port the fast path serves: an AF_PACKET port over a veth, or an MPLS-in-UDP port
+/// whose socket is in the router's namespace (`tunnel`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FastPortInfo {
-    /// The interface.
+    /// The interface: the veth, or a tunnel's underlay interface.
     pub ifname: String,
+    /// The veth's index, or a tunnel's [`vmpls_fastpath::tunnel_key`].
     pub ifindex: u32,
     pub mac: [u8; 6],
     pub mtu: u32,
+    /// An MPLS-in-UDP port: the tunnel the programs encapsulate into and decapsulate from.
+    pub tunnel: Option<Tunnel>,
 }
 
 impl FastPortInfo {
-    /// Sending out of this port to the neighbour with MAC `mac`.
+    /// Sending out of this port to the neighbour with MAC `mac` (a tunnel has none: the
+    /// kernel resolves the underlay's next hop).
     fn adjacency(&self, mac: [u8; 6]) -> Adjacency {
         Adjacency { ifindex: self.ifindex, mtu: self.mtu, dst_mac: mac, src_mac: self.mac }
     }
@@ -91,9 +96,13 @@ impl<'a> Entries<'a> {
         self.ports.get(usize::from(port)).and_then(Option::as_ref)
     }
 
-    /// A next hop the programs can send to: a served port and a known MAC.
-    fn adjacency(&mut self, port: PortId, addr: IpAddr) -> Option<Adjacency> {
+    /// A next hop the programs can send to: a served port and a known MAC, or a tunnel
+    /// (labelled frames only: `labelled`).
+    fn adjacency(&mut self, port: PortId, addr: IpAddr, labelled: bool) -> Option<Adjacency> {
         let p = self.fast(port)?;
+        if let Some(t) = &p.tunnel {
+            return (labelled && t.encap).then(|| p.adjacency([0; 6]));
+        }
         self.used.push((port, addr));
         Some(p.adjacency(self.neighbors.mac(port, addr)?))
     }
@@ -108,10 +117,10 @@ impl<'a> Entries<'a> {
                 let nh = single(group.nexthops())?;
                 match (&nh.labels[..], nh.via) {
                     (&[out_label], Some(via)) => {
-                        self.adjacency(nh.port, via).map(|adj| LabelEntry::Swap { out_label, adj })
+                        self.adjacency(nh.port, via, true).map(|adj| LabelEntry::Swap { out_label, adj })
                     }
                     (&[], Some(via)) => {
-                        self.adjacency(nh.port, via).map(|adj| LabelEntry::Php { uniform, adj })
+                        self.adjacency(nh.port, via, false).map(|adj| LabelEntry::Php { uniform, adj })
                     }
                     _ => None,
                 }
@@ -125,7 +134,10 @@ impl<'a> Entries<'a> {
         let Some(nh) = single(group.nexthops()).filter(|nh| nh.labels.len() <= MAX_PUSH) else {
             return RouteEntry::Local;
         };
-        let Some(adj) = nh.via.and_then(|via| self.adjacency(nh.port, via)) else { return RouteEntry::Local };
+        let labelled = !nh.labels.is_empty();
+        let Some(adj) = nh.via.and_then(|via| self.adjacency(nh.port, via, labelled)) else {
+            return RouteEntry::Local;
+        };
         let label_ttl = match route.ttl_model {
             TtlModel::Uniform => None,
             TtlModel::Pipe => Some(self.default_ttl),
@@ -139,7 +151,7 @@ impl<'a> Entries<'a> {
         let RouteTarget::Connected { port } = self.fib.vrf(vrf_id)?.lookup(addr)?.target else {
             return None;
         };
-        let p = self.fast(port)?;
+        let p = self.fast(port).filter(|p| p.tunnel.is_none())?;
         let mac = self.neighbors.mac(port, addr)?;
         self.used.push((port, addr));
         Some(RouteEntry::Forward { labels: Vec::new(), label_ttl: None, adj: p.adjacency(mac) })
@@ -182,9 +194,16 @@ pub fn fast_tables(
     let mut t = FastTables::default();
     let mut e = Entries::new(fib, ports, neighbors, default_ttl);
     for (id, p) in ports.iter().enumerate() {
-        if let Some(p) = p {
-            let vrf = fib.port_vrf.get(id).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
-            t.ports.insert(p.ifindex, FastPort { vrf, mac: p.mac });
+        match p {
+            // A tunnel's datagrams are found by their addresses, not by a port entry.
+            Some(p) if p.tunnel.is_some() => {
+                t.tunnels.extend(p.tunnel.map(|tunnel| (p.ifindex, tunnel)));
+            }
+            Some(p) => {
+                let vrf = fib.port_vrf.get(id).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
+                t.ports.insert(p.ifindex, FastPort { vrf, mac: p.mac });
+            }
+            None => {}
         }
     }
     for (label, _) in fib.labels.iter() {
@@ -322,6 +341,21 @@ impl FastPathRuntime {
         let mut fp = FastPath::load().context("loading the TC fast path")?;
         let mut filtered = Vec::new();
         for (p, socket) in ports.iter().zip(sockets) {
+            if let Some(p) = p.as_ref().filter(|p| p.tunnel.is_some()) {
+                // A tunnel: its socket is a UDP socket, no tap runs before TC; the
+                // programs take its datagrams on the underlay interface.
+                if let Err(e) = fp
+                    .attach_underlay(&p.ifname)
+                    .with_context(|| format!("attaching the fast path to the underlay {}", p.ifname))
+                {
+                    for socket in filtered {
+                        unfilter_socket(socket);
+                    }
+                    return Err(e);
+                }
+                info!(underlay = %p.ifname, "fast path attached to a tunnel's underlay");
+                continue;
+            }
             let (Some(p), Some(socket)) = (p, socket) else { continue };
             let attached = fp
                 .filter_socket(*socket)
@@ -484,7 +518,16 @@ impl FastPathRuntime {
             ("passed", c.passed),
             ("bytes", c.bytes),
             ("redirect_failed", c.redirect_failed),
+            ("encap", c.encap),
+            ("decap", c.decap),
         ]
+    }
+
+    /// The underlay interface of port `port` if it is a tunnel the programs serve, and
+    /// whether they encapsulate into it.
+    pub fn tunnel_of(&self, port: usize) -> Option<(String, bool)> {
+        let p = self.ports.get(port)?.as_ref()?;
+        p.tunnel.map(|t| (p.ifname.clone(), t.encap))
     }
 
     /// Frames and bytes the programs took from `port` and sent out of it, as last read;
@@ -553,8 +596,8 @@ mod tests {
 
     fn served() -> Vec<Option<FastPortInfo>> {
         vec![
-            Some(FastPortInfo { ifname: "pe2-p".into(), ifindex: 7, mac: CORE_MAC, mtu: 65535 }),
-            Some(FastPortInfo { ifname: "pe2-ce2".into(), ifindex: 9, mac: CE_MAC, mtu: 1500 }),
+            Some(FastPortInfo { ifname: "pe2-p".into(), ifindex: 7, mac: CORE_MAC, mtu: 65535, tunnel: None }),
+            Some(FastPortInfo { ifname: "pe2-ce2".into(), ifindex: 9, mac: CE_MAC, mtu: 1500, tunnel: None }),
         ]
     }
 
