@@ -242,6 +242,7 @@ struct decision {
 	__u32 decap;     // outer IP + UDP bytes to take off (received from a tunnel), else 0
 	__u32 inner_ver; // decap: the IP version after the stack (4, 6, or 0 unknown)
 	__u32 depth;     // V_SWAP into a tunnel: the stack's entries (all rewritten)
+	__u32 outer_csum; // decap: the outer UDP checksum is not zero
 	struct fp_tunnel tun; // adj is a tunnel (adj.ifindex & FP_TUNNEL_BIT): its entry
 };
 
@@ -681,6 +682,7 @@ static __always_inline void decide_underlay(struct __sk_buff *skb, struct decisi
 	if (skb->len < FP_ETH_HLEN + olen + 4)
 		return;
 	d->decap = olen;
+	d->outer_csum = udp[6] || udp[7];
 	decide_mpls(skb, d, gso, FP_ETH_HLEN + olen);
 }
 
@@ -800,6 +802,30 @@ static __always_inline int encap(struct __sk_buff *skb, const struct decision *d
 	return 0;
 }
 
+// Whether the outer UDP checksum of a tunnel's datagram (at `off`) is still to be
+// computed (CHECKSUM_PARTIAL, csum_start at the outer UDP header): a datagram a local
+// socket sent with checksum offload over veth arrives so. Taking the outer headers off
+// would leave the kernel a checksum to compute at bytes that are gone (a pipeline's
+// socket refuses such frames, a NIC would write into the frame), so such datagrams are
+// the tunnel socket's. TC cannot read ip_summed; bpf_l4_csum_replace tells: without
+// BPF_F_PSEUDO_HDR it changes nothing of a CHECKSUM_PARTIAL skb, and otherwise adds to the
+// field, which the second call takes back out (so the bytes, and a CHECKSUM_COMPLETE sum,
+// are as they were).
+static __always_inline int outer_csum_partial(struct __sk_buff *skb, __u32 off)
+{
+	__u16 before, after;
+	if (bpf_skb_load_bytes(skb, off, &before, 2))
+		return 1;
+	if (bpf_l4_csum_replace(skb, off, 0, bpf_htons(1), 2))
+		return 1;
+	if (bpf_skb_load_bytes(skb, off, &after, 2))
+		return 1;
+	if (after == before)
+		return 1;
+	bpf_l4_csum_replace(skb, off, bpf_htons(1), 0, 2);
+	return 0;
+}
+
 static __always_inline __u64 decap_flags(__u32 ver)
 {
 	if (ver == 4)
@@ -879,6 +905,12 @@ int fp_tc(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	count(C_FRAMES_IN, 1);
 	if (d.verdict == V_PASS) {
+		count(C_PASSED, 1);
+		return TC_ACT_OK;
+	}
+	// No socket filter runs on an underlay interface: a datagram left here reaches the
+	// tunnel's socket as it came.
+	if (d.decap && d.outer_csum && outer_csum_partial(skb, FP_ETH_HLEN + d.decap - 2)) {
 		count(C_PASSED, 1);
 		return TC_ACT_OK;
 	}
