@@ -20,10 +20,11 @@
 //!   [`LabelEntry::Swap`] rewrites the label (TC and S kept, TTL - 1);
 //!   [`LabelEntry::Php`] (bottom of stack only) pops and sends the IP packet on;
 //!   [`LabelEntry::PopIp`] (bottom of stack only) pops and forwards the IP packet by a
-//!   [`RouteEntry::Forward`] without labels in the entry's VRF. A pop needs
-//!   `skb->protocol` to be IPv4/IPv6, which holds for frames that came by
-//!   `bpf_redirect_peer` from another fast path; a labelled frame that came through a real
-//!   transmit is left to userspace.
+//!   [`RouteEntry::Forward`] without labels in the entry's VRF. A pop uses
+//!   `bpf_skb_adjust_room` where `skb->protocol` is IPv4/IPv6 (frames that came by
+//!   `bpf_redirect_peer` from another fast path, tunnel datagrams); a labelled frame that
+//!   came through a real transmit (a router's AF_PACKET send: the protocol is MPLS, which
+//!   adjust_room refuses) is popped by way of VLAN tags instead.
 //! - IPv4 (valid header and checksum) / IPv6 unicast, TTL > 1, with a
 //!   [`RouteEntry::Forward`] in the port's VRF: forwards (TTL - 1), pushing its labels.
 //! - Frames must fit the out port's MTU: the IP packet (plus the labels), or for GSO
@@ -65,8 +66,8 @@ use aya::programs::{Link, ProgramError, SchedClassifier, SocketFilter, TcAttachT
 mod raw;
 
 use raw::{
-    Encoded, RawKey4, RawKey6, RawLabel, RawLabelStat, RawPort, RawPortStat, RawRoute, RawTunnel, RawTunnelKey,
-    counter,
+    Encoded, RawKey4, RawKey6, RawLabel, RawLabelStat, RawPort, RawPortStat, RawRoute, RawTunnel,
+    RawTunnelKey, counter,
 };
 
 /// Where a frame goes: the out veth and the Ethernet header to write.

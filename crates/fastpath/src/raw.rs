@@ -7,7 +7,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use vmpls_wire::mpls::MAX_LABEL;
 
-use crate::{Adjacency, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry, RouteEntry, Tunnel};
+use crate::{
+    Adjacency, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry, RouteEntry, Tunnel,
+};
 
 /// The most labels a route may push.
 pub(crate) const MAX_PUSH: usize = 4;
@@ -212,7 +214,15 @@ pub(crate) fn tunnel(t: &Tunnel) -> Result<(RawTunnel, RawTunnelKey), FastPathEr
     }
     let port = t.port.to_be();
     Ok((
-        RawTunnel { family, ifindex: t.underlay_ifindex, encap: u32::from(t.encap), port, pad: 0, local, remote },
+        RawTunnel {
+            family,
+            ifindex: t.underlay_ifindex,
+            encap: u32::from(t.encap),
+            port,
+            pad: 0,
+            local,
+            remote,
+        },
         RawTunnelKey { family, port, pad: 0, local, remote },
     ))
 }
@@ -499,6 +509,42 @@ mod tests {
         t.routes_v6.insert((0, "2001:db8:8000::".parse().unwrap(), 33), RouteEntry::Local);
         t.labels.insert(MAX_LABEL, LabelEntry::Swap { out_label: MAX_LABEL, adj: adjacency() });
         assert!(encode(&t).is_ok());
+    }
+
+    #[test]
+    fn tunnels_are_encoded_with_their_receive_key_in_network_order() {
+        let mut t = FastTables::default();
+        let v4 = Tunnel {
+            local: "198.18.101.2".parse().unwrap(),
+            remote: "198.18.102.2".parse().unwrap(),
+            port: 6635,
+            underlay_ifindex: 4,
+            encap: true,
+        };
+        t.tunnels.insert(crate::tunnel_key(1), v4);
+        let v6 = Tunnel {
+            local: "2001:db8:101::2".parse().unwrap(),
+            remote: "2001:db8:102::2".parse().unwrap(),
+            encap: false,
+            ..v4
+        };
+        t.tunnels.insert(crate::tunnel_key(2), v6);
+        let e = encode(&t).unwrap();
+        let raw = e.tunnels[&0x8000_0001];
+        assert_eq!((raw.family, raw.ifindex, raw.encap), (4, 4, 1));
+        assert_eq!(raw.port.to_ne_bytes(), [0x19, 0xeb], "6635 in network order");
+        assert_eq!(raw.local, [198, 18, 101, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&raw.remote[..4], &[198, 18, 102, 2]);
+        let rx = RawTunnelKey { family: 4, port: raw.port, pad: 0, local: raw.local, remote: raw.remote };
+        assert_eq!(e.tunnels_rx.get(&rx), Some(&0x8000_0001), "datagrams from remote to local");
+        let raw6 = e.tunnels[&0x8000_0002];
+        assert_eq!((raw6.family, raw6.encap), (6, 0));
+        assert_eq!(raw6.remote[15], 2);
+        assert_eq!(e.tunnels_rx.len(), 2);
+
+        let mut t = FastTables::default();
+        t.tunnels.insert(crate::tunnel_key(1), Tunnel { remote: "2001:db8::1".parse().unwrap(), ..v4 });
+        assert!(matches!(encode(&t), Err(FastPathError::TunnelFamilies { .. })));
     }
 
     #[test]

@@ -108,8 +108,9 @@ pub(crate) fn add_router_underlay(topo: &mut Topology) -> anyhow::Result<()> {
         let a: IpAddr = a.parse()?;
         Ok(match a {
             IpAddr::V4(a) if !v6 => format!("{}/30", std::net::Ipv4Addr::from(u32::from(a) & !3)).parse()?,
-            IpAddr::V6(a) => format!("{}/64", std::net::Ipv6Addr::from(u128::from(a) & !0xffff_ffff_ffff_ffff))
-                .parse()?,
+            IpAddr::V6(a) => {
+                format!("{}/64", std::net::Ipv6Addr::from(u128::from(a) & !0xffff_ffff_ffff_ffff)).parse()?
+            }
             IpAddr::V4(_) => bail!("an IPv4 address for an IPv6 prefix"),
         })
     };
@@ -195,7 +196,10 @@ mod tests {
         assert!(cfgs[0].toml.contains("interface = \"pe1-p\""));
         assert_eq!(underlay(false).0.to_string(), "198.18.100.1");
         assert_eq!(underlay(true).1.to_string(), "2001:db8:100::2");
-        assert_eq!(router_underlay(false), ("198.18.101.2".parse().unwrap(), "198.18.102.2".parse().unwrap()));
+        assert_eq!(
+            router_underlay(false),
+            ("198.18.101.2".parse().unwrap(), "198.18.102.2".parse().unwrap())
+        );
         assert_eq!(router_underlay(true).1.to_string(), "2001:db8:102::2");
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! The programs handle a frame only where the result is what the pipeline would send;
 //! everything else (TTL expiry, unknown labels, ECMP, unresolved next hops, frames too
-//! big, ports that are not veth, pops of frames that came through a real transmit)
+//! big, ports that are neither veth nor MPLS-in-UDP in the router's namespace)
 //! reaches the pipeline through the port's socket as before. [`fast_tables`] therefore
 //! installs every prefix of the FIB, those it cannot carry as `Local` ("leave it to the
 //! pipeline"), so the kernel's longest match always lands on the route the FIB would
@@ -596,7 +596,13 @@ mod tests {
 
     fn served() -> Vec<Option<FastPortInfo>> {
         vec![
-            Some(FastPortInfo { ifname: "pe2-p".into(), ifindex: 7, mac: CORE_MAC, mtu: 65535, tunnel: None }),
+            Some(FastPortInfo {
+                ifname: "pe2-p".into(),
+                ifindex: 7,
+                mac: CORE_MAC,
+                mtu: 65535,
+                tunnel: None,
+            }),
             Some(FastPortInfo { ifname: "pe2-ce2".into(), ifindex: 9, mac: CE_MAC, mtu: 1500, tunnel: None }),
         ]
     }
@@ -712,6 +718,76 @@ mod tests {
             assert_eq!(tables, full, "step {step}");
             fib = next;
         }
+    }
+
+    /// pe1's ports with `core` an MPLS-in-UDP tunnel (IPv4 underlay if `encap`).
+    fn pe1_over_a_tunnel(encap: bool) -> Vec<Option<FastPortInfo>> {
+        let tunnel = Tunnel {
+            local: "198.18.101.2".parse().unwrap(),
+            remote: "198.18.102.2".parse().unwrap(),
+            port: 6635,
+            underlay_ifindex: 4,
+            encap,
+        };
+        vec![
+            Some(FastPortInfo { ifname: "pe1-ce1".into(), ifindex: 9, mac: CE_MAC, mtu: 1500, tunnel: None }),
+            Some(FastPortInfo {
+                ifname: "pe1-u".into(),
+                ifindex: vmpls_fastpath::tunnel_key(1),
+                mac: [0; 6],
+                mtu: 1472,
+                tunnel: Some(tunnel),
+            }),
+        ]
+    }
+
+    #[test]
+    fn pushes_into_a_tunnel_need_no_neighbour_and_only_labelled_frames_go_in() {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/seed/pe1.toml"))
+                .unwrap()
+                + r#"
+[[route]]
+prefix = "198.18.7.0/24"
+via = "198.18.10.2"
+port = "core"
+
+[[label]]
+in = 3000
+action = "swap"
+out = [3]
+via = "198.18.10.2"
+port = "core"
+
+[[label]]
+in = 3001
+action = "swap"
+out = [3002]
+via = "198.18.10.2"
+port = "core"
+"#;
+        let fib = fib(&text);
+        let n = NeighborTable::new(NeighborConfig::default());
+        let (t, used) = fast_tables(&fib, &pe1_over_a_tunnel(true), &n, 255);
+        let key = vmpls_fastpath::tunnel_key(1);
+        let into = Adjacency { ifindex: key, mtu: 1472, dst_mac: [0; 6], src_mac: [0; 6] };
+        assert_eq!(
+            t.routes_v4.get(&(0, v4("198.18.2.0"), 24)),
+            Some(&RouteEntry::Forward { labels: vec![1002], label_ttl: None, adj: into })
+        );
+        assert_eq!(t.labels.get(&3001), Some(&LabelEntry::Swap { out_label: 3002, adj: into }));
+        assert_eq!(t.labels.get(&2001), Some(&LabelEntry::PopIp { vrf: 0, uniform: true }));
+        // MPLS-in-UDP carries MPLS: plain IP and a PHP pop into the tunnel are the
+        // pipeline's (it puts them under explicit null).
+        assert_eq!(t.routes_v4.get(&(0, v4("198.18.7.0"), 24)), Some(&RouteEntry::Local));
+        assert_eq!(t.labels.get(&3000), None);
+        assert!(used.iter().all(|(port, _)| *port != 1), "nothing to resolve on a tunnel: {used:?}");
+        assert_eq!(t.tunnels.get(&key).map(|t| t.underlay_ifindex), Some(4));
+        assert!(!t.ports.contains_key(&key), "a tunnel's datagrams are found by address");
+        // Over IPv6 the programs only decapsulate: the pushes stay with the pipeline.
+        let (t, _) = fast_tables(&fib, &pe1_over_a_tunnel(false), &n, 255);
+        assert_eq!(t.routes_v4.get(&(0, v4("198.18.2.0"), 24)), Some(&RouteEntry::Local));
+        assert_eq!(t.tunnels.get(&key).map(|t| t.encap), Some(false));
     }
 
     #[test]

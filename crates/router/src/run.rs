@@ -362,7 +362,10 @@ mod tests {
         use vmpls_control::PortKind;
         assert_eq!(fast_path_refuses(&PortKind::AfPacket, true, true), None);
         assert_eq!(fast_path_refuses(&PortKind::AfPacket, false, true), Some("not a veth"));
-        assert_eq!(fast_path_refuses(&PortKind::Tap { mac: None }, true, true), Some("not an AF_PACKET port"));
+        assert_eq!(
+            fast_path_refuses(&PortKind::Tap { mac: None }, true, true),
+            Some("not an AF_PACKET port")
+        );
         let vhost = PortKind::VhostUser { socket: "/run/x.sock".into(), mac: None };
         assert_eq!(fast_path_refuses(&vhost, false, true), Some("not an AF_PACKET port"));
     }

@@ -76,7 +76,8 @@ fn stats(lab: &SeedLab) -> [RouterStats; 3] {
 
 /// What the fast path moved through `router`'s port `port`: (rx, tx) frames.
 fn fast_port(s: &RouterStats, port: &str) -> (u64, u64) {
-    let p = s.ports.iter().find(|p| p["name"] == port).unwrap_or_else(|| panic!("no port {port}: {:?}", s.ports));
+    let p =
+        s.ports.iter().find(|p| p["name"] == port).unwrap_or_else(|| panic!("no port {port}: {:?}", s.ports));
     let get = |k: &str| p["fast_path"][k].as_u64().unwrap_or(0);
     (get("rx_packets"), get("tx_packets"))
 }
