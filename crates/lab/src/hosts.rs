@@ -55,11 +55,36 @@ pub const H1_UNDERLAY: [&str; 2] = ["198.18.100.1", "2001:db8:100::1"];
 pub const H2_UNDERLAY: [&str; 2] = ["198.18.100.2", "2001:db8:100::2"];
 /// The underlay's MTU (an ordinary Ethernet between machines).
 pub const UNDERLAY_MTU: u32 = 1500;
-/// The routers' own underlay links: (router, its interface, host, the host's interface,
-/// the router's addresses, the host's addresses).
-const ROUTER_UNDERLAY: [(&str, &str, &str, &str, [&str; 2], [&str; 2]); 2] = [
-    ("pe1", "pe1-u", H1, "h1-pe1", ["198.18.101.2", "2001:db8:101::2"], ["198.18.101.1", "2001:db8:101::1"]),
-    ("p", "p-u", H2, "h2-p", ["198.18.102.2", "2001:db8:102::2"], ["198.18.102.1", "2001:db8:102::1"]),
+/// A router's own underlay link: a veth to its host, which routes it.
+struct RouterUnderlay {
+    router: &'static str,
+    router_if: &'static str,
+    host: &'static str,
+    host_if: &'static str,
+    /// The router's addresses (IPv4, IPv6).
+    router_addrs: [&'static str; 2],
+    /// The host's addresses (IPv4, IPv6): the router's gateway.
+    host_addrs: [&'static str; 2],
+}
+
+/// pe1's and p's own underlay links.
+const ROUTER_UNDERLAY: [RouterUnderlay; 2] = [
+    RouterUnderlay {
+        router: "pe1",
+        router_if: "pe1-u",
+        host: H1,
+        host_if: "h1-pe1",
+        router_addrs: ["198.18.101.2", "2001:db8:101::2"],
+        host_addrs: ["198.18.101.1", "2001:db8:101::1"],
+    },
+    RouterUnderlay {
+        router: "p",
+        router_if: "p-u",
+        host: H2,
+        host_if: "h2-p",
+        router_addrs: ["198.18.102.2", "2001:db8:102::2"],
+        host_addrs: ["198.18.102.1", "2001:db8:102::1"],
+    },
 ];
 /// The VXLAN network identifier of the pe1 -- p link.
 const VNI: &str = "42";
@@ -93,17 +118,20 @@ pub(crate) fn build_underlay(topo: &mut Topology) -> anyhow::Result<()> {
 /// once), routes in the routers toward the other router's link, and in the hosts toward
 /// the other host's router, forwarding in the hosts.
 pub(crate) fn add_router_underlay(topo: &mut Topology) -> anyhow::Result<()> {
-    for (router, r_if, host, h_if, r_addrs, h_addrs) in ROUTER_UNDERLAY {
-        topo.add_link(router, r_if, host, h_if, UNDERLAY_MTU)?;
-        for (node, ifname, addrs) in [(router, r_if, r_addrs), (host, h_if, h_addrs)] {
+    for u in &ROUTER_UNDERLAY {
+        topo.add_link(u.router, u.router_if, u.host, u.host_if, UNDERLAY_MTU)?;
+        for (node, ifname, addrs) in
+            [(u.router, u.router_if, u.router_addrs), (u.host, u.host_if, u.host_addrs)]
+        {
             topo.set_ipv6(node, ifname, true)?;
             topo.set_sysctl(node, &format!("net/ipv6/conf/{ifname}/accept_dad"), "0")?;
             topo.add_address(node, ifname, format!("{}/30", addrs[0]).parse()?)?;
             topo.add_address(node, ifname, format!("{}/64", addrs[1]).parse()?)?;
         }
-        topo.set_forwarding(host, true)?;
+        topo.set_forwarding(u.host, true)?;
     }
-    let [(_, _, _, _, pe1, h1), (_, _, _, _, p, h2)] = ROUTER_UNDERLAY;
+    let [pe1, p] = &ROUTER_UNDERLAY;
+    let (pe1, h1, p, h2) = (pe1.router_addrs, pe1.host_addrs, p.router_addrs, p.host_addrs);
     let net = |a: &str, v6: bool| -> anyhow::Result<crate::IpPrefix> {
         let a: IpAddr = a.parse()?;
         Ok(match a {
@@ -127,7 +155,8 @@ pub(crate) fn add_router_underlay(topo: &mut Topology) -> anyhow::Result<()> {
 /// The addresses of pe1's and p's own underlay links in one family.
 pub fn router_underlay(v6: bool) -> (IpAddr, IpAddr) {
     let i = usize::from(v6);
-    let [(_, _, _, _, pe1, _), (_, _, _, _, p, _)] = ROUTER_UNDERLAY;
+    let [pe1, p] = &ROUTER_UNDERLAY;
+    let (pe1, p) = (pe1.router_addrs, p.router_addrs);
     // The constants are valid addresses.
     (pe1[i].parse().unwrap_or(IpAddr::from([0, 0, 0, 0])), p[i].parse().unwrap_or(IpAddr::from([0, 0, 0, 0])))
 }
