@@ -243,7 +243,6 @@ struct decision {
 	__u32 inner_ver; // decap: the IP version after the stack (4, 6, or 0 unknown)
 	__u32 depth;     // V_SWAP into a tunnel: the stack's entries (all rewritten)
 	__u32 outer_csum; // decap: the outer UDP checksum is not zero
-	__u32 vlan_pop;  // V_POP, V_PHP: skb->protocol is MPLS, pop by way of VLAN tags
 	struct fp_tunnel tun; // adj is a tunnel (adj.ifindex & FP_TUNNEL_BIT): its entry
 };
 
@@ -520,20 +519,11 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 		return;
 	}
 
-	// adjust_room pops only where skb->protocol is IPv4/IPv6: frames another fast path
-	// pushed (bpf_redirect_peer keeps the protocol it had) and tunnel datagrams (their
-	// decapsulation sets it). A frame that came through a real transmit (a router's
-	// AF_PACKET send: the veth's eth_type_trans makes it MPLS) is popped by way of VLAN
-	// tags instead (pop_by_vlan), which also sets the protocol. The protocol of anything
-	// else (IP in an IPv6 skb and the like) is left to the pipeline.
+	// A pop needs skb->protocol to be the inner packet's (adjust_room refuses others),
+	// except after a tunnel, whose decapsulation sets it.
 	__u32 ver = ip_version(skb, mo + 4);
-	if (ver != 4 && ver != 6)
+	if ((ver != 4 && ver != 6) || !(d->decap || proto_is(skb, ver)))
 		return;
-	if (!d->decap && !proto_is(skb, ver)) {
-		if (skb->protocol != bpf_htons(FP_ETH_P_MPLS_UC))
-			return;
-		d->vlan_pop = 1;
-	}
 	d->inner_ver = ver;
 
 	if (e->action == FP_LABEL_PHP) {
@@ -845,29 +835,6 @@ static __always_inline __u64 decap_flags(__u32 ver)
 	return 0;
 }
 
-// Pops the one label of an MPLS skb (skb->protocol MPLS, no VLAN tag), which
-// adjust_room refuses: the label stack entry is rewritten into an 802.1Q tag (TPID at the
-// ethertype, the inner packet's ethertype in the entry's last two bytes) and the kernel's
-// VLAN code takes it out. skb_vlan_pop pops a tag from the frame only when skb->protocol
-// is 802.1Q; the second push puts the first (accelerated) tag into the frame and sets it
-// so; the pops then take that tag out and move ours into the accelerated tag (the
-// protocol becoming the inner ethertype), and the last pop clears it. GSO state, the
-// network header and a CHECKSUM_COMPLETE sum follow (the store recomputes the sum).
-static __always_inline int pop_by_vlan(struct __sk_buff *skb, __u32 ver)
-{
-	__u8 tag[6] = { 0x81, 0x00, 0, 0, ver == 4 ? 0x08 : 0x86, ver == 4 ? 0x00 : 0xdd };
-	if (bpf_skb_store_bytes(skb, 12, tag, 6, BPF_F_RECOMPUTE_CSUM))
-		return -1;
-	if (bpf_skb_vlan_push(skb, bpf_htons(ETH_P_8021Q), 0) ||
-	    bpf_skb_vlan_push(skb, bpf_htons(ETH_P_8021Q), 0))
-		return -1;
-	if (bpf_skb_vlan_pop(skb) || bpf_skb_vlan_pop(skb) || bpf_skb_vlan_pop(skb))
-		return -1;
-	if (skb->vlan_present || !proto_is(skb, ver))
-		return -1;
-	return 0;
-}
-
 static __always_inline int act(struct __sk_buff *skb, const struct decision *d)
 {
 	__u16 ip_et = d->ipver == 4 ? ETH_P_IP : ETH_P_IPV6;
@@ -895,13 +862,9 @@ static __always_inline int act(struct __sk_buff *skb, const struct decision *d)
 	}
 	case V_POP:
 	case V_PHP:
-		if (d->vlan_pop) {
-			if (pop_by_vlan(skb, d->ipver))
-				return -1;
-		} else if (bpf_skb_adjust_room(skb, -(outer + 4), BPF_ADJ_ROOM_MAC,
-					       BPF_F_ADJ_ROOM_FIXED_GSO | (outer ? decap_flags(d->ipver) : 0))) {
+		if (bpf_skb_adjust_room(skb, -(outer + 4), BPF_ADJ_ROOM_MAC,
+					BPF_F_ADJ_ROOM_FIXED_GSO | (outer ? decap_flags(d->ipver) : 0)))
 			return -1;
-		}
 		if (set_ttl(skb, FP_ETH_HLEN, d->ipver, d->new_ttl))
 			return -1;
 		return set_eth(skb, &d->adj, ip_et);
