@@ -20,11 +20,11 @@
 //!   [`LabelEntry::Swap`] rewrites the label (TC and S kept, TTL - 1);
 //!   [`LabelEntry::Php`] (bottom of stack only) pops and sends the IP packet on;
 //!   [`LabelEntry::PopIp`] (bottom of stack only) pops and forwards the IP packet by a
-//!   [`RouteEntry::Forward`] without labels in the entry's VRF. A pop uses
-//!   `bpf_skb_adjust_room` where `skb->protocol` is IPv4/IPv6 (frames that came by
-//!   `bpf_redirect_peer` from another fast path, tunnel datagrams); a labelled frame that
-//!   came through a real transmit (a router's AF_PACKET send: the protocol is MPLS, which
-//!   adjust_room refuses) is popped by way of VLAN tags instead.
+//!   [`RouteEntry::Forward`] without labels in the entry's VRF. A pop needs
+//!   `skb->protocol` to be IPv4/IPv6 (`bpf_skb_adjust_room` refuses others), which holds
+//!   for frames that came by `bpf_redirect_peer` from another fast path and for tunnel
+//!   datagrams (decapsulation sets it); a labelled frame that came through a real
+//!   transmit (a router's AF_PACKET send: the veth makes it MPLS) is left to userspace.
 //! - IPv4 (valid header and checksum) / IPv6 unicast, TTL > 1, with a
 //!   [`RouteEntry::Forward`] in the port's VRF: forwards (TTL - 1), pushing its labels.
 //! - Frames must fit the out port's MTU: the IP packet (plus the labels), or for GSO
