@@ -11,12 +11,16 @@ use std::time::Duration;
 
 use vmpls_lab::capture::{Capture, tshark_fields};
 use vmpls_lab::hosts::{H2, router_underlay};
+use vmpls_lab::ping::{IcmpError, PingOptions, ping};
 use vmpls_lab::seed::{CE1_V4, CE1_V6, CE2_V4, CE2_V6, SeedLab, SeedParams};
 use vmpls_lab::stats::RouterStats;
 use vmpls_lab::traffic::{FlowOptions, Limit, run_flow};
 
 const VMPLS: &str = env!("CARGO_BIN_EXE_vmpls");
 const TRANSFER: u64 = 16 << 20;
+/// The tunnel's MTU over the 1500-byte underlay, less IPv4 and UDP; the LSP's IP MTU is
+/// one label less.
+const LSP_MTU: u32 = 1500 - 28 - 4;
 
 fn host(prefix: &str) -> IpAddr {
     prefix.split('/').next().and_then(|a| a.parse().ok()).expect("a built-in address")
@@ -155,4 +159,29 @@ fn over_an_ipv6_underlay_the_pipeline_encapsulates_and_partial_checksums_stay_wi
     }
     // pe2's push toward p (two veths) is the programs' still.
     assert!(pe2.fast("push") >= TRANSFER / 65536, "pe2: {:?}", pe2.fast_path);
+}
+
+#[test]
+fn a_df_packet_too_big_for_the_tunnel_is_left_to_the_pipeline_which_answers_frag_needed() {
+    let (lab, _work) = start("pmtu", false);
+    let ns = lab.topology().ns("ce1").unwrap().to_string();
+    let df = |size| PingOptions {
+        count: 2,
+        size,
+        dont_fragment: true,
+        timeout: Duration::from_secs(1),
+        ..PingOptions::default()
+    };
+    let before = stats(&lab)[0].fast("push");
+    // Fits with its label: the programs push it into the tunnel.
+    let r = ping(&ns, host(CE2_V4), &df(LSP_MTU as usize - 28)).expect("ping");
+    assert_eq!(r.received, 2, "{r:?}");
+    assert!(stats(&lab)[0].fast("push") >= before + 2, "the programs sent the pings that fit");
+    // One byte more: the pipeline's, which says how much fits.
+    let r = ping(&ns, host(CE2_V4), &df(LSP_MTU as usize - 28 + 1)).expect("ping");
+    assert_eq!(r.received, 0, "{r:?}");
+    assert!(matches!(r.errors.first(), Some(IcmpError::FragmentationNeeded { mtu: LSP_MTU, .. })), "{r:?}");
+    let r = ping(&ns, host(CE2_V6), &df(LSP_MTU as usize - 48 + 1)).expect("ping");
+    assert_eq!(r.received, 0, "{r:?}");
+    assert!(matches!(r.errors.first(), Some(IcmpError::PacketTooBig { mtu: LSP_MTU, .. })), "{r:?}");
 }
