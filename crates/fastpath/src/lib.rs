@@ -48,7 +48,7 @@
 //! Everything else (TTL expiry, ARP/ND, multicast, link-local, local routes, unknown
 //! labels and prefixes, frames too big, anything unparsed) goes to the router untouched.
 //! The out port of every adjacency must be a veth ([`is_veth`]) in the netns where
-//! [`FastPath::attach`] runs.
+//! [`FastPath::attach`] runs, or a tunnel whose underlay interface is there.
 //!
 //! The programs detach when the [`FastPath`] is dropped or the process exits: a dead
 //! router stops forwarding.
