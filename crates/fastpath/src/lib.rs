@@ -43,7 +43,10 @@
 //! address, source its remote, UDP destination its port) are switched as if received on
 //! it (swap toward a veth, or pop), their outer headers removed; what the programs cannot
 //! switch goes on to the tunnel's socket untouched. The port counters of a tunnel are
-//! kept under its key: frames decapsulated (rx) and encapsulated (tx).
+//! kept under its key: frames decapsulated (rx) and encapsulated (tx). An encapsulated
+//! frame keeps its offloads (a TCP super-frame, an inner checksum still to compute) for
+//! the underlay device to finish; over a veth-only underlay nothing finishes them, so
+//! there the receiving end must decapsulate in its programs too, not in a socket.
 //!
 //! Everything else (TTL expiry, ARP/ND, multicast, link-local, local routes, unknown
 //! labels and prefixes, frames too big, anything unparsed) goes to the router untouched.
