@@ -13,6 +13,16 @@
 // The decision reads the frame only with bpf_skb_load_bytes (works in both program types)
 // and is complete before anything is modified: a frame that is passed on is untouched.
 // See crates/fastpath/src/lib.rs for the map layout as seen from userspace.
+//
+// MPLS-in-UDP (RFC 7510): an adjacency whose ifindex has FP_TUNNEL_BIT set is a tunnel
+// (fp_tunnels). Labelled frames to it get an outer IPv4 + UDP header in front of the label
+// stack with one bpf_skb_adjust_room(BPF_F_ADJ_ROOM_ENCAP_L3_IPV4 | ENCAP_L4_UDP |
+// ENCAP_L2(stack)), so a GSO super-frame stays whole (SKB_GSO_UDP_TUNNEL: the kernel cuts it
+// where the underlay needs it), and leave by bpf_redirect_neigh through the underlay
+// interface (the kernel's route and neighbour). On the underlay interfaces (fp_underlay),
+// datagrams of a tunnel (fp_tunnel_rx: outer dst = local, src = remote, UDP dst = port) are
+// switched as if received on the tunnel: the outer headers go in the same adjust_room that
+// pops or before the swap (BPF_F_ADJ_ROOM_DECAP_L3_*). Everything else goes to the socket.
 
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -33,6 +43,15 @@
 #define FP_LABEL_PHP 3
 #define FP_ROUTE_LOCAL 1
 #define FP_ROUTE_FORWARD 2
+#define FP_TUNNEL_BIT 0x80000000u // adjacency ifindex: a tunnel (fp_tunnels key), not a veth
+#define FP_OUTER4 28             // IPv4 + UDP
+#define FP_OUTER6 48             // IPv6 + UDP
+#define FP_SPORT_BASE 49152      // RFC 7510 section 3: source ports from 49152..65535
+
+#ifndef BPF_F_ADJ_ROOM_DECAP_L3_IPV4 // Linux 6.3; older uapi headers lack them
+#define BPF_F_ADJ_ROOM_DECAP_L3_IPV4 (1ULL << 7)
+#define BPF_F_ADJ_ROOM_DECAP_L3_IPV6 (1ULL << 8)
+#endif
 
 struct fp_adj {
 	__u32 ifindex; // out veth in this netns; its peer receives the frame
@@ -75,6 +94,26 @@ struct fp_route {
 	struct fp_adj adj;
 };
 
+// A tunnel (key: FP_TUNNEL_BIT | port index, the adjacency's ifindex).
+struct fp_tunnel {
+	__u32 family;  // 4 or 6: the underlay
+	__u32 ifindex; // the underlay interface: bpf_redirect_neigh's out device
+	__u32 encap;   // whether the programs encapsulate (else only decapsulate)
+	__u16 port;    // UDP destination port, network order
+	__u16 pad;
+	__u8 local[16]; // IPv4: the first 4 bytes
+	__u8 remote[16];
+};
+
+// The datagrams of a tunnel, as they arrive (value: the tunnel's key).
+struct fp_tunnel_key {
+	__u32 family;
+	__u16 port; // UDP destination port, network order
+	__u16 pad;
+	__u8 local[16]; // the outer destination
+	__u8 remote[16]; // the outer source
+};
+
 struct fp_label_stat {
 	__u64 frames;
 	__u64 bytes;
@@ -93,6 +132,8 @@ _Static_assert(sizeof(struct fp_label) == 36, "fp_label layout");
 _Static_assert(sizeof(struct fp_key4) == 12, "fp_key4 layout");
 _Static_assert(sizeof(struct fp_key6) == 24, "fp_key6 layout");
 _Static_assert(sizeof(struct fp_route) == 48, "fp_route layout");
+_Static_assert(sizeof(struct fp_tunnel) == 48, "fp_tunnel layout");
+_Static_assert(sizeof(struct fp_tunnel_key) == 40, "fp_tunnel_key layout");
 
 enum {
 	C_FRAMES_IN = 0,
@@ -103,6 +144,8 @@ enum {
 	C_PASSED,
 	C_BYTES,
 	C_REDIRECT_FAILED,
+	C_ENCAP,
+	C_DECAP,
 	C_MAX
 };
 
@@ -140,6 +183,28 @@ struct {
 } fp_routes_v6 SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct fp_tunnel);
+} fp_tunnels SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct fp_tunnel_key);
+	__type(value, __u32);
+} fp_tunnel_rx SEC(".maps");
+
+// Underlay interfaces (ifindex, value unused) where fp_tc looks for tunnel datagrams.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u32);
+} fp_underlay SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, C_MAX);
 	__type(key, __u32);
@@ -171,8 +236,14 @@ struct decision {
 	__u32 ipver;     // V_POP, V_FORWARD, V_PUSH: 4 or 6
 	__u32 new_ttl;   // V_POP, V_FORWARD, V_PUSH: IP TTL / hop limit to write
 	__u32 nlabels;   // V_PUSH
-	__u32 lse[FP_MAX_PUSH]; // V_PUSH: entries to write, host order, [0] outermost
+	__u32 lse[FP_MAX_PUSH]; // V_PUSH, V_SWAP into a tunnel: entries to write, host order
 	struct fp_adj adj;
+	__u32 rx_port;   // the port counted as received on: ifindex, or a tunnel's key
+	__u32 decap;     // outer IP + UDP bytes to take off (received from a tunnel), else 0
+	__u32 inner_ver; // decap: the IP version after the stack (4, 6, or 0 unknown)
+	__u32 depth;     // V_SWAP into a tunnel: the stack's entries (all rewritten)
+	__u32 outer_csum; // decap: the outer UDP checksum is not zero
+	struct fp_tunnel tun; // adj is a tunnel (adj.ifindex & FP_TUNNEL_BIT): its entry
 };
 
 struct ipinfo {
@@ -350,10 +421,29 @@ static __always_inline __u64 l3_size(const struct ipinfo *ip, __u32 gso, __u32 g
 	return (__u64)ip->tot_len + grow;
 }
 
-static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *d, __u32 gso)
+// Whether a frame may go to `adj`: a veth as always, or a tunnel the programs encapsulate
+// into (its entry copied to d->tun). A frame that came out of a tunnel goes into none
+// (adjust_room encapsulates only once).
+// `outer_len`: the outer IP packet's length if it goes into a tunnel (at most 65535).
+static __always_inline int adj_ok(struct decision *d, const struct fp_adj *adj, __u64 outer_len)
+{
+	if (!(adj->ifindex & FP_TUNNEL_BIT))
+		return 1;
+	if (d->decap || outer_len > 0xffff)
+		return 0;
+	__u32 key = adj->ifindex;
+	struct fp_tunnel *t = bpf_map_lookup_elem(&fp_tunnels, &key);
+	if (!t || !t->encap || t->family != 4)
+		return 0;
+	d->tun = *t;
+	return 1;
+}
+
+// The top label at `mo` (14, or after the outer headers of a tunnel's datagram).
+static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *d, __u32 gso, __u32 mo)
 {
 	__u32 lse;
-	if (bpf_skb_load_bytes(skb, FP_ETH_HLEN, &lse, 4))
+	if (bpf_skb_load_bytes(skb, mo, &lse, 4))
 		return;
 	lse = bpf_ntohl(lse);
 	__u32 label = lse >> 12;
@@ -375,7 +465,7 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 		} else {
 			for (int i = 1; i < FP_MAX_STACK; i++) {
 				__u32 x;
-				if (bpf_skb_load_bytes(skb, FP_ETH_HLEN + 4 * i, &x, 4))
+				if (bpf_skb_load_bytes(skb, mo + 4 * i, &x, 4))
 					return;
 				if (bpf_ntohl(x) & 0x100) {
 					depth = i + 1;
@@ -385,35 +475,65 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 		}
 		if (!depth)
 			return;
+		__u32 off = mo + 4 * depth;
+		__u32 ver = ip_version(skb, off);
+		struct fp_adj adj = e->adj;
+		if (!adj_ok(d, &adj, (__u64)skb->len - FP_ETH_HLEN + FP_OUTER4))
+			return;
+		int tunnel = adj.ifindex & FP_TUNNEL_BIT;
+		struct ipinfo ip = {};
 		if (!gso) {
-			if (skb->len < FP_ETH_HLEN || skb->len - FP_ETH_HLEN > e->adj.mtu)
+			if (skb->len < mo || skb->len - mo > adj.mtu)
 				return;
 		} else {
-			__u32 off = FP_ETH_HLEN + 4 * depth;
-			struct ipinfo ip;
-			if (parse_ip(skb, off, ip_version(skb, off), gso, &ip))
+			if (parse_ip(skb, off, ver, gso, &ip))
 				return;
-			if (l3_size(&ip, gso, 4 * depth) > e->adj.mtu)
+			if (l3_size(&ip, gso, 4 * depth) > adj.mtu)
 				return;
 		}
+		if (tunnel) {
+			// Into a tunnel: the stack is taken off and written back behind the outer
+			// headers (the inner headers must point at the IP packet for GSO), so it
+			// must be short enough to keep, and skb->protocol the inner packet's.
+			if (depth > FP_MAX_PUSH || (ver != 4 && ver != 6) || !proto_is(skb, ver))
+				return;
+			if (gso && ip.l4proto != IPPROTO_TCP)
+				return;
+#pragma unroll
+			for (int i = 0; i < FP_MAX_PUSH; i++) {
+				if (i < depth) {
+					__u32 x;
+					if (bpf_skb_load_bytes(skb, mo + 4 * i, &x, 4))
+						return;
+					d->lse[i] = bpf_ntohl(x);
+				}
+			}
+			d->depth = depth;
+		}
+		d->inner_ver = ver == 4 || ver == 6 ? ver : 0;
 		d->verdict = V_SWAP;
 		d->in_label = label;
 		d->new_lse = (out_label << 12) | (lse & 0xf00) | (ttl - 1);
-		d->adj = e->adj;
+		d->lse[0] = d->new_lse;
+		d->adj = adj;
 		return;
 	}
+
+	// A pop needs skb->protocol to be the inner packet's (adjust_room refuses others),
+	// except after a tunnel, whose decapsulation sets it.
+	__u32 ver = ip_version(skb, mo + 4);
+	if ((ver != 4 && ver != 6) || !(d->decap || proto_is(skb, ver)))
+		return;
+	d->inner_ver = ver;
 
 	if (e->action == FP_LABEL_PHP) {
 		// Penultimate-hop pop of the bottom label: the IP packet goes on to `adj`, with
 		// no IP hop here (uniform: IP TTL = min(IP TTL, label TTL - 1)). Labels below
 		// it are the pipeline's.
-		if (!(lse & 0x100))
-			return;
-		__u32 ver = ip_version(skb, FP_ETH_HLEN + 4);
-		if ((ver != 4 && ver != 6) || !proto_is(skb, ver))
+		if (!(lse & 0x100) || (e->adj.ifindex & FP_TUNNEL_BIT))
 			return;
 		struct ipinfo ip;
-		if (parse_ip(skb, FP_ETH_HLEN + 4, ver, gso, &ip))
+		if (parse_ip(skb, mo + 4, ver, gso, &ip))
 			return;
 		if (gso && ip.l4proto != IPPROTO_TCP) // adjust_room keeps only TCP GSO
 			return;
@@ -432,11 +552,8 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 
 	if (e->action != FP_LABEL_POP_IP || !(lse & 0x100))
 		return;
-	__u32 ver = ip_version(skb, FP_ETH_HLEN + 4);
-	if ((ver != 4 && ver != 6) || !proto_is(skb, ver))
-		return;
 	struct ipinfo ip;
-	if (parse_ip(skb, FP_ETH_HLEN + 4, ver, gso, &ip))
+	if (parse_ip(skb, mo + 4, ver, gso, &ip))
 		return;
 	if (gso && ip.l4proto != IPPROTO_TCP) // adjust_room keeps only TCP GSO
 		return;
@@ -446,7 +563,7 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 	if (eff <= 1 || special_dst(&ip))
 		return;
 	struct fp_route *r = route_lookup(e->vrf, &ip);
-	if (!r || r->action != FP_ROUTE_FORWARD || r->nlabels != 0)
+	if (!r || r->action != FP_ROUTE_FORWARD || r->nlabels != 0 || (r->adj.ifindex & FP_TUNNEL_BIT))
 		return;
 	if (l3_size(&ip, gso, 0) > r->adj.mtu)
 		return;
@@ -475,7 +592,13 @@ static __always_inline void decide_ip(struct __sk_buff *skb, struct decision *d,
 		return;
 	if (n && gso && ip.l4proto != IPPROTO_TCP) // adjust_room keeps only TCP GSO
 		return;
-	if (l3_size(&ip, gso, 4 * n) > r->adj.mtu)
+	struct fp_adj adj = r->adj;
+	// Into a tunnel only labelled (MPLS-in-UDP carries MPLS).
+	if ((adj.ifindex & FP_TUNNEL_BIT) && !n)
+		return;
+	if (!adj_ok(d, &adj, (__u64)skb->len - FP_ETH_HLEN + FP_OUTER4 + 4 * n))
+		return;
+	if (l3_size(&ip, gso, 4 * n) > adj.mtu)
 		return;
 	__u32 new_ttl = ip.ttl - 1;
 	__u32 lttl = r->label_ttl ? (r->label_ttl & 0xff) : new_ttl;
@@ -492,7 +615,75 @@ static __always_inline void decide_ip(struct __sk_buff *skb, struct decision *d,
 	d->nlabels = n;
 	d->ipver = ver;
 	d->new_ttl = new_ttl;
-	d->adj = r->adj;
+	d->adj = adj;
+}
+
+// A frame on an underlay interface: a datagram of one of the tunnels (outer IPv4/IPv6
+// without options or fragments, UDP to the tunnel's port, from its remote to its local
+// address), whose label stack is then decided on as if received on the tunnel. Anything
+// else is not a candidate: the kernel's stack and the tunnel's socket get it untouched.
+static __always_inline void decide_underlay(struct __sk_buff *skb, struct decision *d, __u32 gso)
+{
+	__u32 ifindex = skb->ifindex;
+	if (!bpf_map_lookup_elem(&fp_underlay, &ifindex))
+		return;
+	__u8 h[FP_ETH_HLEN + FP_OUTER6] = {};
+	if (bpf_skb_load_bytes(skb, 0, h, FP_ETH_HLEN + FP_OUTER4))
+		return;
+	__u16 et = ((__u16)h[12] << 8) | h[13];
+	struct fp_tunnel_key k = {};
+	__u32 olen;
+	__u32 iplen; // the outer IP packet's length as its header says
+	__u8 *ip = h + FP_ETH_HLEN;
+	if (et == ETH_P_IP) {
+		if (ip[0] != 0x45 || ip[9] != IPPROTO_UDP || (ip[6] & 0x3f) || ip[7])
+			return;
+		__u32 sum = 0;
+#pragma unroll
+		for (int i = 0; i < 20; i += 2)
+			sum += ((__u32)ip[i] << 8) | ip[i + 1];
+		sum = (sum & 0xffff) + (sum >> 16);
+		sum = (sum & 0xffff) + (sum >> 16);
+		if (sum != 0xffff)
+			return;
+		k.family = 4;
+		__builtin_memcpy(k.remote, ip + 12, 4);
+		__builtin_memcpy(k.local, ip + 16, 4);
+		olen = FP_OUTER4;
+		iplen = ((__u32)ip[2] << 8) | ip[3];
+	} else if (et == ETH_P_IPV6) {
+		if (bpf_skb_load_bytes(skb, 0, h, FP_ETH_HLEN + FP_OUTER6))
+			return;
+		if ((ip[0] >> 4) != 6 || ip[6] != IPPROTO_UDP)
+			return;
+		k.family = 6;
+		__builtin_memcpy(k.remote, ip + 8, 16);
+		__builtin_memcpy(k.local, ip + 24, 16);
+		olen = FP_OUTER6;
+		iplen = 40 + (((__u32)ip[4] << 8) | ip[5]);
+	} else {
+		return;
+	}
+	if (!proto_is(skb, k.family))
+		return;
+	__u8 *udp = ip + olen - 8;
+	k.port = ((__u16)udp[3] << 8) | udp[2]; // network order, as stored
+	__u32 *id = bpf_map_lookup_elem(&fp_tunnel_rx, &k);
+	if (!id)
+		return;
+	d->candidate = 1;
+	d->rx_port = *id;
+	// One whole datagram, exactly the frame (a super-frame's lengths are its segments'
+	// business), with the outer and a label in it: truncated or padded ones are the
+	// socket's, which counts them.
+	__u32 udplen = ((__u32)udp[4] << 8) | udp[5];
+	if (!gso && ((__u64)FP_ETH_HLEN + iplen != skb->len || udplen != iplen - (olen - 8)))
+		return;
+	if (skb->len < FP_ETH_HLEN + olen + 4)
+		return;
+	d->decap = olen;
+	d->outer_csum = udp[6] || udp[7];
+	decide_mpls(skb, d, gso, FP_ETH_HLEN + olen);
 }
 
 // The one decision both programs take. Modifies nothing.
@@ -501,9 +692,13 @@ static __always_inline void decide(struct __sk_buff *skb, struct decision *d)
 	if (skb->vlan_present || skb->pkt_type != PACKET_HOST)
 		return;
 	__u32 ifindex = skb->ifindex;
+	__u32 gso = skb->gso_size;
 	struct fp_port *port = bpf_map_lookup_elem(&fp_ports, &ifindex);
-	if (!port)
+	if (!port) {
+		decide_underlay(skb, d, gso);
 		return;
+	}
+	d->rx_port = ifindex;
 	__u8 eth[FP_ETH_HLEN];
 	if (bpf_skb_load_bytes(skb, 0, eth, FP_ETH_HLEN))
 		return;
@@ -513,10 +708,9 @@ static __always_inline void decide(struct __sk_buff *skb, struct decision *d)
 			return;
 	d->candidate = 1;
 	__u32 vrf = port->vrf;
-	__u32 gso = skb->gso_size;
 	__u16 et = ((__u16)eth[12] << 8) | eth[13];
 	if (et == FP_ETH_P_MPLS_UC)
-		decide_mpls(skb, d, gso);
+		decide_mpls(skb, d, gso, FP_ETH_HLEN);
 	else if (et == ETH_P_IP)
 		decide_ip(skb, d, 4, vrf, gso);
 	else if (et == ETH_P_IPV6)
@@ -550,11 +744,117 @@ static __always_inline int set_eth(struct __sk_buff *skb, const struct fp_adj *a
 	return bpf_skb_store_bytes(skb, 0, eth, FP_ETH_HLEN, 0) ? -1 : 0;
 }
 
+// Puts an outer IPv4 + UDP header (RFC 7510) and the `n` label stack entries d->lse[] in
+// front of the IP packet that follows the Ethernet header. One adjust_room: the skb's inner
+// headers point at the labels (inner MAC) and the IP packet, and a GSO super-frame becomes
+// SKB_GSO_UDP_TUNNEL, which the kernel cuts at the underlay with these headers on every
+// segment. UDP checksum 0: RFC 7510 section 3 allows it over IPv4, and it is the only value
+// right for every segment of a super-frame (adjust_room does not ask the kernel for outer
+// checksums). The Ethernet header is bpf_redirect_neigh's to write.
+static __always_inline int encap(struct __sk_buff *skb, const struct decision *d, __u32 n)
+{
+	if (n < 1 || n > FP_MAX_PUSH)
+		return -1;
+	// The flow's hash (of the inner packet, before the outer headers exist) picks the
+	// source port: entropy for ECMP in the underlay, one port per flow.
+	__u32 hash = bpf_get_hash_recalc(skb);
+	__u64 flags = BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_ENCAP_L3_IPV4 |
+		      BPF_F_ADJ_ROOM_ENCAP_L4_UDP | BPF_F_ADJ_ROOM_ENCAP_L2(4 * n);
+	if (bpf_skb_adjust_room(skb, FP_OUTER4 + 4 * n, BPF_ADJ_ROOM_MAC, flags))
+		return -1;
+	__u32 len = skb->len - FP_ETH_HLEN;
+	if (len > 0xffff)
+		return -1;
+	__u8 o[FP_OUTER4] = {};
+	o[0] = 0x45;
+	o[2] = len >> 8;
+	o[3] = len & 0xff;
+	o[6] = 0x40; // DF: the underlay's path MTU is the tunnel's (the pipeline answers "too big")
+	o[8] = 64;
+	o[9] = IPPROTO_UDP;
+	__builtin_memcpy(o + 12, d->tun.local, 4);
+	__builtin_memcpy(o + 16, d->tun.remote, 4);
+	__u32 sum = 0;
+#pragma unroll
+	for (int i = 0; i < 20; i += 2)
+		sum += ((__u32)o[i] << 8) | o[i + 1];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = ~sum & 0xffff;
+	o[10] = sum >> 8;
+	o[11] = sum & 0xff;
+	__u16 sport = FP_SPORT_BASE | (hash & 0x3fff);
+	o[20] = sport >> 8;
+	o[21] = sport & 0xff;
+	__builtin_memcpy(o + 22, &d->tun.port, 2);
+	o[24] = (len - 20) >> 8;
+	o[25] = (len - 20) & 0xff;
+	if (bpf_skb_store_bytes(skb, FP_ETH_HLEN, o, FP_OUTER4, 0))
+		return -1;
+#pragma unroll
+	for (int i = 0; i < FP_MAX_PUSH; i++) {
+		if (i < n) {
+			__u32 lse = bpf_htonl(d->lse[i]);
+			if (bpf_skb_store_bytes(skb, FP_ETH_HLEN + FP_OUTER4 + 4 * i, &lse, 4, 0))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+// Whether the outer UDP checksum of a tunnel's datagram (at `off`) is still to be
+// computed (CHECKSUM_PARTIAL, csum_start at the outer UDP header): a datagram a local
+// socket sent with checksum offload over veth arrives so. Taking the outer headers off
+// would leave the kernel a checksum to compute at bytes that are gone (a pipeline's
+// socket refuses such frames, a NIC would write into the frame), so such datagrams are
+// the tunnel socket's. TC cannot read ip_summed; bpf_l4_csum_replace tells: without
+// BPF_F_PSEUDO_HDR it changes nothing of a CHECKSUM_PARTIAL skb, and otherwise adds to the
+// field, which the second call takes back out (so the bytes, and a CHECKSUM_COMPLETE sum,
+// are as they were).
+static __always_inline int outer_csum_partial(struct __sk_buff *skb, __u32 off)
+{
+	__u16 before, after;
+	if (bpf_skb_load_bytes(skb, off, &before, 2))
+		return 1;
+	if (bpf_l4_csum_replace(skb, off, 0, bpf_htons(1), 2))
+		return 1;
+	if (bpf_skb_load_bytes(skb, off, &after, 2))
+		return 1;
+	if (after == before)
+		return 1;
+	bpf_l4_csum_replace(skb, off, bpf_htons(1), 0, 2);
+	return 0;
+}
+
+static __always_inline __u64 decap_flags(__u32 ver)
+{
+	if (ver == 4)
+		return BPF_F_ADJ_ROOM_DECAP_L3_IPV4;
+	if (ver == 6)
+		return BPF_F_ADJ_ROOM_DECAP_L3_IPV6;
+	return 0;
+}
+
 static __always_inline int act(struct __sk_buff *skb, const struct decision *d)
 {
 	__u16 ip_et = d->ipver == 4 ? ETH_P_IP : ETH_P_IPV6;
+	int tunnel = d->adj.ifindex & FP_TUNNEL_BIT;
+	// Out of a tunnel: the outer headers go (with the label, for a pop), and
+	// skb->protocol becomes the inner packet's.
+	__s32 outer = d->decap;
 	switch (d->verdict) {
 	case V_SWAP: {
+		if (tunnel) {
+			// The stack comes off (the network header then points at the IP packet)
+			// and goes back rewritten behind the outer headers.
+			if (bpf_skb_adjust_room(skb, -(__s32)(4 * d->depth), BPF_ADJ_ROOM_MAC,
+						BPF_F_ADJ_ROOM_FIXED_GSO))
+				return -1;
+			return encap(skb, d, d->depth);
+		}
+		if (outer && bpf_skb_adjust_room(skb, -outer, BPF_ADJ_ROOM_MAC,
+						 BPF_F_ADJ_ROOM_FIXED_GSO | decap_flags(d->inner_ver)))
+			return -1;
 		__u32 lse = bpf_htonl(d->new_lse);
 		if (bpf_skb_store_bytes(skb, FP_ETH_HLEN, &lse, 4, 0))
 			return -1;
@@ -562,7 +862,8 @@ static __always_inline int act(struct __sk_buff *skb, const struct decision *d)
 	}
 	case V_POP:
 	case V_PHP:
-		if (bpf_skb_adjust_room(skb, -4, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_FIXED_GSO))
+		if (bpf_skb_adjust_room(skb, -(outer + 4), BPF_ADJ_ROOM_MAC,
+					BPF_F_ADJ_ROOM_FIXED_GSO | (outer ? decap_flags(d->ipver) : 0)))
 			return -1;
 		if (set_ttl(skb, FP_ETH_HLEN, d->ipver, d->new_ttl))
 			return -1;
@@ -577,6 +878,8 @@ static __always_inline int act(struct __sk_buff *skb, const struct decision *d)
 			return -1;
 		if (set_ttl(skb, FP_ETH_HLEN, d->ipver, d->new_ttl))
 			return -1;
+		if (tunnel)
+			return encap(skb, d, n);
 		if (bpf_skb_adjust_room(skb, 4 * n, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_FIXED_GSO))
 			return -1;
 #pragma unroll
@@ -605,7 +908,12 @@ int fp_tc(struct __sk_buff *skb)
 		count(C_PASSED, 1);
 		return TC_ACT_OK;
 	}
-	__u32 in_ifindex = skb->ifindex;
+	// No socket filter runs on an underlay interface: a datagram left here reaches the
+	// tunnel's socket as it came.
+	if (d.decap && d.outer_csum && outer_csum_partial(skb, FP_ETH_HLEN + d.decap - 2)) {
+		count(C_PASSED, 1);
+		return TC_ACT_OK;
+	}
 	__u64 in_len = skb->len;
 	// The socket filter has already dropped this frame from the router's socket: a
 	// failure from here on drops it.
@@ -614,7 +922,10 @@ int fp_tc(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	}
 	__u64 out_len = skb->len;
-	long r = bpf_redirect_peer(d.adj.ifindex, 0);
+	int tunnel = d.adj.ifindex & FP_TUNNEL_BIT;
+	// Into a tunnel: the underlay interface's egress, the kernel's route and neighbour
+	// (resolved or not) for the outer destination; else the next veth's peer.
+	long r = tunnel ? bpf_redirect_neigh(d.tun.ifindex, NULL, 0, 0) : bpf_redirect_peer(d.adj.ifindex, 0);
 	if (r != TC_ACT_REDIRECT) {
 		count(C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
@@ -636,8 +947,12 @@ int fp_tc(struct __sk_buff *skb)
 		count(C_PUSH, 1);
 		break;
 	}
+	if (d.decap)
+		count(C_DECAP, 1);
+	if (tunnel)
+		count(C_ENCAP, 1);
 	count(C_BYTES, out_len);
-	port_stat(in_ifindex, 0, in_len);
+	port_stat(d.rx_port, 0, in_len);
 	port_stat(d.adj.ifindex, 1, out_len);
 	return r;
 }

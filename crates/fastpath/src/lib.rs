@@ -21,25 +21,44 @@
 //!   [`LabelEntry::Php`] (bottom of stack only) pops and sends the IP packet on;
 //!   [`LabelEntry::PopIp`] (bottom of stack only) pops and forwards the IP packet by a
 //!   [`RouteEntry::Forward`] without labels in the entry's VRF. A pop needs
-//!   `skb->protocol` to be IPv4/IPv6, which holds for frames that came by
-//!   `bpf_redirect_peer` from another fast path; a labelled frame that came through a real
-//!   transmit is left to userspace.
+//!   `skb->protocol` to be IPv4/IPv6 (`bpf_skb_adjust_room` refuses others), which holds
+//!   for frames that came by `bpf_redirect_peer` from another fast path and for tunnel
+//!   datagrams (decapsulation sets it); a labelled frame that came through a real
+//!   transmit (a router's AF_PACKET send: the veth makes it MPLS) is left to userspace.
 //! - IPv4 (valid header and checksum) / IPv6 unicast, TTL > 1, with a
 //!   [`RouteEntry::Forward`] in the port's VRF: forwards (TTL - 1), pushing its labels.
 //! - Frames must fit the out port's MTU: the IP packet (plus the labels), or for GSO
 //!   frames one segment (`gso_size` + IP and TCP/UDP headers, plus the labels).
 //!
+//! MPLS-in-UDP tunnels (RFC 7510, [`FastTables::tunnels`]): an [`Adjacency`] whose
+//! `ifindex` is a [`tunnel_key`] sends into the tunnel: a swap or a push (at least one
+//! label; at most 4 entries in the stack) gets an outer IPv4 + UDP header (source port
+//! 49152 + 14 bits of the flow hash, UDP checksum 0 as RFC 7510 allows over IPv4, DF),
+//! with one `bpf_skb_adjust_room` that keeps a GSO super-frame whole for the kernel's UDP
+//! tunnel GSO to cut at the underlay, and leaves through the tunnel's underlay interface
+//! with `bpf_redirect_neigh` (the kernel's route and neighbour for the outer destination).
+//! Tunnels over IPv6 are decapsulated only: adjust_room cannot ask the kernel for the
+//! outer UDP checksum IPv6 needs on every segment. On the interfaces attached with
+//! [`FastPath::attach_underlay`], datagrams of a tunnel (outer destination its local
+//! address, source its remote, UDP destination its port) are switched as if received on
+//! it (swap toward a veth, or pop), their outer headers removed; what the programs cannot
+//! switch goes on to the tunnel's socket untouched. The port counters of a tunnel are
+//! kept under its key: frames decapsulated (rx) and encapsulated (tx). An encapsulated
+//! frame keeps its offloads (a TCP super-frame, an inner checksum still to compute) for
+//! the underlay device to finish; over a veth-only underlay nothing finishes them, so
+//! there the receiving end must decapsulate in its programs too, not in a socket.
+//!
 //! Everything else (TTL expiry, ARP/ND, multicast, link-local, local routes, unknown
 //! labels and prefixes, frames too big, anything unparsed) goes to the router untouched.
 //! The out port of every adjacency must be a veth ([`is_veth`]) in the netns where
-//! [`FastPath::attach`] runs.
+//! [`FastPath::attach`] runs, or a tunnel whose underlay interface is there.
 //!
 //! The programs detach when the [`FastPath`] is dropped or the process exits: a dead
 //! router stops forwarding.
 
 use std::collections::BTreeMap;
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::BorrowedFd;
 
 use aya::maps::lpm_trie::LpmTrie;
@@ -49,7 +68,10 @@ use aya::programs::{Link, ProgramError, SchedClassifier, SocketFilter, TcAttachT
 
 mod raw;
 
-use raw::{Encoded, RawKey4, RawKey6, RawLabel, RawLabelStat, RawPort, RawPortStat, RawRoute, counter};
+use raw::{
+    Encoded, RawKey4, RawKey6, RawLabel, RawLabelStat, RawPort, RawPortStat, RawRoute, RawTunnel,
+    RawTunnelKey, counter,
+};
 
 /// Where a frame goes: the out veth and the Ethernet header to write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +85,32 @@ pub struct Adjacency {
     pub dst_mac: [u8; 6],
     /// Source MAC: the out port's address.
     pub src_mac: [u8; 6],
+}
+
+/// The bit that makes an [`Adjacency::ifindex`] (and a port counter's key) a tunnel's.
+pub const TUNNEL_BIT: u32 = 0x8000_0000;
+
+/// The key of the tunnel that is the router's port `port` (its index in the config): the
+/// [`Adjacency::ifindex`] that sends into it, its [`FastTables::tunnels`] key and the key
+/// of its counters in [`FastPath::port_stats`]. No interface has such an index.
+pub fn tunnel_key(port: u16) -> u32 {
+    TUNNEL_BIT | u32::from(port)
+}
+
+/// An MPLS-in-UDP tunnel (RFC 7510) the programs send into and receive from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tunnel {
+    /// The local underlay address: the outer source sent, the destination received.
+    pub local: IpAddr,
+    /// The remote underlay address (same family).
+    pub remote: IpAddr,
+    /// The UDP destination port (6635).
+    pub port: u16,
+    /// The underlay interface the outer packets leave by (and arrive on).
+    pub underlay_ifindex: u32,
+    /// Whether the programs encapsulate into it (IPv4 underlays); else they only
+    /// decapsulate and the pipeline sends.
+    pub encap: bool,
 }
 
 /// A port the fast path serves (keyed by ifindex in [`FastTables::ports`]).
@@ -132,6 +180,8 @@ pub struct FastTables {
     pub routes_v4: BTreeMap<(u16, Ipv4Addr, u8), RouteEntry>,
     /// IPv6 routes by (VRF, prefix, prefix length); no bits set beyond the length.
     pub routes_v6: BTreeMap<(u16, Ipv6Addr, u8), RouteEntry>,
+    /// MPLS-in-UDP tunnels by [`tunnel_key`].
+    pub tunnels: BTreeMap<u32, Tunnel>,
 }
 
 /// A change to some entries of the tables last applied ([`FastPath::update`]): each key
@@ -172,6 +222,10 @@ pub struct FastCounters {
     pub bytes: u64,
     /// Frames dropped because rewriting or redirecting failed after the decision.
     pub redirect_failed: u64,
+    /// Frames sent into an MPLS-in-UDP tunnel.
+    pub encap: u64,
+    /// Frames received from an MPLS-in-UDP tunnel and switched.
+    pub decap: u64,
 }
 
 /// Per-port counters of redirected frames, summed over CPUs.
@@ -277,6 +331,14 @@ pub enum FastPathError {
         /// What is wrong.
         why: &'static str,
     },
+    /// A tunnel's addresses are of two families.
+    #[error("tunnel {local} -> {remote}: the addresses must be of one family")]
+    TunnelFamilies {
+        /// The local address.
+        local: IpAddr,
+        /// The remote address.
+        remote: IpAddr,
+    },
     /// A route pushes labels with a fixed TTL of 0.
     #[error("route {prefix}: a fixed label TTL of 0 would be dropped by the next hop; use 1..=255 or None")]
     ZeroLabelTtl {
@@ -315,6 +377,9 @@ pub struct FastPath {
     counters: PerCpuArray<MapData, u64>,
     label_stats: PerCpuHashMap<MapData, u32, RawLabelStat>,
     port_stats: PerCpuHashMap<MapData, u32, RawPortStat>,
+    tunnels: BpfHashMap<MapData, u32, RawTunnel>,
+    tunnels_rx: BpfHashMap<MapData, RawTunnelKey, u32>,
+    underlay: BpfHashMap<MapData, u32, u32>,
     /// The last applied tables, encoded (all ports, attached or not).
     wanted: Encoded,
     /// What the maps hold.
@@ -480,6 +545,9 @@ impl FastPath {
             counters: take_map(&mut ebpf, "fp_counters")?,
             label_stats: take_map(&mut ebpf, "fp_label_stats")?,
             port_stats: take_map(&mut ebpf, "fp_port_stats")?,
+            tunnels: take_map(&mut ebpf, "fp_tunnels")?,
+            tunnels_rx: take_map(&mut ebpf, "fp_tunnel_rx")?,
+            underlay: take_map(&mut ebpf, "fp_underlay")?,
             ebpf,
             wanted: Encoded::default(),
             installed: Encoded::default(),
@@ -509,12 +577,22 @@ impl FastPath {
         self.sync().map(drop)
     }
 
+    /// Attaches the TC program at tcx ingress of `ifname`, an underlay interface of the
+    /// tunnels in [`FastTables::tunnels`], where it takes their datagrams. Attaching again
+    /// does nothing; [`FastPath::detach`] undoes it.
+    pub fn attach_underlay(&mut self, ifname: &str) -> Result<(), FastPathError> {
+        self.attach(ifname)?;
+        let ifindex = ifindex(ifname)?;
+        self.underlay.insert(ifindex, 1, 0).map_err(map_err("fp_underlay", "updating"))
+    }
+
     /// Detaches the TC program from `ifname`; the port's entry leaves the maps first, so
     /// the socket filter keeps its frames again. Detaching a detached interface does nothing.
     pub fn detach(&mut self, ifname: &str) -> Result<(), FastPathError> {
         let Some(a) = self.attached.remove(ifname) else {
             return Ok(());
         };
+        let _ = deleted(self.underlay.remove(&a.ifindex));
         let synced = self.sync().map(drop);
         let _ = deleted(self.port_stats.remove(&a.ifindex));
         // An interface that is gone took its tcx link with it: nothing left to detach.
@@ -576,6 +654,23 @@ impl FastPath {
             self.installed.ports.remove(&i);
         }
 
+        // Tunnels before the labels and routes that send into them (an adjacency whose
+        // tunnel is missing is left to the pipeline), and gone after them.
+        let tunnel_diff = raw::diff(&self.installed.tunnels, &self.wanted.tunnels);
+        for (k, t) in &tunnel_diff.upsert {
+            self.tunnels.insert(k, t, 0).map_err(map_err("fp_tunnels", "updating"))?;
+            self.installed.tunnels.insert(*k, *t);
+        }
+        let rx_diff = raw::diff(&self.installed.tunnels_rx, &self.wanted.tunnels_rx);
+        for (k, t) in &rx_diff.upsert {
+            self.tunnels_rx.insert(k, t, 0).map_err(map_err("fp_tunnel_rx", "updating"))?;
+            self.installed.tunnels_rx.insert(*k, *t);
+        }
+        for k in rx_diff.remove {
+            deleted(self.tunnels_rx.remove(&k)).map_err(map_err("fp_tunnel_rx", "deleting"))?;
+            self.installed.tunnels_rx.remove(&k);
+        }
+
         let mut overflow = Overflow::default();
         let capped;
         let labels = if self.wanted.labels.len() <= LABEL_CAPACITY {
@@ -613,6 +708,11 @@ impl FastPath {
             deleted(self.labels.remove(&l)).map_err(map_err("fp_labels", "deleting"))?;
             self.installed.labels.remove(&l);
             deleted(self.label_stats.remove(&l)).map_err(map_err("fp_label_stats", "deleting"))?;
+        }
+
+        for k in tunnel_diff.remove {
+            deleted(self.tunnels.remove(&k)).map_err(map_err("fp_tunnels", "deleting"))?;
+            self.installed.tunnels.remove(&k);
         }
 
         for (i, p) in port_diff.upsert {
@@ -688,6 +788,8 @@ impl FastPath {
             passed: get(counter::PASSED)?,
             bytes: get(counter::BYTES)?,
             redirect_failed: get(counter::REDIRECT_FAILED)?,
+            encap: get(counter::ENCAP)?,
+            decap: get(counter::DECAP)?,
         })
     }
 

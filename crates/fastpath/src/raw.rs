@@ -7,7 +7,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use vmpls_wire::mpls::MAX_LABEL;
 
-use crate::{Adjacency, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry, RouteEntry};
+use crate::{
+    Adjacency, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry, RouteEntry, Tunnel,
+};
 
 /// The most labels a route may push.
 pub(crate) const MAX_PUSH: usize = 4;
@@ -28,6 +30,8 @@ pub(crate) mod counter {
     pub(crate) const PASSED: u32 = 5;
     pub(crate) const BYTES: u32 = 6;
     pub(crate) const REDIRECT_FAILED: u32 = 7;
+    pub(crate) const ENCAP: u32 = 8;
+    pub(crate) const DECAP: u32 = 9;
 }
 
 /// `struct fp_adj`.
@@ -89,6 +93,32 @@ pub(crate) struct RawRoute {
     pub adj: RawAdj,
 }
 
+/// `struct fp_tunnel`, the value of `fp_tunnels` (key: the tunnel's adjacency ifindex).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct RawTunnel {
+    pub family: u32,
+    pub ifindex: u32,
+    pub encap: u32,
+    /// Network order.
+    pub port: u16,
+    pub pad: u16,
+    pub local: [u8; 16],
+    pub remote: [u8; 16],
+}
+
+/// `struct fp_tunnel_key`, the key of `fp_tunnel_rx` (value: the tunnel's key).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub(crate) struct RawTunnelKey {
+    pub family: u32,
+    /// Network order.
+    pub port: u16,
+    pub pad: u16,
+    pub local: [u8; 16],
+    pub remote: [u8; 16],
+}
+
 /// `struct fp_label_stat`, per CPU.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -116,6 +146,8 @@ const _: () = assert!(size_of::<RawKey4>() + 4 == 12);
 const _: () = assert!(size_of::<RawKey6>() + 4 == 24);
 const _: () = assert!(size_of::<RawRoute>() == 48);
 const _: () = assert!(size_of::<RawLabelStat>() == 16);
+const _: () = assert!(size_of::<RawTunnel>() == 48);
+const _: () = assert!(size_of::<RawTunnelKey>() == 40);
 const _: () = assert!(size_of::<RawPortStat>() == 32);
 
 // SAFETY: each type is #[repr(C)], Copy, made only of integers and byte arrays, with no
@@ -135,6 +167,10 @@ unsafe impl aya::Pod for RawRoute {}
 // SAFETY: as above.
 unsafe impl aya::Pod for RawLabelStat {}
 // SAFETY: as above.
+unsafe impl aya::Pod for RawTunnel {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawTunnelKey {}
+// SAFETY: as above.
 unsafe impl aya::Pod for RawPortStat {}
 
 /// The map entries a [`FastTables`] stands for. Route keys stay in the tables' form
@@ -145,6 +181,8 @@ pub(crate) struct Encoded {
     pub labels: BTreeMap<u32, RawLabel>,
     pub routes_v4: BTreeMap<(u16, Ipv4Addr, u8), RawRoute>,
     pub routes_v6: BTreeMap<(u16, Ipv6Addr, u8), RawRoute>,
+    pub tunnels: BTreeMap<u32, RawTunnel>,
+    pub tunnels_rx: BTreeMap<RawTunnelKey, u32>,
 }
 
 fn adj(a: &Adjacency) -> RawAdj {
@@ -153,6 +191,40 @@ fn adj(a: &Adjacency) -> RawAdj {
 
 fn port(p: &FastPort) -> RawPort {
     RawPort { vrf: u32::from(p.vrf), mac: p.mac, pad: [0; 2] }
+}
+
+/// An address in the maps' 16 bytes (IPv4 in the first 4) and its family (4 or 6).
+fn addr16(a: std::net::IpAddr) -> (u32, [u8; 16]) {
+    let mut b = [0u8; 16];
+    match a {
+        std::net::IpAddr::V4(a) => {
+            b[..4].copy_from_slice(&a.octets());
+            (4, b)
+        }
+        std::net::IpAddr::V6(a) => (6, a.octets()),
+    }
+}
+
+/// A tunnel's entry and the key its datagrams arrive under.
+pub(crate) fn tunnel(t: &Tunnel) -> Result<(RawTunnel, RawTunnelKey), FastPathError> {
+    let (family, local) = addr16(t.local);
+    let (remote_family, remote) = addr16(t.remote);
+    if family != remote_family {
+        return Err(FastPathError::TunnelFamilies { local: t.local, remote: t.remote });
+    }
+    let port = t.port.to_be();
+    Ok((
+        RawTunnel {
+            family,
+            ifindex: t.underlay_ifindex,
+            encap: u32::from(t.encap),
+            port,
+            pad: 0,
+            local,
+            remote,
+        },
+        RawTunnelKey { family, port, pad: 0, local, remote },
+    ))
 }
 
 fn check_label(label: u32, what: &'static str) -> Result<(), FastPathError> {
@@ -250,6 +322,11 @@ pub(crate) fn encode(t: &FastTables) -> Result<Encoded, FastPathError> {
         let shown = format!("vrf {vrf} {addr}/{len}");
         check_prefix(&addr.octets(), *len, 128, &shown)?;
         e.routes_v6.insert((*vrf, *addr, *len), route(r, &shown)?);
+    }
+    for (key, t) in &t.tunnels {
+        let (raw, rx) = tunnel(t)?;
+        e.tunnels.insert(*key, raw);
+        e.tunnels_rx.insert(rx, *key);
     }
     Ok(e)
 }
@@ -432,6 +509,42 @@ mod tests {
         t.routes_v6.insert((0, "2001:db8:8000::".parse().unwrap(), 33), RouteEntry::Local);
         t.labels.insert(MAX_LABEL, LabelEntry::Swap { out_label: MAX_LABEL, adj: adjacency() });
         assert!(encode(&t).is_ok());
+    }
+
+    #[test]
+    fn tunnels_are_encoded_with_their_receive_key_in_network_order() {
+        let mut t = FastTables::default();
+        let v4 = Tunnel {
+            local: "198.18.101.2".parse().unwrap(),
+            remote: "198.18.102.2".parse().unwrap(),
+            port: 6635,
+            underlay_ifindex: 4,
+            encap: true,
+        };
+        t.tunnels.insert(crate::tunnel_key(1), v4);
+        let v6 = Tunnel {
+            local: "2001:db8:101::2".parse().unwrap(),
+            remote: "2001:db8:102::2".parse().unwrap(),
+            encap: false,
+            ..v4
+        };
+        t.tunnels.insert(crate::tunnel_key(2), v6);
+        let e = encode(&t).unwrap();
+        let raw = e.tunnels[&0x8000_0001];
+        assert_eq!((raw.family, raw.ifindex, raw.encap), (4, 4, 1));
+        assert_eq!(raw.port.to_ne_bytes(), [0x19, 0xeb], "6635 in network order");
+        assert_eq!(raw.local, [198, 18, 101, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&raw.remote[..4], &[198, 18, 102, 2]);
+        let rx = RawTunnelKey { family: 4, port: raw.port, pad: 0, local: raw.local, remote: raw.remote };
+        assert_eq!(e.tunnels_rx.get(&rx), Some(&0x8000_0001), "datagrams from remote to local");
+        let raw6 = e.tunnels[&0x8000_0002];
+        assert_eq!((raw6.family, raw6.encap), (6, 0));
+        assert_eq!(raw6.remote[15], 2);
+        assert_eq!(e.tunnels_rx.len(), 2);
+
+        let mut t = FastTables::default();
+        t.tunnels.insert(crate::tunnel_key(1), Tunnel { remote: "2001:db8::1".parse().unwrap(), ..v4 });
+        assert!(matches!(encode(&t), Err(FastPathError::TunnelFamilies { .. })));
     }
 
     #[test]

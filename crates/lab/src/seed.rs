@@ -684,6 +684,9 @@ pub struct SeedLab {
     /// Two hosts: routers started next join pe1 and p over MPLS-in-UDP, over the IPv6
     /// underlay if `true`, the IPv4 one if `false`.
     udp_core: Option<bool>,
+    /// Two hosts: the MPLS-in-UDP tunnel runs between pe1's and p's own underlay links,
+    /// its sockets in their namespaces (what the fast path serves), not the hosts'.
+    udp_in_routers: bool,
 }
 
 impl SeedLab {
@@ -711,6 +714,17 @@ impl SeedLab {
         Ok(())
     }
 
+    /// Two hosts: the next routers started run the MPLS-in-UDP tunnel between their own
+    /// underlay links (sockets in their namespaces, which the in-kernel fast path serves)
+    /// if `on`, else with sockets in the hosts' namespaces (see [`crate::hosts`]).
+    pub fn set_udp_tunnel_in_routers(&mut self, on: bool) -> anyhow::Result<()> {
+        if on && !self.two_hosts {
+            bail!("an MPLS-in-UDP core needs the two-host lab");
+        }
+        self.udp_in_routers = on;
+        Ok(())
+    }
+
     fn build_on(params: &SeedParams, two_hosts: bool) -> anyhow::Result<Self> {
         let mut topo = Topology::new();
         if two_hosts {
@@ -721,6 +735,9 @@ impl SeedLab {
             topo.add_host_with(r.name, HostOptions { ipv6: false })?;
         }
         topo.add_host("ce2")?;
+        if two_hosts {
+            crate::hosts::add_router_underlay(&mut topo)?;
+        }
         for (a, a_if, b, b_if, core) in LINKS {
             if two_hosts && a_if == crate::hosts::SPLIT_LINK {
                 crate::hosts::add_vxlan_core(&mut topo)?;
@@ -752,6 +769,7 @@ impl SeedLab {
             stats_files: Vec::new(),
             two_hosts,
             udp_core: None,
+            udp_in_routers: false,
         })
     }
 
@@ -876,7 +894,7 @@ impl SeedLab {
     ) -> anyhow::Result<()> {
         self.stats_files.clear();
         let configs = match self.udp_core {
-            Some(v6) => crate::hosts::udp_core_configs(&self.params, &self.topo, v6)?,
+            Some(v6) => crate::hosts::udp_core_configs(&self.params, &self.topo, v6, self.udp_in_routers)?,
             None => router_configs(&self.params),
         };
         for cfg in configs {
@@ -1044,6 +1062,8 @@ impl SeedLab {
                 self.params.ip_only = mode.kind == ModeKind::VmplsIp;
                 self.params.fast_path = mode.fast_path;
                 self.set_udp_core(mode.udp_core.then_some(false))?;
+                // The fast path serves a tunnel whose socket is in the router's namespace.
+                self.set_udp_tunnel_in_routers(mode.udp_core && mode.fast_path)?;
                 let started = self.start_routers(&opts.router_binary, work_dir);
                 (self.params.ip_only, self.params.fast_path) = (labelled, fast_path);
                 started?;

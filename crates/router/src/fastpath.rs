@@ -4,7 +4,7 @@
 //!
 //! The programs handle a frame only where the result is what the pipeline would send;
 //! everything else (TTL expiry, unknown labels, ECMP, unresolved next hops, frames too
-//! big, ports that are not veth, pops of frames that came through a real transmit)
+//! big, ports that are neither veth nor MPLS-in-UDP in the router's namespace)
 //! reaches the pipeline through the port's socket as before. [`fast_tables`] therefore
 //! installs every prefix of the FIB, those it cannot carry as `Local` ("leave it to the
 //! pipeline"), so the kernel's longest match always lands on the route the FIB would
@@ -22,25 +22,30 @@ use vmpls_dataplane::neighbor::NeighborTable;
 use vmpls_dataplane::{Dataplane, Event, Output, PacketPool, PortId};
 use vmpls_fastpath::{
     Adjacency, FastCounters, FastPath, FastPort, FastPortStats, FastTables, FastTablesChange, LabelEntry,
-    RouteEntry,
+    RouteEntry, Tunnel,
 };
 use vmpls_fib::{Fib, FibChanges, LabelAction, Nexthop, PrefixRoute, RouteTarget, TtlModel, VrfId};
 
 /// Most labels the programs push at once.
 const MAX_PUSH: usize = 4;
 
-/// A port the fast path serves: an AF_PACKET port over a veth.
+/// A port the fast path serves: an AF_PACKET port over a veth, or an MPLS-in-UDP port
+/// whose socket is in the router's namespace (`tunnel`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FastPortInfo {
-    /// The interface.
+    /// The interface: the veth, or a tunnel's underlay interface.
     pub ifname: String,
+    /// The veth's index, or a tunnel's [`vmpls_fastpath::tunnel_key`].
     pub ifindex: u32,
     pub mac: [u8; 6],
     pub mtu: u32,
+    /// An MPLS-in-UDP port: the tunnel the programs encapsulate into and decapsulate from.
+    pub tunnel: Option<Tunnel>,
 }
 
 impl FastPortInfo {
-    /// Sending out of this port to the neighbour with MAC `mac`.
+    /// Sending out of this port to the neighbour with MAC `mac` (a tunnel has none: the
+    /// kernel resolves the underlay's next hop).
     fn adjacency(&self, mac: [u8; 6]) -> Adjacency {
         Adjacency { ifindex: self.ifindex, mtu: self.mtu, dst_mac: mac, src_mac: self.mac }
     }
@@ -91,9 +96,13 @@ impl<'a> Entries<'a> {
         self.ports.get(usize::from(port)).and_then(Option::as_ref)
     }
 
-    /// A next hop the programs can send to: a served port and a known MAC.
-    fn adjacency(&mut self, port: PortId, addr: IpAddr) -> Option<Adjacency> {
+    /// A next hop the programs can send to: a served port and a known MAC, or a tunnel
+    /// (labelled frames only: `labelled`).
+    fn adjacency(&mut self, port: PortId, addr: IpAddr, labelled: bool) -> Option<Adjacency> {
         let p = self.fast(port)?;
+        if let Some(t) = &p.tunnel {
+            return (labelled && t.encap).then(|| p.adjacency([0; 6]));
+        }
         self.used.push((port, addr));
         Some(p.adjacency(self.neighbors.mac(port, addr)?))
     }
@@ -108,10 +117,10 @@ impl<'a> Entries<'a> {
                 let nh = single(group.nexthops())?;
                 match (&nh.labels[..], nh.via) {
                     (&[out_label], Some(via)) => {
-                        self.adjacency(nh.port, via).map(|adj| LabelEntry::Swap { out_label, adj })
+                        self.adjacency(nh.port, via, true).map(|adj| LabelEntry::Swap { out_label, adj })
                     }
                     (&[], Some(via)) => {
-                        self.adjacency(nh.port, via).map(|adj| LabelEntry::Php { uniform, adj })
+                        self.adjacency(nh.port, via, false).map(|adj| LabelEntry::Php { uniform, adj })
                     }
                     _ => None,
                 }
@@ -125,7 +134,10 @@ impl<'a> Entries<'a> {
         let Some(nh) = single(group.nexthops()).filter(|nh| nh.labels.len() <= MAX_PUSH) else {
             return RouteEntry::Local;
         };
-        let Some(adj) = nh.via.and_then(|via| self.adjacency(nh.port, via)) else { return RouteEntry::Local };
+        let labelled = !nh.labels.is_empty();
+        let Some(adj) = nh.via.and_then(|via| self.adjacency(nh.port, via, labelled)) else {
+            return RouteEntry::Local;
+        };
         let label_ttl = match route.ttl_model {
             TtlModel::Uniform => None,
             TtlModel::Pipe => Some(self.default_ttl),
@@ -139,7 +151,7 @@ impl<'a> Entries<'a> {
         let RouteTarget::Connected { port } = self.fib.vrf(vrf_id)?.lookup(addr)?.target else {
             return None;
         };
-        let p = self.fast(port)?;
+        let p = self.fast(port).filter(|p| p.tunnel.is_none())?;
         let mac = self.neighbors.mac(port, addr)?;
         self.used.push((port, addr));
         Some(RouteEntry::Forward { labels: Vec::new(), label_ttl: None, adj: p.adjacency(mac) })
@@ -182,9 +194,16 @@ pub fn fast_tables(
     let mut t = FastTables::default();
     let mut e = Entries::new(fib, ports, neighbors, default_ttl);
     for (id, p) in ports.iter().enumerate() {
-        if let Some(p) = p {
-            let vrf = fib.port_vrf.get(id).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
-            t.ports.insert(p.ifindex, FastPort { vrf, mac: p.mac });
+        match p {
+            // A tunnel's datagrams are found by their addresses, not by a port entry.
+            Some(p) if p.tunnel.is_some() => {
+                t.tunnels.extend(p.tunnel.map(|tunnel| (p.ifindex, tunnel)));
+            }
+            Some(p) => {
+                let vrf = fib.port_vrf.get(id).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
+                t.ports.insert(p.ifindex, FastPort { vrf, mac: p.mac });
+            }
+            None => {}
         }
     }
     for (label, _) in fib.labels.iter() {
@@ -322,6 +341,21 @@ impl FastPathRuntime {
         let mut fp = FastPath::load().context("loading the TC fast path")?;
         let mut filtered = Vec::new();
         for (p, socket) in ports.iter().zip(sockets) {
+            if let Some(p) = p.as_ref().filter(|p| p.tunnel.is_some()) {
+                // A tunnel: its socket is a UDP socket, no tap runs before TC; the
+                // programs take its datagrams on the underlay interface.
+                if let Err(e) = fp
+                    .attach_underlay(&p.ifname)
+                    .with_context(|| format!("attaching the fast path to the underlay {}", p.ifname))
+                {
+                    for socket in filtered {
+                        unfilter_socket(socket);
+                    }
+                    return Err(e);
+                }
+                info!(underlay = %p.ifname, "fast path attached to a tunnel's underlay");
+                continue;
+            }
             let (Some(p), Some(socket)) = (p, socket) else { continue };
             let attached = fp
                 .filter_socket(*socket)
@@ -484,7 +518,16 @@ impl FastPathRuntime {
             ("passed", c.passed),
             ("bytes", c.bytes),
             ("redirect_failed", c.redirect_failed),
+            ("encap", c.encap),
+            ("decap", c.decap),
         ]
+    }
+
+    /// The underlay interface of port `port` if it is a tunnel the programs serve, and
+    /// whether they encapsulate into it.
+    pub fn tunnel_of(&self, port: usize) -> Option<(String, bool)> {
+        let p = self.ports.get(port)?.as_ref()?;
+        p.tunnel.map(|t| (p.ifname.clone(), t.encap))
     }
 
     /// Frames and bytes the programs took from `port` and sent out of it, as last read;
@@ -553,8 +596,14 @@ mod tests {
 
     fn served() -> Vec<Option<FastPortInfo>> {
         vec![
-            Some(FastPortInfo { ifname: "pe2-p".into(), ifindex: 7, mac: CORE_MAC, mtu: 65535 }),
-            Some(FastPortInfo { ifname: "pe2-ce2".into(), ifindex: 9, mac: CE_MAC, mtu: 1500 }),
+            Some(FastPortInfo {
+                ifname: "pe2-p".into(),
+                ifindex: 7,
+                mac: CORE_MAC,
+                mtu: 65535,
+                tunnel: None,
+            }),
+            Some(FastPortInfo { ifname: "pe2-ce2".into(), ifindex: 9, mac: CE_MAC, mtu: 1500, tunnel: None }),
         ]
     }
 
@@ -669,6 +718,76 @@ mod tests {
             assert_eq!(tables, full, "step {step}");
             fib = next;
         }
+    }
+
+    /// pe1's ports with `core` an MPLS-in-UDP tunnel (IPv4 underlay if `encap`).
+    fn pe1_over_a_tunnel(encap: bool) -> Vec<Option<FastPortInfo>> {
+        let tunnel = Tunnel {
+            local: "198.18.101.2".parse().unwrap(),
+            remote: "198.18.102.2".parse().unwrap(),
+            port: 6635,
+            underlay_ifindex: 4,
+            encap,
+        };
+        vec![
+            Some(FastPortInfo { ifname: "pe1-ce1".into(), ifindex: 9, mac: CE_MAC, mtu: 1500, tunnel: None }),
+            Some(FastPortInfo {
+                ifname: "pe1-u".into(),
+                ifindex: vmpls_fastpath::tunnel_key(1),
+                mac: [0; 6],
+                mtu: 1472,
+                tunnel: Some(tunnel),
+            }),
+        ]
+    }
+
+    #[test]
+    fn pushes_into_a_tunnel_need_no_neighbour_and_only_labelled_frames_go_in() {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/seed/pe1.toml"))
+                .unwrap()
+                + r#"
+[[route]]
+prefix = "198.18.7.0/24"
+via = "198.18.10.2"
+port = "core"
+
+[[label]]
+in = 3000
+action = "swap"
+out = [3]
+via = "198.18.10.2"
+port = "core"
+
+[[label]]
+in = 3001
+action = "swap"
+out = [3002]
+via = "198.18.10.2"
+port = "core"
+"#;
+        let fib = fib(&text);
+        let n = NeighborTable::new(NeighborConfig::default());
+        let (t, used) = fast_tables(&fib, &pe1_over_a_tunnel(true), &n, 255);
+        let key = vmpls_fastpath::tunnel_key(1);
+        let into = Adjacency { ifindex: key, mtu: 1472, dst_mac: [0; 6], src_mac: [0; 6] };
+        assert_eq!(
+            t.routes_v4.get(&(0, v4("198.18.2.0"), 24)),
+            Some(&RouteEntry::Forward { labels: vec![1002], label_ttl: None, adj: into })
+        );
+        assert_eq!(t.labels.get(&3001), Some(&LabelEntry::Swap { out_label: 3002, adj: into }));
+        assert_eq!(t.labels.get(&2001), Some(&LabelEntry::PopIp { vrf: 0, uniform: true }));
+        // MPLS-in-UDP carries MPLS: plain IP and a PHP pop into the tunnel are the
+        // pipeline's (it puts them under explicit null).
+        assert_eq!(t.routes_v4.get(&(0, v4("198.18.7.0"), 24)), Some(&RouteEntry::Local));
+        assert_eq!(t.labels.get(&3000), None);
+        assert!(used.iter().all(|(port, _)| *port != 1), "nothing to resolve on a tunnel: {used:?}");
+        assert_eq!(t.tunnels.get(&key).map(|t| t.underlay_ifindex), Some(4));
+        assert!(!t.ports.contains_key(&key), "a tunnel's datagrams are found by address");
+        // Over IPv6 the programs only decapsulate: the pushes stay with the pipeline.
+        let (t, _) = fast_tables(&fib, &pe1_over_a_tunnel(false), &n, 255);
+        assert_eq!(t.routes_v4.get(&(0, v4("198.18.2.0"), 24)), Some(&RouteEntry::Local));
+        assert_eq!(t.tunnels.get(&key).map(|t| t.encap), Some(false));
     }
 
     #[test]

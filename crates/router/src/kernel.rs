@@ -64,6 +64,11 @@ fn ifindex(name: &str) -> anyhow::Result<u32> {
     vmpls_ports::if_nametoindex(name).with_context(|| format!("no interface {name}"))
 }
 
+/// The interface (index) that holds `addr` in this network namespace, if one does.
+pub fn interface_with_address(addr: IpAddr) -> anyhow::Result<Option<u32>> {
+    Ok(dump_addresses()?.into_iter().find(|(_, a, _)| *a == addr).map(|(i, _, _)| i))
+}
+
 /// Reads every address of the kernel (this network namespace) over rtnetlink.
 fn dump_addresses() -> anyhow::Result<Vec<KernelAddress>> {
     let mut sock = Socket::new(NETLINK_ROUTE).context("opening an rtnetlink socket")?;

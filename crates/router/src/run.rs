@@ -143,13 +143,68 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
 
 /// Why the in-kernel fast path cannot serve a port, or `None` if it can: the programs
 /// hand frames on with `bpf_redirect_peer`, which only veth has, and attach to interfaces
-/// the router reads with AF_PACKET (TAP and vhost-user frames never pass TC ingress).
-pub(crate) fn fast_path_refuses(kind: &vmpls_control::PortKind, veth: bool) -> Option<&'static str> {
+/// the router reads with AF_PACKET (TAP and vhost-user frames never pass TC ingress). An
+/// MPLS-in-UDP port is served when its socket is in the router's own namespace
+/// (`own_netns`): a TC program redirects only to interfaces of its namespace, and sits on
+/// the underlay interface there to take the tunnel's datagrams.
+pub(crate) fn fast_path_refuses(
+    kind: &vmpls_control::PortKind,
+    veth: bool,
+    own_netns: bool,
+) -> Option<&'static str> {
     match kind {
         vmpls_control::PortKind::AfPacket if veth => None,
         vmpls_control::PortKind::AfPacket => Some("not a veth"),
+        vmpls_control::PortKind::Udp { .. } if own_netns => None,
+        vmpls_control::PortKind::Udp { .. } => {
+            Some("the tunnel's socket is in another network namespace (netns)")
+        }
         _ => Some("not an AF_PACKET port"),
     }
+}
+
+/// Whether `netns` (a name under `/run/netns`, or `None`: the router's) is the namespace
+/// the router runs in.
+fn is_own_netns(netns: Option<&str>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(name) = netns else { return true };
+    let (Ok(theirs), Ok(ours)) =
+        (std::fs::metadata(format!("/run/netns/{name}")), std::fs::metadata("/proc/thread-self/ns/net"))
+    else {
+        return false;
+    };
+    (theirs.dev(), theirs.ino()) == (ours.dev(), ours.ino())
+}
+
+/// The fast path's view of MPLS-in-UDP port `id`: its underlay interface is the one that
+/// holds the local address (the kernel routes the tunnel's datagrams from it); the
+/// programs encapsulate over IPv4 only (see `vmpls_fastpath`), and decapsulate both.
+fn tunnel_port(
+    id: usize,
+    local: std::net::IpAddr,
+    remote: std::net::IpAddr,
+    udp_port: u16,
+    mtu: u32,
+) -> Result<FastPortInfo, &'static str> {
+    let port = u16::try_from(id).map_err(|_| "too many ports")?;
+    let underlay = crate::kernel::interface_with_address(local)
+        .ok()
+        .flatten()
+        .ok_or("no interface of the router's namespace holds the tunnel's local address")?;
+    let ifname = vmpls_sys::if_indextoname(underlay).ok_or("the underlay interface is gone")?;
+    Ok(FastPortInfo {
+        ifname,
+        ifindex: vmpls_fastpath::tunnel_key(port),
+        mac: [0; 6],
+        mtu,
+        tunnel: Some(vmpls_fastpath::Tunnel {
+            local,
+            remote,
+            port: udp_port,
+            underlay_ifindex: underlay,
+            encap: local.is_ipv4(),
+        }),
+    })
 }
 
 /// Starts the in-kernel fast path as `[router] fast-path` asks and logs, port by port,
@@ -172,10 +227,28 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
     let mut served = Vec::new();
     let mut sockets = Vec::new();
     let mut refused = Vec::new();
-    for (p, port) in cfg.ports.iter().zip(ports) {
+    for (i, (p, port)) in cfg.ports.iter().zip(ports).enumerate() {
+        if let vmpls_control::PortKind::Udp { local, remote, port: udp_port, netns } = &p.kind {
+            let served_port = match fast_path_refuses(&p.kind, false, is_own_netns(netns.as_deref())) {
+                Some(why) => Err(why),
+                None => tunnel_port(i, *local, *remote, *udp_port, port.info().mtu),
+            };
+            sockets.push(None);
+            match served_port {
+                Ok(info) => {
+                    served.push(Some(info));
+                    refused.push(None);
+                }
+                Err(why) => {
+                    served.push(None);
+                    refused.push(Some(why));
+                }
+            }
+            continue;
+        }
         let veth = p.kind == vmpls_control::PortKind::AfPacket && vmpls_fastpath::is_veth(&p.interface);
         let ifindex = AfPacketPort::interface_index(&p.interface);
-        let why = fast_path_refuses(&p.kind, veth).or(ifindex.is_none().then_some("no such interface"));
+        let why = fast_path_refuses(&p.kind, veth, true).or(ifindex.is_none().then_some("no such interface"));
         match (why, ifindex) {
             (None, Some(ifindex)) => {
                 let info = port.info();
@@ -184,6 +257,7 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
                     ifindex,
                     mac: info.mac,
                     mtu: info.mtu,
+                    tunnel: None,
                 }));
                 sockets.push(Some(port.as_fd()));
                 refused.push(None);
@@ -197,7 +271,7 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
     }
     let fast = if mode == FastPathMode::Auto && served.iter().all(Option::is_none) {
         info!(
-            "fast-path = \"auto\": no port is an AF_PACKET port over a veth; the pipeline serves every port"
+            "fast-path = \"auto\": no port is an AF_PACKET port over a veth or an MPLS-in-UDP port in the router's namespace; the pipeline serves every port"
         );
         None
     } else {
@@ -213,8 +287,20 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
             Err(e) => return Err(e),
         }
     };
-    for (p, why) in cfg.ports.iter().zip(&refused) {
+    let tunnels: Vec<Option<(String, bool)>> = match &fast {
+        Some(f) => (0..cfg.ports.len()).map(|i| f.tunnel_of(i)).collect(),
+        None => vec![None; cfg.ports.len()],
+    };
+    for ((p, why), tunnel) in cfg.ports.iter().zip(&refused).zip(&tunnels) {
         match (why, &fast) {
+            (None, Some(_)) if let Some((underlay, encap)) = tunnel => {
+                let how = if *encap {
+                    "forwarding: the in-kernel fast path (MPLS-in-UDP: it encapsulates, and decapsulates on the underlay's ingress), the pipeline for what it leaves"
+                } else {
+                    "forwarding: the in-kernel fast path decapsulates on the underlay's ingress; the pipeline encapsulates (over IPv6 the outer UDP checksum is the socket's to compute) and forwards what it leaves"
+                };
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, underlay = %underlay, "{how}")
+            }
             (None, Some(_)) => {
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the in-kernel fast path, the pipeline for what it leaves")
             }
@@ -222,7 +308,7 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the pipeline (the fast path did not start)")
             }
             (Some(why), _) => {
-                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, why, "forwarding: the pipeline (the fast path serves AF_PACKET ports over veth only)")
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, why, "forwarding: the pipeline (the fast path serves AF_PACKET ports over veth and MPLS-in-UDP ports whose socket is in the router's namespace)")
             }
         }
     }
@@ -274,10 +360,29 @@ mod tests {
     #[test]
     fn the_fast_path_serves_af_packet_ports_over_veth_only() {
         use vmpls_control::PortKind;
-        assert_eq!(fast_path_refuses(&PortKind::AfPacket, true), None);
-        assert_eq!(fast_path_refuses(&PortKind::AfPacket, false), Some("not a veth"));
-        assert_eq!(fast_path_refuses(&PortKind::Tap { mac: None }, true), Some("not an AF_PACKET port"));
+        assert_eq!(fast_path_refuses(&PortKind::AfPacket, true, true), None);
+        assert_eq!(fast_path_refuses(&PortKind::AfPacket, false, true), Some("not a veth"));
+        assert_eq!(
+            fast_path_refuses(&PortKind::Tap { mac: None }, true, true),
+            Some("not an AF_PACKET port")
+        );
         let vhost = PortKind::VhostUser { socket: "/run/x.sock".into(), mac: None };
-        assert_eq!(fast_path_refuses(&vhost, false), Some("not an AF_PACKET port"));
+        assert_eq!(fast_path_refuses(&vhost, false, true), Some("not an AF_PACKET port"));
+    }
+
+    #[test]
+    fn the_fast_path_serves_mpls_in_udp_ports_whose_socket_is_in_the_routers_namespace() {
+        use vmpls_control::PortKind;
+        let udp = |netns: Option<&str>| PortKind::Udp {
+            local: "198.18.0.1".parse().unwrap(),
+            remote: "198.18.0.2".parse().unwrap(),
+            port: 6635,
+            netns: netns.map(str::to_owned),
+        };
+        assert_eq!(fast_path_refuses(&udp(None), false, true), None);
+        let why = fast_path_refuses(&udp(Some("h1")), false, false).unwrap();
+        assert!(why.contains("another network namespace"), "{why}");
+        assert!(is_own_netns(None));
+        assert!(!is_own_netns(Some("vmpls-no-such-netns")));
     }
 }

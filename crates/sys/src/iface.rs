@@ -64,6 +64,13 @@ pub fn if_nametoindex(name: &str) -> Option<u32> {
     rustix::net::netdevice::name_to_index(&ctl, name).ok().filter(|&i| i != 0)
 }
 
+/// The name of the interface with index `index` in the calling thread's network
+/// namespace; `None` if there is none.
+pub fn if_indextoname(index: u32) -> Option<String> {
+    let ctl = control_socket().ok()?;
+    rustix::net::netdevice::index_to_name(&ctl, index).ok()
+}
+
 /// `ioctl(fd, req, &mut ifr)` for requests that read and write only inside `ifr`.
 pub(crate) fn ioctl_ifreq(fd: BorrowedFd<'_>, req: libc::c_ulong, ifr: &mut libc::ifreq) -> io::Result<()> {
     // SAFETY: `ifr` is a live, NUL-terminated ifreq; every request passed here by this

@@ -31,4 +31,4 @@ pub mod tun;
 pub mod udp;
 
 pub use event::{EventFd, wait_readable};
-pub use iface::{IfDetails, IfName, control_socket, if_nametoindex};
+pub use iface::{IfDetails, IfName, control_socket, if_indextoname, if_nametoindex};
