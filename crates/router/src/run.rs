@@ -207,6 +207,20 @@ fn tunnel_port(
     })
 }
 
+/// Under `"auto"` the programs only decapsulate a tunnel's datagrams, and the pipeline
+/// encapsulates: encapsulation in the kernel is safe only where the remote end also
+/// decapsulates in the kernel, since over a virtual underlay (veth) its datagrams keep the
+/// sender's partial checksums and whole super-frames, which a socket at the remote end
+/// cannot complete. `"tc"` asks for it on both ends.
+fn encapsulate_only_when_asked(mut info: FastPortInfo, mode: vmpls_control::FastPathMode) -> FastPortInfo {
+    if mode != vmpls_control::FastPathMode::Tc
+        && let Some(t) = info.tunnel.as_mut()
+    {
+        t.encap = false;
+    }
+    info
+}
+
 /// Starts the in-kernel fast path as `[router] fast-path` asks and logs, port by port,
 /// what forwards its frames:
 /// - `"off"`: nothing to start, the pipeline serves every port;
@@ -231,7 +245,8 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
         if let vmpls_control::PortKind::Udp { local, remote, port: udp_port, netns } = &p.kind {
             let served_port = match fast_path_refuses(&p.kind, false, is_own_netns(netns.as_deref())) {
                 Some(why) => Err(why),
-                None => tunnel_port(i, *local, *remote, *udp_port, port.info().mtu),
+                None => tunnel_port(i, *local, *remote, *udp_port, port.info().mtu)
+                    .map(|info| encapsulate_only_when_asked(info, mode)),
             };
             sockets.push(None);
             match served_port {
@@ -297,7 +312,7 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
                 let how = if *encap {
                     "forwarding: the in-kernel fast path (MPLS-in-UDP: it encapsulates, and decapsulates on the underlay's ingress), the pipeline for what it leaves"
                 } else {
-                    "forwarding: the in-kernel fast path decapsulates on the underlay's ingress; the pipeline encapsulates (over IPv6 the outer UDP checksum is the socket's to compute) and forwards what it leaves"
+                    "forwarding: the in-kernel fast path decapsulates on the underlay's ingress; the pipeline encapsulates (in the kernel only with fast-path = \"tc\" at both ends, and over IPv4) and forwards what it leaves"
                 };
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, underlay = %underlay, "{how}")
             }
@@ -368,6 +383,27 @@ mod tests {
         );
         let vhost = PortKind::VhostUser { socket: "/run/x.sock".into(), mac: None };
         assert_eq!(fast_path_refuses(&vhost, false, true), Some("not an AF_PACKET port"));
+    }
+
+    #[test]
+    fn auto_leaves_a_tunnels_encapsulation_to_the_pipeline_and_tc_does_it_in_the_kernel() {
+        use vmpls_control::FastPathMode;
+        let info = FastPortInfo {
+            ifname: "u0".into(),
+            ifindex: 7,
+            mac: [0; 6],
+            mtu: 1472,
+            tunnel: Some(vmpls_fastpath::Tunnel {
+                local: "198.18.100.1".parse().unwrap(),
+                remote: "198.18.100.2".parse().unwrap(),
+                port: 6635,
+                underlay_ifindex: 3,
+                encap: true,
+            }),
+        };
+        let encap = |mode| encapsulate_only_when_asked(info.clone(), mode).tunnel.map(|t| t.encap);
+        assert_eq!(encap(FastPathMode::Auto), Some(false));
+        assert_eq!(encap(FastPathMode::Tc), Some(true));
     }
 
     #[test]
