@@ -47,9 +47,13 @@ impl Drop for WorkDir {
 /// The two-host lab, the tunnel in the routers' namespaces over the IPv6 underlay if
 /// `v6`, the fast path on. The namespaces go when the lab drops (also on failure).
 fn start(tag: &str, v6: bool) -> (SeedLab, WorkDir) {
+    start_with(tag, v6, SeedParams { fast_path: true, ..SeedParams::default() })
+}
+
+/// [`start`] with the routers' configs made from `params`.
+fn start_with(tag: &str, v6: bool, params: SeedParams) -> (SeedLab, WorkDir) {
     vmpls_lab::require_root().expect("the integration tests need root");
     let work = WorkDir::new(tag);
-    let params = SeedParams { fast_path: true, ..SeedParams::default() };
     let mut lab = SeedLab::build_two_hosts(&params).expect("building the two-host lab");
     lab.clear_kernel_ip().expect("taking the kernel out");
     lab.set_udp_core(Some(v6)).expect("a udp core");
@@ -184,4 +188,30 @@ fn a_df_packet_too_big_for_the_tunnel_is_left_to_the_pipeline_which_answers_frag
     let r = ping(&ns, host(CE2_V6), &df(LSP_MTU as usize - 48 + 1)).expect("ping");
     assert_eq!(r.received, 0, "{r:?}");
     assert!(matches!(r.errors.first(), Some(IcmpError::PacketTooBig { mtu: LSP_MTU, .. })), "{r:?}");
+}
+
+#[test]
+fn under_auto_only_the_pipeline_encapsulates_and_tcp_crosses_intact() {
+    // The routers' default: the programs may decapsulate, whatever the sender; only the
+    // pipeline encapsulates.
+    let (mut lab, _work) =
+        start_with("auto", false, SeedParams { fast_path_auto: true, ..SeedParams::default() });
+    flow(&lab, "ce1", "ce2", CE2_V4, TRANSFER);
+    flow(&lab, "ce2", "ce1", CE1_V4, TRANSFER);
+    lab.check_routers_running().unwrap();
+    let [pe1, p, _] = stats(&lab);
+    let min = TRANSFER / 65536;
+    // The programs saw the datagrams; over this veth underlay the pipeline's arrive with
+    // their outer checksums still to compute, so they went to the socket whole.
+    for (name, s, port) in [("pe1", &pe1, "core"), ("p", &p, "west")] {
+        let (_, tx) = fast_port(s, port);
+        assert!(s.fast("frames_in") > 0, "{name}: {:?}", s.fast_path);
+        assert_eq!((tx, s.fast("encap")), (0, 0), "{name} encapsulated in the kernel: {:?}", s.fast_path);
+    }
+    // The pipeline sent the data into the tunnel.
+    let sent = |s: &RouterStats, port: &str| {
+        let p = s.ports.iter().find(|p| p["name"] == port).unwrap();
+        p["tx_packets"].as_u64().unwrap_or(0)
+    };
+    assert!(sent(&pe1, "core") >= min && sent(&p, "west") >= min);
 }
