@@ -342,7 +342,7 @@ pub fn segment(
         };
         buf[..hl].copy_from_slice(&frame[..hl]);
         let payload_sum = copy_and_sum(&mut buf[hl..], &frame[payload.clone()]);
-        cut.fill_headers(i, &mut buf[..hl], 0, payload_sum);
+        cut.fill_headers(i, &mut buf[..hl], 0, Some(payload_sum));
         seg.port = pkt.port;
         out.push(seg);
     }
@@ -363,19 +363,39 @@ pub struct SegmentHeaders {
     pub gso_size: usize,
     /// Where the transport payload starts in the super-frame.
     pub payload_offset: usize,
+    /// Where the transport header starts in the super-frame (a partial checksum's
+    /// `csum_start`, counted from the frame's start).
+    pub l4_offset: usize,
+    /// Where the transport checksum sits in the transport header (`csum_offset`: 16 for
+    /// TCP, 6 for UDP).
+    pub csum_offset: usize,
+}
+
+/// How [`segment_headers`] leaves each segment's transport checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentChecksum {
+    /// Computed in full over the segment's payload (a pass over every payload byte).
+    Full,
+    /// Left partial, for a receiver that completes it (a virtio-net guest that
+    /// negotiated `GUEST_CSUM`, told by `NEEDS_CSUM` with the segment's `csum_start` and
+    /// `csum_offset`): the field holds the pseudo-header sum, as Linux leaves it for a
+    /// device with checksum offload. The payloads are not read.
+    Partial,
 }
 
 /// [`segment`] without copying payloads: writes each segment's headers (the super-frame's
 /// bytes from `from` to the payload, adjusted exactly as [`segment`] adjusts them,
-/// transport checksum over the segment's payload included) into `headers`, one after
-/// the other, and returns where they are; segment `i`'s payload is
-/// `payload_offset + i * gso_size ..`, at most `gso_size` bytes, up to the frame's end.
-/// The bytes from `from` on, headers and payloads, are exactly the bytes of the frames
-/// [`segment`] makes from `from` on.
+/// transport checksum over the segment's payload included with [`SegmentChecksum::Full`])
+/// into `headers`, one after the other, and returns where they are; segment `i`'s payload
+/// is `payload_offset + i * gso_size ..`, at most `gso_size` bytes, up to the frame's
+/// end. With `Full`, the bytes from `from` on, headers and payloads, are exactly the bytes
+/// of the frames [`segment`] makes from `from` on; with `Partial` they differ only in the
+/// transport checksum field.
 pub fn segment_headers(
     pkt: &Packet,
     l3_offset: usize,
     from: usize,
+    csum: SegmentChecksum,
     headers: &mut Vec<u8>,
 ) -> Result<SegmentHeaders, GsoError> {
     let cut = Cut::new(pkt, l3_offset)?;
@@ -389,10 +409,22 @@ pub fn segment_headers(
     headers.resize(header_len * cut.segments, 0);
     for (i, h) in headers.chunks_exact_mut(header_len).enumerate() {
         h.copy_from_slice(&frame[from..hl]);
-        let payload_sum = checksum::sum(&frame[cut.payload(i)]);
-        cut.fill_headers(i, h, from, payload_sum);
+        match csum {
+            SegmentChecksum::Full => {
+                let payload_sum = checksum::sum(&frame[cut.payload(i)]);
+                cut.fill_headers(i, h, from, Some(payload_sum));
+            }
+            SegmentChecksum::Partial => cut.fill_headers(i, h, from, None),
+        }
     }
-    Ok(SegmentHeaders { segments: cut.segments, header_len, gso_size: cut.gso_size, payload_offset: hl })
+    Ok(SegmentHeaders {
+        segments: cut.segments,
+        header_len,
+        gso_size: cut.gso_size,
+        payload_offset: hl,
+        l4_offset: cut.lay.l4_offset,
+        csum_offset: if cut.is_tcp { 16 } else { 6 },
+    })
 }
 
 /// A validated super-frame and what every segment's headers are made from.
@@ -439,8 +471,9 @@ impl Cut {
     }
 
     /// Adjusts `h`, a copy of the super-frame's bytes from `base` to the payload, into
-    /// segment `i`'s headers, whose payload sums to `payload_sum`.
-    fn fill_headers(&self, i: usize, h: &mut [u8], base: usize, payload_sum: u32) {
+    /// segment `i`'s headers, whose payload sums to `payload_sum`; `None`: the transport
+    /// checksum is left partial (the pseudo-header sum, for the receiver to complete).
+    fn fill_headers(&self, i: usize, h: &mut [u8], base: usize, payload_sum: Option<u32>) {
         let lay = &self.lay;
         let start = i * self.gso_size;
         let n = self.gso_size.min(self.payload_len - start);
@@ -477,6 +510,15 @@ impl Cut {
             u.set_checksum(0);
         }
         let len_sum = (l4_len as u32 & 0xffff) + (l4_len as u32 >> 16);
+        let Some(payload_sum) = payload_sum else {
+            let pseudo = checksum::fold(checksum::add(self.pseudo, len_sum));
+            if self.is_tcp {
+                tcp::Packet::new_unchecked(th).set_checksum(pseudo);
+            } else {
+                udp::Packet::new_unchecked(th).set_checksum(pseudo);
+            }
+            return;
+        };
         let acc =
             checksum::add(checksum::add(self.pseudo, len_sum), checksum::add(checksum::sum(th), payload_sum));
         let c = checksum::finish(acc);
@@ -1087,7 +1129,7 @@ mod tests {
                 with_pool(|pool| {
                     let (n, segs) = segment_all(&sup, l3, pool);
                     let mut headers = Vec::new();
-                    let h = segment_headers(&sup, l3, from, &mut headers).unwrap();
+                    let h = segment_headers(&sup, l3, from, SegmentChecksum::Full, &mut headers).unwrap();
                     assert_eq!(h.segments, n);
                     assert_eq!(headers.len(), n * h.header_len);
                     for (i, seg) in segs.iter().enumerate() {
@@ -1102,7 +1144,40 @@ mod tests {
             }
         }
         let plain = captured(CSUM_V4_HEX);
-        assert_eq!(segment_headers(&plain, 14, 14, &mut Vec::new()), Err(GsoError::NotGso));
+        assert_eq!(
+            segment_headers(&plain, 14, 14, SegmentChecksum::Full, &mut Vec::new()),
+            Err(GsoError::NotGso)
+        );
+    }
+
+    #[test]
+    fn partial_segment_checksums_complete_to_the_full_ones() {
+        for (hex, labels) in [(TSO_V4_HEX, 1), (TSO_V6_HEX, 2), (USO_V4_HEX, 1), (TSO_V4_HEX, 0)] {
+            let mut sup = captured(hex);
+            push_labels(&mut sup, labels);
+            let l3 = 14 + 4 * labels;
+            with_pool(|pool| {
+                let (mut full, mut partial) = (Vec::new(), Vec::new());
+                let f = segment_headers(&sup, l3, 0, SegmentChecksum::Full, &mut full).unwrap();
+                let p = segment_headers(&sup, l3, 0, SegmentChecksum::Partial, &mut partial).unwrap();
+                assert_eq!(f, p);
+                for i in 0..p.segments {
+                    let start = p.payload_offset + i * p.gso_size;
+                    let payload = &sup.frame()[start..(start + p.gso_size).min(sup.len())];
+                    let headers = |h: &[u8]| h[i * p.header_len..(i + 1) * p.header_len].to_vec();
+                    let made = [headers(&partial), payload.to_vec()].concat();
+                    let mut seg = pool.get().unwrap();
+                    seg.extend(made.len()).unwrap().copy_from_slice(&made);
+                    seg.offload.needs_csum = true;
+                    seg.offload.csum_start = p.l4_offset as u16;
+                    seg.offload.csum_offset = p.csum_offset as u16;
+                    complete_checksum(&mut seg).unwrap();
+                    let want = [headers(&full), payload.to_vec()].concat();
+                    assert_eq!(seg.frame(), &want[..], "segment {i} of {hex:.20}, {labels} labels");
+                    pool.put(seg);
+                }
+            });
+        }
     }
 
     #[test]

@@ -400,7 +400,7 @@ impl MplsUdpPort {
     fn send_super(&mut self, p: &Packet, start: usize, sock: usize) -> (usize, u64) {
         let frame = p.frame();
         let l3 = start + 4 * vmpls_wire::mpls::stack_depth(&frame[start..]).unwrap_or(0);
-        let h = match gso::segment_headers(p, l3, start, &mut self.headers) {
+        let h = match gso::segment_headers(p, l3, start, gso::SegmentChecksum::Full, &mut self.headers) {
             Ok(h) => h,
             Err(_) => {
                 // A super-frame the pipeline passed is well formed; one that is not is

@@ -88,7 +88,8 @@ use virtio_queue::QueueT;
 use vm_memory::{GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::event::{EventConsumer, EventFlag, EventNotifier, new_event_consumer_and_notifier};
-use vmpls_dataplane::{Packet, PacketPool, PortCaps, PortId, PortInfo, gso};
+use vmpls_dataplane::gso::{self, SegmentChecksum};
+use vmpls_dataplane::{Packet, PacketPool, PortCaps, PortId, PortInfo};
 use vmpls_sys::EventFd;
 use vmpls_wire::{ethernet, mpls, virtio_net};
 
@@ -894,19 +895,29 @@ impl Port for VhostUserPort {
                     }
                 }
                 Delivery::Segment => {
-                    // Each segment is its own headers (checksums complete, so plain
-                    // offload metadata) and a slice of the super-frame's payload.
+                    // Each segment is its own headers and a slice of the super-frame's
+                    // payload. A guest that completes checksums (GUEST_CSUM) gets them
+                    // partial, so the payload is read once, by the copy into its buffers.
                     let frame = pkt.frame();
-                    match gso::segment_headers(&pkt, l3_offset(frame), 0, headers) {
+                    let csum = if neg.guest_csum { SegmentChecksum::Partial } else { SegmentChecksum::Full };
+                    match gso::segment_headers(&pkt, l3_offset(frame), 0, csum, headers) {
                         Ok(cut) => {
                             stats.tx_segmented += 1;
                             stats.tx_segments += cut.segments as u64;
-                            let plain = virtio_net::Repr::default();
+                            let offload = match csum {
+                                SegmentChecksum::Partial => virtio_net::Repr {
+                                    needs_csum: true,
+                                    csum_start: cut.l4_offset as u16,
+                                    csum_offset: cut.csum_offset as u16,
+                                    ..virtio_net::Repr::default()
+                                },
+                                SegmentChecksum::Full => virtio_net::Repr::default(),
+                            };
                             for i in 0..cut.segments {
                                 let head = &headers[i * cut.header_len..(i + 1) * cut.header_len];
                                 let start = cut.payload_offset + i * cut.gso_size;
                                 let payload = &frame[start..(start + cut.gso_size).min(frame.len())];
-                                match write(&plain, [head, payload], used, stats, vstats) {
+                                match write(&offload, [head, payload], used, stats, vstats) {
                                     Ok(()) => sent += 1,
                                     Err(RxError::NoBuffers) => {
                                         // The ring is full: the rest of the segments could
