@@ -3,8 +3,10 @@
 //! `west` port a `kind = "udp"` tunnel whose sockets live in the hosts' namespaces.
 //! Needs root, tshark and dumpcap.
 
+mod common;
+
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use vmpls_lab::capture::{Capture, tshark_fields};
@@ -12,35 +14,14 @@ use vmpls_lab::hosts::{H1, H1_IF, H2, underlay};
 use vmpls_lab::ping::{IcmpError, PingOptions, ping};
 use vmpls_lab::seed::{CE1_V4, CE1_V6, CE2_V4, CE2_V6, SeedLab, SeedParams};
 use vmpls_lab::stats::RouterStats;
-use vmpls_lab::traffic::{FlowOptions, Limit, run_flow};
+
+use common::{WorkDir, content_checked_flow, host_of};
 
 const VMPLS: &str = env!("CARGO_BIN_EXE_vmpls");
 /// The tunnel's MTU over the 1500-byte underlay, less IPv4 and UDP; the LSP's IP MTU is
 /// one label less.
 const TUNNEL_MTU_V4: u32 = 1500 - 28;
 const LSP_MTU: u32 = TUNNEL_MTU_V4 - 4;
-
-fn host(prefix: &str) -> IpAddr {
-    prefix.split('/').next().and_then(|a| a.parse().ok()).expect("a built-in address")
-}
-
-/// A scratch directory, removed on drop.
-struct WorkDir(PathBuf);
-
-impl WorkDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("vmpls-udp-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("creating the work dir");
-        WorkDir(dir)
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The two-host lab with routers over the tunnel (IPv6 underlay if `v6`). The lab's
 /// namespaces go when it drops (also when a test fails).
@@ -50,21 +31,11 @@ fn start(tag: &str, v6: bool) -> (SeedLab, WorkDir) {
     let mut lab = SeedLab::build_two_hosts(&SeedParams::default()).expect("building the two-host lab");
     lab.clear_kernel_ip().expect("taking the kernel out");
     lab.set_udp_core(Some(v6)).expect("a udp core");
-    lab.start_routers_with_stats(Path::new(VMPLS), &work.0).expect("starting the routers");
+    lab.start_routers_with_stats(Path::new(VMPLS), work.path()).expect("starting the routers");
     if let Err(e) = lab.check_pings(Duration::from_secs(15)) {
         panic!("{e:#}\n{}", lab.router_logs(30));
     }
     (lab, work)
-}
-
-/// A content-checked TCP flow of `bytes` from `from` to `to` (an address of `to_host`).
-fn flow(lab: &SeedLab, from: &str, to_host: &str, to: &str, bytes: u64) {
-    let opts = FlowOptions { limit: Limit::Bytes(bytes), ..FlowOptions::default() };
-    let topo = lab.topology();
-    let r = run_flow(topo.ns(from).unwrap(), topo.ns(to_host).unwrap(), host(to), &opts, &mut |_| {})
-        .unwrap_or_else(|e| panic!("flow {from} -> {to}: {e:#}\n{}", lab.router_logs(30)));
-    assert!(r.content_ok, "{from} -> {to}: {r:?}");
-    assert_eq!(r.bytes_received, bytes, "{from} -> {to}: {r:?}");
 }
 
 /// pe1's counters of its tunnel port `core` (the stats file is rewritten every second).
@@ -81,16 +52,16 @@ fn count(port: &serde_json::Value, key: &str) -> u64 {
 #[test]
 fn tcp_both_ways_over_an_ipv4_underlay_dissected_as_mpls_with_one_source_port_a_flow() {
     let (mut lab, work) = start("v4", false);
-    let pcap = work.0.join("underlay.pcap");
+    let pcap = work.path().join("underlay.pcap");
     let ns_h2 = lab.topology().ns(H2).unwrap().to_string();
     let cap = Capture::start(&ns_h2, "h2-u", &pcap, Some("udp port 6635")).expect("capture on the underlay");
-    flow(&lab, "ce1", "ce2", CE2_V4, 4 << 20);
-    flow(&lab, "ce1", "ce2", CE2_V6, 4 << 20);
-    flow(&lab, "ce2", "ce1", CE1_V4, 4 << 20);
-    flow(&lab, "ce2", "ce1", CE1_V6, 4 << 20);
+    content_checked_flow(&lab, "ce1", "ce2", CE2_V4, 4 << 20);
+    content_checked_flow(&lab, "ce1", "ce2", CE2_V6, 4 << 20);
+    content_checked_flow(&lab, "ce2", "ce1", CE1_V4, 4 << 20);
+    content_checked_flow(&lab, "ce2", "ce1", CE1_V6, 4 << 20);
     // More flows ce1 -> ce2, each on its own ephemeral port.
     for _ in 0..6 {
-        flow(&lab, "ce1", "ce2", CE2_V4, 64 << 10);
+        content_checked_flow(&lab, "ce1", "ce2", CE2_V4, 64 << 10);
     }
     let pcap = cap.stop().expect("stopping the capture");
     lab.check_routers_running().unwrap();
@@ -140,8 +111,8 @@ fn tcp_both_ways_over_an_ipv4_underlay_dissected_as_mpls_with_one_source_port_a_
 #[test]
 fn tcp_both_ways_over_an_ipv6_underlay() {
     let (lab, _work) = start("v6", true);
-    flow(&lab, "ce1", "ce2", CE2_V4, 4 << 20);
-    flow(&lab, "ce2", "ce1", CE1_V6, 4 << 20);
+    content_checked_flow(&lab, "ce1", "ce2", CE2_V4, 4 << 20);
+    content_checked_flow(&lab, "ce2", "ce1", CE1_V6, 4 << 20);
     let core = pe1_core(&lab);
     assert_eq!(count(&core, "tx_errors") + count(&core, "rx_dropped"), 0, "{core}");
 }
@@ -159,16 +130,16 @@ fn df_too_big_for_the_underlay_gets_frag_needed_and_packet_too_big_with_the_tunn
         ..PingOptions::default()
     };
     // IPv4: 28 bytes of headers + payload; a packet of LSP_MTU + 1 does not fit.
-    let r = ping(&ns, host(CE2_V4), &df(LSP_MTU as usize - 28 + 1)).expect("ping");
+    let r = ping(&ns, host_of(CE2_V4), &df(LSP_MTU as usize - 28 + 1)).expect("ping");
     assert_eq!(r.received, 0, "{r:?}");
     assert!(matches!(r.errors.first(), Some(IcmpError::FragmentationNeeded { mtu: LSP_MTU, .. })), "{r:?}");
-    let r = ping(&ns, host(CE2_V4), &df(LSP_MTU as usize - 28)).expect("ping");
+    let r = ping(&ns, host_of(CE2_V4), &df(LSP_MTU as usize - 28)).expect("ping");
     assert_eq!(r.received, 2, "{r:?}");
     // IPv6: 48 bytes of headers.
-    let r = ping(&ns, host(CE2_V6), &df(LSP_MTU as usize - 48 + 1)).expect("ping");
+    let r = ping(&ns, host_of(CE2_V6), &df(LSP_MTU as usize - 48 + 1)).expect("ping");
     assert_eq!(r.received, 0, "{r:?}");
     assert!(matches!(r.errors.first(), Some(IcmpError::PacketTooBig { mtu: LSP_MTU, .. })), "{r:?}");
-    let r = ping(&ns, host(CE2_V6), &df(LSP_MTU as usize - 48)).expect("ping");
+    let r = ping(&ns, host_of(CE2_V6), &df(LSP_MTU as usize - 48)).expect("ping");
     assert_eq!(r.received, 2, "{r:?}");
 
     // The underlay's MTU drops to 1400 on h1: pe1's tunnel follows it (the router checks
@@ -186,7 +157,7 @@ fn df_too_big_for_the_underlay_gets_frag_needed_and_packet_too_big_with_the_tunn
     let mut r = None;
     for _ in 0..10 {
         std::thread::sleep(Duration::from_millis(500));
-        let got = ping(&ns, host(CE2_V4), &df(lowered as usize - 28 + 1)).expect("ping");
+        let got = ping(&ns, host_of(CE2_V4), &df(lowered as usize - 28 + 1)).expect("ping");
         let learned =
             matches!(got.errors.first(), Some(IcmpError::FragmentationNeeded { mtu, .. }) if *mtu == lowered);
         r = Some(got);
@@ -200,7 +171,7 @@ fn df_too_big_for_the_underlay_gets_frag_needed_and_packet_too_big_with_the_tunn
         "after the underlay went to 1400: {r:?}\n{}",
         lab.router_logs(10)
     );
-    let r = ping(&ns, host(CE2_V4), &df(lowered as usize - 28)).expect("ping");
+    let r = ping(&ns, host_of(CE2_V4), &df(lowered as usize - 28)).expect("ping");
     assert_eq!(r.received, 2, "{r:?}");
     // And back (ce1 forgets the path MTU it learned, as it would after its 10 minutes).
     set_underlay_mtu(1500);
@@ -210,7 +181,7 @@ fn df_too_big_for_the_underlay_gets_frag_needed_and_packet_too_big_with_the_tunn
         .output()
         .expect("running ip");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let r = ping(&ns, host(CE2_V4), &df(LSP_MTU as usize - 28)).expect("ping");
+    let r = ping(&ns, host_of(CE2_V4), &df(LSP_MTU as usize - 28)).expect("ping");
     assert_eq!(r.received, 2, "after the underlay went back to 1500: {r:?}");
 }
 
@@ -268,11 +239,11 @@ fn bad_datagrams_and_a_remote_that_is_down_are_counted_not_fatal() {
 
     // p goes away: h2 answers pe1's datagrams with "port unreachable", which pe1's next
     // sends report; pe1 counts them and goes on.
-    let p = router_pid(&work.0, "p");
+    let p = router_pid(work.path(), "p");
     lab.topology_mut().stop(p, Duration::from_secs(5)).expect("stopping p");
     let ns = lab.topology().ns("ce1").unwrap().to_string();
     let opts = PingOptions { count: 20, interval: Duration::from_millis(50), ..PingOptions::default() };
-    let r = ping(&ns, host(CE2_V4), &opts).expect("ping");
+    let r = ping(&ns, host_of(CE2_V4), &opts).expect("ping");
     assert_eq!(r.received, 0, "{r:?}");
     let core = pe1_core(&lab);
     assert!(count(&core, "tx_unreachable") > 0, "{core}");

@@ -5,8 +5,9 @@
 //! at p (swap) and pe1 (pop); the tunnel port's fast-path counters show it, so these
 //! tests fail if the pipeline did the work. Needs root, tshark and dumpcap.
 
-use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::time::Duration;
 
 use vmpls_lab::capture::{Capture, tshark_fields};
@@ -14,35 +15,14 @@ use vmpls_lab::hosts::{H2, router_underlay};
 use vmpls_lab::ping::{IcmpError, PingOptions, ping};
 use vmpls_lab::seed::{CE1_V4, CE1_V6, CE2_V4, CE2_V6, SeedLab, SeedParams};
 use vmpls_lab::stats::RouterStats;
-use vmpls_lab::traffic::{FlowOptions, Limit, run_flow};
+
+use common::{WorkDir, content_checked_flow, host_of};
 
 const VMPLS: &str = env!("CARGO_BIN_EXE_vmpls");
 const TRANSFER: u64 = 16 << 20;
 /// The tunnel's MTU over the 1500-byte underlay, less IPv4 and UDP; the LSP's IP MTU is
 /// one label less.
 const LSP_MTU: u32 = 1500 - 28 - 4;
-
-fn host(prefix: &str) -> IpAddr {
-    prefix.split('/').next().and_then(|a| a.parse().ok()).expect("a built-in address")
-}
-
-/// A scratch directory, removed on drop.
-struct WorkDir(PathBuf);
-
-impl WorkDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("vmpls-udp-tc-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("creating the work dir");
-        WorkDir(dir)
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The two-host lab, the tunnel in the routers' namespaces over the IPv6 underlay if
 /// `v6`, the fast path on. The namespaces go when the lab drops (also on failure).
@@ -58,21 +38,11 @@ fn start_with(tag: &str, v6: bool, params: SeedParams) -> (SeedLab, WorkDir) {
     lab.clear_kernel_ip().expect("taking the kernel out");
     lab.set_udp_core(Some(v6)).expect("a udp core");
     lab.set_udp_tunnel_in_routers(true).expect("the tunnel in the routers' namespaces");
-    lab.start_routers_with_stats(Path::new(VMPLS), &work.0).expect("starting the routers");
+    lab.start_routers_with_stats(Path::new(VMPLS), work.path()).expect("starting the routers");
     if let Err(e) = lab.check_pings(Duration::from_secs(15)) {
         panic!("{e:#}\n{}", lab.router_logs(30));
     }
     (lab, work)
-}
-
-/// A content-checked TCP flow of `bytes` from `from` to `to` (an address of `to_host`).
-fn flow(lab: &SeedLab, from: &str, to_host: &str, to: &str, bytes: u64) {
-    let opts = FlowOptions { limit: Limit::Bytes(bytes), ..FlowOptions::default() };
-    let topo = lab.topology();
-    let r = run_flow(topo.ns(from).unwrap(), topo.ns(to_host).unwrap(), host(to), &opts, &mut |_| {})
-        .unwrap_or_else(|e| panic!("flow {from} -> {to}: {e:#}\n{}", lab.router_logs(30)));
-    assert!(r.content_ok, "{from} -> {to}: {r:?}");
-    assert_eq!(r.bytes_received, bytes, "{from} -> {to}: {r:?}");
 }
 
 /// Every router's counters (the stats files are rewritten every second).
@@ -92,13 +62,13 @@ fn fast_port(s: &RouterStats, port: &str) -> (u64, u64) {
 #[test]
 fn fast_path_encapsulates_and_decapsulates_tcp_both_ways_over_an_ipv4_underlay() {
     let (mut lab, work) = start("v4", false);
-    let pcap = work.0.join("underlay.pcap");
+    let pcap = work.path().join("underlay.pcap");
     let ns_h2 = lab.topology().ns(H2).unwrap().to_string();
     let cap = Capture::start(&ns_h2, "h2-u", &pcap, Some("udp port 6635")).expect("capture on the underlay");
-    flow(&lab, "ce1", "ce2", CE2_V4, TRANSFER);
-    flow(&lab, "ce1", "ce2", CE2_V6, TRANSFER);
-    flow(&lab, "ce2", "ce1", CE1_V4, TRANSFER);
-    flow(&lab, "ce2", "ce1", CE1_V6, TRANSFER);
+    content_checked_flow(&lab, "ce1", "ce2", CE2_V4, TRANSFER);
+    content_checked_flow(&lab, "ce1", "ce2", CE2_V6, TRANSFER);
+    content_checked_flow(&lab, "ce2", "ce1", CE1_V4, TRANSFER);
+    content_checked_flow(&lab, "ce2", "ce1", CE1_V6, TRANSFER);
     let pcap = cap.stop().expect("stopping the capture");
     lab.check_routers_running().unwrap();
 
@@ -143,8 +113,8 @@ fn fast_path_encapsulates_and_decapsulates_tcp_both_ways_over_an_ipv4_underlay()
 #[test]
 fn over_an_ipv6_underlay_the_pipeline_encapsulates_and_partial_checksums_stay_with_the_socket() {
     let (mut lab, _work) = start("v6", true);
-    flow(&lab, "ce1", "ce2", CE2_V4, TRANSFER);
-    flow(&lab, "ce2", "ce1", CE1_V6, TRANSFER);
+    content_checked_flow(&lab, "ce1", "ce2", CE2_V4, TRANSFER);
+    content_checked_flow(&lab, "ce2", "ce1", CE1_V6, TRANSFER);
     lab.check_routers_running().unwrap();
     let [pe1, p, pe2] = stats(&lab);
     eprintln!("fast path: pe1 {:?}\np {:?}", pe1.fast_path, p.fast_path);
@@ -178,14 +148,14 @@ fn a_df_packet_too_big_for_the_tunnel_is_left_to_the_pipeline_which_answers_frag
     };
     let before = stats(&lab)[0].fast("push");
     // Fits with its label: the programs push it into the tunnel.
-    let r = ping(&ns, host(CE2_V4), &df(LSP_MTU as usize - 28)).expect("ping");
+    let r = ping(&ns, host_of(CE2_V4), &df(LSP_MTU as usize - 28)).expect("ping");
     assert_eq!(r.received, 2, "{r:?}");
     assert!(stats(&lab)[0].fast("push") >= before + 2, "the programs sent the pings that fit");
     // One byte more: the pipeline's, which says how much fits.
-    let r = ping(&ns, host(CE2_V4), &df(LSP_MTU as usize - 28 + 1)).expect("ping");
+    let r = ping(&ns, host_of(CE2_V4), &df(LSP_MTU as usize - 28 + 1)).expect("ping");
     assert_eq!(r.received, 0, "{r:?}");
     assert!(matches!(r.errors.first(), Some(IcmpError::FragmentationNeeded { mtu: LSP_MTU, .. })), "{r:?}");
-    let r = ping(&ns, host(CE2_V6), &df(LSP_MTU as usize - 48 + 1)).expect("ping");
+    let r = ping(&ns, host_of(CE2_V6), &df(LSP_MTU as usize - 48 + 1)).expect("ping");
     assert_eq!(r.received, 0, "{r:?}");
     assert!(matches!(r.errors.first(), Some(IcmpError::PacketTooBig { mtu: LSP_MTU, .. })), "{r:?}");
 }
@@ -196,8 +166,8 @@ fn under_auto_only_the_pipeline_encapsulates_and_tcp_crosses_intact() {
     // pipeline encapsulates.
     let (mut lab, _work) =
         start_with("auto", false, SeedParams { fast_path_auto: true, ..SeedParams::default() });
-    flow(&lab, "ce1", "ce2", CE2_V4, TRANSFER);
-    flow(&lab, "ce2", "ce1", CE1_V4, TRANSFER);
+    content_checked_flow(&lab, "ce1", "ce2", CE2_V4, TRANSFER);
+    content_checked_flow(&lab, "ce2", "ce1", CE1_V4, TRANSFER);
     lab.check_routers_running().unwrap();
     let [pe1, p, _] = stats(&lab);
     let min = TRANSFER / 65536;

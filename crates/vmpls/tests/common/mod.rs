@@ -48,6 +48,23 @@ pub fn ip(s: &str) -> IpAddr {
     s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
 }
 
+/// The address of a prefix written `ADDRESS/LENGTH` (the seed lab's constants).
+pub fn host_of(prefix: &str) -> IpAddr {
+    ip(prefix.split('/').next().unwrap_or(prefix))
+}
+
+/// A content-checked TCP flow of `bytes` from host `from` to `to` (an address of
+/// `to_host`, as a prefix); panics with the routers' logs if it fails.
+pub fn content_checked_flow(lab: &SeedLab, from: &str, to_host: &str, to: &str, bytes: u64) {
+    use vmpls_lab::traffic::{FlowOptions, Limit, run_flow};
+    let opts = FlowOptions { limit: Limit::Bytes(bytes), ..FlowOptions::default() };
+    let topo = lab.topology();
+    let r = run_flow(topo.ns(from).unwrap(), topo.ns(to_host).unwrap(), host_of(to), &opts, &mut |_| {})
+        .unwrap_or_else(|e| panic!("flow {from} -> {to}: {e:#}\n{}", lab.router_logs(30)));
+    assert!(r.content_ok, "{from} -> {to}: {r:?}");
+    assert_eq!(r.bytes_received, bytes, "{from} -> {to}: {r:?}");
+}
+
 /// The `vmpls` binary under test.
 pub fn router_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_vmpls"))
