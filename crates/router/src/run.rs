@@ -178,13 +178,14 @@ fn is_own_netns(netns: Option<&str>) -> bool {
 
 /// The fast path's view of MPLS-in-UDP port `id`: its underlay interface is the one that
 /// holds the local address (the kernel routes the tunnel's datagrams from it); the
-/// programs encapsulate over IPv4 only (see `vmpls_fastpath`), and decapsulate both.
+/// programs decapsulate, and encapsulate where [`encapsulates_in_the_kernel`] says.
 fn tunnel_port(
     id: usize,
     local: std::net::IpAddr,
     remote: std::net::IpAddr,
     udp_port: u16,
     mtu: u32,
+    mode: vmpls_control::FastPathMode,
 ) -> Result<FastPortInfo, &'static str> {
     let port = u16::try_from(id).map_err(|_| "too many ports")?;
     let underlay = crate::kernel::interface_with_address(local)
@@ -202,23 +203,19 @@ fn tunnel_port(
             remote,
             port: udp_port,
             underlay_ifindex: underlay,
-            encap: local.is_ipv4(),
+            encap: encapsulates_in_the_kernel(local, mode),
         }),
     })
 }
 
-/// Under `"auto"` the programs only decapsulate a tunnel's datagrams, and the pipeline
-/// encapsulates: encapsulation in the kernel is safe only where the remote end also
-/// decapsulates in the kernel, since over a virtual underlay (veth) its datagrams keep the
-/// sender's partial checksums and whole super-frames, which a socket at the remote end
-/// cannot complete. `"tc"` asks for it on both ends.
-fn encapsulate_only_when_asked(mut info: FastPortInfo, mode: vmpls_control::FastPathMode) -> FastPortInfo {
-    if mode != vmpls_control::FastPathMode::Tc
-        && let Some(t) = info.tunnel.as_mut()
-    {
-        t.encap = false;
-    }
-    info
+/// Whether the programs encapsulate into a tunnel from `local`: over IPv4 only (see
+/// `vmpls_fastpath`), and only under `"tc"`. Under `"auto"` they only decapsulate and the
+/// pipeline encapsulates: encapsulation in the kernel is safe only where the remote end
+/// also decapsulates in the kernel, since over a virtual underlay (veth) its datagrams
+/// keep the sender's partial checksums and whole super-frames, which a socket at the
+/// remote end cannot complete. `"tc"` asks for it on both ends.
+fn encapsulates_in_the_kernel(local: std::net::IpAddr, mode: vmpls_control::FastPathMode) -> bool {
+    local.is_ipv4() && mode == vmpls_control::FastPathMode::Tc
 }
 
 /// Starts the in-kernel fast path as `[router] fast-path` asks and logs, port by port,
@@ -245,8 +242,7 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
         if let vmpls_control::PortKind::Udp { local, remote, port: udp_port, netns } = &p.kind {
             let served_port = match fast_path_refuses(&p.kind, false, is_own_netns(netns.as_deref())) {
                 Some(why) => Err(why),
-                None => tunnel_port(i, *local, *remote, *udp_port, port.info().mtu)
-                    .map(|info| encapsulate_only_when_asked(info, mode)),
+                None => tunnel_port(i, *local, *remote, *udp_port, port.info().mtu, mode),
             };
             sockets.push(None);
             match served_port {
@@ -388,22 +384,11 @@ mod tests {
     #[test]
     fn auto_leaves_a_tunnels_encapsulation_to_the_pipeline_and_tc_does_it_in_the_kernel() {
         use vmpls_control::FastPathMode;
-        let info = FastPortInfo {
-            ifname: "u0".into(),
-            ifindex: 7,
-            mac: [0; 6],
-            mtu: 1472,
-            tunnel: Some(vmpls_fastpath::Tunnel {
-                local: "198.18.100.1".parse().unwrap(),
-                remote: "198.18.100.2".parse().unwrap(),
-                port: 6635,
-                underlay_ifindex: 3,
-                encap: true,
-            }),
-        };
-        let encap = |mode| encapsulate_only_when_asked(info.clone(), mode).tunnel.map(|t| t.encap);
-        assert_eq!(encap(FastPathMode::Auto), Some(false));
-        assert_eq!(encap(FastPathMode::Tc), Some(true));
+        let v4: std::net::IpAddr = "198.18.100.1".parse().unwrap();
+        assert!(!encapsulates_in_the_kernel(v4, FastPathMode::Auto));
+        assert!(encapsulates_in_the_kernel(v4, FastPathMode::Tc));
+        // Over IPv6 the pipeline encapsulates in either mode.
+        assert!(!encapsulates_in_the_kernel("2001:db8:100::1".parse().unwrap(), FastPathMode::Tc));
     }
 
     #[test]

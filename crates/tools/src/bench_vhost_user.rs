@@ -361,6 +361,9 @@ impl Switch for VmplsSwitch {
                 }
             }
             for p in s["ports"].as_array().into_iter().flatten() {
+                // Segments the port cut itself (a labelled super-frame for a guest).
+                let n = |k: &str| p[k].as_u64().unwrap_or(0) as i64;
+                c.made += n("tx_segments") - n("tx_segmented");
                 let pname = p["name"].as_str().unwrap_or("?");
                 for (k, v) in p.as_object().into_iter().flatten() {
                     // rx_dropped includes rx_kernel_dropped (the socket's queue was full).
@@ -375,11 +378,6 @@ impl Switch for VmplsSwitch {
             c.made += named(&s, "events", "gso_segments_out") as i64
                 - named(&s, "events", "gso_superframes_segmented") as i64
                 - named(&s, "events", "gro_segments_absorbed") as i64;
-            // Segments the ports cut themselves (a labelled super-frame for a guest).
-            for p in s["ports"].as_array().into_iter().flatten() {
-                let n = |k: &str| p[k].as_u64().unwrap_or(0) as i64;
-                c.made += n("tx_segments") - n("tx_segmented");
-            }
         }
         Ok(c)
     }
