@@ -1,5 +1,4 @@
 use std::os::fd::AsFd;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
@@ -16,7 +15,7 @@ use crate::fastpath::FastPathRuntime;
 use crate::links::{LINK_CHECK_EVERY, PortWatch, check_links, refresh_caps};
 use crate::protocol::{LoopRequest, NeighborChange, Snapshot};
 use crate::signals::STOP;
-use crate::stats;
+use crate::stats::StatsFileWriter;
 
 /// Buffers per router: enough for a full batch on every port, frames held for neighbour
 /// resolution, and the segments of one super-frame.
@@ -32,8 +31,8 @@ pub(crate) struct ForwardingLoop<'a> {
     pub(crate) ports: &'a mut [Box<dyn Port>],
     pub(crate) watch: &'a mut [PortWatch],
     pub(crate) fast: Option<&'a mut FastPathRuntime>,
-    /// Where `--stats-file` writes.
-    pub(crate) stats_file: Option<&'a Path>,
+    /// `--stats-file`'s writer thread.
+    stats_file: Option<StatsFileWriter>,
     captures: Vec<CaptureSink>,
     pool: PacketPool,
     out: Output,
@@ -45,7 +44,7 @@ impl<'a> ForwardingLoop<'a> {
         ports: &'a mut [Box<dyn Port>],
         watch: &'a mut [PortWatch],
         fast: Option<&'a mut FastPathRuntime>,
-        stats_file: Option<&'a Path>,
+        stats_file: Option<StatsFileWriter>,
     ) -> Self {
         let out = Output::new(ports.len());
         ForwardingLoop {
@@ -176,11 +175,25 @@ impl<'a> ForwardingLoop<'a> {
         }
     }
 
-    /// Writes `--stats-file`: the counters `vmpls stats` shows, from a snapshot.
-    pub(crate) fn write_stats(&mut self) {
-        let Some(path) = self.stats_file else { return };
+    /// Hands `--stats-file`'s writer a snapshot (the counters `vmpls stats` shows); the
+    /// writer thread writes it, the loop goes on.
+    fn write_stats(&mut self) {
+        if self.stats_file.is_none() {
+            return;
+        }
         let snap = self.snapshot();
-        stats::write_file(&stats::collect(&snap, &self.dp.fib().load_full()), path);
+        let fib = self.dp.fib().load_full();
+        if let Some(w) = &mut self.stats_file {
+            w.submit(snap, fib);
+        }
+    }
+
+    /// At exit: the last snapshot to `--stats-file`, waited for.
+    pub(crate) fn finish_stats(&mut self) {
+        if let Some(w) = self.stats_file.take() {
+            let snap = self.snapshot();
+            w.finish(snap, self.dp.fib().load_full());
+        }
     }
 
     /// Runs until SIGINT or SIGTERM: poll the ports and the control side's eventfd

@@ -7,7 +7,9 @@
 //!
 //! Threads and who owns what:
 //!
-//! - The forwarding loop (`forward`) owns the pipeline, the ports and the captures.
+//! - The forwarding loop (`forward`) owns the pipeline, the ports and the captures. It
+//!   hands `--stats-file` a snapshot each second; a writer thread of its own
+//!   ([`stats`]) writes it, so the loop never waits on the disk.
 //! - The control thread ([`server`]: the control socket, route changes, reloads), the
 //!   FPM server ([`fpm`]) and the metrics endpoint ([`metrics`]) never take a lock the
 //!   forwarding loop needs.

@@ -18,11 +18,18 @@
 //! | `vmpls_fast_path_total` | `counter` | the in-kernel fast path (`fast-path = "tc"`): `swap`, `push`, `pop`, `ip_forward`, `passed`, `bytes`, ... (its frames are also in the events and label counters) |
 //! | `vmpls_port_fast_path_rx_packets_total`, `_tx_packets_total` | `port` | frames the fast path took from and sent out of each port |
 //! | `vmpls_info` | `router` | 1 |
+//!
+//! Each client is served on a thread of its own (at most [`MAX_CLIENTS`] at once; one
+//! more is answered 503 at once) and within [`CLIENT_DEADLINE`] from its connection to
+//! the end of the answer, its request head at most [`MAX_REQUEST_HEAD`] bytes: a client
+//! that trickles its request, never sends one or never reads the answer holds up no
+//! scrape.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use std::fmt;
@@ -252,22 +259,46 @@ pub trait StatsSource: Send + Sync {
     fn stats(&self) -> anyhow::Result<Stats>;
 }
 
-/// Serves metrics on `listener` from a thread of its own.
+/// How long one client may take, from its connection to the last byte of the answer: a
+/// client that sends its request a byte at a time, or never, or does not read the
+/// answer, is cut off then.
+pub const CLIENT_DEADLINE: Duration = Duration::from_secs(5);
+/// Clients served at once, each on a thread of its own; one more is answered 503 at once.
+pub const MAX_CLIENTS: usize = 8;
+/// The most a request's head (request line and headers) may hold: an answer 431 beyond.
+pub const MAX_REQUEST_HEAD: usize = 8192;
+
+/// How the endpoint treats its clients ([`CLIENT_DEADLINE`], [`MAX_CLIENTS`] for the
+/// router; tests shorten them).
+#[derive(Debug, Clone, Copy)]
+struct ClientLimits {
+    deadline: Duration,
+    max_clients: usize,
+}
+
+/// Serves metrics on `listener`: a thread accepts, each client is served on a thread of
+/// its own within [`CLIENT_DEADLINE`], at most [`MAX_CLIENTS`] at once, so a slow client
+/// holds up no scrape.
 ///
 /// # Errors
 /// The thread could not be started.
 pub fn spawn(listener: TcpListener, server: Arc<dyn StatsSource>) -> anyhow::Result<()> {
-    let metrics = Metrics::new(server);
+    spawn_with(listener, server, ClientLimits { deadline: CLIENT_DEADLINE, max_clients: MAX_CLIENTS })
+}
+
+fn spawn_with(
+    listener: TcpListener,
+    server: Arc<dyn StatsSource>,
+    limits: ClientLimits,
+) -> anyhow::Result<()> {
+    let metrics = Arc::new(Metrics::new(server));
+    let active = Arc::new(AtomicUsize::new(0));
     std::thread::Builder::new()
         .name("metrics".into())
         .spawn(move || {
             for conn in listener.incoming() {
                 match conn {
-                    Ok(c) => {
-                        if let Err(e) = serve(c, &metrics) {
-                            tracing::debug!(error = %e, "metrics request failed");
-                        }
-                    }
+                    Ok(c) => accept(c, &metrics, &active, limits),
                     Err(e) => {
                         tracing::warn!(error = %e, "metrics accept failed");
                         std::thread::sleep(Duration::from_millis(100));
@@ -279,24 +310,136 @@ pub fn spawn(listener: TcpListener, server: Arc<dyn StatsSource>) -> anyhow::Res
     Ok(())
 }
 
-/// The request line of an HTTP request, read with a bound on size and time.
-fn request_line(c: &mut TcpStream) -> std::io::Result<String> {
-    c.set_read_timeout(Some(Duration::from_secs(2)))?;
+/// One client served while it counts in `active`.
+struct ActiveClient(Arc<AtomicUsize>);
+
+impl Drop for ActiveClient {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Starts serving client `c` on a thread of its own, or answers 503 without waiting
+/// when [`ClientLimits::max_clients`] are being served.
+fn accept(c: TcpStream, metrics: &Arc<Metrics>, active: &Arc<AtomicUsize>, limits: ClientLimits) {
+    if active.fetch_add(1, Ordering::Relaxed) >= limits.max_clients {
+        active.fetch_sub(1, Ordering::Relaxed);
+        // Best effort: the answer fits any socket buffer, and nothing waits for it.
+        let _ = c.set_nonblocking(true);
+        let _ = (&c).write_all(&answer(
+            "503 Service Unavailable",
+            "text/plain",
+            &format!("busy: {} scrapes in progress; try again\n", limits.max_clients),
+        ));
+        return;
+    }
+    let guard = ActiveClient(active.clone());
+    let metrics = metrics.clone();
+    let spawned = std::thread::Builder::new().name("metrics-client".into()).spawn(move || {
+        let _guard = guard;
+        let deadline = Instant::now() + limits.deadline;
+        if let Err(e) = serve(c, &metrics, deadline) {
+            tracing::debug!(error = %e, "metrics request failed");
+        }
+    });
+    if let Err(e) = spawned {
+        // The closure, and the guard with it, is dropped: the client is not counted.
+        tracing::warn!(error = %e, "cannot start a thread for a metrics client");
+    }
+}
+
+/// What the client sent before its headers ended.
+enum RequestHead {
+    /// The request line.
+    Line(String),
+    /// More than [`MAX_REQUEST_HEAD`] bytes without the end of the headers.
+    TooLarge,
+}
+
+/// The time left before `deadline`, or `TimedOut` if none.
+fn time_left(deadline: Instant) -> std::io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the client's time is up"));
+    }
+    Ok(left)
+}
+
+/// The request line of an HTTP request, read with a bound on size and a deadline for the
+/// whole of it (not per read: a client sending a byte a second would reset that).
+fn request_head(c: &mut TcpStream, deadline: Instant) -> std::io::Result<RequestHead> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
-        let n = c.read(&mut chunk)?;
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        if buf.len() > MAX_REQUEST_HEAD {
+            return Ok(RequestHead::TooLarge);
+        }
+        c.set_read_timeout(Some(time_left(deadline)?))?;
+        let n = match c.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         if n == 0 {
             break;
         }
         buf.extend_from_slice(&chunk[..n]);
     }
     let text = String::from_utf8_lossy(&buf);
-    Ok(text.lines().next().unwrap_or("").to_string())
+    Ok(RequestHead::Line(text.lines().next().unwrap_or("").to_string()))
 }
 
-fn serve(mut c: TcpStream, metrics: &Metrics) -> anyhow::Result<()> {
-    let line = request_line(&mut c)?;
+/// Writes all of `bytes` before `deadline` (a client that reads slowly is cut off then).
+fn write_before(c: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        c.set_write_timeout(Some(time_left(deadline)?))?;
+        match c.write(bytes) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// After an answer given before the whole request was read: says so (FIN) and reads what
+/// the client still sends, a bounded amount until `deadline`, so that closing with
+/// unread bytes does not reset the connection before the client has read the answer.
+fn discard_rest(c: &mut TcpStream, deadline: Instant) {
+    let _ = c.shutdown(std::net::Shutdown::Write);
+    let mut chunk = [0u8; 4096];
+    for _ in 0..64 {
+        let Ok(left) = time_left(deadline) else { return };
+        if c.set_read_timeout(Some(left)).is_err() || !matches!(c.read(&mut chunk), Ok(n) if n > 0) {
+            return;
+        }
+    }
+}
+
+/// An HTTP answer that closes the connection.
+fn answer(status: &str, ctype: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+fn serve(mut c: TcpStream, metrics: &Metrics, deadline: Instant) -> anyhow::Result<()> {
+    let line = match request_head(&mut c, deadline)? {
+        RequestHead::Line(line) => line,
+        RequestHead::TooLarge => {
+            let body = format!("request head over {MAX_REQUEST_HEAD} bytes\n");
+            write_before(
+                &mut c,
+                &answer("431 Request Header Fields Too Large", "text/plain", &body),
+                deadline,
+            )?;
+            discard_rest(&mut c, deadline);
+            return Ok(());
+        }
+    };
     let mut words = line.split_whitespace();
     let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let (status, ctype, body) = match (method, path.split('?').next().unwrap_or("")) {
@@ -308,11 +451,7 @@ fn serve(mut c: TcpStream, metrics: &Metrics) -> anyhow::Result<()> {
         ("GET", _) => ("404 Not Found", "text/plain", "not found; metrics are at /metrics\n".to_string()),
         _ => ("405 Method Not Allowed", "text/plain", "only GET\n".to_string()),
     };
-    write!(
-        c,
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
+    write_before(&mut c, &answer(status, ctype, &body), deadline)?;
     Ok(())
 }
 
@@ -320,6 +459,124 @@ fn serve(mut c: TcpStream, metrics: &Metrics) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use vmpls_control::api::{Counter as C, LinkStats, PortCounters};
+
+    /// A router whose counters never change.
+    struct Quiet;
+    impl StatsSource for Quiet {
+        fn router_name(&self) -> String {
+            "pe1".into()
+        }
+        fn stats(&self) -> anyhow::Result<Stats> {
+            Ok(Stats {
+                ports: Vec::new(),
+                drops: Vec::new(),
+                events: Vec::new(),
+                neighbors: 0,
+                neighbors_reachable: 0,
+                label_routes: 0,
+                prefix_routes: 0,
+                labels: Vec::new(),
+                fast_path: Vec::new(),
+                frr: Vec::new(),
+            })
+        }
+    }
+
+    /// An endpoint on a loopback port of its own.
+    fn endpoint(limits: ClientLimits) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        spawn_with(listener, Arc::new(Quiet), limits).unwrap();
+        addr
+    }
+
+    /// Sends `request` and reads the answer, giving up after `wait`.
+    fn ask(addr: SocketAddr, request: &[u8], wait: Duration) -> std::io::Result<String> {
+        let mut c = TcpStream::connect(addr)?;
+        c.set_read_timeout(Some(wait))?;
+        c.write_all(request)?;
+        let mut text = String::new();
+        c.read_to_string(&mut text)?;
+        Ok(text)
+    }
+
+    const SCRAPE: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: pe1\r\n\r\n";
+
+    #[test]
+    fn a_slow_client_holds_up_no_scrape() {
+        let addr = endpoint(ClientLimits { deadline: CLIENT_DEADLINE, max_clients: MAX_CLIENTS });
+        // One client never sends anything, another sends its request a byte at a time.
+        let _silent = TcpStream::connect(addr).unwrap();
+        let trickler = std::thread::spawn(move || {
+            let mut c = TcpStream::connect(addr).unwrap();
+            for b in b"GET /metrics HTTP/1.1\r\n".iter().take(12) {
+                if c.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let start = Instant::now();
+        let text = ask(addr, SCRAPE, Duration::from_secs(2)).expect("a scrape while slow clients hang on");
+        assert!(text.starts_with("HTTP/1.1 200 OK") && text.contains("vmpls_info"), "{text}");
+        assert!(start.elapsed() < Duration::from_secs(1), "the scrape took {:?}", start.elapsed());
+        trickler.join().unwrap();
+    }
+
+    #[test]
+    fn a_trickling_client_is_cut_off_at_its_deadline() {
+        let deadline = Duration::from_millis(600);
+        let addr = endpoint(ClientLimits { deadline, max_clients: MAX_CLIENTS });
+        let c = TcpStream::connect(addr).unwrap();
+        let mut writer = c.try_clone().unwrap();
+        let start = Instant::now();
+        // A byte every 100 ms for up to 4 s: each read finishes well within any per-read
+        // timeout, so only a deadline for the whole request ends it.
+        let trickler = std::thread::spawn(move || {
+            for _ in 0..40 {
+                if writer.write_all(b"G").is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let mut c = c;
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 64];
+        // Closed (0) or reset: either way the server let go.
+        let _ = c.read(&mut buf);
+        let held = start.elapsed();
+        assert!(held >= deadline && held < Duration::from_secs(2), "the server held the client {held:?}");
+        trickler.join().unwrap();
+    }
+
+    #[test]
+    fn an_endless_request_head_is_refused_with_431() {
+        let addr = endpoint(ClientLimits { deadline: CLIENT_DEADLINE, max_clients: MAX_CLIENTS });
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        // No end of line, ever: the server stops reading at its bound and says why.
+        let junk = vec![b'X'; 4 * MAX_REQUEST_HEAD];
+        let _ = c.write_all(&junk);
+        let mut text = Vec::new();
+        let _ = c.read_to_end(&mut text);
+        let text = String::from_utf8_lossy(&text);
+        assert!(text.starts_with("HTTP/1.1 431"), "{text}");
+    }
+
+    #[test]
+    fn clients_beyond_the_cap_are_answered_503_at_once() {
+        let addr = endpoint(ClientLimits { deadline: CLIENT_DEADLINE, max_clients: 2 });
+        let _held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let start = Instant::now();
+        // The answer comes before any request is read (bytes sent and never read would
+        // reset the connection as it closes).
+        let text = ask(addr, b"", Duration::from_secs(2)).unwrap();
+        assert!(text.starts_with("HTTP/1.1 503") && text.contains("busy"), "{text}");
+        assert!(start.elapsed() < Duration::from_secs(1));
+    }
 
     #[test]
     fn addresses_default_to_loopback() {

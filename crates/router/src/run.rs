@@ -25,6 +25,9 @@ pub struct RunOptions {
     pub config: PathBuf,
     /// `--stats-file`.
     pub stats_file: Option<PathBuf>,
+    /// `--stats-file-mode`: the stats file's permissions
+    /// ([`crate::stats::DEFAULT_STATS_FILE_MODE`] unless asked).
+    pub stats_file_mode: u32,
     /// `--metrics`: where to serve Prometheus metrics.
     pub metrics: Option<std::net::SocketAddr>,
     /// `--socket`: overrides the config's control socket.
@@ -119,11 +122,17 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     }
     info!(router = %cfg.router.name, ports = ports.len(), socket = %control.path().display(), "forwarding");
     let mut fast = start_fast_path(&cfg, &ports)?;
+    let stats_file = match &opts.stats_file {
+        Some(path) => Some(
+            crate::stats::StatsFileWriter::spawn(path.clone(), opts.stats_file_mode)
+                .context("starting the stats file writer")?,
+        ),
+        None => None,
+    };
     let result = {
-        let mut forwarding =
-            ForwardingLoop::new(&mut dp, &mut ports, &mut watch, fast.as_mut(), opts.stats_file.as_deref());
+        let mut forwarding = ForwardingLoop::new(&mut dp, &mut ports, &mut watch, fast.as_mut(), stats_file);
         let result = forwarding.run(&requests, &wake);
-        forwarding.write_stats();
+        forwarding.finish_stats();
         result
     };
     for (port, w) in ports.iter().zip(&watch).filter(|(_, w)| w.faults != PortFaults::default()) {

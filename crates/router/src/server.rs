@@ -40,6 +40,12 @@ const CAPTURE_QUEUE: usize = 1024;
 /// The control side of a running router.
 pub struct Server {
     tables: Mutex<Tables>,
+    /// Held by a reload from before it reads the file until its tables are in force:
+    /// reloads at once (a SIGHUP and a `reload` request) run one after the other, so the
+    /// last to read the file is the last to apply it and the newest file wins. Apart
+    /// from the tables' lock, which route changes and FPM take: they do not wait while a
+    /// large file is parsed.
+    reloading: Mutex<()>,
     fib: FibHandle,
     lp: LoopHandle,
     config_path: PathBuf,
@@ -61,7 +67,15 @@ impl Server {
         config_path: PathBuf,
         ports: Vec<PortInfo>,
     ) -> Arc<Server> {
-        Arc::new(Server { tables: Mutex::new(tables), fib, lp, config_path, ports, frr: Default::default() })
+        Arc::new(Server {
+            tables: Mutex::new(tables),
+            reloading: Mutex::new(()),
+            fib,
+            lp,
+            config_path,
+            ports,
+            frr: Default::default(),
+        })
     }
 
     fn tables(&self) -> MutexGuard<'_, Tables> {
@@ -75,8 +89,17 @@ impl Server {
     /// # Errors
     /// The file is invalid (the same message as at start) or needs a restart.
     pub fn reload(&self) -> Result<api::ReloadSummary, ControlError> {
-        let cfg = crate::config::load_config(&self.config_path)
-            .map_err(|e| ControlError::new(ErrorKind::Config, format!("{e:#}")))?;
+        self.reload_from(|| crate::config::load_config(&self.config_path))
+    }
+
+    /// A reload of the config `read` returns, read once, under the reload lock (see
+    /// [`Server::reloading`]).
+    fn reload_from(
+        &self,
+        read: impl FnOnce() -> anyhow::Result<vmpls_control::Config>,
+    ) -> Result<api::ReloadSummary, ControlError> {
+        let _one_at_a_time = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        let cfg = read().map_err(|e| ControlError::new(ErrorKind::Config, format!("{e:#}")))?;
         let mut t = self.tables();
         let (old, new) = (t.config().neighbors.clone(), cfg.neighbors.clone());
         let (fib, sum) = t.reload(cfg)?;
@@ -521,5 +544,123 @@ fn accept_loop(server: &Arc<Server>, listener: &UnixListener, reload: &EventFd) 
                 Err(e) => warn!(error = %e, "accept on the control socket failed"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::LoopRequest;
+    use std::time::Instant;
+
+    /// A config with one port on `lo` and label `label` popped.
+    fn config_text(label: u32) -> String {
+        format!(
+            "[router]\nname = \"r1\"\n\n[[port]]\nname = \"core\"\ninterface = \"lo\"\naddresses = [\"198.18.0.1/24\"]\n\n[[label]]\nin = {label}\naction = \"pop\"\n"
+        )
+    }
+
+    fn test_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("vmpls-server-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// A server for the config at `path`, with a stand-in forwarding loop that confirms
+    /// each stored FIB.
+    fn server_for(path: &std::path::Path) -> Arc<Server> {
+        let cfg = crate::config::load_config(path).unwrap();
+        let (tables, fib) = Tables::built(cfg).unwrap();
+        let (lp, requests, _wake) = LoopHandle::new().unwrap();
+        std::thread::spawn(move || {
+            for req in requests {
+                if let LoopRequest::FibStored(done) = req {
+                    let _ = done.try_send(());
+                }
+            }
+        });
+        Server::new(tables, FibHandle::new(fib), lp, path.to_path_buf(), Vec::new())
+    }
+
+    fn has_label(server: &Server, label: u32) -> bool {
+        server.fib.load().labels.get(label).is_some()
+    }
+
+    #[test]
+    fn of_two_reloads_at_once_the_newer_file_wins() {
+        let dir = test_dir("reload-race");
+        let path = dir.join("r1.toml");
+        std::fs::write(&path, config_text(100)).unwrap();
+        let server = server_for(&path);
+        std::fs::write(&path, config_text(200)).unwrap();
+        // Reload A reads the file (label 200) and is held there by the test...
+        let (read_tx, read) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel::<()>();
+        let a = {
+            let (server, path) = (server.clone(), path.clone());
+            std::thread::spawn(move || {
+                server
+                    .reload_from(|| {
+                        let cfg = crate::config::load_config(&path);
+                        read_tx.send(()).unwrap();
+                        go_rx.recv().unwrap();
+                        cfg
+                    })
+                    .unwrap()
+            })
+        };
+        read.recv().unwrap();
+        // ...while the file changes again (label 300) and reload B (a SIGHUP) runs.
+        std::fs::write(&path, config_text(300)).unwrap();
+        let (b_done, b_finished) = mpsc::channel();
+        let b = {
+            let server = server.clone();
+            std::thread::spawn(move || {
+                let sum = server.reload().unwrap();
+                let _ = b_done.send(());
+                sum
+            })
+        };
+        // B cannot finish before A: give it the time it would need, then let A go.
+        let finished_first = b_finished.recv_timeout(Duration::from_millis(500)).is_ok();
+        go.send(()).unwrap();
+        a.join().unwrap();
+        b.join().unwrap();
+        assert!(has_label(&server, 300) && !has_label(&server, 200), "the older file was applied last");
+        assert!(!finished_first, "a reload ran while another was between reading and applying");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_control_client_cannot_grow_a_request_line_without_bound() {
+        let dir = test_dir("long-line");
+        let path = dir.join("r1.toml");
+        std::fs::write(&path, config_text(100)).unwrap();
+        let server = server_for(&path);
+        let (client, theirs) = UnixStream::pair().unwrap();
+        let served = std::thread::spawn(move || server.serve(theirs));
+        client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let writer = {
+            let mut client = client.try_clone().unwrap();
+            // Far beyond the bound, no newline ever: the server stops reading at its
+            // bound, so this write fails once the server has closed.
+            std::thread::spawn(move || {
+                let chunk = vec![b'x'; 64 * 1024];
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_secs(5) {
+                    if client.write_all(&chunk).is_err() {
+                        return true;
+                    }
+                }
+                false
+            })
+        };
+        let mut reply = String::new();
+        BufReader::new(&client).read_line(&mut reply).unwrap();
+        assert!(reply.contains("request line too long"), "{reply}");
+        served.join().unwrap().unwrap();
+        assert!(writer.join().unwrap(), "the server kept reading");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

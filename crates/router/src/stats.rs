@@ -1,12 +1,14 @@
 //! The router's counters in one schema, [`vmpls_control::api::Stats`]: what `vmpls
 //! stats` and the control API answer, what the metrics endpoint exports, and what
-//! `--stats-file` holds (rewritten every second and at exit). All of them are made here,
+//! `--stats-file` holds (rewritten every second and at exit, by [`StatsFileWriter`]). All of them are made here,
 //! from one [`Snapshot`] of the forwarding loop, so they cannot disagree.
 
-use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
 
-use tracing::warn;
+use tracing::{info, warn};
 use vmpls_control::api::{Counter, FastPathShare, LabelCounter, LinkStats, PortCounters, Stats};
 use vmpls_fib::Fib;
 
@@ -93,15 +95,81 @@ pub fn collect(snap: &Snapshot, fib: &Fib) -> Stats {
     }
 }
 
-/// Writes `stats` to `path` as JSON, through a temporary file renamed over it (a reader
-/// never sees half a file).
-pub(crate) fn write_file(stats: &Stats, path: &Path) {
-    let tmp = path.with_extension("tmp");
-    let r = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(serde_json::to_string_pretty(stats).unwrap_or_default().as_bytes()))
-        .and_then(|_| std::fs::rename(&tmp, path));
-    if let Err(e) = r {
+/// The mode of `--stats-file` unless `--stats-file-mode` says otherwise: the counters
+/// name ports and labels, which only the router's operators need to read.
+pub const DEFAULT_STATS_FILE_MODE: u32 = 0o600;
+
+/// Writes `stats` to `path` as JSON, whole (a reader never sees half a file), with
+/// `mode`, never through a symbolic link (see [`vmpls_sys::fs::replace_file`]).
+pub(crate) fn write_file(stats: &Stats, path: &Path, mode: u32) {
+    let json = serde_json::to_vec_pretty(stats).unwrap_or_default();
+    if let Err(e) = vmpls_sys::fs::replace_file(path, &json, mode) {
         warn!(path = %path.display(), error = %e, "writing stats failed");
+    }
+}
+
+/// What the writer thread gets: a snapshot of the loop and the FIB in force with it.
+type StatsJob = (Snapshot, Arc<Fib>);
+
+/// Writes `--stats-file` from a thread of its own: the forwarding loop hands it a
+/// snapshot and goes on, it never waits on the disk. While the writer is still busy
+/// with one snapshot (a slow or stuck disk), the loop's next ones are skipped, not
+/// queued.
+pub(crate) struct StatsFileWriter {
+    tx: Option<SyncSender<StatsJob>>,
+    thread: Option<JoinHandle<()>>,
+    /// Snapshots skipped because the writer was busy.
+    skipped: u64,
+}
+
+impl StatsFileWriter {
+    /// Starts the writer thread for `path`, whose files get `mode`.
+    pub(crate) fn spawn(path: PathBuf, mode: u32) -> std::io::Result<StatsFileWriter> {
+        Self::spawn_with(move |stats| write_file(stats, &path, mode))
+    }
+
+    /// Starts a writer thread that hands each snapshot's counters to `write`.
+    fn spawn_with(mut write: impl FnMut(&Stats) + Send + 'static) -> std::io::Result<StatsFileWriter> {
+        // One snapshot waiting beside the one being written.
+        let (tx, rx) = sync_channel::<StatsJob>(1);
+        let thread = std::thread::Builder::new().name("stats-file".into()).spawn(move || {
+            for (snap, fib) in rx {
+                write(&collect(&snap, &fib));
+            }
+        })?;
+        Ok(StatsFileWriter { tx: Some(tx), thread: Some(thread), skipped: 0 })
+    }
+
+    /// Hands a snapshot to the writer without waiting; returns whether it was taken (not
+    /// while the writer is still busy with the one before).
+    pub(crate) fn submit(&mut self, snap: Snapshot, fib: Arc<Fib>) -> bool {
+        let Some(tx) = &self.tx else { return false };
+        match tx.try_send((snap, fib)) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                if self.skipped == 0 {
+                    warn!(
+                        "the stats file writer is behind (slow disk?): skipping snapshots until it catches up"
+                    );
+                }
+                self.skipped += 1;
+                false
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+
+    /// The last snapshot, at exit: waits until it and any before it are written.
+    pub(crate) fn finish(mut self, snap: Snapshot, fib: Arc<Fib>) {
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send((snap, fib));
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if self.skipped > 0 {
+            info!(skipped = self.skipped, "stats file snapshots skipped while the writer was behind");
+        }
     }
 }
 
@@ -111,11 +179,9 @@ mod tests {
     use crate::protocol::PortFaults;
     use vmpls_ports::PortStats;
 
-    #[test]
-    fn a_ports_receive_drops_include_the_kernels() {
-        let port =
-            PortStats { rx_kernel_dropped: 5, rx_truncated: 2, rx_not_mpls: 1, ..PortStats::default() };
-        let snap = Snapshot {
+    /// A snapshot of a router with one port, `core`, whose socket counted `port`.
+    fn one_port(port: PortStats) -> Snapshot {
+        Snapshot {
             counters: vmpls_dataplane::Counters::new(1),
             ports: vec![port],
             neighbors: Vec::new(),
@@ -130,18 +196,108 @@ mod tests {
                 caps: Default::default(),
             }],
             static_neighbors: Default::default(),
-        };
-        let stats = collect(&snap, &Fib::default());
+        }
+    }
+
+    fn test_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("vmpls-stats-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_ports_receive_drops_include_the_kernels() {
+        let port =
+            PortStats { rx_kernel_dropped: 5, rx_truncated: 2, rx_not_mpls: 1, ..PortStats::default() };
+        let stats = collect(&one_port(port), &Fib::default());
         let link = &stats.ports[0].link;
         assert_eq!((link.rx_dropped, link.rx_kernel_dropped), (8, 5));
         assert_eq!((link.rx_truncated, link.rx_not_mpls), (2, 1));
         // The file holds the same schema the API answers with.
-        let dir = std::env::temp_dir().join(format!("vmpls-stats-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = test_dir("schema");
         let path = dir.join("stats.json");
-        write_file(&stats, &path);
+        write_file(&stats, &path, DEFAULT_STATS_FILE_MODE);
         let back: Stats = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(back, stats);
+    }
+
+    #[test]
+    fn the_stats_file_is_private_and_never_written_through_a_planted_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = test_dir("links");
+        let target = dir.join("precious");
+        std::fs::write(&target, b"not yours").unwrap();
+        let path = dir.join("stats.json");
+        // Links at the temporary name older routers used, and at the file itself.
+        std::os::unix::fs::symlink(&target, dir.join("stats.tmp")).unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let stats = collect(&one_port(PortStats::default()), &Fib::default());
+        write_file(&stats, &path, DEFAULT_STATS_FILE_MODE);
+        assert_eq!(std::fs::read(&target).unwrap(), b"not yours", "written through a link");
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_file());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let back: Stats = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(back, stats);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn readers_of_the_stats_file_never_see_part_of_it() {
+        let dir = test_dir("whole");
+        let path = dir.join("stats.json");
+        let stats = collect(&one_port(PortStats::default()), &Fib::default());
+        write_file(&stats, &path, DEFAULT_STATS_FILE_MODE);
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (path, done) = (path.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let text = std::fs::read(&path).unwrap();
+                    serde_json::from_slice::<Stats>(&text).expect("a whole stats file");
+                    reads += 1;
+                }
+                reads
+            })
+        };
+        for i in 0..300 {
+            let port = PortStats { rx_packets: i, ..PortStats::default() };
+            write_file(&collect(&one_port(port), &Fib::default()), &path, DEFAULT_STATS_FILE_MODE);
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(reader.join().unwrap() > 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_forwarding_loop_never_waits_for_a_stuck_stats_writer() {
+        let (unblock, blocked) = std::sync::mpsc::channel::<()>();
+        let (wrote_tx, wrote) = std::sync::mpsc::channel::<u64>();
+        let (started_tx, started) = std::sync::mpsc::channel::<()>();
+        let mut writer = StatsFileWriter::spawn_with(move |stats| {
+            // The disk hangs on each write until the test lets it go.
+            let _ = started_tx.send(());
+            let _ = blocked.recv();
+            let _ = wrote_tx.send(stats.ports[0].link.rx_packets);
+        })
+        .unwrap();
+        let snap = |n| one_port(PortStats { rx_packets: n, ..PortStats::default() });
+        let fib = Arc::new(Fib::default());
+        assert!(writer.submit(snap(0), fib.clone()));
+        started.recv().unwrap();
+        let start = std::time::Instant::now();
+        let taken: Vec<bool> = (1..20).map(|n| writer.submit(snap(n), fib.clone())).collect();
+        assert!(start.elapsed() < std::time::Duration::from_millis(500), "{:?}", start.elapsed());
+        // With the first being written, the next one waits and the rest are skipped.
+        assert_eq!(taken.iter().filter(|t| **t).count(), 1, "{taken:?}");
+        assert_eq!(writer.skipped, 18);
+        for _ in 0..3 {
+            unblock.send(()).unwrap();
+        }
+        writer.finish(snap(99), fib);
+        assert_eq!(wrote.try_iter().collect::<Vec<_>>(), [0, 1, 99], "the last snapshot is written at exit");
     }
 }

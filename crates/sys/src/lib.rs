@@ -15,11 +15,14 @@
 //! - [`udp`]: `UDP_SEGMENT` sends and `UDP_GRO` receives.
 //! - [`tun`]: TUN/TAP devices: create, virtio-net header size, offloads, `readv`/`writev`.
 //! - [`event`]: [`event::EventFd`] and `poll` helpers for forwarding loops.
+//! - [`fs`]: private files written whole ([`fs::replace_file`]) or from the start
+//!   ([`fs::create_private`]), never through a symbolic link.
 //! - [`netns`]: entering and creating network namespaces, and spawning processes in one.
 //! - [`signal`], [`process`]: signal handlers, root check, signals to processes, file
 //!   locks, umask, giving freed heap memory back.
 
 pub mod event;
+pub mod fs;
 pub mod iface;
 pub mod ip;
 pub mod netns;

@@ -161,6 +161,24 @@ pub fn parse_filter(f: &str) -> Result<u32, String> {
     Ok(l)
 }
 
+/// A capture file's permissions: it holds customers' payloads.
+pub const CAPTURE_FILE_MODE: u32 = 0o600;
+
+/// Opens `-w FILE`: created 0600, or an existing regular file of the user's
+/// overwritten (as tcpdump does) and made 0600; never written through a symbolic link,
+/// a second hard link, a FIFO or device, or into another user's file.
+///
+/// # Errors
+/// [`CliError::Usage`] saying why, and that `-w -` writes to standard output.
+pub fn open_capture_file(path: &std::path::Path) -> Result<std::fs::File, CliError> {
+    vmpls_sys::fs::create_private(path, CAPTURE_FILE_MODE).map_err(|e| {
+        CliError::Usage(format!(
+            "cannot write {}: {e} (give a new file name, or -w - for standard output)",
+            path.display()
+        ))
+    })
+}
+
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_interrupt(_: libc::c_int) {
@@ -194,6 +212,11 @@ pub struct CaptureArgs {
 /// See [`CliError`].
 pub fn run(g: &Globals, args: &CaptureArgs) -> Result<(), CliError> {
     let label = args.filter.as_deref().map(parse_filter).transpose().map_err(CliError::Usage)?;
+    // The file is opened first: one refused starts no capture on the router.
+    let file = match &args.write {
+        Some(p) if p.as_os_str() != "-" => Some(open_capture_file(p)?),
+        _ => None,
+    };
     let mut conn = cli::connect(g)?;
     let start: CaptureStart = serde_json::from_value(
         conn.request(&Request::Capture { port: args.port.clone(), label, count: args.count })?
@@ -201,17 +224,12 @@ pub fn run(g: &Globals, args: &CaptureArgs) -> Result<(), CliError> {
     )
     .map_err(|e| CliError::Usage(format!("bad reply from the router: {e}")))?;
     let io = |e: std::io::Error| CliError::Usage(e.to_string());
-    let mut pcap: Option<PcapWriter<Box<dyn Write>>> = match &args.write {
-        None => None,
-        Some(p) if p.as_os_str() == "-" => {
-            Some(PcapWriter::new(Box::new(std::io::stdout()) as Box<dyn Write>).map_err(io)?)
-        }
-        Some(p) => {
-            let f = std::fs::File::create(p)
-                .map_err(|e| CliError::Usage(format!("cannot write {}: {e}", p.display())))?;
-            Some(PcapWriter::new(Box::new(std::io::BufWriter::new(f)) as Box<dyn Write>).map_err(io)?)
-        }
+    let out: Option<Box<dyn Write>> = match (file, &args.write) {
+        (Some(f), _) => Some(Box::new(std::io::BufWriter::new(f))),
+        (None, Some(_)) => Some(Box::new(std::io::stdout())),
+        (None, None) => None,
     };
+    let mut pcap = out.map(PcapWriter::new).transpose().map_err(io)?;
     eprintln!(
         "capturing on {} ({}){}",
         start.port,
@@ -314,6 +332,31 @@ mod tests {
             "{s}"
         );
         assert!(summary(0, Direction::Rx, &[1, 2]).contains("truncated"));
+    }
+
+    #[test]
+    fn capture_files_are_private_and_never_written_through_a_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("vmpls-capture-w-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let path = dir.join("core.pcap");
+        PcapWriter::new(open_capture_file(&path).unwrap()).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        // An existing file of the user's is overwritten, as tcpdump does, and made private.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        PcapWriter::new(open_capture_file(&path).unwrap()).unwrap();
+        assert_eq!((mode(&path), std::fs::metadata(&path).unwrap().len()), (0o600, 24));
+        // A link planted where the capture goes: refused, what it points at untouched.
+        let target = dir.join("precious");
+        std::fs::write(&target, b"not yours").unwrap();
+        let link = dir.join("planted.pcap");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let CliError::Usage(e) = open_capture_file(&link).unwrap_err() else { panic!("not a usage error") };
+        assert!(e.contains("symbolic link") && e.contains("-w -"), "{e}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"not yours");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

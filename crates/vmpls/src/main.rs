@@ -76,6 +76,9 @@ enum Command {
         /// Write the counters as JSON to this file every second and at exit.
         #[arg(long)]
         stats_file: Option<PathBuf>,
+        /// The stats file's permissions, in octal (0640 lets the file's group read it).
+        #[arg(long, value_name = "MODE", default_value = "0600", value_parser = parse_mode, requires = "stats_file")]
+        stats_file_mode: u32,
         /// Serve Prometheus metrics at http://ADDR:PORT/metrics (PORT alone: loopback).
         #[arg(long, value_name = "ADDR:PORT", value_parser = vmpls_router::metrics::parse_addr)]
         metrics: Option<std::net::SocketAddr>,
@@ -164,6 +167,18 @@ impl Cli {
     }
 }
 
+/// `--stats-file-mode`: octal permissions that let no one but the router write the file.
+fn parse_mode(s: &str) -> Result<u32, String> {
+    let mode =
+        u32::from_str_radix(s, 8).map_err(|_| format!("\"{s}\" is not an octal mode like 0600 or 0640"))?;
+    if mode & !0o644 != 0 {
+        return Err(format!(
+            "{s}: the stats file may be readable by its group or others (0640, 0644), writable or executable by none but its owner"
+        ));
+    }
+    Ok(mode)
+}
+
 fn main() -> ExitCode {
     // iproute2's single-dash long options.
     let args = std::env::args_os().map(|a| match a.to_str() {
@@ -201,12 +216,15 @@ fn main() -> ExitCode {
         };
     };
     let result = match command {
-        Command::Run { config, stats_file, metrics } => vmpls_router::run(vmpls_router::RunOptions {
-            config: config.clone(),
-            stats_file: stats_file.clone(),
-            metrics: *metrics,
-            socket: cli.socket.clone(),
-        }),
+        Command::Run { config, stats_file, stats_file_mode, metrics } => {
+            vmpls_router::run(vmpls_router::RunOptions {
+                config: config.clone(),
+                stats_file: stats_file.clone(),
+                stats_file_mode: *stats_file_mode,
+                metrics: *metrics,
+                socket: cli.socket.clone(),
+            })
+        }
         Command::Check { config } => vmpls_router::load_config_to_start(config).and_then(|cfg| {
             cfg.build_fib()?;
             println!("{}: ok ({} ports)", config.display(), cfg.ports.len());

@@ -954,3 +954,56 @@ fn batch_loads_ten_thousand_routes_show_streams_them_back_and_flush_empties_them
     assert!(left.lines().count() == 2 && left.lines().all(|l| l.contains(" proto kernel ")), "{left}");
     Ok(())
 }
+
+/// What a local user could plant in a shared directory before the router or `vmpls
+/// capture` writes there: a symbolic link at the stats file's old temporary name and at
+/// a capture file's name. Neither is followed; the files the router and the CLI make are
+/// theirs alone (0600) unless asked.
+#[test]
+fn stats_and_capture_files_are_private_and_never_written_through_a_planted_link() -> anyhow::Result<()> {
+    let mut lab = Lab::new("files")?;
+    let precious = lab.dir.join("precious");
+    std::fs::write(&precious, b"not yours")?;
+    let stats = lab.dir.join("pe1.stats.json");
+    std::os::unix::fs::symlink(&precious, lab.dir.join("pe1.stats.tmp"))?;
+    let pe1 = lab.config("pe1", |t| t);
+    let stats_arg = stats.display().to_string();
+    lab.start("pe1", &pe1, &["--stats-file", &stats_arg])?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !stats.exists() {
+        ensure!(Instant::now() < deadline, "no stats file after 5 s:\n{}", lab.log("pe1"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let meta = std::fs::symlink_metadata(&stats)?;
+    ensure!(meta.file_type().is_file(), "the stats file is not a regular file");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600, "the stats file's mode");
+    let counters: Value = serde_json::from_slice(&std::fs::read(&stats)?)?;
+    ensure!(counters["ports"].as_array().is_some_and(|p| !p.is_empty()), "{counters}");
+    assert_eq!(std::fs::read(&precious)?, b"not yours", "the router wrote through a planted link");
+    // A capture into a planted link: refused before any capture starts.
+    let planted = lab.dir.join("core.pcap");
+    std::os::unix::fs::symlink(&precious, &planted)?;
+    lab.fails(
+        "pe1",
+        &["capture", "core", "-c", "1", "-w", &planted.display().to_string()],
+        1,
+        "symbolic link",
+    )?;
+    assert_eq!(std::fs::read(&precious)?, b"not yours", "the capture wrote through a planted link");
+    // A capture into a new file: 0600, a valid pcap. ce1's pings reach pe1's port ce1
+    // (pe1 alone runs: they go no further, which is all this needs).
+    let pcap = lab.dir.join("new.pcap");
+    let path = pcap.display().to_string();
+    let capture = std::thread::scope(|s| {
+        let capture = s.spawn(|| lab.cli("pe1", &["capture", "ce1", "-c", "1", "-w", &path]));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !capture.is_finished() && Instant::now() < deadline {
+            let _ = lab.replies(1);
+        }
+        capture.join().expect("capture thread")
+    })?;
+    ensure!(capture.status.success(), "{}", String::from_utf8_lossy(&capture.stderr));
+    assert_eq!(std::fs::metadata(&pcap)?.permissions().mode() & 0o777, 0o600, "the capture file's mode");
+    ensure!(std::fs::read(&pcap)?.len() > 24, "no frame in the capture file");
+    Ok(())
+}
