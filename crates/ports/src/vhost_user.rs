@@ -602,6 +602,10 @@ fn count_tx_chain_error(stats: &mut PortStats, v: &mut VhostUserStats, e: TxChai
             stats.rx_bad_vnet_hdr += 1;
             return;
         }
+        TxChainError::GsoSizeTooSmall => {
+            stats.rx_gso_size_too_small += 1;
+            return;
+        }
     }
     // The frame could not be read whole.
     stats.rx_truncated += 1;
