@@ -44,8 +44,8 @@ pub use tap::{TAP_MAX_MTU, TapOptions, TapPort, tap_caps};
 #[doc(hidden)]
 pub use vhost_user::fuzz::{QueueRun as FuzzQueueRun, drive_queues as fuzz_vhost_queues};
 pub use vhost_user::{
-    DEFAULT_MTU as VHOST_USER_DEFAULT_MTU, OFFERED_FEATURES as VHOST_USER_FEATURES, VhostUserOptions,
-    VhostUserPort, VhostUserStats, vhost_user_caps,
+    DEFAULT_MTU as VHOST_USER_DEFAULT_MTU, MAX_MEM_REGIONS, OFFERED_FEATURES as VHOST_USER_FEATURES,
+    VhostUserOptions, VhostUserPort, VhostUserStats, vhost_user_caps,
 };
 pub use vmpls_sys::if_nametoindex;
 

@@ -85,7 +85,7 @@ use virtio_bindings::bindings::virtio_net::{
 };
 use virtio_bindings::bindings::virtio_ring::VIRTIO_RING_F_INDIRECT_DESC;
 use virtio_queue::QueueT;
-use vm_memory::{GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
+use vm_memory::{GuestAddressSpace, GuestMemoryAtomic, GuestMemoryBackend, GuestMemoryMmap};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::event::{EventConsumer, EventFlag, EventNotifier, new_event_consumer_and_notifier};
 use vmpls_dataplane::gso::{self, SegmentChecksum};
@@ -108,6 +108,12 @@ pub const DEFAULT_MTU: u32 = 1500;
 pub const MAX_MTU: u32 = 65535;
 /// How often the listener thread looks at its stop flag while waiting for a frontend.
 const ACCEPT_POLL_MS: i32 = 100;
+/// Most memory regions a guest may have (the port answers `GET_MAX_MEM_SLOTS` with it):
+/// each is a descriptor and a mapping the port keeps while the guest is connected, and
+/// `vhost-user-backend` sets no limit of its own on `ADD_MEM_REG`. 64 is the default of
+/// the kernel's own vhost (`max_mem_regions`), so a QEMU set up for vhost-net fits; a
+/// frontend that goes beyond is disconnected.
+pub const MAX_MEM_REGIONS: usize = 64;
 
 const fn bit(b: u32) -> u64 {
     1 << b
@@ -273,6 +279,11 @@ pub struct VhostUserStats {
     pub tx_csum_completed: u64,
     /// Used rings the port could not write (outside guest memory): the guest is broken.
     pub used_ring_errors: u64,
+    /// File descriptors a frontend sent that its messages do not take (more than a
+    /// message carries, or sent with a message's later bytes): closed on arrival.
+    pub frontend_fds_closed: u64,
+    /// Frontends disconnected for mapping more than [`MAX_MEM_REGIONS`] memory regions.
+    pub frontend_too_many_regions: u64,
 }
 
 /// Options of a vhost-user port.
@@ -309,6 +320,9 @@ struct Shared {
     conn: Mutex<Conn>,
     connections: AtomicU64,
     disconnections: AtomicU64,
+    /// Shared with the relay threads: [`VhostUserStats::frontend_fds_closed`].
+    fds_closed: Arc<AtomicU64>,
+    too_many_regions: AtomicU64,
 }
 
 impl Shared {
@@ -333,6 +347,8 @@ impl Shared {
 /// events on to the port; it moves no frames (see the module doc).
 struct NetBackend {
     shared: Arc<Shared>,
+    /// Ends this connection; set once the daemon has it, before any message is relayed.
+    shutdown: Mutex<Option<ShutdownHandle>>,
 }
 
 impl VhostUserBackend for NetBackend {
@@ -369,6 +385,21 @@ impl VhostUserBackend for NetBackend {
     }
 
     fn update_memory(&self, mem: GuestMemoryAtomic<GuestMemoryMmap>) -> io::Result<()> {
+        let regions = mem.memory().num_regions();
+        if regions > MAX_MEM_REGIONS {
+            // The region is in the daemon's map already (`ADD_MEM_REG` inserts before it
+            // tells us): only ending the connection gives its descriptor back.
+            tracing::warn!(
+                regions,
+                max = MAX_MEM_REGIONS,
+                "vhost-user frontend maps more memory regions than the port allows: disconnecting it"
+            );
+            self.shared.too_many_regions.fetch_add(1, Ordering::Relaxed);
+            if let Some(h) = self.shutdown.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                h.shutdown();
+            }
+            return Err(io::Error::other(format!("more than {MAX_MEM_REGIONS} memory regions")));
+        }
         self.shared.update(|c| c.mem = Some(mem));
         Ok(())
     }
@@ -504,6 +535,8 @@ impl VhostUserPort {
                 conn: Mutex::new(Conn::default()),
                 connections: AtomicU64::new(0),
                 disconnections: AtomicU64::new(0),
+                fds_closed: Arc::new(AtomicU64::new(0)),
+                too_many_regions: AtomicU64::new(0),
             });
             let thread_shared = shared.clone();
             let daemon_name = name.to_owned();
@@ -562,6 +595,8 @@ impl VhostUserPort {
         VhostUserStats {
             connections: self.shared.connections.load(Ordering::Relaxed),
             disconnections: self.shared.disconnections.load(Ordering::Relaxed),
+            frontend_fds_closed: self.shared.fds_closed.load(Ordering::Relaxed),
+            frontend_too_many_regions: self.shared.too_many_regions.load(Ordering::Relaxed),
             ..self.vstats
         }
     }
@@ -690,15 +725,16 @@ fn connection(
     name: &str,
 ) -> io::Result<()> {
     let back = std::os::unix::net::UnixStream::connect(&sockets.internal_path)?;
-    let backend = Arc::new(NetBackend { shared: shared.clone() });
+    let backend = Arc::new(NetBackend { shared: shared.clone(), shutdown: Mutex::new(None) });
     let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
-    let mut daemon =
-        VhostUserDaemon::new(name.to_owned(), backend, mem).map_err(|e| io::Error::other(e.to_string()))?;
+    let mut daemon = VhostUserDaemon::new(name.to_owned(), backend.clone(), mem)
+        .map_err(|e| io::Error::other(e.to_string()))?;
     if let Err(e) = daemon.start(&mut sockets.internal) {
         stop_workers(&daemon);
         return Err(io::Error::other(e.to_string()));
     }
-    let relay = match relay::Relay::start(front, back, name) {
+    *backend.shutdown.lock().unwrap_or_else(|e| e.into_inner()) = daemon.shutdown_handle();
+    let relay = match relay::Relay::start(front, back, name, shared.fds_closed.clone()) {
         Ok(r) => r,
         Err(e) => {
             daemon.request_shutdown();
