@@ -296,6 +296,14 @@ pub enum PortError {
         /// The configured MTU.
         requested: u32,
     },
+    /// The group a socket is to be given does not exist.
+    #[error("no group named {group:?} for the socket of {ifname:?} (see `getent group`); fix socket-group")]
+    NoSuchGroup {
+        /// The socket.
+        ifname: String,
+        /// The group named.
+        group: String,
+    },
     /// Not allowed to open a packet socket.
     #[error("not permitted to open a packet socket on {ifname:?}: run as root or with CAP_NET_RAW")]
     PermissionDenied {

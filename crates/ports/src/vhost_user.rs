@@ -1,6 +1,8 @@
 //! A port that is a QEMU/KVM guest's virtio-net device, through vhost-user.
 //!
-//! vmpls listens on one Unix socket per guest NIC; QEMU connects to it with
+//! vmpls listens on one Unix socket per guest NIC, mode 0600 (0660 in the group
+//! [`VhostUserOptions::socket_group`] names, for a QEMU running as another user); QEMU
+//! connects to it with
 //! `-chardev socket,path=SOCKET,id=c0 -netdev vhost-user,chardev=c0,id=n0
 //! -device virtio-net-pci,netdev=n0,mrg_rxbuf=on`, with the guest's RAM shared
 //! (`-object memory-backend-memfd,id=mem,size=512M,share=on -numa node,memdev=mem`).
@@ -295,6 +297,9 @@ pub struct VhostUserOptions {
     /// The router's MAC address on this port; default a locally administered address
     /// derived from the socket path, stable across restarts.
     pub mac: Option<[u8; 6]>,
+    /// The group whose members may connect (QEMU's, e.g. `kvm`): the socket is then mode
+    /// 0660 in that group. `None`: mode 0600, only the router's user.
+    pub socket_group: Option<String>,
 }
 
 /// The connection's state as the protocol threads leave it for the router thread.
@@ -516,7 +521,19 @@ impl VhostUserPort {
             }
             std::fs::remove_file(socket).map_err(io_err("remove the stale socket"))?;
         }
-        let public = UnixListener::bind(socket).map_err(io_err("bind the vhost-user socket"))?;
+        let group = match &options.socket_group {
+            None => None,
+            Some(g) => match vmpls_sys::process::group_id(g) {
+                Ok(Some(gid)) => Some(gid),
+                Ok(None) => return Err(PortError::NoSuchGroup { ifname: shown, group: g.clone() }),
+                Err(e) => return Err(io_err("look up the socket's group")(e)),
+            },
+        };
+        // Whoever can connect drives the guest's side of the port: only the router's
+        // user, or the group named for QEMU.
+        let mode = if group.is_some() { 0o660 } else { 0o600 };
+        let public = vmpls_sys::unix::listen_with_mode(socket, mode, group)
+            .map_err(io_err("bind the vhost-user socket"))?;
         let private_dir = match private_dir() {
             Ok(d) => d,
             Err(e) => {
@@ -1107,7 +1124,7 @@ mod tests {
         assert!(matches!(e, PortError::Io { .. }), "{e}");
         assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
         let sock = dir.join("s.sock");
-        let small = VhostUserOptions { mtu: Some(60), mac: None };
+        let small = VhostUserOptions { mtu: Some(60), ..VhostUserOptions::default() };
         assert!(matches!(VhostUserPort::open(0, "g", &sock, &small), Err(PortError::MtuTooSmall { .. })));
         // A stale socket is replaced, and removed when the port goes.
         drop(UnixListener::bind(&sock).unwrap());
@@ -1118,6 +1135,30 @@ mod tests {
         let e = VhostUserPort::open(1, "h", &sock, &VhostUserOptions::default()).unwrap_err();
         assert!(e.to_string().contains("another process"), "{e}");
         drop(port);
+        assert!(!sock.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_socket_is_private_unless_a_group_is_given() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("vmpls-vhost-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("g.sock");
+        let port = VhostUserPort::open(0, "g", &sock, &VhostUserOptions::default()).unwrap();
+        assert_eq!(std::fs::metadata(&sock).unwrap().mode() & 0o777, 0o600);
+        drop(port);
+        // Group 1 ("daemon" on Debian) stands for QEMU's.
+        let daemon = vmpls_sys::process::group_id("daemon").unwrap().expect("group daemon");
+        let opts = VhostUserOptions { socket_group: Some("daemon".into()), ..VhostUserOptions::default() };
+        let port = VhostUserPort::open(0, "g", &sock, &opts).unwrap();
+        let meta = std::fs::metadata(&sock).unwrap();
+        assert_eq!((meta.mode() & 0o777, meta.gid()), (0o660, daemon));
+        drop(port);
+        let opts =
+            VhostUserOptions { socket_group: Some("no-such-group".into()), ..VhostUserOptions::default() };
+        let e = VhostUserPort::open(0, "g", &sock, &opts).unwrap_err();
+        assert!(matches!(e, PortError::NoSuchGroup { .. }), "{e}");
         assert!(!sock.exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
