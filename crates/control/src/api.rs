@@ -690,6 +690,10 @@ pub struct LinkStats {
     /// Of those, frames cut short (larger than the port's buffers).
     #[serde(default)]
     pub rx_truncated: u64,
+    /// Of those, super-frames whose sender asked for segments smaller than any real stack
+    /// cuts (`gso_size` below 88 bytes).
+    #[serde(default)]
+    pub rx_gso_size_too_small: u64,
     /// Of those, datagrams that carried no MPLS (MPLS-in-UDP ports).
     #[serde(default)]
     pub rx_not_mpls: u64,

@@ -116,6 +116,9 @@ pub enum PortKind {
         socket: PathBuf,
         /// `mac`: the router's MAC on the port; `None`: derived from the socket path.
         mac: Option<[u8; 6]>,
+        /// `socket-group`: the group (QEMU's) whose members may connect: the socket is
+        /// mode 0660 in it. `None`: mode 0600, the router's user only.
+        socket_group: Option<SocketGroup>,
     },
     /// An MPLS-in-UDP tunnel to one remote router (`kind = "udp"`, RFC 7510): labelled
     /// packets travel as UDP datagrams over an IP underlay the kernel routes.
@@ -152,6 +155,15 @@ impl PortKind {
     pub fn is_created_by_router(&self) -> bool {
         !matches!(self, PortKind::AfPacket)
     }
+}
+
+/// `socket-group = "NAME"` of a vhost-user port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketGroup {
+    /// The group's name.
+    pub name: String,
+    /// The line of the key, for errors ([`check_socket_groups`]).
+    pub line: usize,
 }
 
 /// A `[[port]]`. Its [`PortId`] is its index in [`Config::ports`].
@@ -557,6 +569,30 @@ pub fn check_interfaces(cfg: &Config, exists: impl Fn(&str) -> bool) -> Result<(
             ),
         }),
     }
+}
+
+/// Checks that the `socket-group` of every vhost-user port names a group on this system,
+/// with `exists` asking it (for example through `getgrnam`). The error points at the key.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] for the first group that does not exist.
+pub fn check_socket_groups(cfg: &Config, exists: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
+    for p in &cfg.ports {
+        if let PortKind::VhostUser { socket_group: Some(g), .. } = &p.kind
+            && !exists(&g.name)
+        {
+            return Err(ConfigError::Invalid {
+                path: cfg.path.clone(),
+                line: g.line,
+                field: "port.socket-group".into(),
+                message: format!(
+                    "there is no group \"{}\" on this system (port \"{}\"; see `getent group`): name the group QEMU runs in, e.g. \"kvm\"",
+                    g.name, p.name
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Checks every `af-packet` port against its interface as `run` will open it: `probe`

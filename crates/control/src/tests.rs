@@ -666,7 +666,10 @@ fn vhost_user_port_takes_a_socket_instead_of_an_interface() {
     )
     .unwrap();
     let p = &cfg.ports[2];
-    assert_eq!(p.kind, PortKind::VhostUser { socket: "/run/vmpls/vm1.sock".into(), mac: None });
+    assert_eq!(
+        p.kind,
+        PortKind::VhostUser { socket: "/run/vmpls/vm1.sock".into(), mac: None, socket_group: None }
+    );
     assert_eq!(p.interface, "/run/vmpls/vm1.sock");
     assert_eq!(p.interface_line, first_extra_line() + 3);
     assert_eq!(p.kind.name(), "vhost-user");
@@ -676,7 +679,33 @@ fn vhost_user_port_takes_a_socket_instead_of_an_interface() {
     .unwrap();
     assert_eq!(
         cfg.ports[2].kind,
-        PortKind::VhostUser { socket: "/tmp/a.sock".into(), mac: Some([0x52, 0x54, 0, 0xab, 0xcd, 0xef]) }
+        PortKind::VhostUser {
+            socket: "/tmp/a.sock".into(),
+            mac: Some([0x52, 0x54, 0, 0xab, 0xcd, 0xef]),
+            socket_group: None
+        }
+    );
+}
+
+#[test]
+fn vhost_user_socket_group_names_a_group_that_must_exist() {
+    let text =
+        "[[port]]\nname = \"vm1\"\nkind = \"vhost-user\"\nsocket = \"/tmp/a.sock\"\nsocket-group = \"kvm\"\n";
+    let cfg = parse(text).unwrap();
+    let line = first_extra_line() + 4;
+    let PortKind::VhostUser { socket_group, .. } = &cfg.ports[2].kind else { panic!("{:?}", cfg.ports[2]) };
+    assert_eq!(socket_group, &Some(crate::SocketGroup { name: "kvm".into(), line }));
+    assert!(crate::check_socket_groups(&cfg, |g| g == "kvm").is_ok());
+    let e = crate::check_socket_groups(&cfg, |_| false).unwrap_err();
+    let ConfigError::Invalid { line: l, field, message, .. } = &e else { panic!("{e}") };
+    assert_eq!((*l, field.as_str()), (line, "port.socket-group"));
+    assert!(message.contains("no group \"kvm\""), "{message}");
+    assert_err(&text.replace("\"kvm\"", "\"a b\""), 5, "port.socket-group", &["\"a b\" is not a group name"]);
+    assert_err(
+        "[[port]]\nname = \"t1\"\nkind = \"tap\"\ninterface = \"t1\"\nsocket-group = \"kvm\"\n",
+        5,
+        "port.socket-group",
+        &["a tap port takes no socket-group"],
     );
 }
 

@@ -21,7 +21,7 @@ use core::fmt;
 
 use vmpls_wire::ipv4::protocol;
 use vmpls_wire::virtio_net::GsoType;
-use vmpls_wire::{checksum, ipv4, ipv6, tcp, udp};
+use vmpls_wire::{checksum, ipv4, ipv6, tcp, udp, virtio_net};
 
 use crate::packet::{Packet, PacketPool};
 
@@ -61,6 +61,8 @@ pub enum GsoError {
     /// A segment would not fit in a packet buffer (a frame grown beyond `MAX_FRAME` by
     /// pushed labels with a `gso_size` close to 64 KiB).
     TooLarge,
+    /// The super-frame would be cut into more than [`MAX_GSO_SEGMENTS`] segments.
+    TooManySegments,
 }
 
 impl fmt::Display for GsoError {
@@ -80,6 +82,7 @@ impl fmt::Display for GsoError {
             GsoError::NoBuffer => "packet pool exhausted while segmenting",
             GsoError::TooLarge => "segment larger than a packet buffer",
             GsoError::BadChecksum => "transport checksum is wrong",
+            GsoError::TooManySegments => "super-frame would be cut into too many segments",
         })
     }
 }
@@ -93,6 +96,51 @@ impl From<vmpls_wire::Error> for GsoError {
             vmpls_wire::Error::Malformed => GsoError::Malformed,
         }
     }
+}
+
+/// The smallest `gso_size` a port takes from whoever hands it a super-frame (a guest, a
+/// host behind a veth or a TAP): Linux's `TCP_MIN_MSS`. It is the least MSS Linux lets a
+/// socket set (`TCP_MAXSEG`) and where its path-MTU probing stops; its TCP goes below it
+/// only for a peer that advertises a smaller MSS, which is itself the attack Linux's
+/// `tcp_min_snd_mss` (CVE-2019-11479) limits. Real links do not force it either: IPv6
+/// needs 1280 bytes (MSS 1220) and no IPv4 link in use is near its 68-byte minimum. Real
+/// UDP GSO senders (QUIC, WireGuard) cut at path-MTU sizes. Below this floor a 64 KiB
+/// frame asks for thousands of segments (65,535 at `gso_size` 1): refused where the
+/// frame enters ([`received_offload`]).
+pub const MIN_GSO_SIZE: u16 = 88;
+
+/// The most segments one super-frame is cut into: a whole 64 KiB IP payload cut at
+/// [`MIN_GSO_SIZE`] (745). Real TSO frames stay far below (45 at MSS 1448, 123 at 536);
+/// Linux's own bound (`GSO_MAX_SEGS`, 65,535) is no bound at all. Checked where a frame is
+/// cut, on the exact count, so it also holds for super-frames the router builds itself
+/// (coalescing, the egress rebuild for a customer's MTU).
+pub const MAX_GSO_SEGMENTS: usize = (u16::MAX as usize).div_ceil(MIN_GSO_SIZE as usize);
+
+/// Why a port refuses the virtio-net header a frame came with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffloadRefused {
+    /// Shorter than the header, an unknown `gso_type`, or offsets (`hdr_len`, the partial
+    /// checksum's field) outside the frame.
+    BadHeader,
+    /// A super-frame with a `gso_size` below [`MIN_GSO_SIZE`].
+    GsoSizeTooSmall,
+}
+
+/// Decodes the virtio-net header (`header`, its first [`virtio_net::HEADER_LEN`] bytes)
+/// that came with a frame of `frame_len` bytes, as every port does where frames enter:
+/// the offsets must lie inside the frame and a super-frame's `gso_size` must be at least
+/// [`MIN_GSO_SIZE`]. The sender is not trusted.
+pub fn received_offload(header: &[u8], frame_len: usize) -> Result<virtio_net::Repr, OffloadRefused> {
+    let header = virtio_net::Header::new_checked(header).map_err(|_| OffloadRefused::BadHeader)?;
+    let offload = virtio_net::Repr::parse(&header).map_err(|_| OffloadRefused::BadHeader)?;
+    let csum_end = usize::from(offload.csum_start) + usize::from(offload.csum_offset) + 2;
+    if (offload.needs_csum && csum_end > frame_len) || usize::from(offload.hdr_len) > frame_len {
+        return Err(OffloadRefused::BadHeader);
+    }
+    if offload.is_gso() && offload.gso_size < MIN_GSO_SIZE {
+        return Err(OffloadRefused::GsoSizeTooSmall);
+    }
+    Ok(offload)
 }
 
 /// Where the headers of a super-frame are.
@@ -293,7 +341,11 @@ fn plan(pkt: &Packet, l3_offset: usize) -> Result<Plan, GsoError> {
     check_ip_length(frame, &lay)?;
     let gso_size = usize::from(off.gso_size);
     let payload_len = frame.len() - lay.payload_offset;
-    Ok(Plan { lay, gso_size, payload_len, segments: payload_len.div_ceil(gso_size).max(1) })
+    let segments = payload_len.div_ceil(gso_size).max(1);
+    if segments > MAX_GSO_SEGMENTS {
+        return Err(GsoError::TooManySegments);
+    }
+    Ok(Plan { lay, gso_size, payload_len, segments })
 }
 
 /// The largest L3 length (IP header + transport header + `gso_size` payload) any segment
@@ -1472,6 +1524,66 @@ mod tests {
         p.offload.csum_offset = if tcp { 16 } else { 6 };
         p.offload.hdr_len = lay.payload_offset as u16;
         (p, l3)
+    }
+
+    /// A Linux guest's TSO header (NEEDS_CSUM, TCPV4, hdr_len 66, gso_size 1448,
+    /// csum_start 34, csum_offset 16) with `gso_size` replaced.
+    fn tso_header(gso_size: u16) -> [u8; 10] {
+        let mut h = [0x01, 0x01, 0x42, 0x00, 0, 0, 0x22, 0x00, 0x10, 0x00];
+        h[4..6].copy_from_slice(&gso_size.to_le_bytes());
+        h
+    }
+
+    #[test]
+    fn a_received_super_frame_with_a_tiny_gso_size_is_refused() {
+        let frame_len = 65_000;
+        for tiny in [1, 2, 64, MIN_GSO_SIZE - 1] {
+            assert_eq!(
+                received_offload(&tso_header(tiny), frame_len),
+                Err(OffloadRefused::GsoSizeTooSmall),
+                "gso_size {tiny}"
+            );
+        }
+        let at_floor = received_offload(&tso_header(MIN_GSO_SIZE), frame_len).unwrap();
+        assert_eq!((at_floor.gso_type, at_floor.gso_size), (GsoType::TcpV4, MIN_GSO_SIZE));
+        assert_eq!(received_offload(&tso_header(1448), frame_len).unwrap().gso_size, 1448);
+        // Not a super-frame: gso_size means nothing and is not looked at.
+        let mut plain = tso_header(1);
+        plain[1] = 0;
+        assert!(received_offload(&plain, frame_len).is_ok());
+    }
+
+    #[test]
+    fn a_received_header_with_offsets_outside_the_frame_is_refused() {
+        let h = tso_header(1448);
+        assert_eq!(received_offload(&h[..9], 1000), Err(OffloadRefused::BadHeader));
+        assert_eq!(received_offload(&h, 65), Err(OffloadRefused::BadHeader), "hdr_len 66");
+        let mut unknown = h;
+        unknown[1] = 2;
+        assert_eq!(received_offload(&unknown, 1000), Err(OffloadRefused::BadHeader));
+        assert!(received_offload(&h, 66).is_ok());
+    }
+
+    #[test]
+    fn no_super_frame_is_cut_into_more_than_max_gso_segments() {
+        // 64,000 bytes at gso_size 80: 800 segments, more than any real TSO frame.
+        let (sup, l3) = superframe(false, true, 0, 64_000, 80, true);
+        assert_eq!(segment_l3_len(&sup, l3), Err(GsoError::TooManySegments));
+        let mut headers = Vec::new();
+        assert_eq!(
+            segment_headers(&sup, l3, 0, SegmentChecksum::Partial, &mut headers).map(|h| h.segments),
+            Err(GsoError::TooManySegments)
+        );
+        with_pool(|pool| {
+            let mut out = Vec::new();
+            assert_eq!(segment(&sup, l3, pool, &mut out), Err(GsoError::TooManySegments));
+            assert!(out.is_empty());
+        });
+        // A whole 64 KiB IPv6 payload (behind a 32-byte TCP header) at the floor is the
+        // most a port lets in: it is cut.
+        let (sup, l3) = superframe(true, true, 0, 65_535 - 32, MIN_GSO_SIZE, true);
+        let cut = segment_headers(&sup, l3, 0, SegmentChecksum::Partial, &mut headers).unwrap();
+        assert_eq!(cut.segments, MAX_GSO_SEGMENTS);
     }
 
     proptest! {

@@ -7,6 +7,7 @@ use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
+use vmpls_dataplane::gso::{self, OffloadRefused};
 use vmpls_dataplane::{Packet, PacketPool, PortCaps, PortId, PortInfo};
 use vmpls_wire::virtio_net;
 
@@ -47,6 +48,8 @@ enum RxVerdict {
     Truncated,
     /// A virtio-net header we cannot decode, or offsets outside the frame.
     BadHeader,
+    /// A super-frame asking for segments smaller than [`gso::MIN_GSO_SIZE`].
+    GsoSizeTooSmall,
     /// A frame this host sent (`PACKET_OUTGOING`).
     Outgoing,
 }
@@ -66,14 +69,11 @@ fn classify(
         return RxVerdict::Truncated;
     }
     let len = msg_len - virtio_net::HEADER_LEN;
-    let Ok(offload) = virtio_net::Repr::parse(&virtio_net::Header::new_unchecked(&hdr[..])) else {
-        return RxVerdict::BadHeader;
-    };
-    let csum_end = offload.csum_start as usize + offload.csum_offset as usize + 2;
-    if (offload.needs_csum && csum_end > len) || offload.hdr_len as usize > len {
-        return RxVerdict::BadHeader;
+    match gso::received_offload(hdr, len) {
+        Ok(offload) => RxVerdict::Frame { len, offload },
+        Err(OffloadRefused::BadHeader) => RxVerdict::BadHeader,
+        Err(OffloadRefused::GsoSizeTooSmall) => RxVerdict::GsoSizeTooSmall,
     }
-    RxVerdict::Frame { len, offload }
 }
 
 /// Puts an 802.1Q tag the kernel took out back behind the MAC addresses (into the
@@ -460,6 +460,7 @@ impl Port for AfPacketPort {
                     match verdict {
                         RxVerdict::Truncated => self.stats.rx_truncated += 1,
                         RxVerdict::BadHeader => self.stats.rx_bad_vnet_hdr += 1,
+                        RxVerdict::GsoSizeTooSmall => self.stats.rx_gso_size_too_small += 1,
                         _ => self.stats.rx_outgoing += 1,
                     }
                     pool.put(p);
@@ -517,6 +518,15 @@ mod tests {
         hdr[8] = 16;
         assert_eq!(classify(10 + 40, 0, 0, &hdr), RxVerdict::BadHeader);
         assert!(matches!(classify(10 + 52, 0, 0, &hdr), RxVerdict::Frame { len: 52, .. }));
+    }
+
+    #[test]
+    fn classify_drops_a_super_frame_with_a_tiny_gso_size() {
+        // A host behind a veth can write any header with PACKET_VNET_HDR; the kernel
+        // passes gso_size 1 on.
+        let mut tiny = TSO_HDR;
+        tiny[4..6].copy_from_slice(&1u16.to_le_bytes());
+        assert_eq!(classify(10 + 65226, 0, 0, &tiny), RxVerdict::GsoSizeTooSmall);
     }
 
     /// Receives on `port` until a frame of `ethertype` arrives or 2 s pass.

@@ -51,6 +51,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use vmpls_dataplane::gso::{self, OffloadRefused};
 use vmpls_dataplane::{Packet, PacketPool, PortId, PortInfo};
 use vmpls_wire::virtio_net;
 
@@ -174,6 +175,7 @@ enum Slot {
     },
     Truncated,
     BadHeader,
+    GsoSizeTooSmall,
     Outgoing,
 }
 
@@ -193,14 +195,11 @@ fn classify_slot(slot: &[u8]) -> Slot {
         return Slot::Truncated;
     }
     let hdr = &slot[mac - virtio_net::HEADER_LEN..mac];
-    let Ok(offload) = virtio_net::Repr::parse(&virtio_net::Header::new_unchecked(hdr)) else {
-        return Slot::BadHeader;
-    };
-    let csum_end = offload.csum_start as usize + offload.csum_offset as usize + 2;
-    if (offload.needs_csum && csum_end > len) || offload.hdr_len as usize > len {
-        return Slot::BadHeader;
+    match gso::received_offload(hdr, len) {
+        Ok(offload) => Slot::Frame { mac, len, offload },
+        Err(OffloadRefused::BadHeader) => Slot::BadHeader,
+        Err(OffloadRefused::GsoSizeTooSmall) => Slot::GsoSizeTooSmall,
     }
-    Slot::Frame { mac, len, offload }
 }
 
 impl AfPacketRingPort {
@@ -422,6 +421,7 @@ impl Port for AfPacketRingPort {
                 },
                 Slot::Truncated => self.stats.rx_truncated += 1,
                 Slot::BadHeader => self.stats.rx_bad_vnet_hdr += 1,
+                Slot::GsoSizeTooSmall => self.stats.rx_gso_size_too_small += 1,
                 Slot::Outgoing => self.stats.rx_outgoing += 1,
             }
             self.left -= 1;

@@ -93,6 +93,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use vmpls_dataplane::gso;
 use vmpls_wire::virtio_net;
 
 use vmpls_sys::{packet, sockopt};
@@ -224,13 +225,7 @@ fn check_frame(data: &[u8]) -> Result<usize, SubmitError> {
         return Err(SubmitError::BadHeader);
     }
     let len = data.len() - virtio_net::HEADER_LEN;
-    let offload =
-        virtio_net::Repr::parse(&virtio_net::Header::new_unchecked(&data[..virtio_net::HEADER_LEN]))
-            .map_err(|_| SubmitError::BadHeader)?;
-    let csum_end = offload.csum_start as usize + offload.csum_offset as usize + 2;
-    if (offload.needs_csum && csum_end > len) || offload.hdr_len as usize > len {
-        return Err(SubmitError::BadHeader);
-    }
+    gso::received_offload(&data[..virtio_net::HEADER_LEN], len).map_err(|_| SubmitError::BadHeader)?;
     Ok(len)
 }
 

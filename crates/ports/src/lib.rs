@@ -44,8 +44,8 @@ pub use tap::{TAP_MAX_MTU, TapOptions, TapPort, tap_caps};
 #[doc(hidden)]
 pub use vhost_user::fuzz::{QueueRun as FuzzQueueRun, drive_queues as fuzz_vhost_queues};
 pub use vhost_user::{
-    DEFAULT_MTU as VHOST_USER_DEFAULT_MTU, OFFERED_FEATURES as VHOST_USER_FEATURES, VhostUserOptions,
-    VhostUserPort, VhostUserStats, vhost_user_caps,
+    DEFAULT_MTU as VHOST_USER_DEFAULT_MTU, MAX_MEM_REGIONS, OFFERED_FEATURES as VHOST_USER_FEATURES,
+    VhostUserOptions, VhostUserPort, VhostUserStats, vhost_user_caps,
 };
 pub use vmpls_sys::if_nametoindex;
 
@@ -140,6 +140,10 @@ pub struct PortStats {
     pub rx_bytes: u64,
     /// Frames dropped for a virtio-net header we cannot decode.
     pub rx_bad_vnet_hdr: u64,
+    /// Super-frames dropped for a `gso_size` below
+    /// [`MIN_GSO_SIZE`](vmpls_dataplane::gso::MIN_GSO_SIZE): no real stack sends them, and
+    /// cutting one would stall the forwarding thread.
+    pub rx_gso_size_too_small: u64,
     /// Frames dropped because they did not fit the buffer (`MSG_TRUNC`).
     pub rx_truncated: u64,
     /// Frames dropped because the packet pool was empty.
@@ -202,6 +206,7 @@ impl std::ops::Add for PortStats {
             rx_packets: self.rx_packets + b.rx_packets,
             rx_bytes: self.rx_bytes + b.rx_bytes,
             rx_bad_vnet_hdr: self.rx_bad_vnet_hdr + b.rx_bad_vnet_hdr,
+            rx_gso_size_too_small: self.rx_gso_size_too_small + b.rx_gso_size_too_small,
             rx_truncated: self.rx_truncated + b.rx_truncated,
             rx_no_buffer: self.rx_no_buffer + b.rx_no_buffer,
             rx_kernel_dropped: self.rx_kernel_dropped + b.rx_kernel_dropped,
@@ -221,10 +226,12 @@ impl std::ops::Add for PortStats {
 }
 
 impl PortStats {
-    /// All frames dropped on receive (bad header, truncated, no buffer, the kernel's
-    /// receive queue full, a tunnel's datagrams that are not MPLS or not from its remote).
+    /// All frames dropped on receive (bad header, `gso_size` too small, truncated, no
+    /// buffer, the kernel's receive queue full, a tunnel's datagrams that are not MPLS or
+    /// not from its remote).
     pub fn rx_dropped(&self) -> u64 {
         self.rx_bad_vnet_hdr
+            + self.rx_gso_size_too_small
             + self.rx_truncated
             + self.rx_no_buffer
             + self.rx_kernel_dropped
@@ -288,6 +295,14 @@ pub enum PortError {
         ifname: String,
         /// The configured MTU.
         requested: u32,
+    },
+    /// The group a socket is to be given does not exist.
+    #[error("no group named {group:?} for the socket of {ifname:?} (see `getent group`); fix socket-group")]
+    NoSuchGroup {
+        /// The socket.
+        ifname: String,
+        /// The group named.
+        group: String,
     },
     /// Not allowed to open a packet socket.
     #[error("not permitted to open a packet socket on {ifname:?}: run as root or with CAP_NET_RAW")]

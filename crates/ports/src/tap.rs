@@ -14,6 +14,7 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
+use vmpls_dataplane::gso::{self, OffloadRefused};
 use vmpls_dataplane::{Packet, PacketPool, PortCaps, PortId, PortInfo};
 use vmpls_sys::iface::{self, IfName};
 use vmpls_sys::tun;
@@ -84,6 +85,8 @@ enum RxVerdict {
     Truncated,
     /// A virtio-net header we cannot decode, or offsets outside the frame.
     BadHeader,
+    /// A super-frame asking for segments smaller than [`gso::MIN_GSO_SIZE`].
+    GsoSizeTooSmall,
 }
 
 /// Classifies a read of `n` bytes (header included) into a frame area of `area` bytes.
@@ -92,14 +95,11 @@ fn classify(n: usize, area: usize, hdr: &[u8; virtio_net::HEADER_LEN]) -> RxVerd
         return RxVerdict::Truncated;
     }
     let len = n - virtio_net::HEADER_LEN;
-    let Ok(offload) = virtio_net::Repr::parse(&virtio_net::Header::new_unchecked(&hdr[..])) else {
-        return RxVerdict::BadHeader;
-    };
-    let csum_end = offload.csum_start as usize + offload.csum_offset as usize + 2;
-    if (offload.needs_csum && csum_end > len) || offload.hdr_len as usize > len {
-        return RxVerdict::BadHeader;
+    match gso::received_offload(hdr, len) {
+        Ok(offload) => RxVerdict::Frame { len, offload },
+        Err(OffloadRefused::BadHeader) => RxVerdict::BadHeader,
+        Err(OffloadRefused::GsoSizeTooSmall) => RxVerdict::GsoSizeTooSmall,
     }
-    RxVerdict::Frame { len, offload }
 }
 
 /// The port's MAC when none is configured: the TAP's, with the lowest bit of the last byte
@@ -244,6 +244,10 @@ impl Port for TapPort {
                     self.stats.rx_bad_vnet_hdr += 1;
                     pool.put(p);
                 }
+                RxVerdict::GsoSizeTooSmall => {
+                    self.stats.rx_gso_size_too_small += 1;
+                    pool.put(p);
+                }
             }
         }
         Ok(delivered)
@@ -300,6 +304,9 @@ mod tests {
         assert_eq!(classify(10 + 100, 66048, &bad), RxVerdict::BadHeader);
         // hdr_len 66 beyond a 60-byte frame.
         assert_eq!(classify(10 + 60, 66048, &TSO_HDR), RxVerdict::BadHeader);
+        let mut tiny = TSO_HDR;
+        tiny[4..6].copy_from_slice(&1u16.to_le_bytes());
+        assert_eq!(classify(10 + 65226, 66048, &tiny), RxVerdict::GsoSizeTooSmall);
     }
 
     #[test]

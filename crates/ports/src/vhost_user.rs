@@ -1,6 +1,8 @@
 //! A port that is a QEMU/KVM guest's virtio-net device, through vhost-user.
 //!
-//! vmpls listens on one Unix socket per guest NIC; QEMU connects to it with
+//! vmpls listens on one Unix socket per guest NIC, mode 0600 (0660 in the group
+//! [`VhostUserOptions::socket_group`] names, for a QEMU running as another user); QEMU
+//! connects to it with
 //! `-chardev socket,path=SOCKET,id=c0 -netdev vhost-user,chardev=c0,id=n0
 //! -device virtio-net-pci,netdev=n0,mrg_rxbuf=on`, with the guest's RAM shared
 //! (`-object memory-backend-memfd,id=mem,size=512M,share=on -numa node,memdev=mem`).
@@ -85,7 +87,7 @@ use virtio_bindings::bindings::virtio_net::{
 };
 use virtio_bindings::bindings::virtio_ring::VIRTIO_RING_F_INDIRECT_DESC;
 use virtio_queue::QueueT;
-use vm_memory::{GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
+use vm_memory::{GuestAddressSpace, GuestMemoryAtomic, GuestMemoryBackend, GuestMemoryMmap};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::event::{EventConsumer, EventFlag, EventNotifier, new_event_consumer_and_notifier};
 use vmpls_dataplane::gso::{self, SegmentChecksum};
@@ -108,6 +110,12 @@ pub const DEFAULT_MTU: u32 = 1500;
 pub const MAX_MTU: u32 = 65535;
 /// How often the listener thread looks at its stop flag while waiting for a frontend.
 const ACCEPT_POLL_MS: i32 = 100;
+/// Most memory regions a guest may have (the port answers `GET_MAX_MEM_SLOTS` with it):
+/// each is a descriptor and a mapping the port keeps while the guest is connected, and
+/// `vhost-user-backend` sets no limit of its own on `ADD_MEM_REG`. 64 is the default of
+/// the kernel's own vhost (`max_mem_regions`), so a QEMU set up for vhost-net fits; a
+/// frontend that goes beyond is disconnected.
+pub const MAX_MEM_REGIONS: usize = 64;
 
 const fn bit(b: u32) -> u64 {
     1 << b
@@ -273,6 +281,11 @@ pub struct VhostUserStats {
     pub tx_csum_completed: u64,
     /// Used rings the port could not write (outside guest memory): the guest is broken.
     pub used_ring_errors: u64,
+    /// File descriptors a frontend sent that its messages do not take (more than a
+    /// message carries, or sent with a message's later bytes): closed on arrival.
+    pub frontend_fds_closed: u64,
+    /// Frontends disconnected for mapping more than [`MAX_MEM_REGIONS`] memory regions.
+    pub frontend_too_many_regions: u64,
 }
 
 /// Options of a vhost-user port.
@@ -284,6 +297,9 @@ pub struct VhostUserOptions {
     /// The router's MAC address on this port; default a locally administered address
     /// derived from the socket path, stable across restarts.
     pub mac: Option<[u8; 6]>,
+    /// The group whose members may connect (QEMU's, e.g. `kvm`): the socket is then mode
+    /// 0660 in that group. `None`: mode 0600, only the router's user.
+    pub socket_group: Option<String>,
 }
 
 /// The connection's state as the protocol threads leave it for the router thread.
@@ -309,6 +325,9 @@ struct Shared {
     conn: Mutex<Conn>,
     connections: AtomicU64,
     disconnections: AtomicU64,
+    /// Shared with the relay threads: [`VhostUserStats::frontend_fds_closed`].
+    fds_closed: Arc<AtomicU64>,
+    too_many_regions: AtomicU64,
 }
 
 impl Shared {
@@ -333,6 +352,8 @@ impl Shared {
 /// events on to the port; it moves no frames (see the module doc).
 struct NetBackend {
     shared: Arc<Shared>,
+    /// Ends this connection; set once the daemon has it, before any message is relayed.
+    shutdown: Mutex<Option<ShutdownHandle>>,
 }
 
 impl VhostUserBackend for NetBackend {
@@ -369,6 +390,21 @@ impl VhostUserBackend for NetBackend {
     }
 
     fn update_memory(&self, mem: GuestMemoryAtomic<GuestMemoryMmap>) -> io::Result<()> {
+        let regions = mem.memory().num_regions();
+        if regions > MAX_MEM_REGIONS {
+            // The region is in the daemon's map already (`ADD_MEM_REG` inserts before it
+            // tells us): only ending the connection gives its descriptor back.
+            tracing::warn!(
+                regions,
+                max = MAX_MEM_REGIONS,
+                "vhost-user frontend maps more memory regions than the port allows: disconnecting it"
+            );
+            self.shared.too_many_regions.fetch_add(1, Ordering::Relaxed);
+            if let Some(h) = self.shutdown.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                h.shutdown();
+            }
+            return Err(io::Error::other(format!("more than {MAX_MEM_REGIONS} memory regions")));
+        }
         self.shared.update(|c| c.mem = Some(mem));
         Ok(())
     }
@@ -485,7 +521,19 @@ impl VhostUserPort {
             }
             std::fs::remove_file(socket).map_err(io_err("remove the stale socket"))?;
         }
-        let public = UnixListener::bind(socket).map_err(io_err("bind the vhost-user socket"))?;
+        let group = match &options.socket_group {
+            None => None,
+            Some(g) => match vmpls_sys::process::group_id(g) {
+                Ok(Some(gid)) => Some(gid),
+                Ok(None) => return Err(PortError::NoSuchGroup { ifname: shown, group: g.clone() }),
+                Err(e) => return Err(io_err("look up the socket's group")(e)),
+            },
+        };
+        // Whoever can connect drives the guest's side of the port: only the router's
+        // user, or the group named for QEMU.
+        let mode = if group.is_some() { 0o660 } else { 0o600 };
+        let public = vmpls_sys::unix::listen_with_mode(socket, mode, group)
+            .map_err(io_err("bind the vhost-user socket"))?;
         let private_dir = match private_dir() {
             Ok(d) => d,
             Err(e) => {
@@ -504,6 +552,8 @@ impl VhostUserPort {
                 conn: Mutex::new(Conn::default()),
                 connections: AtomicU64::new(0),
                 disconnections: AtomicU64::new(0),
+                fds_closed: Arc::new(AtomicU64::new(0)),
+                too_many_regions: AtomicU64::new(0),
             });
             let thread_shared = shared.clone();
             let daemon_name = name.to_owned();
@@ -562,6 +612,8 @@ impl VhostUserPort {
         VhostUserStats {
             connections: self.shared.connections.load(Ordering::Relaxed),
             disconnections: self.shared.disconnections.load(Ordering::Relaxed),
+            frontend_fds_closed: self.shared.fds_closed.load(Ordering::Relaxed),
+            frontend_too_many_regions: self.shared.too_many_regions.load(Ordering::Relaxed),
             ..self.vstats
         }
     }
@@ -600,6 +652,10 @@ fn count_tx_chain_error(stats: &mut PortStats, v: &mut VhostUserStats, e: TxChai
         TxChainError::BadHeader => {
             v.rx_bad_header += 1;
             stats.rx_bad_vnet_hdr += 1;
+            return;
+        }
+        TxChainError::GsoSizeTooSmall => {
+            stats.rx_gso_size_too_small += 1;
             return;
         }
     }
@@ -686,15 +742,16 @@ fn connection(
     name: &str,
 ) -> io::Result<()> {
     let back = std::os::unix::net::UnixStream::connect(&sockets.internal_path)?;
-    let backend = Arc::new(NetBackend { shared: shared.clone() });
+    let backend = Arc::new(NetBackend { shared: shared.clone(), shutdown: Mutex::new(None) });
     let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
-    let mut daemon =
-        VhostUserDaemon::new(name.to_owned(), backend, mem).map_err(|e| io::Error::other(e.to_string()))?;
+    let mut daemon = VhostUserDaemon::new(name.to_owned(), backend.clone(), mem)
+        .map_err(|e| io::Error::other(e.to_string()))?;
     if let Err(e) = daemon.start(&mut sockets.internal) {
         stop_workers(&daemon);
         return Err(io::Error::other(e.to_string()));
     }
-    let relay = match relay::Relay::start(front, back, name) {
+    *backend.shutdown.lock().unwrap_or_else(|e| e.into_inner()) = daemon.shutdown_handle();
+    let relay = match relay::Relay::start(front, back, name, shared.fds_closed.clone()) {
         Ok(r) => r,
         Err(e) => {
             daemon.request_shutdown();
@@ -1067,7 +1124,7 @@ mod tests {
         assert!(matches!(e, PortError::Io { .. }), "{e}");
         assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
         let sock = dir.join("s.sock");
-        let small = VhostUserOptions { mtu: Some(60), mac: None };
+        let small = VhostUserOptions { mtu: Some(60), ..VhostUserOptions::default() };
         assert!(matches!(VhostUserPort::open(0, "g", &sock, &small), Err(PortError::MtuTooSmall { .. })));
         // A stale socket is replaced, and removed when the port goes.
         drop(UnixListener::bind(&sock).unwrap());
@@ -1078,6 +1135,30 @@ mod tests {
         let e = VhostUserPort::open(1, "h", &sock, &VhostUserOptions::default()).unwrap_err();
         assert!(e.to_string().contains("another process"), "{e}");
         drop(port);
+        assert!(!sock.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_socket_is_private_unless_a_group_is_given() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("vmpls-vhost-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("g.sock");
+        let port = VhostUserPort::open(0, "g", &sock, &VhostUserOptions::default()).unwrap();
+        assert_eq!(std::fs::metadata(&sock).unwrap().mode() & 0o777, 0o600);
+        drop(port);
+        // Group 1 ("daemon" on Debian) stands for QEMU's.
+        let daemon = vmpls_sys::process::group_id("daemon").unwrap().expect("group daemon");
+        let opts = VhostUserOptions { socket_group: Some("daemon".into()), ..VhostUserOptions::default() };
+        let port = VhostUserPort::open(0, "g", &sock, &opts).unwrap();
+        let meta = std::fs::metadata(&sock).unwrap();
+        assert_eq!((meta.mode() & 0o777, meta.gid()), (0o660, daemon));
+        drop(port);
+        let opts =
+            VhostUserOptions { socket_group: Some("no-such-group".into()), ..VhostUserOptions::default() };
+        let e = VhostUserPort::open(0, "g", &sock, &opts).unwrap_err();
+        assert!(matches!(e, PortError::NoSuchGroup { .. }), "{e}");
         assert!(!sock.exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -6,10 +6,14 @@ use std::path::Path;
 
 use vmpls_control::Config;
 
-/// Loads and validates a config, including that its interfaces exist.
+/// Loads and validates a config, including that its interfaces and the groups its
+/// vhost-user sockets are given exist.
 pub fn load_config(path: &Path) -> anyhow::Result<Config> {
     let cfg = Config::from_file(path)?;
     vmpls_control::check_interfaces(&cfg, vmpls_ports::interface_exists)?;
+    vmpls_control::check_socket_groups(&cfg, |g| {
+        vmpls_sys::process::group_id(g).is_ok_and(|id| id.is_some())
+    })?;
     Ok(cfg)
 }
 

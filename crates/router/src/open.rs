@@ -43,7 +43,7 @@ pub(crate) fn open_port(
             };
             Box::new(MplsUdpPort::open(id, &p.name, &opts)?)
         }
-        K::VhostUser { socket, mac } => {
+        K::VhostUser { socket, mac, socket_group } => {
             if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
                 std::fs::create_dir_all(dir).map_err(|source| PortError::Io {
                     ifname: socket.display().to_string(),
@@ -51,7 +51,11 @@ pub(crate) fn open_port(
                     source,
                 })?;
             }
-            let opts = VhostUserOptions { mtu: p.mtu, mac: *mac };
+            let opts = VhostUserOptions {
+                mtu: p.mtu,
+                mac: *mac,
+                socket_group: socket_group.as_ref().map(|g| g.name.clone()),
+            };
             Box::new(VhostUserPort::open(id, &p.name, socket, &opts)?)
         }
     };

@@ -386,7 +386,7 @@ mod tests {
             fast_path_refuses(&PortKind::Tap { mac: None }, true, true),
             Some("not an AF_PACKET port")
         );
-        let vhost = PortKind::VhostUser { socket: "/run/x.sock".into(), mac: None };
+        let vhost = PortKind::VhostUser { socket: "/run/x.sock".into(), mac: None, socket_group: None };
         assert_eq!(fast_path_refuses(&vhost, false, true), Some("not an AF_PACKET port"));
     }
 

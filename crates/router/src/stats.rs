@@ -38,6 +38,7 @@ pub fn link_stats(snap: &Snapshot, i: usize) -> LinkStats {
         rx_dropped: s.rx_dropped(),
         rx_kernel_dropped: s.rx_kernel_dropped,
         rx_truncated: s.rx_truncated,
+        rx_gso_size_too_small: s.rx_gso_size_too_small,
         rx_not_mpls: s.rx_not_mpls,
         rx_wrong_source: s.rx_wrong_source,
         tx_packets: s.tx_packets + share.tx_packets,

@@ -32,6 +32,7 @@ pub mod signal;
 pub mod sockopt;
 pub mod tun;
 pub mod udp;
+pub mod unix;
 
 pub use event::{EventFd, wait_readable};
 pub use iface::{IfDetails, IfName, control_socket, if_indextoname, if_nametoindex};

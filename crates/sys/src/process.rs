@@ -73,6 +73,35 @@ pub fn umask(mask: u32) -> u32 {
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(mask)).as_raw_mode()
 }
 
+/// The id of the group called `name` (`getgrnam_r`: `/etc/group` and whatever else the
+/// system's name service consults); `Ok(None)` when there is no such group.
+///
+/// # Errors
+/// The name service failed (not: the group does not exist), or `name` holds a NUL.
+pub fn group_id(name: &str) -> io::Result<Option<u32>> {
+    let cname = std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut buf = vec![0u8; 1024];
+    loop {
+        // SAFETY: plain C data; all zeroes is a valid (empty) value, overwritten by the call.
+        let mut group: libc::group = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: `cname` is NUL-terminated; `group`, `buf` (for `buf.len()` bytes) and
+        // `found` are valid for writes for the whole call and outlive it; the strings the
+        // entry points into live in `buf`, which is not read through them here.
+        let rc = unsafe {
+            libc::getgrnam_r(cname.as_ptr(), &mut group, buf.as_mut_ptr().cast(), buf.len(), &mut found)
+        };
+        match rc {
+            0 if found.is_null() => return Ok(None),
+            0 => return Ok(Some(group.gr_gid)),
+            libc::ERANGE if buf.len() < 1 << 20 => buf.resize(buf.len() * 4, 0),
+            // "Not found" as some name services report it.
+            libc::ENOENT | libc::ESRCH | libc::EBADF | libc::EPERM => return Ok(None),
+            e => return Err(io::Error::from_raw_os_error(e)),
+        }
+    }
+}
+
 /// Gives the memory the allocator holds free back to the system (glibc's
 /// `malloc_trim(0)`).
 pub fn trim_heap() {
@@ -101,5 +130,12 @@ mod tests {
         unlock(&a).unwrap();
         assert!(try_lock_exclusive(&b).unwrap());
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn groups_are_found_by_name() {
+        assert_eq!(group_id("root").unwrap(), Some(0));
+        assert_eq!(group_id("no-such-group-vmpls").unwrap(), None);
+        assert!(group_id("a\0b").is_err());
     }
 }

@@ -650,7 +650,7 @@ mod tests {
             let (_, p) = cfg.port(port).unwrap_or_else(|| panic!("{router}: no port {port}"));
             assert_eq!(
                 p.kind,
-                vmpls_control::PortKind::VhostUser { socket: socket.clone(), mac: None },
+                vmpls_control::PortKind::VhostUser { socket: socket.clone(), mac: None, socket_group: None },
                 "{router}"
             );
             let core = cfg.port("core").unwrap().1;

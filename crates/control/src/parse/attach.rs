@@ -9,7 +9,7 @@ use super::S;
 use super::ctx::Ctx;
 use super::raw::RawPort;
 use super::values::{check_unix_socket_path, parse_host, parse_mac_of};
-use crate::{ConfigError, PortKind};
+use crate::{ConfigError, PortKind, SocketGroup};
 
 /// Linux's `dev_valid_name`: 1 to 15 bytes, not "." or "..", no '/', ':' or whitespace.
 fn check_interface_name(ctx: &Ctx, s: &S<String>) -> Result<String, ConfigError> {
@@ -27,6 +27,22 @@ fn check_interface_name(ctx: &Ctx, s: &S<String>) -> Result<String, ConfigError>
         Some(p) => Err(ctx.err(&s.span(), "port.interface", format!("interface name \"{n}\" {p}"))),
         None => Ok(n.clone()),
     }
+}
+
+/// `socket-group`: a group name as `/etc/group` holds them (whether it exists is
+/// [`check_socket_groups`](crate::check_socket_groups)'s to say).
+fn check_group_name(ctx: &Ctx, s: &S<String>) -> Result<SocketGroup, ConfigError> {
+    let n = s.get_ref();
+    if n.is_empty() || n.len() > 32 || n.contains([':', '/', ',']) || n.contains(char::is_whitespace) {
+        return Err(ctx.err(
+            &s.span(),
+            "port.socket-group",
+            format!(
+                "\"{n}\" is not a group name (1 to 32 characters, no ':', ',', '/' or spaces), e.g. \"kvm\""
+            ),
+        ));
+    }
+    Ok(SocketGroup { name: n.clone(), line: ctx.line(&s.span()) })
 }
 
 /// `aa:bb:cc:dd:ee:ff`: a unicast MAC address, not all zeros.
@@ -53,6 +69,15 @@ pub(super) fn port_attachment(
         ctx.err(&s.span(), field, format!("a {kind_name} port takes no {}; {hint}", &field[5..]))
     };
     let mac = || p.mac.as_ref().map(|m| parse_mac(ctx, m)).transpose();
+    if kind_name != "vhost-user"
+        && let Some(g) = &p.socket_group
+    {
+        return Err(not_for(
+            g,
+            "port.socket-group",
+            "it is for kind = \"vhost-user\" (who may connect to the socket)",
+        ));
+    }
     if kind_name != "udp" {
         let udp_only = [(&p.local, "port.local"), (&p.remote, "port.remote"), (&p.netns, "port.netns")];
         if let Some((s, field)) = udp_only.iter().find_map(|(s, f)| s.as_ref().map(|s| (s, *f))) {
@@ -119,7 +144,8 @@ pub(super) fn port_attachment(
             };
             let socket = check_unix_socket_path(ctx, sock, "port.socket", "/run/vmpls/vm1.sock")?;
             let interface = socket.display().to_string();
-            Ok((interface, ctx.line(&sock.span()), PortKind::VhostUser { socket, mac: mac()? }))
+            let socket_group = p.socket_group.as_ref().map(|g| check_group_name(ctx, g)).transpose()?;
+            Ok((interface, ctx.line(&sock.span()), PortKind::VhostUser { socket, mac: mac()?, socket_group }))
         }
         other => {
             let span = p.kind.as_ref().map(|k| k.span()).unwrap_or_default();

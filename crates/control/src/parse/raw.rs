@@ -68,6 +68,7 @@ pub(super) struct RawPort {
     pub(super) name: S<String>,
     pub(super) interface: Option<S<String>>,
     pub(super) socket: Option<S<String>>,
+    pub(super) socket_group: Option<S<String>>,
     pub(super) mac: Option<S<String>>,
     pub(super) addresses: Option<Vec<S<String>>>,
     pub(super) mtu: Option<S<i64>>,

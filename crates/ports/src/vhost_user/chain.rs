@@ -21,6 +21,7 @@ use virtio_bindings::bindings::virtio_ring::VRING_AVAIL_F_NO_INTERRUPT;
 use virtio_queue::desc::split::Descriptor;
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemory};
+use vmpls_dataplane::gso::{self, OffloadRefused};
 use vmpls_wire::{ethernet, virtio_net};
 
 /// Why a chain from the guest's transmit queue was skipped.
@@ -37,6 +38,9 @@ pub(crate) enum TxChainError {
     /// A virtio-net header we cannot decode (unknown `gso_type`), or offsets outside the
     /// frame.
     BadHeader,
+    /// A super-frame asking for segments smaller than [`gso::MIN_GSO_SIZE`]: no real
+    /// stack sends it, and cutting it would stall the router.
+    GsoSizeTooSmall,
 }
 
 /// Reads one transmit chain: the first `hdr_len` bytes are the virtio-net header (10, or
@@ -83,12 +87,10 @@ where
         return Err(TxChainError::TooShort);
     }
     let len = total - hdr_len;
-    let offload = virtio_net::Repr::parse(&virtio_net::Header::new_unchecked(&hdr[..]))
-        .map_err(|_| TxChainError::BadHeader)?;
-    let csum_end = usize::from(offload.csum_start) + usize::from(offload.csum_offset) + 2;
-    if (offload.needs_csum && csum_end > len) || usize::from(offload.hdr_len) > len {
-        return Err(TxChainError::BadHeader);
-    }
+    let offload = gso::received_offload(&hdr, len).map_err(|e| match e {
+        OffloadRefused::BadHeader => TxChainError::BadHeader,
+        OffloadRefused::GsoSizeTooSmall => TxChainError::GsoSizeTooSmall,
+    })?;
     Ok((offload, len))
 }
 
@@ -389,6 +391,23 @@ mod tests {
         assert_eq!(offload.gso_size, 1448);
         assert!(offload.needs_csum);
         assert_eq!((offload.csum_start, offload.csum_offset), (34, 16));
+    }
+
+    #[test]
+    fn a_super_frame_with_a_tiny_gso_size_is_refused() {
+        let mem = memory();
+        let vq = MockSplitQueue::new(&mem, 16);
+        // 60,000 bytes in segments of 1 byte: 60,000 segments if it were taken.
+        let mut tiny = TSO_HDR;
+        tiny[4..6].copy_from_slice(&1u16.to_le_bytes());
+        mem.write_slice(&tiny, GuestAddress(0x1_0000)).unwrap();
+        mem.write_slice(&frame(60_000), GuestAddress(0x2_0000)).unwrap();
+        vq.add_desc_chains(&[desc(0x1_0000, 12, VRING_DESC_F_NEXT, 1), desc(0x2_0000, 60_000, 0, 0)], 0)
+            .unwrap();
+        let mut q: Queue = vq.create_queue().unwrap();
+        let chain = q.pop_descriptor_chain(&mem).unwrap();
+        let mut buf = vec![0u8; 65536];
+        assert_eq!(read_tx_chain(&mem, chain, 12, &mut buf), Err(TxChainError::GsoSizeTooSmall));
     }
 
     #[test]

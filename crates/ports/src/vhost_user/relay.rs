@@ -13,11 +13,19 @@
 //! Only message boundaries are parsed (the 12-byte header's size field); the daemon
 //! validates the messages. The relay never blocks the router thread: it runs on two
 //! threads of its own per connection.
+//!
+//! File descriptors are the one thing a frontend could pile up in the router's process,
+//! so the relay passes on only those a message takes ([`fds_taken`]), arriving with its
+//! first bytes as the `vhost` crate reads them; every other one is closed on arrival and
+//! counted. It also answers `GET_MAX_MEM_SLOTS` itself with
+//! [`MAX_MEM_REGIONS`](super::MAX_MEM_REGIONS), the most memory regions (each one a
+//! descriptor the daemon keeps) the port lets a guest have.
 
 use std::io::{self, Write};
 use std::net::Shutdown;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -27,10 +35,27 @@ use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 const HDR_LEN: usize = 12;
 /// Largest message body accepted (the `vhost` crate's `MAX_MSG_SIZE`).
 const MAX_BODY: usize = 0x1000;
-/// Most fds one message carries (`MAX_ATTACHED_FD_ENTRIES`).
+/// Most fds one read takes (the `vhost` crate's `MAX_ATTACHED_FD_ENTRIES`): with more the
+/// kernel truncates, `recv_with_fds` closes them all and the connection ends.
 const MAX_FDS: usize = 32;
+/// Most regions one `SET_MEM_TABLE` carries: QEMU's `VHOST_MEMORY_BASELINE_NREGIONS`, also
+/// DPDK's limit (larger layouts go through `ADD_MEM_REG`).
+const MAX_MEM_TABLE_FDS: usize = 8;
 const REQ_SET_FEATURES: u32 = 2;
+const REQ_SET_MEM_TABLE: u32 = 5;
+const REQ_SET_LOG_BASE: u32 = 6;
+const REQ_SET_LOG_FD: u32 = 7;
+const REQ_SET_VRING_KICK: u32 = 12;
+const REQ_SET_VRING_CALL: u32 = 13;
+const REQ_SET_VRING_ERR: u32 = 14;
 const REQ_SET_VRING_ENABLE: u32 = 18;
+const REQ_SET_BACKEND_REQ_FD: u32 = 21;
+const REQ_SET_INFLIGHT_FD: u32 = 32;
+const REQ_GPU_SET_SOCKET: u32 = 33;
+const REQ_GET_MAX_MEM_SLOTS: u32 = 36;
+const REQ_ADD_MEM_REG: u32 = 37;
+const REQ_REM_MEM_REG: u32 = 38;
+const REQ_SET_DEVICE_STATE_FD: u32 = 42;
 const FLAG_VERSION_1: u32 = 0x1;
 const FLAG_REPLY: u32 = 0x4;
 const FLAG_NEED_REPLY: u32 = 0x8;
@@ -69,13 +94,50 @@ fn send_all(sock: &UnixStream, data: &[u8], fds: &[OwnedFd]) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads exactly `buf.len()` bytes, collecting fds that come along; `Ok(false)` on a clean
-/// end of stream before the first byte.
-fn recv_exact(sock: &UnixStream, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result<bool> {
+/// How many fds a frontend request carries at most: a region's for each entry of a memory
+/// table, one for the requests that pass one (the `vhost` crate's `check_attached_files`
+/// list; `REM_MEM_REG` may carry one by the spec, to be closed), none for the rest.
+fn fds_taken(request: u32) -> usize {
+    match request {
+        REQ_SET_MEM_TABLE => MAX_MEM_TABLE_FDS,
+        REQ_SET_LOG_BASE
+        | REQ_SET_LOG_FD
+        | REQ_SET_VRING_KICK
+        | REQ_SET_VRING_CALL
+        | REQ_SET_VRING_ERR
+        | REQ_SET_BACKEND_REQ_FD
+        | REQ_SET_INFLIGHT_FD
+        | REQ_GPU_SET_SOCKET
+        | REQ_ADD_MEM_REG
+        | REQ_REM_MEM_REG
+        | REQ_SET_DEVICE_STATE_FD => 1,
+        _ => 0,
+    }
+}
+
+/// Closes fds a message may not carry, counting them.
+fn close_surplus(fds: impl IntoIterator<Item = OwnedFd>, closed: &AtomicU64) {
+    let n = fds.into_iter().count();
+    closed.fetch_add(n as u64, Ordering::Relaxed);
+}
+
+/// Reads exactly `buf.len()` bytes; `Ok(false)` on a clean end of stream before the first
+/// byte. With `keep`, fds that come with the first read are appended to it; all others
+/// are closed at once and counted in `closed`, so however a frontend spreads a message
+/// over its sends, the relay holds at most one read's worth of fds.
+fn recv_exact(
+    sock: &UnixStream,
+    buf: &mut [u8],
+    mut keep: Option<&mut Vec<OwnedFd>>,
+    closed: &AtomicU64,
+) -> io::Result<bool> {
     let mut got = 0;
     while got < buf.len() {
         let (n, more) = recv_fds(sock, &mut buf[got..])?;
-        fds.extend(more);
+        match keep.take() {
+            Some(fds) if got == 0 => fds.extend(more),
+            _ => close_surplus(more, closed),
+        }
         if n == 0 {
             if got == 0 {
                 return Ok(false);
@@ -114,18 +176,25 @@ fn message(request: u32, flags: u32, body: &[u8]) -> Vec<u8> {
     m
 }
 
-/// Relays frontend messages to the backend until either side closes.
+/// Relays frontend messages to the backend until either side closes. Fds a message may
+/// not carry are closed and counted in `closed`.
 fn frontend_to_backend(
     front: &UnixStream,
     front_writer: &Mutex<UnixStream>,
     back: &UnixStream,
+    closed: &AtomicU64,
 ) -> io::Result<()> {
     let mut gate = Gate::new();
     let mut hdr = [0u8; HDR_LEN];
     let mut body = vec![0u8; MAX_BODY];
+    let reply = |request: u32, body: &[u8]| {
+        let m = message(request, FLAG_VERSION_1 | FLAG_REPLY, body);
+        let w = front_writer.lock().unwrap_or_else(|e| e.into_inner());
+        send_all(&w, &m, &[])
+    };
     loop {
         let mut fds = Vec::new();
-        if !recv_exact(front, &mut hdr, &mut fds)? {
+        if !recv_exact(front, &mut hdr, Some(&mut fds), closed)? {
             return Ok(());
         }
         let request = u32_at(&hdr, 0);
@@ -134,9 +203,21 @@ fn frontend_to_backend(
         if size > MAX_BODY {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "vhost-user message too large"));
         }
+        if fds.len() > fds_taken(request) {
+            tracing::debug!(
+                request,
+                fds = fds.len(),
+                "vhost-user frontend sent more fds than the message takes"
+            );
+            close_surplus(fds.drain(fds_taken(request)..), closed);
+        }
         let body = &mut body[..size];
-        if size > 0 && !recv_exact(front, body, &mut fds)? {
+        if size > 0 && !recv_exact(front, body, None, closed)? {
             return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        if request == REQ_GET_MAX_MEM_SLOTS {
+            reply(request, &(super::MAX_MEM_REGIONS as u64).to_le_bytes())?;
+            continue;
         }
         if request == REQ_SET_VRING_ENABLE && !gate.open && size >= 8 {
             let index = u32_at(body, 0) as usize;
@@ -144,9 +225,7 @@ fn frontend_to_backend(
                 *slot = Some(u32_at(body, 4));
             }
             if flags & FLAG_NEED_REPLY != 0 {
-                let ack = message(request, FLAG_VERSION_1 | FLAG_REPLY, &0u64.to_le_bytes());
-                let w = front_writer.lock().unwrap_or_else(|e| e.into_inner());
-                send_all(&w, &ack, &[])?;
+                reply(request, &0u64.to_le_bytes())?;
             }
             continue;
         }
@@ -192,14 +271,20 @@ pub(super) struct Relay {
 }
 
 impl Relay {
-    /// Starts relaying between `front` (QEMU) and `back` (the daemon's connection).
-    pub(super) fn start(front: UnixStream, back: UnixStream, name: &str) -> io::Result<Relay> {
+    /// Starts relaying between `front` (QEMU) and `back` (the daemon's connection),
+    /// counting in `fds_closed` the fds the frontend sent that its messages do not take.
+    pub(super) fn start(
+        front: UnixStream,
+        back: UnixStream,
+        name: &str,
+        fds_closed: Arc<AtomicU64>,
+    ) -> io::Result<Relay> {
         let writer = Arc::new(Mutex::new(front.try_clone()?));
         let (f1, b1) = (front.try_clone()?, back.try_clone()?);
         let (b2, w1, w2) = (back.try_clone()?, writer.clone(), writer);
         let port = name.to_owned();
         let t1 = std::thread::Builder::new().name(format!("vhost-relay-{name}")).spawn(move || {
-            if let Err(e) = frontend_to_backend(&f1, &w1, &b1) {
+            if let Err(e) = frontend_to_backend(&f1, &w1, &b1, &fds_closed) {
                 tracing::debug!(port, error = %e, "vhost-user relay (frontend) ended");
             }
             let _ = f1.shutdown(Shutdown::Both);
@@ -254,7 +339,7 @@ mod tests {
         let (back, mut daemon) = UnixStream::pair().unwrap();
         qemu.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         daemon.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let relay = Relay::start(front, back, "t").unwrap();
+        let relay = Relay::start(front, back, "t", Arc::default()).unwrap();
 
         // GET_FEATURES (1) passes through; the reply comes back.
         qemu.write_all(&message(1, FLAG_VERSION_1, &[])).unwrap();
@@ -281,11 +366,11 @@ mod tests {
 
         // fds travel with their message.
         let (r, _w) = UnixStream::pair().unwrap();
-        let m = message(3, FLAG_VERSION_1, &[]);
+        let m = message(REQ_SET_VRING_CALL, FLAG_VERSION_1, &0u64.to_le_bytes());
         qemu.send_with_fds(&[&m[..]], &[r.as_raw_fd()]).unwrap();
-        let mut buf = [0u8; HDR_LEN];
+        let mut buf = [0u8; HDR_LEN + 8];
         let (n, fds) = recv_fds(&daemon, &mut buf).unwrap();
-        assert_eq!((n, fds.len()), (HDR_LEN, 1));
+        assert_eq!((n, fds.len()), (HDR_LEN + 8, 1));
 
         // The frontend going away ends the relay.
         drop(qemu);
@@ -294,12 +379,73 @@ mod tests {
         relay.stop();
     }
 
+    /// Descriptors open in this process.
+    fn open_fds() -> usize {
+        std::fs::read_dir("/proc/self/fd").unwrap().count()
+    }
+
+    #[test]
+    fn fds_a_message_does_not_take_are_closed_on_arrival() {
+        let (mut qemu, front) = UnixStream::pair().unwrap();
+        let (back, daemon) = UnixStream::pair().unwrap();
+        daemon.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        qemu.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let closed = Arc::new(AtomicU64::new(0));
+        let relay = Relay::start(front, back, "t", closed.clone()).unwrap();
+        let (r, _w) = UnixStream::pair().unwrap();
+        let many = [r.as_raw_fd(); MAX_FDS];
+
+        // GET_FEATURES takes none: passed on without them.
+        qemu.send_with_fds(&[&message(1, FLAG_VERSION_1, &[])[..]], &many).unwrap();
+        let mut buf = [0u8; HDR_LEN];
+        let (n, fds) = recv_fds(&daemon, &mut buf).unwrap();
+        assert_eq!((n, fds.len(), closed.load(Ordering::Relaxed)), (HDR_LEN, 0, MAX_FDS as u64));
+
+        // SET_VRING_KICK takes one: the first goes on, the rest are closed.
+        let kick = message(REQ_SET_VRING_KICK, FLAG_VERSION_1, &1u64.to_le_bytes());
+        qemu.send_with_fds(&[&kick[..]], &many).unwrap();
+        let mut buf = [0u8; HDR_LEN + 8];
+        let (n, fds) = recv_fds(&daemon, &mut buf).unwrap();
+        assert_eq!((n, fds.len()), (HDR_LEN + 8, 1));
+        assert_eq!(closed.load(Ordering::Relaxed), 2 * MAX_FDS as u64 - 1);
+
+        // A message spread over many sends, each with fds, holds none of the later ones:
+        // before this, all of them piled up in the process until the message was whole.
+        let base = open_fds();
+        let mut table = message(REQ_SET_MEM_TABLE, FLAG_VERSION_1, &[0u8; 200]);
+        let last = table.split_off(HDR_LEN + 199);
+        qemu.send_with_fds(&[&table[..HDR_LEN]], &[]).unwrap();
+        for b in &table[HDR_LEN..] {
+            qemu.send_with_fds(&[std::slice::from_ref(b)], &many).unwrap();
+        }
+        // Wait until the relay has read all but the last byte.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while closed.load(Ordering::Relaxed) < 2 * MAX_FDS as u64 - 1 + 199 * MAX_FDS as u64 {
+            assert!(std::time::Instant::now() < deadline, "relay did not read the pieces");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // (Some slack for descriptors other tests in this process open meanwhile.)
+        assert!(open_fds() <= base + MAX_FDS + 64, "{} fds open, {base} before", open_fds());
+        qemu.write_all(&last).unwrap();
+        let mut buf = vec![0u8; HDR_LEN + 200];
+        let (n, fds) = recv_fds(&daemon, &mut buf).unwrap();
+        assert_eq!((n, fds.len()), (HDR_LEN + 200, 0));
+
+        // GET_MAX_MEM_SLOTS is answered by the relay: the port's own limit.
+        qemu.write_all(&message(REQ_GET_MAX_MEM_SLOTS, FLAG_VERSION_1, &[])).unwrap();
+        let (req, flags, body) = read_message(&mut qemu).unwrap();
+        assert_eq!((req, flags & FLAG_REPLY), (REQ_GET_MAX_MEM_SLOTS, FLAG_REPLY));
+        assert_eq!(body, (super::super::MAX_MEM_REGIONS as u64).to_le_bytes());
+        drop(qemu);
+        relay.stop();
+    }
+
     #[test]
     fn an_oversized_message_closes_the_connection() {
         let (mut qemu, front) = UnixStream::pair().unwrap();
         let (back, mut daemon) = UnixStream::pair().unwrap();
         daemon.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let relay = Relay::start(front, back, "t").unwrap();
+        let relay = Relay::start(front, back, "t", Arc::default()).unwrap();
         let mut hdr = message(REQ_SET_FEATURES, FLAG_VERSION_1, &[]);
         hdr[8..12].copy_from_slice(&(MAX_BODY as u32 + 1).to_le_bytes());
         qemu.write_all(&hdr).unwrap();

@@ -1,0 +1,326 @@
+//! The vhost-user port against a frontend written here with the `vhost` crate's own
+//! frontend: no QEMU and no guest kernel, so a test can put any virtio-net header in the
+//! guest's transmit queue and send any message (and any file descriptors) a hostile
+//! frontend could. The "guest's memory" is a memfd this process maps too, with the queues
+//! laid out by `virtio-queue`'s `MockSplitQueue`.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
+use vhost::vhost_user::{Frontend, VhostUserFrontend};
+use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
+use virtio_queue::mock::MockSplitQueue;
+use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
+use vmm_sys_util::eventfd::EventFd;
+use vmm_sys_util::sock_ctrl_msg::ScmSocket;
+use vmpls_dataplane::gso::MIN_GSO_SIZE;
+use vmpls_dataplane::{Packet, PacketPool};
+use vmpls_ports::{MAX_MEM_REGIONS, Port, VhostUserOptions, VhostUserPort};
+use vmpls_wire::virtio_net::GsoType;
+
+/// Bytes of the guest's memory.
+const MEMORY: usize = 0x20_0000;
+/// Queue size of both queues.
+const QUEUE_SIZE: u16 = 64;
+/// Where the receive queue (0) and the transmit queue (1) are, and where frames go.
+const RX_QUEUE_AT: u64 = 0x0;
+const TX_QUEUE_AT: u64 = 0x1_0000;
+const BUFFERS_AT: u64 = 0x2_0000;
+
+// virtio feature bits.
+const VERSION_1: u64 = 1 << 32;
+const CSUM: u64 = 1 << 0;
+const HOST_TSO4: u64 = 1 << 11;
+const MRG_RXBUF: u64 = 1 << 15;
+
+/// Removes the test's directory (the socket lives there) on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("vmpls-vhost-fe-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A memfd of `len` bytes.
+fn memfd(len: usize) -> File {
+    // SAFETY: the name is a NUL-terminated string; the returned descriptor (checked) is
+    // new and owned by nobody else.
+    let file = unsafe {
+        let fd = libc::memfd_create(c"vmpls-test-guest".as_ptr(), libc::MFD_CLOEXEC);
+        assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
+        File::from_raw_fd(fd)
+    };
+    file.set_len(len as u64).unwrap();
+    file
+}
+
+/// Descriptors open in this process.
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Connects to the port's socket (its listener thread may not poll yet).
+fn connect(socket: &Path) -> UnixStream {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match UnixStream::connect(socket) {
+            Ok(s) => return s,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "connect {}: {e}", socket.display());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+/// Sets up features and protocol features (`REPLY_ACK`, `CONFIGURE_MEM_SLOTS`).
+fn negotiate(fe: &mut Frontend) {
+    fe.set_owner().unwrap();
+    let offered = fe.get_features().unwrap();
+    let wanted = VERSION_1 | CSUM | HOST_TSO4 | MRG_RXBUF | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
+    fe.set_features(offered & wanted).unwrap();
+    let protocol = fe.get_protocol_features().unwrap();
+    fe.set_protocol_features(
+        protocol & (VhostUserProtocolFeatures::REPLY_ACK | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS),
+    )
+    .unwrap();
+}
+
+/// A guest as far as the port can tell: its memory and queues, driven by this test.
+struct Guest {
+    _frontend: Frontend,
+    mem: GuestMemoryMmap,
+    kick_tx: EventFd,
+    _call: EventFd,
+    _kick_rx: EventFd,
+    /// Descriptors used in the transmit queue so far.
+    tx_next: u16,
+}
+
+impl Guest {
+    fn connect(socket: &Path) -> Guest {
+        let mut frontend = Frontend::from_stream(connect(socket), 2);
+        negotiate(&mut frontend);
+        let file = memfd(MEMORY);
+        let mem = GuestMemoryMmap::<()>::from_ranges_with_files([(
+            GuestAddress(0),
+            MEMORY,
+            Some(FileOffset::new(file.try_clone().unwrap(), 0)),
+        )])
+        .unwrap();
+        let host = mem.get_host_address(GuestAddress(0)).unwrap() as u64;
+        let region = VhostUserMemoryRegionInfo {
+            guest_phys_addr: 0,
+            memory_size: MEMORY as u64,
+            userspace_addr: host,
+            mmap_offset: 0,
+            mmap_handle: file.as_raw_fd(),
+        };
+        frontend.set_mem_table(&[region]).unwrap();
+        let call = EventFd::new(libc::EFD_NONBLOCK).unwrap();
+        let kick_rx = EventFd::new(libc::EFD_NONBLOCK).unwrap();
+        let kick_tx = EventFd::new(libc::EFD_NONBLOCK).unwrap();
+        for (q, at, kick) in [(0, RX_QUEUE_AT, &kick_rx), (1, TX_QUEUE_AT, &kick_tx)] {
+            let vq = MockSplitQueue::create(&mem, GuestAddress(at), QUEUE_SIZE);
+            frontend.set_vring_num(q, QUEUE_SIZE).unwrap();
+            let addrs = VringConfigData {
+                queue_max_size: QUEUE_SIZE,
+                queue_size: QUEUE_SIZE,
+                flags: 0,
+                desc_table_addr: host + vq.desc_table_addr().0,
+                used_ring_addr: host + vq.used_addr().0,
+                avail_ring_addr: host + vq.avail_addr().0,
+                log_addr: None,
+            };
+            frontend.set_vring_addr(q, &addrs).unwrap();
+            frontend.set_vring_base(q, 0).unwrap();
+            frontend.set_vring_call(q, &call).unwrap();
+            frontend.set_vring_kick(q, kick).unwrap();
+            frontend.set_vring_enable(q, true).unwrap();
+        }
+        Guest { _frontend: frontend, mem, kick_tx, _call: call, _kick_rx: kick_rx, tx_next: 0 }
+    }
+
+    /// Puts `hdr` (12 bytes) and `frame` in the transmit queue as one chain and kicks.
+    /// (Written by hand: a `MockSplitQueue` zeroes the rings it is created over.)
+    fn transmit(&mut self, hdr: [u8; 12], frame: &[u8]) {
+        let i = self.tx_next;
+        let at = BUFFERS_AT + u64::from(i) * 0x1_0000;
+        self.mem.write_slice(&hdr, GuestAddress(at)).unwrap();
+        self.mem.write_slice(frame, GuestAddress(at + 12)).unwrap();
+        let desc = |index: u16, addr: u64, len: usize, next: Option<u16>| {
+            let mut d = [0u8; 16];
+            d[..8].copy_from_slice(&addr.to_le_bytes());
+            d[8..12].copy_from_slice(&(len as u32).to_le_bytes());
+            d[12..14].copy_from_slice(&u16::from(next.is_some()).to_le_bytes()); // VRING_DESC_F_NEXT
+            d[14..].copy_from_slice(&next.unwrap_or(0).to_le_bytes());
+            self.mem.write_slice(&d, GuestAddress(TX_QUEUE_AT + 16 * u64::from(index))).unwrap();
+        };
+        desc(i, at, 12, Some(i + 1));
+        desc(i + 1, at + 12, frame.len(), None);
+        // The available ring follows the descriptor table: flags, idx, ring.
+        let avail = TX_QUEUE_AT + 16 * u64::from(QUEUE_SIZE);
+        let idx: u16 = self.mem.read_obj(GuestAddress(avail + 2)).unwrap();
+        let slot = avail + 4 + 2 * u64::from(idx % QUEUE_SIZE);
+        self.mem.write_obj(i.to_le(), GuestAddress(slot)).unwrap();
+        self.mem.write_obj(idx.wrapping_add(1).to_le(), GuestAddress(avail + 2)).unwrap();
+        self.tx_next += 2;
+        self.kick_tx.write(1).unwrap();
+    }
+}
+
+/// Receives from `port` until a frame arrives or `d` passes.
+fn receive(port: &mut VhostUserPort, pool: &mut PacketPool, d: Duration) -> Option<Packet> {
+    let deadline = Instant::now() + d;
+    let mut got = Vec::new();
+    while Instant::now() < deadline {
+        vmpls_testkit::wait_readable(&*port, Duration::from_millis(20));
+        port.recv_batch(pool, &mut got, 64).unwrap();
+        if let Some(p) = got.pop() {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// A virtio-net header as a Linux guest writes it for a TCP/IPv4 super-frame (partial
+/// checksum at 34 + 16, headers 66 bytes) with `gso_size`.
+fn tso_header(gso_size: u16) -> [u8; 12] {
+    let mut h = [1, 1, 66, 0, 0, 0, 34, 0, 16, 0, 0, 0];
+    h[4..6].copy_from_slice(&gso_size.to_le_bytes());
+    h
+}
+
+fn frame(len: usize) -> Vec<u8> {
+    let mut f: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f
+}
+
+#[test]
+fn a_guest_super_frame_with_a_tiny_gso_size_is_dropped_and_counted() {
+    let dir = TempDir::new("gso");
+    let socket = dir.0.join("g.sock");
+    let mut port = VhostUserPort::open(0, "g", &socket, &VhostUserOptions::default()).unwrap();
+    let mut pool = PacketPool::new(64);
+    let mut guest = Guest::connect(&socket);
+
+    // 60,000 bytes in 1-byte segments: refused, counted, the guest's buffer given back.
+    guest.transmit(tso_header(1), &frame(60_000));
+    assert!(receive(&mut port, &mut pool, Duration::from_millis(500)).is_none());
+    assert_eq!(port.stats().rx_gso_size_too_small, 1, "{:?}", port.stats());
+    assert_eq!(port.stats().rx_dropped(), 1);
+
+    // The same at the floor, and a plain frame, enter as they are.
+    guest.transmit(tso_header(MIN_GSO_SIZE), &frame(60_000));
+    let p = receive(&mut port, &mut pool, Duration::from_secs(5)).unwrap_or_else(|| {
+        panic!("no super-frame at the floor: {:?} {:?}", port.stats(), port.vhost_stats())
+    });
+    assert_eq!((p.len(), p.offload.gso_type, p.offload.gso_size), (60_000, GsoType::TcpV4, MIN_GSO_SIZE));
+    guest.transmit([0; 12], &frame(60));
+    let p = receive(&mut port, &mut pool, Duration::from_secs(5)).expect("a plain frame");
+    assert_eq!(p.len(), 60);
+    assert_eq!(port.stats().rx_packets, 2);
+    drop(guest);
+}
+
+#[test]
+fn a_frontend_cannot_pile_up_descriptors_in_the_router() {
+    let dir = TempDir::new("fds");
+    let socket = dir.0.join("g.sock");
+    let mut port = VhostUserPort::open(0, "g", &socket, &VhostUserOptions::default()).unwrap();
+    let mut pool = PacketPool::new(64);
+    // Other tests of this file run alongside and open descriptors of their own.
+    const SLACK: usize = 48;
+
+    // 1. Memory regions: each one a descriptor the backend keeps. The port announces its
+    // limit and disconnects a frontend that maps more.
+    let mut fe = Frontend::from_stream(connect(&socket), 2);
+    negotiate(&mut fe);
+    const ADDED: usize = 200;
+    let file = memfd(ADDED * 4096);
+    let base = open_fds();
+    let mut most = base;
+    let mut refused = None;
+    for i in 0..ADDED {
+        let region = VhostUserMemoryRegionInfo {
+            guest_phys_addr: 0x100_0000 + i as u64 * 4096,
+            memory_size: 4096,
+            userspace_addr: 0x7000_0000_0000 + i as u64 * 4096,
+            mmap_offset: i as u64 * 4096,
+            mmap_handle: file.as_raw_fd(),
+        };
+        if fe.add_mem_region(&region).is_err() {
+            refused = Some(i);
+            break;
+        }
+        most = most.max(open_fds());
+    }
+    assert!(
+        most <= base + MAX_MEM_REGIONS + SLACK,
+        "{} regions mapped: {most} descriptors open, {base} before",
+        refused.unwrap_or(ADDED)
+    );
+    // Cut off past the limit (a few more may be in flight when the connection goes).
+    assert!(refused.is_some_and(|n| n >= MAX_MEM_REGIONS), "refused at {refused:?}");
+    drop(fe);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while port.vhost_stats().disconnections < 1 {
+        assert!(Instant::now() < deadline, "the frontend was not disconnected");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(port.vhost_stats().frontend_too_many_regions, 1);
+    let mut fe = Frontend::from_stream(connect(&socket), 2);
+    negotiate(&mut fe);
+    assert_eq!(fe.get_max_mem_slots().unwrap(), MAX_MEM_REGIONS as u64);
+    drop(fe);
+
+    // 2. A message spread over many sends, each carrying 32 descriptors: only those the
+    // message takes, with its first bytes, are kept.
+    let raw = connect(&socket);
+    let (keep_open, _other) = UnixStream::pair().unwrap();
+    let fds = [keep_open.as_raw_fd(); 32];
+    let base = open_fds();
+    let closed_before = port.vhost_stats().frontend_fds_closed;
+    let mut hdr = Vec::new();
+    for v in [5u32, 1, 200] {
+        hdr.extend_from_slice(&v.to_le_bytes()); // SET_MEM_TABLE, version 1, 200 bytes
+    }
+    raw.send_with_fds(&[&hdr[..]], &fds).unwrap();
+    for _ in 0..199 {
+        raw.send_with_fds(&[&[0u8][..]], &fds).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // 24 of the first send's (SET_MEM_TABLE takes 8), all of the others'.
+    while port.vhost_stats().frontend_fds_closed < closed_before + 24 + 199 * 32 {
+        assert!(
+            open_fds() <= base + 32 + SLACK,
+            "{} descriptors open, {base} before: the router holds what the frontend sent",
+            open_fds()
+        );
+        assert!(Instant::now() < deadline, "{:?}", port.vhost_stats());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(open_fds() <= base + 32 + SLACK, "{} descriptors open, {base} before", open_fds());
+    drop(raw);
+
+    // 3. The port still works for the next frontend.
+    let mut guest = Guest::connect(&socket);
+    guest.transmit([0; 12], &frame(60));
+    let p = receive(&mut port, &mut pool, Duration::from_secs(5)).expect("a frame after the floods");
+    assert_eq!(p.len(), 60);
+}
