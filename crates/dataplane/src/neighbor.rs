@@ -771,6 +771,53 @@ mod tests {
     }
 
     #[test]
+    fn the_counts_follow_the_entries_through_every_change() {
+        let cfg =
+            NeighborConfig { max_entries: 40, max_entries_per_port: Some(16), ..NeighborConfig::default() };
+        let mut t = NeighborTable::new(cfg);
+        let t0 = Instant::now();
+        let mut now = t0;
+        let mut seed = 0x2545_f491u64;
+        let mut rand = |k: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % k
+        };
+        for step in 0..20_000 {
+            let port = rand(3) as PortId;
+            let addr = IpAddr::from([198, 18, port as u8, rand(40) as u8]);
+            match rand(8) {
+                0 | 1 => {
+                    t.resolve(now, port, addr);
+                }
+                2 | 3 => {
+                    t.learn(now, port, addr, MAC, rand(4) > 0);
+                }
+                4 => {
+                    let _ = t.set_static(now, port, addr, MAC, rand(2) == 0);
+                }
+                5 => {
+                    t.remove(port, addr);
+                }
+                _ => {
+                    now += Duration::from_millis(rand(3000));
+                    t.poll(now);
+                }
+            }
+            for p in 0..3 {
+                let mine = t.entries.iter().filter(|((q, _), e)| *q == p && !e.permanent);
+                let learned = mine.clone().filter(|(_, e)| e.learned).count();
+                assert_eq!(t.port_entries(p), (mine.count(), learned), "step {step}, port {p}");
+                assert!(t.port_entries(p).0 <= 16 && learned <= 8, "step {step}");
+            }
+            assert_eq!(t.dynamic, t.entries.values().filter(|e| !e.permanent).count());
+            assert_eq!(t.learned, t.entries.values().filter(|e| e.learned).count());
+            assert!(t.dynamic <= 40 && t.learned <= 20);
+        }
+    }
+
+    #[test]
     fn merge_rule_does_not_create_entries() {
         let mut t = NeighborTable::new(NeighborConfig::default());
         t.learn(Instant::now(), 0, addr(), MAC, false);
