@@ -286,6 +286,7 @@ pub struct LabelConfig {
 /// neighbor-request-rate = 100      # ARP requests + neighbour solicitations a second
 /// neighbor-request-burst = 100     # (default: neighbor-request-rate)
 /// neighbor-entries = 4096          # neighbour table size
+/// neighbor-entries-per-port = 1024 # one port's share (default: neighbor-entries / ports)
 /// neighbor-held-per-address = 4    # frames held while one address resolves
 /// neighbor-held-total = 256        # frames held for all addresses together
 /// ```
@@ -311,6 +312,13 @@ pub struct LimitsConfig {
     /// (`neighbor_queue_full`); entries being resolved that hold no frame leave after
     /// one retransmission interval.
     pub neighbor_entries: u32,
+    /// `neighbor-entries-per-port`: entries of one port, 16 to `neighbor_entries`;
+    /// `None`: `neighbor_entries` shared equally between the ports. Whatever the hosts on
+    /// one port do fills only that port's share, and at most half of it (and half of
+    /// `neighbor_entries`) goes to entries learned from hosts' requests: the rest is kept
+    /// for the next hops the router resolves. Entries refused are counted as
+    /// `neighbor_entry_refused`.
+    pub neighbor_entries_per_port: Option<u32>,
     /// `neighbor-held-per-address`: frames held while one address is resolved, 1 to
     /// `neighbor_held_total`.
     pub neighbor_held_per_address: u32,
@@ -336,6 +344,7 @@ impl Default for LimitsConfig {
             neighbor_request_rate: 100,
             neighbor_request_burst: 100,
             neighbor_entries: 4096,
+            neighbor_entries_per_port: None,
             neighbor_held_per_address: 4,
             neighbor_held_total: 256,
         }
@@ -346,15 +355,19 @@ impl LimitsConfig {
     /// The keys whose values differ between `self` and `other`, as `key (old -> new)`,
     /// in file order; empty when they are the same.
     pub fn changes(&self, other: &LimitsConfig) -> Vec<String> {
+        let per_port = |l: &LimitsConfig| {
+            l.neighbor_entries_per_port.map_or_else(|| "default".to_string(), |n| n.to_string())
+        };
         let fields = |l: &LimitsConfig| {
             [
-                ("icmp-rate", l.icmp_rate),
-                ("icmp-burst", l.icmp_burst),
-                ("neighbor-request-rate", l.neighbor_request_rate),
-                ("neighbor-request-burst", l.neighbor_request_burst),
-                ("neighbor-entries", l.neighbor_entries),
-                ("neighbor-held-per-address", l.neighbor_held_per_address),
-                ("neighbor-held-total", l.neighbor_held_total),
+                ("icmp-rate", l.icmp_rate.to_string()),
+                ("icmp-burst", l.icmp_burst.to_string()),
+                ("neighbor-request-rate", l.neighbor_request_rate.to_string()),
+                ("neighbor-request-burst", l.neighbor_request_burst.to_string()),
+                ("neighbor-entries", l.neighbor_entries.to_string()),
+                ("neighbor-entries-per-port", per_port(l)),
+                ("neighbor-held-per-address", l.neighbor_held_per_address.to_string()),
+                ("neighbor-held-total", l.neighbor_held_total.to_string()),
             ]
         };
         fields(self)

@@ -907,10 +907,13 @@ fn limits_are_read_and_bursts_default_to_their_rate() {
             neighbor_request_rate: 5,
             neighbor_request_burst: 20,
             neighbor_entries: 64,
+            neighbor_entries_per_port: None,
             neighbor_held_per_address: 2,
             neighbor_held_total: 16,
         }
     );
+    let l = parse("[limits]\nneighbor-entries = 64\nneighbor-entries-per-port = 32\n").unwrap().limits;
+    assert_eq!((l.neighbor_entries, l.neighbor_entries_per_port), (64, Some(32)));
     let l = parse("[limits]\nicmp-burst = 50\nneighbor-held-total = 3\n").unwrap().limits;
     assert_eq!((l.icmp_rate, l.icmp_burst), (1000, 50));
     assert_eq!((l.neighbor_held_per_address, l.neighbor_held_total), (3, 3), "per address fits the total");
@@ -939,6 +942,8 @@ fn zero_and_absurd_limits_are_rejected() {
         ("neighbor-request-burst = 0", &["expected 1 to 1000000"]),
         ("neighbor-entries = 3", &["expected 16 to 1048576", "own next hops"]),
         ("neighbor-entries = 2000000", &["expected 16 to 1048576"]),
+        ("neighbor-entries-per-port = 8", &["expected 16 to 4096", "own next hops"]),
+        ("neighbor-entries-per-port = 5000", &["expected 16 to 4096", "part of neighbor-entries"]),
         ("neighbor-held-per-address = 0", &["expected 1 to 512"]),
         ("neighbor-held-total = 0", &["expected 1 to 512", "first frames"]),
         ("neighbor-held-total = 100000", &["expected 1 to 512", "starve forwarding"]),

@@ -160,6 +160,11 @@ reasons! {
         /// multicast IP (OSPF, LDP hellos, IPv6 neighbour discovery and MLD), IPv6
         /// link-local destinations. Not lost: the kernel answers them.
         LeftToKernel => "left_to_kernel",
+        /// New neighbour entries refused: the port's share of the table, the half of it
+        /// open to entries learned from hosts' requests, or the whole table was full
+        /// (`[limits] neighbor-entries-per-port`). A refused request is still answered;
+        /// a frame toward a refused address is dropped as `neighbor_queue_full`.
+        NeighborEntryRefused => "neighbor_entry_refused",
     }
 }
 

@@ -28,9 +28,33 @@ pub struct NeighborConfig {
     /// buffers: without this bound, traffic toward many silent hosts of a connected
     /// subnet (a scan) would hold `max_entries * max_held` buffers and starve the pool.
     pub max_held_total: usize,
-    /// Entries in all; beyond this, new addresses are not resolved (frames dropped).
+    /// Entries in all, static ones aside; beyond this, new addresses are not resolved
+    /// (frames dropped).
     pub max_entries: usize,
+    /// Entries of one port, static ones aside; `None`: an equal share of `max_entries`
+    /// for each port ([`NeighborConfig::for_ports`]). Whatever the hosts on one port do
+    /// (spoofed requests from many addresses, answers to a scan) fills only that port's
+    /// share, so the next hops of other ports still resolve. Of a port's share, and of
+    /// `max_entries`, at most half goes to entries learned from hosts' requests: the rest
+    /// is kept for the addresses the router itself resolves.
+    pub max_entries_per_port: Option<usize>,
 }
+
+impl NeighborConfig {
+    /// The configuration for a router of `ports` ports: `max_entries_per_port`, when
+    /// not set, is `max_entries` shared equally (at least [`MIN_ENTRIES_PER_PORT`]).
+    pub fn for_ports(self, ports: usize) -> NeighborConfig {
+        let share = (self.max_entries / ports.max(1)).max(MIN_ENTRIES_PER_PORT).min(self.max_entries);
+        NeighborConfig { max_entries_per_port: Some(self.max_entries_per_port.unwrap_or(share)), ..self }
+    }
+
+    fn per_port(&self) -> usize {
+        self.max_entries_per_port.unwrap_or(self.max_entries)
+    }
+}
+
+/// The smallest share of the neighbour table a port gets by default.
+pub const MIN_ENTRIES_PER_PORT: usize = 16;
 
 impl Default for NeighborConfig {
     fn default() -> Self {
@@ -42,6 +66,7 @@ impl Default for NeighborConfig {
             max_held: 4,
             max_held_total: 256,
             max_entries: 4096,
+            max_entries_per_port: None,
         }
     }
 }
@@ -60,6 +85,32 @@ struct Entry {
     /// A static entry (`neigh add`, `[[neighbor]]`): never aged, never asked for again,
     /// not changed by what the port hears.
     permanent: bool,
+    /// Created from a host's request and not asked for by the router since: counted
+    /// against the learned half of the port's share.
+    learned: bool,
+}
+
+impl Entry {
+    fn new(now: Instant, mac: Option<[u8; 6]>, learned: bool) -> Entry {
+        Entry {
+            mac,
+            confirmed: now,
+            stale_at: now,
+            last_probe: None,
+            probes: 0,
+            held: Vec::new(),
+            permanent: false,
+            learned,
+        }
+    }
+}
+
+/// How many entries (static ones aside) a port has, and how many of them were learned
+/// from its hosts' requests.
+#[derive(Debug, Default, Clone, Copy)]
+struct PortEntries {
+    entries: usize,
+    learned: usize,
 }
 
 /// What a lookup found.
@@ -85,6 +136,14 @@ pub struct NeighborTable {
     /// with its MAC. Refreshes and timers leave it, so what is derived from the MACs alone
     /// (the in-kernel fast path's adjacencies) is not made again every timer tick.
     macs_generation: u64,
+    /// Entries by port, static ones aside (index: port id).
+    per_port: Vec<PortEntries>,
+    /// All entries, static ones aside, and those of them learned from hosts' requests.
+    dynamic: usize,
+    learned: usize,
+    /// New entries refused because the port's share, the learned half or the table was
+    /// full, not yet taken by [`take_refused`](NeighborTable::take_refused).
+    refused: u64,
 }
 
 /// How long an answer of [`NeighborTable::fresh`] for a static entry stays good: it never
@@ -136,7 +195,68 @@ pub struct Expiry {
 impl NeighborTable {
     /// An empty table.
     pub fn new(config: NeighborConfig) -> NeighborTable {
-        NeighborTable { entries: HashMap::default(), config, held: 0, generation: 1, macs_generation: 1 }
+        NeighborTable {
+            entries: HashMap::default(),
+            config,
+            held: 0,
+            generation: 1,
+            macs_generation: 1,
+            per_port: Vec::new(),
+            dynamic: 0,
+            learned: 0,
+            refused: 0,
+        }
+    }
+
+    /// Whether a new entry on `port` fits (`learned`: one created from a host's request),
+    /// else counts it refused.
+    fn admit(&mut self, port: PortId, learned: bool) -> bool {
+        let per_port = self.config.per_port();
+        let here = self.per_port.get(usize::from(port)).copied().unwrap_or_default();
+        let fits = self.dynamic < self.config.max_entries
+            && here.entries < per_port
+            && (!learned || (here.learned < per_port / 2 && self.learned < self.config.max_entries / 2));
+        if !fits {
+            self.refused += 1;
+        }
+        fits
+    }
+
+    fn count_in(&mut self, port: PortId, learned: bool) {
+        let i = usize::from(port);
+        if self.per_port.len() <= i {
+            self.per_port.resize(i + 1, PortEntries::default());
+        }
+        self.per_port[i].entries += 1;
+        self.dynamic += 1;
+        if learned {
+            self.per_port[i].learned += 1;
+            self.learned += 1;
+        }
+    }
+
+    /// Takes a dynamic entry (`learned` or the router's own) out of the counts: it
+    /// left, or turned static.
+    fn uncount(&mut self, port: PortId, learned: bool) {
+        let c = &mut self.per_port[usize::from(port)];
+        c.entries -= 1;
+        self.dynamic -= 1;
+        if learned {
+            c.learned -= 1;
+            self.learned -= 1;
+        }
+    }
+
+    /// New entries refused since the last call: the port's share, the learned half or
+    /// the table was full (see [`NeighborConfig::max_entries_per_port`]).
+    pub fn take_refused(&mut self) -> u64 {
+        std::mem::take(&mut self.refused)
+    }
+
+    /// Entries of `port`, static ones aside, and how many of them were learned from
+    /// hosts' requests.
+    pub fn port_entries(&self, port: PortId) -> (usize, usize) {
+        self.per_port.get(usize::from(port)).map_or((0, 0), |c| (c.entries, c.learned))
     }
 
     /// Looks up a next hop, creating an incomplete entry if it is unknown.
@@ -149,18 +269,25 @@ impl NeighborTable {
         {
             return Resolution::Known { mac, probe: false };
         }
-        if self.entries.len() >= cfg.max_entries && !self.entries.contains_key(&(port, addr)) {
-            return Resolution::Unknown { probe: false };
+        match self.entries.get_mut(&(port, addr)) {
+            // The router asks for it: from now on it is one of the router's own.
+            Some(e) if e.learned => {
+                e.learned = false;
+                self.per_port[usize::from(port)].learned -= 1;
+                self.learned -= 1;
+            }
+            Some(_) => {}
+            None => {
+                if !self.admit(port, false) {
+                    return Resolution::Unknown { probe: false };
+                }
+                self.count_in(port, false);
+                self.entries.insert((port, addr), Entry::new(now, None, false));
+            }
         }
-        let e = self.entries.entry((port, addr)).or_insert_with(|| Entry {
-            stale_at: now,
-            mac: None,
-            confirmed: now,
-            last_probe: None,
-            probes: 0,
-            held: Vec::new(),
-            permanent: false,
-        });
+        let Some(e) = self.entries.get_mut(&(port, addr)) else {
+            return Resolution::Unknown { probe: false };
+        };
         let probe_due = e.last_probe.is_none_or(|t| now.duration_since(t) >= cfg.retransmit);
         match e.mac {
             Some(mac) => {
@@ -266,21 +393,13 @@ impl NeighborTable {
             self.held -= e.held.len();
             return std::mem::take(&mut e.held);
         }
-        if create && self.entries.len() < self.config.max_entries {
+        if create && self.admit(port, true) {
             self.generation += 1;
             self.macs_generation += 1;
-            self.entries.insert(
-                (port, addr),
-                Entry {
-                    mac: Some(mac),
-                    confirmed: now,
-                    stale_at: now + self.config.reachable,
-                    last_probe: None,
-                    probes: 0,
-                    held: Vec::new(),
-                    permanent: false,
-                },
-            );
+            self.count_in(port, true);
+            let mut e = Entry::new(now, Some(mac), true);
+            e.stale_at = now + self.config.reachable;
+            self.entries.insert((port, addr), e);
         }
         Vec::new()
     }
@@ -301,18 +420,19 @@ impl NeighborTable {
         if mac[0] & 1 != 0 || mac == [0; 6] {
             return Err(StaticNeighborError::NotUnicast(Mac(mac)));
         }
-        let e = self.entries.entry((port, addr)).or_insert_with(|| Entry {
-            mac: None,
-            confirmed: now,
-            stale_at: now,
-            last_probe: None,
-            probes: 0,
-            held: Vec::new(),
-            permanent: false,
-        });
-        if e.permanent && !replace && e.mac != Some(mac) {
-            return Err(StaticNeighborError::Exists);
+        if let Some(e) = self.entries.get(&(port, addr)) {
+            if e.permanent && !replace && e.mac != Some(mac) {
+                return Err(StaticNeighborError::Exists);
+            }
+            if !e.permanent {
+                let learned = e.learned;
+                self.uncount(port, learned);
+            }
         }
+        let e = self
+            .entries
+            .entry((port, addr))
+            .or_insert_with(|| Entry { permanent: true, ..Entry::new(now, None, false) });
         self.generation += 1;
         if e.mac != Some(mac) {
             self.macs_generation += 1;
@@ -325,6 +445,7 @@ impl NeighborTable {
             probes: 0,
             held: std::mem::take(&mut e.held),
             permanent: true,
+            learned: false,
         };
         self.held -= e.held.len();
         Ok(std::mem::take(&mut e.held))
@@ -334,6 +455,9 @@ impl NeighborTable {
     /// whether there was one, and the frames it held (to be dropped).
     pub fn remove(&mut self, port: PortId, addr: IpAddr) -> Option<Vec<Packet>> {
         let e = self.entries.remove(&(port, addr))?;
+        if !e.permanent {
+            self.uncount(port, e.learned);
+        }
         self.generation += 1;
         if e.mac.is_some() {
             self.macs_generation += 1;
@@ -357,41 +481,61 @@ impl NeighborTable {
         let mut expiry = Expiry::default();
         self.generation += 1;
         let mut macs_gone = false;
+        let mut gone = Vec::new();
         self.entries.retain(|&(port, addr), e| {
-            let since_probe = e.last_probe.map(|t| now.duration_since(t));
-            match e.mac {
-                None => {
-                    let due = since_probe.is_none_or(|d| d >= cfg.retransmit);
-                    if e.probes >= cfg.max_probes && due {
-                        expiry.dropped.append(&mut e.held);
-                        return false;
-                    }
-                    if e.held.is_empty() && due {
-                        // Nothing waits for it (its frames were refused: queues full):
-                        // keeping it would only take a place in the table. The next
-                        // frame toward the address asks again.
-                        return false;
-                    }
-                    if due {
-                        e.last_probe = Some(now);
-                        e.probes += 1;
-                        expiry.probes.push((port, addr));
-                    }
-                    true
-                }
-                Some(_) => {
-                    let keep =
-                        e.permanent || now.duration_since(e.confirmed) < cfg.reachable + cfg.stale_grace;
-                    macs_gone |= !keep;
-                    keep
-                }
+            let keep = Self::poll_entry(&cfg, now, port, addr, e, &mut expiry, &mut macs_gone);
+            if !keep && !e.permanent {
+                gone.push((port, e.learned));
             }
+            keep
         });
+        for (port, learned) in gone {
+            self.uncount(port, learned);
+        }
         if macs_gone {
             self.macs_generation += 1;
         }
         self.held -= expiry.dropped.len();
         expiry
+    }
+
+    /// One entry's timers (see [`poll`](NeighborTable::poll)); whether it stays.
+    fn poll_entry(
+        cfg: &NeighborConfig,
+        now: Instant,
+        port: PortId,
+        addr: IpAddr,
+        e: &mut Entry,
+        expiry: &mut Expiry,
+        macs_gone: &mut bool,
+    ) -> bool {
+        let since_probe = e.last_probe.map(|t| now.duration_since(t));
+        match e.mac {
+            None => {
+                let due = since_probe.is_none_or(|d| d >= cfg.retransmit);
+                if e.probes >= cfg.max_probes && due {
+                    expiry.dropped.append(&mut e.held);
+                    return false;
+                }
+                if e.held.is_empty() && due {
+                    // Nothing waits for it (its frames were refused: queues full):
+                    // keeping it would only take a place in the table. The next
+                    // frame toward the address asks again.
+                    return false;
+                }
+                if due {
+                    e.last_probe = Some(now);
+                    e.probes += 1;
+                    expiry.probes.push((port, addr));
+                }
+                true
+            }
+            Some(_) => {
+                let keep = e.permanent || now.duration_since(e.confirmed) < cfg.reachable + cfg.stale_grace;
+                *macs_gone |= !keep;
+                keep
+            }
+        }
     }
 
     /// The entries as (port, address, MAC if resolved), for display.
@@ -591,6 +735,85 @@ mod tests {
         assert_eq!(t.entries().count(), 2);
         for bad in [[0xff; 6], [1, 0, 0x5e, 0, 0, 1], [0; 6]] {
             assert!(matches!(t.set_static(now, 1, host, bad, true), Err(StaticNeighborError::NotUnicast(_))));
+        }
+    }
+
+    #[test]
+    fn each_port_has_its_share_and_hosts_only_half_of_it() {
+        let cfg = NeighborConfig { max_entries: 100, ..NeighborConfig::default() }.for_ports(2);
+        assert_eq!(cfg.max_entries_per_port, Some(50));
+        let mut t = NeighborTable::new(cfg);
+        let t0 = Instant::now();
+        let host = |i: u8| IpAddr::from([198, 18, 1, i]);
+        for i in 1..=40 {
+            t.learn(t0, 0, host(i), MAC, true);
+        }
+        assert_eq!((t.port_entries(0), t.take_refused()), ((25, 25), 15));
+        // The router's own resolutions take the other half, and no more.
+        for i in 100..140 {
+            t.resolve(t0, 0, host(i));
+        }
+        assert_eq!((t.port_entries(0), t.take_refused()), ((50, 25), 15));
+        // The other port is untouched by all of it.
+        assert_eq!(t.resolve(t0, 1, host(1)), Resolution::Unknown { probe: true });
+        // A learned entry the router asks for becomes its own; a static one leaves the
+        // counts; removed and timed-out entries give their places back.
+        t.resolve(t0 + cfg.reachable, 0, host(1));
+        assert_eq!(t.port_entries(0), (50, 24));
+        t.set_static(t0, 0, host(2), MAC, false).unwrap();
+        assert_eq!(t.port_entries(0), (49, 23));
+        t.remove(0, host(2));
+        t.remove(0, host(3));
+        assert_eq!(t.port_entries(0), (48, 22));
+        t.poll(t0 + (cfg.reachable + cfg.stale_grace) * 2);
+        assert_eq!((t.port_entries(0), t.port_entries(1)), ((0, 0), (0, 0)));
+        assert_eq!(t.entries().count(), 0);
+    }
+
+    #[test]
+    fn the_counts_follow_the_entries_through_every_change() {
+        let cfg =
+            NeighborConfig { max_entries: 40, max_entries_per_port: Some(16), ..NeighborConfig::default() };
+        let mut t = NeighborTable::new(cfg);
+        let t0 = Instant::now();
+        let mut now = t0;
+        let mut seed = 0x2545_f491u64;
+        let mut rand = |k: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % k
+        };
+        for step in 0..20_000 {
+            let port = rand(3) as PortId;
+            let addr = IpAddr::from([198, 18, port as u8, rand(40) as u8]);
+            match rand(8) {
+                0 | 1 => {
+                    t.resolve(now, port, addr);
+                }
+                2 | 3 => {
+                    t.learn(now, port, addr, MAC, rand(4) > 0);
+                }
+                4 => {
+                    let _ = t.set_static(now, port, addr, MAC, rand(2) == 0);
+                }
+                5 => {
+                    t.remove(port, addr);
+                }
+                _ => {
+                    now += Duration::from_millis(rand(3000));
+                    t.poll(now);
+                }
+            }
+            for p in 0..3 {
+                let mine = t.entries.iter().filter(|((q, _), e)| *q == p && !e.permanent);
+                let learned = mine.clone().filter(|(_, e)| e.learned).count();
+                assert_eq!(t.port_entries(p), (mine.count(), learned), "step {step}, port {p}");
+                assert!(t.port_entries(p).0 <= 16 && learned <= 8, "step {step}");
+            }
+            assert_eq!(t.dynamic, t.entries.values().filter(|e| !e.permanent).count());
+            assert_eq!(t.learned, t.entries.values().filter(|e| e.learned).count());
+            assert!(t.dynamic <= 40 && t.learned <= 20);
         }
     }
 

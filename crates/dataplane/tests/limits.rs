@@ -194,6 +194,81 @@ fn a_scan_cannot_keep_the_neighbor_table_full() {
 }
 
 #[test]
+fn spoofed_requests_from_one_port_cannot_keep_a_core_next_hop_from_resolving() {
+    // A small table, so that one /24 of spoofed senders would fill it all.
+    let cfg = DataplaneConfig {
+        neighbor: NeighborConfig { max_entries: 64, ..NeighborConfig::default() },
+        ..DataplaneConfig::default()
+    };
+    let mut r = Router::with_config(pe1_builder(), pe1_ports(), cfg);
+    // Every address of ce1's subnet asks for pe1's address, each from a MAC of its own.
+    for host in 2..=254u8 {
+        let mac = [2, 0x66, 0, 0, 1, host];
+        let request = arp_frame(
+            mac,
+            std::net::Ipv4Addr::new(198, 18, 1, host),
+            v4("198.18.1.1"),
+            arp::Operation::Request,
+            [0xff; 6],
+            [0; 6],
+        );
+        assert_eq!(r.send(PE1_CE1, &request).len(), 1, "each request is still answered");
+    }
+    // ce1's host sends toward ce2, behind the core next hop pe1 has never resolved.
+    let out = r.send(PE1_CE1, &from_ce1(&ipv4_udp(CE1, CE2, 64, &[7; 32])));
+    assert_eq!(arp_targets(&out), ["198.18.10.2"], "the core next hop is asked for");
+    let reply = arp_frame(
+        P_WEST_MAC,
+        v4("198.18.10.2"),
+        v4("198.18.10.1"),
+        arp::Operation::Reply,
+        PE1_CORE_MAC,
+        PE1_CORE_MAC,
+    );
+    let released = r.send(PE1_CORE, &reply);
+    assert_eq!(released.len(), 1, "the held frame goes out");
+    let p = released[0].parse();
+    assert_eq!((released[0].port, p.dst, p.labels[0].label), (PE1_CORE, P_WEST_MAC, 1002));
+    // And forwarding goes on, the flood still in the table.
+    let out = r.send(PE1_CE1, &from_ce1(&ipv4_udp(CE1, CE2, 64, &[8; 32])));
+    assert_eq!((out.len(), out[0].port), (1, PE1_CORE));
+    assert_eq!(r.drops(DropReason::NeighborQueueFull), 0);
+    // Two ports: ce1's share is 32 entries, half of them open to what its hosts ask.
+    assert_eq!(r.dp.neighbors().port_entries(PE1_CE1), (16, 16));
+    assert_eq!(r.events(Event::NeighborEntryRefused), 253 - 16);
+}
+
+#[test]
+fn the_router_resolves_its_own_next_hops_in_the_half_of_a_port_share_hosts_cannot_take() {
+    let cfg = DataplaneConfig {
+        neighbor: NeighborConfig {
+            max_entries: 64,
+            max_entries_per_port: Some(8),
+            ..NeighborConfig::default()
+        },
+        ..DataplaneConfig::default()
+    };
+    let mut r = Router::with_config(pe1_builder(), pe1_ports(), cfg);
+    // Hosts of the core subnet ask for pe1: they fill half the core port's share.
+    for host in 100..120u8 {
+        let request = arp_frame(
+            [2, 0x66, 0, 0, 10, host],
+            std::net::Ipv4Addr::new(198, 18, 10, host),
+            v4("198.18.10.1"),
+            arp::Operation::Request,
+            [0xff; 6],
+            [0; 6],
+        );
+        r.send(PE1_CORE, &request);
+    }
+    assert_eq!(r.dp.neighbors().port_entries(PE1_CORE), (4, 4));
+    // p's west port, on the same subnet, is resolved all the same.
+    let out = r.send(PE1_CE1, &from_ce1(&ipv4_udp(CE1, CE2, 64, &[7; 32])));
+    assert_eq!(arp_targets(&out), ["198.18.10.2"]);
+    assert_eq!(r.dp.neighbors().port_entries(PE1_CORE), (5, 4));
+}
+
+#[test]
 fn icmp_burst_is_configurable_apart_from_the_rate() {
     let cfg = DataplaneConfig { icmp_rate: 1, icmp_burst: Some(5), ..DataplaneConfig::default() };
     let mut r = pe1_with(cfg);

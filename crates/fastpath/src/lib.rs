@@ -826,6 +826,25 @@ impl FastPath {
     }
 }
 
+/// Where the router writes the fast path's tables: the kernel's maps ([`FastPath`]), or a
+/// stand-in that records the writes (the router's tests inject a failed write with one).
+pub trait FastMaps {
+    /// Makes the maps equal to `tables` ([`FastPath::apply`]).
+    fn apply(&mut self, tables: &FastTables) -> Result<Overflow, FastPathError>;
+    /// Changes some entries of the tables last applied ([`FastPath::update`]).
+    fn update(&mut self, change: &FastTablesChange) -> Result<Overflow, FastPathError>;
+}
+
+impl FastMaps for FastPath {
+    fn apply(&mut self, tables: &FastTables) -> Result<Overflow, FastPathError> {
+        FastPath::apply(self, tables)
+    }
+
+    fn update(&mut self, change: &FastTablesChange) -> Result<Overflow, FastPathError> {
+        FastPath::update(self, change)
+    }
+}
+
 // A FastPath moves to the thread that runs the control plane.
 const _: () = {
     const fn send<T: Send>() {}

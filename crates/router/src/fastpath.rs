@@ -10,7 +10,7 @@
 //! pipeline"), so the kernel's longest match always lands on the route the FIB would
 //! choose.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
@@ -21,8 +21,8 @@ use tracing::{info, warn};
 use vmpls_dataplane::neighbor::NeighborTable;
 use vmpls_dataplane::{Dataplane, Event, Output, PacketPool, PortId};
 use vmpls_fastpath::{
-    Adjacency, FastCounters, FastPath, FastPort, FastPortStats, FastTables, FastTablesChange, LabelEntry,
-    RouteEntry, Tunnel,
+    Adjacency, FastCounters, FastMaps, FastPath, FastPort, FastPortStats, FastTables, FastTablesChange,
+    LabelEntry, RouteEntry, Tunnel,
 };
 use vmpls_fib::{Fib, FibChanges, LabelAction, Nexthop, PrefixRoute, RouteTarget, TtlModel, VrfId};
 
@@ -69,8 +69,11 @@ struct Entries<'a> {
     default_ttl: u8,
     /// The router's own addresses: always the pipeline's, in every VRF.
     locals: Vec<IpAddr>,
-    /// The next hops the entries made so far send to.
-    used: Vec<(PortId, IpAddr)>,
+    /// The entry being made.
+    key: FastKey,
+    /// The next hops the entries made so far send to, with the entry; an entry made again
+    /// (a host entry over a route's) is listed again, the last time for what it is now.
+    used: Vec<(FastKey, PortId, IpAddr)>,
 }
 
 impl<'a> Entries<'a> {
@@ -89,7 +92,7 @@ impl<'a> Entries<'a> {
             .chain(fib.router_v4.map(IpAddr::V4))
             .chain(fib.router_v6.map(IpAddr::V6))
             .collect();
-        Entries { fib, ports, neighbors, default_ttl, locals, used: Vec::new() }
+        Entries { fib, ports, neighbors, default_ttl, locals, key: FastKey::Label(0), used: Vec::new() }
     }
 
     fn fast(&self, port: PortId) -> Option<&'a FastPortInfo> {
@@ -103,12 +106,13 @@ impl<'a> Entries<'a> {
         if let Some(t) = &p.tunnel {
             return (labelled && t.encap).then(|| p.adjacency([0; 6]));
         }
-        self.used.push((port, addr));
+        self.used.push((self.key, port, addr));
         Some(p.adjacency(self.neighbors.mac(port, addr)?))
     }
 
     /// The entry of an incoming label, if the programs can switch it.
     fn label(&mut self, label: u32) -> Option<LabelEntry> {
+        self.key = FastKey::Label(label);
         let route = self.fib.labels.get(label)?;
         let uniform = route.ttl_model == TtlModel::Uniform;
         match &route.action {
@@ -128,8 +132,10 @@ impl<'a> Entries<'a> {
         }
     }
 
-    /// The entry of a route: forwarded by the programs, or `Local` (left to the pipeline).
-    fn route(&mut self, route: &PrefixRoute) -> RouteEntry {
+    /// The entry of a route at `key`: forwarded by the programs, or `Local` (left to the
+    /// pipeline).
+    fn route(&mut self, key: FastKey, route: &PrefixRoute) -> RouteEntry {
+        self.key = key;
         let RouteTarget::Forward(group) = &route.target else { return RouteEntry::Local };
         let Some(nh) = single(group.nexthops()).filter(|nh| nh.labels.len() <= MAX_PUSH) else {
             return RouteEntry::Local;
@@ -148,18 +154,21 @@ impl<'a> Entries<'a> {
     /// The host entry of a neighbour on a connected subnet, if `addr` is one: only where
     /// that subnet is the longest match (a more specific route through a gateway wins).
     fn neighbor_host(&mut self, vrf_id: VrfId, addr: IpAddr) -> Option<RouteEntry> {
+        self.key = FastKey::prefix(vrf_id, addr, if addr.is_ipv4() { 32 } else { 128 });
         let RouteTarget::Connected { port } = self.fib.vrf(vrf_id)?.lookup(addr)?.target else {
             return None;
         };
         let p = self.fast(port).filter(|p| p.tunnel.is_none())?;
         let mac = self.neighbors.mac(port, addr)?;
-        self.used.push((port, addr));
+        self.used.push((self.key, port, addr));
         Some(RouteEntry::Forward { labels: Vec::new(), label_ttl: None, adj: p.adjacency(mac) })
     }
 
     /// The entry of one prefix as [`fast_tables`] makes it: the router's own addresses are
     /// `Local`, then neighbours' host entries, then the FIB's route, if any.
     fn prefix(&mut self, vrf_id: VrfId, addr: IpAddr, len: u8) -> Option<RouteEntry> {
+        let key = FastKey::prefix(vrf_id, addr, len);
+        self.key = key;
         let host = len == if addr.is_ipv4() { 32 } else { 128 };
         if host && self.locals.contains(&addr) {
             return Some(RouteEntry::Local);
@@ -172,25 +181,41 @@ impl<'a> Entries<'a> {
             IpAddr::V4(a) => vrf.v4.get(a, len),
             IpAddr::V6(a) => vrf.v6.get(a, len),
         }?;
-        Some(self.route(route))
+        Some(self.route(key, route))
     }
 
-    fn into_used(mut self) -> Vec<(PortId, IpAddr)> {
-        self.used.sort_unstable();
-        self.used.dedup();
+    fn into_used(self) -> Vec<(FastKey, PortId, IpAddr)> {
         self.used
     }
 }
 
+/// The key of an entry of the fast path's tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum FastKey {
+    Label(u32),
+    V4((VrfId, Ipv4Addr, u8)),
+    V6((VrfId, Ipv6Addr, u8)),
+}
+
+impl FastKey {
+    fn prefix(vrf: VrfId, addr: IpAddr, len: u8) -> FastKey {
+        match addr {
+            IpAddr::V4(a) => FastKey::V4((vrf, a, len)),
+            IpAddr::V6(a) => FastKey::V6((vrf, a, len)),
+        }
+    }
+}
+
 /// The fast path's tables for `fib` as the neighbour table knows the next hops now, and
-/// the next hops they depend on (resolved or not: the caller keeps them resolved).
-/// `ports[i]` is `Some` for the ports the fast path serves.
-pub fn fast_tables(
+/// the next hops they depend on (resolved or not: the caller keeps them resolved), each
+/// with the entry that sends to it. `ports[i]` is `Some` for the ports the fast path
+/// serves.
+fn fast_tables(
     fib: &Fib,
     ports: &[Option<FastPortInfo>],
     neighbors: &NeighborTable,
     default_ttl: u8,
-) -> (FastTables, Vec<(PortId, IpAddr)>) {
+) -> (FastTables, Vec<(FastKey, PortId, IpAddr)>) {
     let mut t = FastTables::default();
     let mut e = Entries::new(fib, ports, neighbors, default_ttl);
     for (id, p) in ports.iter().enumerate() {
@@ -214,10 +239,10 @@ pub fn fast_tables(
     for (vrf_id, vrf) in fib.vrfs.iter().enumerate() {
         let vrf_id = vrf_id as VrfId;
         for (addr, len, route) in vrf.v4.iter() {
-            t.routes_v4.insert((vrf_id, addr, len), e.route(route));
+            t.routes_v4.insert((vrf_id, addr, len), e.route(FastKey::V4((vrf_id, addr, len)), route));
         }
         for (addr, len, route) in vrf.v6.iter() {
-            t.routes_v6.insert((vrf_id, addr, len), e.route(route));
+            t.routes_v6.insert((vrf_id, addr, len), e.route(FastKey::V6((vrf_id, addr, len)), route));
         }
     }
     // Hosts on connected subnets: one host route per known neighbour whose longest match
@@ -243,48 +268,276 @@ pub fn fast_tables(
     (t, e.into_used())
 }
 
+/// The keys of the entries that `changes` (between two versions of the FIB, `fib` the
+/// newer) touch: the changed labels and prefixes, and the host entries of the neighbours
+/// that a changed prefix covers (whether a neighbour's subnet is its longest match may
+/// have changed).
+fn changed_keys(fib: &Fib, changes: &FibChanges, neighbors: &NeighborTable) -> BTreeSet<FastKey> {
+    let mut keys: BTreeSet<FastKey> = changes.labels.iter().map(|&l| FastKey::Label(l)).collect();
+    keys.extend(changes.v4.iter().map(|&k| FastKey::V4(k)));
+    keys.extend(changes.v6.iter().map(|&k| FastKey::V6(k)));
+    if changes.v4.is_empty() && changes.v6.is_empty() {
+        return keys;
+    }
+    for (port, addr, _) in neighbors.entries() {
+        let Some(vrf_id) = fib.vrf_of_port(port) else { continue };
+        match addr {
+            IpAddr::V4(a) if changes.v4.iter().any(|&(v, p, l)| v == vrf_id && covers4(p, l, a)) => {
+                keys.insert(FastKey::V4((vrf_id, a, 32)));
+            }
+            IpAddr::V6(a) if changes.v6.iter().any(|&(v, p, l)| v == vrf_id && covers6(p, l, a)) => {
+                keys.insert(FastKey::V6((vrf_id, a, 128)));
+            }
+            _ => {}
+        }
+    }
+    keys
+}
+
+/// The entries of `keys` made as [`fast_tables`] makes them, and the next hops those
+/// entries send to.
+fn fast_entries(
+    fib: &Fib,
+    keys: &BTreeSet<FastKey>,
+    ports: &[Option<FastPortInfo>],
+    neighbors: &NeighborTable,
+    default_ttl: u8,
+) -> (FastTablesChange, Vec<(FastKey, PortId, IpAddr)>) {
+    let mut e = Entries::new(fib, ports, neighbors, default_ttl);
+    let mut c = FastTablesChange::default();
+    for &key in keys {
+        match key {
+            FastKey::Label(label) => c.labels.push((label, e.label(label))),
+            FastKey::V4((vrf, a, len)) => {
+                c.routes_v4.push(((vrf, a, len), e.prefix(vrf, IpAddr::V4(a), len)))
+            }
+            FastKey::V6((vrf, a, len)) => {
+                c.routes_v6.push(((vrf, a, len), e.prefix(vrf, IpAddr::V6(a), len)))
+            }
+        }
+    }
+    (c, e.into_used())
+}
+
 /// The entries of the fast path's tables that `changes` (between two versions of the FIB,
-/// `fib` the newer) touch, made as [`fast_tables`] makes them, and the next hops those
-/// entries send to. Besides the changed prefixes, the host entries of the neighbours that
-/// a changed prefix covers are made again: whether a neighbour's subnet is its longest
-/// match may have changed.
-pub fn fast_changes(
+/// `fib` the newer) touch ([`changed_keys`]), made as [`fast_tables`] makes them, and the
+/// next hops those entries send to.
+#[cfg(test)]
+fn fast_changes(
     fib: &Fib,
     changes: &FibChanges,
     ports: &[Option<FastPortInfo>],
     neighbors: &NeighborTable,
     default_ttl: u8,
-) -> (FastTablesChange, Vec<(PortId, IpAddr)>) {
-    let mut e = Entries::new(fib, ports, neighbors, default_ttl);
-    let mut c = FastTablesChange::default();
-    for &label in &changes.labels {
-        c.labels.push((label, e.label(label)));
+) -> (FastTablesChange, Vec<(FastKey, PortId, IpAddr)>) {
+    fast_entries(fib, &changed_keys(fib, changes, neighbors), ports, neighbors, default_ttl)
+}
+
+/// Which entries of the installed tables send to each next hop: a neighbour's new MAC
+/// is written into those entries only, not into a whole new set of tables.
+#[derive(Debug, Default)]
+struct AdjacencyIndex {
+    by_key: HashMap<FastKey, (PortId, IpAddr)>,
+    by_neighbor: HashMap<(PortId, IpAddr), HashSet<FastKey>>,
+}
+
+impl AdjacencyIndex {
+    fn from_used(used: Vec<(FastKey, PortId, IpAddr)>) -> AdjacencyIndex {
+        let mut index = AdjacencyIndex::default();
+        index.record([], used);
+        index
     }
-    let mut v4 = changes.v4.clone();
-    let mut v6 = changes.v6.clone();
-    for (port, addr, _) in neighbors.entries() {
-        let Some(vrf_id) = fib.vrf_of_port(port) else { continue };
-        match addr {
-            IpAddr::V4(a) if changes.v4.iter().any(|&(v, p, l)| v == vrf_id && covers4(p, l, a)) => {
-                v4.push((vrf_id, a, 32));
-            }
-            IpAddr::V6(a) if changes.v6.iter().any(|&(v, p, l)| v == vrf_id && covers6(p, l, a)) => {
-                v6.push((vrf_id, a, 128));
-            }
-            _ => {}
+
+    /// Records the next hops of entries made again: `made` lists every entry made, `used`
+    /// the next hop of those that send to one (the last one listed for an entry wins).
+    fn record(&mut self, made: impl IntoIterator<Item = FastKey>, used: Vec<(FastKey, PortId, IpAddr)>) {
+        for key in made {
+            self.forget(&key);
+        }
+        for (key, port, addr) in used {
+            self.forget(&key);
+            self.by_key.insert(key, (port, addr));
+            self.by_neighbor.entry((port, addr)).or_default().insert(key);
         }
     }
-    v4.sort_unstable();
-    v4.dedup();
-    v6.sort_unstable();
-    v6.dedup();
-    for (vrf, a, len) in v4 {
-        c.routes_v4.push(((vrf, a, len), e.prefix(vrf, IpAddr::V4(a), len)));
+
+    fn forget(&mut self, key: &FastKey) {
+        let Some(nh) = self.by_key.remove(key) else { return };
+        if let Some(keys) = self.by_neighbor.get_mut(&nh) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_neighbor.remove(&nh);
+            }
+        }
     }
-    for (vrf, a, len) in v6 {
-        c.routes_v6.push(((vrf, a, len), e.prefix(vrf, IpAddr::V6(a), len)));
+
+    /// The entries that send to `neighbor`.
+    fn keys_of(&self, neighbor: &(PortId, IpAddr)) -> impl Iterator<Item = FastKey> + '_ {
+        self.by_neighbor.get(neighbor).into_iter().flatten().copied()
     }
-    (c, e.into_used())
+
+    /// The next hops the entries send to.
+    fn next_hops(&self) -> impl Iterator<Item = (PortId, IpAddr)> + '_ {
+        self.by_neighbor.keys().copied()
+    }
+}
+
+/// The resolved MACs of a neighbour table.
+fn resolved_macs(neighbors: &NeighborTable) -> HashMap<(PortId, IpAddr), [u8; 6]> {
+    neighbors.entries().filter_map(|(port, addr, mac)| Some(((port, addr), mac?))).collect()
+}
+
+/// The neighbours whose MAC is not what `before` says: learned, changed or gone.
+fn moved_neighbors(
+    before: &HashMap<(PortId, IpAddr), [u8; 6]>,
+    now: &HashMap<(PortId, IpAddr), [u8; 6]>,
+) -> Vec<(PortId, IpAddr)> {
+    let changed = now.iter().filter(|(k, mac)| before.get(k) != Some(mac)).map(|(k, _)| *k);
+    let gone = before.keys().filter(|k| !now.contains_key(k)).copied();
+    changed.chain(gone).collect()
+}
+
+/// What the fast path's maps were last brought to, in full.
+struct Installed {
+    fib: Arc<Fib>,
+    /// The neighbour table's MACs generation, and its resolved MACs.
+    macs_generation: u64,
+    macs: HashMap<(PortId, IpAddr), [u8; 6]>,
+}
+
+/// Keeps the fast path's maps equal to the FIB and the neighbour table: a route change or a
+/// neighbour's new MAC writes only the entries it touches; a version is recorded as
+/// installed only once every write of it succeeded.
+#[derive(Default)]
+struct Installer {
+    installed: Option<Installed>,
+    index: AdjacencyIndex,
+    /// After a failed install: timer ticks until the retry, which makes the tables anew.
+    retry_in: Option<u32>,
+    /// Installs that failed, since the start, and since the last one that did not.
+    failures: u64,
+    failures_in_a_row: u32,
+    /// What the kernel's maps could not hold at the last install (logged when it changes).
+    overflow: vmpls_fastpath::Overflow,
+}
+
+impl Installer {
+    /// The next install makes the tables anew (the served ports changed).
+    fn invalidate(&mut self) {
+        self.installed = None;
+    }
+
+    /// Brings `maps` to `fib` and `neighbors` if either changed since the last install;
+    /// after a failed one, waits until [`tick`](Installer::tick) says the retry is due.
+    fn sync<M: FastMaps>(
+        &mut self,
+        maps: &mut M,
+        fib: Arc<Fib>,
+        neighbors: &NeighborTable,
+        ports: &[Option<FastPortInfo>],
+        default_ttl: u8,
+    ) {
+        let generation = neighbors.macs_generation();
+        if self.retry_in.is_some()
+            || self
+                .installed
+                .as_ref()
+                .is_some_and(|i| Arc::ptr_eq(&i.fib, &fib) && i.macs_generation == generation)
+        {
+            return;
+        }
+        let macs = match &self.installed {
+            Some(i) if i.macs_generation == generation => None,
+            _ => Some(resolved_macs(neighbors)),
+        };
+        // A route change on a FIB copied from the one installed, or neighbours with a new
+        // MAC: only the entries they touch are made and written, so a change is in force
+        // in time that does not grow with the tables.
+        let keys = self.installed.as_ref().and_then(|i| {
+            let changes =
+                if Arc::ptr_eq(&i.fib, &fib) { FibChanges::default() } else { fib.changes_since(&i.fib)? };
+            let mut keys = changed_keys(&fib, &changes, neighbors);
+            for n in macs.as_ref().map(|now| moved_neighbors(&i.macs, now)).unwrap_or_default() {
+                keys.extend(self.index.keys_of(&n));
+                if let Some(vrf) = fib.vrf_of_port(n.0) {
+                    keys.insert(FastKey::prefix(vrf, n.1, if n.1.is_ipv4() { 32 } else { 128 }));
+                }
+            }
+            Some(keys)
+        });
+        let applied = match keys {
+            Some(keys) => {
+                let (change, used) = fast_entries(&fib, &keys, ports, neighbors, default_ttl);
+                maps.update(&change).inspect(|_| self.index.record(keys, used))
+            }
+            None => {
+                let (tables, used) = fast_tables(&fib, ports, neighbors, default_ttl);
+                maps.apply(&tables).inspect(|_| self.index = AdjacencyIndex::from_used(used))
+            }
+        };
+        match applied {
+            Ok(overflow) => {
+                if overflow != self.overflow {
+                    log_overflow(&overflow);
+                    self.overflow = overflow;
+                }
+                if self.failures_in_a_row > 0 {
+                    info!(failures = self.failures_in_a_row, "fast path tables installed again");
+                    self.failures_in_a_row = 0;
+                }
+                let macs = match (macs, self.installed.take()) {
+                    (Some(macs), _) => macs,
+                    (None, Some(i)) => i.macs,
+                    (None, None) => resolved_macs(neighbors),
+                };
+                self.installed = Some(Installed { fib, macs_generation: generation, macs });
+            }
+            Err(e) => {
+                // Part of it may be in the maps: nothing is recorded as installed, and the
+                // retry makes the whole tables, which the maps compare with what they hold.
+                // A failure that persists is retried less and less often (up to every
+                // 32 ticks), as each retry walks the whole tables.
+                self.installed = None;
+                self.failures += 1;
+                self.failures_in_a_row += 1;
+                self.retry_in = Some(1 << (self.failures_in_a_row - 1).min(5));
+                if self.failures_in_a_row.is_power_of_two() {
+                    warn!(error = %e, failures = self.failures_in_a_row, "fast path tables not installed; the pipeline forwards what they miss until a retry installs them");
+                }
+            }
+        }
+    }
+
+    /// Counts a timer tick toward the retry of a failed install; whether the retry is due
+    /// now (the next [`sync`](Installer::sync) tries again).
+    fn tick(&mut self) -> bool {
+        match self.retry_in {
+            Some(n) if n > 1 => {
+                self.retry_in = Some(n - 1);
+                false
+            }
+            Some(_) => {
+                self.retry_in = None;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+fn log_overflow(overflow: &vmpls_fastpath::Overflow) {
+    if overflow.is_none() {
+        info!("fast path: its maps hold the whole table again");
+    } else {
+        warn!(
+            labels_left_out = overflow.labels_left_out,
+            ipv4_left_out = overflow.v4_off,
+            ipv6_left_out = overflow.v6_off,
+            label_capacity = vmpls_fastpath::LABEL_CAPACITY,
+            prefix_capacity = vmpls_fastpath::ROUTE_CAPACITY,
+            "fast path: the kernel's maps cannot hold the whole table; the pipeline forwards what they leave out (a family's prefixes all of them, so that no less specific prefix answers for a missing one)"
+        );
+    }
 }
 
 fn covers4(net: Ipv4Addr, len: u8, a: Ipv4Addr) -> bool {
@@ -312,9 +565,7 @@ pub struct FastPathRuntime {
     fp: FastPath,
     ports: Vec<Option<FastPortInfo>>,
     default_ttl: u8,
-    /// The FIB and the neighbour table's MACs generation the installed tables were made from.
-    installed: Option<(Arc<Fib>, u64)>,
-    next_hops: Vec<(PortId, IpAddr)>,
+    installer: Installer,
     /// Counters as last read, to add only the difference to the router's.
     counted: FastCounters,
     counted_labels: BTreeMap<u32, (u64, u64)>,
@@ -325,8 +576,6 @@ pub struct FastPathRuntime {
     /// programs send to running ports only (a frame redirected to a down veth is lost
     /// without a trace; the pipeline counts its send errors).
     running: Vec<bool>,
-    /// What the kernel's maps could not hold at the last install (logged when it changes).
-    overflow: vmpls_fastpath::Overflow,
 }
 
 impl FastPathRuntime {
@@ -380,10 +629,8 @@ impl FastPathRuntime {
             ports,
             port_counts: vec![FastPortStats::default(); n],
             running: vec![true; n],
-            overflow: vmpls_fastpath::Overflow::default(),
             default_ttl,
-            installed: None,
-            next_hops: Vec::new(),
+            installer: Installer::default(),
             counted: FastCounters::default(),
             counted_labels: BTreeMap::new(),
             counted_ports: BTreeMap::new(),
@@ -404,7 +651,7 @@ impl FastPathRuntime {
                 warn!(interface = %ifname, error = %e, "fast path not attached again; the pipeline forwards")
             }
         }
-        self.installed = None;
+        self.installer.invalidate();
     }
 
     /// A port's MTU changed (its interface's, followed by the router): the programs
@@ -414,7 +661,7 @@ impl FastPathRuntime {
         if p.mtu != mtu {
             info!(interface = %p.ifname, old_mtu = p.mtu, mtu, "fast path: port MTU changed");
             p.mtu = mtu;
-            self.installed = None;
+            self.installer.invalidate();
         }
     }
 
@@ -428,71 +675,27 @@ impl FastPathRuntime {
             if now != *running {
                 info!(interface = %p.ifname, running = now, "fast path: link state changed");
                 *running = now;
-                self.installed = None;
+                self.installer.invalidate();
             }
         }
     }
 
-    /// Installs the tables again if the FIB or the neighbour table changed since last
-    /// time. Cheap when nothing changed: a pointer and a number compared.
+    /// Installs what changed in the FIB or the neighbour table since the last install.
+    /// Cheap when nothing changed: a pointer and a number compared.
     pub fn sync(&mut self, dp: &Dataplane) {
-        let fib = dp.fib().load_full();
-        let generation = dp.neighbors().macs_generation();
-        if self.installed.as_ref().is_some_and(|(f, g)| Arc::ptr_eq(f, &fib) && *g == generation) {
-            return;
-        }
         let running: Vec<_> =
             self.ports.iter().zip(&self.running).map(|(p, up)| p.clone().filter(|_| *up)).collect();
-        // A route change on a FIB copied from the one installed, neighbours and ports as
-        // they were: only the entries it touches are made and written, so a change is in
-        // force in time that does not grow with the tables.
-        let changes = match &self.installed {
-            Some((old, g)) if *g == generation => fib.changes_since(old),
-            _ => None,
-        };
-        let applied = match changes {
-            Some(changes) => {
-                let (change, used) = fast_changes(&fib, &changes, &running, dp.neighbors(), self.default_ttl);
-                self.next_hops.extend(used);
-                self.next_hops.sort_unstable();
-                self.next_hops.dedup();
-                self.fp.update(&change)
-            }
-            None => {
-                let (tables, used) = fast_tables(&fib, &running, dp.neighbors(), self.default_ttl);
-                self.next_hops = used;
-                self.fp.apply(&tables)
-            }
-        };
-        match applied {
-            Ok(overflow) if overflow != self.overflow => {
-                if overflow.is_none() {
-                    info!("fast path: its maps hold the whole table again");
-                } else {
-                    warn!(
-                        labels_left_out = overflow.labels_left_out,
-                        ipv4_left_out = overflow.v4_off,
-                        ipv6_left_out = overflow.v6_off,
-                        label_capacity = vmpls_fastpath::LABEL_CAPACITY,
-                        prefix_capacity = vmpls_fastpath::ROUTE_CAPACITY,
-                        "fast path: the kernel's maps cannot hold the whole table; the pipeline forwards what they leave out (a family's prefixes all of them, so that no less specific prefix answers for a missing one)"
-                    );
-                }
-                self.overflow = overflow;
-            }
-            Ok(_) => {}
-            Err(e) => {
-                warn!(error = %e, "fast path tables not installed; the pipeline forwards what they miss")
-            }
-        }
-        self.installed = Some((fib, generation));
+        self.installer.sync(&mut self.fp, dp.fib().load_full(), dp.neighbors(), &running, self.default_ttl);
     }
 
     /// Runs with the pipeline's timers: keeps the next hops the programs send to
-    /// resolved (the pipeline never sees their traffic).
+    /// resolved (the pipeline never sees their traffic), and tries a failed install again.
     pub fn tick(&mut self, now: Instant, dp: &mut Dataplane, pool: &mut PacketPool, out: &mut Output) {
-        for &(port, addr) in &self.next_hops {
+        for (port, addr) in self.installer.index.next_hops() {
             dp.use_neighbor(now, port, addr, pool, out);
+        }
+        if self.installer.tick() {
+            self.sync(dp);
         }
     }
 
@@ -520,6 +723,7 @@ impl FastPathRuntime {
             ("redirect_failed", c.redirect_failed),
             ("encap", c.encap),
             ("decap", c.decap),
+            ("install_failed", self.installer.failures),
         ]
     }
 
@@ -607,6 +811,10 @@ mod tests {
         ]
     }
 
+    fn next_hops(used: &[(FastKey, PortId, IpAddr)]) -> Vec<(PortId, IpAddr)> {
+        used.iter().map(|&(_, port, addr)| (port, addr)).collect()
+    }
+
     fn v4(s: &str) -> Ipv4Addr {
         s.parse().unwrap()
     }
@@ -621,7 +829,7 @@ mod tests {
         // the gateway is a next hop to resolve.
         assert_eq!(t.labels.get(&2002), Some(&LabelEntry::PopIp { vrf: 0, uniform: true }));
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.1.0"), 24)), Some(&RouteEntry::Local));
-        assert!(used.contains(&(0, "198.18.20.1".parse().unwrap())), "{used:?}");
+        assert!(next_hops(&used).contains(&(0, "198.18.20.1".parse().unwrap())), "{used:?}");
         assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC }));
 
         n.learn(now, 0, "198.18.20.1".parse().unwrap(), P_MAC, true);
@@ -642,7 +850,7 @@ mod tests {
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.2.0"), 24)), Some(&RouteEntry::Local));
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.2.1"), 32)), Some(&RouteEntry::Local));
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.255.3"), 32)), Some(&RouteEntry::Local));
-        assert!(used.contains(&(1, "198.18.2.2".parse().unwrap())), "{used:?}");
+        assert!(next_hops(&used).contains(&(1, "198.18.2.2".parse().unwrap())), "{used:?}");
     }
 
     /// Applies a change to tables as [`FastPath::update`] applies it to the maps.
@@ -781,7 +989,7 @@ port = "core"
         // pipeline's (it puts them under explicit null).
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.7.0"), 24)), Some(&RouteEntry::Local));
         assert_eq!(t.labels.get(&3000), None);
-        assert!(used.iter().all(|(port, _)| *port != 1), "nothing to resolve on a tunnel: {used:?}");
+        assert!(used.iter().all(|(_, port, _)| *port != 1), "nothing to resolve on a tunnel: {used:?}");
         assert_eq!(t.tunnels.get(&key).map(|t| t.underlay_ifindex), Some(4));
         assert!(!t.ports.contains_key(&key), "a tunnel's datagrams are found by address");
         // Over IPv6 the programs only decapsulate: the pushes stay with the pipeline.
@@ -872,6 +1080,238 @@ port = "ce2"
         assert_eq!(t.labels.get(&3003), None);
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.2.2"), 32)), None);
         assert!(!t.ports.contains_key(&9));
-        assert!(used.iter().all(|(port, _)| *port == 0), "{used:?}");
+        assert!(used.iter().all(|(_, port, _)| *port == 0), "{used:?}");
+    }
+
+    /// The maps as a test sees them: the tables written so far, every entry written
+    /// counted, and a write that fails on demand.
+    #[derive(Default)]
+    struct RecordingMaps {
+        tables: FastTables,
+        /// Entries written (upserted or removed), since the start.
+        entries_written: usize,
+        /// The write after this many more fails; the writes before it are in place.
+        fail_after: Option<usize>,
+    }
+
+    impl RecordingMaps {
+        fn write<K: Ord + Copy, V: Clone>(
+            &mut self,
+            map: fn(&mut FastTables) -> &mut BTreeMap<K, V>,
+            key: K,
+            value: Option<V>,
+        ) -> Result<(), vmpls_fastpath::FastPathError> {
+            match &mut self.fail_after {
+                Some(0) => {
+                    self.fail_after = None;
+                    return Err(vmpls_fastpath::FastPathError::MissingMap("fp_routes_v4"));
+                }
+                Some(n) => *n -= 1,
+                None => {}
+            }
+            self.entries_written += 1;
+            match value {
+                Some(v) => map(&mut self.tables).insert(key, v),
+                None => map(&mut self.tables).remove(&key),
+            };
+            Ok(())
+        }
+
+        fn write_all<K: Ord + Copy, V: Clone + PartialEq>(
+            &mut self,
+            map: fn(&mut FastTables) -> &mut BTreeMap<K, V>,
+            wanted: &BTreeMap<K, V>,
+        ) -> Result<(), vmpls_fastpath::FastPathError> {
+            for (k, v) in wanted {
+                self.write(map, *k, Some(v.clone()))?;
+            }
+            let gone: Vec<K> =
+                map(&mut self.tables).keys().filter(|k| !wanted.contains_key(k)).copied().collect();
+            for k in gone {
+                self.write(map, k, None)?;
+            }
+            Ok(())
+        }
+    }
+
+    impl FastMaps for RecordingMaps {
+        fn apply(
+            &mut self,
+            t: &FastTables,
+        ) -> Result<vmpls_fastpath::Overflow, vmpls_fastpath::FastPathError> {
+            self.tables.ports = t.ports.clone();
+            self.tables.tunnels = t.tunnels.clone();
+            self.write_all(|t| &mut t.labels, &t.labels)?;
+            self.write_all(|t| &mut t.routes_v4, &t.routes_v4)?;
+            self.write_all(|t| &mut t.routes_v6, &t.routes_v6)?;
+            Ok(vmpls_fastpath::Overflow::default())
+        }
+
+        fn update(
+            &mut self,
+            c: &FastTablesChange,
+        ) -> Result<vmpls_fastpath::Overflow, vmpls_fastpath::FastPathError> {
+            for (k, v) in &c.labels {
+                self.write(|t| &mut t.labels, *k, v.clone())?;
+            }
+            for (k, v) in &c.routes_v4 {
+                self.write(|t| &mut t.routes_v4, *k, v.clone())?;
+            }
+            for (k, v) in &c.routes_v6 {
+                self.write(|t| &mut t.routes_v6, *k, v.clone())?;
+            }
+            Ok(vmpls_fastpath::Overflow::default())
+        }
+    }
+
+    /// pe2 with `n` more /32 routes, pushing 1001 toward p (198.18.20.1) and 1002 toward
+    /// a second core router (198.18.20.9), alternately.
+    fn pe2_with_routes(n: u32) -> Fib {
+        use vmpls_fib::NexthopGroup;
+        let mut fib = fib(&pe2_text());
+        for i in 0..n {
+            let (via, label) = if i % 2 == 0 { ("198.18.20.1", 1001) } else { ("198.18.20.9", 1002) };
+            let group =
+                NexthopGroup::single(Nexthop::new(0, Some(via.parse().unwrap()), vec![label])).unwrap();
+            let a = Ipv4Addr::from(u32::from(v4("198.19.0.0")) + i);
+            fib.set_prefix_route(0, IpAddr::V4(a), 32, Some(PrefixRoute::new(RouteTarget::Forward(group))))
+                .unwrap();
+        }
+        fib
+    }
+
+    #[test]
+    fn a_neighbour_s_new_mac_rewrites_only_the_entries_that_send_to_it() {
+        let fib = Arc::new(pe2_with_routes(10_000));
+        let mut n = NeighborTable::new(NeighborConfig::default());
+        let now = Instant::now();
+        n.learn(now, 0, "198.18.20.1".parse().unwrap(), P_MAC, true);
+        n.learn(now, 0, "198.18.20.9".parse().unwrap(), P_MAC, true);
+        n.learn(now, 1, "198.18.2.2".parse().unwrap(), HOST_MAC, true);
+        let mut maps = RecordingMaps::default();
+        let mut installer = Installer::default();
+        installer.sync(&mut maps, fib.clone(), &n, &served(), 255);
+        assert!(maps.entries_written > 10_000);
+        // The second core router's MAC changes: its 5,000 routes, nothing else.
+        maps.entries_written = 0;
+        n.learn(now, 0, "198.18.20.9".parse().unwrap(), [2, 0, 0, 0, 20, 9], false);
+        installer.sync(&mut maps, fib.clone(), &n, &served(), 255);
+        assert!((5_000..=5_001).contains(&maps.entries_written), "{} entries written", maps.entries_written);
+        assert!(
+            maps.tables == fast_tables(&fib, &served(), &n, 255).0,
+            "the maps differ from the tables a full walk makes"
+        );
+        // A host's MAC: its host entry alone.
+        maps.entries_written = 0;
+        n.learn(now, 1, "198.18.2.2".parse().unwrap(), [2, 0, 0, 0, 2, 9], false);
+        installer.sync(&mut maps, fib.clone(), &n, &served(), 255);
+        assert_eq!(maps.entries_written, 1);
+        assert!(
+            maps.tables == fast_tables(&fib, &served(), &n, 255).0,
+            "the maps differ from the tables a full walk makes"
+        );
+    }
+
+    #[test]
+    fn after_a_failed_write_nothing_is_recorded_as_installed_and_the_retry_brings_the_maps_to_the_fib() {
+        let fib = Arc::new(pe2_with_routes(200));
+        let mut n = NeighborTable::new(NeighborConfig::default());
+        let now = Instant::now();
+        n.learn(now, 0, "198.18.20.1".parse().unwrap(), P_MAC, true);
+        n.learn(now, 0, "198.18.20.9".parse().unwrap(), P_MAC, true);
+        let mut maps = RecordingMaps::default();
+        let mut installer = Installer::default();
+        let full = |fib: &Fib, n: &NeighborTable| fast_tables(fib, &served(), n, 255).0;
+        installer.sync(&mut maps, fib.clone(), &n, &served(), 255);
+        assert!(maps.tables == full(&fib, &n), "the maps differ from the tables a full walk makes");
+
+        // A route change whose tenth write fails.
+        let mut next = (*fib).clone();
+        for i in 0..50u32 {
+            let a = Ipv4Addr::from(u32::from(v4("198.19.0.0")) + i);
+            next.set_prefix_route(0, IpAddr::V4(a), 32, None).unwrap();
+        }
+        let next = Arc::new(next);
+        maps.fail_after = Some(9);
+        installer.sync(&mut maps, next.clone(), &n, &served(), 255);
+        assert_eq!(installer.failures, 1);
+        assert!(maps.tables != full(&next, &n), "half written");
+        // Nothing more until the retry (the timer tick), then all of it.
+        installer.sync(&mut maps, next.clone(), &n, &served(), 255);
+        assert!(maps.tables != full(&next, &n), "nothing written before the retry");
+        assert!(installer.tick(), "the retry is due at the first tick");
+        installer.sync(&mut maps, next.clone(), &n, &served(), 255);
+        assert!(maps.tables == full(&next, &n), "the maps differ from the tables a full walk makes");
+
+        // A neighbour's new MAC whose third write fails: the same.
+        n.learn(now, 0, "198.18.20.1".parse().unwrap(), [2, 0, 0, 0, 20, 7], false);
+        maps.fail_after = Some(2);
+        installer.sync(&mut maps, next.clone(), &n, &served(), 255);
+        assert_eq!(installer.failures, 2);
+        assert!(maps.tables != full(&next, &n), "half written");
+        assert!(installer.tick(), "the retry is due at the first tick");
+        installer.sync(&mut maps, next.clone(), &n, &served(), 255);
+        assert!(maps.tables == full(&next, &n), "the maps differ from the tables a full walk makes");
+        // And the next change goes in by itself again.
+        maps.entries_written = 0;
+        n.learn(now, 0, "198.18.20.1".parse().unwrap(), P_MAC, false);
+        installer.sync(&mut maps, next.clone(), &n, &served(), 255);
+        assert!(maps.tables == full(&next, &n), "the maps differ from the tables a full walk makes");
+        assert!(maps.entries_written < 200, "{}", maps.entries_written);
+    }
+
+    #[test]
+    fn neighbour_and_route_changes_keep_the_maps_equal_to_a_full_walk() {
+        use vmpls_fib::NexthopGroup;
+        let mut fib = Arc::new(pe2_with_routes(64));
+        let mut n = NeighborTable::new(NeighborConfig::default());
+        let now = Instant::now();
+        let mut maps = RecordingMaps::default();
+        let mut installer = Installer::default();
+        let mut seed = 0x5eed_1234u64;
+        let mut rand = |k: u64| {
+            seed ^= seed >> 12;
+            seed ^= seed << 25;
+            seed ^= seed >> 27;
+            seed.wrapping_mul(0x2545_f491_4f6c_dd1d) % k
+        };
+        let core = |i: u64| IpAddr::V4(Ipv4Addr::new(198, 18, 20, [1, 9, 5][i as usize]));
+        let host = |i: u64| IpAddr::V4(Ipv4Addr::new(198, 18, 2, 2 + i as u8));
+        for step in 0..300 {
+            match rand(5) {
+                0 => {
+                    n.learn(now, 0, core(rand(3)), [2, 0, 0, 0, 20, rand(4) as u8], true);
+                }
+                1 => {
+                    n.learn(now, 1, host(rand(8)), [2, 0, 0, 0, 2, rand(4) as u8], true);
+                }
+                2 => {
+                    if rand(2) == 0 {
+                        n.remove(0, core(rand(3)));
+                    } else {
+                        n.remove(1, host(rand(8)));
+                    }
+                }
+                _ => {
+                    let mut next = (*fib).clone();
+                    let a = IpAddr::V4(Ipv4Addr::from(u32::from(v4("198.19.0.0")) + rand(80) as u32));
+                    let route = (rand(3) > 0).then(|| {
+                        let nh = Nexthop::new(0, Some(core(rand(3))), vec![1000 + rand(9) as u32]);
+                        PrefixRoute::new(RouteTarget::Forward(NexthopGroup::single(nh).unwrap()))
+                    });
+                    next.set_prefix_route(0, a, 32, route).unwrap();
+                    // Host routes over the customer subnet, where neighbours' host entries are.
+                    let h = host(rand(8));
+                    let route = (rand(2) == 0).then(|| PrefixRoute::new(RouteTarget::Blackhole));
+                    next.set_prefix_route(0, h, 32, route).unwrap();
+                    fib = Arc::new(next);
+                }
+            }
+            installer.sync(&mut maps, fib.clone(), &n, &served(), 255);
+            assert!(
+                maps.tables == fast_tables(&fib, &served(), &n, 255).0,
+                "step {step}: the maps differ from the tables a full walk makes"
+            );
+        }
     }
 }

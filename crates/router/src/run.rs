@@ -364,6 +364,7 @@ fn dataplane_config(cfg: &Config) -> DataplaneConfig {
         neighbor_request_burst: Some(limits.neighbor_request_burst),
         neighbor: vmpls_dataplane::neighbor::NeighborConfig {
             max_entries: limits.neighbor_entries as usize,
+            max_entries_per_port: limits.neighbor_entries_per_port.map(|n| n as usize),
             max_held: limits.neighbor_held_per_address as usize,
             max_held_total: limits.neighbor_held_total as usize,
             ..d.neighbor

@@ -1154,8 +1154,9 @@ fn ethernet_edges_rx_mtu_and_neighbor_floods_and_spoofs() {
         .collect();
     paced(&inj[&Site::Pe1], &on);
     assert_eq!(count(&lab), n0 + 200);
-    // Solicitations from more senders on the subnet than the table holds: it fills up
-    // to its bound and no further, and every one is answered all the same.
+    // Solicitations from more senders on the subnet than the table holds: they fill
+    // ce1's share of the table (half of it: two ports), of which hosts' requests may take
+    // half, and no more; every one is answered all the same.
     let flood6: Vec<Vec<u8>> = (0..bound as u64 + 1000)
         .map(|_| {
             let host = u128::from(rng.next());
@@ -1165,9 +1166,22 @@ fn ethernet_edges_rx_mtu_and_neighbor_floods_and_spoofs() {
     let s0 = lab.fresh_stats();
     paced(&inj[&Site::Pe1], &flood6);
     let s1 = lab.fresh_stats();
-    assert_eq!(s1["pe1"].since(&s0["pe1"]).event("nd_advert_sent"), flood6.len() as u64);
-    assert_eq!(count(&lab), bound, "the table stops at its bound");
-    // Full: more requests, replies and advertisements for new addresses change nothing.
+    let d = s1["pe1"].since(&s0["pe1"]);
+    assert_eq!(d.event("nd_advert_sent"), flood6.len() as u64);
+    let share = bound / 2;
+    let on_ce1 = neighbors(&lab, "pe1").iter().filter(|n| n.0 == "ce1").count();
+    assert!((share / 2..=share).contains(&on_ce1), "{on_ce1} neighbours on ce1, its share {share}");
+    assert!(d.event("neighbor_entry_refused") >= flood6.len() as u64 - share as u64, "{d:#?}");
+    let full = count(&lab);
+    assert!(full < bound, "ce1's hosts filled the table: {full}");
+    // pe1 forgets p's address, and ce1's hosts go on asking from new addresses: they do
+    // not take the place, and pe1 resolves its core next hop again.
+    let socket = format!("/run/vmpls/netns/{}/pe1.sock", lab.ns("pe1"));
+    let out = std::process::Command::new(router_binary())
+        .args(["--socket", &socket, "neigh", "del", "198.18.10.2", "dev", "core"])
+        .output()
+        .expect("running vmpls neigh del");
+    assert!(out.status.success(), "vmpls neigh del on pe1: {}", output_text(&out));
     let more: Vec<Vec<u8>> = (0..50u32)
         .map(|i| {
             arp_frame(
@@ -1178,9 +1192,10 @@ fn ethernet_edges_rx_mtu_and_neighbor_floods_and_spoofs() {
         })
         .collect();
     paced(&inj[&Site::Pe1], &more);
-    assert_eq!(count(&lab), bound);
-    // And good traffic flows: the next hops were known before the flood.
+    assert_eq!(count(&lab), full - 1, "ce1's share is full: its new addresses change nothing");
+    // And good traffic flows.
     lab.seed.check_pings(Duration::from_secs(5)).unwrap_or_else(|e| panic!("after the floods: {e:#}"));
+    assert!(neighbor_mac(&lab, "pe1", "198.18.10.2").is_some(), "p resolved again");
     lab.flow("ce1", "ce2", CE2_V4, 50_000_000);
 
     // ------------------------------------------------ spoofed replies for p's address

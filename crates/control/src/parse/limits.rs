@@ -88,6 +88,14 @@ pub(super) fn parse_limits(ctx: &Ctx, raw: Option<&RawLimits>) -> Result<LimitsC
         "",
     )?
     .unwrap_or(d.neighbor_entries);
+    let neighbor_entries_per_port = limit(
+        ctx,
+        r.neighbor_entries_per_port.as_ref(),
+        "neighbor-entries-per-port",
+        (16, neighbor_entries),
+        "the port's share also holds the router's own next hops on it",
+        "a port's share is part of neighbor-entries",
+    )?;
     let neighbor_held_total = limit(
         ctx,
         r.neighbor_held_total.as_ref(),
@@ -124,6 +132,7 @@ pub(super) fn parse_limits(ctx: &Ctx, raw: Option<&RawLimits>) -> Result<LimitsC
         neighbor_request_rate,
         neighbor_request_burst,
         neighbor_entries,
+        neighbor_entries_per_port,
         neighbor_held_per_address,
         neighbor_held_total,
     })

@@ -49,6 +49,7 @@ pub(super) struct RawLimits {
     pub(super) neighbor_request_rate: Option<S<i64>>,
     pub(super) neighbor_request_burst: Option<S<i64>>,
     pub(super) neighbor_entries: Option<S<i64>>,
+    pub(super) neighbor_entries_per_port: Option<S<i64>>,
     pub(super) neighbor_held_per_address: Option<S<i64>>,
     pub(super) neighbor_held_total: Option<S<i64>>,
 }

@@ -219,7 +219,7 @@ impl Dataplane {
         Dataplane {
             fib,
             ports,
-            neighbors: NeighborTable::new(config.neighbor),
+            neighbors: NeighborTable::new(config.neighbor.for_ports(n)),
             adjacency: [Adjacency::empty(); ADJ_SLOTS],
             counters: Counters::new(n),
             config,
@@ -294,6 +294,7 @@ impl Dataplane {
         let probe = match self.neighbors.resolve(now, port, addr) {
             Resolution::Known { probe, .. } | Resolution::Unknown { probe } => probe,
         };
+        self.count_refused_neighbors();
         if probe {
             let fib = self.fib.load_full();
             self.send_solicit(&mut Batch { fib: &fib, now, pool, out }, port, addr);

@@ -64,6 +64,7 @@ impl Dataplane {
         // elsewhere, cannot fill the table.
         let create = request_for_us && on_port_subnet(b.fib, in_port, sender);
         let released = self.neighbors.learn(b.now, in_port, sender, repr.sender_hardware_addr, create);
+        self.count_refused_neighbors();
         self.release(b, released, repr.sender_hardware_addr);
         if request_for_us && !kernel_answers {
             let Some(port) = self.ports.get(usize::from(in_port)) else { return };
@@ -103,6 +104,16 @@ impl Dataplane {
         p.set_received(ethernet::MIN_FRAME_LEN);
         p.port = port;
         Some(p)
+    }
+
+    /// Counts the entries the neighbour table just refused (a port's share or the table
+    /// full): one field read when there were none.
+    #[inline]
+    pub(super) fn count_refused_neighbors(&mut self) {
+        let refused = self.neighbors.take_refused();
+        if refused > 0 {
+            self.counters.event(Event::NeighborEntryRefused, refused);
+        }
     }
 
     pub(super) fn release(&mut self, b: &mut Batch<'_>, frames: Vec<Packet>, mac: [u8; 6]) {
@@ -202,6 +213,7 @@ impl Dataplane {
                     // router answers) goes b.out either way.
                     let create = on_port_subnet(b.fib, in_port, IpAddr::V6(src));
                     let released = self.neighbors.learn(b.now, in_port, IpAddr::V6(src), smac, create);
+                    self.count_refused_neighbors();
                     self.release(b, released, smac);
                 }
                 if self.config.host_stack == HostStack::Kernel {

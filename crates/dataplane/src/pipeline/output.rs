@@ -248,6 +248,7 @@ impl Dataplane {
                 self.emit(b, mac, pkt);
             }
             Resolution::Unknown { probe } => {
+                self.count_refused_neighbors();
                 if let Err(pkt) = self.neighbors.hold(hop.port, hop.addr, pkt) {
                     self.discard(DropReason::NeighborQueueFull, pkt, b.pool);
                 }
