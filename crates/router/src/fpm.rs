@@ -703,6 +703,29 @@ mod tests {
     }
 
     #[test]
+    fn fpm_users_are_resolved_and_an_unknown_one_is_an_error() {
+        let cfg = |users: Option<Vec<&str>>| FrrConfig {
+            fpm: FrrConfig::DEFAULT_FPM,
+            hold: FrrConfig::DEFAULT_HOLD,
+            stale: FrrConfig::DEFAULT_STALE,
+            fpm_users: users.map(|u| (u.into_iter().map(String::from).collect(), 7)),
+        };
+        let path = std::path::Path::new("r.toml");
+        // Root always; the frr user by default when the system has one.
+        let frr = vmpls_sys::cred::user_id("frr").unwrap();
+        assert_eq!(
+            allowed_users(&cfg(None), path).unwrap(),
+            [Some(0), frr].into_iter().flatten().collect::<Vec<_>>()
+        );
+        assert_eq!(allowed_users(&cfg(Some(vec!["root"])), path).unwrap(), [0]);
+        let e = allowed_users(&cfg(Some(vec!["root", "no-such-zebra-user"])), path).unwrap_err();
+        assert!(
+            format!("{e:#}").starts_with("r.toml:7: frr.fpm-users: there is no user \"no-such-zebra-user\""),
+            "{e:#}"
+        );
+    }
+
+    #[test]
     fn retries_back_off_up_to_a_bound() {
         let tables = Arc::new(Tables { fail: AtomicUsize::new(100), ..Tables::default() });
         let mut s = session(tables);
