@@ -284,11 +284,10 @@ impl Session {
         let Ok((stream, peer)) = listener.accept() else { return };
         // Before anything else: whoever is not zebra changes nothing, not even the
         // resync a reconnection starts.
-        if let Err(why) =
+        if let Err((uid, why)) =
             stream.local_addr().map_err(|e| (None, e.to_string())).and_then(|l| self.owner_allowed(l, peer))
         {
             self.status.refused_owner.fetch_add(1, Ordering::Relaxed);
-            let (uid, why) = why;
             let now = Instant::now();
             if self.refused_logged.get(&uid).is_none_or(|t| now.duration_since(*t) >= REFUSED_LOG_EVERY) {
                 if self.refused_logged.len() >= 1024 {
