@@ -1,6 +1,8 @@
 //! Fuzz target `fpm`: an FPM byte stream as zebra's peer would send it, framed, decoded
 //! and applied to the table zebra has sent (`vmpls-frr`). Every input ends in frames
-//! read or an error that closes the connection, never a panic.
+//! read (well-framed messages vmpls cannot carry skipped by kind, their routes removed)
+//! or a framing error that closes the connection, never a panic. The corpus is replayed
+//! on stable by `crates/frr/tests/fuzz_corpus.rs`.
 #![no_main]
 
 use vmpls_frr::{Rib, fpm, route};

@@ -432,8 +432,9 @@ pub struct StaticNeighborConfig {
 /// hold-time = 120          # seconds zebra's routes stay in force while it is away
 /// stale-time = 30          # seconds, after zebra reconnects, that routes it has not sent
 ///                          # again keep forwarding
+/// fpm-users = ["frr"]      # who may connect besides root: the users zebra runs as
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrrConfig {
     /// The FPM listener: a loopback address of the router's network namespace.
     pub fpm: std::net::SocketAddr,
@@ -443,9 +444,15 @@ pub struct FrrConfig {
     /// forwarding. zebra restarted alone replays only what its daemons have given it so
     /// far, and they come back over several seconds (FRR's clients retry every 10 s).
     pub stale: std::time::Duration,
+    /// `fpm-users`: the users (besides root) whose sockets may connect as zebra, and the
+    /// line of the key; `None`: the `frr` user if the system has one. Resolved to user ids
+    /// when the router starts (the passwd database is the system's, not the file's).
+    pub fpm_users: Option<(Vec<String>, usize)>,
 }
 
 impl FrrConfig {
+    /// zebra's user on Debian and in FRR's own packages.
+    pub const DEFAULT_FPM_USER: &str = "frr";
     /// zebra's default FPM server address.
     pub const DEFAULT_FPM: std::net::SocketAddr =
         std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 2620);

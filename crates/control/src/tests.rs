@@ -1094,3 +1094,22 @@ fn a_hundred_thousand_routes_load_in_linear_time_and_errors_keep_their_line() {
     let e = Config::from_str(&bad, Path::new("big.toml")).unwrap_err().to_string();
     assert!(e.contains(&format!("big.toml:{}:", last - 1)), "{e} (the `via` line is {})", last - 1);
 }
+
+#[test]
+fn fpm_users_are_user_names() {
+    let text = |users: &str| {
+        format!(
+            "[router]\nname = \"r\"\n\n[frr]\n{users}\n\n[[port]]\nname = \"core\"\ninterface = \"t-core\"\n"
+        )
+    };
+    let frr = |users: &str| Config::from_str(&text(users), Path::new("t.toml")).map(|c| c.frr.unwrap());
+    assert_eq!(
+        frr("fpm-users = [\"frr\", \"zebra\"]").unwrap().fpm_users,
+        Some((vec!["frr".into(), "zebra".into()], 5))
+    );
+    assert_eq!(frr("").unwrap().fpm_users, None);
+    for bad in ["fpm-users = [\"\"]", "fpm-users = [\"a:b\"]"] {
+        let e = frr(bad).unwrap_err();
+        assert_eq!((e.line(), e.field()), (Some(5), Some("frr.fpm-users")), "{e}");
+    }
+}

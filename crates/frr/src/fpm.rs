@@ -17,6 +17,8 @@ use thiserror::Error;
 
 /// Bytes of the frame header.
 pub const HEADER_LEN: usize = 4;
+/// The largest frame, header included (the length is 16 bits).
+pub const MAX_FRAME_LEN: usize = u16::MAX as usize;
 /// The only FPM version there is.
 pub const VERSION: u8 = 1;
 /// Payload type: netlink messages.

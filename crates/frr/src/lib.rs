@@ -6,8 +6,9 @@
 //!
 //! - [`fpm`]: the 4-byte frame header around each message;
 //! - [`route`]: the netlink messages, decoded into [`route::Update`]s (label routes,
-//!   labelled and plain IP routes, ECMP next hops with weights), strictly: what cannot be
-//!   read is an error, never a guess;
+//!   labelled and plain IP routes, ECMP next hops with weights), strictly: broken framing
+//!   is an error, and a well-framed route vmpls cannot carry is skipped by kind
+//!   ([`route::Unsupported`]), never guessed at;
 //! - [`rib`]: the table zebra has sent, the changes a burst of messages makes (applied by
 //!   the router as one table change), and the replacement of the whole table when zebra
 //!   reconnects.
@@ -23,4 +24,4 @@ pub mod rib;
 pub mod route;
 
 pub use rib::Rib;
-pub use route::{Dest, Kind, Nexthop, Route, RouteKey, Update};
+pub use route::{Dest, Kind, Nexthop, Route, RouteKey, Skipped, Unsupported, Update};

@@ -7,10 +7,14 @@
 //! [`Rib::end_resync`] bracket a reconnection: what zebra does not send again in
 //! between is removed at the end, and nothing is removed before, so live routes keep
 //! forwarding while the walk is under way.
+//!
+//! The changes stay pending until the router says they are in force
+//! ([`Rib::pending_changes`], then [`Rib::mark_applied`]): a table change that fails
+//! loses nothing, and the next try applies what zebra sent since, on top.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use crate::route::{Route, RouteKey, Update};
+use crate::route::{Route, RouteKey, Skipped, Update};
 
 /// See the module documentation.
 #[derive(Debug, Default, Clone)]
@@ -44,7 +48,15 @@ impl Rib {
                     self.changed.insert(key);
                 }
             }
-            Update::Ignored(_) => {}
+            // zebra replaced the route with one vmpls cannot carry: what was there is
+            // not zebra's any more.
+            Update::Unsupported(Skipped { key: Some(key), .. }) => {
+                self.stale.remove(&key);
+                if self.routes.remove(&key).is_some() {
+                    self.changed.insert(key);
+                }
+            }
+            Update::Ignored(_) | Update::Unsupported(Skipped { key: None, .. }) => {}
         }
     }
 
@@ -76,14 +88,24 @@ impl Rib {
         n
     }
 
-    /// The destinations changed since the last call, each with its route now (`None`:
-    /// removed).
+    /// The destinations changed and not yet applied, each with its route now (`None`:
+    /// removed). They stay pending until [`Rib::mark_applied`].
+    pub fn pending_changes(&self) -> Vec<(RouteKey, Option<&Route>)> {
+        self.changed.iter().map(|k| (*k, self.routes.get(k))).collect()
+    }
+
+    /// The changes [`Rib::pending_changes`] returned are in force.
+    pub fn mark_applied(&mut self) {
+        self.changed.clear();
+    }
+
+    /// The pending changes, marked applied at once (for callers whose apply cannot fail).
     pub fn take_changes(&mut self) -> Vec<(RouteKey, Option<&Route>)> {
         let changed = std::mem::take(&mut self.changed);
         changed.into_iter().map(|k| (k, self.routes.get(&k))).collect()
     }
 
-    /// Whether anything changed since the last [`Rib::take_changes`].
+    /// Whether anything changed and is not applied yet.
     pub fn has_changes(&self) -> bool {
         !self.changed.is_empty()
     }
@@ -146,6 +168,35 @@ mod tests {
         assert!(!rib.has_changes(), "the same route again changes nothing");
         rib.apply(Update::Delete(lsp(17, 0).key));
         assert_eq!(changed(&mut rib), [(17, None)]);
+    }
+
+    #[test]
+    fn changes_stay_pending_until_applied() {
+        let mut rib = Rib::new();
+        rib.apply(Update::Add(lsp(16, 100)));
+        assert_eq!(rib.pending_changes().len(), 1);
+        // The apply failed: nothing is lost, and what comes next joins it.
+        rib.apply(Update::Add(lsp(17, 101)));
+        rib.apply(Update::Add(lsp(16, 102)));
+        let pending: Vec<_> = rib.pending_changes().into_iter().map(|(k, r)| (k, r.cloned())).collect();
+        assert_eq!(pending, [(lsp(16, 0).key, Some(lsp(16, 102))), (lsp(17, 0).key, Some(lsp(17, 101)))]);
+        rib.mark_applied();
+        assert!(!rib.has_changes());
+    }
+
+    #[test]
+    fn a_route_replaced_by_one_vmpls_cannot_carry_goes() {
+        use crate::route::Unsupported;
+        let mut rib = Rib::new();
+        rib.apply(Update::Add(lsp(16, 100)));
+        rib.take_changes();
+        let skipped =
+            |key| Update::Unsupported(Skipped { kind: Unsupported::Seg6, key, detail: String::new() });
+        rib.apply(skipped(None));
+        assert!(!rib.has_changes());
+        rib.apply(skipped(Some(lsp(16, 0).key)));
+        assert_eq!(changed(&mut rib), [(16, None)]);
+        assert!(rib.is_empty());
     }
 
     #[test]

@@ -7,12 +7,18 @@
 //! labels to push in `RTA_ENCAP`; ECMP next hops come in `RTA_MULTIPATH`, each with
 //! its own attributes and `rtnh_hops` = weight - 1.
 //!
-//! Anything this decoder does not understand is an error, not a guess: a route read
-//! wrongly forwards traffic wrongly, so the caller closes the connection and keeps its
-//! table. Messages that are not about routes (neighbours and links, which zebra sends
+//! Strict about framing, lenient about content. A frame whose netlink header or route
+//! attributes (type-length-value, nested ones included) do not add up is an error: the
+//! stream cannot be trusted past it, so the caller closes the connection and keeps its
+//! table. A well-framed route message saying something vmpls cannot carry (an SRv6
+//! encapsulation, an attribute or next hop it does not know, another family) is never
+//! read as a guess either: it becomes [`Update::Unsupported`], one of a fixed set of
+//! [`Unsupported`] kinds, and the messages after it are read as usual (zebra replays the
+//! same route on every reconnection, so closing would stop everything behind it for
+//! good). Messages that are not about routes (neighbours and links, which zebra sends
 //! for EVPN) are reported as [`Update::Ignored`].
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use netlink_packet_core::{Emitable, NetlinkBuffer, Nla, Parseable};
 use netlink_packet_route::AddressFamily;
@@ -101,40 +107,112 @@ pub enum Update {
     Delete(RouteKey),
     /// Not a route message; the message type is given.
     Ignored(u16),
+    /// A well-framed message vmpls cannot carry, skipped.
+    Unsupported(Skipped),
 }
 
-/// Why a netlink message cannot be used.
+/// What vmpls cannot carry, by kind: a small fixed set, for counters and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Unsupported {
+    /// Next-hop objects (`RTM_NEWNEXTHOP`, `RTA_NH_ID`): zebra uses next-hop groups.
+    NexthopGroups,
+    /// A family other than IPv4, IPv6 and MPLS.
+    Family,
+    /// A route type other than unicast, blackhole, unreachable and prohibit.
+    RouteType,
+    /// An SRv6 encapsulation (`LWTUNNEL_ENCAP_SEG6`).
+    Seg6,
+    /// An SRv6 local behaviour (`LWTUNNEL_ENCAP_SEG6_LOCAL`).
+    Seg6Local,
+    /// Another encapsulation than MPLS (IP tunnels, BPF, VXLAN for EVPN, ...).
+    Encapsulation,
+    /// A route attribute vmpls does not know.
+    Attribute,
+    /// A next hop vmpls cannot represent (no gateway nor interface, a gateway of
+    /// another family).
+    Nexthop,
+    /// A netlink message type that is not a route, neighbour or link message.
+    MessageType,
+    /// Well framed, but what a known attribute holds is not valid.
+    Malformed,
+}
+
+impl Unsupported {
+    /// Every kind, in counter order.
+    pub const ALL: [Unsupported; 10] = [
+        Unsupported::NexthopGroups,
+        Unsupported::Family,
+        Unsupported::RouteType,
+        Unsupported::Seg6,
+        Unsupported::Seg6Local,
+        Unsupported::Encapsulation,
+        Unsupported::Attribute,
+        Unsupported::Nexthop,
+        Unsupported::MessageType,
+        Unsupported::Malformed,
+    ];
+
+    /// The kind's name in counters (`unsupported_<name>`) and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unsupported::NexthopGroups => "nexthop_groups",
+            Unsupported::Family => "family",
+            Unsupported::RouteType => "route_type",
+            Unsupported::Seg6 => "seg6",
+            Unsupported::Seg6Local => "seg6local",
+            Unsupported::Encapsulation => "encapsulation",
+            Unsupported::Attribute => "attribute",
+            Unsupported::Nexthop => "nexthop",
+            Unsupported::MessageType => "message_type",
+            Unsupported::Malformed => "malformed",
+        }
+    }
+
+    /// Its index in [`Unsupported::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A message skipped: why, and the route it was about when that could be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// What vmpls cannot carry.
+    pub kind: Unsupported,
+    /// The route zebra replaced with one vmpls cannot carry (`RTM_NEWROUTE` whose
+    /// destination was read): what was held there is zebra's no longer, so it goes.
+    pub key: Option<RouteKey>,
+    /// The details, for the log.
+    pub detail: String,
+}
+
+/// Why an FPM frame's payload cannot be read further: its framing is broken.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum DecodeError {
     /// The netlink header is cut short or its length is wrong.
     #[error("truncated netlink message: {0}")]
     Truncated(String),
-    /// The route body does not parse.
-    #[error("malformed route message: {0}")]
-    Malformed(String),
-    /// A family other than IPv4, IPv6 and MPLS.
-    #[error("route family {0} is not IPv4 (2), IPv6 (10) or MPLS (28)")]
-    Family(u8),
-    /// Next-hop objects: zebra was told to use next-hop groups.
-    #[error(
-        "zebra sends next-hop groups (message type {0}); configure `no fpm use-next-hop-groups` in zebra"
-    )]
-    NexthopGroups(u16),
-    /// A message type this decoder has no meaning for.
-    #[error("netlink message type {0} is not a route message")]
-    MessageType(u16),
-    /// An attribute whose meaning is unknown here.
-    #[error("route attribute {0} is not understood")]
-    Attribute(String),
-    /// Something the attributes say that vmpls cannot represent.
-    #[error("{0}")]
-    Unsupported(String),
+    /// The route header or an attribute's length does not fit the message.
+    #[error("route message framing is broken: {0}")]
+    Framing(String),
+}
+
+/// A reason to skip a message, before the key is known.
+#[derive(Debug)]
+struct Skip {
+    kind: Unsupported,
+    detail: String,
+}
+
+fn skip(kind: Unsupported, detail: impl Into<String>) -> Skip {
+    Skip { kind, detail: detail.into() }
 }
 
 /// Decodes every netlink message of one FPM frame's payload.
 ///
 /// # Errors
-/// The first message that cannot be decoded (see [`DecodeError`]).
+/// The first message whose framing is broken (see [`DecodeError`]); well-framed
+/// messages vmpls cannot carry are [`Update::Unsupported`], not errors.
 pub fn decode(payload: &[u8]) -> Result<Vec<Update>, DecodeError> {
     let mut out = Vec::new();
     let mut rest = payload;
@@ -150,54 +228,196 @@ pub fn decode(payload: &[u8]) -> Result<Vec<Update>, DecodeError> {
 }
 
 fn decode_message(kind: u16, body: &[u8]) -> Result<Update, DecodeError> {
+    let skipped = |s: Skip, key| Update::Unsupported(Skipped { kind: s.kind, key, detail: s.detail });
     match kind {
         RTM_NEWROUTE | RTM_DELROUTE => {}
-        RTM_NEWNEXTHOP | RTM_DELNEXTHOP => return Err(DecodeError::NexthopGroups(kind)),
         RTM_NEWNEIGH | RTM_DELNEIGH | RTM_NEWLINK | RTM_DELLINK => return Ok(Update::Ignored(kind)),
-        _ => return Err(DecodeError::MessageType(kind)),
+        RTM_NEWNEXTHOP | RTM_DELNEXTHOP => {
+            return Ok(skipped(skip(Unsupported::NexthopGroups, NEXTHOP_GROUPS_HINT), None));
+        }
+        _ => {
+            let s =
+                skip(Unsupported::MessageType, format!("netlink message type {kind} is not a route message"));
+            return Ok(skipped(s, None));
+        }
     }
-    let msg = RouteMessage::parse(body).map_err(|e| DecodeError::Malformed(format!("{e:#}")))?;
+    check_route_framing(body)?;
+    let key = match route_key(body) {
+        Ok(key) => key,
+        Err(s) => return Ok(skipped(s, None)),
+    };
     if kind == RTM_DELROUTE {
         // zebra's deletes name the destination and little else: no next hop for an
         // LSP, route type 0, protocol 0.
-        return Ok(Update::Delete(key(&msg)?));
+        return Ok(Update::Delete(key));
     }
-    Ok(Update::Add(route(&msg)?))
+    Ok(match route(key, body) {
+        Ok(route) => Update::Add(route),
+        Err(s) => skipped(s, Some(key)),
+    })
 }
 
-/// The table and destination of a route message.
-fn key(msg: &RouteMessage) -> Result<RouteKey, DecodeError> {
-    let h = &msg.header;
-    let family = h.address_family;
-    if !matches!(family, AddressFamily::Inet | AddressFamily::Inet6 | AddressFamily::Mpls) {
-        return Err(DecodeError::Family(u8::from(family)));
+const NEXTHOP_GROUPS_HINT: &str =
+    "zebra sends next-hop groups; configure `no fpm use-next-hop-groups` in zebra";
+
+/// `struct rtmsg`, before the attributes.
+const RTMSG_LEN: usize = 12;
+const RTA_DST: u16 = 1;
+const RTA_METRICS: u16 = 8;
+const RTA_MULTIPATH: u16 = 9;
+const RTA_TABLE: u16 = 15;
+const RTA_ENCAP_TYPE: u16 = 21;
+const RTA_ENCAP: u16 = 22;
+/// `struct rtnexthop`, before its attributes.
+const RTNH_LEN: usize = 8;
+const LWTUNNEL_ENCAP_MPLS: u16 = 1;
+const LWTUNNEL_ENCAP_SEG6: u16 = 5;
+const LWTUNNEL_ENCAP_SEG6_LOCAL: u16 = 7;
+const AF_INET: u8 = 2;
+const AF_INET6: u8 = 10;
+const AF_MPLS: u8 = 28;
+
+/// An attribute's type (without the nested and byte-order flags) and value, and the
+/// bytes after it.
+type Attribute<'a> = (u16, &'a [u8], &'a [u8]);
+
+/// The first attribute of `buf`; `Ok(None)` at the end.
+fn next_attribute(buf: &[u8]) -> Result<Option<Attribute<'_>>, DecodeError> {
+    if buf.is_empty() {
+        return Ok(None);
     }
-    let mut table = u32::from(h.table);
+    let header = buf
+        .get(..4)
+        .ok_or_else(|| DecodeError::Framing(format!("{} bytes after the last attribute", buf.len())))?;
+    let len = usize::from(u16::from_ne_bytes([header[0], header[1]]));
+    let kind = u16::from_ne_bytes([header[2], header[3]]) & 0x3fff;
+    if len < 4 || len > buf.len() {
+        return Err(DecodeError::Framing(format!("attribute {kind} of length {len} in {} bytes", buf.len())));
+    }
+    Ok(Some((kind, &buf[4..len], buf.get(len.next_multiple_of(4)..).unwrap_or_default())))
+}
+
+/// Checks every length in a route message: the header, the attributes, the next hops of
+/// `RTA_MULTIPATH` and the attributes nested in them, in `RTA_ENCAP` and `RTA_METRICS`.
+fn check_route_framing(body: &[u8]) -> Result<(), DecodeError> {
+    let attrs = body
+        .get(RTMSG_LEN..)
+        .ok_or_else(|| DecodeError::Framing(format!("a route header of {} bytes", body.len())))?;
+    check_attributes(attrs, true)
+}
+
+fn check_attributes(mut buf: &[u8], top: bool) -> Result<(), DecodeError> {
+    while let Some((kind, value, rest)) = next_attribute(buf)? {
+        match kind {
+            RTA_MULTIPATH if top => {
+                let mut nhs = value;
+                while !nhs.is_empty() {
+                    let len = nhs.get(..2).map_or(0, |b| usize::from(u16::from_ne_bytes([b[0], b[1]])));
+                    if len < RTNH_LEN || len > nhs.len() {
+                        return Err(DecodeError::Framing(format!(
+                            "a next hop of length {len} in {} bytes",
+                            nhs.len()
+                        )));
+                    }
+                    check_attributes(&nhs[RTNH_LEN..len], false)?;
+                    nhs = nhs.get(len.next_multiple_of(4)..).unwrap_or_default();
+                }
+            }
+            RTA_ENCAP | RTA_METRICS => check_attributes(value, false)?,
+            _ => {}
+        }
+        buf = rest;
+    }
+    Ok(())
+}
+
+/// The attributes of a well-framed route message, or of one next hop.
+fn attributes(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        let (kind, value, rest) = next_attribute(buf).ok()??;
+        buf = rest;
+        Some((kind, value))
+    })
+}
+
+/// The table and destination of a well-framed route message, read from its bytes (a
+/// delete carries little else, and a route skipped still names what it replaces).
+fn route_key(body: &[u8]) -> Result<RouteKey, Skip> {
+    let (family, len) = (body[0], body[1]);
+    if !matches!(family, AF_INET | AF_INET6 | AF_MPLS) {
+        return Err(skip(
+            Unsupported::Family,
+            format!("route family {family} is not IPv4 (2), IPv6 (10) or MPLS (28)"),
+        ));
+    }
+    let mut table = u32::from(body[4]);
     let mut dest = None;
-    for a in &msg.attributes {
-        match a {
-            RouteAttribute::Table(t) => table = *t,
-            RouteAttribute::Destination(d) => dest = Some(d.clone()),
+    for (kind, value) in attributes(&body[RTMSG_LEN..]) {
+        match kind {
+            RTA_TABLE => {
+                let v: [u8; 4] =
+                    value.try_into().map_err(|_| skip(Unsupported::Malformed, "RTA_TABLE is not 4 bytes"))?;
+                table = u32::from_ne_bytes(v);
+            }
+            RTA_DST => dest = Some(value),
             _ => {}
         }
     }
-    let len = h.destination_prefix_length;
-    let dest = match (dest, family) {
-        (Some(RouteAddress::Mpls(l)), AddressFamily::Mpls) => Dest::Label(l.label),
-        (Some(RouteAddress::Inet(a)), AddressFamily::Inet) => prefix(IpAddr::V4(a), len)?,
-        (Some(RouteAddress::Inet6(a)), AddressFamily::Inet6) => prefix(IpAddr::V6(a), len)?,
-        (None, AddressFamily::Inet) => prefix(IpAddr::V4(Ipv4Addr::UNSPECIFIED), len)?,
-        (None, AddressFamily::Inet6) => prefix(IpAddr::V6(Ipv6Addr::UNSPECIFIED), len)?,
-        (d, _) => {
-            return Err(DecodeError::Malformed(format!("destination {d:?} does not fit family {family:?}")));
+    let bad = |what: &str| skip(Unsupported::Malformed, format!("destination {what} for family {family}"));
+    let dest = match (family, dest) {
+        (AF_MPLS, Some(v)) => {
+            let v: [u8; 4] = v.try_into().map_err(|_| bad(&format!("of {} bytes", v.len())))?;
+            Dest::Label(u32::from_be_bytes(v) >> 12)
+        }
+        (AF_MPLS, None) => return Err(bad("missing")),
+        (AF_INET, v) => {
+            let a: [u8; 4] = v.unwrap_or(&[0; 4]).try_into().map_err(|_| bad("not 4 bytes"))?;
+            prefix(IpAddr::V4(a.into()), len)?
+        }
+        (_, v) => {
+            let a: [u8; 16] = v.unwrap_or(&[0; 16]).try_into().map_err(|_| bad("not 16 bytes"))?;
+            prefix(IpAddr::V6(a.into()), len)?
         }
     };
     Ok(RouteKey { table, dest })
 }
 
-fn route(msg: &RouteMessage) -> Result<Route, DecodeError> {
+/// An encapsulation other than MPLS anywhere in the message (the route's own, or one
+/// of its next hops'), read from the bytes: whether the netlink crate can parse what
+/// such an encapsulation holds does not matter.
+fn foreign_encapsulation(body: &[u8]) -> Option<Skip> {
+    let encap = |attrs: &[u8]| {
+        attributes(attrs).find_map(|(kind, value)| {
+            let t = u16::from_ne_bytes(value.try_into().ok()?);
+            (kind == RTA_ENCAP_TYPE && t != LWTUNNEL_ENCAP_MPLS).then_some(t)
+        })
+    };
+    let attrs = &body[RTMSG_LEN..];
+    let in_nexthops =
+        attributes(attrs).filter(|(kind, _)| *kind == RTA_MULTIPATH).find_map(|(_, mut nhs)| {
+            while nhs.len() >= RTNH_LEN {
+                let len = usize::from(u16::from_ne_bytes([nhs[0], nhs[1]])).clamp(RTNH_LEN, nhs.len());
+                if let Some(t) = encap(&nhs[RTNH_LEN..len]) {
+                    return Some(t);
+                }
+                nhs = nhs.get(len.next_multiple_of(4)..).unwrap_or_default();
+            }
+            None
+        });
+    let t = encap(attrs).or(in_nexthops)?;
+    Some(match t {
+        LWTUNNEL_ENCAP_SEG6 => skip(Unsupported::Seg6, "an SRv6 encapsulation (seg6)"),
+        LWTUNNEL_ENCAP_SEG6_LOCAL => skip(Unsupported::Seg6Local, "an SRv6 local behaviour (seg6local)"),
+        t => skip(Unsupported::Encapsulation, format!("encapsulation type {t} (only MPLS, 1)")),
+    })
+}
+
+fn route(key: RouteKey, body: &[u8]) -> Result<Route, Skip> {
+    if let Some(s) = foreign_encapsulation(body) {
+        return Err(s);
+    }
+    let msg = RouteMessage::parse(body).map_err(|e| skip(Unsupported::Malformed, format!("{e:#}")))?;
     let h = &msg.header;
-    let key = key(msg)?;
     let mpls = h.address_family == AddressFamily::Mpls;
     let mut top = NexthopAttrs::default();
     let mut multipath = None;
@@ -219,7 +439,7 @@ fn route(msg: &RouteMessage) -> Result<Route, DecodeError> {
         RouteType::Unicast => Kind::Unicast,
         RouteType::BlackHole | RouteType::Unreachable | RouteType::Prohibit => Kind::Blackhole,
         other => {
-            return Err(DecodeError::Unsupported(format!("route type {other:?} for {:?}", key.dest)));
+            return Err(skip(Unsupported::RouteType, format!("route type {other:?} for {:?}", key.dest)));
         }
     };
     let mut nexthops = Vec::new();
@@ -245,10 +465,10 @@ fn nonzero(i: u32) -> Option<u32> {
     (i != 0).then_some(i)
 }
 
-fn prefix(addr: IpAddr, len: u8) -> Result<Dest, DecodeError> {
+fn prefix(addr: IpAddr, len: u8) -> Result<Dest, Skip> {
     let bits = if addr.is_ipv4() { 32 } else { 128 };
     if len > bits {
-        return Err(DecodeError::Malformed(format!("prefix length /{len} for {addr}")));
+        return Err(skip(Unsupported::Malformed, format!("prefix length /{len} for {addr}")));
     }
     let masked = match addr {
         IpAddr::V4(a) => {
@@ -273,7 +493,7 @@ struct NexthopAttrs {
 }
 
 impl NexthopAttrs {
-    fn take(&mut self, a: &RouteAttribute) -> Result<(), DecodeError> {
+    fn take(&mut self, a: &RouteAttribute) -> Result<(), Skip> {
         match a {
             RouteAttribute::Gateway(RouteAddress::Inet(a)) => self.gateway = Some(IpAddr::V4(*a)),
             RouteAttribute::Gateway(RouteAddress::Inet6(a)) => self.gateway = Some(IpAddr::V6(*a)),
@@ -283,7 +503,7 @@ impl NexthopAttrs {
             RouteAttribute::NewDestination(ls) => self.labels = Some(ls.iter().map(|l| l.label).collect()),
             RouteAttribute::EncapType(RouteLwEnCapType::Mpls) => self.encap_mpls = Some(true),
             RouteAttribute::EncapType(other) => {
-                return Err(DecodeError::Unsupported(format!("encapsulation {other:?} (only MPLS)")));
+                return Err(skip(Unsupported::Encapsulation, format!("encapsulation {other:?} (only MPLS)")));
             }
             RouteAttribute::Encap(encaps) => {
                 for e in encaps {
@@ -302,38 +522,46 @@ impl NexthopAttrs {
                             self.raw_labels = Some(value);
                         }
                         RouteLwTunnelEncap::Other(nla) if nla.kind() == MPLS_IPTUNNEL_TTL => {}
-                        other => return Err(DecodeError::Attribute(format!("{other:?}"))),
+                        other => {
+                            return Err(skip(Unsupported::Attribute, format!("in RTA_ENCAP: {other:?}")));
+                        }
                     }
                 }
             }
-            RouteAttribute::NhId(_) => return Err(DecodeError::NexthopGroups(RTM_NEWNEXTHOP)),
+            RouteAttribute::NhId(_) => return Err(skip(Unsupported::NexthopGroups, NEXTHOP_GROUPS_HINT)),
             RouteAttribute::Priority(_) | RouteAttribute::PrefSource(_) => {}
-            other => return Err(DecodeError::Attribute(attribute_name(other))),
+            RouteAttribute::Gateway(g) => {
+                return Err(skip(Unsupported::Nexthop, format!("a gateway {g:?}")));
+            }
+            RouteAttribute::Via(v) => {
+                return Err(skip(Unsupported::Nexthop, format!("a next hop via {v:?}")));
+            }
+            other => return Err(skip(Unsupported::Attribute, attribute_name(other))),
         }
         Ok(())
     }
 
-    fn nexthop(&self, mpls: bool) -> Result<Nexthop, DecodeError> {
+    fn nexthop(&self, mpls: bool) -> Result<Nexthop, Skip> {
         let raw = self.raw_labels.as_ref().map(|raw| stack_entries(raw)).transpose()?;
         let given = self.labels.as_ref().or(raw.as_ref());
         if given.is_some() && !mpls && self.encap_mpls != Some(true) {
-            return Err(DecodeError::Malformed("labels in RTA_ENCAP without RTA_ENCAP_TYPE = MPLS".into()));
+            return Err(skip(Unsupported::Malformed, "labels in RTA_ENCAP without RTA_ENCAP_TYPE = MPLS"));
         }
         if self.gateway.is_none() && self.ifindex.is_none() {
-            return Err(DecodeError::Unsupported("a next hop with neither gateway nor interface".into()));
+            return Err(skip(Unsupported::Nexthop, "a next hop with neither gateway nor interface"));
         }
         let labels: Vec<u32> = given.into_iter().flatten().copied().filter(|&l| l != IMPLICIT_NULL).collect();
         if labels.iter().any(|&l| l > MAX_LABEL) {
-            return Err(DecodeError::Malformed(format!("label out of range in {labels:?}")));
+            return Err(skip(Unsupported::Malformed, format!("label out of range in {labels:?}")));
         }
         Ok(Nexthop { gateway: self.gateway, ifindex: self.ifindex, labels, weight: self.weight.max(1) })
     }
 }
 
 /// Labels from raw label stack entries (network order, label in the top 20 bits).
-fn stack_entries(raw: &[u8]) -> Result<Vec<u32>, DecodeError> {
+fn stack_entries(raw: &[u8]) -> Result<Vec<u32>, Skip> {
     if raw.is_empty() || !raw.len().is_multiple_of(4) {
-        return Err(DecodeError::Malformed(format!("a label stack of {} bytes", raw.len())));
+        return Err(skip(Unsupported::Malformed, format!("a label stack of {} bytes", raw.len())));
     }
     Ok(raw.chunks_exact(4).map(|e| u32::from_be_bytes([e[0], e[1], e[2], e[3]]) >> 12).collect())
 }
@@ -441,6 +669,35 @@ pub mod encode {
         nl.serialize(&mut buf);
         buf
     }
+
+    /// `route` as FRR 10 sends an SRv6 route (an L3VPN over SRv6): `RTA_ENCAP_TYPE` =
+    /// seg6 and `RTA_ENCAP` with a segment routing header holding `segment`, in place of
+    /// labels. vmpls does not carry it; this is for tests of what it does instead.
+    pub fn srv6_message(route: &Route, segment: std::net::Ipv6Addr) -> Vec<u8> {
+        let plain = Route {
+            nexthops: route.nexthops.iter().map(|n| Nexthop { labels: vec![], ..n.clone() }).collect(),
+            ..route.clone()
+        };
+        let mut msg = message(&plain, false);
+        let attr = |kind: u16, value: &[u8]| {
+            let mut a = u16::try_from(4 + value.len()).unwrap_or(u16::MAX).to_ne_bytes().to_vec();
+            a.extend(kind.to_ne_bytes());
+            a.extend(value);
+            a.resize(a.len().next_multiple_of(4), 0);
+            a
+        };
+        // struct seg6_iptunnel_encap: mode 1 (encap), then struct ipv6_sr_hdr with one
+        // segment (header length in 8-byte units, type 4, segments left 0).
+        let mut srh = 1i32.to_ne_bytes().to_vec();
+        srh.extend([0, 2, 4, 0, 0, 0, 0, 0]);
+        srh.extend(segment.octets());
+        msg.resize(msg.len().next_multiple_of(4), 0);
+        msg.extend(attr(RTA_ENCAP_TYPE, &LWTUNNEL_ENCAP_SEG6.to_ne_bytes()));
+        msg.extend(attr(RTA_ENCAP | 0x8000, &attr(1, &srh)));
+        let len = u32::try_from(msg.len()).unwrap_or(u32::MAX);
+        msg[..4].copy_from_slice(&len.to_ne_bytes());
+        msg
+    }
 }
 
 #[cfg(test)]
@@ -512,8 +769,123 @@ mod tests {
         assert!(got.nexthops[0].labels.is_empty());
     }
 
+    /// One attribute, padded.
+    fn nla(kind: u16, value: &[u8]) -> Vec<u8> {
+        let mut out = u16::try_from(4 + value.len()).unwrap().to_ne_bytes().to_vec();
+        out.extend(kind.to_ne_bytes());
+        out.extend(value);
+        out.resize(out.len().next_multiple_of(4), 0);
+        out
+    }
+
+    /// A route message built byte by byte: `struct rtmsg` (table 254, protocol 186 bgp)
+    /// and `attrs`.
+    fn raw_route(kind: u16, family: u8, dst_len: u8, rtype: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
+        let mut body = vec![family, dst_len, 0, 0, 254, 186, 0, rtype, 0, 0, 0, 0];
+        attrs.iter().for_each(|a| body.extend(a));
+        let mut msg = u32::try_from(16 + body.len()).unwrap().to_ne_bytes().to_vec();
+        msg.extend(kind.to_ne_bytes());
+        msg.extend(0x0501u16.to_ne_bytes()); // NLM_F_REQUEST | NLM_F_REPLACE | NLM_F_CREATE
+        msg.extend([0; 8]);
+        msg.extend(body);
+        msg
+    }
+
+    const NESTED: u16 = 0x8000;
+    const RTA_OIF: u16 = 4;
+    const RTA_GATEWAY: u16 = 5;
+    const RTA_PRIORITY: u16 = 6;
+
+    /// `RTA_ENCAP` for `seg6` as FRR 10's `fill_seg6ipt_encap` fills it: SEG6_IPTUNNEL_SRH
+    /// holding `struct seg6_iptunnel_encap` (mode 1, encap) and a segment routing header
+    /// with one segment.
+    fn seg6_encap() -> Vec<Vec<u8>> {
+        let mut srh = 1i32.to_ne_bytes().to_vec();
+        srh.extend([0, 2, 4, 0, 0, 0, 0, 0]);
+        srh.extend("2001:db8:100::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        vec![nla(RTA_ENCAP_TYPE, &LWTUNNEL_ENCAP_SEG6.to_ne_bytes()), nla(RTA_ENCAP | NESTED, &nla(1, &srh))]
+    }
+
+    /// `RTA_ENCAP` for `seg6local` End.DT4 into table 10, with the NEXT-C-SID flavour
+    /// nested as FRR 10 adds it.
+    fn seg6local_encap() -> Vec<Vec<u8>> {
+        let mut flavors = nla(1, &2u32.to_ne_bytes());
+        flavors.extend(nla(2, &[32]));
+        flavors.extend(nla(3, &[16]));
+        let mut encap = nla(1, &8u32.to_ne_bytes()); // SEG6_LOCAL_ACTION_END_DT4
+        encap.extend(nla(9, &10u32.to_ne_bytes())); // SEG6_LOCAL_VRFTABLE
+        encap.extend(nla(10 | NESTED, &flavors)); // SEG6_LOCAL_FLAVORS
+        vec![nla(RTA_ENCAP_TYPE, &LWTUNNEL_ENCAP_SEG6_LOCAL.to_ne_bytes()), nla(RTA_ENCAP | NESTED, &encap)]
+    }
+
+    fn key4(a: &str, len: u8) -> RouteKey {
+        RouteKey { table: MAIN_TABLE, dest: Dest::Prefix(v4(a), len) }
+    }
+
+    fn skipped(u: &Update) -> (Unsupported, Option<RouteKey>) {
+        let Update::Unsupported(s) = u else { panic!("not skipped: {u:?}") };
+        (s.kind, s.key)
+    }
+
     #[test]
-    fn what_cannot_be_read_is_an_error() {
+    fn srv6_routes_as_frr_10_sends_them_are_skipped_and_the_next_ones_read() {
+        let lsp = Route {
+            key: RouteKey { table: MAIN_TABLE, dest: Dest::Label(16) },
+            protocol: 193,
+            kind: Kind::Unicast,
+            nexthops: vec![nh("198.18.10.2", 2, &[17], 1)],
+        };
+        // An L3VPN route over SRv6: IPv4 prefix, seg6 encapsulation out of an interface.
+        let mut attrs = vec![nla(RTA_DST, &[198, 18, 7, 0]), nla(RTA_PRIORITY, &20u32.to_ne_bytes())];
+        attrs.extend(seg6_encap());
+        attrs.push(nla(RTA_OIF, &2u32.to_ne_bytes()));
+        let vpn = raw_route(RTM_NEWROUTE, AF_INET, 24, 1, &attrs);
+        // The local SID: an IPv6 /128 with a seg6local behaviour.
+        let mut attrs = vec![nla(RTA_DST, &"2001:db8:100::".parse::<std::net::Ipv6Addr>().unwrap().octets())];
+        attrs.extend(seg6local_encap());
+        attrs.push(nla(RTA_OIF, &3u32.to_ne_bytes()));
+        let sid = raw_route(RTM_NEWROUTE, AF_INET6, 128, 1, &attrs);
+        // ECMP with the seg6 encapsulation on the second next hop only.
+        let mut second = vec![];
+        seg6_encap().iter().for_each(|a| second.extend(a));
+        let mut nhs = vec![];
+        for (ifindex, attrs) in [(2u32, nla(RTA_GATEWAY, &[198, 18, 10, 2])), (3, second)] {
+            nhs.extend(u16::try_from(RTNH_LEN + attrs.len()).unwrap().to_ne_bytes());
+            nhs.extend([0, 0]);
+            nhs.extend(ifindex.to_ne_bytes());
+            nhs.extend(attrs);
+        }
+        let ecmp = raw_route(
+            RTM_NEWROUTE,
+            AF_INET,
+            24,
+            1,
+            &[nla(RTA_DST, &[198, 18, 8, 0]), nla(RTA_MULTIPATH, &nhs)],
+        );
+
+        let mut frame = vpn;
+        frame.extend(sid);
+        frame.extend(ecmp);
+        frame.extend(encode::message(&lsp, false));
+        let u = decode(&frame).unwrap();
+        assert_eq!(u.len(), 4);
+        assert_eq!(skipped(&u[0]), (Unsupported::Seg6, Some(key4("198.18.7.0", 24))));
+        let sid_key =
+            RouteKey { table: MAIN_TABLE, dest: Dest::Prefix("2001:db8:100::".parse().unwrap(), 128) };
+        assert_eq!(skipped(&u[1]), (Unsupported::Seg6Local, Some(sid_key)));
+        assert_eq!(skipped(&u[2]), (Unsupported::Seg6, Some(key4("198.18.8.0", 24))));
+        assert_eq!(u[3], Update::Add(lsp));
+        // Deletes name the destination only; they apply whatever the route carried.
+        let mut attrs = vec![nla(RTA_DST, &[198, 18, 7, 0])];
+        attrs.extend(seg6_encap());
+        assert_eq!(
+            decode(&raw_route(RTM_DELROUTE, AF_INET, 24, 0, &attrs)).unwrap(),
+            [Update::Delete(key4("198.18.7.0", 24))]
+        );
+    }
+
+    #[test]
+    fn well_framed_messages_vmpls_cannot_carry_are_skipped_by_kind() {
         let r = Route {
             key: RouteKey { table: MAIN_TABLE, dest: Dest::Label(16) },
             protocol: 193,
@@ -521,26 +893,99 @@ mod tests {
             nexthops: vec![nh("198.18.10.2", 2, &[17], 1)],
         };
         let good = encode::message(&r, false);
-        for cut in 1..good.len() {
-            assert!(decode(&good[..cut]).is_err(), "cut at {cut}");
-        }
+        let with_attribute = |a: &[u8]| {
+            let mut m = good.clone();
+            m.extend_from_slice(a);
+            let len = u32::try_from(m.len()).unwrap();
+            m[..4].copy_from_slice(&len.to_ne_bytes());
+            m
+        };
+        let one = |m: &[u8]| {
+            let u = decode(m).unwrap();
+            assert_eq!(u.len(), 1, "{u:?}");
+            skipped(&u[0])
+        };
         // Family 7 (AF_BRIDGE): the header's family byte follows the 16-byte nlmsghdr.
         let mut bad = good.clone();
         bad[16] = 7;
-        assert_eq!(decode(&bad), Err(DecodeError::Family(7)));
-        // A next-hop object message.
+        assert_eq!(one(&bad), (Unsupported::Family, None));
+        // A next-hop object message, and a route naming one.
         let mut nhg = good.clone();
         nhg[4..6].copy_from_slice(&RTM_NEWNEXTHOP.to_ne_bytes());
-        assert_eq!(decode(&nhg), Err(DecodeError::NexthopGroups(RTM_NEWNEXTHOP)));
+        assert_eq!(one(&nhg), (Unsupported::NexthopGroups, None));
+        assert_eq!(
+            one(&with_attribute(&nla(30, &7u32.to_ne_bytes()))),
+            (Unsupported::NexthopGroups, Some(r.key))
+        );
         // An attribute with an unknown type (RTA_UID, 25, means nothing for a route here).
-        let mut unknown = good.clone();
-        unknown.extend_from_slice(&[8, 0, 25, 0, 0, 0, 0, 0]);
-        let len = u32::try_from(unknown.len()).unwrap();
-        unknown[..4].copy_from_slice(&len.to_ne_bytes());
-        assert!(matches!(decode(&unknown), Err(DecodeError::Attribute(_))), "{:?}", decode(&unknown));
-        // Neighbour messages (EVPN) are skipped, not errors.
+        assert_eq!(one(&with_attribute(&nla(25, &[0; 4]))), (Unsupported::Attribute, Some(r.key)));
+        // A known attribute holding what it cannot: RTA_OIF of 2 bytes.
+        assert_eq!(one(&with_attribute(&nla(RTA_OIF, &[1, 0]))), (Unsupported::Malformed, Some(r.key)));
+        // A local route (type 2) and a VXLAN next hop (EVPN, encapsulation 100).
+        let local = raw_route(
+            RTM_NEWROUTE,
+            AF_INET,
+            32,
+            2,
+            &[nla(RTA_DST, &[198, 18, 9, 1]), nla(RTA_OIF, &[2, 0, 0, 0])],
+        );
+        assert_eq!(one(&local), (Unsupported::RouteType, Some(key4("198.18.9.1", 32))));
+        let vxlan = [
+            nla(RTA_DST, &[198, 18, 9, 0]),
+            nla(RTA_ENCAP_TYPE, &100u16.to_ne_bytes()),
+            nla(RTA_ENCAP | NESTED, &nla(0, &[0; 4])),
+        ];
+        assert_eq!(
+            one(&raw_route(RTM_NEWROUTE, AF_INET, 24, 1, &vxlan)),
+            (Unsupported::Encapsulation, Some(key4("198.18.9.0", 24)))
+        );
+        // A gateway that is no address, a prefix longer than its family.
+        let mpls_gw = [nla(RTA_DST, &[198, 18, 9, 0]), nla(RTA_GATEWAY, &[198, 18, 10])];
+        let (kind, _) = one(&raw_route(RTM_NEWROUTE, AF_INET, 24, 1, &mpls_gw));
+        assert!(matches!(kind, Unsupported::Nexthop | Unsupported::Malformed), "{kind:?}");
+        assert_eq!(one(&raw_route(RTM_NEWROUTE, AF_INET, 33, 1, &[])), (Unsupported::Malformed, None));
+        // Another message type (RTM_NEWRULE, 32).
+        let mut rule = good.clone();
+        rule[4..6].copy_from_slice(&32u16.to_ne_bytes());
+        assert_eq!(one(&rule), (Unsupported::MessageType, None));
+        // Neighbour messages (EVPN) are ignored, not counted.
         let mut neigh = good;
         neigh[4..6].copy_from_slice(&RTM_NEWNEIGH.to_ne_bytes());
         assert_eq!(decode(&neigh), Ok(vec![Update::Ignored(RTM_NEWNEIGH)]));
+    }
+
+    #[test]
+    fn broken_framing_is_an_error() {
+        let r = Route {
+            key: RouteKey { table: MAIN_TABLE, dest: Dest::Prefix(v4("198.18.2.0"), 24) },
+            protocol: 193,
+            kind: Kind::Unicast,
+            nexthops: vec![nh("198.18.10.2", 2, &[17], 1), nh("198.18.11.2", 3, &[18], 1)],
+        };
+        let good = encode::message(&r, false);
+        for cut in 1..good.len() {
+            assert!(decode(&good[..cut]).is_err(), "cut at {cut}");
+        }
+        let framing = |attrs: &[Vec<u8>]| {
+            let m = raw_route(RTM_NEWROUTE, AF_INET, 24, 1, attrs);
+            assert!(matches!(decode(&m), Err(DecodeError::Framing(_))), "{attrs:?}: {:?}", decode(&m));
+        };
+        let dst = nla(RTA_DST, &[198, 18, 2, 0]);
+        // An attribute longer than what is left, one shorter than its own header, bytes
+        // after the last one.
+        framing(&[dst.clone(), vec![12, 0, 4, 0, 2, 0, 0, 0]]);
+        framing(&[dst.clone(), vec![2, 0, 4, 0]]);
+        framing(&[dst.clone(), vec![0, 0]]);
+        // A next hop longer than RTA_MULTIPATH, one shorter than its header, a nested
+        // attribute longer than its next hop, and inside RTA_ENCAP.
+        framing(&[dst.clone(), nla(RTA_MULTIPATH, &[16, 0, 0, 0, 2, 0, 0, 0])]);
+        framing(&[dst.clone(), nla(RTA_MULTIPATH, &[4, 0, 0, 0, 2, 0, 0, 0])]);
+        framing(&[dst.clone(), nla(RTA_MULTIPATH, &[12, 0, 0, 0, 2, 0, 0, 0, 8, 0, 5, 0])]);
+        framing(&[dst, nla(RTA_ENCAP_TYPE, &[1, 0]), nla(RTA_ENCAP, &[9, 0, 1, 0, 0, 0, 0, 0])]);
+        // A route header cut short inside a whole netlink message.
+        let mut short = good[..16].to_vec();
+        short.extend([2, 24, 0, 0]);
+        short[..4].copy_from_slice(&20u32.to_ne_bytes());
+        assert!(matches!(decode(&short), Err(DecodeError::Framing(_))));
     }
 }

@@ -45,10 +45,13 @@ pub fn return_freed_memory() {
 pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let mut cfg = load_config_to_start(&opts.config)?;
     let interfaces: Vec<String> = cfg.ports.iter().map(|p| p.interface.clone()).collect();
-    let kernel_addresses = match cfg.frr {
+    let mut fpm_listener = None;
+    let kernel_addresses = match &cfg.frr {
         None => None,
-        Some(_) => {
+        Some(frr) => {
             crate::kernel::check_forwarding_off(&interfaces)?;
+            let allowed = crate::fpm::allowed_users(frr, &opts.config)?;
+            fpm_listener = Some((crate::fpm::listen(frr)?, allowed));
             let a = crate::kernel::read(&interfaces).context("reading the kernel's addresses")?;
             for (p, addrs) in cfg.ports.iter_mut().zip(&a.ports) {
                 p.addresses.clone_from(addrs);
@@ -111,9 +114,11 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let server = crate::server::Server::new(tables, fib, handle, opts.config.clone(), infos);
     let listener = control.listener.try_clone().context("cloning the control socket")?;
     crate::server::spawn(server.clone(), listener, reload)?;
-    if let (Some(frr), Some(addrs)) = (cfg.frr, kernel_addresses) {
+    if let (Some(frr), Some(addrs), Some((listener, allowed))) =
+        (cfg.frr.clone(), kernel_addresses, fpm_listener)
+    {
         crate::kernel::spawn_watch(server.clone(), interfaces.clone(), addrs)?;
-        server.set_frr_status(crate::fpm::spawn(server.clone(), frr, interfaces)?);
+        server.set_frr_status(crate::fpm::spawn(server.clone(), frr, listener, allowed, interfaces)?);
     }
     if let Some(m) = metrics {
         let addr = m.local_addr().ok();

@@ -3,10 +3,12 @@
 //!
 //! Built on [`rustix`] where rustix has the call (sockets, `poll`, `eventfd`, `readv`,
 //! `setns`, mounts), so most of it is safe code. What rustix lacks (the `ifreq` and TUN
-//! ioctls, `SOL_PACKET` options and `sockaddr_ll`, a signal handler, a `pre_exec` hook, `malloc_trim`)
+//! ioctls, `SOL_PACKET` options and `sockaddr_ll`, a signal handler, a `pre_exec` hook, `malloc_trim`, `getpwnam_r`)
 //! is a few small `unsafe` blocks here, each with a `// SAFETY:` comment; the crates
 //! above see safe functions only.
 //!
+//! - [`cred`]: the owner of a local TCP peer's socket (socket diagnostics), users by
+//!   name.
 //! - [`iface`]: interface names, indexes, flags, MAC, MTU, ethtool driver name.
 //! - [`ip`]: raw ICMP sockets, TCP socket details.
 //! - [`packet`]: `AF_PACKET` sockets: open, bind, send and receive single frames, the
@@ -21,6 +23,7 @@
 //! - [`signal`], [`process`]: signal handlers, root check, signals to processes, file
 //!   locks, umask, giving freed heap memory back.
 
+pub mod cred;
 pub mod event;
 pub mod fs;
 pub mod iface;

@@ -270,3 +270,82 @@ fn routes_from_zebra_become_the_tables_and_bad_peers_change_nothing() {
     drop(z);
     assert!(lab.router.is_some());
 }
+
+/// Sends `bytes` to the FPM listener from r's namespace as user `uid`, holding the
+/// connection `hold_s` seconds after (0: closed at once), like a local process would.
+fn connect_as(lab: &Lab, uid: u32, bytes: &[u8], hold_s: u32) -> std::process::Child {
+    let file = lab.dir.join(format!("frames-{uid}-{}", bytes.len()));
+    std::fs::write(&file, bytes).unwrap();
+    let script = format!("exec 3<>/dev/tcp/127.0.0.1/2620 && cat {} >&3 && sleep {hold_s}", file.display());
+    Command::new("ip")
+        .args(["netns", "exec", lab.topo.ns("r").unwrap(), "setpriv"])
+        .args([format!("--reuid={uid}"), format!("--regid={uid}"), "--clear-groups".into()])
+        .args(["bash", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn only_zebra_drives_fpm_and_what_vmpls_cannot_carry_is_skipped() {
+    const NOBODY: u32 = 65534;
+    let mut lab = Lab::new("owner");
+    let frr_uid = vmpls_sys::cred::user_id("frr").unwrap().expect("FRR's packages create the frr user");
+
+    // Whoever holds the FPM port first would get zebra's routes: vmpls does not start.
+    let squatter = lab.topo.in_host("r", || std::net::TcpListener::bind("127.0.0.1:2620")).unwrap().unwrap();
+    let cfg = lab.config();
+    let out = lab.run("r", &[BIN, "run", "--config", cfg.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("cannot listen for zebra's FPM connection"), "{err}");
+    drop(squatter);
+
+    lab.start();
+    let east = lab.ifindex("r-h2");
+    let lsp = |l: u32| route(Dest::Label(l), 193, "198.18.10.2", east, &[l + 100]);
+    let frames = |routes: &[Route]| -> Vec<u8> {
+        routes.iter().flat_map(|r| fpm::frame(&encode::message(r, false))).collect()
+    };
+    let mut z = lab.zebra();
+    send(&mut z, &[(&lsp(100), false)]);
+    until("zebra's route", Duration::from_secs(5), || labels(&lab).len() == 1);
+
+    // Another local user, while zebra is connected and while it is away: refused, and
+    // never taken for zebra's reconnection (no route of its own, no resync dropping
+    // zebra's routes once the stale time is over).
+    let injected = frames(&[lsp(102)]);
+    let mut impostor = connect_as(&lab, NOBODY, &injected, 1);
+    impostor.wait().unwrap();
+    drop(z);
+    until("zebra gone", Duration::from_secs(5), || lab.frr_counter("connected") == 0);
+    // Held past the stale time and the resync's quiet time (1 + 3 s), and one closed at
+    // once (its socket's owner is gone before it can be asked).
+    let mut impostor = connect_as(&lab, NOBODY, &injected, 5);
+    let mut quick = connect_as(&lab, NOBODY, &injected, 0);
+    impostor.wait().unwrap();
+    quick.wait().unwrap();
+    assert_eq!(labels(&lab), [(100, "ldp".to_string())], "an impostor changed the tables");
+    assert_eq!((lab.frr_counter("connections"), lab.frr_counter("connected")), (1, 0));
+    assert_eq!(lab.frr_counter("refused_owner"), 3);
+    assert_eq!(
+        lab.log().matches("refused an FPM connection").count(),
+        1,
+        "logged once per user: {}",
+        lab.log()
+    );
+
+    // zebra as FRR's packages run it (user frr) is served. FRR 10's SRv6 route between two
+    // label routes is skipped and counted; the session goes on and the next route arrives.
+    let vpn = route(Dest::Prefix(ip("198.18.70.0"), 24), 20, "198.18.10.2", east, &[]);
+    let mut bytes = frames(&[lsp(100), lsp(101)]);
+    bytes.extend(fpm::frame(&encode::srv6_message(&vpn, "2001:db8:100::1".parse().unwrap())));
+    bytes.extend(frames(&[lsp(103)]));
+    let mut zebra = connect_as(&lab, frr_uid, &bytes, 3);
+    until("zebra's routes after the SRv6 one", Duration::from_secs(5), || labels(&lab).len() == 3);
+    assert_eq!(lab.frr_counter("connected"), 1);
+    assert_eq!(lab.frr_counter("unsupported_seg6"), 1);
+    assert_eq!(lab.frr_counter("decode_errors"), 0);
+    assert!(lab.log().contains("seg6"), "{}", lab.log());
+    zebra.wait().unwrap();
+}

@@ -51,6 +51,16 @@ pub(super) fn parse_frr(
     };
     let hold = seconds(&f.hold_time, "frr.hold-time", FrrConfig::DEFAULT_HOLD)?;
     let stale = seconds(&f.stale_time, "frr.stale-time", FrrConfig::DEFAULT_STALE)?;
+    let fpm_users = match &f.fpm_users {
+        None => None,
+        Some(u) => {
+            let names = u.get_ref();
+            if let Some(bad) = names.iter().find(|n| n.is_empty() || n.contains(['\0', ':', '/'])) {
+                return Err(ctx.err(&u.span(), "frr.fpm-users", format!("{bad:?} is not a user name")));
+            }
+            Some((names.clone(), ctx.line(&u.span())))
+        }
+    };
     let kernel_owns = "with [frr] the kernel owns the addresses (FRR's daemons use them); \
                        vmpls reads them from the interfaces: remove this key";
     if let Some(a) = router.addresses.as_ref().and_then(|a| a.first()) {
@@ -67,5 +77,5 @@ pub(super) fn parse_frr(
              FRR's daemons can use it",
         ));
     }
-    Ok(FrrConfig { fpm, hold, stale })
+    Ok(FrrConfig { fpm, hold, stale, fpm_users })
 }

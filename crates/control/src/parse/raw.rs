@@ -39,6 +39,7 @@ pub(super) struct RawFrr {
     pub(super) fpm: Option<S<String>>,
     pub(super) hold_time: Option<S<i64>>,
     pub(super) stale_time: Option<S<i64>>,
+    pub(super) fpm_users: Option<S<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
