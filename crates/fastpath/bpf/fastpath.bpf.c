@@ -715,11 +715,11 @@ static __always_inline void decide(struct __sk_buff *skb, struct decision *d)
 		// would reach into the VRFs labels pop into. Passed (V_PASS), never switched.
 		if (port->accepts_mpls)
 			decide_mpls(skb, d, gso, FP_ETH_HLEN);
-	}
-	else if (et == ETH_P_IP)
+	} else if (et == ETH_P_IP) {
 		decide_ip(skb, d, 4, vrf, gso);
-	else if (et == ETH_P_IPV6)
+	} else if (et == ETH_P_IPV6) {
 		decide_ip(skb, d, 6, vrf, gso);
+	}
 }
 
 // Writes the IP TTL / hop limit of the header at `off` (IPv4: with the checksum fixed).

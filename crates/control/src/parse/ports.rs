@@ -1,7 +1,7 @@
 //! `[[port]]`: each port's unique name, what it attaches to (see [`super::attach`]), its
-//! MTU, VRF, addresses, offload overrides and whether it accepts labelled frames. A port's addresses go into the table of
-//! defined prefixes (as local addresses, their subnets as connected) that the routes are
-//! checked against.
+//! MTU, VRF, addresses, offload overrides and whether it accepts labelled frames. A
+//! port's addresses go into the table of defined prefixes (as local addresses, their
+//! subnets as connected) that the routes are checked against.
 
 use std::net::{IpAddr, Ipv4Addr};
 
