@@ -664,6 +664,9 @@ pub struct Link {
     pub address: String,
     /// Its VRF.
     pub vrf: String,
+    /// Whether labelled frames from it are switched (`mpls` in the config).
+    #[serde(default)]
+    pub mpls: bool,
     /// Its addresses, `address/length`.
     pub addresses: Vec<String>,
     /// Offloads it accepts at output (`tso4`, `tso6`, `uso`, `csum`, `mpls_gso`).
@@ -888,7 +891,7 @@ pub struct ReloadSummary {
     /// Label routes changed.
     pub labels_changed: u64,
     /// Whether anything else in the forwarding tables changed (port addresses, VRFs,
-    /// router addresses).
+    /// which ports accept labels, router addresses).
     pub other_changed: bool,
 }
 
@@ -923,7 +926,7 @@ impl std::fmt::Display for ReloadSummary {
             self.labels_changed
         )?;
         if self.other_changed {
-            f.write_str(", addresses or VRFs changed")?;
+            f.write_str(", addresses, VRFs or ports' mpls changed")?;
         }
         Ok(())
     }

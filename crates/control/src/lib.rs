@@ -189,6 +189,9 @@ pub struct PortConfig {
     pub mtu_line: usize,
     /// Offloads forced on or off at output, over what the port reports (`offloads`).
     pub offloads: OffloadOverrides,
+    /// `mpls`: whether labelled frames from the port are switched, as the file says;
+    /// `None`: the default ([`Config::port_accepts_mpls`] decides).
+    pub mpls: Option<bool>,
 }
 
 /// `[[port]] offloads = { tso = false, csum = true, mpls-gso = true, uso = false }`: what
@@ -481,6 +484,18 @@ impl Config {
         parse::parse(text, path)
     }
 
+    /// Whether labelled frames arriving on `port` are switched: its `mpls` key, else the
+    /// default, decided here and nowhere else. The label table is global, so a port that
+    /// accepts labels reaches into every VRF a label pops into: by default only the core
+    /// accepts them, that is ports in the default VRF and MPLS-in-UDP tunnels (which
+    /// carry nothing else). FRR mode has the same default for now; it is where a finer
+    /// rule (the ports a label protocol runs on) belongs.
+    pub fn port_accepts_mpls(&self, port: &PortConfig) -> bool {
+        port.mpls.unwrap_or_else(|| {
+            matches!(port.kind, PortKind::Udp { .. }) || port.vrf == vmpls_fib::DEFAULT_VRF_NAME
+        })
+    }
+
     /// The port named `name` and its id.
     pub fn port(&self, name: &str) -> Option<(PortId, &PortConfig)> {
         self.ports.iter().enumerate().find(|(_, p)| p.name == name).map(|(i, p)| (i as PortId, p))
@@ -523,7 +538,8 @@ impl Config {
         };
         for p in &self.ports {
             let vrf = vrf_id(&b, &p.vrf, p.interface_line)?;
-            b.add_port(&p.name, vrf, &p.addresses).map_err(err(Some(p.interface_line)))?;
+            let id = b.add_port(&p.name, vrf, &p.addresses).map_err(err(Some(p.interface_line)))?;
+            b.set_port_accepts_mpls(id, self.port_accepts_mpls(p)).map_err(err(Some(p.interface_line)))?;
         }
         if let Some(a) = self.router.v4 {
             b.router_v4(a);

@@ -127,8 +127,13 @@ pub fn links(list: &[Link], stats: bool) -> String {
         let state = if l.stats.detached { "DETACHED" } else { "UP" };
         let _ = writeln!(
             s,
-            "{}: {}: <{state}> mtu {} interface {} vrf {}",
-            l.index, l.name, l.mtu, l.interface, l.vrf
+            "{}: {}: <{state}> mtu {} interface {} vrf {} mpls {}",
+            l.index,
+            l.name,
+            l.mtu,
+            l.interface,
+            l.vrf,
+            if l.mpls { "on" } else { "off" }
         );
         let offloads = if l.offloads.is_empty() { "none".to_string() } else { l.offloads.join(",") };
         let _ = writeln!(s, "    link/ether {} {} offloads {offloads}", l.address, l.kind);
@@ -293,12 +298,21 @@ mod tests {
             mtu: 1500,
             address: "02:00:00:00:00:01".into(),
             vrf: "default".into(),
+            mpls: true,
             addresses: vec!["198.18.10.1/24".into()],
             offloads: vec![],
             stats,
         };
         let healthy = links(&[link(LinkStats { rx_packets: 5, ..LinkStats::default() })], true);
-        assert!(healthy.starts_with("1: core: <UP> mtu 1500"), "{healthy}");
+        assert!(
+            healthy.starts_with("1: core: <UP> mtu 1500 interface pe1-p vrf default mpls on\n"),
+            "{healthy}"
+        );
+        let customer = Link { vrf: "red".into(), mpls: false, ..link(LinkStats::default()) };
+        assert!(
+            links(&[customer], false)
+                .starts_with("1: core: <UP> mtu 1500 interface pe1-p vrf red mpls off\n")
+        );
         assert!(!healthy.contains("reopened"), "{healthy}");
         let hurt = LinkStats {
             rx_kernel_dropped: 3,
@@ -362,6 +376,7 @@ mod tests {
             mtu: 65535,
             address: "02:00:00:00:00:01".into(),
             vrf: "default".into(),
+            mpls: true,
             addresses: vec![],
             offloads: vec![],
             stats: t,

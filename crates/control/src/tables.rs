@@ -598,12 +598,10 @@ impl Tables {
         }
         sum.other_changed = self.file.vrfs != new.vrfs
             || (self.file.router.v4, self.file.router.v6) != (new.router.v4, new.router.v6)
-            || self
-                .file
-                .ports
-                .iter()
-                .zip(&new.ports)
-                .any(|(a, b)| (&a.vrf, &a.addresses) != (&b.vrf, &b.addresses));
+            || self.file.ports.iter().zip(&new.ports).any(|(a, b)| {
+                (&a.vrf, &a.addresses, self.file.port_accepts_mpls(a))
+                    != (&b.vrf, &b.addresses, new.port_accepts_mpls(b))
+            });
         next.file = Config { routes: Vec::new(), labels: Vec::new(), ..new };
         // Routes added at runtime must still make sense with the new ports and VRFs.
         for e in next.routes.values().filter(|e| e.origin == Protocol::Boot) {
@@ -1397,6 +1395,20 @@ action = "pop"
         assert_eq!(sum.routes_changed, 1, "{sum}");
         assert_eq!(lookup_labels(&fib, "198.18.2.1"), Some(vec![1002]));
         assert!(t.reload(file).unwrap().1.unchanged());
+    }
+
+    #[test]
+    fn reload_applies_a_ports_mpls_setting() {
+        let mut t = tables(PE1);
+        let off = PE1.replace("interface = \"pe1-p\"\n", "interface = \"pe1-p\"\nmpls = false\n");
+        let (fib, sum) = t.reload(Config::from_str(&off, Path::new("pe1.toml")).unwrap()).unwrap();
+        assert!(sum.other_changed && !sum.unchanged(), "{sum}");
+        assert_eq!(fib.port_accepts_mpls, vec![true, false]);
+        // Written out, the default is no change.
+        let same = PE1.replace("interface = \"pe1-p\"\n", "interface = \"pe1-p\"\nmpls = true\n");
+        let (fib, _) = t.reload(Config::from_str(&same, Path::new("pe1.toml")).unwrap()).unwrap();
+        assert_eq!(fib.port_accepts_mpls, vec![true, true]);
+        assert!(t.reload(Config::from_str(PE1, Path::new("pe1.toml")).unwrap()).unwrap().1.unchanged());
     }
 
     #[test]

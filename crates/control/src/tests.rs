@@ -355,6 +355,43 @@ fn bad_address_syntax_is_rejected() {
 }
 
 #[test]
+fn only_core_ports_accept_labels_unless_the_port_says_otherwise() {
+    let extra = "[[vrf]]\nname = \"red\"\n\n[[port]]\nname = \"red1\"\ninterface = \"t-red1\"\nvrf = \"red\"\n\n\
+                 [[port]]\nname = \"red2\"\ninterface = \"t-red2\"\nvrf = \"red\"\nmpls = true\n\n\
+                 [[port]]\nname = \"core2\"\ninterface = \"t-core2\"\nmpls = false\n\n\
+                 [[port]]\nname = \"tunnel\"\nkind = \"udp\"\nlocal = \"198.18.100.1\"\nremote = \"198.18.100.2\"\nvrf = \"red\"\n";
+    let cfg = parse(extra).unwrap();
+    let accepts: Vec<(&str, Option<bool>, bool)> =
+        cfg.ports.iter().map(|p| (p.name.as_str(), p.mpls, cfg.port_accepts_mpls(p))).collect();
+    assert_eq!(
+        accepts,
+        vec![
+            ("ce1", None, true),
+            ("core", None, true),
+            ("red1", None, false),
+            ("red2", Some(true), true),
+            ("core2", Some(false), false),
+            ("tunnel", None, true),
+        ]
+    );
+    let fib = cfg.build_fib().unwrap();
+    assert_eq!(fib.port_accepts_mpls, vec![true, true, false, true, false, true]);
+}
+
+#[test]
+fn mpls_off_on_a_tunnel_or_not_a_boolean_is_rejected() {
+    assert_err(
+        "[[port]]\nname = \"tunnel\"\nkind = \"udp\"\nlocal = \"198.18.100.1\"\nremote = \"198.18.100.2\"\nmpls = false\n",
+        6,
+        "port.mpls",
+        &["MPLS-in-UDP port carries only labelled frames"],
+    );
+    let e = parse("[[port]]\nname = \"x\"\ninterface = \"t-x\"\nmpls = \"no\"\n").unwrap_err();
+    assert!(e.to_string().starts_with(&format!("t.toml:{}:", first_extra_line() + 3)), "{e}");
+    assert!(e.to_string().contains("expected true or false"), "{e}");
+}
+
+#[test]
 fn mtu_out_of_range_is_rejected() {
     assert_err("[[port]]\nname = \"x\"\ninterface = \"t-x\"\nmtu = 67\n", 4, "port.mtu", &["68 to 65535"]);
     assert_err("[[port]]\nname = \"x\"\ninterface = \"t-x\"\nmtu = 65536\n", 4, "port.mtu", &["68 to 65535"]);

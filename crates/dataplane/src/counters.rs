@@ -34,6 +34,10 @@ reasons! {
         TruncatedLabelStack => "truncated_label_stack",
         /// No label route for the top label.
         UnknownLabel => "unknown_label",
+        /// A labelled frame on a port that does not accept labels (`mpls = false`: by
+        /// default a port in a VRF other than the default, a customer's): the label table
+        /// is global, and a label that pops into another VRF would reach into it.
+        MplsNotAccepted => "mpls_not_accepted",
         /// Implicit null (3) may not appear on the wire.
         ImplicitNullOnWire => "implicit_null_on_wire",
         /// A reserved label (4..=15 except 7 and 14, and GAL 13) this router does not handle.

@@ -1011,6 +1011,112 @@ fn needs_csum_on_a_labelled_frame_travels_where_the_port_takes_it_and_is_complet
     }
 }
 
+// ================================================================ labels from customer ports
+
+const RED_MAC: [u8; 6] = [2, 0, 0, 0, 0x03, 0x01];
+const RED_HOST_MAC: [u8; 6] = [2, 0, 0, 0, 0x03, 0x02];
+const BLUE_MAC: [u8; 6] = [2, 0, 0, 0, 0x04, 0x01];
+const BLUE_HOST_MAC: [u8; 6] = [2, 0, 0, 0, 0x04, 0x02];
+const TWO_VRF_CORE: u16 = 0;
+const TWO_VRF_RED: u16 = 1;
+const TWO_VRF_BLUE: u16 = 2;
+const BLUE_HOST: &str = "198.18.4.2";
+
+/// A PE with a core port and two customers, red and blue, each in a VRF of its own:
+/// label 2004 is blue's egress (pops into VRF blue), label 3000 a transit swap toward
+/// the core. `settings` runs last on the tables' builder (default: none).
+fn two_vrf_pe(settings: impl FnOnce(&mut vmpls_fib::FibBuilder)) -> Router {
+    let mut b = vmpls_fib::Fib::builder();
+    b.router_v4(v4("198.18.255.3"));
+    let red = b.add_vrf("red").unwrap();
+    let blue = b.add_vrf("blue").unwrap();
+    b.add_port("core", DEFAULT_VRF, &[(ip("198.18.20.2"), 24)]).unwrap();
+    b.add_port("red", red, &[(ip("198.18.3.1"), 24)]).unwrap();
+    b.add_port("blue", blue, &[(ip("198.18.4.1"), 24)]).unwrap();
+    b.add_label_route(
+        2004,
+        vmpls_fib::LabelRoute {
+            action: LabelAction::PopAndLookup { vrf: blue },
+            ttl_model: TtlModel::Uniform,
+        },
+    )
+    .unwrap();
+    b.add_label_route(3000, swap_route(single(TWO_VRF_CORE, "198.18.20.1", &[3001]))).unwrap();
+    settings(&mut b);
+    let ports = vec![
+        port(TWO_VRF_CORE, "core", PE2_CORE_MAC),
+        port(TWO_VRF_RED, "red", RED_MAC),
+        port(TWO_VRF_BLUE, "blue", BLUE_MAC),
+    ];
+    let mut r = Router::new(b, ports);
+    r.learn(TWO_VRF_CORE, "198.18.20.1", P_EAST_MAC);
+    r.learn(TWO_VRF_BLUE, BLUE_HOST, BLUE_HOST_MAC);
+    r
+}
+
+/// A frame from red's host carrying blue's egress label, toward blue's host.
+fn red_into_blue(ttl: u8) -> (Vec<u8>, Vec<u8>) {
+    let inner = ipv4_udp("198.18.3.2", BLUE_HOST, ttl, &pattern(64, 9));
+    (mpls_frame(RED_MAC, RED_HOST_MAC, &[(2004, ttl)], &inner), inner)
+}
+
+#[test]
+fn a_label_popping_into_another_vrf_from_a_customer_port_is_dropped_as_mpls_not_accepted() {
+    let mut r = two_vrf_pe(|_| {});
+    let (frame, _) = red_into_blue(64);
+    assert!(r.send(TWO_VRF_RED, &frame).is_empty(), "nothing reaches VRF blue");
+    // The cached swap (one label for one, resolved next hop) refuses it too.
+    let ip = ipv4_udp("198.18.3.2", "198.18.9.9", 64, &pattern(64, 1));
+    assert!(r.send(TWO_VRF_RED, &mpls_frame(RED_MAC, RED_HOST_MAC, &[(3000, 64)], &ip)).is_empty());
+    // Explicit null too: no label at all is taken from the port.
+    assert!(r.send(TWO_VRF_RED, &mpls_frame(RED_MAC, RED_HOST_MAC, &[(0, 64)], &ip)).is_empty());
+    r.assert_only_drop(DropReason::MplsNotAccepted, 3);
+    assert_eq!(r.events(Event::LabelPop) + r.events(Event::LabelSwap), 0);
+    assert!(r.dp.counters().label_list().next().is_none(), "no label counted as switched");
+}
+
+#[test]
+fn a_batch_of_labelled_segments_from_a_customer_port_is_dropped_frame_by_frame() {
+    let mut r = two_vrf_pe(|_| {});
+    let mut batch = Vec::new();
+    for i in 0..4u32 {
+        let mut t = tcp_segment(40000, 5201, 1000 + 1000 * i, &pattern(1000, i as u8));
+        tcp::Packet::new_unchecked(&mut t[..]).fill_checksum_v4(v4("198.18.3.2"), v4(BLUE_HOST));
+        let ip = ipv4("198.18.3.2", BLUE_HOST, ipv4::protocol::TCP, 64, true, &t);
+        batch.push(Packet::from_frame(TWO_VRF_RED, &mpls_frame(RED_MAC, RED_HOST_MAC, &[(2004, 64)], &ip)));
+    }
+    let mut out = Output::new(3);
+    r.dp.process_batch(r.now, &mut batch, &mut r.pool, &mut out);
+    assert!(out.tx.iter().all(|q| q.is_empty()), "nothing forwarded");
+    assert_eq!(r.events(Event::GroMerged), 0, "not merged in front of the drop");
+    r.assert_only_drop(DropReason::MplsNotAccepted, 4);
+}
+
+#[test]
+fn the_same_label_from_the_core_port_or_a_customer_port_set_to_accept_labels_is_popped_into_its_vrf() {
+    let (frame, inner) = red_into_blue(64);
+    let from_core = mpls_frame(PE2_CORE_MAC, P_EAST_MAC, &[(2004, 64)], &inner);
+    let mut r = two_vrf_pe(|_| {});
+    let p = only(&r.send(TWO_VRF_CORE, &from_core), TWO_VRF_BLUE);
+    assert_eq!((p.dst, p.ethertype), (BLUE_HOST_MAC, 0x0800));
+    assert_ipv4_forwarded(&p, &inner, 63);
+    r.assert_no_drops();
+
+    let mut r = two_vrf_pe(|b| {
+        b.set_port_accepts_mpls(TWO_VRF_RED, true).unwrap();
+    });
+    let p = only(&r.send(TWO_VRF_RED, &frame), TWO_VRF_BLUE);
+    assert_ipv4_forwarded(&p, &inner, 63);
+    r.assert_no_drops();
+
+    // And a core port set to refuse labels refuses them.
+    let mut r = two_vrf_pe(|b| {
+        b.set_port_accepts_mpls(TWO_VRF_CORE, false).unwrap();
+    });
+    assert!(r.send(TWO_VRF_CORE, &from_core).is_empty());
+    r.assert_only_drop(DropReason::MplsNotAccepted, 1);
+}
+
 // ================================================================ reserved labels
 
 #[test]

@@ -63,7 +63,8 @@ struct fp_adj {
 struct fp_port {
 	__u32 vrf;
 	__u8 mac[6];
-	__u8 pad[2];
+	__u8 accepts_mpls; // 0: labelled frames are the pipeline's, which drops and counts them
+	__u8 pad;
 };
 
 struct fp_label {
@@ -709,12 +710,16 @@ static __always_inline void decide(struct __sk_buff *skb, struct decision *d)
 	d->candidate = 1;
 	__u32 vrf = port->vrf;
 	__u16 et = ((__u16)eth[12] << 8) | eth[13];
-	if (et == FP_ETH_P_MPLS_UC)
-		decide_mpls(skb, d, gso, FP_ETH_HLEN);
-	else if (et == ETH_P_IP)
+	if (et == FP_ETH_P_MPLS_UC) {
+		// The label table is global: a port that does not accept labels (a customer's)
+		// would reach into the VRFs labels pop into. Passed (V_PASS), never switched.
+		if (port->accepts_mpls)
+			decide_mpls(skb, d, gso, FP_ETH_HLEN);
+	} else if (et == ETH_P_IP) {
 		decide_ip(skb, d, 4, vrf, gso);
-	else if (et == ETH_P_IPV6)
+	} else if (et == ETH_P_IPV6) {
 		decide_ip(skb, d, 6, vrf, gso);
+	}
 }
 
 // Writes the IP TTL / hop limit of the header at `off` (IPv4: with the checksum fixed).

@@ -120,6 +120,9 @@ pub struct FastPort {
     pub vrf: u16,
     /// The port's MAC: only unicast frames to it are fast-pathed.
     pub mac: [u8; 6],
+    /// Whether labelled frames from it are switched; the programs leave the others to
+    /// the pipeline, which drops and counts them (`mpls_not_accepted`).
+    pub accepts_mpls: bool,
 }
 
 /// What the fast path does with a frame whose top label is the key.

@@ -50,7 +50,8 @@ pub(crate) struct RawAdj {
 pub(crate) struct RawPort {
     pub vrf: u32,
     pub mac: [u8; 6],
-    pub pad: [u8; 2],
+    pub accepts_mpls: u8,
+    pub pad: u8,
 }
 
 /// `struct fp_label`, the value of `fp_labels` (key: label).
@@ -190,7 +191,7 @@ fn adj(a: &Adjacency) -> RawAdj {
 }
 
 fn port(p: &FastPort) -> RawPort {
-    RawPort { vrf: u32::from(p.vrf), mac: p.mac, pad: [0; 2] }
+    RawPort { vrf: u32::from(p.vrf), mac: p.mac, accepts_mpls: u8::from(p.accepts_mpls), pad: 0 }
 }
 
 /// An address in the maps' 16 bytes (IPv4 in the first 4) and its family (4 or 6).
@@ -425,7 +426,7 @@ mod tests {
     #[test]
     fn encode_lays_out_labels_routes_and_ports() {
         let mut t = FastTables::default();
-        t.ports.insert(3, FastPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5] });
+        t.ports.insert(3, FastPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5], accepts_mpls: true });
         t.labels.insert(100, LabelEntry::Swap { out_label: 200, adj: adjacency() });
         t.labels.insert(101, LabelEntry::PopIp { vrf: 4, uniform: true });
         t.labels.insert(102, LabelEntry::Php { uniform: false, adj: adjacency() });
@@ -435,7 +436,7 @@ mod tests {
         );
         t.routes_v6.insert((2, "2001:db8::".parse().unwrap(), 32), RouteEntry::Local);
         let e = encode(&t).unwrap();
-        assert_eq!(e.ports[&3], RawPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5], pad: [0; 2] });
+        assert_eq!(e.ports[&3], RawPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5], accepts_mpls: 1, pad: 0 });
         let swap = e.labels[&100];
         assert_eq!((swap.action, swap.out_label, swap.adj.ifindex, swap.adj.mtu), (LABEL_SWAP, 200, 7, 1500));
         assert_eq!(swap.adj.dmac, [2, 0, 0, 0, 0, 1]);

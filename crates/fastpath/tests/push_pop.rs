@@ -58,8 +58,8 @@ fn pe_tables(
     let core = Adjacency { ifindex: p, mtu: CORE_MTU, dst_mac: far_mac, src_mac: p_mac };
     let edge = Adjacency { ifindex: c, mtu: EDGE_MTU, dst_mac: host_mac, src_mac: c_mac };
     let mut t = FastTables::default();
-    t.ports.insert(c, FastPort { vrf: 0, mac: c_mac });
-    t.ports.insert(p, FastPort { vrf: 0, mac: p_mac });
+    t.ports.insert(c, FastPort { vrf: 0, mac: c_mac, accepts_mpls: true });
+    t.ports.insert(p, FastPort { vrf: 0, mac: p_mac, accepts_mpls: true });
     t.labels.insert(pop, LabelEntry::PopIp { vrf: 0, uniform: true });
     let to_far = |label_ttl| RouteEntry::Forward { labels: vec![push], label_ttl, adj: core };
     let to_host = RouteEntry::Forward { labels: vec![], label_ttl: None, adj: edge };

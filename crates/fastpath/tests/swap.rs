@@ -61,8 +61,8 @@ impl Lab {
     /// Ports r0, r1 in VRF 0, and the given swaps toward b.
     fn tables(&self, swaps: &[(u32, u32)]) -> FastTables {
         let mut t = FastTables::default();
-        t.ports.insert(self.r0, FastPort { vrf: 0, mac: R0 });
-        t.ports.insert(self.r1, FastPort { vrf: 0, mac: R1 });
+        t.ports.insert(self.r0, FastPort { vrf: 0, mac: R0, accepts_mpls: true });
+        t.ports.insert(self.r1, FastPort { vrf: 0, mac: R1, accepts_mpls: true });
         for (i, o) in swaps {
             t.labels.insert(*i, LabelEntry::Swap { out_label: *o, adj: self.to_b() });
         }
@@ -153,6 +153,30 @@ fn socket_filter_hides_exactly_the_redirected_frames() {
     };
     assert_eq!(seen(&filtered), vec![(100, 1), (999, 64)], "the router sees what the fast path left it");
     assert_eq!(seen(&plain), vec![(100, 64), (100, 1), (999, 64)], "an unfiltered tap sees everything");
+}
+
+#[test]
+fn labelled_frames_from_a_port_that_refuses_labels_are_left_to_the_router() {
+    let mut lab = Lab::new("rl");
+    let mut t = lab.tables(&[(100, 200)]);
+    t.ports.get_mut(&lab.r0).unwrap().accepts_mpls = false;
+    lab.fp.apply(&t).unwrap();
+    let r0 = lab.r.run(|| PacketSocket::open_index(lab.r0));
+    lab.fp.filter_socket(r0.as_fd()).unwrap();
+
+    lab.tx.send(&mpls_frame(&[lse(100, 0, true, 64)]));
+    assert!(lab.at_b().is_empty(), "not switched");
+    let at_router: Vec<u32> =
+        r0.drain(QUIET).iter().filter(|f| f[12..14] == MPLS.to_be_bytes()).map(|f| label_of(f)).collect();
+    assert_eq!(at_router, vec![100], "the router's socket gets it, to drop and count");
+    let c = lab.fp.counters().unwrap();
+    assert_eq!((c.frames_in, c.swap, c.passed), (1, 0, 1), "{c:?}");
+
+    // Accepting again is one port entry rewritten.
+    t.ports.get_mut(&lab.r0).unwrap().accepts_mpls = true;
+    lab.fp.apply(&t).unwrap();
+    lab.tx.send(&mpls_frame(&[lse(100, 0, true, 64)]));
+    assert_eq!(lab.at_b().iter().map(|f| label_of(f)).collect::<Vec<_>>(), vec![200]);
 }
 
 #[test]

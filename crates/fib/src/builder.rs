@@ -12,6 +12,7 @@ struct PortSpec {
     name: String,
     vrf: VrfId,
     addrs: PortAddrs,
+    accepts_mpls: bool,
 }
 
 /// Collects ports, router addresses and routes, then [`build`](FibBuilder::build)s a
@@ -96,7 +97,9 @@ impl FibBuilder {
     }
 
     /// Adds a port in `vrf` with its addresses (address, prefix length) and returns its
-    /// id; ids count up from 0 in the order ports are added.
+    /// id; ids count up from 0 in the order ports are added. A port in the default VRF
+    /// accepts labelled frames, a port in another VRF (a customer's) does not;
+    /// [`set_port_accepts_mpls`](FibBuilder::set_port_accepts_mpls) decides otherwise.
     ///
     /// # Errors
     /// Unknown VRF, a prefix length too long, an address that cannot be a host's
@@ -117,8 +120,23 @@ impl FibBuilder {
                 IpAddr::V6(a) => pa.v6.push((a, len)),
             }
         }
-        self.ports.push(PortSpec { name: name.to_string(), vrf, addrs: pa });
+        self.ports.push(PortSpec {
+            name: name.to_string(),
+            vrf,
+            addrs: pa,
+            accepts_mpls: vrf == crate::DEFAULT_VRF,
+        });
         Ok(id)
+    }
+
+    /// Sets whether labelled frames arriving on `port` are switched ([`Fib::accepts_mpls`]).
+    ///
+    /// # Errors
+    /// [`FibError::UnknownPort`].
+    pub fn set_port_accepts_mpls(&mut self, port: PortId, accepts: bool) -> Result<&mut Self, FibError> {
+        let spec = self.ports.get_mut(usize::from(port)).ok_or(FibError::UnknownPort { port })?;
+        spec.accepts_mpls = accepts;
+        Ok(self)
     }
 
     /// The id of the port named `name`.
@@ -246,6 +264,7 @@ impl FibBuilder {
             labels: self.labels,
             vrfs,
             port_vrf: self.ports.iter().map(|p| p.vrf).collect(),
+            port_accepts_mpls: self.ports.iter().map(|p| p.accepts_mpls).collect(),
             port_addrs: self.ports.into_iter().map(|p| p.addrs).collect(),
             router_v4: self.router_v4,
             router_v6: self.router_v6,
@@ -371,6 +390,23 @@ mod tests {
         assert_eq!(fib.vrfs[1].lookup(ip("198.18.10.5")).unwrap().target, RouteTarget::Connected { port: 1 });
         assert_eq!(fib.vrfs[0].lookup(ip("198.18.10.5")).unwrap().target, RouteTarget::Connected { port: 0 });
         assert_eq!(fib.port_vrf, vec![0, 1]);
+    }
+
+    #[test]
+    fn only_ports_in_the_default_vrf_accept_labels_unless_set() {
+        let mut b = FibBuilder::new();
+        let cust = b.add_vrf("cust").unwrap();
+        let core = b.add_port("core", DEFAULT_VRF, &[]).unwrap();
+        let ce = b.add_port("ce", cust, &[]).unwrap();
+        let fib = b.clone().build().unwrap();
+        assert_eq!((fib.accepts_mpls(core), fib.accepts_mpls(ce), fib.accepts_mpls(7)), (true, false, false));
+        b.set_port_accepts_mpls(ce, true).unwrap().set_port_accepts_mpls(core, false).unwrap();
+        let fib = b.build().unwrap();
+        assert_eq!(fib.port_accepts_mpls, vec![false, true]);
+        assert_eq!(
+            FibBuilder::new().set_port_accepts_mpls(0, true).err(),
+            Some(FibError::UnknownPort { port: 0 })
+        );
     }
 
     #[test]

@@ -138,6 +138,10 @@ pub struct Fib {
     pub vrfs: Vec<Vrf>,
     /// The VRF of each port (index = [`PortId`]).
     pub port_vrf: Vec<VrfId>,
+    /// Whether each port accepts labelled frames (index = [`PortId`]). The label table is
+    /// global: a label that pops into a VRF reaches into it from any port that accepts
+    /// labels, so a customer's port must not.
+    pub port_accepts_mpls: Vec<bool>,
     /// The addresses of each port (index = [`PortId`]).
     pub port_addrs: Vec<PortAddrs>,
     /// Source of IPv4 ICMP the router originates.
@@ -153,6 +157,7 @@ impl Default for Fib {
             labels: LabelTable::new(),
             vrfs: vec![Vrf::new(DEFAULT_VRF_NAME)],
             port_vrf: Vec::new(),
+            port_accepts_mpls: Vec::new(),
             port_addrs: Vec::new(),
             router_v4: None,
             router_v6: None,
@@ -176,6 +181,13 @@ impl Fib {
     #[inline]
     pub fn vrf_of_port(&self, port: PortId) -> Option<VrfId> {
         self.port_vrf.get(usize::from(port)).copied()
+    }
+
+    /// Whether labelled frames arriving on `port` may be switched (false for an unknown
+    /// port).
+    #[inline]
+    pub fn accepts_mpls(&self, port: PortId) -> bool {
+        self.port_accepts_mpls.get(usize::from(port)).copied().unwrap_or(false)
     }
 
     /// Whether `a` is the router's address or any port's.
@@ -338,6 +350,7 @@ impl Fib {
     pub fn changes_since(&self, old: &Fib) -> Option<FibChanges> {
         let same_frame = self.vrfs.len() == old.vrfs.len()
             && self.port_vrf == old.port_vrf
+            && self.port_accepts_mpls == old.port_accepts_mpls
             && self.port_addrs == old.port_addrs
             && (self.router_v4, self.router_v6) == (old.router_v4, old.router_v6);
         if !same_frame {

@@ -220,13 +220,17 @@ fn fast_tables(
     let mut e = Entries::new(fib, ports, neighbors, default_ttl);
     for (id, p) in ports.iter().enumerate() {
         match p {
-            // A tunnel's datagrams are found by their addresses, not by a port entry.
-            Some(p) if p.tunnel.is_some() => {
+            // A tunnel's datagrams are found by their addresses, not by a port entry. One
+            // whose labels are refused (not from a config file: it refuses `mpls = false`
+            // on a tunnel) is left to the pipeline, which counts them.
+            Some(p) if p.tunnel.is_some() && fib.accepts_mpls(id as PortId) => {
                 t.tunnels.extend(p.tunnel.map(|tunnel| (p.ifindex, tunnel)));
             }
+            Some(p) if p.tunnel.is_some() => {}
             Some(p) => {
                 let vrf = fib.port_vrf.get(id).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
-                t.ports.insert(p.ifindex, FastPort { vrf, mac: p.mac });
+                let accepts_mpls = fib.accepts_mpls(id as PortId);
+                t.ports.insert(p.ifindex, FastPort { vrf, mac: p.mac, accepts_mpls });
             }
             None => {}
         }
@@ -820,6 +824,17 @@ mod tests {
     }
 
     #[test]
+    fn a_customer_port_in_a_vrf_is_served_without_labels() {
+        let text = pe2_text()
+            .replace("interface = \"pe2-ce2\"\n", "interface = \"pe2-ce2\"\nvrf = \"cust\"\n")
+            + "\n[[vrf]]\nname = \"cust\"\n";
+        let fib = fib(&text);
+        let (t, _) = fast_tables(&fib, &served(), &NeighborTable::new(NeighborConfig::default()), 255);
+        assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC, accepts_mpls: true }));
+        assert_eq!(t.ports.get(&9), Some(&FastPort { vrf: 1, mac: CE_MAC, accepts_mpls: false }));
+    }
+
+    #[test]
     fn pe2_pops_to_known_hosts_and_pushes_toward_a_resolved_gateway() {
         let fib = fib(&pe2_text());
         let mut n = NeighborTable::new(NeighborConfig::default());
@@ -830,7 +845,7 @@ mod tests {
         assert_eq!(t.labels.get(&2002), Some(&LabelEntry::PopIp { vrf: 0, uniform: true }));
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.1.0"), 24)), Some(&RouteEntry::Local));
         assert!(next_hops(&used).contains(&(0, "198.18.20.1".parse().unwrap())), "{used:?}");
-        assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC }));
+        assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC, accepts_mpls: true }));
 
         n.learn(now, 0, "198.18.20.1".parse().unwrap(), P_MAC, true);
         n.learn(now, 1, "198.18.2.2".parse().unwrap(), HOST_MAC, true);

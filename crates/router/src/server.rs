@@ -184,6 +184,7 @@ impl Server {
                     mtu: p.mtu,
                     address: mac(&p.mac),
                     vrf: pc.map(|c| c.vrf.clone()).unwrap_or_default(),
+                    mpls: pc.is_some_and(|c| cfg.port_accepts_mpls(c)),
                     addresses: pc
                         .map(|c| c.addresses.iter().map(|(a, l)| format!("{a}/{l}")).collect())
                         .unwrap_or_default(),

@@ -1,7 +1,7 @@
 //! `[[port]]`: each port's unique name, what it attaches to (see [`super::attach`]), its
-//! MTU, VRF, addresses and offload overrides. A port's addresses go into the table of
-//! defined prefixes (as local addresses, their subnets as connected) that the routes are
-//! checked against.
+//! MTU, VRF, addresses, offload overrides and whether it accepts labelled frames. A
+//! port's addresses go into the table of defined prefixes (as local addresses, their
+//! subnets as connected) that the routes are checked against.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -55,6 +55,7 @@ pub(super) fn parse_ports(
         let vrf = vrf_of(ctx, vrfs, p.vrf.as_ref(), "port.vrf")?;
         let addresses = port_addresses(ctx, p, &name, &vrf, prefixes)?;
         let offloads = raw_offloads(&p.offloads);
+        let mpls = parse_mpls(ctx, p.mpls.as_ref(), &kind)?;
         let mtu_line = p.mtu.as_ref().map_or(line, |m| ctx.line(&m.span()));
         ports.push(PortConfig {
             name,
@@ -66,10 +67,25 @@ pub(super) fn parse_ports(
             interface_line,
             mtu_line,
             offloads,
+            mpls,
         });
         port_lines.push(line);
     }
     Ok(ports)
+}
+
+/// `mpls`: whether the port accepts labelled frames. An MPLS-in-UDP port carries
+/// nothing else, so it cannot refuse them.
+fn parse_mpls(ctx: &Ctx, mpls: Option<&S<bool>>, kind: &PortKind) -> Result<Option<bool>, ConfigError> {
+    let Some(m) = mpls else { return Ok(None) };
+    if !*m.get_ref() && matches!(kind, PortKind::Udp { .. }) {
+        return Err(ctx.err(
+            &m.span(),
+            "port.mpls",
+            "an MPLS-in-UDP port carries only labelled frames; mpls = false would drop everything it receives",
+        ));
+    }
+    Ok(Some(*m.get_ref()))
 }
 
 /// `mtu`: 68 up to 65535, or up to [`TAP_MAX_MTU`] for a TAP port.

@@ -75,6 +75,7 @@ pub(super) struct RawPort {
     pub(super) addresses: Option<Vec<S<String>>>,
     pub(super) mtu: Option<S<i64>>,
     pub(super) vrf: Option<S<String>>,
+    pub(super) mpls: Option<S<bool>>,
     pub(super) kind: Option<S<String>>,
     pub(super) offloads: Option<RawOffloads>,
     pub(super) local: Option<S<String>>,

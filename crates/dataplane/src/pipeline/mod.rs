@@ -471,6 +471,9 @@ impl Dataplane {
         // Untagged (checked above): the EtherType is the outer one.
         match frame.outer_ethertype() {
             EtherType::Mpls => {
+                if !b.fib.accepts_mpls(in_port) {
+                    return self.discard(DropReason::MplsNotAccepted, pkt, b.pool);
+                }
                 if self.swap_cached(b, &mut pkt) {
                     return b.out.tx[usize::from(pkt.port)].push(pkt);
                 }

@@ -416,7 +416,8 @@ pub(super) struct ReceivedStack {
 #[inline(always)]
 pub(super) fn gro_eligible(fib: &Fib, ports: &[PortInfo], pkt: &Packet) -> bool {
     let frame = pkt.frame();
-    if pkt.offload.is_gso() || !is_labelled(frame) {
+    // Frames from a port that refuses labels are dropped one by one, each counted.
+    if pkt.offload.is_gso() || !is_labelled(frame) || !fib.accepts_mpls(pkt.port) {
         return false;
     }
     let tcp = frame.get(entry_at(1)..).and_then(ip::protocol) == Some(ipv4::protocol::TCP);
