@@ -1,10 +1,12 @@
 //! The routes of a running router: what the config file said plus what was changed at
-//! runtime, kept by the control plane as the source of truth for every new
-//! [`Fib`].
+//! runtime and what FRR sent, kept by the control plane as the source of truth for every
+//! new [`Fib`].
 //!
-//! Every change ([`Tables::change`], [`Tables::reload`]) is checked like the config file
-//! checks its routes, then the complete forwarding tables are built from the result; only
-//! if that succeeds is the change kept. The caller swaps the returned `Fib` in
+//! The routes of every source are held in one RIB (`rib`), where one rule picks the route
+//! in force at each destination. Every change ([`Tables::change`], [`Tables::reload`],
+//! [`Tables::apply_frr`], ...) is checked like the config file checks its routes and
+//! staged in one transaction (`txn`); the forwarding tables are made from the result, and
+//! only if that succeeds is the change kept. The caller swaps the returned `Fib` in
 //! ([`vmpls_fib::FibHandle::store`]), so the data plane moves from one consistent version
 //! to the next.
 //!

@@ -41,18 +41,16 @@ impl<'a> Txn<'a> {
         Txn { tables, log: Vec::new() }
     }
 
-    /// Sets (or removes) `source`'s route for `prefix` in `vrf`; returns whether there was one.
+    /// Sets (or removes) `source`'s route for `prefix` in `vrf`.
     pub(crate) fn set_route(
         &mut self,
         vrf: &str,
         prefix: Prefix,
         source: Source,
         entry: Option<Entry<RouteConfig>>,
-    ) -> bool {
+    ) {
         let old = self.tables.rib.set_route(vrf, prefix, source, entry);
-        let had = old.is_some();
         self.log.push(Staged::Route { vrf: vrf.to_string(), prefix, source, entry: old });
-        had
     }
 
     /// Sets (or removes) `source`'s route for incoming `label`.
