@@ -28,8 +28,8 @@ use vmpls_fib::{
 };
 
 use crate::api::{
-    ControlError, ErrorKind, Family, FlushSummary, IpRoute, MplsAction, MplsRoute, Nexthop, PrefixMatch,
-    Protocol, ReloadSummary, RouteFilter, RouteSpec, RouteType,
+    Family, FlushSummary, IpRoute, MplsAction, MplsRoute, Nexthop, PrefixMatch, Protocol, ReloadSummary,
+    RouteFilter, RouteSpec, RouteType,
 };
 use crate::{
     Config, LabelConfig, LabelConfigAction, NexthopConfig, PortConfig, RouteAction, RouteConfig,
@@ -37,11 +37,13 @@ use crate::{
 };
 
 mod bulk;
+mod error;
 #[cfg(test)]
 mod prop_tests;
 mod rib;
 mod txn;
 pub use bulk::{ShowChunk, ShowCursor, ShowRows};
+pub use error::TablesError;
 use rib::{Derived, Entry, Rib, Source};
 use txn::Txn;
 
@@ -165,7 +167,7 @@ pub fn parse_prefix(text: &str, family: Family) -> Result<(IpAddr, u8), String> 
 
 /// What a runtime route asked to be shown as (`proto NAME`) is shown as: `None` for
 /// `boot`, the default.
-fn shown(p: Protocol) -> Result<Option<Protocol>, String> {
+fn shown(p: Protocol) -> Result<Option<Protocol>, TablesError> {
     match p {
         Protocol::Boot => Ok(None),
         Protocol::Kernel => {
@@ -216,7 +218,7 @@ impl Tables {
     ///
     /// # Errors
     /// The tables could not be built (nothing changed).
-    pub fn apply_frr(&mut self, changes: Vec<FrrChange>) -> Result<FrrApplied, String> {
+    pub fn apply_frr(&mut self, changes: Vec<FrrChange>) -> Result<FrrApplied, TablesError> {
         let mut refused = Vec::new();
         let mut txn = Txn::new(self);
         for c in changes {
@@ -257,7 +259,7 @@ impl Tables {
                             let range_ok = if (FIRST_UNRESERVED..=MAX_LABEL).contains(&label) {
                                 Ok(())
                             } else {
-                                Err(format!("incoming label {label} is reserved or out of range"))
+                                Err(format!("incoming label {label} is reserved or out of range").into())
                             };
                             match range_ok.and(nhs_ok) {
                                 Err(e) => {
@@ -300,7 +302,7 @@ impl Tables {
                     refused.extend(applied.refused);
                     fib = Some(applied.fib);
                 }
-                Err(e) if what == 1 => refused.push(e),
+                Err(e) if what == 1 => refused.push(e.message()),
                 Err(e) => return Err(e),
             }
         }
@@ -325,7 +327,7 @@ impl Tables {
         &mut self,
         ports: Vec<Vec<(IpAddr, u8)>>,
         router: (Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>),
-    ) -> Result<Fib, String> {
+    ) -> Result<Fib, TablesError> {
         // The config holds ports, VRFs and settings (its routes are in the RIB): a copy
         // costs what the ports do.
         let mut file = self.file.clone();
@@ -357,14 +359,10 @@ impl Tables {
     ///
     /// # Errors
     /// A message if the tables reject an entry (checks before catch what they can).
-    pub fn build_fib(&self) -> Result<Fib, String> {
-        self.file.build_fib_with(self.rib.selected_routes(), self.rib.selected_labels()).map_err(|e| {
-            let mut msg = e.to_string();
-            if let Some(src) = std::error::Error::source(&e) {
-                msg = format!("{msg}: {src}");
-            }
-            msg
-        })
+    pub fn build_fib(&self) -> Result<Fib, TablesError> {
+        self.file
+            .build_fib_with(self.rib.selected_routes(), self.rib.selected_labels())
+            .map_err(TablesError::Build)
     }
 
     /// The id the forwarding tables give VRF `name`: its place in the config's list.
@@ -386,7 +384,7 @@ impl Tables {
     ///
     /// # Errors
     /// What is wrong with the route, in a sentence for the CLI's `Error: ...`.
-    pub fn change(&mut self, change: Change, spec: &RouteSpec) -> Result<Fib, String> {
+    pub fn change(&mut self, change: Change, spec: &RouteSpec) -> Result<Fib, TablesError> {
         let mut txn = Txn::new(self);
         Tables::stage_change(&mut txn, change, spec)?;
         txn.finish()
@@ -399,12 +397,9 @@ impl Tables {
     /// # Errors
     /// Ports or the router's name or socket changed ([`ErrorKind::RestartNeeded`]), or a
     /// route added at runtime does not fit the new ports' addresses or VRFs.
-    pub fn reload(&mut self, new: Config) -> Result<(Fib, ReloadSummary), ControlError> {
+    pub fn reload(&mut self, new: Config) -> Result<(Fib, ReloadSummary), TablesError> {
         if let Some(why) = restart_needed(&self.file, &new) {
-            return Err(ControlError::new(
-                ErrorKind::RestartNeeded,
-                format!("{why}: restart the router to apply this (the running config stays)"),
-            ));
+            return Err(TablesError::RestartNeeded { why });
         }
         let mut new = new;
         if new.frr.is_some() {
@@ -485,16 +480,18 @@ impl Tables {
             {
                 let shown = txn.show_ip(&e.item, e.proto());
                 let family = if e.item.prefix.is_ipv4() { Family::Inet } else { Family::Inet6 };
-                txn.resolve_ip(&shown, family, false).map_err(|m| {
-                    format!("the route to {} (added at runtime) would be invalid: {m}", shown.dst)
+                txn.resolve_ip(&shown, family, false).map_err(|e| TablesError::RuntimeRoute {
+                    what: format!("to {}", shown.dst),
+                    source: Box::new(e),
                 })?;
             }
         }
         let own_labels = txn.rib.labels().values().filter_map(|d| d.candidate(Source::Own));
         for e in own_labels.filter(|e| e.origin == Protocol::Boot) {
             let shown = txn.show_label(&e.item, e.proto());
-            txn.resolve_label(&shown, false).map_err(|m| {
-                format!("the route for label {} (added at runtime) would be invalid: {m}", shown.label)
+            txn.resolve_label(&shown, false).map_err(|e| TablesError::RuntimeRoute {
+                what: format!("for label {}", shown.label),
+                source: Box::new(e),
             })?;
         }
         let fib = txn.finish()?;
@@ -510,14 +507,18 @@ impl Tables {
     ///
     /// # Errors
     /// An unknown VRF or port, `proto kernel`, or tables that cannot be built.
-    pub fn flush(&mut self, family: Family, filter: &RouteFilter) -> Result<(Fib, FlushSummary), String> {
+    pub fn flush(
+        &mut self,
+        family: Family,
+        filter: &RouteFilter,
+    ) -> Result<(Fib, FlushSummary), TablesError> {
         if filter.proto == Some(Protocol::Kernel) {
             return Err("connected subnets (proto kernel) cannot be flushed: they exist as long as the port has the address".into());
         }
         if let Some(dev) = &filter.dev
             && !self.file.ports.iter().any(|p| &p.name == dev)
         {
-            return Err(format!("no port \"{dev}\"; {}", self.port_list()));
+            return Err(format!("no port \"{dev}\"; {}", self.port_list()).into());
         }
         let dev = filter.dev.as_ref().and_then(|d| self.file.ports.iter().position(|p| &p.name == d));
         let nexthops_match = |nhs: &[NexthopConfig]| {
@@ -606,9 +607,9 @@ impl Tables {
     ///
     /// # Errors
     /// An unknown VRF.
-    pub fn show(&self, family: Family, vrf: Option<&str>) -> Result<serde_json::Value, String> {
+    pub fn show(&self, family: Family, vrf: Option<&str>) -> Result<serde_json::Value, TablesError> {
         let chunk = self.show_chunk(family, vrf, None, None, usize::MAX)?;
-        serde_json::to_value(chunk.rows).map_err(|e| e.to_string())
+        serde_json::to_value(chunk.rows).map_err(|e| TablesError::Invalid(e.to_string()))
     }
 
     /// The route a packet to `addr` in `vrf` (default "default") would take: the longest
@@ -616,10 +617,10 @@ impl Tables {
     ///
     /// # Errors
     /// An unknown VRF, or no route.
-    pub fn get(&self, addr: IpAddr, vrf: Option<&str>) -> Result<IpRoute, String> {
+    pub fn get(&self, addr: IpAddr, vrf: Option<&str>) -> Result<IpRoute, TablesError> {
         let vrf = vrf.unwrap_or(DEFAULT_VRF_NAME);
         self.check_vrf(vrf)?;
-        self.longest_match(addr, vrf).ok_or_else(|| format!("no route to {addr} in VRF \"{vrf}\""))
+        self.longest_match(addr, vrf).ok_or_else(|| TablesError::NoRoute { addr, vrf: vrf.to_string() })
     }
 
     /// Whether `r` is, word for word, the connected route of one of the ports (as
@@ -683,27 +684,28 @@ impl Tables {
         }
     }
 
-    fn check_vrf(&self, vrf: &str) -> Result<(), String> {
+    fn check_vrf(&self, vrf: &str) -> Result<(), TablesError> {
         if self.file.vrfs.iter().any(|v| v == vrf) {
             Ok(())
         } else {
-            Err(format!("VRF \"{vrf}\" is not defined (VRFs: {})", self.file.vrfs.join(", ")))
+            Err(TablesError::UnknownVrf { vrf: vrf.to_string(), defined: self.file.vrfs.join(", ") })
         }
     }
 
     /// A requested prefix route, checked like the config's `[[route]]`.
-    fn resolve_ip(&self, r: &IpRoute, family: Family, delete: bool) -> Result<RouteConfig, String> {
+    fn resolve_ip(&self, r: &IpRoute, family: Family, delete: bool) -> Result<RouteConfig, TablesError> {
         let (addr, len) = parse_prefix(&r.dst, family)?;
         if addr.is_ipv4() != (family == Family::Inet) {
             let (is, want) = if addr.is_ipv4() { ("IPv4", "IPv6") } else { ("IPv6", "IPv4") };
             return Err(format!(
                 "{} is an {is} prefix, but the route is {want} (drop -4/-6 or fix the prefix)",
                 r.dst
-            ));
+            )
+            .into());
         }
         let net = mask(addr, len);
         if net != addr {
-            return Err(format!("{addr}/{len} has host bits set; did you mean {net}/{len}?"));
+            return Err(format!("{addr}/{len} has host bits set; did you mean {net}/{len}?").into());
         }
         self.check_vrf(&r.vrf)?;
         let what = format!("{net}/{len}");
@@ -713,12 +715,14 @@ impl Tables {
                     return Err(format!(
                         "{what} is the connected subnet of port \"{}\"; a route cannot replace it",
                         self.port_name(port)
-                    ));
+                    )
+                    .into());
                 }
                 Some(Derived::Local) => {
                     return Err(format!(
                         "{what} is one of this router's own addresses; a route cannot replace it"
-                    ));
+                    )
+                    .into());
                 }
                 None => {}
             }
@@ -738,7 +742,7 @@ impl Tables {
                     } else {
                         return Err(format!(
                             "the route to {what} has no next hop: add `via ADDRESS` and/or `dev PORT` (or make it `blackhole`)"
-                        ));
+                        ).into());
                     }
                 } else {
                     RouteAction::Forward(self.resolve_nexthops(&r.nexthops, false, Some(addr.is_ipv4()))?)
@@ -756,15 +760,18 @@ impl Tables {
     }
 
     /// A requested label route, checked like the config's `[[label]]`.
-    fn resolve_label(&self, m: &MplsRoute, delete: bool) -> Result<LabelConfig, String> {
+    fn resolve_label(&self, m: &MplsRoute, delete: bool) -> Result<LabelConfig, TablesError> {
         if m.label < FIRST_UNRESERVED {
             return Err(format!(
                 "label {} is reserved (0-15); incoming labels are {FIRST_UNRESERVED} to {MAX_LABEL}",
                 m.label
-            ));
+            )
+            .into());
         }
         if m.label > MAX_LABEL {
-            return Err(format!("label {} is out of range; labels are 0 to {MAX_LABEL} (20 bits)", m.label));
+            return Err(
+                format!("label {} is out of range; labels are 0 to {MAX_LABEL} (20 bits)", m.label).into()
+            );
         }
         let action = match m.action {
             MplsAction::Lookup => {
@@ -780,7 +787,7 @@ impl Tables {
                     return Err("vrf applies only to a label route without next hop (pop, then route the packet in that VRF)".into());
                 }
                 if m.nexthops.is_empty() && !delete {
-                    return Err(format!("the route for label {} has no next hop", m.label));
+                    return Err(format!("the route for label {} has no next hop", m.label).into());
                 }
                 LabelConfigAction::Forward(self.resolve_nexthops(&m.nexthops, true, None)?)
             }
@@ -793,9 +800,9 @@ impl Tables {
         nhs: &[Nexthop],
         label: bool,
         ipv4_payload: Option<bool>,
-    ) -> Result<Vec<NexthopConfig>, String> {
+    ) -> Result<Vec<NexthopConfig>, TablesError> {
         if nhs.len() > MAX_NEXTHOPS {
-            return Err(format!("{} next hops; at most {MAX_NEXTHOPS} are allowed", nhs.len()));
+            return Err(format!("{} next hops; at most {MAX_NEXTHOPS} are allowed", nhs.len()).into());
         }
         nhs.iter().map(|n| self.resolve_nexthop(n, label, ipv4_payload)).collect()
     }
@@ -824,7 +831,7 @@ impl Tables {
         n: &Nexthop,
         label: bool,
         ipv4_payload: Option<bool>,
-    ) -> Result<NexthopConfig, String> {
+    ) -> Result<NexthopConfig, TablesError> {
         let ports = &self.file.ports;
         let port = match &n.dev {
             None => None,
@@ -838,7 +845,7 @@ impl Tables {
         if let Some(a) = n.gateway
             && (a.is_unspecified() || a.is_multicast() || a == IpAddr::V4(std::net::Ipv4Addr::BROADCAST))
         {
-            return Err(format!("{a} cannot be a gateway (unspecified, multicast or broadcast)"));
+            return Err(format!("{a} cannot be a gateway (unspecified, multicast or broadcast)").into());
         }
         let port = match (n.gateway, port) {
             (None, None) => {
@@ -854,14 +861,16 @@ impl Tables {
                     return Err(format!(
                         "{a} is this router's own address on port \"{}\"; the next hop must be a neighbour",
                         port.name
-                    ));
+                    )
+                    .into());
                 }
                 if !port.addresses.iter().any(|&(net, l)| on_subnet(net, l, a)) {
                     return Err(format!(
                         "{a} is not on any subnet of port \"{}\" ({}); a next hop must be directly connected",
                         port.name,
                         Self::subnets(port)
-                    ));
+                    )
+                    .into());
                 }
                 p
             }
@@ -873,14 +882,15 @@ impl Tables {
                     [] => {
                         return Err(format!(
                             "{a} is not on any port's subnet; a next hop must be directly connected"
-                        ));
+                        )
+                        .into());
                     }
                     [p] => {
                         if ports[*p].addresses.iter().any(|&(b, _)| b == a) {
                             return Err(format!(
                                 "{a} is this router's own address on port \"{}\"; the next hop must be a neighbour",
                                 ports[*p].name
-                            ));
+                            ).into());
                         }
                         *p
                     }
@@ -890,7 +900,8 @@ impl Tables {
                         return Err(format!(
                             "{a} is on the subnets of ports {}; add `dev PORT` to choose one",
                             names.join(" and ")
-                        ));
+                        )
+                        .into());
                     }
                 }
             }
@@ -907,12 +918,12 @@ impl Tables {
 /// What the tables would refuse in the next hops of a route from FRR.
 /// `ipv4_payload`: for a prefix route, whether it is IPv4 (for explicit null); `None`
 /// for a label route.
-fn check_frr_nexthops(nhs: &[NexthopConfig], ipv4_payload: Option<bool>) -> Result<(), String> {
+fn check_frr_nexthops(nhs: &[NexthopConfig], ipv4_payload: Option<bool>) -> Result<(), TablesError> {
     if nhs.is_empty() {
         return Err("no next hop on a port of this router".into());
     }
     if nhs.len() > MAX_NEXTHOPS {
-        return Err(format!("{} next hops; at most {MAX_NEXTHOPS}", nhs.len()));
+        return Err(format!("{} next hops; at most {MAX_NEXTHOPS}", nhs.len()).into());
     }
     for n in nhs {
         crate::check_out_stack(&n.labels, ipv4_payload)?;
@@ -1047,7 +1058,7 @@ action = "pop"
         let r = ip_route("198.18.3.0/24", vec![nh("198.18.10.2", None, &[100, 200])]);
         let fib = t.change(Change::Add, &RouteSpec::Inet(r.clone())).unwrap();
         assert_eq!(lookup_labels(&fib, "198.18.3.9"), Some(vec![100, 200]));
-        let e = t.change(Change::Add, &RouteSpec::Inet(r.clone())).unwrap_err();
+        let e = t.change(Change::Add, &RouteSpec::Inet(r.clone())).unwrap_err().message();
         assert!(e.contains("exists") && e.contains("replace"), "{e}");
         let r2 = ip_route("198.18.3.0/24", vec![nh("198.18.10.2", Some("core"), &[300])]);
         let fib = t.change(Change::Replace, &RouteSpec::Inet(r2)).unwrap();
@@ -1067,11 +1078,11 @@ action = "pop"
         let del = ip_route("198.18.3.0/24", vec![]);
         let fib = t.change(Change::Delete, &RouteSpec::Inet(del.clone())).unwrap();
         assert_eq!(lookup_labels(&fib, "198.18.3.9"), None);
-        let e = t.change(Change::Delete, &RouteSpec::Inet(del)).unwrap_err();
+        let e = t.change(Change::Delete, &RouteSpec::Inet(del)).unwrap_err().message();
         assert_eq!(e, "no route to 198.18.3.0/24 in VRF \"default\"");
         // Delete with a next hop that does not match.
         let wrong = ip_route("198.18.2.0/24", vec![nh("198.18.10.2", None, &[999])]);
-        let e = t.change(Change::Delete, &RouteSpec::Inet(wrong)).unwrap_err();
+        let e = t.change(Change::Delete, &RouteSpec::Inet(wrong)).unwrap_err().message();
         assert!(e.contains("encap mpls 1002 via 198.18.10.2 dev core"), "{e}");
     }
 
@@ -1120,7 +1131,7 @@ action = "pop"
             ),
         ];
         for (r, want) in cases {
-            let e = t.change(Change::Add, &RouteSpec::Inet(r.clone())).unwrap_err();
+            let e = t.change(Change::Add, &RouteSpec::Inet(r.clone())).unwrap_err().message();
             assert!(e.contains(want), "{r:?}: {e}");
         }
         let m = MplsRoute {
@@ -1131,7 +1142,9 @@ action = "pop"
             ttl_propagate: true,
             protocol: Protocol::Boot,
         };
-        assert!(t.change(Change::Add, &RouteSpec::Mpls(m.clone())).unwrap_err().contains("reserved"));
+        assert!(
+            t.change(Change::Add, &RouteSpec::Mpls(m.clone())).unwrap_err().message().contains("reserved")
+        );
         let swap_no_gw = MplsRoute {
             label: 100,
             action: MplsAction::Forward,
@@ -1141,6 +1154,7 @@ action = "pop"
         assert!(
             t.change(Change::Add, &RouteSpec::Mpls(swap_no_gw.clone()))
                 .unwrap_err()
+                .message()
                 .contains("needs a gateway")
         );
         for (out, want) in [
@@ -1156,7 +1170,7 @@ action = "pop"
                 }],
                 ..swap_no_gw.clone()
             };
-            let e = t.change(Change::Add, &RouteSpec::Mpls(swap)).unwrap_err();
+            let e = t.change(Change::Add, &RouteSpec::Mpls(swap)).unwrap_err().message();
             assert!(e.contains(want), "{e}");
         }
         // Nothing changed.
@@ -1270,8 +1284,8 @@ action = "pop"
         let mut t = tables(PE1);
         let moved = PE1.replace("interface = \"pe1-p\"", "interface = \"pe1-q\"");
         let e = t.reload(Config::from_str(&moved, Path::new("pe1.toml")).unwrap()).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::RestartNeeded, "{e}");
-        assert!(e.message.contains("port \"core\" moved from interface pe1-p to pe1-q"), "{e}");
+        assert_eq!(e.kind(), crate::api::ErrorKind::RestartNeeded, "{e}");
+        assert!(e.message().contains("port \"core\" moved from interface pe1-p to pe1-q"), "{e}");
         // Forced offloads are read when the port opens: a change needs a restart too.
         for offloads in ["{ tso = false }", "{ csum = false, mpls-gso = true }"] {
             let forced = PE1.replace(
@@ -1279,8 +1293,8 @@ action = "pop"
                 &format!("interface = \"pe1-p\"\noffloads = {offloads}\n"),
             );
             let e = t.reload(Config::from_str(&forced, Path::new("pe1.toml")).unwrap()).unwrap_err();
-            assert_eq!(e.kind, ErrorKind::RestartNeeded, "{e}");
-            assert!(e.message.contains("the offloads of port \"core\" changed"), "{e}");
+            assert_eq!(e.kind(), crate::api::ErrorKind::RestartNeeded, "{e}");
+            assert!(e.message().contains("the offloads of port \"core\" changed"), "{e}");
         }
         t.change(
             Change::Add,
@@ -1291,8 +1305,8 @@ action = "pop"
             .replace("198.18.10.1/24", "198.18.11.1/24")
             .replace("via = \"198.18.10.2\"", "via = \"198.18.11.2\"");
         let e = t.reload(Config::from_str(&renumbered, Path::new("pe1.toml")).unwrap()).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
-        assert!(e.message.contains("198.18.7.0/24 (added at runtime)"), "{e}");
+        assert_eq!(e.kind(), crate::api::ErrorKind::Invalid, "{e}");
+        assert!(e.message().contains("198.18.7.0/24 (added at runtime)"), "{e}");
         // The running tables are unchanged.
         assert_eq!(lookup_labels(&t.build_fib().unwrap(), "198.18.7.1"), Some(vec![1007]));
         assert_eq!(t.config().ports[1].addresses[0].0, "198.18.10.1".parse::<IpAddr>().unwrap());
@@ -1357,12 +1371,12 @@ action = "pop"
         );
         // `proto kernel` is the connected subnets'.
         pop.protocol = Protocol::Kernel;
-        let e = t.change(Change::Replace, &RouteSpec::Mpls(pop)).unwrap_err();
+        let e = t.change(Change::Replace, &RouteSpec::Mpls(pop)).unwrap_err().message();
         assert!(e.contains("connected subnets"), "{e}");
     }
 
     fn flush(t: &mut Tables, family: Family, filter: RouteFilter) -> Result<FlushSummary, String> {
-        t.flush(family, &filter).map(|(_, s)| s)
+        t.flush(family, &filter).map(|(_, s)| s).map_err(|e| e.message())
     }
 
     #[test]

@@ -10,7 +10,7 @@ use vmpls_fib::{DEFAULT_VRF_NAME, Fib, Label};
 
 use super::rib::{Derived, Dest, Entry, Prefix, Selected, Source};
 use super::txn::Txn;
-use super::{Change, Tables, mask, max_len, shown};
+use super::{Change, Tables, TablesError, mask, max_len, shown};
 use crate::RouteConfig;
 use crate::api::{Family, IpRoute, MplsAction, MplsRoute, Nexthop, Protocol, RouteSpec, RouteType};
 use crate::batch::{BatchFailure, BatchSummary};
@@ -94,7 +94,7 @@ impl Tables {
         dst: Option<&str>,
         after: Option<ShowCursor>,
         max: usize,
-    ) -> Result<ShowChunk, String> {
+    ) -> Result<ShowChunk, TablesError> {
         if family == Family::Mpls {
             return self.show_label_chunk(dst, after, max);
         }
@@ -123,7 +123,7 @@ impl Tables {
         dst: Option<&str>,
         after: Option<ShowCursor>,
         max: usize,
-    ) -> Result<ShowChunk, String> {
+    ) -> Result<ShowChunk, TablesError> {
         let labels = self.rib.labels();
         let row = |_: &Label, d: &Dest<crate::LabelConfig>| {
             d.selected_route().map(|e| self.show_label(&e.item, e.proto()))
@@ -191,14 +191,14 @@ impl Tables {
         &mut self,
         changes: &[(Change, RouteSpec)],
         force: bool,
-    ) -> Result<(Option<Fib>, BatchSummary), String> {
+    ) -> Result<(Option<Fib>, BatchSummary), TablesError> {
         let mut txn = Txn::new(self);
         let mut sum = BatchSummary::default();
         for (i, (change, spec)) in changes.iter().enumerate() {
             match Tables::stage_change(&mut txn, *change, spec) {
                 Ok(()) => sum.applied += 1,
                 Err(error) => {
-                    sum.failed.push(BatchFailure { index: i as u64, error });
+                    sum.failed.push(BatchFailure { index: i as u64, error: error.message() });
                     if !force {
                         break;
                     }
@@ -210,13 +210,17 @@ impl Tables {
         }
         match txn.finish() {
             Ok(fib) => Ok((Some(fib), sum)),
-            Err(e) => Err(format!("the batch was not applied: {e}")),
+            Err(e) => Err(TablesError::Batch(Box::new(e))),
         }
     }
 
     /// One route change with every check of `route add`/`replace`/`del`, staged in `txn`
     /// ([`Tables::change`] and [`Tables::change_many`] make the forwarding tables).
-    pub(super) fn stage_change(txn: &mut Txn<'_>, change: Change, spec: &RouteSpec) -> Result<(), String> {
+    pub(super) fn stage_change(
+        txn: &mut Txn<'_>,
+        change: Change,
+        spec: &RouteSpec,
+    ) -> Result<(), TablesError> {
         match spec {
             RouteSpec::Inet(r) | RouteSpec::Inet6(r) => {
                 let family = if matches!(spec, RouteSpec::Inet(_)) { Family::Inet } else { Family::Inet6 };
@@ -227,7 +231,7 @@ impl Tables {
                             "{} is the connected subnet of port \"{}\"; it exists as long as the port has that address",
                             r.dst,
                             r.nexthops[0].dev.as_deref().unwrap_or_default()
-                        )),
+                        ).into()),
                     };
                 }
                 let route = txn.resolve_ip(r, family, change == Change::Delete)?;
@@ -237,7 +241,8 @@ impl Tables {
                     Change::Add if old.is_some() => Err(format!(
                         "a route to {}/{} in VRF \"{}\" exists; use `vmpls route replace` to change it",
                         route.prefix, route.len, route.vrf
-                    )),
+                    )
+                    .into()),
                     Change::Add | Change::Replace => {
                         let entry = Entry { item: route, origin: Protocol::Boot, shown: shown(r.protocol)? };
                         txn.set_route(&vrf, key, Source::Own, Some(entry));
@@ -246,14 +251,15 @@ impl Tables {
                     Change::Delete => {
                         let what = format!("{}/{} in VRF \"{}\"", route.prefix, route.len, route.vrf);
                         let Some(old) = old else {
-                            return Err(format!("no route to {what}"));
+                            return Err(format!("no route to {what}").into());
                         };
                         let given = r.kind == RouteType::Blackhole || !r.nexthops.is_empty();
                         if given && old.item.action != route.action {
                             return Err(format!(
                                 "the route to {what} is not the one given: it is `{}`",
                                 crate::show::ip_route_line(&txn.show_ip(&old.item, old.proto()))
-                            ));
+                            )
+                            .into());
                         }
                         txn.set_route(&vrf, key, Source::Own, None);
                         Ok(())
@@ -267,7 +273,8 @@ impl Tables {
                 match change {
                     Change::Add if old.is_some() => Err(format!(
                         "label {key} has a route; use `vmpls -f mpls route replace` to change it"
-                    )),
+                    )
+                    .into()),
                     Change::Add | Change::Replace => {
                         let entry = Entry { item: label, origin: Protocol::Boot, shown: shown(m.protocol)? };
                         txn.set_label(key, Source::Own, Some(entry));
@@ -275,7 +282,7 @@ impl Tables {
                     }
                     Change::Delete => {
                         let Some(old) = old else {
-                            return Err(format!("no route for label {key}"));
+                            return Err(format!("no route for label {key}").into());
                         };
                         let given =
                             !m.nexthops.is_empty() || m.action == MplsAction::Lookup && m.vrf.is_some();
@@ -283,7 +290,8 @@ impl Tables {
                             return Err(format!(
                                 "the route for label {key} is not the one given: it is `{}`",
                                 crate::show::mpls_route_line(&txn.show_label(&old.item, old.proto()))
-                            ));
+                            )
+                            .into());
                         }
                         txn.set_label(key, Source::Own, None);
                         Ok(())
@@ -472,12 +480,23 @@ action = "pop"
         assert_eq!(find("198.18.10.0/24")["protocol"], "kernel");
         // Errors: an unknown VRF, a bad destination.
         assert!(
-            t.show_chunk(Family::Inet, Some("nosuch"), None, None, 10).unwrap_err().contains("not defined")
+            t.show_chunk(Family::Inet, Some("nosuch"), None, None, 10)
+                .unwrap_err()
+                .message()
+                .contains("not defined")
         );
         assert!(
-            t.show_chunk(Family::Inet, None, Some("bogus"), None, 10).unwrap_err().contains("not a prefix")
+            t.show_chunk(Family::Inet, None, Some("bogus"), None, 10)
+                .unwrap_err()
+                .message()
+                .contains("not a prefix")
         );
-        assert!(t.show_chunk(Family::Mpls, None, Some("x"), None, 10).unwrap_err().contains("not a label"));
+        assert!(
+            t.show_chunk(Family::Mpls, None, Some("x"), None, 10)
+                .unwrap_err()
+                .message()
+                .contains("not a label")
+        );
     }
 
     #[test]
@@ -565,9 +584,15 @@ action = "pop"
         assert!(
             t.get("2001:db8:99::1".parse().unwrap(), None)
                 .unwrap_err()
+                .message()
                 .contains("no route to 2001:db8:99::1")
         );
-        assert!(t.get("198.18.1.1".parse().unwrap(), Some("nosuch")).unwrap_err().contains("not defined"));
+        assert!(
+            t.get("198.18.1.1".parse().unwrap(), Some("nosuch"))
+                .unwrap_err()
+                .message()
+                .contains("not defined")
+        );
     }
 
     /// A batch that touches every check: adds, a duplicate, a replace, deletes (by
@@ -607,7 +632,7 @@ action = "pop"
         let mut errors = Vec::new();
         for (i, (c, s)) in changes.iter().enumerate() {
             if let Err(e) = one.change(*c, s) {
-                errors.push(BatchFailure { index: i as u64, error: e });
+                errors.push(BatchFailure { index: i as u64, error: e.message() });
             }
         }
         assert_eq!(errors.iter().map(|f| f.index).collect::<Vec<_>>(), [2, 5, 6, 8, 9, 14], "{errors:#?}");

@@ -178,11 +178,9 @@ fn frr_nexthop(vrf: &str, out: Label) -> NexthopConfig {
 }
 
 /// Applies `op`; the forwarding tables to store if it changed anything.
-fn apply(t: &mut Tables, op: &Op) -> Result<Option<Fib>, String> {
+fn apply(t: &mut Tables, op: &Op) -> Result<Option<Fib>, super::TablesError> {
     match op {
-        Op::File(routes, labels) => {
-            t.reload(config(&file_text(routes, labels))).map(|(f, _)| Some(f)).map_err(|e| e.to_string())
-        }
+        Op::File(routes, labels) => t.reload(config(&file_text(routes, labels))).map(|(f, _)| Some(f)),
         Op::Cli(change, v, p, out) => {
             t.change(*change, &RouteSpec::Inet(cli_route(VRFS[*v], *p, *out))).map(Some)
         }
@@ -309,7 +307,7 @@ fn check(t: &Tables, fib: &Fib) -> Result<(), TestCaseError> {
                 Some((_, _, r)) if r.target == RouteTarget::Local => continue,
                 Some((net, len, r)) => fib_words(cfg, net, len, &r.target).expect("not local"),
             };
-            let got = t.get(IpAddr::V4(a), Some(vrf)).map(|r| shown_words(&r));
+            let got = t.get(IpAddr::V4(a), Some(vrf)).map(|r| shown_words(&r)).map_err(|e| e.message());
             prop_assert_eq!(got, Ok(want), "route get {} in VRF {}", a, vrf);
         }
     }

@@ -8,8 +8,8 @@ use std::ops::Deref;
 
 use vmpls_fib::{Fib, Label};
 
-use super::Tables;
 use super::rib::{Derived, Entry, Prefix, Source};
+use super::{Tables, TablesError};
 use crate::{Config, LabelConfig, RouteConfig};
 
 /// A staged change, holding the value it replaced. Undoing it swaps that value back, so
@@ -84,7 +84,7 @@ impl<'a> Txn<'a> {
     ///
     /// # Errors
     /// The forwarding tables refuse an entry (the checks before catch what they can).
-    pub(crate) fn fib(&self) -> Result<Fib, String> {
+    pub(crate) fn fib(&self) -> Result<Fib, TablesError> {
         let t = &*self.tables;
         let whole = self.log.iter().any(|s| matches!(s, Staged::Derived { .. } | Staged::File(_)))
             || self.log.len() * 4 > t.rib.len();
@@ -104,7 +104,7 @@ impl<'a> Txn<'a> {
                         .transpose();
                     route
                         .and_then(|r| fib.set_prefix_route(t.vrf_id(vrf)?, *addr, *len, r))
-                        .map_err(|e| format!("{addr}/{len}: {e}"))?;
+                        .map_err(|source| TablesError::Fib { what: format!("{addr}/{len}"), source })?;
                 }
                 Staged::Label { label, .. } => {
                     let route = t.rib.labels().get(label).and_then(|d| d.selected_route());
@@ -112,7 +112,7 @@ impl<'a> Txn<'a> {
                         .map(|e| t.label_route(&e.item))
                         .transpose()
                         .and_then(|r| fib.set_label_route(*label, r))
-                        .map_err(|e| format!("label {label}: {e}"))?;
+                        .map_err(|source| TablesError::Fib { what: format!("label {label}"), source })?;
                 }
                 Staged::Derived { .. } | Staged::File(_) => unreachable!("built whole"),
             }
@@ -131,7 +131,7 @@ impl<'a> Txn<'a> {
     ///
     /// # Errors
     /// As [`Txn::fib`]; then nothing changed.
-    pub(crate) fn finish(self) -> Result<Fib, String> {
+    pub(crate) fn finish(self) -> Result<Fib, TablesError> {
         let fib = self.fib()?;
         self.commit(&fib);
         Ok(fib)
