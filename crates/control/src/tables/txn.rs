@@ -196,3 +196,67 @@ impl Staged {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::api::{Family, IpRoute, Nexthop, Protocol, RouteSpec, RouteType};
+    use crate::tables::{Change, FrrChange, Tables};
+    use crate::{Config, NexthopConfig, RouteAction};
+
+    fn everything(t: &Tables) -> Vec<serde_json::Value> {
+        [Family::Inet, Family::Inet6, Family::Mpls].into_iter().map(|f| t.show(f, None).unwrap()).collect()
+    }
+
+    #[test]
+    fn new_kernel_addresses_the_tables_cannot_take_leave_everything_as_it_was() {
+        let text = "[router]\nname = \"r\"\n\n[[port]]\nname = \"east\"\ninterface = \"lo\"\naddresses = [\"198.18.11.1/24\"]\n";
+        let mut t = Tables::new(Config::from_str(text, Path::new("r.toml")).unwrap());
+        let route = IpRoute {
+            dst: "198.18.12.0/24".into(),
+            vrf: "default".into(),
+            kind: RouteType::Unicast,
+            nexthops: vec![Nexthop {
+                gateway: Some("198.18.11.2".parse().unwrap()),
+                dev: None,
+                labels: vec![100],
+                weight: 1,
+            }],
+            ttl_propagate: true,
+            protocol: Protocol::Boot,
+            prefsrc: None,
+        };
+        t.change(Change::Add, &RouteSpec::Inet(route.clone())).unwrap();
+        let frr = FrrChange::Route {
+            vrf: "default".into(),
+            prefix: "198.18.13.0".parse().unwrap(),
+            len: 24,
+            route: Some((
+                RouteAction::Forward(vec![NexthopConfig {
+                    port: 0,
+                    via: Some("198.18.11.3".parse().unwrap()),
+                    labels: vec![200],
+                    weight: 1,
+                }]),
+                Protocol::Ospf,
+            )),
+        };
+        let fib = t.apply_frr(vec![frr]).unwrap().fib;
+        let before = everything(&t);
+        // The CLI's route would hide the port's new subnet: the tables refuse the addresses.
+        let e = t.set_kernel_addresses(vec![vec![("198.18.12.1".parse().unwrap(), 24)]], (None, None));
+        assert!(e.is_err());
+        assert_eq!(everything(&t), before);
+        assert_eq!(t.config().ports[0].addresses, vec![("198.18.11.1".parse().unwrap(), 24)]);
+        // The next change is made on the forwarding tables in force, not on the refused ones.
+        let del = RouteSpec::Inet(IpRoute { nexthops: Vec::new(), ..route });
+        let after = t.change(Change::Delete, &del).unwrap();
+        let whole = t.build_fib().unwrap();
+        let look = |f: &vmpls_fib::Fib, a: &str| format!("{:?}", f.vrfs[0].lookup(a.parse().unwrap()));
+        for a in ["198.18.11.9", "198.18.12.9", "198.18.13.9"] {
+            assert_eq!(look(&after, a), look(&whole, a), "{a}");
+        }
+        assert_eq!(look(&after, "198.18.13.9"), look(&fib, "198.18.13.9"));
+    }
+}
