@@ -78,6 +78,7 @@ fn shown(t: &Tables) -> Vec<String> {
             match t.show(family, vrf) {
                 Ok(v) => out.push(v.to_string()),
                 Err(e) => {
+                    let e = e.message();
                     assert!(!e.is_empty(), "a show error without a message");
                     out.push(e);
                 }
@@ -135,6 +136,7 @@ pub fn api(data: &[u8]) {
     let before = shown(&t);
     match t.change(change, route) {
         Err(e) => {
+            let e = e.message();
             assert!(!e.is_empty(), "a change refused without a message");
             assert_eq!(shown(&t), before, "a refused change changed the tables: {e}");
         }

@@ -1,10 +1,12 @@
 //! The routes of a running router: what the config file said plus what was changed at
-//! runtime, kept by the control plane as the source of truth for every new
-//! [`Fib`].
+//! runtime and what FRR sent, kept by the control plane as the source of truth for every
+//! new [`Fib`].
 //!
-//! Every change ([`Tables::change`], [`Tables::reload`]) is checked like the config file
-//! checks its routes, then the complete forwarding tables are built from the result; only
-//! if that succeeds is the change kept. The caller swaps the returned `Fib` in
+//! The routes of every source are held in one RIB (`rib`), where one rule picks the route
+//! in force at each destination. Every change ([`Tables::change`], [`Tables::reload`],
+//! [`Tables::apply_frr`], ...) is checked like the config file checks its routes and
+//! staged in one transaction (`txn`); the forwarding tables are made from the result, and
+//! only if that succeeds is the change kept. The caller swaps the returned `Fib` in
 //! ([`vmpls_fib::FibHandle::store`]), so the data plane moves from one consistent version
 //! to the next.
 //!
@@ -17,8 +19,7 @@
 //! renamed, moved to another interface, a new MTU, kind or forced offloads) need a
 //! restart and are rejected.
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use vmpls_fib::{
@@ -27,17 +28,24 @@ use vmpls_fib::{
 };
 
 use crate::api::{
-    ControlError, ErrorKind, Family, FlushSummary, IpRoute, MplsAction, MplsRoute, Nexthop, PrefixMatch,
-    Protocol, ReloadSummary, RouteFilter, RouteSpec, RouteType,
+    Family, FlushSummary, IpRoute, MplsAction, MplsRoute, Nexthop, PrefixMatch, Protocol, ReloadSummary,
+    RouteFilter, RouteSpec, RouteType,
 };
 use crate::{
     Config, LabelConfig, LabelConfigAction, NexthopConfig, PortConfig, RouteAction, RouteConfig,
-    nexthop_group, prefix_route,
+    nexthop_group,
 };
 
 mod bulk;
-use bulk::Undo;
+mod error;
+#[cfg(test)]
+mod prop_tests;
+mod rib;
+mod txn;
 pub use bulk::{ShowChunk, ShowCursor, ShowRows};
+pub use error::TablesError;
+use rib::{Derived, Entry, Rib, Source};
+use txn::Txn;
 
 /// A route change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,44 +58,16 @@ pub enum Change {
     Delete,
 }
 
-type RouteKey = (String, IpAddr, u8);
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Entry<T> {
-    item: T,
-    /// Who owns it: `Static` the file, `Boot` the CLI, else FRR (which daemon).
-    origin: Protocol,
-    /// What `route show` says, if not `origin`: the CLI's `proto NAME` (a route pasted
-    /// back from `route show` keeps its protocol; ownership stays the CLI's).
-    shown: Option<Protocol>,
-}
-
-impl<T> Entry<T> {
-    fn new(item: T, origin: Protocol) -> Entry<T> {
-        Entry { item, origin, shown: None }
-    }
-
-    /// The protocol `route show` prints.
-    fn proto(&self) -> Protocol {
-        self.shown.unwrap_or(self.origin)
-    }
-}
-
 /// The running routes; see the module documentation.
 #[derive(Debug, Clone)]
 pub struct Tables {
     file: Config,
-    routes: BTreeMap<RouteKey, Entry<RouteConfig>>,
-    labels: BTreeMap<Label, Entry<LabelConfig>>,
-    /// Routes from FRR (zebra over FPM). Kept apart so that zebra's reconnection
-    /// replaces only them; a route of the file or the CLI for the same destination
-    /// wins, as a static route with a better distance would.
-    frr_routes: BTreeMap<RouteKey, Entry<RouteConfig>>,
-    frr_labels: BTreeMap<Label, Entry<LabelConfig>>,
-    /// The forwarding tables last made of these routes (by [`Tables::build_fib`] or a
-    /// change), so that the next change to a few routes is made on a copy of them in time
-    /// that does not grow with the table. Kept current by every build.
-    built: RefCell<Option<Fib>>,
+    /// The routes of every source, and which is in force ([`rib::Dest::selected`]).
+    rib: Rib,
+    /// The forwarding tables last made of the routes in force, so that the next change to
+    /// a few routes is made on a copy of them in time that does not grow with the table.
+    /// Set by every committed change ([`Txn::commit`]).
+    built: Option<Fib>,
 }
 
 /// A route from FRR, its next hops already on the router's ports.
@@ -120,10 +100,6 @@ pub struct FrrApplied {
     pub fib: Fib,
     /// Changes refused, each with the reason (the rest were applied).
     pub refused: Vec<String>,
-}
-
-fn route_key(r: &RouteConfig) -> RouteKey {
-    (r.vrf.clone(), r.prefix, r.len)
 }
 
 fn same_route(a: &RouteConfig, b: &RouteConfig) -> bool {
@@ -191,7 +167,7 @@ pub fn parse_prefix(text: &str, family: Family) -> Result<(IpAddr, u8), String> 
 
 /// What a runtime route asked to be shown as (`proto NAME`) is shown as: `None` for
 /// `boot`, the default.
-fn shown(p: Protocol) -> Result<Option<Protocol>, String> {
+fn shown(p: Protocol) -> Result<Option<Protocol>, TablesError> {
     match p {
         Protocol::Boot => Ok(None),
         Protocol::Kernel => {
@@ -210,22 +186,18 @@ impl Tables {
     pub fn new(mut config: Config) -> Tables {
         // The routes move into the tables: the config keeps ports, VRFs and settings, so a
         // table of a million routes is held once.
-        let routes = std::mem::take(&mut config.routes)
-            .into_iter()
-            .map(|r| (route_key(&r), Entry::new(r, Protocol::Static)))
-            .collect();
-        let labels = std::mem::take(&mut config.labels)
-            .into_iter()
-            .map(|l| (l.label, Entry::new(l, Protocol::Static)))
-            .collect();
-        Tables {
-            file: config,
-            routes,
-            labels,
-            frr_routes: BTreeMap::new(),
-            frr_labels: BTreeMap::new(),
-            built: RefCell::new(None),
+        let mut rib = Rib::default();
+        for r in std::mem::take(&mut config.routes) {
+            let (vrf, prefix) = (r.vrf.clone(), (r.prefix, r.len));
+            rib.set_route(&vrf, prefix, Source::Own, Some(Entry::new(r, Protocol::Static)));
         }
+        for l in std::mem::take(&mut config.labels) {
+            rib.set_label(l.label, Source::Own, Some(Entry::new(l, Protocol::Static)));
+        }
+        for ((vrf, prefix), d) in rib::derived_of(&config) {
+            rib.set_derived(&vrf, prefix, Some(d));
+        }
+        Tables { file: config, rib, built: None }
     }
 
     /// The tables of a freshly loaded config and the forwarding tables it describes, built
@@ -235,8 +207,8 @@ impl Tables {
     /// As [`Config::build_fib`], with the file's line.
     pub fn built(config: Config) -> Result<(Tables, Fib), crate::ConfigError> {
         let fib = config.build_fib()?;
-        let tables = Tables::new(config);
-        *tables.built.borrow_mut() = Some(fib.clone());
+        let mut tables = Tables::new(config);
+        tables.built = Some(fib.clone());
         Ok((tables, fib))
     }
 
@@ -246,17 +218,13 @@ impl Tables {
     ///
     /// # Errors
     /// The tables could not be built (nothing changed).
-    pub fn apply_frr(&mut self, changes: Vec<FrrChange>) -> Result<FrrApplied, String> {
-        // Changed in place, not on a copy: at a hundred thousand routes a copy costs more
-        // than the change. The undo log puts back what was there if the build fails.
-        let mut undo_routes = Vec::new();
-        let mut undo_labels = Vec::new();
+    pub fn apply_frr(&mut self, changes: Vec<FrrChange>) -> Result<FrrApplied, TablesError> {
         let mut refused = Vec::new();
+        let mut txn = Txn::new(self);
         for c in changes {
             match c {
                 FrrChange::Route { vrf, prefix, len, route } => {
-                    let key = (vrf.clone(), prefix, len);
-                    let new = match route {
+                    let entry = match route {
                         None => None,
                         Some((action, origin)) => match &action {
                             RouteAction::Forward(nhs)
@@ -265,9 +233,9 @@ impl Tables {
                                 refused.push(format!("{prefix}/{len} ({}): {e}", origin.name()));
                                 None
                             }
-                            _ => Some(Entry {
-                                item: RouteConfig {
-                                    vrf,
+                            _ => Some(Entry::new(
+                                RouteConfig {
+                                    vrf: vrf.clone(),
                                     prefix,
                                     len,
                                     action,
@@ -275,18 +243,13 @@ impl Tables {
                                     line: 0,
                                 },
                                 origin,
-                                shown: None,
-                            }),
+                            )),
                         },
                     };
-                    let old = match new {
-                        Some(e) => self.frr_routes.insert(key.clone(), e),
-                        None => self.frr_routes.remove(&key),
-                    };
-                    undo_routes.push((key, old));
+                    txn.set_route(&vrf, (prefix, len), Source::Frr, entry);
                 }
                 FrrChange::Label { label, route } => {
-                    let new = match route {
+                    let entry = match route {
                         None => None,
                         Some((action, origin)) => {
                             let nhs_ok = match &action {
@@ -296,94 +259,63 @@ impl Tables {
                             let range_ok = if (FIRST_UNRESERVED..=MAX_LABEL).contains(&label) {
                                 Ok(())
                             } else {
-                                Err(format!("incoming label {label} is reserved or out of range"))
+                                Err(format!("incoming label {label} is reserved or out of range").into())
                             };
                             match range_ok.and(nhs_ok) {
                                 Err(e) => {
                                     refused.push(format!("label {label} ({}): {e}", origin.name()));
                                     None
                                 }
-                                Ok(()) => Some(Entry {
-                                    item: LabelConfig {
-                                        label,
-                                        action,
-                                        ttl_model: TtlModel::Uniform,
-                                        line: 0,
-                                    },
+                                Ok(()) => Some(Entry::new(
+                                    LabelConfig { label, action, ttl_model: TtlModel::Uniform, line: 0 },
                                     origin,
-                                    shown: None,
-                                }),
+                                )),
                             }
                         }
                     };
-                    let old = match new {
-                        Some(e) => self.frr_labels.insert(label, e),
-                        None => self.frr_labels.remove(&label),
-                    };
-                    undo_labels.push((label, old));
+                    txn.set_label(label, Source::Frr, entry);
                 }
             }
         }
-        let route_keys: Vec<RouteKey> = undo_routes.iter().map(|(k, _)| k.clone()).collect();
-        let label_keys: Vec<Label> = undo_labels.iter().map(|(l, _)| *l).collect();
-        match self.fib_after(&route_keys, &label_keys) {
-            Ok(fib) => Ok(FrrApplied { fib, refused }),
-            Err(e) => {
-                // Something the checks above did not foresee: take the batch back, then
-                // apply it one change at a time, refusing only what the tables refuse,
-                // so that the rest (a reroute, say) is not lost with it.
-                let mut changed: Vec<FrrChange> = Vec::new();
-                for (key, old) in undo_routes.into_iter().rev() {
-                    let now = match old {
-                        Some(o) => self.frr_routes.insert(key.clone(), o),
-                        None => self.frr_routes.remove(&key),
-                    };
-                    let (vrf, prefix, len) = key;
-                    changed.push(FrrChange::Route {
-                        vrf,
-                        prefix,
-                        len,
-                        route: now.map(|e| (e.item.action, e.origin)),
-                    });
-                }
-                for (label, old) in undo_labels.into_iter().rev() {
-                    let now = match old {
-                        Some(o) => self.frr_labels.insert(label, o),
-                        None => self.frr_labels.remove(&label),
-                    };
-                    changed.push(FrrChange::Label { label, route: now.map(|e| (e.item.action, e.origin)) });
-                }
-                if changed.len() <= 1 {
-                    return Err(e);
-                }
-                // In halves, so that a few bad changes in a table walk of thousands cost
-                // a few builds each, not one build per change.
-                changed.reverse();
-                let second = changed.split_off(changed.len() / 2);
-                let mut fib = None;
-                for half in [changed, second] {
-                    let what = half.len();
-                    match self.apply_frr(half) {
-                        Ok(applied) => {
-                            refused.extend(applied.refused);
-                            fib = Some(applied.fib);
-                        }
-                        Err(e) if what == 1 => refused.push(e),
-                        Err(e) => return Err(e),
-                    }
-                }
-                match fib {
-                    Some(fib) => Ok(FrrApplied { fib, refused }),
-                    None => self.fib_after(&[], &[]).map(|fib| FrrApplied { fib, refused }),
-                }
+        let e = match txn.fib() {
+            Ok(fib) => {
+                txn.commit(&fib);
+                return Ok(FrrApplied { fib, refused });
             }
+            Err(e) => e,
+        };
+        // Something the checks above did not foresee: take the burst back, then apply it
+        // in halves, refusing only what the tables refuse, so that the rest (a reroute,
+        // say) is not lost with it, and a few bad changes in a table walk of thousands
+        // cost a few builds each, not one build per change.
+        let mut changed: Vec<FrrChange> =
+            txn.rollback().into_iter().filter_map(|s| s.into_frr_change()).collect();
+        if changed.len() <= 1 {
+            return Err(e);
+        }
+        let second = changed.split_off(changed.len() / 2);
+        let mut fib = None;
+        for half in [changed, second] {
+            let what = half.len();
+            match self.apply_frr(half) {
+                Ok(applied) => {
+                    refused.extend(applied.refused);
+                    fib = Some(applied.fib);
+                }
+                Err(e) if what == 1 => refused.push(e.message()),
+                Err(e) => return Err(e),
+            }
+        }
+        match fib {
+            Some(fib) => Ok(FrrApplied { fib, refused }),
+            None => Txn::new(self).finish().map(|fib| FrrApplied { fib, refused }),
         }
     }
 
     /// How many routes and label routes from FRR are held (some may be shadowed by the
-    /// file's or the CLI's).
+    /// file's or the CLI's, or by the ports' own destinations).
     pub fn frr_counts(&self) -> (usize, usize) {
-        (self.frr_routes.len(), self.frr_labels.len())
+        self.rib.frr_counts()
     }
 
     /// Sets the addresses the kernel has on each port (in order) and on the router's
@@ -395,15 +327,17 @@ impl Tables {
         &mut self,
         ports: Vec<Vec<(IpAddr, u8)>>,
         router: (Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>),
-    ) -> Result<Fib, String> {
-        let mut next = self.clone();
-        for (p, a) in next.file.ports.iter_mut().zip(ports) {
+    ) -> Result<Fib, TablesError> {
+        // The config holds ports, VRFs and settings (its routes are in the RIB): a copy
+        // costs what the ports do.
+        let mut file = self.file.clone();
+        for (p, a) in file.ports.iter_mut().zip(ports) {
             p.addresses = a;
         }
-        (next.file.router.v4, next.file.router.v6) = router;
-        let fib = next.build_fib()?;
-        *self = next;
-        Ok(fib)
+        (file.router.v4, file.router.v6) = router;
+        let mut txn = Txn::new(self);
+        txn.set_file(file);
+        txn.finish()
     }
 
     /// The config file as last loaded: its ports, VRFs and settings; its routes are in the
@@ -412,92 +346,23 @@ impl Tables {
         &self.file
     }
 
-    /// The running routes as a config: the file's ports and VRFs with the current routes.
+    /// The running routes as a config: the file's ports and VRFs with the routes in force.
     pub fn running_config(&self) -> Config {
         Config {
-            routes: self.running_routes().cloned().collect(),
-            labels: self.running_labels().cloned().collect(),
+            routes: self.rib.selected_routes().cloned().collect(),
+            labels: self.rib.selected_labels().cloned().collect(),
             ..self.file.clone()
         }
     }
 
-    /// The routes in force: the file's and the CLI's, then FRR's where those have none
-    /// and where the router has no connected subnet or address of its own (zebra picks
-    /// an IGP route to a connected subnet when the link goes down, while the address
-    /// stays on the interface).
-    fn running_routes(&self) -> impl Iterator<Item = &RouteConfig> {
-        let frr = self
-            .frr_routes
-            .iter()
-            .filter(|(k, _)| !self.routes.contains_key(*k) && !self.is_own(k))
-            .map(|(_, e)| e);
-        self.routes.values().chain(frr).map(|e| &e.item)
-    }
-
-    /// Whether `key` is a connected subnet of a port or one of the router's addresses.
-    fn is_own(&self, (vrf, prefix, len): &RouteKey) -> bool {
-        let ports = self.file.ports.iter().filter(|p| &p.vrf == vrf);
-        let mut addrs = ports.flat_map(|p| p.addresses.iter());
-        let router = [self.file.router.v4.map(IpAddr::V4), self.file.router.v6.map(IpAddr::V6)];
-        addrs.any(|&(a, l)| (mask(a, l), l) == (*prefix, *len) || (a, max_len(a)) == (*prefix, *len))
-            || (vrf == DEFAULT_VRF_NAME && *len == max_len(*prefix) && router.contains(&Some(*prefix)))
-    }
-
-    /// The label routes in force, as [`Tables::running_routes`].
-    fn running_labels(&self) -> impl Iterator<Item = &LabelConfig> {
-        let frr = self.frr_labels.iter().filter(|(k, _)| !self.labels.contains_key(*k)).map(|(_, e)| e);
-        self.labels.values().chain(frr).map(|e| &e.item)
-    }
-
-    /// The forwarding tables of the running routes.
+    /// The forwarding tables of the routes in force.
     ///
     /// # Errors
     /// A message if the tables reject an entry (checks before catch what they can).
-    pub fn build_fib(&self) -> Result<Fib, String> {
-        let fib = self.file.build_fib_with(self.running_routes(), self.running_labels()).map_err(|e| {
-            let mut msg = e.to_string();
-            if let Some(src) = std::error::Error::source(&e) {
-                msg = format!("{msg}: {src}");
-            }
-            msg
-        })?;
-        *self.built.borrow_mut() = Some(fib.clone());
-        Ok(fib)
-    }
-
-    /// The forwarding tables after the routes of `routes` and `labels` changed: the last
-    /// built tables with those entries set to the routes now in force there, on a copy that
-    /// shares the rest, so it costs time in proportion to the change. Builds the whole
-    /// tables when none were built yet. On error the last built tables stay.
-    ///
-    /// # Errors
-    /// The tables refuse an entry (checks before catch what they can).
-    fn fib_after(&self, routes: &[RouteKey], labels: &[Label]) -> Result<Fib, String> {
-        let Some(mut fib) = self.built.borrow().clone() else {
-            return self.build_fib();
-        };
-        for key in routes {
-            let (vrf, prefix, len) = key;
-            let route = self
-                .routes
-                .get(key)
-                .or_else(|| self.frr_routes.get(key).filter(|_| !self.is_own(key)))
-                .map(|e| prefix_route(&e.item))
-                .transpose();
-            route
-                .and_then(|r| fib.set_prefix_route(self.vrf_id(vrf)?, *prefix, *len, r))
-                .map_err(|e| format!("{prefix}/{len}: {e}"))?;
-        }
-        for &label in labels {
-            let route = self.labels.get(&label).or_else(|| self.frr_labels.get(&label));
-            route
-                .map(|e| self.label_route(&e.item))
-                .transpose()
-                .and_then(|r| fib.set_label_route(label, r))
-                .map_err(|e| format!("label {label}: {e}"))?;
-        }
-        *self.built.borrow_mut() = Some(fib.clone());
-        Ok(fib)
+    pub fn build_fib(&self) -> Result<Fib, TablesError> {
+        self.file
+            .build_fib_with(self.rib.selected_routes(), self.rib.selected_labels())
+            .map_err(TablesError::Build)
     }
 
     /// The id the forwarding tables give VRF `name`: its place in the config's list.
@@ -519,23 +384,10 @@ impl Tables {
     ///
     /// # Errors
     /// What is wrong with the route, in a sentence for the CLI's `Error: ...`.
-    pub fn change(&mut self, change: Change, spec: &RouteSpec) -> Result<Fib, String> {
-        // Changed in place, not on a copy of the tables (which costs more than the change at
-        // a hundred thousand routes): the entry is checked and set, then put back if the
-        // forwarding tables refuse it.
-        let staged = self.stage_change(change, spec)?;
-        let (routes, labels) = match &staged {
-            Some(Undo::Route(key, _)) => (std::slice::from_ref(key), &[][..]),
-            Some(Undo::Label(label, _)) => (&[][..], std::slice::from_ref(label)),
-            None => (&[][..], &[][..]),
-        };
-        let fib = self.fib_after(routes, labels);
-        if fib.is_err()
-            && let Some(undo) = staged
-        {
-            self.unstage(undo);
-        }
-        fib
+    pub fn change(&mut self, change: Change, spec: &RouteSpec) -> Result<Fib, TablesError> {
+        let mut txn = Txn::new(self);
+        Tables::stage_change(&mut txn, change, spec)?;
+        txn.finish()
     }
 
     /// Applies the difference between the config loaded before and `new` (see the module
@@ -545,12 +397,9 @@ impl Tables {
     /// # Errors
     /// Ports or the router's name or socket changed ([`ErrorKind::RestartNeeded`]), or a
     /// route added at runtime does not fit the new ports' addresses or VRFs.
-    pub fn reload(&mut self, new: Config) -> Result<(Fib, ReloadSummary), ControlError> {
+    pub fn reload(&mut self, new: Config) -> Result<(Fib, ReloadSummary), TablesError> {
         if let Some(why) = restart_needed(&self.file, &new) {
-            return Err(ControlError::new(
-                ErrorKind::RestartNeeded,
-                format!("{why}: restart the router to apply this (the running config stays)"),
-            ));
+            return Err(TablesError::RestartNeeded { why });
         }
         let mut new = new;
         if new.frr.is_some() {
@@ -560,65 +409,90 @@ impl Tables {
             }
             (new.router.v4, new.router.v6) = (self.file.router.v4, self.file.router.v6);
         }
-        let mut next = self.clone();
         let mut sum = ReloadSummary { config: new.path.display().to_string(), ..ReloadSummary::default() };
-        // What the file owns is brought back to the file, whatever the CLI did to it;
-        // the routes the CLI added (or took over with `replace`) and the file does not
-        // have stay.
-        let new_routes: BTreeMap<RouteKey, &RouteConfig> =
-            new.routes.iter().map(|r| (route_key(r), r)).collect();
-        for (k, e) in &self.routes {
-            if e.origin == Protocol::Static && !new_routes.contains_key(k) {
-                next.routes.remove(k);
-                sum.routes_removed += 1;
-            }
-        }
-        for (k, r) in &new_routes {
-            match self.routes.get(k) {
-                Some(e) if e.origin == Protocol::Static && same_route(&e.item, r) => continue,
-                Some(_) => sum.routes_changed += 1,
-                None => sum.routes_added += 1,
-            }
-            next.routes.insert(k.clone(), Entry::new((*r).clone(), Protocol::Static));
-        }
-        let new_labels: BTreeMap<Label, &LabelConfig> = new.labels.iter().map(|l| (l.label, l)).collect();
-        for (k, e) in &self.labels {
-            if e.origin == Protocol::Static && !new_labels.contains_key(k) {
-                next.labels.remove(k);
-                sum.labels_removed += 1;
-            }
-        }
-        for (k, l) in &new_labels {
-            match self.labels.get(k) {
-                Some(e) if e.origin == Protocol::Static && same_label(&e.item, l) => continue,
-                Some(_) => sum.labels_changed += 1,
-                None => sum.labels_added += 1,
-            }
-            next.labels.insert(*k, Entry::new((*l).clone(), Protocol::Static));
-        }
         sum.other_changed = self.file.vrfs != new.vrfs
             || (self.file.router.v4, self.file.router.v6) != (new.router.v4, new.router.v6)
             || self.file.ports.iter().zip(&new.ports).any(|(a, b)| {
                 (&a.vrf, &a.addresses, self.file.port_accepts_mpls(a))
                     != (&b.vrf, &b.addresses, new.port_accepts_mpls(b))
             });
-        next.file = Config { routes: Vec::new(), labels: Vec::new(), ..new };
+        let routes = std::mem::take(&mut new.routes);
+        let labels = std::mem::take(&mut new.labels);
+        let mut txn = Txn::new(self);
+        txn.set_file(new);
+        // What the file owns is brought back to the file, whatever the CLI did to it;
+        // the routes the CLI added (or took over with `replace`) and the file does not
+        // have stay.
+        let in_file: BTreeSet<(&str, IpAddr, u8)> =
+            routes.iter().map(|r| (r.vrf.as_str(), r.prefix, r.len)).collect();
+        let gone: Vec<(String, IpAddr, u8)> = txn
+            .rib
+            .tables()
+            .flat_map(|(vrf, _, t)| t.iter().map(move |(k, d)| (vrf, k, d)))
+            .filter(|(vrf, (a, l), d)| {
+                d.candidate(Source::Own).is_some_and(|e| e.origin == Protocol::Static)
+                    && !in_file.contains(&(vrf, *a, *l))
+            })
+            .map(|(vrf, (a, l), _)| (vrf.to_string(), *a, *l))
+            .collect();
+        drop(in_file);
+        sum.routes_removed = gone.len() as u64;
+        for (vrf, a, l) in gone {
+            txn.set_route(&vrf, (a, l), Source::Own, None);
+        }
+        for r in routes {
+            let (vrf, prefix) = (r.vrf.clone(), (r.prefix, r.len));
+            match txn.rib.dest(&vrf, prefix).and_then(|d| d.candidate(Source::Own)) {
+                Some(e) if e.origin == Protocol::Static && same_route(&e.item, &r) => continue,
+                Some(_) => sum.routes_changed += 1,
+                None => sum.routes_added += 1,
+            }
+            txn.set_route(&vrf, prefix, Source::Own, Some(Entry::new(r, Protocol::Static)));
+        }
+        let in_file: BTreeSet<Label> = labels.iter().map(|l| l.label).collect();
+        let gone: Vec<Label> = txn
+            .rib
+            .labels()
+            .iter()
+            .filter(|(k, d)| {
+                d.candidate(Source::Own).is_some_and(|e| e.origin == Protocol::Static) && !in_file.contains(k)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        sum.labels_removed = gone.len() as u64;
+        for l in gone {
+            txn.set_label(l, Source::Own, None);
+        }
+        for l in labels {
+            match txn.rib.labels().get(&l.label).and_then(|d| d.candidate(Source::Own)) {
+                Some(e) if e.origin == Protocol::Static && same_label(&e.item, &l) => continue,
+                Some(_) => sum.labels_changed += 1,
+                None => sum.labels_added += 1,
+            }
+            txn.set_label(l.label, Source::Own, Some(Entry::new(l, Protocol::Static)));
+        }
         // Routes added at runtime must still make sense with the new ports and VRFs.
-        for e in next.routes.values().filter(|e| e.origin == Protocol::Boot) {
-            let shown = self.show_ip(&e.item, e.proto());
-            let family = if e.item.prefix.is_ipv4() { Family::Inet } else { Family::Inet6 };
-            next.resolve_ip(&shown, family, false).map_err(|m| {
-                format!("the route to {} (added at runtime) would be invalid: {m}", shown.dst)
+        for (_, _, t) in txn.rib.tables() {
+            for e in
+                t.values().filter_map(|d| d.candidate(Source::Own)).filter(|e| e.origin == Protocol::Boot)
+            {
+                let shown = txn.show_ip(&e.item, e.proto());
+                let family = if e.item.prefix.is_ipv4() { Family::Inet } else { Family::Inet6 };
+                txn.resolve_ip(&shown, family, false).map_err(|e| TablesError::RuntimeRoute {
+                    what: format!("to {}", shown.dst),
+                    source: Box::new(e),
+                })?;
+            }
+        }
+        let own_labels = txn.rib.labels().values().filter_map(|d| d.candidate(Source::Own));
+        for e in own_labels.filter(|e| e.origin == Protocol::Boot) {
+            let shown = txn.show_label(&e.item, e.proto());
+            txn.resolve_label(&shown, false).map_err(|e| TablesError::RuntimeRoute {
+                what: format!("for label {}", shown.label),
+                source: Box::new(e),
             })?;
         }
-        for e in next.labels.values().filter(|e| e.origin == Protocol::Boot) {
-            let shown = self.show_label(&e.item, e.proto());
-            next.resolve_label(&shown, false).map_err(|m| {
-                format!("the route for label {} (added at runtime) would be invalid: {m}", shown.label)
-            })?;
-        }
-        let fib = next.build_fib()?;
-        *self = next;
+        let fib = txn.finish()?;
         Ok((fib, sum))
     }
 
@@ -631,14 +505,18 @@ impl Tables {
     ///
     /// # Errors
     /// An unknown VRF or port, `proto kernel`, or tables that cannot be built.
-    pub fn flush(&mut self, family: Family, filter: &RouteFilter) -> Result<(Fib, FlushSummary), String> {
+    pub fn flush(
+        &mut self,
+        family: Family,
+        filter: &RouteFilter,
+    ) -> Result<(Fib, FlushSummary), TablesError> {
         if filter.proto == Some(Protocol::Kernel) {
             return Err("connected subnets (proto kernel) cannot be flushed: they exist as long as the port has the address".into());
         }
         if let Some(dev) = &filter.dev
             && !self.file.ports.iter().any(|p| &p.name == dev)
         {
-            return Err(format!("no port \"{dev}\"; {}", self.port_list()));
+            return Err(format!("no port \"{dev}\"; {}", self.port_list()).into());
         }
         let dev = filter.dev.as_ref().and_then(|d| self.file.ports.iter().position(|p| &p.name == d));
         let nexthops_match = |nhs: &[NexthopConfig]| {
@@ -646,11 +524,8 @@ impl Tables {
                 && filter.via.is_none_or(|v| nhs.iter().any(|n| n.via == Some(v)))
         };
         let mut sum = FlushSummary::default();
-        // In place, keeping what was removed to put it back should the build fail: a
-        // copy of a table of a million routes costs more than the flush. The forwarding
-        // tables are made once, whatever the number of routes flushed.
-        let mut removed_labels = Vec::new();
-        let mut removed_routes = Vec::new();
+        // The forwarding tables are made once, whatever the number of routes flushed.
+        let mut txn = Txn::new(self);
         if family == Family::Mpls {
             if filter.vrf.is_some() {
                 return Err("label routes are not per VRF: drop `vrf`".into());
@@ -668,58 +543,60 @@ impl Tables {
                     && filter.proto.is_none_or(|p| p == e.proto())
                     && (filter.dev.is_none() && filter.via.is_none() || nexthops_match(nhs))
             };
-            let kept;
-            (removed_labels, kept) =
-                std::mem::take(&mut self.labels).into_iter().partition(|(k, e)| selects(k, e));
-            // From sorted entries, a map is built in linear time.
-            self.labels = kept.into_iter().collect();
-            sum.flushed = removed_labels.len() as u64;
-            sum.from_file =
-                removed_labels.iter().filter(|(_, e)| e.origin == Protocol::Static).count() as u64;
-            sum.frr_kept = self.frr_labels.iter().filter(|(k, e)| selects(k, e)).count() as u64;
+            let mut removed = Vec::new();
+            for (k, d) in txn.rib.labels() {
+                if let Some(e) = d.candidate(Source::Own).filter(|e| selects(k, e)) {
+                    removed.push(*k);
+                    sum.from_file += u64::from(e.origin == Protocol::Static);
+                }
+                sum.frr_kept += u64::from(d.candidate(Source::Frr).is_some_and(|e| selects(k, e)));
+            }
+            sum.flushed = removed.len() as u64;
+            for k in removed {
+                txn.set_label(k, Source::Own, None);
+            }
         } else {
             let vrf = filter.vrf.as_deref().unwrap_or(DEFAULT_VRF_NAME);
             if vrf != "all" {
-                self.check_vrf(vrf)?;
+                txn.check_vrf(vrf)?;
             }
             let dst = match &filter.dst {
                 None => None,
                 Some(d) => Some(parse_prefix(d, family)?),
             };
-            let selects = |(v, a, len): &RouteKey, e: &Entry<RouteConfig>| {
+            let selects = |(a, len): &(IpAddr, u8), e: &Entry<RouteConfig>| {
                 let nhs: &[NexthopConfig] = match &e.item.action {
                     RouteAction::Forward(nhs) => nhs,
                     RouteAction::Blackhole => &[],
                 };
-                (vrf == "all" || v == vrf)
-                    && a.is_ipv4() == (family == Family::Inet)
-                    && dst.is_none_or(|(net, l)| match filter.dst_match {
-                        PrefixMatch::Exact => (*a, *len) == (net, l),
-                        PrefixMatch::Root => *len >= l && on_subnet(net, l, *a),
-                        PrefixMatch::Match => *len <= l && on_subnet(*a, *len, net),
-                    })
-                    && filter.proto.is_none_or(|p| p == e.proto())
+                dst.is_none_or(|(net, l)| match filter.dst_match {
+                    PrefixMatch::Exact => (*a, *len) == (net, l),
+                    PrefixMatch::Root => *len >= l && on_subnet(net, l, *a),
+                    PrefixMatch::Match => *len <= l && on_subnet(*a, *len, net),
+                }) && filter.proto.is_none_or(|p| p == e.proto())
                     && (filter.dev.is_none() && filter.via.is_none() || nexthops_match(nhs))
             };
-            let kept;
-            (removed_routes, kept) =
-                std::mem::take(&mut self.routes).into_iter().partition(|(k, e)| selects(k, e));
-            self.routes = kept.into_iter().collect();
-            sum.flushed = removed_routes.len() as u64;
-            sum.from_file =
-                removed_routes.iter().filter(|(_, e)| e.origin == Protocol::Static).count() as u64;
-            sum.frr_kept = self.frr_routes.iter().filter(|(k, e)| selects(k, e)).count() as u64;
-        }
-        let keys: Vec<RouteKey> = removed_routes.iter().map(|(k, _)| k.clone()).collect();
-        let labels: Vec<Label> = removed_labels.iter().map(|(l, _)| *l).collect();
-        match self.fib_for(&keys, &labels) {
-            Ok(fib) => Ok((fib, sum)),
-            Err(e) => {
-                self.labels.extend(removed_labels);
-                self.routes.extend(removed_routes);
-                Err(e)
+            let mut removed = Vec::new();
+            let tables = txn
+                .rib
+                .tables()
+                .filter(|(v, v4, _)| (vrf == "all" || *v == vrf) && *v4 == (family == Family::Inet));
+            for (v, _, t) in tables {
+                for (k, d) in t {
+                    if let Some(e) = d.candidate(Source::Own).filter(|e| selects(k, e)) {
+                        removed.push((v.to_string(), *k));
+                        sum.from_file += u64::from(e.origin == Protocol::Static);
+                    }
+                    sum.frr_kept += u64::from(d.candidate(Source::Frr).is_some_and(|e| selects(k, e)));
+                }
+            }
+            sum.flushed = removed.len() as u64;
+            for (v, k) in removed {
+                txn.set_route(&v, k, Source::Own, None);
             }
         }
+        let fib = txn.finish()?;
+        Ok((fib, sum))
     }
 
     /// The routes of one table, as `route-show` returns them: for `inet`/`inet6`, the
@@ -728,9 +605,9 @@ impl Tables {
     ///
     /// # Errors
     /// An unknown VRF.
-    pub fn show(&self, family: Family, vrf: Option<&str>) -> Result<serde_json::Value, String> {
+    pub fn show(&self, family: Family, vrf: Option<&str>) -> Result<serde_json::Value, TablesError> {
         let chunk = self.show_chunk(family, vrf, None, None, usize::MAX)?;
-        serde_json::to_value(chunk.rows).map_err(|e| e.to_string())
+        serde_json::to_value(chunk.rows).map_err(|e| TablesError::Invalid(e.to_string()))
     }
 
     /// The route a packet to `addr` in `vrf` (default "default") would take: the longest
@@ -738,25 +615,25 @@ impl Tables {
     ///
     /// # Errors
     /// An unknown VRF, or no route.
-    pub fn get(&self, addr: IpAddr, vrf: Option<&str>) -> Result<IpRoute, String> {
+    pub fn get(&self, addr: IpAddr, vrf: Option<&str>) -> Result<IpRoute, TablesError> {
         let vrf = vrf.unwrap_or(DEFAULT_VRF_NAME);
         self.check_vrf(vrf)?;
-        self.longest_match(addr, vrf).ok_or_else(|| format!("no route to {addr} in VRF \"{vrf}\""))
+        self.longest_match(addr, vrf).ok_or_else(|| TablesError::NoRoute { addr, vrf: vrf.to_string() })
     }
 
     /// Whether `r` is, word for word, the connected route of one of the ports (as
     /// `route show` prints it: the subnet, `dev PORT`, nothing else).
     fn is_connected_route(&self, r: &IpRoute, family: Family) -> bool {
-        let Ok((addr, len)) = parse_prefix(&r.dst, family) else { return false };
+        let Ok(key) = parse_prefix(&r.dst, family) else { return false };
         let [n] = r.nexthops.as_slice() else { return false };
+        let port = match self.rib.dest(&r.vrf, key).and_then(|d| d.derived()) {
+            Some(Derived::Connected { port, .. }) => port,
+            _ => return false,
+        };
         r.kind == RouteType::Unicast
             && n.gateway.is_none()
             && n.labels.is_empty()
-            && self.file.ports.iter().any(|p| {
-                p.vrf == r.vrf
-                    && Some(&p.name) == n.dev.as_ref()
-                    && p.addresses.iter().any(|&(a, l)| l == len && l < max_len(a) && mask(a, l) == addr)
-            })
+            && n.dev.as_deref() == Some(self.file.ports[usize::from(port)].name.as_str())
     }
 
     fn port_name(&self, id: PortId) -> String {
@@ -805,54 +682,47 @@ impl Tables {
         }
     }
 
-    fn check_vrf(&self, vrf: &str) -> Result<(), String> {
+    fn check_vrf(&self, vrf: &str) -> Result<(), TablesError> {
         if self.file.vrfs.iter().any(|v| v == vrf) {
             Ok(())
         } else {
-            Err(format!("VRF \"{vrf}\" is not defined (VRFs: {})", self.file.vrfs.join(", ")))
+            Err(TablesError::UnknownVrf { vrf: vrf.to_string(), defined: self.file.vrfs.join(", ") })
         }
     }
 
     /// A requested prefix route, checked like the config's `[[route]]`.
-    fn resolve_ip(&self, r: &IpRoute, family: Family, delete: bool) -> Result<RouteConfig, String> {
+    fn resolve_ip(&self, r: &IpRoute, family: Family, delete: bool) -> Result<RouteConfig, TablesError> {
         let (addr, len) = parse_prefix(&r.dst, family)?;
         if addr.is_ipv4() != (family == Family::Inet) {
             let (is, want) = if addr.is_ipv4() { ("IPv4", "IPv6") } else { ("IPv6", "IPv4") };
             return Err(format!(
                 "{} is an {is} prefix, but the route is {want} (drop -4/-6 or fix the prefix)",
                 r.dst
-            ));
+            )
+            .into());
         }
         let net = mask(addr, len);
         if net != addr {
-            return Err(format!("{addr}/{len} has host bits set; did you mean {net}/{len}?"));
+            return Err(format!("{addr}/{len} has host bits set; did you mean {net}/{len}?").into());
         }
         self.check_vrf(&r.vrf)?;
         let what = format!("{net}/{len}");
         if !delete {
-            if let Some(p) =
-                self.file.ports.iter().filter(|p| p.vrf == r.vrf).find(|p| {
-                    p.addresses.iter().any(|&(a, l)| l == len && mask(a, l) == net && l < max_len(a))
-                })
-            {
-                return Err(format!(
-                    "{what} is the connected subnet of port \"{}\"; a route cannot replace it",
-                    p.name
-                ));
-            }
-            let router = [self.file.router.v4.map(IpAddr::V4), self.file.router.v6.map(IpAddr::V6)];
-            let own = len == max_len(addr)
-                && (self
-                    .file
-                    .ports
-                    .iter()
-                    .filter(|p| p.vrf == r.vrf)
-                    .any(|p| p.addresses.iter().any(|&(a, _)| a == addr))
-                    || (r.vrf == DEFAULT_VRF_NAME && router.contains(&Some(addr))));
-            if own {
-                return Err(format!(
-                    "{what} is one of this router's own addresses; a route cannot replace it"
-                ));
+            match self.rib.dest(&r.vrf, (net, len)).and_then(|d| d.derived()) {
+                Some(Derived::Connected { port, .. }) => {
+                    return Err(format!(
+                        "{what} is the connected subnet of port \"{}\"; a route cannot replace it",
+                        self.port_name(port)
+                    )
+                    .into());
+                }
+                Some(Derived::Local) => {
+                    return Err(format!(
+                        "{what} is one of this router's own addresses; a route cannot replace it"
+                    )
+                    .into());
+                }
+                None => {}
             }
         }
         let action = match r.kind {
@@ -870,7 +740,7 @@ impl Tables {
                     } else {
                         return Err(format!(
                             "the route to {what} has no next hop: add `via ADDRESS` and/or `dev PORT` (or make it `blackhole`)"
-                        ));
+                        ).into());
                     }
                 } else {
                     RouteAction::Forward(self.resolve_nexthops(&r.nexthops, false, Some(addr.is_ipv4()))?)
@@ -888,15 +758,18 @@ impl Tables {
     }
 
     /// A requested label route, checked like the config's `[[label]]`.
-    fn resolve_label(&self, m: &MplsRoute, delete: bool) -> Result<LabelConfig, String> {
+    fn resolve_label(&self, m: &MplsRoute, delete: bool) -> Result<LabelConfig, TablesError> {
         if m.label < FIRST_UNRESERVED {
             return Err(format!(
                 "label {} is reserved (0-15); incoming labels are {FIRST_UNRESERVED} to {MAX_LABEL}",
                 m.label
-            ));
+            )
+            .into());
         }
         if m.label > MAX_LABEL {
-            return Err(format!("label {} is out of range; labels are 0 to {MAX_LABEL} (20 bits)", m.label));
+            return Err(
+                format!("label {} is out of range; labels are 0 to {MAX_LABEL} (20 bits)", m.label).into()
+            );
         }
         let action = match m.action {
             MplsAction::Lookup => {
@@ -912,7 +785,7 @@ impl Tables {
                     return Err("vrf applies only to a label route without next hop (pop, then route the packet in that VRF)".into());
                 }
                 if m.nexthops.is_empty() && !delete {
-                    return Err(format!("the route for label {} has no next hop", m.label));
+                    return Err(format!("the route for label {} has no next hop", m.label).into());
                 }
                 LabelConfigAction::Forward(self.resolve_nexthops(&m.nexthops, true, None)?)
             }
@@ -925,9 +798,9 @@ impl Tables {
         nhs: &[Nexthop],
         label: bool,
         ipv4_payload: Option<bool>,
-    ) -> Result<Vec<NexthopConfig>, String> {
+    ) -> Result<Vec<NexthopConfig>, TablesError> {
         if nhs.len() > MAX_NEXTHOPS {
-            return Err(format!("{} next hops; at most {MAX_NEXTHOPS} are allowed", nhs.len()));
+            return Err(format!("{} next hops; at most {MAX_NEXTHOPS} are allowed", nhs.len()).into());
         }
         nhs.iter().map(|n| self.resolve_nexthop(n, label, ipv4_payload)).collect()
     }
@@ -956,7 +829,7 @@ impl Tables {
         n: &Nexthop,
         label: bool,
         ipv4_payload: Option<bool>,
-    ) -> Result<NexthopConfig, String> {
+    ) -> Result<NexthopConfig, TablesError> {
         let ports = &self.file.ports;
         let port = match &n.dev {
             None => None,
@@ -970,7 +843,7 @@ impl Tables {
         if let Some(a) = n.gateway
             && (a.is_unspecified() || a.is_multicast() || a == IpAddr::V4(std::net::Ipv4Addr::BROADCAST))
         {
-            return Err(format!("{a} cannot be a gateway (unspecified, multicast or broadcast)"));
+            return Err(format!("{a} cannot be a gateway (unspecified, multicast or broadcast)").into());
         }
         let port = match (n.gateway, port) {
             (None, None) => {
@@ -986,14 +859,16 @@ impl Tables {
                     return Err(format!(
                         "{a} is this router's own address on port \"{}\"; the next hop must be a neighbour",
                         port.name
-                    ));
+                    )
+                    .into());
                 }
                 if !port.addresses.iter().any(|&(net, l)| on_subnet(net, l, a)) {
                     return Err(format!(
                         "{a} is not on any subnet of port \"{}\" ({}); a next hop must be directly connected",
                         port.name,
                         Self::subnets(port)
-                    ));
+                    )
+                    .into());
                 }
                 p
             }
@@ -1005,14 +880,15 @@ impl Tables {
                     [] => {
                         return Err(format!(
                             "{a} is not on any port's subnet; a next hop must be directly connected"
-                        ));
+                        )
+                        .into());
                     }
                     [p] => {
                         if ports[*p].addresses.iter().any(|&(b, _)| b == a) {
                             return Err(format!(
                                 "{a} is this router's own address on port \"{}\"; the next hop must be a neighbour",
                                 ports[*p].name
-                            ));
+                            ).into());
                         }
                         *p
                     }
@@ -1022,7 +898,8 @@ impl Tables {
                         return Err(format!(
                             "{a} is on the subnets of ports {}; add `dev PORT` to choose one",
                             names.join(" and ")
-                        ));
+                        )
+                        .into());
                     }
                 }
             }
@@ -1039,12 +916,12 @@ impl Tables {
 /// What the tables would refuse in the next hops of a route from FRR.
 /// `ipv4_payload`: for a prefix route, whether it is IPv4 (for explicit null); `None`
 /// for a label route.
-fn check_frr_nexthops(nhs: &[NexthopConfig], ipv4_payload: Option<bool>) -> Result<(), String> {
+fn check_frr_nexthops(nhs: &[NexthopConfig], ipv4_payload: Option<bool>) -> Result<(), TablesError> {
     if nhs.is_empty() {
         return Err("no next hop on a port of this router".into());
     }
     if nhs.len() > MAX_NEXTHOPS {
-        return Err(format!("{} next hops; at most {MAX_NEXTHOPS}", nhs.len()));
+        return Err(format!("{} next hops; at most {MAX_NEXTHOPS}", nhs.len()).into());
     }
     for n in nhs {
         crate::check_out_stack(&n.labels, ipv4_payload)?;
@@ -1179,7 +1056,7 @@ action = "pop"
         let r = ip_route("198.18.3.0/24", vec![nh("198.18.10.2", None, &[100, 200])]);
         let fib = t.change(Change::Add, &RouteSpec::Inet(r.clone())).unwrap();
         assert_eq!(lookup_labels(&fib, "198.18.3.9"), Some(vec![100, 200]));
-        let e = t.change(Change::Add, &RouteSpec::Inet(r.clone())).unwrap_err();
+        let e = t.change(Change::Add, &RouteSpec::Inet(r.clone())).unwrap_err().message();
         assert!(e.contains("exists") && e.contains("replace"), "{e}");
         let r2 = ip_route("198.18.3.0/24", vec![nh("198.18.10.2", Some("core"), &[300])]);
         let fib = t.change(Change::Replace, &RouteSpec::Inet(r2)).unwrap();
@@ -1199,11 +1076,11 @@ action = "pop"
         let del = ip_route("198.18.3.0/24", vec![]);
         let fib = t.change(Change::Delete, &RouteSpec::Inet(del.clone())).unwrap();
         assert_eq!(lookup_labels(&fib, "198.18.3.9"), None);
-        let e = t.change(Change::Delete, &RouteSpec::Inet(del)).unwrap_err();
+        let e = t.change(Change::Delete, &RouteSpec::Inet(del)).unwrap_err().message();
         assert_eq!(e, "no route to 198.18.3.0/24 in VRF \"default\"");
         // Delete with a next hop that does not match.
         let wrong = ip_route("198.18.2.0/24", vec![nh("198.18.10.2", None, &[999])]);
-        let e = t.change(Change::Delete, &RouteSpec::Inet(wrong)).unwrap_err();
+        let e = t.change(Change::Delete, &RouteSpec::Inet(wrong)).unwrap_err().message();
         assert!(e.contains("encap mpls 1002 via 198.18.10.2 dev core"), "{e}");
     }
 
@@ -1252,7 +1129,7 @@ action = "pop"
             ),
         ];
         for (r, want) in cases {
-            let e = t.change(Change::Add, &RouteSpec::Inet(r.clone())).unwrap_err();
+            let e = t.change(Change::Add, &RouteSpec::Inet(r.clone())).unwrap_err().message();
             assert!(e.contains(want), "{r:?}: {e}");
         }
         let m = MplsRoute {
@@ -1263,7 +1140,9 @@ action = "pop"
             ttl_propagate: true,
             protocol: Protocol::Boot,
         };
-        assert!(t.change(Change::Add, &RouteSpec::Mpls(m.clone())).unwrap_err().contains("reserved"));
+        assert!(
+            t.change(Change::Add, &RouteSpec::Mpls(m.clone())).unwrap_err().message().contains("reserved")
+        );
         let swap_no_gw = MplsRoute {
             label: 100,
             action: MplsAction::Forward,
@@ -1273,6 +1152,7 @@ action = "pop"
         assert!(
             t.change(Change::Add, &RouteSpec::Mpls(swap_no_gw.clone()))
                 .unwrap_err()
+                .message()
                 .contains("needs a gateway")
         );
         for (out, want) in [
@@ -1288,7 +1168,7 @@ action = "pop"
                 }],
                 ..swap_no_gw.clone()
             };
-            let e = t.change(Change::Add, &RouteSpec::Mpls(swap)).unwrap_err();
+            let e = t.change(Change::Add, &RouteSpec::Mpls(swap)).unwrap_err().message();
             assert!(e.contains(want), "{e}");
         }
         // Nothing changed.
@@ -1416,8 +1296,8 @@ action = "pop"
         let mut t = tables(PE1);
         let moved = PE1.replace("interface = \"pe1-p\"", "interface = \"pe1-q\"");
         let e = t.reload(Config::from_str(&moved, Path::new("pe1.toml")).unwrap()).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::RestartNeeded, "{e}");
-        assert!(e.message.contains("port \"core\" moved from interface pe1-p to pe1-q"), "{e}");
+        assert_eq!(e.kind(), crate::api::ErrorKind::RestartNeeded, "{e}");
+        assert!(e.message().contains("port \"core\" moved from interface pe1-p to pe1-q"), "{e}");
         // Forced offloads are read when the port opens: a change needs a restart too.
         for offloads in ["{ tso = false }", "{ csum = false, mpls-gso = true }"] {
             let forced = PE1.replace(
@@ -1425,8 +1305,8 @@ action = "pop"
                 &format!("interface = \"pe1-p\"\noffloads = {offloads}\n"),
             );
             let e = t.reload(Config::from_str(&forced, Path::new("pe1.toml")).unwrap()).unwrap_err();
-            assert_eq!(e.kind, ErrorKind::RestartNeeded, "{e}");
-            assert!(e.message.contains("the offloads of port \"core\" changed"), "{e}");
+            assert_eq!(e.kind(), crate::api::ErrorKind::RestartNeeded, "{e}");
+            assert!(e.message().contains("the offloads of port \"core\" changed"), "{e}");
         }
         t.change(
             Change::Add,
@@ -1437,8 +1317,8 @@ action = "pop"
             .replace("198.18.10.1/24", "198.18.11.1/24")
             .replace("via = \"198.18.10.2\"", "via = \"198.18.11.2\"");
         let e = t.reload(Config::from_str(&renumbered, Path::new("pe1.toml")).unwrap()).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
-        assert!(e.message.contains("198.18.7.0/24 (added at runtime)"), "{e}");
+        assert_eq!(e.kind(), crate::api::ErrorKind::Invalid, "{e}");
+        assert!(e.message().contains("198.18.7.0/24 (added at runtime)"), "{e}");
         // The running tables are unchanged.
         assert_eq!(lookup_labels(&t.build_fib().unwrap(), "198.18.7.1"), Some(vec![1007]));
         assert_eq!(t.config().ports[1].addresses[0].0, "198.18.10.1".parse::<IpAddr>().unwrap());
@@ -1503,12 +1383,12 @@ action = "pop"
         );
         // `proto kernel` is the connected subnets'.
         pop.protocol = Protocol::Kernel;
-        let e = t.change(Change::Replace, &RouteSpec::Mpls(pop)).unwrap_err();
+        let e = t.change(Change::Replace, &RouteSpec::Mpls(pop)).unwrap_err().message();
         assert!(e.contains("connected subnets"), "{e}");
     }
 
     fn flush(t: &mut Tables, family: Family, filter: RouteFilter) -> Result<FlushSummary, String> {
-        t.flush(family, &filter).map(|(_, s)| s)
+        t.flush(family, &filter).map(|(_, s)| s).map_err(|e| e.message())
     }
 
     #[test]

@@ -1011,7 +1011,9 @@ fn limits_shape_errors_name_the_line() {
 #[test]
 fn reload_refuses_a_limits_change_and_says_to_restart() {
     let mut t = crate::tables::Tables::new(parse("[limits]\nicmp-rate = 10\n").unwrap());
-    let e = t.reload(parse("[limits]\nicmp-rate = 20\nneighbor-entries = 64\n").unwrap()).unwrap_err();
+    let e = crate::api::ControlError::from(
+        t.reload(parse("[limits]\nicmp-rate = 20\nneighbor-entries = 64\n").unwrap()).unwrap_err(),
+    );
     assert_eq!(e.kind, crate::api::ErrorKind::RestartNeeded, "{e}");
     assert!(
         e.message.contains(
@@ -1057,7 +1059,9 @@ fn fast_path_is_auto_unless_the_router_says_tc_or_off() {
     );
     // A reload cannot switch it: the programs are attached when the router starts.
     let mut t = crate::tables::Tables::new(parse("").unwrap());
-    let e = t.reload(Config::from_str(&with("tc"), Path::new("t.toml")).unwrap()).unwrap_err();
+    let e = crate::api::ControlError::from(
+        t.reload(Config::from_str(&with("tc"), Path::new("t.toml")).unwrap()).unwrap_err(),
+    );
     assert_eq!(e.kind, crate::api::ErrorKind::RestartNeeded, "{e}");
     assert!(e.message.contains("router.fast-path changed (\"auto\" -> \"tc\")"), "{e}");
     // Writing the default out changes nothing.

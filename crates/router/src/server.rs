@@ -443,7 +443,7 @@ impl crate::fpm::RouteSink for Server {
     /// The tables could not be built; the running ones stay.
     fn apply_frr(&self, changes: Vec<FrrChange>) -> Result<Vec<String>, String> {
         let mut t = self.tables();
-        let applied = t.apply_frr(changes)?;
+        let applied = t.apply_frr(changes).map_err(|e| e.message())?;
         self.fib.store(applied.fib);
         self.in_force();
         Ok(applied.refused)
@@ -457,7 +457,9 @@ impl crate::kernel::AddressSink for Server {
     /// The tables could not be built with them; the running ones stay.
     fn set_kernel_addresses(&self, addrs: &crate::kernel::Addresses) -> Result<(), String> {
         let mut t = self.tables();
-        let fib = t.set_kernel_addresses(addrs.ports.clone(), (addrs.router_v4, addrs.router_v6))?;
+        let fib = t
+            .set_kernel_addresses(addrs.ports.clone(), (addrs.router_v4, addrs.router_v6))
+            .map_err(|e| e.message())?;
         self.fib.store(fib);
         self.in_force();
         Ok(())

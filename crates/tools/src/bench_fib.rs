@@ -175,7 +175,7 @@ pub fn run(sizes: &[u32], json: bool) -> anyhow::Result<()> {
             prefsrc: None,
         });
         let t = Instant::now();
-        let changed = tables.change(Change::Replace, &spec).map_err(anyhow::Error::msg)?;
+        let changed = tables.change(Change::Replace, &spec)?;
         let one = t.elapsed();
         drop(changed);
         let addrs: Vec<Ipv4Addr> = (0..4096)

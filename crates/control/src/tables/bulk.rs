@@ -2,17 +2,18 @@
 //! ([`Tables::show_chunk`]), `route get` by lookups rather than a scan, and a batch of
 //! CLI changes applied as one table change ([`Tables::change_many`]).
 
-use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::ops::Bound;
 
 use serde::Serialize;
 use vmpls_fib::{DEFAULT_VRF_NAME, Fib, Label};
 
-use super::{Change, Entry, RouteKey, Tables, mask, max_len, route_key, shown};
+use super::rib::{Derived, Dest, Entry, Prefix, Selected, Source};
+use super::txn::Txn;
+use super::{Change, Tables, TablesError, mask, max_len, shown};
+use crate::RouteConfig;
 use crate::api::{Family, IpRoute, MplsAction, MplsRoute, Nexthop, Protocol, RouteSpec, RouteType};
 use crate::batch::{BatchFailure, BatchSummary};
-use crate::{LabelConfig, RouteConfig};
 
 /// Where a streamed `route show` goes on: after this prefix or label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,16 +58,24 @@ pub struct ShowChunk {
     pub next: Option<ShowCursor>,
 }
 
-/// What a staged change replaced, to put it back.
-pub(super) enum Undo {
-    Route(RouteKey, Option<Entry<RouteConfig>>),
-    Label(Label, Option<Entry<LabelConfig>>),
-}
-
-/// The smallest key of a family in a VRF.
-fn first_of(vrf: &str, v4: bool) -> RouteKey {
-    let a = if v4 { IpAddr::V4(Ipv4Addr::UNSPECIFIED) } else { IpAddr::V6(Ipv6Addr::UNSPECIFIED) };
-    (vrf.to_string(), a, 0)
+/// Up to `max` rows of `entries` (in key order) that `row` shows, and the key to go on
+/// after if more are left.
+fn chunk<'a, K: Copy + 'a, D: 'a, R>(
+    entries: impl Iterator<Item = (&'a K, &'a D)>,
+    max: usize,
+    row: impl Fn(&K, &D) -> Option<R>,
+) -> (Vec<R>, Option<K>) {
+    let mut rows = Vec::with_capacity(max.min(4096));
+    let mut last = None;
+    for (k, d) in entries {
+        let Some(r) = row(k, d) else { continue };
+        if rows.len() >= max {
+            return (rows, last);
+        }
+        rows.push(r);
+        last = Some(*k);
+    }
+    (rows, None)
 }
 
 impl Tables {
@@ -85,71 +94,28 @@ impl Tables {
         dst: Option<&str>,
         after: Option<ShowCursor>,
         max: usize,
-    ) -> Result<ShowChunk, String> {
+    ) -> Result<ShowChunk, TablesError> {
         if family == Family::Mpls {
             return self.show_label_chunk(dst, after, max);
         }
         let vrf = vrf.unwrap_or(DEFAULT_VRF_NAME);
         self.check_vrf(vrf)?;
         let v4 = family == Family::Inet;
-        let connected = self.connected_routes(vrf, v4);
+        let empty = Default::default();
+        let table = self.rib.table(vrf, v4).unwrap_or(&empty);
         if let Some(d) = dst {
-            let (a, len) = super::parse_prefix(d, family)?;
-            let key = (vrf.to_string(), a, len);
-            let row = match self.routes.get(&key).or_else(|| self.frr_routes.get(&key)) {
-                Some(e) => Some(self.show_ip(&e.item, e.proto())),
-                None => connected.get(&(a, len)).cloned(),
-            };
-            let rows = row.into_iter().filter(|r| after.is_none() && a.is_ipv4() == v4 && r.vrf == vrf);
+            let key = super::parse_prefix(d, family)?;
+            let row = table.get(&key).and_then(|dest| self.show_selected(vrf, key, dest));
+            let rows = row.into_iter().filter(|_| after.is_none() && key.0.is_ipv4() == v4);
             return Ok(ShowChunk { rows: ShowRows::Ip(rows.collect()), next: None });
         }
-        let after = match after {
-            Some(ShowCursor::Prefix(a, l)) => Some((a, l)),
+        let range = match after {
+            Some(ShowCursor::Prefix(a, l)) => table.range((Bound::Excluded((a, l)), Bound::Unbounded)),
             Some(ShowCursor::Label(_)) => return Err("a label cursor for a prefix table".into()),
-            None => None,
+            None => table.range(..),
         };
-        let start = match after {
-            Some((a, l)) => Bound::Excluded((vrf.to_string(), a, l)),
-            None => Bound::Included(first_of(vrf, v4)),
-        };
-        let in_table = |k: &RouteKey| k.0 == vrf && k.1.is_ipv4() == v4;
-        let mut routes =
-            self.routes.range((start.clone(), Bound::Unbounded)).take_while(|(k, _)| in_table(k)).peekable();
-        let mut frr =
-            self.frr_routes.range((start, Bound::Unbounded)).take_while(|(k, _)| in_table(k)).peekable();
-        let mut conn = match after {
-            Some(k) => connected.range((Bound::Excluded(k), Bound::Unbounded)),
-            None => connected.range(..),
-        }
-        .peekable();
-        let mut rows = Vec::with_capacity(max.min(4096));
-        let mut last = None;
-        loop {
-            let heads = [
-                routes.peek().map(|(k, _)| (k.1, k.2)),
-                frr.peek().map(|(k, _)| (k.1, k.2)),
-                conn.peek().map(|(k, _)| **k),
-            ];
-            let Some(key) = heads.into_iter().flatten().min() else {
-                return Ok(ShowChunk { rows: ShowRows::Ip(rows), next: None });
-            };
-            if rows.len() >= max {
-                let next = last.map(|(a, l)| ShowCursor::Prefix(a, l));
-                return Ok(ShowChunk { rows: ShowRows::Ip(rows), next });
-            }
-            // The CLI's or the file's route wins over FRR's, FRR's over the connected
-            // subnet's, as `route show` always showed them.
-            let r = routes.next_if(|(k, _)| (k.1, k.2) == key).map(|(_, e)| e);
-            let f = frr.next_if(|(k, _)| (k.1, k.2) == key).map(|(_, e)| e);
-            let c = conn.next_if(|(k, _)| **k == key).map(|(_, r)| r);
-            let row = match (r.or(f), c) {
-                (Some(e), _) => self.show_ip(&e.item, e.proto()),
-                (None, Some(c)) => c.clone(),
-                (None, None) => unreachable!("the smallest key is one of the heads"),
-            };
-            rows.push(row);
-            last = Some(key);
-        }
+        let (rows, next) = chunk(range, max, |&key, dest| self.show_selected(vrf, key, dest));
+        Ok(ShowChunk { rows: ShowRows::Ip(rows), next: next.map(|(a, l)| ShowCursor::Prefix(a, l)) })
     }
 
     fn show_label_chunk(
@@ -157,11 +123,14 @@ impl Tables {
         dst: Option<&str>,
         after: Option<ShowCursor>,
         max: usize,
-    ) -> Result<ShowChunk, String> {
+    ) -> Result<ShowChunk, TablesError> {
+        let labels = self.rib.labels();
+        let row = |_: &Label, d: &Dest<crate::LabelConfig>| {
+            d.selected_route().map(|e| self.show_label(&e.item, e.proto()))
+        };
         if let Some(d) = dst {
             let label: Label = d.parse().map_err(|_| format!("\"{d}\" is not a label"))?;
-            let row = self.labels.get(&label).or_else(|| self.frr_labels.get(&label));
-            let rows = row.filter(|_| after.is_none()).map(|e| self.show_label(&e.item, e.proto()));
+            let rows = labels.get(&label).filter(|_| after.is_none()).and_then(|d| row(&label, d));
             return Ok(ShowChunk { rows: ShowRows::Mpls(rows.into_iter().collect()), next: None });
         }
         let start = match after {
@@ -169,78 +138,48 @@ impl Tables {
             Some(ShowCursor::Prefix(..)) => return Err("a prefix cursor for the label table".into()),
             None => Bound::Unbounded,
         };
-        let mut own = self.labels.range((start, Bound::Unbounded)).peekable();
-        let mut frr = self.frr_labels.range((start, Bound::Unbounded)).peekable();
-        let mut rows = Vec::with_capacity(max.min(4096));
-        let mut last = None;
-        loop {
-            let Some(key) =
-                [own.peek().map(|(k, _)| **k), frr.peek().map(|(k, _)| **k)].into_iter().flatten().min()
-            else {
-                return Ok(ShowChunk { rows: ShowRows::Mpls(rows), next: None });
-            };
-            if rows.len() >= max {
-                return Ok(ShowChunk { rows: ShowRows::Mpls(rows), next: last.map(ShowCursor::Label) });
-            }
-            let o = own.next_if(|(k, _)| **k == key).map(|(_, e)| e);
-            let f = frr.next_if(|(k, _)| **k == key).map(|(_, e)| e);
-            if let Some(e) = o.or(f) {
-                rows.push(self.show_label(&e.item, e.proto()));
-            }
-            last = Some(key);
-        }
+        let (rows, next) = chunk(labels.range((start, Bound::Unbounded)), max, row);
+        Ok(ShowChunk { rows: ShowRows::Mpls(rows), next: next.map(ShowCursor::Label) })
     }
 
-    /// The connected subnets of the ports in `vrf` of one family, as `route show` lists
-    /// them (the first port with the subnet names it).
-    fn connected_routes(&self, vrf: &str, v4: bool) -> BTreeMap<(IpAddr, u8), IpRoute> {
-        let mut list = BTreeMap::new();
-        for p in self.file.ports.iter().filter(|p| p.vrf == vrf) {
-            for &(a, len) in &p.addresses {
-                if a.is_ipv4() != v4 || len == max_len(a) {
-                    continue;
-                }
-                let net = mask(a, len);
-                list.entry((net, len)).or_insert_with(|| IpRoute {
-                    dst: format!("{net}/{len}"),
-                    vrf: vrf.to_string(),
-                    kind: RouteType::Unicast,
-                    nexthops: vec![Nexthop {
-                        gateway: None,
-                        dev: Some(p.name.clone()),
-                        labels: Vec::new(),
-                        weight: 1,
-                    }],
-                    ttl_propagate: true,
-                    protocol: Protocol::Kernel,
-                    prefsrc: Some(a),
-                });
-            }
-        }
-        list
+    /// The row `route show` prints for the route in force at `key` in `vrf`; `None` for
+    /// the router's own addresses (delivered, not routed).
+    fn show_selected(&self, vrf: &str, key: Prefix, dest: &Dest<RouteConfig>) -> Option<IpRoute> {
+        let port = match dest.selected()? {
+            Selected::Route(e) => return Some(self.show_ip(&e.item, e.proto())),
+            Selected::Derived(Derived::Local) => return None,
+            Selected::Derived(Derived::Connected { port }) => port,
+        };
+        let (net, len) = key;
+        let src = self.file.ports[usize::from(port)].addresses.iter().find(|&&(a, l)| (mask(a, l), l) == key);
+        Some(IpRoute {
+            dst: format!("{net}/{len}"),
+            vrf: vrf.to_string(),
+            kind: RouteType::Unicast,
+            nexthops: vec![Nexthop {
+                gateway: None,
+                dev: Some(self.port_name(port)),
+                labels: Vec::new(),
+                weight: 1,
+            }],
+            ttl_propagate: true,
+            protocol: Protocol::Kernel,
+            prefsrc: src.map(|&(a, _)| a),
+        })
     }
 
     /// `route get`: the longest prefix holding `addr`, one lookup per prefix length.
     pub(super) fn longest_match(&self, addr: IpAddr, vrf: &str) -> Option<IpRoute> {
-        let connected = self.connected_routes(vrf, addr.is_ipv4());
-        let mut key = (vrf.to_string(), addr, 0);
-        for len in (0..=max_len(addr)).rev() {
-            (key.1, key.2) = (mask(addr, len), len);
-            if let Some(e) = self.routes.get(&key).or_else(|| self.frr_routes.get(&key)) {
-                return Some(self.show_ip(&e.item, e.proto()));
-            }
-            if let Some(r) = connected.get(&(key.1, len)) {
-                return Some(r.clone());
-            }
-        }
-        None
+        let table = self.rib.table(vrf, addr.is_ipv4())?;
+        (0..=max_len(addr)).rev().find_map(|len| {
+            let key: Prefix = (mask(addr, len), len);
+            table.get(&key).and_then(|dest| self.show_selected(vrf, key, dest))
+        })
     }
 
     /// Applies many CLI changes (`vmpls -batch`) as one table change: each is checked as
     /// [`Tables::change`] checks it, against the tables with the changes before it, and
-    /// applied in order; the forwarding tables are made once, at the end, from the ones in
-    /// force with the changed entries set (or built whole when the batch changes a good
-    /// part of the table). Without
+    /// applied in order; the forwarding tables are made once, at the end. Without
     /// `force` the first change that fails ends the batch (the ones before it stay),
     /// with `force` the others apply; the summary says which failed. Returns the tables
     /// to store, `None` if no change applied.
@@ -252,19 +191,14 @@ impl Tables {
         &mut self,
         changes: &[(Change, RouteSpec)],
         force: bool,
-    ) -> Result<(Option<Fib>, BatchSummary), String> {
-        // In place with an undo log, as `apply_frr`: a copy of a table of a million
-        // routes costs more than the batch.
-        let mut undo = Vec::new();
+    ) -> Result<(Option<Fib>, BatchSummary), TablesError> {
+        let mut txn = Txn::new(self);
         let mut sum = BatchSummary::default();
         for (i, (change, spec)) in changes.iter().enumerate() {
-            match self.stage_change(*change, spec) {
-                Ok(u) => {
-                    undo.extend(u);
-                    sum.applied += 1;
-                }
+            match Tables::stage_change(&mut txn, *change, spec) {
+                Ok(()) => sum.applied += 1,
                 Err(error) => {
-                    sum.failed.push(BatchFailure { index: i as u64, error });
+                    sum.failed.push(BatchFailure { index: i as u64, error: error.message() });
                     if !force {
                         break;
                     }
@@ -274,126 +208,93 @@ impl Tables {
         if sum.applied == 0 {
             return Ok((None, sum));
         }
-        let mut routes = Vec::new();
-        let mut labels = Vec::new();
-        for u in &undo {
-            match u {
-                Undo::Route(k, _) => routes.push(k.clone()),
-                Undo::Label(l, _) => labels.push(*l),
-            }
-        }
-        match self.fib_for(&routes, &labels) {
+        match txn.finish() {
             Ok(fib) => Ok((Some(fib), sum)),
-            Err(e) => {
-                for u in undo.into_iter().rev() {
-                    self.unstage(u);
-                }
-                Err(format!("the batch was not applied: {e}"))
-            }
+            Err(e) => Err(TablesError::Batch(Box::new(e))),
         }
     }
 
-    /// The forwarding tables after the routes of `routes` and `labels` changed: the
-    /// tables in force with those entries set (time in proportion to the change), or, for
-    /// a change to a good part of the table, built whole (faster then).
-    pub(super) fn fib_for(&self, routes: &[RouteKey], labels: &[Label]) -> Result<Fib, String> {
-        let table = self.routes.len() + self.frr_routes.len() + self.labels.len() + self.frr_labels.len();
-        if (routes.len() + labels.len()) * 4 > table {
-            self.build_fib()
-        } else {
-            self.fib_after(routes, labels)
-        }
-    }
-
-    /// Puts back what a staged change replaced.
-    pub(super) fn unstage(&mut self, undo: Undo) {
-        match undo {
-            Undo::Route(k, Some(old)) => {
-                self.routes.insert(k, old);
-            }
-            Undo::Route(k, None) => {
-                self.routes.remove(&k);
-            }
-            Undo::Label(k, Some(old)) => {
-                self.labels.insert(k, old);
-            }
-            Undo::Label(k, None) => {
-                self.labels.remove(&k);
-            }
-        }
-    }
-
-    /// One route change with every check of `route add`/`replace`/`del`, made in place
-    /// without building the forwarding tables ([`Tables::change`] and
-    /// [`Tables::change_many`] make them); returns what it replaced (`None`: nothing
-    /// changed).
-    pub(super) fn stage_change(&mut self, change: Change, spec: &RouteSpec) -> Result<Option<Undo>, String> {
+    /// One route change with every check of `route add`/`replace`/`del`, staged in `txn`
+    /// ([`Tables::change`] and [`Tables::change_many`] make the forwarding tables).
+    pub(super) fn stage_change(
+        txn: &mut Txn<'_>,
+        change: Change,
+        spec: &RouteSpec,
+    ) -> Result<(), TablesError> {
         match spec {
             RouteSpec::Inet(r) | RouteSpec::Inet6(r) => {
                 let family = if matches!(spec, RouteSpec::Inet(_)) { Family::Inet } else { Family::Inet6 };
-                if change != Change::Delete && self.is_connected_route(r, family) {
+                if change != Change::Delete && txn.is_connected_route(r, family) {
                     return match change {
-                        Change::Replace => Ok(None),
+                        Change::Replace => Ok(()),
                         _ => Err(format!(
                             "{} is the connected subnet of port \"{}\"; it exists as long as the port has that address",
                             r.dst,
                             r.nexthops[0].dev.as_deref().unwrap_or_default()
-                        )),
+                        ).into()),
                     };
                 }
-                let route = self.resolve_ip(r, family, change == Change::Delete)?;
-                let key = route_key(&route);
+                let route = txn.resolve_ip(r, family, change == Change::Delete)?;
+                let (vrf, key) = (route.vrf.clone(), (route.prefix, route.len));
+                let old = txn.rib.dest(&vrf, key).and_then(|d| d.candidate(Source::Own));
                 match change {
-                    Change::Add if self.routes.contains_key(&key) => Err(format!(
+                    Change::Add if old.is_some() => Err(format!(
                         "a route to {}/{} in VRF \"{}\" exists; use `vmpls route replace` to change it",
                         route.prefix, route.len, route.vrf
-                    )),
+                    )
+                    .into()),
                     Change::Add | Change::Replace => {
                         let entry = Entry { item: route, origin: Protocol::Boot, shown: shown(r.protocol)? };
-                        let old = self.routes.insert(key.clone(), entry);
-                        Ok(Some(Undo::Route(key, old)))
+                        txn.set_route(&vrf, key, Source::Own, Some(entry));
+                        Ok(())
                     }
                     Change::Delete => {
                         let what = format!("{}/{} in VRF \"{}\"", route.prefix, route.len, route.vrf);
-                        let Some(old) = self.routes.get(&key) else {
-                            return Err(format!("no route to {what}"));
+                        let Some(old) = old else {
+                            return Err(format!("no route to {what}").into());
                         };
                         let given = r.kind == RouteType::Blackhole || !r.nexthops.is_empty();
                         if given && old.item.action != route.action {
                             return Err(format!(
                                 "the route to {what} is not the one given: it is `{}`",
-                                crate::show::ip_route_line(&self.show_ip(&old.item, old.proto()))
-                            ));
+                                crate::show::ip_route_line(&txn.show_ip(&old.item, old.proto()))
+                            )
+                            .into());
                         }
-                        let old = self.routes.remove(&key);
-                        Ok(Some(Undo::Route(key, old)))
+                        txn.set_route(&vrf, key, Source::Own, None);
+                        Ok(())
                     }
                 }
             }
             RouteSpec::Mpls(m) => {
-                let label = self.resolve_label(m, change == Change::Delete)?;
+                let label = txn.resolve_label(m, change == Change::Delete)?;
                 let key = label.label;
+                let old = txn.rib.labels().get(&key).and_then(|d| d.candidate(Source::Own));
                 match change {
-                    Change::Add if self.labels.contains_key(&key) => Err(format!(
+                    Change::Add if old.is_some() => Err(format!(
                         "label {key} has a route; use `vmpls -f mpls route replace` to change it"
-                    )),
+                    )
+                    .into()),
                     Change::Add | Change::Replace => {
                         let entry = Entry { item: label, origin: Protocol::Boot, shown: shown(m.protocol)? };
-                        Ok(Some(Undo::Label(key, self.labels.insert(key, entry))))
+                        txn.set_label(key, Source::Own, Some(entry));
+                        Ok(())
                     }
                     Change::Delete => {
-                        let Some(old) = self.labels.get(&key) else {
-                            return Err(format!("no route for label {key}"));
+                        let Some(old) = old else {
+                            return Err(format!("no route for label {key}").into());
                         };
                         let given =
                             !m.nexthops.is_empty() || m.action == MplsAction::Lookup && m.vrf.is_some();
                         if given && old.item.action != label.action {
                             return Err(format!(
                                 "the route for label {key} is not the one given: it is `{}`",
-                                crate::show::mpls_route_line(&self.show_label(&old.item, old.proto()))
-                            ));
+                                crate::show::mpls_route_line(&txn.show_label(&old.item, old.proto()))
+                            )
+                            .into());
                         }
-                        Ok(Some(Undo::Label(key, self.labels.remove(&key))))
+                        txn.set_label(key, Source::Own, None);
+                        Ok(())
                     }
                 }
             }
@@ -513,22 +414,22 @@ action = "pop"
 
     use crate::LabelConfigAction;
 
-    /// `route show` as it was before chunks: every route of the table in one map.
+    /// `route show` as one walk over the whole table, without chunks.
     fn reference(t: &Tables, family: Family, vrf: &str) -> serde_json::Value {
         if family == Family::Mpls {
-            let mut list: BTreeMap<Label, MplsRoute> =
-                t.frr_labels.iter().map(|(k, e)| (*k, t.show_label(&e.item, e.proto()))).collect();
-            list.extend(t.labels.iter().map(|(k, e)| (*k, t.show_label(&e.item, e.proto()))));
-            return serde_json::to_value(list.into_values().collect::<Vec<_>>()).unwrap();
+            let list: Vec<MplsRoute> = t
+                .rib
+                .labels()
+                .values()
+                .filter_map(|d| d.selected_route())
+                .map(|e| t.show_label(&e.item, e.proto()))
+                .collect();
+            return serde_json::to_value(list).unwrap();
         }
-        let v4 = family == Family::Inet;
-        let mut list = t.connected_routes(vrf, v4);
-        for ((v, a, len), e) in t.frr_routes.iter().chain(&t.routes) {
-            if v == vrf && a.is_ipv4() == v4 {
-                list.insert((*a, *len), t.show_ip(&e.item, e.proto()));
-            }
-        }
-        serde_json::to_value(list.into_values().collect::<Vec<_>>()).unwrap()
+        let table = t.rib.table(vrf, family == Family::Inet);
+        let list: Vec<IpRoute> =
+            table.into_iter().flatten().filter_map(|(k, d)| t.show_selected(vrf, *k, d)).collect();
+        serde_json::to_value(list).unwrap()
     }
 
     fn streamed(t: &Tables, family: Family, vrf: Option<&str>, max: usize) -> (serde_json::Value, usize) {
@@ -570,20 +471,32 @@ action = "pop"
                 assert_eq!(chunks, n.div_ceil(max).max(1), "no empty chunk at the end");
             }
         }
-        // The CLI's route wins over FRR's under it, FRR's shows over a connected subnet.
+        // The CLI's route wins over FRR's under it; FRR's to a connected subnet is not in
+        // force (the forwarding tables hold the subnet), so the subnet shows.
         let v4 = t.show(Family::Inet, None).unwrap();
         let find = |dst: &str| v4.as_array().unwrap().iter().find(|r| r["dst"] == dst).cloned().unwrap();
         assert_eq!(find("198.18.20.3/32")["protocol"], "boot");
-        assert_eq!(find("198.18.11.0/24")["protocol"], "ospf");
+        assert_eq!(find("198.18.11.0/24")["protocol"], "kernel");
         assert_eq!(find("198.18.10.0/24")["protocol"], "kernel");
         // Errors: an unknown VRF, a bad destination.
         assert!(
-            t.show_chunk(Family::Inet, Some("nosuch"), None, None, 10).unwrap_err().contains("not defined")
+            t.show_chunk(Family::Inet, Some("nosuch"), None, None, 10)
+                .unwrap_err()
+                .message()
+                .contains("not defined")
         );
         assert!(
-            t.show_chunk(Family::Inet, None, Some("bogus"), None, 10).unwrap_err().contains("not a prefix")
+            t.show_chunk(Family::Inet, None, Some("bogus"), None, 10)
+                .unwrap_err()
+                .message()
+                .contains("not a prefix")
         );
-        assert!(t.show_chunk(Family::Mpls, None, Some("x"), None, 10).unwrap_err().contains("not a label"));
+        assert!(
+            t.show_chunk(Family::Mpls, None, Some("x"), None, 10)
+                .unwrap_err()
+                .message()
+                .contains("not a label")
+        );
     }
 
     #[test]
@@ -671,9 +584,15 @@ action = "pop"
         assert!(
             t.get("2001:db8:99::1".parse().unwrap(), None)
                 .unwrap_err()
+                .message()
                 .contains("no route to 2001:db8:99::1")
         );
-        assert!(t.get("198.18.1.1".parse().unwrap(), Some("nosuch")).unwrap_err().contains("not defined"));
+        assert!(
+            t.get("198.18.1.1".parse().unwrap(), Some("nosuch"))
+                .unwrap_err()
+                .message()
+                .contains("not defined")
+        );
     }
 
     /// A batch that touches every check: adds, a duplicate, a replace, deletes (by
@@ -713,7 +632,7 @@ action = "pop"
         let mut errors = Vec::new();
         for (i, (c, s)) in changes.iter().enumerate() {
             if let Err(e) = one.change(*c, s) {
-                errors.push(BatchFailure { index: i as u64, error: e });
+                errors.push(BatchFailure { index: i as u64, error: e.message() });
             }
         }
         assert_eq!(errors.iter().map(|f| f.index).collect::<Vec<_>>(), [2, 5, 6, 8, 9, 14], "{errors:#?}");
