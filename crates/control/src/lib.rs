@@ -290,7 +290,7 @@ pub struct LabelConfig {
 /// neighbor-request-burst = 100     # (default: neighbor-request-rate)
 /// neighbor-entries = 4096          # neighbour table size
 /// neighbor-entries-per-port = 1024 # one port's share (default: neighbor-entries / ports)
-/// neighbor-held-per-address = 4    # frames held while one address resolves
+/// neighbor-held-per-address = 16   # frames held while one address resolves
 /// neighbor-held-total = 256        # frames held for all addresses together
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,7 +348,7 @@ impl Default for LimitsConfig {
             neighbor_request_burst: 100,
             neighbor_entries: 4096,
             neighbor_entries_per_port: None,
-            neighbor_held_per_address: 4,
+            neighbor_held_per_address: 16,
             neighbor_held_total: 256,
         }
     }

@@ -925,7 +925,7 @@ fn limits_default_when_the_table_is_absent_or_empty() {
     let d = LimitsConfig::default();
     assert_eq!((d.icmp_rate, d.icmp_burst), (1000, 1000));
     assert_eq!((d.neighbor_request_rate, d.neighbor_request_burst), (100, 100));
-    assert_eq!((d.neighbor_entries, d.neighbor_held_per_address, d.neighbor_held_total), (4096, 4, 256));
+    assert_eq!((d.neighbor_entries, d.neighbor_held_per_address, d.neighbor_held_total), (4096, 16, 256));
 }
 
 #[test]

@@ -63,7 +63,7 @@ impl Default for NeighborConfig {
             stale_grace: Duration::from_secs(5),
             retransmit: Duration::from_secs(1),
             max_probes: 3,
-            max_held: 4,
+            max_held: 16,
             max_held_total: 256,
             max_entries: 4096,
             max_entries_per_port: None,
@@ -600,16 +600,17 @@ mod tests {
 
     #[test]
     fn unknown_address_holds_frames_until_learned() {
-        let mut t = NeighborTable::new(NeighborConfig::default());
+        let cfg = NeighborConfig::default();
+        let mut t = NeighborTable::new(cfg);
         let now = Instant::now();
         assert_eq!(t.resolve(now, 1, addr()), Resolution::Unknown { probe: true });
         assert_eq!(t.resolve(now, 1, addr()), Resolution::Unknown { probe: false });
-        for _ in 0..4 {
+        for _ in 0..cfg.max_held {
             t.hold(1, addr(), Packet::new()).unwrap();
         }
         assert!(t.hold(1, addr(), Packet::new()).is_err(), "queue is bounded");
         let released = t.learn(now, 1, addr(), MAC, false);
-        assert_eq!(released.len(), 4);
+        assert_eq!(released.len(), cfg.max_held);
         assert_eq!(t.resolve(now, 1, addr()), Resolution::Known { mac: MAC, probe: false });
     }
 

@@ -305,7 +305,7 @@ fn defaults_keep_the_documented_limits() {
     assert_eq!((cfg.icmp_rate, cfg.icmp_burst), (1000, None));
     assert_eq!((cfg.neighbor_request_rate, cfg.neighbor_request_burst), (100, None));
     let n = cfg.neighbor;
-    assert_eq!((n.max_entries, n.max_held, n.max_held_total), (4096, 4, 256));
+    assert_eq!((n.max_entries, n.max_held, n.max_held_total), (4096, 16, 256));
     // The default request burst: 100 hosts asked for at once, the 101st suppressed.
     let mut r = pe1_with(cfg);
     let mut requests = 0;

@@ -304,8 +304,9 @@ fn unanswered_neighbor_requests_time_out_and_held_frames_count_as_unresolved() {
 #[test]
 fn frames_beyond_the_hold_queue_are_dropped_as_queue_full() {
     let mut r = Router::new(pe1_builder(), pe1_ports());
-    for i in 0..6 {
-        r.send(PE1_CE1, &from_ce1(&tcp_ce1_ce2(64, i)));
+    let held = vmpls_dataplane::neighbor::NeighborConfig::default().max_held;
+    for i in 0..held + 2 {
+        r.send(PE1_CE1, &from_ce1(&tcp_ce1_ce2(64, u16::try_from(i).unwrap())));
     }
     r.assert_only_drop(DropReason::NeighborQueueFull, 2);
 }
