@@ -16,7 +16,7 @@
 //! forwarder thread's user/sys CPU time (`getrusage(RUSAGE_THREAD)`; it includes the
 //! softirq work the kernel does in the thread's `send` calls).
 //!
-//! Run (as root): `CARGO_TARGET_DIR=/work/target-txring cargo bench -p vmpls-ports --bench io`
+//! Run (as root): `CARGO_TARGET_DIR=/work/target-txring cargo bench -p vmpls-ports --features rings --bench io`
 //! Environment: `IO_BENCH_SECS` (default 5), `IO_BENCH_ROUNDS` (default 3),
 //! `IO_BENCH_KINDS` (default `mmsg,txring-copy,txring-zerocopy`), `IO_BENCH_MODES`
 //! (default `tso,1500`). Results: see `src/af_packet_txring.rs`.

@@ -15,7 +15,7 @@
 //!
 //! Command (as root, on this 2-vCPU VM, kernel 6.18.44, `CONFIG_HZ=250`; other
 //! engineers' builds were running, load average about 3):
-//! `CARGO_TARGET_DIR=/work/target-ring cargo bench -p vmpls-ports --bench io`
+//! `CARGO_TARGET_DIR=/work/target-ring cargo bench -p vmpls-ports --features rings --bench io`
 //! (`benches/io.rs`: namespaces sender `s0` -- `f0` [forwarder] `f1` -- `r0` receiver,
 //! iperf3 TCP for 5 s with default offloads, one forwarder thread polling both ports and
 //! moving frames unchanged, pool of 512, batches of 64; CPU from

@@ -57,7 +57,7 @@
 //! # Measured: bump-in-the-wire forwarder, `benches/io.rs`
 //!
 //! `IO_BENCH_ROUNDS=6 IO_BENCH_SECS=5 CARGO_TARGET_DIR=/work/target-txring cargo bench -p
-//! vmpls-ports --bench io` (as root, 2 vCPUs, kernel 6.18.44; `s0 -- f0 [forwarder] f1
+//! vmpls-ports --features rings --bench io` (as root, 2 vCPUs, kernel 6.18.44; `s0 -- f0 [forwarder] f1
 //! -- r0`, iperf3 TCP, one forwarder thread, the three kinds alternating in each round).
 //! `mmsg` is `AfPacketPort` both ways; `txring-copy` receives into pool buffers with
 //! `recvmmsg` and copies into this ring; `txring-zerocopy` uses `recv_from`. Means of 6

@@ -18,12 +18,15 @@
 //!
 //! Sockets, interface ioctls and TUN/TAP setup are `vmpls-sys`. The `unsafe` code left
 //! here is what only the ports need: the `recvmmsg`/`sendmmsg` arrays in `mmsg`, the ring
-//! mappings in `af_packet_ring` and `af_packet_txring`, the UDP tunnel's `sendmsg`/`recvmsg`
+//! mappings in `af_packet_ring` and `af_packet_txring` (experimental, behind the `rings`
+//! feature, off by default), the UDP tunnel's `sendmsg`/`recvmsg`
 //! control messages in `mpls_udp`, and the file-descriptor passing in `vhost_user::relay`; guest memory is only
 //! touched through `vm-memory` and `virtio-queue`. Every block has a `// SAFETY:` note.
 
 mod af_packet;
+#[cfg(feature = "rings")]
 mod af_packet_ring;
+#[cfg(feature = "rings")]
 mod af_packet_txring;
 mod mmsg;
 mod mpls_udp;
@@ -36,7 +39,9 @@ use std::os::fd::AsFd;
 use vmpls_dataplane::{Packet, PacketPool, PortInfo};
 
 pub use af_packet::{AfPacketPort, MIN_MTU, af_packet_caps};
+#[cfg(feature = "rings")]
 pub use af_packet_ring::{AfPacketRingPort, RingConfig};
+#[cfg(feature = "rings")]
 pub use af_packet_txring::{AfPacketTxRing, RecvFrom, SubmitError, TxRingConfig};
 pub use mpls_udp::{MplsUdpOptions, MplsUdpPort, SOURCE_PORTS as MPLS_UDP_SOURCE_PORTS, mpls_udp_caps};
 pub use tap::{TAP_MAX_MTU, TapOptions, TapPort, tap_caps};

@@ -1,5 +1,6 @@
-//! Who is on the other end: the owner of a local TCP peer's socket (TCP has no
-//! `SO_PEERCRED`), and users by name.
+//! Who is on the other end: the process and user of a Unix socket's peer
+//! (`SO_PEERCRED`), the owner of a local TCP peer's socket (TCP has no `SO_PEERCRED`),
+//! and users by name.
 //!
 //! The owner comes from the kernel's socket diagnostics (`NETLINK_SOCK_DIAG`, the
 //! interface `ss` uses): an exact lookup of the peer's socket by its 4-tuple, which
@@ -9,6 +10,7 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsFd;
 
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType, netlink};
 
@@ -24,6 +26,30 @@ const MSG_LEN: usize = 72;
 const TCP_LISTEN: u8 = 10;
 /// `INET_DIAG_NOCOOKIE`: no socket cookie to match.
 const NO_COOKIE: [u8; 8] = [0xff; 8];
+
+/// The other end of a connected Unix socket, as the kernel recorded it when the
+/// connection was made (`connect` or `socketpair`), whatever the peer did since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnixPeer {
+    /// Its process, as this process's pid namespace sees it; `None` where that namespace
+    /// cannot see it.
+    pub pid: Option<u32>,
+    /// Its effective user.
+    pub uid: u32,
+    /// Its effective group.
+    pub gid: u32,
+}
+
+/// The process, user and group at the other end of the connected Unix socket `socket`
+/// (`SO_PEERCRED`).
+///
+/// # Errors
+/// `socket` is not a socket. (Of a socket that never had a peer the kernel answers
+/// with pid 0, `pid: None`.)
+pub fn unix_peer(socket: impl AsFd) -> io::Result<UnixPeer> {
+    let cred: libc::ucred = crate::sockopt::get(socket, libc::SOL_SOCKET, libc::SO_PEERCRED)?;
+    Ok(UnixPeer { pid: u32::try_from(cred.pid).ok().filter(|&p| p > 0), uid: cred.uid, gid: cred.gid })
+}
 
 /// The owner of a TCP socket, as the kernel reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +184,20 @@ pub fn user_id(name: &str) -> io::Result<Option<u32>> {
 mod tests {
     use super::*;
     use std::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn a_unix_peer_is_this_process_its_user_and_group() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let peer = unix_peer(&a).unwrap();
+        assert_eq!(
+            peer,
+            UnixPeer {
+                pid: Some(std::process::id()),
+                uid: rustix::process::geteuid().as_raw(),
+                gid: rustix::process::getegid().as_raw(),
+            }
+        );
+    }
 
     #[test]
     fn the_owner_of_a_local_peer_is_this_process_user() {

@@ -7,8 +7,8 @@
 //! is a few small `unsafe` blocks here, each with a `// SAFETY:` comment; the crates
 //! above see safe functions only.
 //!
-//! - [`cred`]: the owner of a local TCP peer's socket (socket diagnostics), users by
-//!   name.
+//! - [`cred`]: the process and user of a Unix socket's peer (`SO_PEERCRED`), the owner
+//!   of a local TCP peer's socket (socket diagnostics), users by name.
 //! - [`iface`]: interface names, indexes, flags, MAC, MTU, ethtool driver name.
 //! - [`ip`]: raw ICMP sockets, TCP socket details.
 //! - [`packet`]: `AF_PACKET` sockets: open, bind, send and receive single frames, the

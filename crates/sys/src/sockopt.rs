@@ -25,6 +25,8 @@ unsafe impl OptVal for libc::tpacket_req3 {}
 unsafe impl OptVal for libc::timeval {}
 // SAFETY: tcp_info is integers only; the kernel writes what it knows, zeroes stay.
 unsafe impl OptVal for libc::tcp_info {}
+// SAFETY: ucred is three 32-bit integers (pid, uid, gid), no padding.
+unsafe impl OptVal for libc::ucred {}
 
 /// Sets option `opt` at `level` to `val`.
 pub fn set<T: OptVal>(fd: impl AsFd, level: libc::c_int, opt: libc::c_int, val: &T) -> io::Result<()> {

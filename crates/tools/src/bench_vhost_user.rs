@@ -34,7 +34,8 @@ use vmpls_lab::Topology;
 use vmpls_lab::topology::HostOptions;
 use vmpls_router::client::Connection;
 
-use crate::testpmd::{ForwardStats, Hugepages, Testpmd, TestpmdOptions};
+use vmpls_tools::hugepages::Hugepages;
+use vmpls_tools::testpmd::{ForwardStats, Testpmd, TestpmdOptions};
 
 /// The routers' MAC on port a and b, and the testpmd guests' MACs.
 const MAC_A: &str = "02:00:00:00:aa:01";
@@ -173,7 +174,7 @@ enum CpuMark {
     /// utime + stime of its processes, seconds.
     Seconds(f64),
     /// OVS's PMD threads: their CPU time and busy share.
-    Ovs(crate::ovs_dpdk::CpuSample),
+    Ovs(vmpls_tools::ovs_dpdk::CpuSample),
 }
 
 impl CpuMark {
@@ -406,7 +407,7 @@ impl Drop for VmplsSwitch {
 }
 
 // ---------------------------------------------------------------------------------------
-// Open vSwitch with DPDK (`crate::ovs_dpdk`, from branch `ovs`): what a user would pick
+// Open vSwitch with DPDK (`vmpls_tools::ovs_dpdk`): what a user would pick
 // instead of vmpls as a host-side vhost-user switch. A private ovs-vswitchd (DPDK build,
 // one PMD thread), two vhost-user ports a and b, and one OpenFlow rule doing what the
 // one-router topology does: TTL - 1, push 1002, new MACs, out b. OVS is the vhost-user
@@ -414,7 +415,7 @@ impl Drop for VmplsSwitch {
 // ---------------------------------------------------------------------------------------
 
 struct OvsSwitch {
-    ovs: crate::ovs_dpdk::OvsDpdk,
+    ovs: vmpls_tools::ovs_dpdk::OvsDpdk,
     dir: PathBuf,
 }
 
@@ -429,12 +430,13 @@ impl OvsSwitch {
             "in_port=a,ip,nw_dst=198.18.20.0/24,actions=dec_ttl,push_mpls:0x8847,set_field:1002->mpls_label,\
              mod_dl_src:{MAC_B},mod_dl_dst:{MAC_B_GUEST},output:b"
         );
-        let options = crate::ovs_dpdk::Options {
+        let options = vmpls_tools::ovs_dpdk::Options {
             // Super-frames: OVS offers TSO to the guests as vmpls does.
             userspace_tso: case == Case::Tso,
-            ..crate::ovs_dpdk::Options::default()
+            ..vmpls_tools::ovs_dpdk::Options::default()
         };
-        let ovs = crate::ovs_dpdk::OvsDpdk::start_with(dir, &[("a", &a), ("b", &b)], &[flow], &options)?;
+        let ovs =
+            vmpls_tools::ovs_dpdk::OvsDpdk::start_with(dir, &[("a", &a), ("b", &b)], &[flow], &options)?;
         Ok(OvsSwitch { ovs, dir: dir.to_path_buf() })
     }
 }
@@ -486,7 +488,7 @@ impl Switch for OvsSwitch {
 /// one-switch topology: a host runs one OVS).
 pub fn default_backends(topology: Topo) -> Vec<Backend> {
     let mut b = vec![Backend::Vmpls];
-    if topology == Topo::One && crate::ovs_dpdk::available() {
+    if topology == Topo::One && vmpls_tools::ovs_dpdk::available() {
         b.push(Backend::OvsDpdk);
     }
     b
@@ -681,7 +683,7 @@ fn run_case(
                 tcp_frame_for_guest(1 + k * TSO_PAYLOAD as u32) // distinct sequence numbers
             })
             .collect();
-        crate::testpmd::write_pcap(&pcap, &frames)?;
+        vmpls_tools::testpmd::write_pcap(&pcap, &frames)?;
     }
     let mut rx = Testpmd::start(&dir, huge, &testpmd_rx(&b_sock, server, case))?;
     rx.wait_for(Testpmd::READY, Duration::from_secs(30))?;
@@ -741,7 +743,7 @@ fn run_case(
 }
 
 fn tcp_frame_for_guest(seq: u32) -> Vec<u8> {
-    crate::testpmd::tcp_frame(
+    vmpls_tools::testpmd::tcp_frame(
         mac_bytes(MAC_A),
         mac_bytes(MAC_A_GUEST),
         [198, 18, 1, 2],
@@ -830,9 +832,9 @@ impl Report {
 pub fn run(opts: &VhostUserBenchOptions, log: &mut dyn FnMut(&str)) -> anyhow::Result<Report> {
     vmpls_lab::require_root()?;
     anyhow::ensure!(
-        crate::testpmd::testpmd_installed(),
+        vmpls_tools::testpmd::testpmd_installed(),
         "vmpls bench vhost-user needs {} (Debian: apt-get install dpdk-dev)",
-        crate::testpmd::TESTPMD
+        vmpls_tools::testpmd::TESTPMD
     );
     let work = std::env::temp_dir().join(format!("vmpls-bench-vhu-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);

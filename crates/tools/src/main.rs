@@ -7,12 +7,9 @@ mod bench;
 mod bench_fib;
 mod bench_fpm;
 mod bench_vhost_user;
-mod ovs_dpdk;
 mod seed_vm;
 mod seed_vm_routers;
 mod soak;
-#[allow(dead_code)] // `pid` and `kill` serve the CI test, which includes this file
-mod testpmd;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -6,22 +6,17 @@
 //!
 //! ```text
 //! pub fn available() -> bool            // Debian's openvswitch-switch-dpdk binaries present
-//! pub struct Options { pmd_core, socket_mem_mb, hugepages, ovs_is_server,
+//! pub struct Options { pmd_core, socket_mem_mb, ovs_is_server,
 //!                      userspace_tso, pmd_max_sleep_us, keep_state }      // Default
 //! pub struct OvsDpdk;
 //! impl OvsDpdk {
-//!     pub fn start(work_dir: &Path, ports: &[(&str, &Path)], flows: &[String]) -> Result<OvsDpdk>;
 //!     pub fn start_with(work_dir, ports, flows, &Options) -> Result<OvsDpdk>;
 //!     pub fn port_stats(&self, name: &str) -> Result<PortCounters>;     // live
 //!     pub fn interface_statistics(&self, name) -> Result<BTreeMap<String, u64>>; // DB, 5 s old
-//!     pub fn pmd_stats(&self) -> Result<Vec<PmdThreadStats>>;
-//!     pub fn processing_cpu_seconds(&self) -> Result<f64>; // PMD busy cycles / TSC Hz
-//!     pub fn process_cpu_seconds(&self) -> Result<f64>;    // utime + stime of ovs-vswitchd
-//!     pub fn pmd_thread_cpu_seconds(&self) -> Result<f64>; // utime + stime of its PMD threads
-//!     pub fn cpu_sample(&self) -> Result<CpuSample>;       // all of the above at once
+//!     pub fn cpu_sample(&self) -> Result<CpuSample>; // PMD cycles, PMD and process CPU time
 //!     pub fn datapath_flows(&self) -> Result<String>;      // ovs-appctl dpctl/dump-flows
-//!     pub fn vsctl/ofctl/appctl(&self, args: &[&str]) -> Result<String>;
-//!     pub fn pid(&self) -> u32; pub fn tsc_hz(&self) -> f64; pub fn log_path(&self) -> PathBuf;
+//!     pub fn appctl(&self, args: &[&str]) -> Result<String>;
+//!     pub fn tsc_hz(&self) -> f64; pub fn log_path(&self) -> PathBuf;
 //! }
 //! impl CpuSample {  // differences between two samples, seconds
 //!     pub fn busy_cpu_seconds_since(&self, earlier: &CpuSample) -> f64; // PMD CPU x busy share
@@ -45,8 +40,8 @@
 //! - `dpdk-init=true`, `dpdk-socket-mem` = `dpdk-socket-limit` = [`Options::socket_mem_mb`],
 //!   `per-port-memory=true` (mempools sized per port, not the 256 Ki-mbuf shared pool),
 //!   `dpdk-extra="--no-pci --single-file-segments --huge-dir DIR --file-prefix P"` (OVS
-//!   adds `--in-memory` itself); [`Options::hugepages`] 2 MiB pages reserved on top of
-//!   `/proc/sys/vm/nr_hugepages` and given back on drop;
+//!   adds `--in-memory` itself); the socket memory and 32 MiB in 2 MiB pages reserved on
+//!   top of `/proc/sys/vm/nr_hugepages` ([`Hugepages`]) and given back on drop;
 //! - `pmd-cpu-mask` with the one core [`Options::pmd_core`];
 //! - a bridge with `datapath_type=netdev` and a port for each `(name, socket)`, OpenFlow
 //!   port number = its place in the list + 1.
@@ -66,15 +61,13 @@
 //! TSC cycles of the iterations that received packets ("processing cycles") apart from
 //! the empty polls ("idle cycles"). [`OvsDpdk::processing_cpu_seconds`] is the processing
 //! cycles divided by the TSC frequency (measured against the monotonic clock when OVS
-//! starts): the CPU time OVS would need for the same traffic if it slept when idle, as
-//! long as the PMD has its core to itself. The TSC runs on while the thread is preempted,
+//! starts, [`CpuSample::processing_seconds_since`]): the CPU time OVS would need for the
+//! same traffic if it slept when idle, as long as the PMD has its core to itself. The TSC runs on while the thread is preempted,
 //! so where more threads poll than there are cores (testpmd's two and the PMD on two
 //! cores) a preempted busy iteration counts the time it waited, and that figure can be
 //! several times the CPU actually used. [`CpuSample::busy_cpu_seconds_since`] is the one
 //! to report: the CPU time the PMD thread got (`/proc/PID/task/TID/stat`) times the share
 //! of its cycles that were processing cycles.
-
-#![allow(dead_code)] // the benchmark uses part of it; the rest serves its own tests and debugging
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -83,6 +76,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+
+use crate::hugepages::{HUGEPAGE_MB, Hugepages};
 
 /// The DPDK build of `ovs-vswitchd` from Debian's `openvswitch-switch-dpdk`, called by its
 /// path so that the system's `ovs-vswitchd` alternative stays as it is.
@@ -99,9 +94,6 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a daemon gets after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(5);
-/// The hugepage size whose count is `/proc/sys/vm/nr_hugepages` on x86_64.
-const HUGEPAGE_MB: u32 = 2;
-const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
 
 /// Whether OVS-DPDK can be run: the DPDK `ovs-vswitchd`, its schema and the OVS tools are
 /// installed (`apt-get install openvswitch-switch-dpdk`).
@@ -121,12 +113,10 @@ fn find_in_path(program: &str) -> Option<PathBuf> {
 pub struct Options {
     /// The core of the one PMD thread (`pmd-cpu-mask`). Default 1.
     pub pmd_core: u32,
-    /// `dpdk-socket-mem` and `dpdk-socket-limit` in MiB. Default 256 (two vhost-user
-    /// ports with per-port mempools need about 100).
+    /// `dpdk-socket-mem` and `dpdk-socket-limit` in MiB; as many hugepages and 32 MiB
+    /// more are reserved for OVS. Default 256 (two vhost-user ports with per-port
+    /// mempools need about 100).
     pub socket_mem_mb: u32,
-    /// 2 MiB hugepages reserved for OVS on top of `nr_hugepages`. Default: the socket
-    /// memory and 32 MiB.
-    pub hugepages: Option<u32>,
     /// OVS creates the sockets (`dpdkvhostuser`, the guest connects as client, as with
     /// vmpls) instead of connecting to the guest's (`dpdkvhostuserclient`). Default
     /// false: OVS 3.1 has no port counters for server ports (see the module docs).
@@ -146,7 +136,6 @@ impl Default for Options {
         Self {
             pmd_core: 1,
             socket_mem_mb: 256,
-            hugepages: None,
             ovs_is_server: false,
             userspace_tso: false,
             pmd_max_sleep_us: None,
@@ -248,9 +237,8 @@ pub struct OvsDpdk {
     file_prefix: String,
     ovsdb: Option<Child>,
     vswitchd: Option<Child>,
-    /// Hugepages added to `nr_hugepages`, given back on drop.
-    hugepages_reserved: u32,
-    huge_mounted: bool,
+    /// Given back on drop, once `ovs-vswitchd` has let go of them.
+    hugepages: Option<Hugepages>,
     /// Symlinks made in server mode (`SOCKET` -> `run/NAME`), removed on drop.
     symlinks: Vec<PathBuf>,
     tsc_hz: f64,
@@ -258,11 +246,6 @@ pub struct OvsDpdk {
 }
 
 impl OvsDpdk {
-    /// [`OvsDpdk::start_with`] with the [`Options::default`].
-    pub fn start(work_dir: &Path, ports: &[(&str, &Path)], flows: &[String]) -> anyhow::Result<OvsDpdk> {
-        Self::start_with(work_dir, ports, flows, &Options::default())
-    }
-
     /// Starts OVS-DPDK with its state in `WORK_DIR/ovs-dpdk` (which must not exist): a
     /// bridge with a vhost-user port for each `(name, socket)` and, in place of the
     /// default NORMAL rule, `flows` (`ovs-ofctl add-flow` syntax; ports may be named,
@@ -291,8 +274,7 @@ impl OvsDpdk {
             dir,
             ovsdb: None,
             vswitchd: None,
-            hugepages_reserved: 0,
-            huge_mounted: false,
+            hugepages: None,
             symlinks: Vec::new(),
             tsc_hz: 0.0,
             keep_state: options.keep_state,
@@ -300,7 +282,6 @@ impl OvsDpdk {
         // From here on, an error drops `ovs`, which undoes what was done.
         ovs.tsc_hz = measure_tsc_hz()?;
         fs::create_dir(&ovs.run_dir)?;
-        fs::create_dir(&ovs.huge_dir)?;
         ovs.start_ovsdb()?;
         ovs.configure(options)?;
         ovs.reserve_hugepages(options)?;
@@ -355,34 +336,11 @@ impl OvsDpdk {
     }
 
     fn reserve_hugepages(&mut self, options: &Options) -> anyhow::Result<()> {
-        let pages = options.hugepages.unwrap_or(options.socket_mem_mb.div_ceil(HUGEPAGE_MB) + 16);
-        let before = read_nr_hugepages()?;
-        fs::write(NR_HUGEPAGES, (before + pages).to_string())
-            .with_context(|| format!("reserving {pages} hugepages in {NR_HUGEPAGES} (root?)"))?;
-        self.hugepages_reserved = pages;
-        let free = hugepages_free()?;
-        let need = options.socket_mem_mb.div_ceil(HUGEPAGE_MB);
-        if free < need {
-            bail!(
-                "only {free} free 2 MiB hugepages after reserving {pages} (OVS needs {need} \
-                 for dpdk-socket-mem={}): memory too fragmented, or another process took them",
-                options.socket_mem_mb
-            );
-        }
-        let out = Command::new("mount")
-            .args(["-t", "hugetlbfs", "nodev"])
-            .arg(&self.huge_dir)
-            .output()
-            .context("running mount")?;
-        if !out.status.success() {
-            bail!(
-                "mount -t hugetlbfs nodev {} failed ({}): {}",
-                self.huge_dir.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        self.huge_mounted = true;
+        let pages = options.socket_mem_mb.div_ceil(HUGEPAGE_MB) + 16;
+        self.hugepages = Some(
+            Hugepages::reserve(pages.into(), &self.huge_dir)
+                .with_context(|| format!("hugepages for dpdk-socket-mem={}", options.socket_mem_mb))?,
+        );
         Ok(())
     }
 
@@ -477,17 +435,9 @@ impl OvsDpdk {
     }
 
     /// `ovs-appctl dpif-netdev/pmd-stats-show`, a record per PMD thread.
-    pub fn pmd_stats(&self) -> anyhow::Result<Vec<PmdThreadStats>> {
+    fn pmd_stats(&self) -> anyhow::Result<Vec<PmdThreadStats>> {
         let text = self.appctl(&["dpif-netdev/pmd-stats-show"])?;
         parse_pmd_stats(&text)
-    }
-
-    /// The PMD threads' processing cycles (iterations that received packets) as seconds of
-    /// CPU: cycles / TSC Hz, cumulative since OVS started. Take the difference over the
-    /// measured interval.
-    pub fn processing_cpu_seconds(&self) -> anyhow::Result<f64> {
-        let cycles: u64 = self.pmd_stats()?.iter().map(|p| p.processing_cycles).sum();
-        Ok(cycles as f64 / self.tsc_hz)
     }
 
     /// The PMD cycles and the CPU times read together, for [`CpuSample`]'s differences.
@@ -504,7 +454,7 @@ impl OvsDpdk {
 
     /// CPU time of the `ovs-vswitchd` process (utime + stime of all its threads), seconds.
     /// With a busy-polling PMD this is about the wall time the PMD's core was given.
-    pub fn process_cpu_seconds(&self) -> anyhow::Result<f64> {
+    fn process_cpu_seconds(&self) -> anyhow::Result<f64> {
         let path = format!("/proc/{}/stat", self.pid());
         let stat = fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
         cpu_seconds_of_stat(&stat)
@@ -512,7 +462,7 @@ impl OvsDpdk {
 
     /// CPU time of the PMD threads alone (threads named `pmd...`), seconds: how much of its
     /// core the scheduler gave the busy-polling PMD.
-    pub fn pmd_thread_cpu_seconds(&self) -> anyhow::Result<f64> {
+    fn pmd_thread_cpu_seconds(&self) -> anyhow::Result<f64> {
         let tasks = format!("/proc/{}/task", self.pid());
         let mut total = 0.0;
         for entry in fs::read_dir(&tasks).with_context(|| format!("reading {tasks}"))? {
@@ -534,7 +484,7 @@ impl OvsDpdk {
     }
 
     /// Runs `ovs-vsctl` against this instance's database; its stdout.
-    pub fn vsctl(&self, args: &[&str]) -> anyhow::Result<String> {
+    fn vsctl(&self, args: &[&str]) -> anyhow::Result<String> {
         let db = format!("--db=unix:{}", self.run_dir.join("db.sock").display());
         let timeout = format!("--timeout={}", COMMAND_TIMEOUT.as_secs());
         let mut all = vec![db.as_str(), timeout.as_str()];
@@ -543,7 +493,7 @@ impl OvsDpdk {
     }
 
     /// Runs `ovs-ofctl` (a bridge argument finds this instance's through `OVS_RUNDIR`).
-    pub fn ofctl(&self, args: &[&str]) -> anyhow::Result<String> {
+    fn ofctl(&self, args: &[&str]) -> anyhow::Result<String> {
         self.run("ovs-ofctl", args)
     }
 
@@ -556,7 +506,7 @@ impl OvsDpdk {
     }
 
     /// The pid of `ovs-vswitchd`.
-    pub fn pid(&self) -> u32 {
+    fn pid(&self) -> u32 {
         self.vswitchd.as_ref().map_or(0, Child::id)
     }
 
@@ -671,28 +621,16 @@ impl Drop for OvsDpdk {
         for link in self.symlinks.drain(..) {
             let _ = fs::remove_file(link);
         }
-        if self.huge_mounted {
-            match Command::new("umount").arg(&self.huge_dir).output() {
-                Ok(o) if o.status.success() => self.huge_mounted = false,
-                Ok(o) => tracing::warn!(
-                    "umount {} failed: {}",
-                    self.huge_dir.display(),
-                    String::from_utf8_lossy(&o.stderr).trim()
-                ),
-                Err(e) => tracing::warn!("running umount: {e}"),
-            }
-        }
-        if self.hugepages_reserved > 0 {
-            let given_back = read_nr_hugepages().and_then(|now| {
-                let target = now.saturating_sub(self.hugepages_reserved);
-                fs::write(NR_HUGEPAGES, target.to_string()).context("writing nr_hugepages")
-            });
-            if let Err(e) = given_back {
-                tracing::warn!("giving back {} hugepages: {e:#}", self.hugepages_reserved);
-            }
+        // Kept, with the state directory, while a page is still mapped.
+        let mut huge_busy = false;
+        if let Some(hugepages) = self.hugepages.take()
+            && let Err(e) = hugepages.release()
+        {
+            tracing::warn!("{e:#}");
+            huge_busy = true;
         }
         let _ = fs::remove_dir_all(Path::new("/var/run/dpdk").join(&self.file_prefix));
-        if !self.keep_state && !self.huge_mounted {
+        if !self.keep_state && !huge_busy {
             let _ = fs::remove_dir_all(&self.dir);
         }
     }
@@ -720,19 +658,6 @@ fn stop_child(child: &mut Child) -> anyhow::Result<()> {
 
 fn path_str(p: &Path) -> anyhow::Result<String> {
     p.to_str().map(str::to_string).with_context(|| format!("path {} is not UTF-8", p.display()))
-}
-
-fn read_nr_hugepages() -> anyhow::Result<u32> {
-    let text = fs::read_to_string(NR_HUGEPAGES).with_context(|| format!("reading {NR_HUGEPAGES}"))?;
-    text.trim().parse().with_context(|| format!("{NR_HUGEPAGES}: {text:?}"))
-}
-
-fn hugepages_free() -> anyhow::Result<u32> {
-    let text = fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("HugePages_Free:"))
-        .and_then(|v| v.trim().parse().ok())
-        .context("no HugePages_Free in /proc/meminfo")
 }
 
 /// The TSC's rate against the monotonic clock over 100 ms: OVS counts its PMD cycles with
@@ -862,6 +787,7 @@ fn parse_pmd_stats(text: &str) -> anyhow::Result<Vec<PmdThreadStats>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testpmd::{Testpmd, TestpmdOptions};
 
     /// `ovs-appctl dpif-netdev/pmd-stats-show` of OVS 3.1.0 (Debian 12) with 64-byte frames
     /// flowing from testpmd through a push_mpls rule.
@@ -994,110 +920,25 @@ main thread:
         assert_eq!(cpu_seconds_of_stat(stat).unwrap(), 1000.0 / hz);
     }
 
-    /// An interactive `dpdk-testpmd` (`-i --auto-start`) with one virtio-user port (the
-    /// vhost-user server, `server=1`), driven through its stdin; killed when dropped.
-    struct Testpmd {
-        child: Child,
-        stdin: Option<std::process::ChildStdin>,
-        log: PathBuf,
-    }
-
-    impl Testpmd {
-        fn start(work: &Path, name: &str, lcores: &str, vdev: &str, args: &[&str]) -> Testpmd {
-            let log = work.join(format!("{name}.log"));
-            let out = fs::File::create(&log).unwrap();
-            // Line-buffered: its forward statistics must reach the log while it runs.
-            let mut child = Command::new("stdbuf")
-                .args(["-oL", "dpdk-testpmd"])
-                .arg(format!("--lcores={lcores}"))
-                .args(["--no-pci", "--single-file-segments", "-m", "256", "--huge-dir"])
-                .arg(work.join("huge"))
-                .arg(format!("--file-prefix=vmpls-ovs-test-{}-{name}", std::process::id()))
-                .arg(format!("--vdev={vdev}"))
-                .args(["--", "-i", "--auto-start", "--nb-cores=1", "--no-lsc-interrupt"])
-                .arg("--total-num-mbufs=8192")
-                .args(args)
-                .stdin(Stdio::piped())
-                .stdout(out.try_clone().unwrap())
-                .stderr(out)
-                .spawn()
-                .expect("dpdk-testpmd (apt-get install dpdk-dev)");
-            let stdin = child.stdin.take();
-            Testpmd { child, stdin, log }
-        }
-
-        fn log(&self) -> String {
-            fs::read_to_string(&self.log).unwrap_or_default()
-        }
-
-        /// `stop`: forwarding stops, the port stays connected; returns the output once
-        /// testpmd has printed its forward statistics.
-        fn stop_forwarding(&mut self) -> String {
-            use std::io::Write;
-            let stdin = self.stdin.as_mut().unwrap();
-            stdin.write_all(b"stop\n").unwrap();
-            stdin.flush().unwrap();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                let log = self.log();
-                let done = log
-                    .split_once("Accumulated forward statistics")
-                    .is_some_and(|(_, rest)| rest.contains("Done."));
-                if done || Instant::now() > deadline {
-                    return log;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-    }
-
-    impl Drop for Testpmd {
-        fn drop(&mut self) {
-            use std::io::Write;
-            if let Some(mut stdin) = self.stdin.take() {
-                let _ = stdin.write_all(b"quit\n");
-            }
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-
-    /// The `RX-packets:` or `TX-packets:` of testpmd's forward statistics for port 0.
-    fn testpmd_count(log: &str, key: &str) -> u64 {
-        let stats = log.split("Forward statistics for port 0").nth(1).expect(log);
-        let rest = stats.split_once(key).expect(log).1;
-        rest.split_whitespace().next().unwrap().parse().unwrap()
-    }
-
-    /// Hugepages for the testpmds, mounted at `WORK/huge`, given back on drop.
-    struct Hugepages {
-        dir: PathBuf,
-        pages: u32,
-    }
-
-    impl Hugepages {
-        fn reserve(work: &Path, pages: u32) -> Hugepages {
-            let before = read_nr_hugepages().unwrap();
-            fs::write(NR_HUGEPAGES, (before + pages).to_string()).unwrap();
-            let dir = work.join("huge");
-            fs::create_dir_all(&dir).unwrap();
-            let status = Command::new("mount").args(["-t", "hugetlbfs", "nodev"]).arg(&dir).status();
-            assert!(status.unwrap().success(), "mount hugetlbfs");
-            Hugepages { dir, pages }
-        }
-    }
-
-    impl Drop for Hugepages {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(&self.dir).status();
-            if let Ok(now) = read_nr_hugepages() {
-                let _ = fs::write(NR_HUGEPAGES, now.saturating_sub(self.pages).to_string());
-            }
-        }
+    /// An interactive testpmd with one virtio-user port (the vhost-user server,
+    /// `server=1`) on `vdev`.
+    fn start_testpmd(
+        work: &Path,
+        huge: &Hugepages,
+        name: &str,
+        lcores: &str,
+        vdev: String,
+        args: &[&str],
+    ) -> Testpmd {
+        let options = TestpmdOptions {
+            name: name.to_string(),
+            lcores: lcores.to_string(),
+            vdevs: vec![vdev],
+            mem_mb: 256,
+            args: ["--total-num-mbufs=8192"].iter().chain(args).map(|a| a.to_string()).collect(),
+            commands: Vec::new(),
+        };
+        Testpmd::start(work, huge, &options).expect("dpdk-testpmd (apt-get install dpdk-dev)")
     }
 
     /// testpmd (txonly, 64-byte UDP to 198.18.20.2) -> vhost-user port a of OVS -> the
@@ -1116,7 +957,7 @@ main thread:
         let pmd_core: u32 = std::env::var("VMPLS_OVS_PMD_CORE").map_or(1, |s| s.parse().unwrap());
         let work = std::env::temp_dir().join(format!("vmpls-ovs-test-{}", std::process::id()));
         fs::create_dir_all(&work).unwrap();
-        let _huge = Hugepages::reserve(&work, 260);
+        let huge = Hugepages::reserve(260, &work.join("huge")).unwrap();
         let (a, b) = (work.join("a.sock"), work.join("b.sock"));
         let flow = "in_port=a,ip,nw_dst=198.18.20.0/24,actions=dec_ttl,push_mpls:0x8847,\
                     set_field:1002->mpls_label,mod_dl_src:02:00:00:00:bb:01,\
@@ -1126,18 +967,20 @@ main thread:
         let vdev = |n: u32, sock: &Path, mac: &str| {
             format!("net_virtio_user{n},path={},server=1,queues=1,mac={mac}", sock.display())
         };
-        let mut rx = Testpmd::start(
+        let mut rx = start_testpmd(
             &work,
+            &huge,
             "rx",
             "0@0,1@1",
-            &vdev(1, &b, "02:00:00:00:bb:02"),
+            vdev(1, &b, "02:00:00:00:bb:02"),
             &["--forward-mode=rxonly"],
         );
-        let mut tx = Testpmd::start(
+        let mut tx = start_testpmd(
             &work,
+            &huge,
             "tx",
             "0@1,1@0",
-            &vdev(0, &a, "02:00:00:00:aa:02"),
+            vdev(0, &a, "02:00:00:00:aa:02"),
             &[
                 "--forward-mode=txonly",
                 "--eth-peer=0,02:00:00:00:aa:01",
@@ -1164,16 +1007,17 @@ main thread:
         let (a1, b1, cpu1) = read();
         let wall = t0.elapsed().as_secs_f64();
         // Forwarding stops, the guests stay connected: the counters stay readable.
-        let tx_log = tx.stop_forwarding();
+        let tx_sent = tx.stop_forwarding().unwrap()[&0].tx_packets;
         std::thread::sleep(Duration::from_millis(500));
-        let rx_log = rx.stop_forwarding();
+        let rx_received = rx.stop_forwarding().unwrap()[&0].rx_packets;
         let (a_end, b_end) = (ovs.port_stats("a").unwrap(), ovs.port_stats("b").unwrap());
         let flows = ovs.datapath_flows().unwrap();
         let b_stats = ovs.interface_statistics("b").unwrap();
         let coverage = ovs.appctl(&["coverage/show"]).unwrap();
         let drops: Vec<&str> = coverage.lines().filter(|l| l.contains("drop")).collect();
         println!("drop counters (ovs-appctl coverage/show):\n{}", drops.join("\n"));
-        drop((tx, rx));
+        tx.quit().unwrap();
+        rx.quit().unwrap();
 
         let frames_in = a1.rx_packets - a0.rx_packets;
         let frames_out = b1.tx_packets - b0.tx_packets;
@@ -1208,11 +1052,7 @@ main thread:
             m(frames_in, cpu),
             m(frames_out, cpu)
         );
-        println!(
-            "testpmd tx sent {}, testpmd rx received {}",
-            testpmd_count(&tx_log, "TX-packets:"),
-            testpmd_count(&rx_log, "RX-packets:")
-        );
+        println!("testpmd tx sent {tx_sent}, testpmd rx received {rx_received}");
         println!("datapath flows:\n{flows}");
         println!("port b's counters in the database (up to 5 s old): {b_stats:?}");
 
@@ -1223,9 +1063,9 @@ main thread:
         // 64 bytes from testpmd and the 4-byte label.
         assert_eq!(b_end.tx_bytes, 68 * b_end.tx_packets);
         // testpmd counts what it took from its ring: at most a ring (256) fewer.
-        let received = testpmd_count(&rx_log, "RX-packets:");
-        assert!(received <= b_end.tx_packets && received + 256 >= b_end.tx_packets, "{received}");
+        assert!(rx_received <= b_end.tx_packets && rx_received + 256 >= b_end.tx_packets, "{rx_received}");
         drop(ovs);
+        drop(huge);
         let _ = fs::remove_dir_all(&work);
     }
 }

@@ -24,7 +24,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::IpAddr;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -582,29 +581,11 @@ fn memory_kib(pid: u32) -> anyhow::Result<(u64, u64)> {
     Ok((field("VmRSS:")?, field("VmHWM:")?))
 }
 
-/// The process id at the other end of a Unix stream (`SO_PEERCRED`): the router that
-/// listens on the control socket.
+/// The process id at the other end of a Unix stream: the router that listens on the
+/// control socket.
 fn peer_pid(stream: &std::os::unix::net::UnixStream) -> anyhow::Result<u32> {
-    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` is a writable ucred of `len` bytes and `len` a valid pointer; the
-    // kernel writes at most `len` bytes.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error()).context("SO_PEERCRED on the control socket");
-    }
-    u32::try_from(cred.pid)
-        .ok()
-        .filter(|p| *p > 0)
-        .ok_or_else(|| anyhow!("no peer process on the control socket"))
+    let peer = vmpls_sys::cred::unix_peer(stream).context("SO_PEERCRED on the control socket")?;
+    peer.pid.ok_or_else(|| anyhow!("no peer process on the control socket"))
 }
 
 /// A router's control connection and process.

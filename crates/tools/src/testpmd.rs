@@ -1,96 +1,32 @@
 //! DPDK's `dpdk-testpmd` as the guest of a vhost-user port, through its virtio-user
 //! driver (`--no-pci --single-file-segments --vdev=net_virtio_userN,path=SOCKET`): a
 //! virtio driver that is not QEMU's, busy-polling its rings in a process of its own.
-//! Shared by `vmpls bench vhost-user` and the CI test that runs testpmd against vmpls
-//! (`tests/vhost_user_testpmd.rs` includes this file).
+//! Shared by `vmpls bench vhost-user`, the OVS-DPDK test and the CI test that runs
+//! testpmd against vmpls (`tests/vhost_user_testpmd.rs`).
 //!
-//! [`Hugepages`] reserves pages on top of what the machine has reserved (others may be
-//! using theirs), mounts a hugetlbfs of its own and gives both back on drop. [`Testpmd`]
+//! testpmd takes its memory from a [`Hugepages`] reservation. [`Testpmd`]
 //! runs one testpmd interactively with its stdin a pipe: `stop` ends forwarding and prints
 //! its forward statistics ([`Testpmd::stop_forwarding`] returns them) with its ports still
 //! connected, `quit` ends it.
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
+use crate::hugepages::Hugepages;
+
 /// The testpmd binary (Debian's `dpdk-dev`).
 pub const TESTPMD: &str = "dpdk-testpmd";
-
-const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
 
 /// Whether `dpdk-testpmd` is on the PATH.
 pub fn testpmd_installed() -> bool {
     std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join(TESTPMD).is_file()))
         .unwrap_or(false)
-}
-
-fn read_nr_hugepages() -> anyhow::Result<u64> {
-    Ok(std::fs::read_to_string(NR_HUGEPAGES)?.trim().parse()?)
-}
-
-fn write_nr_hugepages(n: u64) -> anyhow::Result<()> {
-    std::fs::write(NR_HUGEPAGES, n.to_string()).with_context(|| format!("writing {n} to {NR_HUGEPAGES}"))
-}
-
-/// 2 MiB hugepages reserved on top of the machine's count and a hugetlbfs mounted for
-/// them; both given back on drop (also when a test panics).
-pub struct Hugepages {
-    pages: u64,
-    dir: PathBuf,
-    mounted: bool,
-}
-
-impl Hugepages {
-    /// Reserves `pages` more hugepages and mounts a hugetlbfs at `dir` (created). Fails
-    /// with what to do when the kernel cannot find that many free pages.
-    pub fn reserve(pages: u64, dir: &Path) -> anyhow::Result<Hugepages> {
-        let before = read_nr_hugepages().context("reading the hugepage count (are we root?)")?;
-        write_nr_hugepages(before + pages)?;
-        // The kernel sets the count to what it could allocate: give back exactly that.
-        let added = read_nr_hugepages()?.saturating_sub(before);
-        let mut h = Hugepages { pages: added, dir: dir.to_path_buf(), mounted: false };
-        if added < pages {
-            bail!(
-                "could not reserve {pages} hugepages of 2 MiB for testpmd (the kernel found {added}): \
-                 free some memory (echo 3 > /proc/sys/vm/drop_caches; echo 1 > /proc/sys/vm/compact_memory) and try again"
-            );
-        }
-        std::fs::create_dir_all(dir)?;
-        let out = Command::new("mount").args(["-t", "hugetlbfs", "nodev"]).arg(dir).output()?;
-        anyhow::ensure!(
-            out.status.success(),
-            "mounting a hugetlbfs at {}: {}",
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        h.mounted = true;
-        Ok(h)
-    }
-
-    /// The mount point, for testpmd's `--huge-dir`.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-}
-
-impl Drop for Hugepages {
-    fn drop(&mut self) {
-        if self.mounted {
-            let _ = Command::new("umount").arg(&self.dir).status();
-            let _ = std::fs::remove_dir(&self.dir);
-        }
-        // Relative to the count now: others may have reserved or released theirs meanwhile.
-        if let Ok(now) = read_nr_hugepages() {
-            let _ = write_nr_hugepages(now.saturating_sub(self.pages));
-        }
-    }
 }
 
 /// One port's lines of testpmd's "Forward statistics".
@@ -197,17 +133,9 @@ impl Testpmd {
         cmd.stdin(Stdio::piped())
             .stdout(std::fs::File::create(&log)?)
             .stderr(Stdio::from(std::fs::OpenOptions::new().append(true).open(&log)?));
-        // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of
-        // the parent; it makes testpmd die with the thread that started it (a crashed
-        // bench or test leaves no busy-polling process behind).
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        // testpmd dies with the thread that started it: a crashed bench or test leaves
+        // no busy-polling process behind.
+        vmpls_sys::process::kill_with_parent(&mut cmd);
         let mut child =
             cmd.spawn().with_context(|| format!("starting {TESTPMD} (Debian package dpdk-dev)"))?;
         let stdin = child.stdin.take();

@@ -16,15 +16,12 @@
 //! they cannot be reserved the test fails and says so. The `vmpls` binary is the one
 //! beside `vmpls-tools` (scripts/test builds every binary first).
 
-#[allow(dead_code)]
-#[path = "../src/testpmd.rs"]
-mod testpmd;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use testpmd::{Hugepages, Testpmd, TestpmdOptions};
+use vmpls_tools::hugepages::Hugepages;
+use vmpls_tools::testpmd::{Testpmd, TestpmdOptions};
 
 const MAC_A: &str = "02:00:00:00:aa:01";
 const MAC_B: &str = "02:00:00:00:bb:01";
