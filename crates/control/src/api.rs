@@ -23,7 +23,7 @@
 //! |---|---|---|
 //! | `route-show` | `family`: `inet`, `inet6` or `mpls`; `vrf` (optional, default `default`); `dst` (optional) | `[`[`IpRoute`]`]` or `[`[`MplsRoute`]`]` |
 //! | `route-show-stream` | as `route-show` | the same list in chunks, one reply line each, `"more":true` on all but the last |
-//! | `route-batch` | `force` (optional); then one [`BatchOp`](crate::batch::BatchOp) line per change and `{"op":"commit"}` | [`BatchSummary`](crate::batch::BatchSummary) |
+//! | `route-batch` | `force` (optional); then one [`BatchOp`](crate::batch::BatchOp) line per change and `{"op":"commit"}` | [`BatchSummary`] |
 //! | `route-add`, `route-replace` | `route`: a [`RouteSpec`] | none |
 //! | `route-del` | `route`: a [`RouteSpec`]; only `dst`/`label` and `vrf` are needed, next hops if given must match | none |
 //! | `link-show` | | `[`[`Link`]`]` |
@@ -76,6 +76,8 @@
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
+
+mod text;
 
 /// The longest request line the router reads.
 pub const MAX_REQUEST_LINE: usize = 64 * 1024;
@@ -169,7 +171,7 @@ pub enum Request {
     /// Many route changes as one table change (`vmpls -batch FILE`). After this line the
     /// client writes one [`crate::batch::BatchOp`] line per change and a `commit` line;
     /// the router then applies them in order, builds the tables once, and answers with
-    /// one reply whose `data` is a [`crate::batch::BatchSummary`].
+    /// one reply whose `data` is a [`BatchSummary`].
     RouteBatch {
         /// Go on past a change that fails (`-force`); without it the changes after the
         /// first failure are not applied.
@@ -365,7 +367,7 @@ impl<T> Reply<T> {
 #[serde(untagged)]
 pub enum Answer {
     /// `route-show`: routes of one family.
-    Routes(crate::tables::ShowRows),
+    Routes(ShowRows),
     /// `route-get`.
     Route(IpRoute),
     /// `route-flush`.
@@ -1023,6 +1025,51 @@ pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
         out.extend_from_slice(&b[1..4 - pad]);
     }
     Some(out)
+}
+
+/// Routes of one chunk; serialized as the JSON array `route-show` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ShowRows {
+    /// Prefix routes.
+    Ip(Vec<IpRoute>),
+    /// Label routes.
+    Mpls(Vec<MplsRoute>),
+}
+
+impl ShowRows {
+    /// How many routes.
+    pub fn len(&self) -> usize {
+        match self {
+            ShowRows::Ip(l) => l.len(),
+            ShowRows::Mpls(l) => l.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a `route-batch` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchSummary {
+    /// Changes applied.
+    pub applied: u64,
+    /// Changes that failed, in order; without `force` at most one (the batch stopped
+    /// there: the changes after it were not applied).
+    #[serde(default)]
+    pub failed: Vec<BatchFailure>,
+}
+
+/// A change of a batch that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchFailure {
+    /// Its place in the batch, from 0.
+    pub index: u64,
+    /// Why, as `route add` would have said it.
+    pub error: String,
 }
 
 #[cfg(test)]

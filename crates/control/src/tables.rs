@@ -42,7 +42,7 @@ mod error;
 mod prop_tests;
 mod rib;
 mod txn;
-pub use bulk::{ShowChunk, ShowCursor, ShowRows};
+pub use bulk::{ShowChunk, ShowCursor};
 pub use error::TablesError;
 use rib::{Derived, Entry, Rib, Source};
 use txn::Txn;
@@ -1335,10 +1335,10 @@ action = "pop"
     fn shown(t: &Tables, family: Family) -> Vec<String> {
         if family == Family::Mpls {
             let l: Vec<MplsRoute> = serde_json::from_value(t.show(family, None).unwrap()).unwrap();
-            return l.iter().map(crate::show::mpls_route_line).collect();
+            return l.iter().map(ToString::to_string).collect();
         }
         let l: Vec<IpRoute> = serde_json::from_value(t.show(family, None).unwrap()).unwrap();
-        l.iter().map(crate::show::ip_route_line).collect()
+        l.iter().map(ToString::to_string).collect()
     }
 
     #[test]

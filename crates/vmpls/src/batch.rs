@@ -9,12 +9,10 @@ use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use vmpls_control::api::{Family, IpRoute, MplsRoute, Reply, Request, RequestLine, RouteSpec};
+use vmpls_control::api::{BatchSummary, Family, IpRoute, MplsRoute, Reply, Request, RequestLine, RouteSpec};
 use vmpls_control::batch::{
-    BatchCommand, BatchLine, BatchOp, BatchReader, BatchSummary, JsonArrayWriter, MAX_BATCH, Object,
-    parse_batch_line,
+    BatchCommand, BatchLine, BatchOp, BatchReader, JsonArrayWriter, MAX_BATCH, Object, parse_batch_line,
 };
-use vmpls_control::show;
 use vmpls_control::tables::Change;
 
 use vmpls_router::client::Connection;
@@ -120,12 +118,12 @@ fn print_chunk<W: Write>(
         }
         Out::Text(w) if family == Family::Mpls => {
             for r in serde_json::from_value::<Vec<MplsRoute>>(data).map_err(bad)? {
-                writeln!(w, "{}", show::mpls_route_line(&r))?;
+                writeln!(w, "{r}")?;
             }
         }
         Out::Text(w) => {
             for r in serde_json::from_value::<Vec<IpRoute>>(data).map_err(bad)? {
-                writeln!(w, "{}", show::ip_route_line(&r))?;
+                writeln!(w, "{r}")?;
             }
         }
     }

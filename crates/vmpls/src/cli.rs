@@ -115,7 +115,7 @@ pub fn route(g: &Globals, args: &[String]) -> Result<(), CliError> {
         Request::RouteShow { .. } => crate::batch::route_show(g, &req),
         // As `ip route get`: the address, then the route that takes it.
         Request::RouteGet { addr, .. } => {
-            show(g, &req, |r: IpRoute| show::ip_route_line(&IpRoute { dst: addr.to_string(), ..r }) + "\n")
+            show(g, &req, |r: IpRoute| format!("{}\n", IpRoute { dst: addr.to_string(), ..r }))
         }
         // Silent, as `ip route flush`, but for routes it leaves alone.
         Request::RouteFlush { .. } => show(g, &req, |s: FlushSummary| {
