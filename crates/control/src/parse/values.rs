@@ -200,18 +200,7 @@ pub(super) fn parse_mac_of(
             format!("\"{text}\" is not a MAC address; expected six hex bytes like \"02:00:5e:10:00:01\""),
         )
     };
-    let mut mac = [0u8; 6];
-    let mut parts = text.split([':', '-']);
-    for b in &mut mac {
-        let part = parts.next().ok_or_else(bad)?;
-        if part.is_empty() || part.len() > 2 {
-            return Err(bad());
-        }
-        *b = u8::from_str_radix(part, 16).map_err(|_| bad())?;
-    }
-    if parts.next().is_some() {
-        return Err(bad());
-    }
+    let mac = text.parse::<vmpls_wire::ethernet::Address>().map_err(|_| bad())?.0;
     if mac[0] & 1 != 0 {
         return Err(ctx.err(
             &s.span(),
