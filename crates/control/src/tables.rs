@@ -27,6 +27,8 @@ use vmpls_fib::{
     MAX_NEXTHOPS, PortId, TtlModel, VrfId,
 };
 
+use vmpls_wire::prefix::{mask, max_len};
+
 use crate::api::{
     Family, FlushSummary, IpRoute, MplsAction, MplsRoute, Nexthop, PrefixMatch, Protocol, ReloadSummary,
     RouteFilter, RouteSpec, RouteType,
@@ -108,23 +110,6 @@ fn same_route(a: &RouteConfig, b: &RouteConfig) -> bool {
 
 fn same_label(a: &LabelConfig, b: &LabelConfig) -> bool {
     (a.label, &a.action, a.ttl_model) == (b.label, &b.action, b.ttl_model)
-}
-
-fn max_len(a: IpAddr) -> u8 {
-    if a.is_ipv4() { 32 } else { 128 }
-}
-
-fn mask(a: IpAddr, len: u8) -> IpAddr {
-    match a {
-        IpAddr::V4(a) => {
-            let m = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-            IpAddr::V4((u32::from(a) & m).into())
-        }
-        IpAddr::V6(a) => {
-            let m = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
-            IpAddr::V6((u128::from(a) & m).into())
-        }
-    }
 }
 
 fn on_subnet(net: IpAddr, len: u8, a: IpAddr) -> bool {

@@ -11,23 +11,7 @@ use super::S;
 use super::ctx::Ctx;
 use crate::ConfigError;
 
-pub(super) fn max_len(a: IpAddr) -> u8 {
-    if a.is_ipv4() { 32 } else { 128 }
-}
-
-/// `a` with the bits beyond `len` cleared.
-pub(super) fn mask(a: IpAddr, len: u8) -> IpAddr {
-    match a {
-        IpAddr::V4(a) => {
-            let m = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
-            IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
-        }
-        IpAddr::V6(a) => {
-            let m = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len)) };
-            IpAddr::V6((u128::from(a) & m).into())
-        }
-    }
-}
+use vmpls_wire::prefix::{mask, max_len};
 
 pub(super) fn contains(net: IpAddr, len: u8, a: IpAddr) -> bool {
     net.is_ipv4() == a.is_ipv4() && mask(net, len) == mask(a, len)
