@@ -23,7 +23,7 @@
 //! |---|---|---|
 //! | `route-show` | `family`: `inet`, `inet6` or `mpls`; `vrf` (optional, default `default`); `dst` (optional) | `[`[`IpRoute`]`]` or `[`[`MplsRoute`]`]` |
 //! | `route-show-stream` | as `route-show` | the same list in chunks, one reply line each, `"more":true` on all but the last |
-//! | `route-batch` | `force` (optional); then one [`BatchOp`](crate::batch::BatchOp) line per change and `{"op":"commit"}` | [`BatchSummary`](crate::batch::BatchSummary) |
+//! | `route-batch` | `force` (optional); then one [`BatchOp`](crate::batch::BatchOp) line per change and `{"op":"commit"}` | [`BatchSummary`] |
 //! | `route-add`, `route-replace` | `route`: a [`RouteSpec`] | none |
 //! | `route-del` | `route`: a [`RouteSpec`]; only `dst`/`label` and `vrf` are needed, next hops if given must match | none |
 //! | `link-show` | | `[`[`Link`]`]` |
@@ -76,6 +76,10 @@
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
+/// A MAC address; on the socket the text `02:00:5e:10:00:01` ([`mac_text`]).
+pub use vmpls_wire::ethernet::Address as Mac;
+
+mod text;
 
 /// The longest request line the router reads.
 pub const MAX_REQUEST_LINE: usize = 64 * 1024;
@@ -169,7 +173,7 @@ pub enum Request {
     /// Many route changes as one table change (`vmpls -batch FILE`). After this line the
     /// client writes one [`crate::batch::BatchOp`] line per change and a `commit` line;
     /// the router then applies them in order, builds the tables once, and answers with
-    /// one reply whose `data` is a [`crate::batch::BatchSummary`].
+    /// one reply whose `data` is a [`BatchSummary`].
     RouteBatch {
         /// Go on past a change that fails (`-force`); without it the changes after the
         /// first failure are not applied.
@@ -186,8 +190,10 @@ pub enum Request {
     NeighAdd {
         /// Its address.
         dst: IpAddr,
-        /// Its MAC, `02:00:00:00:00:01`.
-        lladdr: String,
+        /// Its MAC, `02:00:00:00:00:01`; the router refuses a multicast or zero one
+        /// ([`check_neighbor_mac`]).
+        #[serde(with = "mac_text")]
+        lladdr: Mac,
         /// The port's name.
         dev: String,
         /// Change an existing static entry.
@@ -365,7 +371,7 @@ impl<T> Reply<T> {
 #[serde(untagged)]
 pub enum Answer {
     /// `route-show`: routes of one family.
-    Routes(crate::tables::ShowRows),
+    Routes(ShowRows),
     /// `route-get`.
     Route(IpRoute),
     /// `route-flush`.
@@ -661,7 +667,8 @@ pub struct Link {
     /// Its MTU.
     pub mtu: u32,
     /// Its MAC address, `02:00:...`.
-    pub address: String,
+    #[serde(with = "mac_text")]
+    pub address: Mac,
     /// Its VRF.
     pub vrf: String,
     /// Whether labelled frames from it are switched (`mpls` in the config).
@@ -778,8 +785,8 @@ pub struct Neighbor {
     /// The port's name.
     pub dev: String,
     /// Its MAC, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lladdr: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "mac_text::option")]
+    pub lladdr: Option<Mac>,
     /// Its state.
     pub state: NeighState,
 }
@@ -1025,9 +1032,147 @@ pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Routes of one chunk; serialized as the JSON array `route-show` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ShowRows {
+    /// Prefix routes.
+    Ip(Vec<IpRoute>),
+    /// Label routes.
+    Mpls(Vec<MplsRoute>),
+}
+
+impl ShowRows {
+    /// How many routes.
+    pub fn len(&self) -> usize {
+        match self {
+            ShowRows::Ip(l) => l.len(),
+            ShowRows::Mpls(l) => l.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a `route-batch` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchSummary {
+    /// Changes applied.
+    pub applied: u64,
+    /// Changes that failed, in order; without `force` at most one (the batch stopped
+    /// there: the changes after it were not applied).
+    #[serde(default)]
+    pub failed: Vec<BatchFailure>,
+}
+
+/// A change of a batch that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchFailure {
+    /// Its place in the batch, from 0.
+    pub index: u64,
+    /// Why, as `route add` would have said it.
+    pub error: String,
+}
+
+/// Why `mac` cannot be a neighbour's (multicast or all zeros), for `Error: ...`.
+///
+/// # Errors
+/// The reason, naming the address.
+pub fn check_neighbor_mac(mac: Mac) -> Result<Mac, String> {
+    if mac.is_multicast() || mac == Mac::default() {
+        return Err(format!("{mac} is not a unicast MAC address (a neighbour has one)"));
+    }
+    Ok(mac)
+}
+
+/// A [`Mac`] as its text `02:00:5e:10:00:01` in JSON (`#[serde(with = "mac_text")]`).
+pub mod mac_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Mac;
+
+    /// Writes the text.
+    ///
+    /// # Errors
+    /// The serializer's.
+    pub fn serialize<S: Serializer>(mac: &Mac, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(mac)
+    }
+
+    /// Reads the text.
+    ///
+    /// # Errors
+    /// Not a MAC address.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Mac, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        text.parse().map_err(|e| serde::de::Error::custom(format!("\"{text}\" is not a MAC address; {e}")))
+    }
+
+    /// The same for an `Option<Mac>`.
+    pub mod option {
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        use super::Mac;
+
+        /// Writes the text, or null.
+        ///
+        /// # Errors
+        /// The serializer's.
+        pub fn serialize<S: Serializer>(mac: &Option<Mac>, s: S) -> Result<S::Ok, S::Error> {
+            match mac {
+                Some(m) => s.collect_str(m),
+                None => s.serialize_none(),
+            }
+        }
+
+        /// Reads the text or null.
+        ///
+        /// # Errors
+        /// Not a MAC address.
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Mac>, D::Error> {
+            #[derive(Deserialize)]
+            struct Text(#[serde(with = "super")] Mac);
+            Ok(Option::<Text>::deserialize(d)?.map(|Text(m)| m))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn macs_travel_as_their_text_and_bad_text_is_refused() {
+        let json = r#"{"cmd":"neigh-add","dst":"198.18.30.98","lladdr":"02:00:00:00:77:02","dev":"east"}"#;
+        let req: Request = serde_json::from_str(json).unwrap();
+        let Request::NeighAdd { lladdr, .. } = &req else { panic!("{req:?}") };
+        assert_eq!(*lladdr, Mac([2, 0, 0, 0, 0x77, 2]));
+        assert_eq!(
+            serde_json::to_string(&req).unwrap(),
+            json.replace(r#""dev":"east""#, r#""dev":"east","replace":false"#)
+        );
+        let n = Neighbor {
+            dst: "198.18.1.2".parse().unwrap(),
+            dev: "ce1".into(),
+            lladdr: None,
+            state: NeighState::Incomplete,
+        };
+        assert_eq!(
+            serde_json::to_string(&n).unwrap(),
+            r#"{"dst":"198.18.1.2","dev":"ce1","state":"INCOMPLETE"}"#
+        );
+        let n = Neighbor { lladdr: Some(Mac([2, 0, 0, 0, 0, 0xab])), ..n };
+        let text = serde_json::to_string(&n).unwrap();
+        assert!(text.contains(r#""lladdr":"02:00:00:00:00:ab""#), "{text}");
+        assert_eq!(serde_json::from_str::<Neighbor>(&text).unwrap(), n);
+        let e = serde_json::from_str::<Request>(&json.replace("02:00:00:00:77:02", "02:00:zz")).unwrap_err();
+        assert!(e.to_string().contains("\"02:00:zz\" is not a MAC address"), "{e}");
+        assert!(check_neighbor_mac(Mac([1, 0, 0x5e, 0, 0, 1])).unwrap_err().contains("not a unicast"));
+        assert!(check_neighbor_mac(Mac::default()).is_err());
+    }
 
     #[test]
     fn base64_matches_rfc4648_vectors_and_round_trips() {

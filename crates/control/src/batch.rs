@@ -2,7 +2,8 @@
 //!
 //! - `vmpls -batch FILE` (as `ip -batch`): the file's lines read into commands
 //!   ([`BatchReader`], [`parse_batch_line`]) and the lines of the `route-batch` request
-//!   that carry route changes to the router ([`BatchOp`], answered by a [`BatchSummary`]);
+//!   that carry route changes to the router ([`BatchOp`], answered by an
+//!   [`api::BatchSummary`](crate::api::BatchSummary));
 //! - `route show` streamed: the size of a chunk ([`SHOW_CHUNK`]) and a writer that prints
 //!   a JSON array one element at a time, byte for byte as `serde_json` prints the whole
 //!   array ([`JsonArrayWriter`]).
@@ -66,26 +67,6 @@ impl BatchOp {
             BatchOp::Commit => None,
         }
     }
-}
-
-/// What a `route-batch` did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BatchSummary {
-    /// Changes applied.
-    pub applied: u64,
-    /// Changes that failed, in order; without `force` at most one (the batch stopped
-    /// there: the changes after it were not applied).
-    #[serde(default)]
-    pub failed: Vec<BatchFailure>,
-}
-
-/// A change of a batch that failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BatchFailure {
-    /// Its place in the batch, from 0.
-    pub index: u64,
-    /// Why, as `route add` would have said it.
-    pub error: String,
 }
 
 /// One command of a batch file: its words and the line it starts on (from 1).
@@ -328,7 +309,7 @@ impl<W: Write> JsonArrayWriter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{IpRoute, Nexthop, Protocol, RouteType};
+    use crate::api::{BatchFailure, BatchSummary, IpRoute, Nexthop, Protocol, RouteType};
 
     fn read_all(text: &str) -> Vec<(usize, Result<Vec<String>, String>)> {
         let mut r = BatchReader::new(text.as_bytes());

@@ -22,8 +22,8 @@
 //! next hop but no `as` it pops and forwards (penultimate-hop popping).
 
 use crate::api::{
-    Family, IpRoute, MplsAction, MplsRoute, Nexthop, PrefixMatch, Protocol, Request, RouteFilter, RouteSpec,
-    RouteType,
+    Family, IpRoute, Mac, MplsAction, MplsRoute, Nexthop, PrefixMatch, Protocol, Request, RouteFilter,
+    RouteSpec, RouteType, check_neighbor_mac,
 };
 use crate::tables::parse_prefix;
 
@@ -440,21 +440,9 @@ fn parse_mpls(w: &mut Words, op: Op) -> Result<MplsRoute, String> {
 ///
 /// # Errors
 /// What is wrong with it, for `Error: ...`.
-pub fn parse_lladdr(word: &str) -> Result<[u8; 6], String> {
-    let bad = || format!("\"{word}\" is not a MAC address; expected six hex bytes like 02:00:5e:10:00:01");
-    let mut mac = [0u8; 6];
-    let mut parts = word.split([':', '-']);
-    for b in &mut mac {
-        let part = parts.next().filter(|p| (1..=2).contains(&p.len())).ok_or_else(bad)?;
-        *b = u8::from_str_radix(part, 16).map_err(|_| bad())?;
-    }
-    if parts.next().is_some() {
-        return Err(bad());
-    }
-    if mac[0] & 1 != 0 || mac == [0; 6] {
-        return Err(format!("{word} is not a unicast MAC address (a neighbour has one)"));
-    }
-    Ok(mac)
+pub fn parse_lladdr(word: &str) -> Result<Mac, String> {
+    let mac = word.parse().map_err(|e| format!("\"{word}\" is not a MAC address; {e}"))?;
+    check_neighbor_mac(mac)
 }
 
 /// Parses the words after `neigh` for a change: `add|replace ADDR lladdr MAC dev PORT
@@ -484,8 +472,9 @@ pub fn parse_neigh(args: &[String]) -> Option<Result<Request, String>> {
 }
 
 /// The address, `lladdr` and `dev` of a `neigh` change.
-fn neigh_words(args: &[String], add: bool) -> Result<(std::net::IpAddr, Option<String>, String), String> {
+fn neigh_words(args: &[String], add: bool) -> Result<(std::net::IpAddr, Option<Mac>, String), String> {
     let (mut dst, mut lladdr, mut dev) = (None, None, None);
+    let mut mac = None;
     let mut it = args.iter().map(String::as_str);
     let set = |slot: &mut Option<String>, word: &str, v: Option<&str>| -> Result<(), String> {
         let v = v.ok_or_else(|| format!("\"{word}\" needs a value after it"))?;
@@ -499,7 +488,7 @@ fn neigh_words(args: &[String], add: bool) -> Result<(std::net::IpAddr, Option<S
             "lladdr" if add => {
                 let v = it.next();
                 set(&mut lladdr, w, v)?;
-                parse_lladdr(lladdr.as_deref().unwrap_or_default())?;
+                mac = Some(parse_lladdr(lladdr.as_deref().unwrap_or_default())?);
             }
             "dev" => set(&mut dev, w, it.next())?,
             "nud" if add => match it.next() {
@@ -520,7 +509,7 @@ fn neigh_words(args: &[String], add: bool) -> Result<(std::net::IpAddr, Option<S
     let addr: std::net::IpAddr =
         dst.parse().map_err(|_| format!("\"{dst}\" is not an IPv4 or IPv6 address"))?;
     let dev = dev.ok_or("give the port: dev PORT")?;
-    Ok((addr, lladdr, dev))
+    Ok((addr, mac, dev))
 }
 
 #[cfg(test)]
@@ -737,7 +726,7 @@ mod tests {
         let add = parse_neigh(&w("add 198.18.1.2 lladdr 02:00:00:00:01:02 dev ce1")).unwrap().unwrap();
         let want = Request::NeighAdd {
             dst: "198.18.1.2".parse().unwrap(),
-            lladdr: "02:00:00:00:01:02".into(),
+            lladdr: Mac([2, 0, 0, 0, 1, 2]),
             dev: "ce1".into(),
             replace: false,
         };
@@ -754,6 +743,7 @@ mod tests {
         for (words, msg) in [
             ("add 198.18.1.2 dev ce1", "needs lladdr"),
             ("add 198.18.1.2 lladdr 02:00:00:00:01 dev ce1", "not a MAC address"),
+            ("add 198.18.1.2 lladdr +2:00:00:00:01:02 dev ce1", "not a MAC address"),
             ("add 198.18.1.2 lladdr ff:ff:ff:ff:ff:ff dev ce1", "not a unicast"),
             ("add 198.18.1.2 lladdr 02:00:00:00:01:02", "dev PORT"),
             ("add 198.18.1.x lladdr 02:00:00:00:01:02 dev ce1", "not an IPv4 or IPv6"),

@@ -1,124 +1,9 @@
-//! Text output of the CLI's show commands, in iproute2's words and order, so that a
-//! `route show` line can be pasted back after `route add`.
-//!
-//! ```text
-//! 198.18.1.0/24 dev ce1 proto kernel scope link src 198.18.1.1
-//! 198.18.2.0/24 encap mpls 1002 via 198.18.10.2 dev core proto static
-//! 1002 as to 2002 via inet 198.18.20.2 dev east proto static
-//! 2001 vrf default proto static
-//! ```
+//! Text output of the CLI's show commands, in iproute2's words and order. A route's line
+//! is its `Display` (`api::IpRoute`, `api::MplsRoute`), which the tables' errors quote too.
 
 use std::fmt::Write;
-use std::net::IpAddr;
 
-use crate::api::{
-    IpRoute, Link, MplsAction, MplsRoute, NeighState, Neighbor, Nexthop, Protocol, RouteType, Stats,
-};
-
-fn labels(l: &[u32]) -> String {
-    l.iter().map(u32::to_string).collect::<Vec<_>>().join("/")
-}
-
-fn proto(p: Protocol) -> String {
-    match p {
-        Protocol::Boot => String::new(),
-        p => format!(" proto {}", p.name()),
-    }
-}
-
-fn family_word(a: IpAddr) -> &'static str {
-    if a.is_ipv4() { "inet" } else { "inet6" }
-}
-
-/// A next hop's words: `encap mpls L/L via G dev D` (prefix routes) or
-/// `as to L/L via inet G dev D` (label routes).
-fn nexthop_words(n: &Nexthop, mpls: bool) -> String {
-    let mut s = String::new();
-    if !n.labels.is_empty() {
-        if mpls {
-            let _ = write!(s, " as to {}", labels(&n.labels));
-        } else {
-            let _ = write!(s, " encap mpls {}", labels(&n.labels));
-        }
-    }
-    if let Some(g) = n.gateway {
-        if mpls {
-            let _ = write!(s, " via {} {g}", family_word(g));
-        } else {
-            let _ = write!(s, " via {g}");
-        }
-    }
-    if let Some(d) = &n.dev {
-        let _ = write!(s, " dev {d}");
-    }
-    s
-}
-
-fn multipath(out: &mut String, nhs: &[Nexthop], mpls: bool) {
-    for n in nhs {
-        let _ = write!(out, "\n\tnexthop{} weight {}", nexthop_words(n, mpls), n.weight);
-    }
-}
-
-/// A destination as iproute2 prints it: `default` for 0.0.0.0/0 and ::/0.
-fn dst_word(dst: &str) -> &str {
-    if dst.ends_with("/0") { "default" } else { dst }
-}
-
-/// One prefix route as `ip route show` prints it.
-pub fn ip_route_line(r: &IpRoute) -> String {
-    let mut s = String::new();
-    let dst = dst_word(&r.dst);
-    if r.kind == RouteType::Blackhole {
-        let _ = write!(s, "blackhole {dst}{}", proto(r.protocol));
-    } else if let [n] = r.nexthops.as_slice() {
-        let _ = write!(s, "{dst}{}{}", nexthop_words(n, false), proto(r.protocol));
-        if n.weight != 1 {
-            let _ = write!(s, " weight {}", n.weight);
-        }
-    } else {
-        let _ = write!(s, "{dst}{}", proto(r.protocol));
-    }
-    if r.protocol == Protocol::Kernel {
-        s.push_str(" scope link");
-    }
-    if let Some(src) = r.prefsrc {
-        let _ = write!(s, " src {src}");
-    }
-    if !r.ttl_propagate {
-        s.push_str(" ttl-propagate disabled");
-    }
-    if r.nexthops.len() > 1 {
-        multipath(&mut s, &r.nexthops, false);
-    }
-    s
-}
-
-/// One label route as `ip -f mpls route show` prints it; pop-and-lookup routes show as
-/// `LABEL vrf NAME`.
-pub fn mpls_route_line(r: &MplsRoute) -> String {
-    let mut s = r.label.to_string();
-    match (&r.action, r.nexthops.as_slice()) {
-        (MplsAction::Lookup, _) => {
-            let _ = write!(s, " vrf {}", r.vrf.as_deref().unwrap_or("default"));
-        }
-        (MplsAction::Forward, [n]) => {
-            s.push_str(&nexthop_words(n, true));
-            if n.weight != 1 {
-                let _ = write!(s, " weight {}", n.weight);
-            }
-        }
-        (MplsAction::Forward, _) => {}
-    }
-    s.push_str(&proto(r.protocol));
-    if !r.ttl_propagate {
-        s.push_str(" ttl-propagate disabled");
-    }
-    if r.action == MplsAction::Forward && r.nexthops.len() > 1 {
-        multipath(&mut s, &r.nexthops, true);
-    }
-    s
-}
+use crate::api::{Link, NeighState, Neighbor, Stats};
 
 /// `link show`, `-s` adds the counters.
 pub fn links(list: &[Link], stats: bool) -> String {
@@ -270,7 +155,9 @@ pub fn stats(st: &Stats, detail: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{Counter, LinkStats, PortCounters};
+    use crate::api::{
+        Counter, IpRoute, LinkStats, MplsAction, MplsRoute, Nexthop, PortCounters, Protocol, RouteType,
+    };
 
     fn nh(g: &str, dev: &str, l: &[u32], w: u32) -> Nexthop {
         Nexthop { gateway: Some(g.parse().unwrap()), dev: Some(dev.into()), labels: l.to_vec(), weight: w }
@@ -296,7 +183,7 @@ mod tests {
             interface: "pe1-p".into(),
             kind: "af-packet".into(),
             mtu: 1500,
-            address: "02:00:00:00:00:01".into(),
+            address: crate::api::Mac([2, 0, 0, 0, 0, 1]),
             vrf: "default".into(),
             mpls: true,
             addresses: vec!["198.18.10.1/24".into()],
@@ -374,7 +261,7 @@ mod tests {
             interface: "p-pe2".into(),
             kind: "af-packet".into(),
             mtu: 65535,
-            address: "02:00:00:00:00:01".into(),
+            address: crate::api::Mac([2, 0, 0, 0, 0, 1]),
             vrf: "default".into(),
             mpls: true,
             addresses: vec![],
@@ -399,30 +286,27 @@ mod tests {
     #[test]
     fn ip_routes_read_like_iproute2() {
         let r = route("198.18.2.0/24", vec![nh("198.18.10.2", "core", &[100, 200], 1)], Protocol::Static);
-        assert_eq!(
-            ip_route_line(&r),
-            "198.18.2.0/24 encap mpls 100/200 via 198.18.10.2 dev core proto static"
-        );
+        assert_eq!(r.to_string(), "198.18.2.0/24 encap mpls 100/200 via 198.18.10.2 dev core proto static");
         let r = IpRoute {
             ttl_propagate: false,
             ..route("198.18.3.0/24", vec![nh("198.18.10.2", "core", &[], 1)], Protocol::Boot)
         };
-        assert_eq!(ip_route_line(&r), "198.18.3.0/24 via 198.18.10.2 dev core ttl-propagate disabled");
+        assert_eq!(r.to_string(), "198.18.3.0/24 via 198.18.10.2 dev core ttl-propagate disabled");
         let c = IpRoute {
             prefsrc: Some("198.18.1.1".parse().unwrap()),
             nexthops: vec![Nexthop { gateway: None, dev: Some("ce1".into()), labels: vec![], weight: 1 }],
             ..route("198.18.1.0/24", vec![], Protocol::Kernel)
         };
-        assert_eq!(ip_route_line(&c), "198.18.1.0/24 dev ce1 proto kernel scope link src 198.18.1.1");
+        assert_eq!(c.to_string(), "198.18.1.0/24 dev ce1 proto kernel scope link src 198.18.1.1");
         let b = IpRoute { kind: RouteType::Blackhole, ..route("198.18.9.0/24", vec![], Protocol::Boot) };
-        assert_eq!(ip_route_line(&b), "blackhole 198.18.9.0/24");
+        assert_eq!(b.to_string(), "blackhole 198.18.9.0/24");
         let m = route(
             "198.18.2.0/24",
             vec![nh("198.18.10.2", "a", &[100], 2), nh("198.18.11.2", "b", &[101], 1)],
             Protocol::Static,
         );
         assert_eq!(
-            ip_route_line(&m),
+            m.to_string(),
             "198.18.2.0/24 proto static\n\tnexthop encap mpls 100 via 198.18.10.2 dev a weight 2\n\tnexthop encap mpls 101 via 198.18.11.2 dev b weight 1"
         );
     }
@@ -437,10 +321,10 @@ mod tests {
             ttl_propagate: true,
             protocol: Protocol::Boot,
         };
-        assert_eq!(mpls_route_line(&m), "100 as to 200 via inet 198.18.20.2 dev core1");
+        assert_eq!(m.to_string(), "100 as to 200 via inet 198.18.20.2 dev core1");
         let pop =
             MplsRoute { label: 101, nexthops: vec![nh("2001:db8:20::2", "core1", &[], 1)], ..m.clone() };
-        assert_eq!(mpls_route_line(&pop), "101 via inet6 2001:db8:20::2 dev core1");
+        assert_eq!(pop.to_string(), "101 via inet6 2001:db8:20::2 dev core1");
         let lookup = MplsRoute {
             label: 2001,
             action: MplsAction::Lookup,
@@ -449,7 +333,7 @@ mod tests {
             ttl_propagate: true,
             protocol: Protocol::Static,
         };
-        assert_eq!(mpls_route_line(&lookup), "2001 vrf default proto static");
+        assert_eq!(lookup.to_string(), "2001 vrf default proto static");
     }
 
     #[test]

@@ -27,6 +27,8 @@ use vmpls_fib::{
     MAX_NEXTHOPS, PortId, TtlModel, VrfId,
 };
 
+use vmpls_wire::prefix::{mask, max_len};
+
 use crate::api::{
     Family, FlushSummary, IpRoute, MplsAction, MplsRoute, Nexthop, PrefixMatch, Protocol, ReloadSummary,
     RouteFilter, RouteSpec, RouteType,
@@ -42,7 +44,7 @@ mod error;
 mod prop_tests;
 mod rib;
 mod txn;
-pub use bulk::{ShowChunk, ShowCursor, ShowRows};
+pub use bulk::{ShowChunk, ShowCursor};
 pub use error::TablesError;
 use rib::{Derived, Entry, Rib, Source};
 use txn::Txn;
@@ -108,23 +110,6 @@ fn same_route(a: &RouteConfig, b: &RouteConfig) -> bool {
 
 fn same_label(a: &LabelConfig, b: &LabelConfig) -> bool {
     (a.label, &a.action, a.ttl_model) == (b.label, &b.action, b.ttl_model)
-}
-
-fn max_len(a: IpAddr) -> u8 {
-    if a.is_ipv4() { 32 } else { 128 }
-}
-
-fn mask(a: IpAddr, len: u8) -> IpAddr {
-    match a {
-        IpAddr::V4(a) => {
-            let m = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-            IpAddr::V4((u32::from(a) & m).into())
-        }
-        IpAddr::V6(a) => {
-            let m = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
-            IpAddr::V6((u128::from(a) & m).into())
-        }
-    }
 }
 
 fn on_subnet(net: IpAddr, len: u8, a: IpAddr) -> bool {
@@ -1335,10 +1320,10 @@ action = "pop"
     fn shown(t: &Tables, family: Family) -> Vec<String> {
         if family == Family::Mpls {
             let l: Vec<MplsRoute> = serde_json::from_value(t.show(family, None).unwrap()).unwrap();
-            return l.iter().map(crate::show::mpls_route_line).collect();
+            return l.iter().map(ToString::to_string).collect();
         }
         let l: Vec<IpRoute> = serde_json::from_value(t.show(family, None).unwrap()).unwrap();
-        l.iter().map(crate::show::ip_route_line).collect()
+        l.iter().map(ToString::to_string).collect()
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use vmpls_wire::prefix::mask;
+
 use crate::{
     DEFAULT_VRF_NAME, FIRST_UNRESERVED, Fib, FibError, Label, LabelAction, LabelRoute, LabelTable, LpmKey,
     MAX_LABEL, NexthopGroup, PortAddrs, PortId, PrefixRoute, RouteTarget, Vrf, VrfId,
@@ -257,7 +259,7 @@ impl FibBuilder {
                 IpAddr::V6(a) => table.v6.get(a, len).is_some() || table.v6.insert(a, len, route)?.is_some(),
             };
             if dup {
-                return Err(FibError::DuplicatePrefix { vrf, addr: mask_ip(addr, len), len });
+                return Err(FibError::DuplicatePrefix { vrf, addr: mask(addr, len), len });
             }
         }
         Ok(Fib {
@@ -269,18 +271,6 @@ impl FibBuilder {
             router_v4: self.router_v4,
             router_v6: self.router_v6,
         })
-    }
-}
-
-/// `addr` with the bits beyond `len` cleared.
-pub(crate) fn mask_ip(addr: IpAddr, len: u8) -> IpAddr {
-    fn m<A: LpmKey>(a: A, len: u8) -> A {
-        let k = a.to_key();
-        A::from_key(if len == 0 { 0 } else { k & (u128::MAX << (128 - u32::from(len))) })
-    }
-    match addr {
-        IpAddr::V4(a) => IpAddr::V4(m(a, len)),
-        IpAddr::V6(a) => IpAddr::V6(m(a, len)),
     }
 }
 
@@ -310,7 +300,7 @@ fn add_port_routes<A: LpmKey + Into<IpAddr>>(
     let connected = RouteTarget::Connected { port };
     match t.get(a, len) {
         Some(r) if r.target == connected => Ok(()),
-        Some(_) => Err(FibError::DuplicatePrefix { vrf, addr: mask_ip(a.into(), len), len }),
+        Some(_) => Err(FibError::DuplicatePrefix { vrf, addr: mask(a.into(), len), len }),
         None => t.insert(a, len, PrefixRoute::new(connected)).map(|_| ()),
     }
 }

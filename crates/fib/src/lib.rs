@@ -283,7 +283,11 @@ impl Fib {
                 }
                 RouteTarget::Blackhole => {}
                 RouteTarget::Local | RouteTarget::Connected { .. } => {
-                    return Err(FibError::DuplicatePrefix { vrf, addr: builder::mask_ip(addr, len), len });
+                    return Err(FibError::DuplicatePrefix {
+                        vrf,
+                        addr: vmpls_wire::prefix::mask(addr, len),
+                        len,
+                    });
                 }
             }
         }
@@ -294,7 +298,9 @@ impl Fib {
         if existing.is_some_and(derived) {
             return match route {
                 None => Ok(()),
-                Some(_) => Err(FibError::DuplicatePrefix { vrf, addr: builder::mask_ip(addr, len), len }),
+                Some(_) => {
+                    Err(FibError::DuplicatePrefix { vrf, addr: vmpls_wire::prefix::mask(addr, len), len })
+                }
             };
         }
         match (addr, route) {

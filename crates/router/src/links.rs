@@ -248,8 +248,8 @@ pub(crate) fn check_links(
                 if mac != previous.mac {
                     info!(
                         port = %name,
-                        interface_mac = %fmt_mac(&mac),
-                        port_mac = %fmt_mac(&previous.mac),
+                        interface_mac = %vmpls_wire::ethernet::Address(mac),
+                        port_mac = %vmpls_wire::ethernet::Address(previous.mac),
                         "the interface has a new MAC; the port keeps its own (promiscuous mode)"
                     );
                 }
@@ -279,10 +279,6 @@ pub(crate) fn check_links(
         }
     }
     changes
-}
-
-fn fmt_mac(m: &[u8; 6]) -> String {
-    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
 /// Hands the pipeline the offloads each port accepts now, where they changed: a

@@ -53,11 +53,6 @@ pub struct Server {
     frr: std::sync::OnceLock<Arc<crate::fpm::FrrStatus>>,
 }
 
-/// Formats a MAC address.
-pub fn mac(m: &[u8; 6]) -> String {
-    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
-}
-
 impl Server {
     /// A server for the router whose running routes are `tables`.
     pub fn new(
@@ -182,7 +177,7 @@ impl Server {
                     interface: pc.map(|c| c.interface.clone()).unwrap_or_default(),
                     kind: pc.map_or("af-packet", |c| c.kind.name()).into(),
                     mtu: p.mtu,
-                    address: mac(&p.mac),
+                    address: api::Mac(p.mac),
                     vrf: pc.map(|c| c.vrf.clone()).unwrap_or_default(),
                     mpls: pc.is_some_and(|c| cfg.port_accepts_mpls(c)),
                     addresses: pc
@@ -206,7 +201,7 @@ impl Server {
                     .ports
                     .get(usize::from(*port))
                     .map_or_else(|| format!("port{port}"), |p| p.name.clone()),
-                lladdr: m.as_ref().map(mac),
+                lladdr: m.map(api::Mac),
                 state: match m {
                     _ if snap.static_neighbors.contains(&(*port, *addr)) => NeighState::Permanent,
                     Some(_) => NeighState::Reachable,
@@ -254,7 +249,7 @@ impl Server {
             Request::NeighShow => self.neighbors().map(Answer::Neighbors).map_err(unavailable),
             Request::NeighAdd { dst, lladdr, dev, replace } => {
                 return self.change_neighbor(dev, |port| {
-                    let mac = vmpls_control::cli::parse_lladdr(lladdr)?;
+                    let mac = api::check_neighbor_mac(*lladdr)?.0;
                     Ok(crate::protocol::NeighborChange::Set { port, addr: *dst, mac, replace: *replace })
                 });
             }

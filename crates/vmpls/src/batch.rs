@@ -1,7 +1,6 @@
-//! The CLI for tables at scale: `route show` printed as the router streams it (a chunk
-//! at a time, text or JSON, never the whole table in memory), and `vmpls -batch FILE`
-//! (as `ip -batch`: one command a line; the route changes between other commands go to
-//! the router as one table change).
+//! `vmpls -batch FILE` (as `ip -batch`: one command a line; the route changes between
+//! other commands go to the router as one table change, the other commands run as the
+//! CLI runs them).
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
@@ -9,148 +8,20 @@ use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use vmpls_control::api::{Family, IpRoute, MplsRoute, Reply, Request, RequestLine, RouteSpec};
+use vmpls_control::api::{BatchSummary, Family, Request, RequestLine, RouteSpec};
 use vmpls_control::batch::{
-    BatchCommand, BatchLine, BatchOp, BatchReader, BatchSummary, JsonArrayWriter, MAX_BATCH, Object,
-    parse_batch_line,
+    BatchCommand, BatchLine, BatchOp, BatchReader, MAX_BATCH, Object, parse_batch_line,
 };
-use vmpls_control::show;
 use vmpls_control::tables::Change;
 
 use vmpls_router::client::Connection;
 
-use crate::cli::{self, CliError, Globals};
+use crate::cli;
+use crate::session::{CliError, Globals, connect, io_error, read_reply, send_line, usage};
 
 /// How long the CLI waits for a router's answer to a batch (a million changes take
 /// seconds).
 const BATCH_TIMEOUT: Duration = Duration::from_secs(600);
-
-fn usage(m: impl Into<String>) -> CliError {
-    CliError::Usage(m.into())
-}
-
-/// Where the routes go: lines of text, or one JSON array.
-enum Out<W: Write> {
-    Text(W),
-    Json(JsonArrayWriter<W>),
-}
-
-/// `route show` (`req` is a `RouteShow`): asks for the stream and prints each chunk as
-/// it comes. A router from before streams gets the one-reply request.
-///
-/// # Errors
-/// See [`CliError`].
-pub fn route_show(g: &Globals, req: &Request) -> Result<(), CliError> {
-    let Request::RouteShow { family, vrf, dst } = req.clone() else {
-        return Err(usage("not a route show"));
-    };
-    let mut conn = cli::connect(g)?;
-    let stream = Request::RouteShowStream { family, vrf, dst };
-    let stdout = io::stdout().lock();
-    let mut out = if g.json {
-        Out::Json(JsonArrayWriter::new(BufWriter::new(stdout), g.pretty))
-    } else {
-        Out::Text(BufWriter::new(stdout))
-    };
-    let printed = (|| -> Result<(), CliError> {
-        send_line(&mut conn, &RequestLine::new(stream.clone()))?;
-        let first = read_reply(&mut conn)?;
-        let mut reply = match first {
-            Reply { ok: false, error: Some(e), .. }
-                if e.message.starts_with("bad request: unknown variant") =>
-            {
-                // An older router: the whole table in one reply.
-                send_line(&mut conn, &RequestLine::new(req.clone()))?;
-                read_reply(&mut conn)?
-            }
-            r => r,
-        };
-        loop {
-            if !reply.ok {
-                return Err(CliError::Router(
-                    reply.error.map_or_else(|| "the router refused".into(), |e| e.message),
-                ));
-            }
-            match print_chunk(&mut out, family, reply.data.take()) {
-                // `| head`: the reader has what it wanted.
-                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-                Err(e) => return Err(usage(e.to_string())),
-                Ok(()) => {}
-            }
-            if !reply.more {
-                return Ok(());
-            }
-            reply = read_reply(&mut conn)?;
-        }
-    })();
-    let finished = match out {
-        Out::Text(mut w) => w.flush(),
-        // A refusal before any route prints nothing; an array cut short by an error
-        // later is still closed, so that what was printed parses.
-        Out::Json(w) if w.is_empty() && printed.is_err() => Ok(()),
-        Out::Json(w) => w.finish().map(drop),
-    };
-    printed?;
-    match finished {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(usage(e.to_string())),
-        _ => Ok(()),
-    }
-}
-
-fn print_chunk<W: Write>(
-    out: &mut Out<W>,
-    family: Family,
-    data: Option<serde_json::Value>,
-) -> io::Result<()> {
-    let data = data.unwrap_or(serde_json::Value::Array(Vec::new()));
-    let bad = |e: serde_json::Error| {
-        io::Error::new(io::ErrorKind::InvalidData, format!("bad reply from the router: {e}"))
-    };
-    match out {
-        Out::Json(w) => {
-            let serde_json::Value::Array(list) = data else {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "bad reply from the router: not a list",
-                ));
-            };
-            for r in &list {
-                w.push(r)?;
-            }
-        }
-        Out::Text(w) if family == Family::Mpls => {
-            for r in serde_json::from_value::<Vec<MplsRoute>>(data).map_err(bad)? {
-                writeln!(w, "{}", show::mpls_route_line(&r))?;
-            }
-        }
-        Out::Text(w) => {
-            for r in serde_json::from_value::<Vec<IpRoute>>(data).map_err(bad)? {
-                writeln!(w, "{}", show::ip_route_line(&r))?;
-            }
-        }
-    }
-    Ok(())
-}
-
-fn io_error(conn: &Connection, e: &io::Error) -> CliError {
-    usage(format!("talking to {}: {e}", conn.path.display()))
-}
-
-fn send_line(conn: &mut Connection, req: &impl serde::Serialize) -> Result<(), CliError> {
-    let mut line = serde_json::to_vec(req).map_err(|e| usage(e.to_string()))?;
-    line.push(b'\n');
-    conn.stream.set_read_timeout(Some(Duration::from_secs(20))).map_err(|e| io_error(conn, &e))?;
-    conn.stream.write_all(&line).map_err(|e| io_error(conn, &e))
-}
-
-fn read_reply(conn: &mut Connection) -> Result<Reply, CliError> {
-    let mut answer = String::new();
-    let n = conn.reader.read_line(&mut answer).map_err(|e| io_error(conn, &e))?;
-    if n == 0 {
-        return Err(usage(format!("the router at {} closed the connection", conn.path.display())));
-    }
-    serde_json::from_str(&answer).map_err(|e| usage(format!("bad reply from the router: {e}")))
-}
 
 /// A `route-batch` being sent: the changes go to the router as they are read, and only
 /// their line numbers stay here (the router answers by index).
@@ -163,7 +34,7 @@ struct Open {
 
 impl Open {
     fn start(g: &Globals, force: bool) -> Result<Open, CliError> {
-        let mut conn = cli::connect(g)?;
+        let mut conn = connect(g)?;
         send_line(&mut conn, &RequestLine::new(Request::RouteBatch { force }))?;
         let w = conn.stream.try_clone().map_err(|e| io_error(&conn, &e))?;
         Ok(Open { conn, w: BufWriter::with_capacity(1 << 16, w), lines: Vec::new(), line: Vec::new() })

@@ -10,7 +10,7 @@ use std::time::Duration;
 use vmpls_control::api::{CaptureStart, CapturedFrame, Direction, Request, base64_decode};
 use vmpls_wire::ethernet::{EtherType, Frame};
 
-use crate::cli::{self, CliError, Globals};
+use crate::session::{self, CliError, Globals};
 
 /// The pcap snapshot length: the largest super-frame plus headers, whole.
 pub const SNAPLEN: u32 = 262_144;
@@ -217,7 +217,7 @@ pub fn run(g: &Globals, args: &CaptureArgs) -> Result<(), CliError> {
         Some(p) if p.as_os_str() != "-" => Some(open_capture_file(p)?),
         _ => None,
     };
-    let mut conn = cli::connect(g)?;
+    let mut conn = session::connect(g)?;
     let start: CaptureStart = serde_json::from_value(
         conn.request(&Request::Capture { port: args.port.clone(), label, count: args.count })?
             .unwrap_or_default(),

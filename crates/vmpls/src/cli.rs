@@ -3,75 +3,10 @@
 //! order; errors print as `Error: ...` and exit non-zero (1: the command line or the
 //! connection, 2: the router refused, as iproute2 does for the kernel).
 
-use std::path::PathBuf;
-
-use vmpls_control::api::{Family, FlushSummary, IpRoute, Link, Neighbor, ReloadSummary, Request, Stats};
+use vmpls_control::api::{FlushSummary, IpRoute, Link, Neighbor, ReloadSummary, Request, Stats};
 use vmpls_control::show;
-use vmpls_router::client::{ClientError, Connection};
 
-/// Options before the object, as in `ip -j -p -6 route ...`.
-#[derive(Debug, Clone, Default)]
-pub struct Globals {
-    /// `-r ROUTER`.
-    pub router: Option<String>,
-    /// `--socket PATH`.
-    pub socket: Option<PathBuf>,
-    /// `-j`.
-    pub json: bool,
-    /// `-p`.
-    pub pretty: bool,
-    /// `-4`, `-6`, `-f FAMILY`.
-    pub family: Option<Family>,
-    /// `-s`.
-    pub stats: bool,
-}
-
-/// A CLI failure; printed as `Error: MESSAGE`.
-#[derive(Debug)]
-pub enum CliError {
-    /// The command line or the connection (exit 1).
-    Usage(String),
-    /// The router refused the request (exit 2).
-    Router(String),
-}
-
-impl CliError {
-    /// The message.
-    pub fn message(&self) -> &str {
-        match self {
-            CliError::Usage(m) | CliError::Router(m) => m,
-        }
-    }
-
-    /// The exit code.
-    pub fn code(&self) -> u8 {
-        match self {
-            CliError::Usage(_) => 1,
-            CliError::Router(_) => 2,
-        }
-    }
-}
-
-fn usage(m: impl Into<String>) -> CliError {
-    CliError::Usage(m.into())
-}
-
-impl From<ClientError> for CliError {
-    fn from(e: ClientError) -> CliError {
-        match e {
-            ClientError::Connection(m) => CliError::Usage(m),
-            ClientError::Refused(e) => CliError::Router(e.message),
-        }
-    }
-}
-
-/// Connects to the router `g` names.
-///
-/// # Errors
-/// No router chosen or reachable.
-pub fn connect(g: &Globals) -> Result<Connection, CliError> {
-    Ok(Connection::to_router(g.router.as_deref(), g.socket.as_deref())?)
-}
+use crate::session::{CliError, Globals, connect, usage};
 
 /// Prints `value` as JSON (`-p`: indented).
 fn print_json(g: &Globals, value: &serde_json::Value) -> Result<(), CliError> {
@@ -112,10 +47,10 @@ pub fn route(g: &Globals, args: &[String]) -> Result<(), CliError> {
     let req = vmpls_control::cli::parse_route(g.family, args).map_err(CliError::Usage)?;
     match &req {
         // Printed as the router streams it.
-        Request::RouteShow { .. } => crate::batch::route_show(g, &req),
+        Request::RouteShow { .. } => crate::stream::route_show(g, &req),
         // As `ip route get`: the address, then the route that takes it.
         Request::RouteGet { addr, .. } => {
-            show(g, &req, |r: IpRoute| show::ip_route_line(&IpRoute { dst: addr.to_string(), ..r }) + "\n")
+            show(g, &req, |r: IpRoute| format!("{}\n", IpRoute { dst: addr.to_string(), ..r }))
         }
         // Silent, as `ip route flush`, but for routes it leaves alone.
         Request::RouteFlush { .. } => show(g, &req, |s: FlushSummary| {

@@ -8,6 +8,8 @@
 mod batch;
 mod capture;
 mod cli;
+mod session;
+mod stream;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -149,14 +151,14 @@ enum Command {
 }
 
 impl Cli {
-    fn globals(&self) -> Result<cli::Globals, cli::CliError> {
+    fn globals(&self) -> Result<session::Globals, session::CliError> {
         let family = match (&self.family, self.inet, self.inet6) {
-            (Some(f), _, _) => Some(vmpls_control::cli::parse_family(f).map_err(cli::CliError::Usage)?),
+            (Some(f), _, _) => Some(vmpls_control::cli::parse_family(f).map_err(session::CliError::Usage)?),
             (None, true, _) => Some(Family::Inet),
             (None, _, true) => Some(Family::Inet6),
             (None, false, false) => None,
         };
-        Ok(cli::Globals {
+        Ok(session::Globals {
             router: self.router.clone(),
             socket: self.socket.clone(),
             json: self.json,

@@ -89,6 +89,40 @@ impl fmt::Display for Address {
     }
 }
 
+/// Text that is not six hex bytes separated by `:` or `-`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddressParseError;
+
+impl fmt::Display for AddressParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("expected six hex bytes like 02:00:5e:10:00:01")
+    }
+}
+
+impl core::error::Error for AddressParseError {}
+
+/// `02:00:5e:10:00:01` as iproute2 reads it: one or two hex digits a byte, `:` or `-`
+/// between them.
+impl core::str::FromStr for Address {
+    type Err = AddressParseError;
+
+    fn from_str(text: &str) -> core::result::Result<Address, AddressParseError> {
+        let mut mac = [0u8; 6];
+        let mut parts = text.split([':', '-']);
+        for b in &mut mac {
+            let part = parts
+                .next()
+                .filter(|p| (1..=2).contains(&p.len()) && p.bytes().all(|c| c.is_ascii_hexdigit()))
+                .ok_or(AddressParseError)?;
+            *b = u8::from_str_radix(part, 16).map_err(|_| AddressParseError)?;
+        }
+        match parts.next() {
+            Some(_) => Err(AddressParseError),
+            None => Ok(Address(mac)),
+        }
+    }
+}
+
 /// The EtherType of a frame's payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EtherType {
@@ -397,6 +431,25 @@ impl Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn addresses_read_back_as_displayed_and_odd_text_is_refused() {
+        let a: Address = "02:00:5e:10:0:1".parse().unwrap();
+        assert_eq!(a, Address([2, 0, 0x5e, 0x10, 0, 1]));
+        assert_eq!(a.to_string().parse(), Ok(a));
+        assert_eq!("02-00-5E-10-00-01".parse(), Ok(a));
+        for bad in [
+            "",
+            "02:00:5e:10:00",
+            "02:00:5e:10:00:01:02",
+            "02:00:5e:10:00:001",
+            "02::5e:10:00:01",
+            "0g:00:5e:10:00:01",
+            "+2:00:5e:10:00:01",
+        ] {
+            assert_eq!(bad.parse::<Address>(), Err(AddressParseError), "{bad}");
+        }
+    }
 
     // A broadcast ARP request (who-has 198.18.1.2 tell 198.18.1.1) captured with a Python
     // AF_PACKET socket (ETH_P_ALL) on one end of a veth pair between two network

@@ -21,6 +21,7 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod ipv6_ext;
 pub mod mpls;
+pub mod prefix;
 pub mod tcp;
 pub mod udp;
 pub mod virtio_net;

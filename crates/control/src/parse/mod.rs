@@ -29,8 +29,8 @@ use self::ctx::Ctx;
 use self::nexthops::Validator;
 use self::raw::RawFile;
 pub use self::values::MAX_SOCKET_PATH;
-use self::values::max_len;
 use crate::{Config, ConfigError};
+use vmpls_wire::prefix::max_len;
 
 type S<T> = Spanned<T>;
 

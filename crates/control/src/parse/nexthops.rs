@@ -9,7 +9,9 @@ use vmpls_fib::{IMPLICIT_NULL, MAX_NEXTHOPS, PortId};
 
 use super::S;
 use super::ctx::Ctx;
-use super::values::{contains, mask, parse_host, parse_stack, parse_weight};
+use vmpls_wire::prefix::mask;
+
+use super::values::{contains, parse_host, parse_stack, parse_weight};
 use crate::{ConfigError, NexthopConfig, PortConfig};
 
 /// A next hop as written, inline or in `nexthops = [...]`, before resolution.

@@ -8,7 +8,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use super::attach::{port_attachment, same_namespace};
 use super::ctx::Ctx;
 use super::raw::{RawOffloads, RawPort};
-use super::values::{check_name, mask, max_len, parse_prefix, usable_host};
+use vmpls_wire::prefix::{mask, max_len};
+
+use super::values::{check_name, parse_prefix, usable_host};
 use super::vrfs::vrf_of;
 use super::{Origin, Prefixes, S};
 use crate::{ConfigError, OffloadOverrides, PortConfig, PortKind};

@@ -8,7 +8,9 @@ use std::net::IpAddr;
 use super::ctx::Ctx;
 use super::nexthops::{RawNh, Validator, inline_first};
 use super::raw::RawRoute;
-use super::values::{mask, parse_prefix, parse_ttl};
+use vmpls_wire::prefix::mask;
+
+use super::values::{parse_prefix, parse_ttl};
 use super::vrfs::vrf_of;
 use super::{Origin, Prefixes};
 use crate::{ConfigError, RouteAction, RouteConfig};

@@ -11,23 +11,7 @@ use super::S;
 use super::ctx::Ctx;
 use crate::ConfigError;
 
-pub(super) fn max_len(a: IpAddr) -> u8 {
-    if a.is_ipv4() { 32 } else { 128 }
-}
-
-/// `a` with the bits beyond `len` cleared.
-pub(super) fn mask(a: IpAddr, len: u8) -> IpAddr {
-    match a {
-        IpAddr::V4(a) => {
-            let m = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
-            IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
-        }
-        IpAddr::V6(a) => {
-            let m = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len)) };
-            IpAddr::V6((u128::from(a) & m).into())
-        }
-    }
-}
+use vmpls_wire::prefix::{mask, max_len};
 
 pub(super) fn contains(net: IpAddr, len: u8, a: IpAddr) -> bool {
     net.is_ipv4() == a.is_ipv4() && mask(net, len) == mask(a, len)
@@ -200,18 +184,7 @@ pub(super) fn parse_mac_of(
             format!("\"{text}\" is not a MAC address; expected six hex bytes like \"02:00:5e:10:00:01\""),
         )
     };
-    let mut mac = [0u8; 6];
-    let mut parts = text.split([':', '-']);
-    for b in &mut mac {
-        let part = parts.next().ok_or_else(bad)?;
-        if part.is_empty() || part.len() > 2 {
-            return Err(bad());
-        }
-        *b = u8::from_str_radix(part, 16).map_err(|_| bad())?;
-    }
-    if parts.next().is_some() {
-        return Err(bad());
-    }
+    let mac = text.parse::<vmpls_wire::ethernet::Address>().map_err(|_| bad())?.0;
     if mac[0] & 1 != 0 {
         return Err(ctx.err(
             &s.span(),

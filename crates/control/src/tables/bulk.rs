@@ -5,15 +5,16 @@
 use std::net::IpAddr;
 use std::ops::Bound;
 
-use serde::Serialize;
 use vmpls_fib::{DEFAULT_VRF_NAME, Fib, Label};
 
 use super::rib::{Derived, Dest, Entry, Prefix, Selected, Source};
 use super::txn::Txn;
 use super::{Change, Tables, TablesError, mask, max_len, shown};
 use crate::RouteConfig;
-use crate::api::{Family, IpRoute, MplsAction, MplsRoute, Nexthop, Protocol, RouteSpec, RouteType};
-use crate::batch::{BatchFailure, BatchSummary};
+use crate::api::{
+    BatchFailure, BatchSummary, Family, IpRoute, MplsAction, Nexthop, Protocol, RouteSpec, RouteType,
+    ShowRows,
+};
 
 /// Where a streamed `route show` goes on: after this prefix or label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,31 +23,6 @@ pub enum ShowCursor {
     Prefix(IpAddr, u8),
     /// After this label.
     Label(Label),
-}
-
-/// Routes of one chunk; serialized as the JSON array `route-show` returns.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum ShowRows {
-    /// Prefix routes.
-    Ip(Vec<IpRoute>),
-    /// Label routes.
-    Mpls(Vec<MplsRoute>),
-}
-
-impl ShowRows {
-    /// How many routes.
-    pub fn len(&self) -> usize {
-        match self {
-            ShowRows::Ip(l) => l.len(),
-            ShowRows::Mpls(l) => l.len(),
-        }
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// One chunk of a table ([`Tables::show_chunk`]).
@@ -257,7 +233,7 @@ impl Tables {
                         if given && old.item.action != route.action {
                             return Err(format!(
                                 "the route to {what} is not the one given: it is `{}`",
-                                crate::show::ip_route_line(&txn.show_ip(&old.item, old.proto()))
+                                txn.show_ip(&old.item, old.proto())
                             )
                             .into());
                         }
@@ -289,7 +265,7 @@ impl Tables {
                         if given && old.item.action != label.action {
                             return Err(format!(
                                 "the route for label {key} is not the one given: it is `{}`",
-                                crate::show::mpls_route_line(&txn.show_label(&old.item, old.proto()))
+                                txn.show_label(&old.item, old.proto())
                             )
                             .into());
                         }
@@ -307,7 +283,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::api::Request;
+    use crate::api::{MplsRoute, Request};
     use crate::tables::FrrChange;
     use crate::{Config, NexthopConfig, RouteAction};
 
