@@ -49,12 +49,13 @@ use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use serde_json::Value;
 
+use crate::process::{SignalTarget, Supervised};
 use crate::topology::Topology;
 use crate::{IpPrefix, check_interrupt, netns, nl};
 
@@ -560,7 +561,7 @@ pub struct IpRoute {
 #[derive(Debug)]
 struct Running {
     daemon: Daemon,
-    child: Child,
+    child: Supervised,
 }
 
 /// An FRR instance (zebra, staticd, ospfd, ldpd as configured) in one network
@@ -673,6 +674,8 @@ impl FrrRouter {
         cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(out).stderr(err).current_dir(&self.dir);
         netns::lab_child_in_netns(&self.ns, &mut cmd)?;
         let child = cmd.spawn().with_context(|| format!("starting {name} in namespace {}", self.ns))?;
+        let child =
+            Supervised::new(format!("{name} of {}", self.options.hostname), child, SignalTarget::Group);
         self.running.push(Running { daemon, child });
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
@@ -725,8 +728,7 @@ impl FrrRouter {
             return Ok(());
         };
         let mut r = self.running.remove(i);
-        let result = stop_group(&mut r.child, STOP_GRACE)
-            .with_context(|| format!("stopping {} of {}", daemon.name(), self.options.hostname));
+        let result = stop_group(&mut r.child, STOP_GRACE);
         remove_tmp_dirs(daemon, pids);
         result
     }
@@ -738,7 +740,7 @@ impl FrrRouter {
             self.running.iter().map(|r| (r.daemon, self.daemon_pids(r.daemon))).collect();
         // Signal all first so they shut down in parallel, then reap in reverse order.
         for r in &self.running {
-            signal_group(&r.child, libc::SIGTERM);
+            r.child.signal(libc::SIGTERM);
         }
         for (d, pids) in all.into_iter().rev() {
             if let Err(e) = self.stop_daemon_with(d, &pids) {
@@ -994,28 +996,11 @@ fn group_members(groups: &[u32]) -> Vec<u32> {
         .collect()
 }
 
-/// Sends `sig` to the process group led by `child` (our child, not reaped yet, so the
-/// group id cannot belong to anyone else).
-fn signal_group(child: &Child, sig: libc::c_int) {
-    // The process group our unreaped child leads (process_group(0)).
-    let _ = vmpls_sys::process::kill_group(child.id(), sig);
-}
-
-/// SIGTERM to the child's process group, SIGKILL after `grace`; waits for the leader and
-/// (briefly) for the rest of its group (ldpd's helpers exit when their parent does).
-fn stop_group(child: &mut Child, grace: Duration) -> anyhow::Result<()> {
-    if child.try_wait()?.is_none() {
-        signal_group(child, libc::SIGTERM);
-        let deadline = Instant::now() + grace;
-        while child.try_wait()?.is_none() {
-            if Instant::now() >= deadline {
-                signal_group(child, libc::SIGKILL);
-                child.wait()?;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
+/// Stops the daemon `child` and its process group (SIGTERM, SIGKILL after `grace`);
+/// then waits (briefly) for the rest of its group (ldpd's helpers exit when their
+/// parent does).
+fn stop_group(child: &mut Supervised, grace: Duration) -> anyhow::Result<()> {
+    child.stop(grace)?;
     let group = [child.id()];
     let deadline = Instant::now() + Duration::from_secs(2);
     while !group_members(&group).is_empty() {

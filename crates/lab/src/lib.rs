@@ -17,7 +17,8 @@
 //! - [`ping`]: ICMP and ICMPv6 echo with raw sockets, with don't-fragment and the
 //!   ICMP errors that come back.
 //! - [`process`]: external programs in a namespace, with timeouts or in the
-//!   background.
+//!   background, and [`process::Supervised`], the one child type that stops a process
+//!   (SIGTERM, grace, SIGKILL) for the topology, FRR and the tools.
 //! - [`capture`]: packet captures with `dumpcap`, dissected with `tshark`.
 //! - [`inject`]: hand-made Ethernet frames written onto an interface.
 //! - [`frr`]: FRRouting daemons (zebra, staticd, ospfd, ldpd) inside a namespace, as
