@@ -35,10 +35,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::fs::File;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
@@ -46,6 +45,8 @@ use serde_json::Value;
 
 use crate::frr::{FrrOptions, FrrRouter, ensure_frr_installed};
 use crate::ping::{PingOptions, ping};
+use crate::report::{self, JsonDetail, Measured, ModeRow};
+use crate::routers::{LogMode, RouterSet};
 use crate::seed::{CE1_V4, CE2_V4, prefix};
 use crate::topology::{HostOptions, Topology};
 use crate::traffic::{FlowOptions, FlowProgress, FlowResult, Limit, run_flow};
@@ -209,14 +210,6 @@ fn diff<K: Ord + std::fmt::Display, V: PartialEq + std::fmt::Debug>(
         .collect()
 }
 
-/// One `vmpls run` of the lab.
-#[derive(Debug)]
-struct Vmpls {
-    name: String,
-    pid: u32,
-    socket: PathBuf,
-}
-
 /// The FRR seed topology with FRR and vmpls on pe1, p and pe2. Dropping it stops
 /// everything and removes the namespaces.
 #[derive(Debug)]
@@ -224,7 +217,7 @@ pub struct FrrLab {
     // Field order is drop order: FRR before the namespaces.
     frr: Vec<FrrRouter>,
     topo: Topology,
-    vmpls: Vec<Vmpls>,
+    vmpls: RouterSet,
     vmpls_bin: PathBuf,
     work_dir: PathBuf,
     fast_path: bool,
@@ -259,7 +252,7 @@ impl FrrLab {
         Ok(Self {
             frr: Vec::new(),
             topo,
-            vmpls: Vec::new(),
+            vmpls: RouterSet::new(),
             vmpls_bin: vmpls_bin.to_path_buf(),
             work_dir: work_dir.to_path_buf(),
             fast_path: false,
@@ -323,38 +316,11 @@ impl FrrLab {
             std::fs::write(&config, self.vmpls_config(name, fast_path)?)
                 .with_context(|| format!("writing {}", config.display()))?;
             let log = self.work_dir.join(format!("{name}.vmpls.log"));
-            let out = File::options()
-                .create(true)
-                .append(true)
-                .open(&log)
-                .with_context(|| format!("opening {}", log.display()))?;
-            let err = out.try_clone()?;
-            let socket = self.socket_path(name);
-            let _ = std::fs::remove_file(&socket);
-            let mut cmd = Command::new(&self.vmpls_bin);
-            cmd.arg("run").arg("--config").arg(&config).stdin(Stdio::null()).stdout(out).stderr(err);
-            let pid = self.topo.spawn(name, &format!("vmpls {name}"), cmd, Some(log))?;
-            self.vmpls.push(Vmpls { name: name.to_string(), pid, socket });
+            let cmd = RouterSet::command(&self.vmpls_bin, &config);
+            let socket = Some(self.socket_path(name));
+            self.vmpls.start(&mut self.topo, name, cmd, log, LogMode::Append, socket)?;
         }
-        let deadline = Instant::now() + Duration::from_secs(15);
-        for v in &self.vmpls {
-            while !v.socket.exists() {
-                if let Some(dead) = self.topo.exited_child() {
-                    bail!("{} exited ({}): {}", dead.label, dead.status, self.vmpls_logs(15));
-                }
-                if Instant::now() >= deadline {
-                    bail!(
-                        "vmpls on {} did not create {} within 15 s: {}",
-                        v.name,
-                        v.socket.display(),
-                        self.vmpls_logs(15)
-                    );
-                }
-                check_interrupt()?;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        Ok(())
+        self.vmpls.wait_answering(&mut self.topo, Duration::from_secs(15))
     }
 
     /// Whether the running vmpls routers use the fast path.
@@ -364,13 +330,7 @@ impl FrrLab {
 
     /// Stops the vmpls routers (if any run).
     pub fn stop_vmpls(&mut self) -> anyhow::Result<()> {
-        let mut first = None;
-        for v in std::mem::take(&mut self.vmpls) {
-            if let Err(e) = self.topo.stop(v.pid, Duration::from_secs(3)) {
-                first.get_or_insert(e);
-            }
-        }
-        first.map_or(Ok(()), Err)
+        self.vmpls.stop(&mut self.topo, Duration::from_secs(3)).map(drop)
     }
 
     /// Turns the kernel's IP forwarding on or off on pe1, p and pe2.
@@ -381,22 +341,15 @@ impl FrrLab {
         Ok(())
     }
 
-    /// The last `lines` lines of each vmpls log.
+    /// The last `lines` lines of each running vmpls router's log.
     pub fn vmpls_logs(&self, lines: usize) -> String {
-        let mut s = String::new();
-        for name in ROUTER_NAMES {
-            let log = self.work_dir.join(format!("{name}.vmpls.log"));
-            let _ = writeln!(s, "--- vmpls {name} ({}):\n{}", log.display(), Topology::log_tail(&log, lines));
-        }
-        s
+        self.vmpls.logs(lines)
     }
 
     /// Fails if a vmpls router (or another child of the topology) has exited, or an
     /// FRR daemon has.
     pub fn check_running(&mut self) -> anyhow::Result<()> {
-        if let Some(dead) = self.topo.exited_child() {
-            bail!("{} exited ({})\n{}", dead.label, dead.status, self.vmpls_logs(20));
-        }
+        self.vmpls.check_running(&mut self.topo)?;
         for r in &self.frr {
             r.check_running()?;
         }
@@ -405,13 +358,9 @@ impl FrrLab {
 
     /// Runs the vmpls CLI against `router` with `-j` and returns its JSON.
     pub fn vmpls_cli(&self, router: &str, args: &[&str]) -> anyhow::Result<Value> {
-        let v = self
-            .vmpls
-            .iter()
-            .find(|v| v.name == router)
-            .ok_or_else(|| anyhow!("vmpls does not run on {router:?}"))?;
+        let socket = self.vmpls.socket(router).ok_or_else(|| anyhow!("vmpls does not run on {router:?}"))?;
         let mut cmd = Command::new(&self.vmpls_bin);
-        cmd.arg("--socket").arg(&v.socket).arg("-j").args(args);
+        cmd.arg("--socket").arg(socket).arg("-j").args(args);
         let out = crate::process::run_here_timeout(cmd, Duration::from_secs(10))?;
         if !out.status.success() {
             bail!(
@@ -814,35 +763,16 @@ impl FrrLabReport {
                 })
             })
             .collect();
-        let modes: Vec<Value> = self
-            .modes
-            .iter()
-            .map(|m| {
-                serde_json::json!({
-                    "name": m.name,
-                    "gbps": m.flow.as_ref().map(|f| f.gbps),
-                    "retransmits": m.flow.as_ref().map(|f| f.retransmits),
-                    "ratio": m.ratio,
-                })
-            })
-            .collect();
+        let modes: Vec<Value> =
+            self.rows().iter().map(|m| Value::Object(report::mode_json(m, JsonDetail::Summary))).collect();
         serde_json::json!({ "routers": routers, "converged_s": self.converged_s, "modes": modes })
     }
 
     /// The modes table (as `vmpls lab seed` prints it), the routers table, the
     /// convergence time, the traceroute and any failures.
     pub fn to_markdown(&self) -> String {
-        let mut s = String::new();
-        s.push_str("| mode | Gbit/s | retransmits | ratio to kernel-ip |\n");
-        s.push_str("|------|-------:|------------:|-------------------:|\n");
-        for m in &self.modes {
-            let (gbps, retrans) = match &m.flow {
-                Some(f) => (format!("{:.2}", f.gbps), f.retransmits.to_string()),
-                None => ("failed".to_string(), "-".to_string()),
-            };
-            let ratio = m.ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
-            let _ = writeln!(s, "| {} | {gbps} | {retrans} | {ratio} |", m.name);
-        }
+        let rows = self.rows();
+        let mut s = report::modes_table(&rows);
         s.push('\n');
         s.push_str("| router | LDP sessions up | LSPs in FRR | LSPs in vmpls |\n");
         s.push_str("|--------|----------------:|------------:|--------------:|\n");
@@ -862,19 +792,20 @@ impl FrrLabReport {
         if !self.traceroute.is_empty() {
             let _ = writeln!(s, "\ntraceroute -e ce1 -> ce2:\n```\n{}\n```", self.traceroute.join("\n"));
         }
-        let failures: Vec<String> = self
-            .failed_checks
-            .iter()
-            .cloned()
-            .chain(self.modes.iter().filter_map(|m| Some(format!("{}: {}", m.name, m.error.as_ref()?))))
-            .collect();
-        if !failures.is_empty() {
-            s.push('\n');
-            for f in failures {
-                let _ = writeln!(s, "- {}", f.replace('\n', "\n  "));
-            }
-        }
+        s += &report::failure_list(self.failed_checks.iter().cloned().chain(report::mode_failures(&rows)));
         s
+    }
+
+    fn rows(&self) -> Vec<ModeRow<'_>> {
+        self.modes
+            .iter()
+            .map(|m| ModeRow {
+                name: &m.name,
+                measured: m.flow.as_ref().map(Measured::from),
+                ratio: m.ratio,
+                error: m.error.as_deref(),
+            })
+            .collect()
     }
 }
 
@@ -1037,14 +968,10 @@ fn run_lab(
             }
         }
     }
-    let baseline = modes
-        .iter()
-        .find(|m| m.name == "kernel-ip")
-        .and_then(|m| m.flow.as_ref())
-        .map(|f| f.gbps)
-        .filter(|g| *g > 0.0);
-    for m in &mut modes {
-        m.ratio = baseline.and_then(|b| Some(m.flow.as_ref()?.gbps / b));
+    let gbps: Vec<Option<f64>> = modes.iter().map(|m| m.flow.as_ref().map(|f| f.gbps)).collect();
+    let kernel_ip = modes.iter().position(|m| m.name == "kernel-ip");
+    for (m, ratio) in modes.iter_mut().zip(report::ratios(&gbps, |_| kernel_ip)) {
+        m.ratio = ratio;
     }
     lab.cleanup()?;
     Ok(FrrLabReport { routers, converged_s, traceroute, failed_checks, modes, work_dir: None })
