@@ -198,7 +198,9 @@ impl Drop for Supervised {
 /// A program running in the background inside a namespace. Dropping it stops it.
 #[derive(Debug)]
 pub struct Background {
-    child: Supervised,
+    label: String,
+    /// `None` once stopped.
+    child: Option<Supervised>,
 }
 
 impl Background {
@@ -211,17 +213,23 @@ impl Background {
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {label} ({:?}) in namespace {ns}", cmd.get_program()))?;
-        Ok(Self { child: Supervised::new(label, child, SignalTarget::Process) })
+        Ok(Self {
+            label: label.to_string(),
+            child: Some(Supervised::new(label, child, SignalTarget::Process)),
+        })
     }
 
     /// The process id.
     pub fn pid(&self) -> Option<u32> {
-        Some(self.child.id())
+        self.child.as_ref().map(Supervised::id)
     }
 
     /// Its exit status if it has exited already.
     pub fn try_wait(&mut self) -> anyhow::Result<Option<ExitStatus>> {
-        self.child.try_wait()
+        match &mut self.child {
+            Some(c) => c.try_wait(),
+            None => bail!("{} was stopped already", self.label),
+        }
     }
 
     /// Waits up to `timeout` for it to exit on its own; `None` if it still runs.
@@ -241,7 +249,10 @@ impl Background {
     /// Stops it: `signal` (e.g. `libc::SIGTERM` or `SIGINT`), then SIGKILL if it has
     /// not exited after `grace`. Returns its exit status.
     pub fn stop(&mut self, signal: libc::c_int, grace: Duration) -> anyhow::Result<ExitStatus> {
-        self.child.stop_with(signal, grace)
+        let Some(mut child) = self.child.take() else {
+            bail!("{} was stopped already", self.label);
+        };
+        child.stop_with(signal, grace)
     }
 }
 
