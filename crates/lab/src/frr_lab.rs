@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use serde_json::Value;
+use vmpls_control::api;
 
 use crate::frr::{FrrOptions, FrrRouter, ensure_frr_installed};
 use crate::ping::{PingOptions, ping};
@@ -376,36 +377,29 @@ impl FrrLab {
 
     /// A counter of the FPM server of `router` (`connected`, `connections`, ...).
     pub fn frr_counter(&self, router: &str, name: &str) -> anyhow::Result<u64> {
-        let st = self.vmpls_cli(router, &["stats"])?;
-        st["frr"]
-            .as_array()
-            .and_then(|a| a.iter().find(|c| c["name"] == name))
-            .and_then(|c| c["value"].as_u64())
-            .ok_or_else(|| anyhow!("vmpls stats of {router} have no frr counter {name:?}: {st}"))
+        let st: api::Stats = self.vmpls_typed(router, &["stats"])?;
+        st.frr
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.value)
+            .ok_or_else(|| anyhow!("vmpls stats of {router} have no frr counter {name:?}: {:?}", st.frr))
+    }
+
+    /// Runs the vmpls CLI against `router` with `-j` and reads its JSON into `T`, the
+    /// control API's type for that output.
+    fn vmpls_typed<T: for<'de> serde::Deserialize<'de>>(
+        &self,
+        router: &str,
+        args: &[&str],
+    ) -> anyhow::Result<T> {
+        let v = self.vmpls_cli(router, args)?;
+        T::deserialize(&v).with_context(|| format!("vmpls -j {args:?} on {router}: {v}"))
     }
 
     /// vmpls's label table on `router` (`vmpls -j -f mpls route show`).
     pub fn vmpls_label_table(&self, router: &str) -> anyhow::Result<LabelTable> {
-        let v = self.vmpls_cli(router, &["-f", "mpls", "route", "show"])?;
-        let entries = v.as_array().ok_or_else(|| anyhow!("mpls route show of {router}: not a list: {v}"))?;
-        let mut t = LabelTable::new();
-        for e in entries {
-            let label = e["label"].as_u64().and_then(|l| u32::try_from(l).ok());
-            let label = label.ok_or_else(|| anyhow!("label route without label: {e}"))?;
-            let hops = e["nexthops"]
-                .as_array()
-                .map(|a| a.as_slice())
-                .unwrap_or_default()
-                .iter()
-                .map(|n| LabelHop {
-                    out_labels: strip_imp_null(&labels_of(&n["labels"])),
-                    via: n["gateway"].as_str().and_then(|s| s.parse().ok()),
-                    interface: n["dev"].as_str().and_then(|p| port_interface(router, p)),
-                })
-                .collect();
-            t.insert(label, hops);
-        }
-        Ok(t)
+        let routes: Vec<api::MplsRoute> = self.vmpls_typed(router, &["-f", "mpls", "route", "show"])?;
+        Ok(routes.iter().map(|r| (r.label, vmpls_hops(router, &r.nexthops).collect())).collect())
     }
 
     /// FRR's label table on `router` (`show mpls table json`), in the same form.
@@ -432,25 +426,12 @@ impl FrrLab {
     /// The routes vmpls has from FRR on `router` (`vmpls -j route show`, all but the
     /// connected ones, `proto kernel`).
     pub fn vmpls_routes(&self, router: &str) -> anyhow::Result<RouteTable> {
-        let v = self.vmpls_cli(router, &["route", "show"])?;
-        let entries = v.as_array().ok_or_else(|| anyhow!("route show of {router}: not a list: {v}"))?;
+        let routes: Vec<api::IpRoute> = self.vmpls_typed(router, &["route", "show"])?;
         let mut t = RouteTable::new();
-        for e in entries {
-            if e["protocol"] == "kernel" {
-                continue;
-            }
-            let dst = e["dst"].as_str().ok_or_else(|| anyhow!("route without dst: {e}"))?;
-            let dst: IpPrefix = dst.parse().with_context(|| format!("route dst {dst:?}"))?;
-            let hops = e["nexthops"]
-                .as_array()
-                .map(|a| a.as_slice())
-                .unwrap_or_default()
-                .iter()
-                .map(|n| RouteHop {
-                    labels: strip_imp_null(&labels_of(&n["labels"])),
-                    via: n["gateway"].as_str().and_then(|s| s.parse().ok()),
-                    interface: n["dev"].as_str().and_then(|p| port_interface(router, p)),
-                })
+        for r in routes.into_iter().filter(|r| r.protocol != api::Protocol::Kernel) {
+            let dst: IpPrefix = r.dst.parse().with_context(|| format!("route dst {:?}", r.dst))?;
+            let hops = vmpls_hops(router, &r.nexthops)
+                .map(|h| RouteHop { labels: h.out_labels, via: h.via, interface: h.interface })
                 .collect();
             t.insert(dst.to_string(), hops);
         }
@@ -654,10 +635,14 @@ pub fn vmpls_config(router: &str, socket: &Path, fast_path: bool) -> anyhow::Res
     Ok(s)
 }
 
-fn labels_of(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .map(|a| a.iter().filter_map(|l| l.as_u64().and_then(|l| u32::try_from(l).ok())).collect())
-        .unwrap_or_default()
+/// vmpls's next hops on `router` in the lab's form: implicit null left out, ports
+/// named by their Linux interface.
+fn vmpls_hops<'a>(router: &'a str, nexthops: &'a [api::Nexthop]) -> impl Iterator<Item = LabelHop> + 'a {
+    nexthops.iter().map(move |n| LabelHop {
+        out_labels: strip_imp_null(&n.labels),
+        via: n.gateway,
+        interface: n.dev.as_deref().and_then(|p| port_interface(router, p)),
+    })
 }
 
 /// One hop of `traceroute -e -n -q 1`.
@@ -1125,5 +1110,35 @@ mod tests {
         assert!(md.contains("| vmpls-ldp | 8.00 | 2 | 0.50 |"), "{md}");
         assert!(md.contains("| p | 2 | 4 | 4 |"), "{md}");
         assert!(report.ok());
+    }
+
+    #[test]
+    fn reads_vmpls_json_into_the_api_types() {
+        // What `vmpls -j -f mpls route show` prints on p: one swap towards pe2 and a pop
+        // with implicit null (3) left out of the comparison.
+        let shown = r#"[
+            {"label":100,"action":"forward","protocol":"ldp","ttl_propagate":true,
+             "nexthops":[{"gateway":"198.18.20.2","dev":"east","labels":[200],"weight":1}]},
+            {"label":101,"action":"forward","protocol":"ldp","ttl_propagate":true,
+             "nexthops":[{"gateway":"198.18.10.1","dev":"west","labels":[3],"weight":1}]}
+        ]"#;
+        let routes: Vec<api::MplsRoute> = serde_json::from_str(shown).unwrap();
+        let hops: Vec<Vec<LabelHop>> =
+            routes.iter().map(|r| vmpls_hops("p", &r.nexthops).collect()).collect();
+        assert_eq!(
+            hops,
+            vec![
+                vec![LabelHop {
+                    out_labels: vec![200],
+                    via: Some("198.18.20.2".parse().unwrap()),
+                    interface: Some("p-pe2".into())
+                }],
+                vec![LabelHop {
+                    out_labels: vec![],
+                    via: Some("198.18.10.1".parse().unwrap()),
+                    interface: Some("p-pe1".into())
+                }],
+            ]
+        );
     }
 }
