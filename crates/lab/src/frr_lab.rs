@@ -35,17 +35,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::fs::File;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use serde_json::Value;
+use vmpls_control::api;
 
 use crate::frr::{FrrOptions, FrrRouter, ensure_frr_installed};
 use crate::ping::{PingOptions, ping};
+use crate::report::{self, JsonDetail, Measured, ModeRow};
+use crate::routers::{LogMode, RouterSet};
 use crate::seed::{CE1_V4, CE2_V4, prefix};
 use crate::topology::{HostOptions, Topology};
 use crate::traffic::{FlowOptions, FlowProgress, FlowResult, Limit, run_flow};
@@ -209,14 +211,6 @@ fn diff<K: Ord + std::fmt::Display, V: PartialEq + std::fmt::Debug>(
         .collect()
 }
 
-/// One `vmpls run` of the lab.
-#[derive(Debug)]
-struct Vmpls {
-    name: String,
-    pid: u32,
-    socket: PathBuf,
-}
-
 /// The FRR seed topology with FRR and vmpls on pe1, p and pe2. Dropping it stops
 /// everything and removes the namespaces.
 #[derive(Debug)]
@@ -224,7 +218,7 @@ pub struct FrrLab {
     // Field order is drop order: FRR before the namespaces.
     frr: Vec<FrrRouter>,
     topo: Topology,
-    vmpls: Vec<Vmpls>,
+    vmpls: RouterSet,
     vmpls_bin: PathBuf,
     work_dir: PathBuf,
     fast_path: bool,
@@ -259,7 +253,7 @@ impl FrrLab {
         Ok(Self {
             frr: Vec::new(),
             topo,
-            vmpls: Vec::new(),
+            vmpls: RouterSet::new(),
             vmpls_bin: vmpls_bin.to_path_buf(),
             work_dir: work_dir.to_path_buf(),
             fast_path: false,
@@ -323,38 +317,11 @@ impl FrrLab {
             std::fs::write(&config, self.vmpls_config(name, fast_path)?)
                 .with_context(|| format!("writing {}", config.display()))?;
             let log = self.work_dir.join(format!("{name}.vmpls.log"));
-            let out = File::options()
-                .create(true)
-                .append(true)
-                .open(&log)
-                .with_context(|| format!("opening {}", log.display()))?;
-            let err = out.try_clone()?;
-            let socket = self.socket_path(name);
-            let _ = std::fs::remove_file(&socket);
-            let mut cmd = Command::new(&self.vmpls_bin);
-            cmd.arg("run").arg("--config").arg(&config).stdin(Stdio::null()).stdout(out).stderr(err);
-            let pid = self.topo.spawn(name, &format!("vmpls {name}"), cmd, Some(log))?;
-            self.vmpls.push(Vmpls { name: name.to_string(), pid, socket });
+            let cmd = RouterSet::command(&self.vmpls_bin, &config);
+            let socket = Some(self.socket_path(name));
+            self.vmpls.start(&mut self.topo, name, cmd, log, LogMode::Append, socket)?;
         }
-        let deadline = Instant::now() + Duration::from_secs(15);
-        for v in &self.vmpls {
-            while !v.socket.exists() {
-                if let Some(dead) = self.topo.exited_child() {
-                    bail!("{} exited ({}): {}", dead.label, dead.status, self.vmpls_logs(15));
-                }
-                if Instant::now() >= deadline {
-                    bail!(
-                        "vmpls on {} did not create {} within 15 s: {}",
-                        v.name,
-                        v.socket.display(),
-                        self.vmpls_logs(15)
-                    );
-                }
-                check_interrupt()?;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        Ok(())
+        self.vmpls.wait_answering(&mut self.topo, Duration::from_secs(15))
     }
 
     /// Whether the running vmpls routers use the fast path.
@@ -364,13 +331,7 @@ impl FrrLab {
 
     /// Stops the vmpls routers (if any run).
     pub fn stop_vmpls(&mut self) -> anyhow::Result<()> {
-        let mut first = None;
-        for v in std::mem::take(&mut self.vmpls) {
-            if let Err(e) = self.topo.stop(v.pid, Duration::from_secs(3)) {
-                first.get_or_insert(e);
-            }
-        }
-        first.map_or(Ok(()), Err)
+        self.vmpls.stop(&mut self.topo, Duration::from_secs(3)).map(drop)
     }
 
     /// Turns the kernel's IP forwarding on or off on pe1, p and pe2.
@@ -381,22 +342,15 @@ impl FrrLab {
         Ok(())
     }
 
-    /// The last `lines` lines of each vmpls log.
+    /// The last `lines` lines of each running vmpls router's log.
     pub fn vmpls_logs(&self, lines: usize) -> String {
-        let mut s = String::new();
-        for name in ROUTER_NAMES {
-            let log = self.work_dir.join(format!("{name}.vmpls.log"));
-            let _ = writeln!(s, "--- vmpls {name} ({}):\n{}", log.display(), Topology::log_tail(&log, lines));
-        }
-        s
+        self.vmpls.logs(lines)
     }
 
     /// Fails if a vmpls router (or another child of the topology) has exited, or an
     /// FRR daemon has.
     pub fn check_running(&mut self) -> anyhow::Result<()> {
-        if let Some(dead) = self.topo.exited_child() {
-            bail!("{} exited ({})\n{}", dead.label, dead.status, self.vmpls_logs(20));
-        }
+        self.vmpls.check_running(&mut self.topo)?;
         for r in &self.frr {
             r.check_running()?;
         }
@@ -405,13 +359,9 @@ impl FrrLab {
 
     /// Runs the vmpls CLI against `router` with `-j` and returns its JSON.
     pub fn vmpls_cli(&self, router: &str, args: &[&str]) -> anyhow::Result<Value> {
-        let v = self
-            .vmpls
-            .iter()
-            .find(|v| v.name == router)
-            .ok_or_else(|| anyhow!("vmpls does not run on {router:?}"))?;
+        let socket = self.vmpls.socket(router).ok_or_else(|| anyhow!("vmpls does not run on {router:?}"))?;
         let mut cmd = Command::new(&self.vmpls_bin);
-        cmd.arg("--socket").arg(&v.socket).arg("-j").args(args);
+        cmd.arg("--socket").arg(socket).arg("-j").args(args);
         let out = crate::process::run_here_timeout(cmd, Duration::from_secs(10))?;
         if !out.status.success() {
             bail!(
@@ -427,36 +377,29 @@ impl FrrLab {
 
     /// A counter of the FPM server of `router` (`connected`, `connections`, ...).
     pub fn frr_counter(&self, router: &str, name: &str) -> anyhow::Result<u64> {
-        let st = self.vmpls_cli(router, &["stats"])?;
-        st["frr"]
-            .as_array()
-            .and_then(|a| a.iter().find(|c| c["name"] == name))
-            .and_then(|c| c["value"].as_u64())
-            .ok_or_else(|| anyhow!("vmpls stats of {router} have no frr counter {name:?}: {st}"))
+        let st: api::Stats = self.vmpls_typed(router, &["stats"])?;
+        st.frr
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.value)
+            .ok_or_else(|| anyhow!("vmpls stats of {router} have no frr counter {name:?}: {:?}", st.frr))
+    }
+
+    /// Runs the vmpls CLI against `router` with `-j` and reads its JSON into `T`, the
+    /// control API's type for that output.
+    fn vmpls_typed<T: for<'de> serde::Deserialize<'de>>(
+        &self,
+        router: &str,
+        args: &[&str],
+    ) -> anyhow::Result<T> {
+        let v = self.vmpls_cli(router, args)?;
+        T::deserialize(&v).with_context(|| format!("vmpls -j {args:?} on {router}: {v}"))
     }
 
     /// vmpls's label table on `router` (`vmpls -j -f mpls route show`).
     pub fn vmpls_label_table(&self, router: &str) -> anyhow::Result<LabelTable> {
-        let v = self.vmpls_cli(router, &["-f", "mpls", "route", "show"])?;
-        let entries = v.as_array().ok_or_else(|| anyhow!("mpls route show of {router}: not a list: {v}"))?;
-        let mut t = LabelTable::new();
-        for e in entries {
-            let label = e["label"].as_u64().and_then(|l| u32::try_from(l).ok());
-            let label = label.ok_or_else(|| anyhow!("label route without label: {e}"))?;
-            let hops = e["nexthops"]
-                .as_array()
-                .map(|a| a.as_slice())
-                .unwrap_or_default()
-                .iter()
-                .map(|n| LabelHop {
-                    out_labels: strip_imp_null(&labels_of(&n["labels"])),
-                    via: n["gateway"].as_str().and_then(|s| s.parse().ok()),
-                    interface: n["dev"].as_str().and_then(|p| port_interface(router, p)),
-                })
-                .collect();
-            t.insert(label, hops);
-        }
-        Ok(t)
+        let routes: Vec<api::MplsRoute> = self.vmpls_typed(router, &["-f", "mpls", "route", "show"])?;
+        Ok(routes.iter().map(|r| (r.label, vmpls_hops(router, &r.nexthops).collect())).collect())
     }
 
     /// FRR's label table on `router` (`show mpls table json`), in the same form.
@@ -483,25 +426,12 @@ impl FrrLab {
     /// The routes vmpls has from FRR on `router` (`vmpls -j route show`, all but the
     /// connected ones, `proto kernel`).
     pub fn vmpls_routes(&self, router: &str) -> anyhow::Result<RouteTable> {
-        let v = self.vmpls_cli(router, &["route", "show"])?;
-        let entries = v.as_array().ok_or_else(|| anyhow!("route show of {router}: not a list: {v}"))?;
+        let routes: Vec<api::IpRoute> = self.vmpls_typed(router, &["route", "show"])?;
         let mut t = RouteTable::new();
-        for e in entries {
-            if e["protocol"] == "kernel" {
-                continue;
-            }
-            let dst = e["dst"].as_str().ok_or_else(|| anyhow!("route without dst: {e}"))?;
-            let dst: IpPrefix = dst.parse().with_context(|| format!("route dst {dst:?}"))?;
-            let hops = e["nexthops"]
-                .as_array()
-                .map(|a| a.as_slice())
-                .unwrap_or_default()
-                .iter()
-                .map(|n| RouteHop {
-                    labels: strip_imp_null(&labels_of(&n["labels"])),
-                    via: n["gateway"].as_str().and_then(|s| s.parse().ok()),
-                    interface: n["dev"].as_str().and_then(|p| port_interface(router, p)),
-                })
+        for r in routes.into_iter().filter(|r| r.protocol != api::Protocol::Kernel) {
+            let dst: IpPrefix = r.dst.parse().with_context(|| format!("route dst {:?}", r.dst))?;
+            let hops = vmpls_hops(router, &r.nexthops)
+                .map(|h| RouteHop { labels: h.out_labels, via: h.via, interface: h.interface })
                 .collect();
             t.insert(dst.to_string(), hops);
         }
@@ -705,10 +635,14 @@ pub fn vmpls_config(router: &str, socket: &Path, fast_path: bool) -> anyhow::Res
     Ok(s)
 }
 
-fn labels_of(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .map(|a| a.iter().filter_map(|l| l.as_u64().and_then(|l| u32::try_from(l).ok())).collect())
-        .unwrap_or_default()
+/// vmpls's next hops on `router` in the lab's form: implicit null left out, ports
+/// named by their Linux interface.
+fn vmpls_hops<'a>(router: &'a str, nexthops: &'a [api::Nexthop]) -> impl Iterator<Item = LabelHop> + 'a {
+    nexthops.iter().map(move |n| LabelHop {
+        out_labels: strip_imp_null(&n.labels),
+        via: n.gateway,
+        interface: n.dev.as_deref().and_then(|p| port_interface(router, p)),
+    })
 }
 
 /// One hop of `traceroute -e -n -q 1`.
@@ -814,35 +748,16 @@ impl FrrLabReport {
                 })
             })
             .collect();
-        let modes: Vec<Value> = self
-            .modes
-            .iter()
-            .map(|m| {
-                serde_json::json!({
-                    "name": m.name,
-                    "gbps": m.flow.as_ref().map(|f| f.gbps),
-                    "retransmits": m.flow.as_ref().map(|f| f.retransmits),
-                    "ratio": m.ratio,
-                })
-            })
-            .collect();
+        let modes: Vec<Value> =
+            self.rows().iter().map(|m| Value::Object(report::mode_json(m, JsonDetail::Summary))).collect();
         serde_json::json!({ "routers": routers, "converged_s": self.converged_s, "modes": modes })
     }
 
     /// The modes table (as `vmpls lab seed` prints it), the routers table, the
     /// convergence time, the traceroute and any failures.
     pub fn to_markdown(&self) -> String {
-        let mut s = String::new();
-        s.push_str("| mode | Gbit/s | retransmits | ratio to kernel-ip |\n");
-        s.push_str("|------|-------:|------------:|-------------------:|\n");
-        for m in &self.modes {
-            let (gbps, retrans) = match &m.flow {
-                Some(f) => (format!("{:.2}", f.gbps), f.retransmits.to_string()),
-                None => ("failed".to_string(), "-".to_string()),
-            };
-            let ratio = m.ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
-            let _ = writeln!(s, "| {} | {gbps} | {retrans} | {ratio} |", m.name);
-        }
+        let rows = self.rows();
+        let mut s = report::modes_table(&rows);
         s.push('\n');
         s.push_str("| router | LDP sessions up | LSPs in FRR | LSPs in vmpls |\n");
         s.push_str("|--------|----------------:|------------:|--------------:|\n");
@@ -862,19 +777,20 @@ impl FrrLabReport {
         if !self.traceroute.is_empty() {
             let _ = writeln!(s, "\ntraceroute -e ce1 -> ce2:\n```\n{}\n```", self.traceroute.join("\n"));
         }
-        let failures: Vec<String> = self
-            .failed_checks
-            .iter()
-            .cloned()
-            .chain(self.modes.iter().filter_map(|m| Some(format!("{}: {}", m.name, m.error.as_ref()?))))
-            .collect();
-        if !failures.is_empty() {
-            s.push('\n');
-            for f in failures {
-                let _ = writeln!(s, "- {}", f.replace('\n', "\n  "));
-            }
-        }
+        s += &report::failure_list(self.failed_checks.iter().cloned().chain(report::mode_failures(&rows)));
         s
+    }
+
+    fn rows(&self) -> Vec<ModeRow<'_>> {
+        self.modes
+            .iter()
+            .map(|m| ModeRow {
+                name: &m.name,
+                measured: m.flow.as_ref().map(Measured::from),
+                ratio: m.ratio,
+                error: m.error.as_deref(),
+            })
+            .collect()
     }
 }
 
@@ -1037,14 +953,10 @@ fn run_lab(
             }
         }
     }
-    let baseline = modes
-        .iter()
-        .find(|m| m.name == "kernel-ip")
-        .and_then(|m| m.flow.as_ref())
-        .map(|f| f.gbps)
-        .filter(|g| *g > 0.0);
-    for m in &mut modes {
-        m.ratio = baseline.and_then(|b| Some(m.flow.as_ref()?.gbps / b));
+    let gbps: Vec<Option<f64>> = modes.iter().map(|m| m.flow.as_ref().map(|f| f.gbps)).collect();
+    let kernel_ip = modes.iter().position(|m| m.name == "kernel-ip");
+    for (m, ratio) in modes.iter_mut().zip(report::ratios(&gbps, |_| kernel_ip)) {
+        m.ratio = ratio;
     }
     lab.cleanup()?;
     Ok(FrrLabReport { routers, converged_s, traceroute, failed_checks, modes, work_dir: None })
@@ -1198,5 +1110,35 @@ mod tests {
         assert!(md.contains("| vmpls-ldp | 8.00 | 2 | 0.50 |"), "{md}");
         assert!(md.contains("| p | 2 | 4 | 4 |"), "{md}");
         assert!(report.ok());
+    }
+
+    #[test]
+    fn reads_vmpls_json_into_the_api_types() {
+        // What `vmpls -j -f mpls route show` prints on p: one swap towards pe2 and a pop
+        // with implicit null (3) left out of the comparison.
+        let shown = r#"[
+            {"label":100,"action":"forward","protocol":"ldp","ttl_propagate":true,
+             "nexthops":[{"gateway":"198.18.20.2","dev":"east","labels":[200],"weight":1}]},
+            {"label":101,"action":"forward","protocol":"ldp","ttl_propagate":true,
+             "nexthops":[{"gateway":"198.18.10.1","dev":"west","labels":[3],"weight":1}]}
+        ]"#;
+        let routes: Vec<api::MplsRoute> = serde_json::from_str(shown).unwrap();
+        let hops: Vec<Vec<LabelHop>> =
+            routes.iter().map(|r| vmpls_hops("p", &r.nexthops).collect()).collect();
+        assert_eq!(
+            hops,
+            vec![
+                vec![LabelHop {
+                    out_labels: vec![200],
+                    via: Some("198.18.20.2".parse().unwrap()),
+                    interface: Some("p-pe2".into())
+                }],
+                vec![LabelHop {
+                    out_labels: vec![],
+                    via: Some("198.18.10.1".parse().unwrap()),
+                    interface: Some("p-pe1".into())
+                }],
+            ]
+        );
     }
 }

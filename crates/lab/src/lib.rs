@@ -17,12 +17,17 @@
 //! - [`ping`]: ICMP and ICMPv6 echo with raw sockets, with don't-fragment and the
 //!   ICMP errors that come back.
 //! - [`process`]: external programs in a namespace, with timeouts or in the
-//!   background.
+//!   background, and [`process::Supervised`], the one child type that stops a process
+//!   (SIGTERM, grace, SIGKILL) for the topology, FRR and the tools.
 //! - [`capture`]: packet captures with `dumpcap`, dissected with `tshark`.
 //! - [`inject`]: hand-made Ethernet frames written onto an interface.
 //! - [`frr`]: FRRouting daemons (zebra, staticd, ospfd, ldpd) inside a namespace, as
 //!   the control plane of vmpls in FRR mode, and queries through `vtysh`.
 //! - [`stats`]: the counters a `vmpls run --stats-file` router writes.
+//! - [`routers`]: [`routers::RouterSet`], the vmpls routers of a lab: started with
+//!   their logs, waited for, checked, stopped.
+//! - [`report`]: the modes table (Gbit/s, retransmits, ratio) and its JSON, shared by
+//!   every lab.
 //! - [`seed`]: the seed lab, ce1 -- pe1 -- p -- pe2 -- ce2, measured in several modes
 //!   (kernel IP routing, vmpls MPLS) in one run.
 //!
@@ -44,6 +49,8 @@ mod nl;
 pub mod ping;
 pub mod prefix;
 pub mod process;
+pub mod report;
+pub mod routers;
 pub mod seed;
 pub mod stats;
 pub mod topology;

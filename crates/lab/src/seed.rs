@@ -20,15 +20,16 @@
 //! [`Mode`].
 
 use std::fmt::Write as _;
-use std::fs::File;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 
 use crate::ping::{PingOptions, ping};
+use crate::report::{self, JsonDetail, Measured, ModeRow};
+use crate::routers::{LogMode, RouterSet};
 use crate::stats::RouterStats;
 use crate::topology::{HostOptions, Topology};
 use crate::traffic::{FlowOptions, FlowProgress, FlowResult, Limit, run_flow};
@@ -492,47 +493,35 @@ impl SeedReport {
         self.modes.iter().all(|m| m.error.is_none())
     }
 
+    fn rows(&self) -> Vec<ModeRow<'_>> {
+        self.modes
+            .iter()
+            .map(|m| ModeRow {
+                name: &m.name,
+                measured: m.flow.as_ref().map(Measured::from),
+                ratio: m.ratio,
+                error: m.error.as_deref(),
+            })
+            .collect()
+    }
+
     /// The seed's table in Markdown: mode, Gbit/s, retransmits, ratio to kernel-ip (for
     /// a mode with host offloads off: to kernel-ip-offloads-off, when the run measured
     /// it); failures are listed under it.
     pub fn to_markdown(&self) -> String {
-        let mut s = String::new();
-        s.push_str("| mode | Gbit/s | retransmits | ratio to kernel-ip |\n");
-        s.push_str("|------|-------:|------------:|-------------------:|\n");
-        for m in &self.modes {
-            let (gbps, retrans) = match &m.flow {
-                Some(f) => (format!("{:.2}", f.gbps), f.retransmits.to_string()),
-                None => ("failed".to_string(), "-".to_string()),
-            };
-            let ratio = m.ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
-            let _ = writeln!(s, "| {} | {gbps} | {retrans} | {ratio} |", m.name);
-        }
-        let failures: Vec<_> = self.modes.iter().filter_map(|m| Some((&m.name, m.error.as_ref()?))).collect();
-        if !failures.is_empty() {
-            s.push('\n');
-            for (name, e) in failures {
-                let _ = writeln!(s, "- {name}: {}", e.replace('\n', "\n  "));
-            }
-        }
-        s
+        report::to_markdown(&self.rows())
     }
 
     /// The report as JSON: `{"modes":[{"name", "gbps", "retransmits", "ratio", ...}]}`.
     pub fn to_json(&self) -> serde_json::Value {
         let modes: Vec<_> = self
-            .modes
+            .rows()
             .iter()
-            .map(|m| {
-                serde_json::json!({
-                    "name": m.name,
-                    "gbps": m.flow.as_ref().map(|f| f.gbps),
-                    "retransmits": m.flow.as_ref().map(|f| f.retransmits),
-                    "ratio": m.ratio,
-                    "bytes": m.flow.as_ref().map(|f| f.bytes_received),
-                    "seconds": m.flow.as_ref().map(|f| f.seconds),
-                    "content_ok": m.flow.as_ref().map(|f| f.content_ok),
-                    "error": m.error,
-                })
+            .zip(&self.modes)
+            .map(|(row, m)| {
+                let mut o = report::mode_json(row, JsonDetail::Full);
+                o.insert("content_ok".into(), m.flow.as_ref().map(|f| f.content_ok).into());
+                serde_json::Value::Object(o)
             })
             .collect();
         serde_json::json!({ "modes": modes })
@@ -644,20 +633,17 @@ fn run_modes(
     }
     // Each mode is compared with kernel routing under the same host offloads, where
     // the run measured that; else with kernel-ip.
-    let baseline = |offloads: bool| {
-        opts.modes
+    let gbps: Vec<Option<f64>> = results.iter().map(ModeResult::gbps).collect();
+    let measured_baseline = |offloads: bool| {
+        let i = opts
+            .modes
             .iter()
-            .zip(&results)
-            .find(|(m, _)| m.kind == ModeKind::KernelIp && m.offloads == offloads && m.core_mtu.is_none())
-            .and_then(|(_, r)| r.gbps())
-            .filter(|g| *g > 0.0)
+            .position(|m| m.kind == ModeKind::KernelIp && m.offloads == offloads && m.core_mtu.is_none())?;
+        gbps.get(i).copied().flatten().is_some_and(|g| g > 0.0).then_some(i)
     };
-    let ratios: Vec<Option<f64>> = opts
-        .modes
-        .iter()
-        .zip(&results)
-        .map(|(m, r)| Some(r.gbps()? / baseline(m.offloads).or_else(|| baseline(true))?))
-        .collect();
+    let ratios = report::ratios(&gbps, |i| {
+        measured_baseline(opts.modes[i].offloads).or_else(|| measured_baseline(true))
+    });
     for (r, ratio) in results.iter_mut().zip(ratios) {
         r.ratio = ratio;
     }
@@ -675,7 +661,7 @@ pub struct SeedLab {
     router_gro: bool,
     /// The core links' MTU right now.
     core_mtu_now: u32,
-    routers: Vec<(String, u32, PathBuf)>,
+    routers: RouterSet,
     /// The stats file of each router started with
     /// [`SeedLab::start_routers_with_stats`].
     stats_files: Vec<(String, PathBuf)>,
@@ -765,7 +751,7 @@ impl SeedLab {
             router_gro: false,
             core_mtu_now: params.core_mtu,
             offloads_on: true,
-            routers: Vec::new(),
+            routers: RouterSet::new(),
             stats_files: Vec::new(),
             two_hosts,
             udp_core: None,
@@ -901,48 +887,28 @@ impl SeedLab {
             let config = work_dir.join(format!("{}.toml", cfg.router));
             std::fs::write(&config, &cfg.toml).with_context(|| format!("writing {}", config.display()))?;
             let log = work_dir.join(format!("{}.log", cfg.router));
-            let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-            let err = out.try_clone()?;
-            let mut cmd = Command::new(router_binary);
-            cmd.arg("run").arg("--config").arg(&config).stdin(Stdio::null()).stdout(out).stderr(err);
+            let mut cmd = RouterSet::command(router_binary, &config);
             if stats {
                 let path = work_dir.join(format!("{}.stats.json", cfg.router));
                 let _ = std::fs::remove_file(&path);
                 cmd.arg("--stats-file").arg(&path);
                 self.stats_files.push((cfg.router.clone(), path));
             }
-            let pid = self.topo.spawn(&cfg.router, &cfg.router, cmd, Some(log.clone()))?;
-            self.routers.push((cfg.router, pid, log));
+            self.routers.start(&mut self.topo, &cfg.router, cmd, log, LogMode::Truncate, None)?;
         }
         Ok(())
     }
 
     /// Stops the routers started by [`SeedLab::start_routers`].
     pub fn stop_routers(&mut self) -> anyhow::Result<()> {
-        let mut first = None;
-        for (name, pid, _) in std::mem::take(&mut self.routers) {
-            if let Err(e) = self.topo.stop(pid, Duration::from_secs(2)) {
-                first.get_or_insert(e.context(format!("router {name}")));
-            }
-        }
-        first.map_or(Ok(()), Err)
+        self.stop_routers_status(Duration::from_secs(2)).map(drop)
     }
 
     /// Stops the routers started by [`SeedLab::start_routers`] (SIGTERM, SIGKILL after
     /// `grace`) and returns each one's exit status, in start order (pe1, p, pe2). A
     /// router that stops cleanly exits with status 0.
     pub fn stop_routers_status(&mut self, grace: Duration) -> anyhow::Result<Vec<(String, ExitStatus)>> {
-        let mut statuses = Vec::new();
-        let mut first = None;
-        for (name, pid, _) in std::mem::take(&mut self.routers) {
-            match self.topo.stop(pid, grace) {
-                Ok(status) => statuses.push((name, status)),
-                Err(e) => {
-                    first.get_or_insert(e.context(format!("router {name}")));
-                }
-            }
-        }
-        first.map_or(Ok(statuses), Err)
+        self.routers.stop(&mut self.topo, grace)
     }
 
     /// Whether a router started by [`SeedLab::start_routers`] has exited (an error
@@ -964,18 +930,11 @@ impl SeedLab {
 
     /// The last lines of every router log, for error messages.
     pub fn router_logs(&self, lines: usize) -> String {
-        let mut s = String::new();
-        for (name, _, log) in &self.routers {
-            let _ = writeln!(s, "--- {name} ({}):\n{}", log.display(), Topology::log_tail(log, lines));
-        }
-        s
+        self.routers.logs(lines)
     }
 
     fn check_routers(&mut self) -> anyhow::Result<()> {
-        if let Some(dead) = self.topo.exited_child() {
-            bail!("router {} exited ({})\n{}", dead.label, dead.status, self.router_logs(20));
-        }
-        Ok(())
+        self.routers.check_running(&mut self.topo)
     }
 
     /// Waits until `from` gets an echo reply from `to` (bounded by `timeout`), checking

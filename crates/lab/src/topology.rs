@@ -12,16 +12,17 @@
 //! within one namespace and nothing ever appears in the root namespace.
 
 use std::fs::File;
-use std::io::{self, Read as _, Seek as _, SeekFrom};
+use std::io::{Read as _, Seek as _, SeekFrom};
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 
+use crate::process::{SignalTarget, Supervised};
 use crate::{IpPrefix, netns, nl};
 
 /// The longest interface name Linux accepts (`IFNAMSIZ - 1`).
@@ -54,7 +55,7 @@ struct Host {
 struct ChildProcess {
     host: String,
     label: String,
-    child: Child,
+    child: Supervised,
     log: Option<PathBuf>,
 }
 
@@ -381,6 +382,7 @@ impl Topology {
             .spawn()
             .with_context(|| format!("starting {label} ({:?}) on host {host}", cmd.get_program()))?;
         let pid = child.id();
+        let child = Supervised::new(format!("{label} on host {host}"), child, SignalTarget::Process);
         self.children.push(ChildProcess { host: host.to_string(), label: label.to_string(), child, log });
         Ok(pid)
     }
@@ -409,21 +411,21 @@ impl Topology {
             .iter()
             .position(|c| c.child.id() == pid)
             .ok_or_else(|| anyhow!("process {pid} is not a child of this topology"))?;
-        let mut c = self.children.remove(i);
-        stop_child(&mut c.child, grace).with_context(|| format!("stopping {} on host {}", c.label, c.host))
+        self.children.remove(i).child.stop(grace)
     }
 
     /// Stops every child process (see [`Topology::stop`]); returns the first error.
     pub fn stop_all(&mut self, grace: Duration) -> anyhow::Result<()> {
         let mut first_err = None;
-        for c in &mut self.children {
-            let _ = signal(&c.child, libc::SIGTERM);
+        // Signal all first so they shut down in parallel.
+        for c in &self.children {
+            c.child.signal(libc::SIGTERM);
         }
         let deadline = Instant::now() + grace;
         for mut c in std::mem::take(&mut self.children) {
             let left = deadline.saturating_duration_since(Instant::now());
-            if let Err(e) = stop_child(&mut c.child, left) {
-                first_err.get_or_insert(e.context(format!("stopping {} on host {}", c.label, c.host)));
+            if let Err(e) = c.child.stop(left) {
+                first_err.get_or_insert(e);
             }
         }
         first_err.map_or(Ok(()), Err)
@@ -457,30 +459,6 @@ impl Topology {
         }
         first_err.map_or(Ok(()), Err)
     }
-}
-
-fn signal(child: &Child, sig: libc::c_int) -> io::Result<()> {
-    // Our own, not yet reaped child: the pid cannot have been reused.
-    vmpls_sys::process::kill(child.id(), sig)
-}
-
-fn stop_child(child: &mut Child, grace: Duration) -> anyhow::Result<ExitStatus> {
-    if let Some(status) = child.try_wait()? {
-        return Ok(status);
-    }
-    let _ = signal(child, libc::SIGTERM);
-    let deadline = Instant::now() + grace;
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(status);
-        }
-        if Instant::now() >= deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill()?;
-    Ok(child.wait()?)
 }
 
 impl Drop for Topology {

@@ -23,14 +23,14 @@
 //! [`Topology`] drops, the work directory when [`WorkDir`] drops (it is kept, and named
 //! in the report, when a mode failed).
 
-use std::fmt::Write as _;
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use vmpls_guest::{FAIL_MARKER, Guest, GuestCache, GuestConfig, GuestError, GuestImage, Nic};
+use vmpls_lab::report::{self, JsonDetail, Measured, ModeRow};
+use vmpls_lab::routers::{LogMode, RouterSet};
 use vmpls_lab::seed::{CE1_V4, CE1_V6, CE2_V4, CE2_V6, SeedParams, router_configs};
 use vmpls_lab::topology::{HostOptions, Topology};
 use vmpls_lab::{Interrupted, interrupted};
@@ -94,18 +94,8 @@ impl VmSeedOptions {
     }
 }
 
-/// What iperf3 measured.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct IperfResult {
-    /// Throughput at the receiver, Gbit/s.
-    pub gbps: f64,
-    /// TCP retransmits at the sender.
-    pub retransmits: u64,
-    /// Bytes the receiver got.
-    pub bytes: u64,
-    /// Seconds the receiver measured.
-    pub seconds: f64,
-}
+/// What iperf3 measured: receiver throughput and bytes, sender retransmits.
+pub type IperfResult = Measured;
 
 /// The outcome of one mode.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,47 +127,26 @@ impl VmSeedReport {
         self.modes.iter().all(|m| m.error.is_none())
     }
 
+    fn rows(&self) -> Vec<ModeRow<'_>> {
+        self.modes
+            .iter()
+            .map(|m| ModeRow { name: &m.name, measured: m.iperf, ratio: m.ratio, error: m.error.as_deref() })
+            .collect()
+    }
+
     /// The table of `vmpls lab seed`: mode, Gbit/s, retransmits, ratio to kernel-ip;
     /// failures listed under it.
     pub fn to_markdown(&self) -> String {
-        let mut s = String::new();
-        s.push_str("| mode | Gbit/s | retransmits | ratio to kernel-ip |\n");
-        s.push_str("|------|-------:|------------:|-------------------:|\n");
-        for m in &self.modes {
-            let (gbps, retrans) = match &m.iperf {
-                Some(r) => (format!("{:.2}", r.gbps), r.retransmits.to_string()),
-                None => ("failed".to_string(), "-".to_string()),
-            };
-            let ratio = m.ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
-            let _ = writeln!(s, "| {} | {gbps} | {retrans} | {ratio} |", m.name);
-        }
-        let failures: Vec<_> = self.modes.iter().filter_map(|m| Some((&m.name, m.error.as_ref()?))).collect();
-        if !failures.is_empty() {
-            s.push('\n');
-            for (name, e) in failures {
-                let _ = writeln!(s, "- {name}: {}", e.replace('\n', "\n  "));
-            }
-        }
-        s
+        report::to_markdown(&self.rows())
     }
 
     /// As JSON, with the keys of `vmpls lab seed --json`:
     /// `{"guests":{"accel":...},"modes":[{"name","gbps","retransmits","ratio","bytes","seconds","error"}]}`.
     pub fn to_json(&self) -> serde_json::Value {
         let modes: Vec<_> = self
-            .modes
+            .rows()
             .iter()
-            .map(|m| {
-                serde_json::json!({
-                    "name": m.name,
-                    "gbps": m.iperf.map(|r| r.gbps),
-                    "retransmits": m.iperf.map(|r| r.retransmits),
-                    "ratio": m.ratio,
-                    "bytes": m.iperf.map(|r| r.bytes),
-                    "seconds": m.iperf.map(|r| r.seconds),
-                    "error": m.error,
-                })
-            })
+            .map(|m| serde_json::Value::Object(report::mode_json(m, JsonDetail::Full)))
             .collect();
         serde_json::json!({ "guests": { "accel": self.accel }, "modes": modes })
     }
@@ -355,34 +324,17 @@ struct VmLab<'a> {
     topo: Topology,
     work: &'a Path,
     /// Router pids and logs of the vmpls mode.
-    routers: Vec<(String, u32, PathBuf)>,
+    routers: RouterSet,
     accel: Option<vmpls_guest::Accel>,
 }
 
 impl VmLab<'_> {
     fn router_logs(&self) -> String {
-        let mut s = String::new();
-        for (name, _, log) in &self.routers {
-            let _ = writeln!(s, "--- {name} ({}):\n{}", log.display(), Topology::log_tail(log, 20));
-        }
-        s
-    }
-
-    fn check_routers(&mut self) -> anyhow::Result<()> {
-        if let Some(dead) = self.topo.exited_child() {
-            bail!("router {} exited ({})\n{}", dead.label, dead.status, self.router_logs());
-        }
-        Ok(())
+        self.routers.logs(20)
     }
 
     fn stop_routers(&mut self) -> anyhow::Result<()> {
-        let mut first = None;
-        for (name, pid, _) in std::mem::take(&mut self.routers) {
-            if let Err(e) = self.topo.stop(pid, Duration::from_secs(3)) {
-                first.get_or_insert(e.context(format!("router {name}")));
-            }
-        }
-        first.map_or(Ok(()), Err)
+        self.routers.stop(&mut self.topo, Duration::from_secs(3)).map(drop)
     }
 
     fn boot(&mut self, name: &str, nic: Nic, script: String, netns: Option<String>) -> anyhow::Result<Guest> {
@@ -408,30 +360,18 @@ impl VmLab<'_> {
             let config = self.work.join(format!("{router}.toml"));
             std::fs::write(&config, toml).with_context(|| format!("writing {}", config.display()))?;
             let log = self.work.join(format!("{router}.log"));
-            let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-            let mut cmd = Command::new(&self.opts.router_binary);
-            cmd.arg("run")
-                .arg("--config")
-                .arg(&config)
-                .arg("--socket")
-                .arg(self.work.join(format!("{router}.ctl")))
-                .stdin(Stdio::null())
-                .stdout(out.try_clone()?)
-                .stderr(out);
-            let pid = self.topo.spawn(&router, &router, cmd, Some(log.clone()))?;
-            self.routers.push((router, pid, log));
+            let mut cmd = RouterSet::command(&self.opts.router_binary, &config);
+            cmd.arg("--socket").arg(self.work.join(format!("{router}.ctl")));
+            self.routers.start(&mut self.topo, &router, cmd, log, LogMode::Truncate, None)?;
         }
         // QEMU connects once, at start: the sockets must be there first.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !(sockets.0.exists() && sockets.1.exists()) {
-            check_interrupt()?;
-            self.check_routers()?;
-            if Instant::now() > deadline {
-                bail!("the routers' vhost-user sockets did not appear in 10 s\n{}", self.router_logs());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(())
+        let vhost_user = [sockets.0, sockets.1];
+        self.routers.wait_for_files(
+            &mut self.topo,
+            &vhost_user,
+            "the routers' vhost-user sockets",
+            Duration::from_secs(10),
+        )
     }
 
     /// Waits until ce1 reported its iperf3 JSON, watching ce2 and the routers.
@@ -440,7 +380,7 @@ impl VmLab<'_> {
         let start = Instant::now();
         loop {
             check_interrupt()?;
-            self.check_routers()?;
+            self.routers.check_running(&mut self.topo)?;
             let other = ce2.results();
             if let Some(line) = other.lines().find(|l| l.starts_with(FAIL_MARKER)) {
                 bail!("ce2: {line}\nce1:\n{}\nce2 console:\n{}", ce1.results(), tail(&ce2.output(), 15));
@@ -532,7 +472,7 @@ pub fn run_seed_vm(opts: &VmSeedOptions, progress: &mut dyn FnMut(&str)) -> anyh
     topo.add_link("pe1", "pe1-p", "p", "p-pe1", params.core_mtu)?;
     topo.add_link("p", "p-pe2", "pe2", "pe2-p", params.core_mtu)?;
     progress(&format!("namespaces: {}", topo.namespaces().join(" ")));
-    let mut lab = VmLab { opts, image, topo, work: &work.path, routers: Vec::new(), accel: None };
+    let mut lab = VmLab { opts, image, topo, work: &work.path, routers: RouterSet::new(), accel: None };
     let mut results = Vec::new();
     for &mode in &opts.modes {
         check_interrupt()?;
@@ -577,15 +517,10 @@ pub fn run_seed_vm(opts: &VmSeedOptions, progress: &mut dyn FnMut(&str)) -> anyh
             }
         }
     }
-    let baseline = opts
-        .modes
-        .iter()
-        .zip(&results)
-        .find(|(m, _)| **m == VmMode::KernelIp)
-        .and_then(|(_, r)| r.iperf.map(|i| i.gbps))
-        .filter(|g| *g > 0.0);
-    for r in &mut results {
-        r.ratio = baseline.and_then(|b| Some(r.iperf?.gbps / b));
+    let gbps: Vec<Option<f64>> = results.iter().map(|r| r.iperf.map(|i| i.gbps)).collect();
+    let kernel_ip = opts.modes.iter().take(results.len()).position(|m| *m == VmMode::KernelIp);
+    for (r, ratio) in results.iter_mut().zip(report::ratios(&gbps, |_| kernel_ip)) {
+        r.ratio = ratio;
     }
     let accel = lab.accel.map_or_else(|| "-".to_string(), |a| format!("{a:?}").to_lowercase());
     lab.topo.cleanup()?;

@@ -769,13 +769,10 @@ fn run_in(
             }
         }
     }
-    let baseline = results
-        .iter()
-        .find(|r| r.name == RouterMode::KernelIp.name())
-        .and_then(|r| r.iperf.map(|i| i.gbps))
-        .filter(|g| *g > 0.0);
-    for r in &mut results {
-        r.ratio = baseline.and_then(|b| Some(r.iperf?.gbps / b));
+    let gbps: Vec<Option<f64>> = results.iter().map(|r| r.iperf.map(|i| i.gbps)).collect();
+    let kernel_ip = results.iter().position(|r| r.name == RouterMode::KernelIp.name());
+    for (r, ratio) in results.iter_mut().zip(vmpls_lab::report::ratios(&gbps, |_| kernel_ip)) {
+        r.ratio = ratio;
     }
     let accel = lab.accel.map_or_else(|| "-".to_string(), |a| format!("{a:?}").to_lowercase());
     lab.cleanup()?;
