@@ -293,3 +293,19 @@ pub(crate) fn change_neighbor(
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_poll_timeout_never_ends_before_the_deadline() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        assert_eq!(wait_until(now + Duration::from_micros(300), now), ms(1), "not 0 ms: a spin");
+        assert_eq!(wait_until(now + ms(5), now), ms(5));
+        assert_eq!(wait_until(now + ms(5) + Duration::from_nanos(1), now), ms(6));
+        assert_eq!(wait_until(now, now), Duration::ZERO);
+        assert_eq!(wait_until(now, now + ms(3)), Duration::ZERO, "past: at once");
+    }
+}
