@@ -144,6 +144,10 @@ pub struct NeighborTable {
     /// New entries refused because the port's share, the learned half or the table was
     /// full, not yet taken by [`take_refused`](NeighborTable::take_refused).
     refused: u64,
+    /// No entry's timer is due before this (see [`poll_timeout`](NeighborTable::poll_timeout)):
+    /// exact after [`poll`](NeighborTable::poll), lowered by every change in between, so
+    /// it is never late and a walk of the table happens only when a timer may be due.
+    poll_due: Option<Instant>,
 }
 
 /// How long an answer of [`NeighborTable::fresh`] for a static entry stays good: it never
@@ -183,6 +187,18 @@ impl std::fmt::Display for Mac {
     }
 }
 
+/// When [`NeighborTable::resolve`] next asks for an address of its own accord.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextRequest {
+    /// No entry: the next `resolve` creates one and asks at once.
+    NoEntry,
+    /// Not before this time (`resolve` asks then if it is called).
+    At(Instant),
+    /// Never: a static entry, or one whose requests are used up and which
+    /// [`poll`](NeighborTable::poll) removes.
+    Never,
+}
+
 /// What a timer run asks the pipeline to do.
 #[derive(Debug, Default)]
 pub struct Expiry {
@@ -205,6 +221,52 @@ impl NeighborTable {
             dynamic: 0,
             learned: 0,
             refused: 0,
+            poll_due: None,
+        }
+    }
+
+    /// When [`poll`](NeighborTable::poll) next has work (a request to send again, an
+    /// incomplete or stale entry to remove), as quinn's `Connection::poll_timeout`: the
+    /// caller sleeps until then and calls `poll` at that time. `None`: no timer runs. Never
+    /// later than the first entry's timer; it may be earlier after an entry was
+    /// refreshed or removed, and then `poll` finds nothing to do and gives the exact time.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.poll_due
+    }
+
+    /// Records that `entry_due` (an entry's timer, just set) may come before the others.
+    fn timer_set(&mut self, entry_due: Option<Instant>) {
+        if let Some(t) = entry_due {
+            self.poll_due = Some(self.poll_due.map_or(t, |d| d.min(t)));
+        }
+    }
+
+    /// When `poll` has work with entry `e`: a request to repeat or an incomplete entry
+    /// to give up (a retransmission interval after the last request), a resolved entry
+    /// to remove (stale for the grace period). The exact counterpart of
+    /// [`poll_entry`](NeighborTable::poll_entry)'s conditions.
+    fn entry_timer(cfg: &NeighborConfig, e: &Entry) -> Option<Instant> {
+        match (e.permanent, e.mac) {
+            (true, _) => None,
+            // Never asked for yet: due at once (it was created then).
+            (false, None) => Some(e.last_probe.map_or(e.confirmed, |t| t + cfg.retransmit)),
+            (false, Some(_)) => Some(e.confirmed + cfg.reachable + cfg.stale_grace),
+        }
+    }
+
+    /// When [`resolve`](NeighborTable::resolve) of `addr` on `port` would next send a
+    /// request: what a caller that resolves on a timer of its own (the in-kernel fast
+    /// path's next hops, which the pipeline never sees traffic for) waits for.
+    pub fn next_request(&self, port: PortId, addr: IpAddr) -> NextRequest {
+        let cfg = &self.config;
+        let Some(e) = self.entries.get(&(port, addr)) else { return NextRequest::NoEntry };
+        if e.permanent || e.probes >= cfg.max_probes {
+            return NextRequest::Never;
+        }
+        let retry = e.last_probe.map(|t| t + cfg.retransmit);
+        match e.mac {
+            None => NextRequest::At(retry.unwrap_or(e.confirmed)),
+            Some(_) => NextRequest::At(retry.map_or(e.stale_at, |r| r.max(e.stale_at))),
         }
     }
 
@@ -289,7 +351,7 @@ impl NeighborTable {
             return Resolution::Unknown { probe: false };
         };
         let probe_due = e.last_probe.is_none_or(|t| now.duration_since(t) >= cfg.retransmit);
-        match e.mac {
+        let resolution = match e.mac {
             Some(mac) => {
                 let stale = now >= e.stale_at;
                 let probe = stale && probe_due && e.probes < cfg.max_probes;
@@ -307,7 +369,10 @@ impl NeighborTable {
                 }
                 Resolution::Unknown { probe }
             }
-        }
+        };
+        let timer = Self::entry_timer(&cfg, e);
+        self.timer_set(timer);
+        resolution
     }
 
     /// The MAC of a known address that is not stale at `now`, and when it turns stale:
@@ -391,7 +456,10 @@ impl NeighborTable {
             e.probes = 0;
             e.last_probe = None;
             self.held -= e.held.len();
-            return std::mem::take(&mut e.held);
+            let released = std::mem::take(&mut e.held);
+            let timer = Self::entry_timer(&self.config, e);
+            self.timer_set(timer);
+            return released;
         }
         if create && self.admit(port, true) {
             self.generation += 1;
@@ -399,6 +467,7 @@ impl NeighborTable {
             self.count_in(port, true);
             let mut e = Entry::new(now, Some(mac), true);
             e.stale_at = now + self.config.reachable;
+            self.timer_set(Self::entry_timer(&self.config, &e));
             self.entries.insert((port, addr), e);
         }
         Vec::new()
@@ -482,13 +551,18 @@ impl NeighborTable {
         self.generation += 1;
         let mut macs_gone = false;
         let mut gone = Vec::new();
+        let mut next_due: Option<Instant> = None;
         self.entries.retain(|&(port, addr), e| {
             let keep = Self::poll_entry(&cfg, now, port, addr, e, &mut expiry, &mut macs_gone);
             if !keep && !e.permanent {
                 gone.push((port, e.learned));
             }
+            if keep && let Some(t) = Self::entry_timer(&cfg, e) {
+                next_due = Some(next_due.map_or(t, |d| d.min(t)));
+            }
             keep
         });
+        self.poll_due = next_due;
         for (port, learned) in gone {
             self.uncount(port, learned);
         }
@@ -845,6 +919,96 @@ mod tests {
         assert_eq!(t.generation(), g1, "lookups leave it alone");
         t.poll(now);
         assert_ne!(t.generation(), g1, "timers change it");
+    }
+
+    #[test]
+    fn an_unanswered_request_is_due_again_after_the_retransmission_interval() {
+        let cfg = NeighborConfig::default();
+        let mut t = NeighborTable::new(cfg);
+        let t0 = Instant::now();
+        assert_eq!(t.poll_timeout(), None, "an empty table runs no timer");
+        assert_eq!(t.next_request(0, addr()), NextRequest::NoEntry);
+        assert_eq!(t.resolve(t0, 0, addr()), Resolution::Unknown { probe: true });
+        t.hold(0, addr(), Packet::new()).unwrap();
+        let retry = t0 + cfg.retransmit;
+        assert_eq!(t.poll_timeout(), Some(retry));
+        assert_eq!(t.next_request(0, addr()), NextRequest::At(retry));
+        let early = t.poll(retry - Duration::from_nanos(1));
+        assert!(early.probes.is_empty(), "not before its time");
+        assert_eq!(t.poll_timeout(), Some(retry), "a poll with nothing due gives the same time");
+        assert_eq!(t.poll(retry).probes, vec![(0, addr())], "the request is sent again at its time");
+        assert_eq!(t.poll_timeout(), Some(retry + cfg.retransmit));
+    }
+
+    #[test]
+    fn held_frames_are_dropped_at_the_time_given_after_the_last_request() {
+        let cfg = NeighborConfig::default();
+        let mut t = NeighborTable::new(cfg);
+        let t0 = Instant::now();
+        t.resolve(t0, 0, addr());
+        t.hold(0, addr(), Packet::new()).unwrap();
+        let mut probes = 1;
+        let mut polls = 0;
+        // Polled only when it says: every request, then the give-up, and nothing else.
+        while let Some(due) = t.poll_timeout() {
+            let e = t.poll(due);
+            polls += 1;
+            probes += e.probes.len();
+            if !e.dropped.is_empty() {
+                assert_eq!(
+                    due,
+                    t0 + cfg.retransmit * u32::from(cfg.max_probes),
+                    "dropped after the last request's interval"
+                );
+                assert_eq!(e.dropped.len(), 1);
+            }
+            assert!(polls <= 10, "the timers end");
+        }
+        assert_eq!(probes, usize::from(cfg.max_probes));
+        assert_eq!(polls, usize::from(cfg.max_probes));
+        assert_eq!(t.entries().count(), 0);
+    }
+
+    #[test]
+    fn a_learned_entry_ages_out_at_its_time() {
+        let cfg = NeighborConfig::default();
+        let mut t = NeighborTable::new(cfg);
+        let t0 = Instant::now();
+        t.learn(t0, 0, addr(), MAC, true);
+        let gone_at = t0 + cfg.reachable + cfg.stale_grace;
+        assert_eq!(t.poll_timeout(), Some(gone_at));
+        // Stale at `reachable`: the next frame (or the fast path's tick) asks again.
+        assert_eq!(t.next_request(0, addr()), NextRequest::At(t0 + cfg.reachable));
+        t.poll(gone_at - Duration::from_nanos(1));
+        assert_eq!(t.entries().count(), 1, "kept until its time");
+        t.poll(gone_at);
+        assert_eq!(t.entries().count(), 0, "aged out at its time");
+        assert_eq!(t.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_refreshed_entry_is_polled_early_once_then_at_its_new_time() {
+        let cfg = NeighborConfig::default();
+        let mut t = NeighborTable::new(cfg);
+        let t0 = Instant::now();
+        t.learn(t0, 0, addr(), MAC, true);
+        let later = t0 + cfg.reachable;
+        t.learn(later, 0, addr(), MAC, false);
+        let first = t0 + cfg.reachable + cfg.stale_grace;
+        assert_eq!(t.poll_timeout(), Some(first), "never late: the earlier time stands");
+        t.poll(first);
+        assert_eq!(t.entries().count(), 1, "refreshed: kept");
+        assert_eq!(t.poll_timeout(), Some(later + cfg.reachable + cfg.stale_grace));
+    }
+
+    #[test]
+    fn a_static_entry_runs_no_timer() {
+        let mut t = NeighborTable::new(NeighborConfig::default());
+        let t0 = Instant::now();
+        t.set_static(t0, 0, addr(), MAC, false).unwrap();
+        assert_eq!(t.next_request(0, addr()), NextRequest::Never);
+        t.poll(t0);
+        assert_eq!(t.poll_timeout(), None);
     }
 
     #[test]

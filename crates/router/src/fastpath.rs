@@ -14,11 +14,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tracing::{info, warn};
-use vmpls_dataplane::neighbor::NeighborTable;
+use vmpls_dataplane::neighbor::{NeighborTable, NextRequest};
 use vmpls_dataplane::{Dataplane, Event, Output, PacketPool, PortId};
 use vmpls_fastpath::{
     Adjacency, FastCounters, FastMaps, FastPath, FastPort, FastPortStats, FastTables, FastTablesChange,
@@ -409,6 +409,10 @@ struct Installed {
     macs: HashMap<(PortId, IpAddr), [u8; 6]>,
 }
 
+/// The fast path's timer step: how soon after a tick the next may run, and the unit of a
+/// failed install's retry back-off (1 to 32 ticks).
+const FAST_TICK: Duration = Duration::from_millis(200);
+
 /// Keeps the fast path's maps equal to the FIB and the neighbour table: a route change or a
 /// neighbour's new MAC writes only the entries it touches; a version is recorded as
 /// installed only once every write of it succeeded.
@@ -416,7 +420,8 @@ struct Installed {
 struct Installer {
     installed: Option<Installed>,
     index: AdjacencyIndex,
-    /// After a failed install: timer ticks until the retry, which makes the tables anew.
+    /// After a failed install: timer ticks ([`FAST_TICK`]) until the retry, which makes
+    /// the tables anew.
     retry_in: Option<u32>,
     /// Installs that failed, since the start, and since the last one that did not.
     failures: u64,
@@ -512,6 +517,27 @@ impl Installer {
         }
     }
 
+    /// When the fast path's [`tick`](FastPathRuntime::tick) next has work, the last
+    /// having run at `ticked`: the first time the neighbour table would ask for one of
+    /// the next hops the programs send to, or a tick later while a retry is counted down
+    /// or a next hop has no entry (or used up its requests) and must be asked for anew.
+    /// Never sooner than a tick after the last one, so a next hop the table will not ask
+    /// for cannot make the loop spin. `None`: nothing to do until the tables change.
+    fn next_tick(&self, ticked: Instant, neighbors: &NeighborTable) -> Option<Instant> {
+        let soonest = ticked + FAST_TICK;
+        if self.retry_in.is_some() {
+            return Some(soonest);
+        }
+        self.index
+            .next_hops()
+            .filter_map(|(port, addr)| match neighbors.next_request(port, addr) {
+                NextRequest::At(t) => Some(t.max(soonest)),
+                NextRequest::Never if neighbors.is_static(port, addr) => None,
+                NextRequest::Never | NextRequest::NoEntry => Some(soonest),
+            })
+            .min()
+    }
+
     /// Counts a timer tick toward the retry of a failed install; whether the retry is due
     /// now (the next [`sync`](Installer::sync) tries again).
     fn tick(&mut self) -> bool {
@@ -576,6 +602,8 @@ pub struct FastPathRuntime {
     counted_ports: BTreeMap<u32, FastPortStats>,
     /// Frames and bytes the programs took in and sent on, by port (across reopens).
     port_counts: Vec<FastPortStats>,
+    /// When [`tick`](FastPathRuntime::tick) last ran (the start before the first).
+    ticked: Instant,
     /// Whether each served port's interface is up with a carrier, as last checked: the
     /// programs send to running ports only (a frame redirected to a down veth is lost
     /// without a trace; the pipeline counts its send errors).
@@ -638,6 +666,7 @@ impl FastPathRuntime {
             counted: FastCounters::default(),
             counted_labels: BTreeMap::new(),
             counted_ports: BTreeMap::new(),
+            ticked: Instant::now(),
         })
     }
 
@@ -692,9 +721,17 @@ impl FastPathRuntime {
         self.installer.sync(&mut self.fp, dp.fib().load_full(), dp.neighbors(), &running, self.default_ttl);
     }
 
-    /// Runs with the pipeline's timers: keeps the next hops the programs send to
-    /// resolved (the pipeline never sees their traffic), and tries a failed install again.
+    /// When [`tick`](FastPathRuntime::tick) next has work (see `Installer::next_tick`);
+    /// the forwarding loop sleeps no longer. `None`: no timer runs.
+    pub fn poll_timeout(&self, neighbors: &NeighborTable) -> Option<Instant> {
+        self.installer.next_tick(self.ticked, neighbors)
+    }
+
+    /// Runs when [`poll_timeout`](FastPathRuntime::poll_timeout) says: keeps the next
+    /// hops the programs send to resolved (the pipeline never sees their traffic), and
+    /// tries a failed install again.
     pub fn tick(&mut self, now: Instant, dp: &mut Dataplane, pool: &mut PacketPool, out: &mut Output) {
+        self.ticked = now;
         for (port, addr) in self.installer.index.next_hops() {
             dp.use_neighbor(now, port, addr, pool, out);
         }
@@ -785,7 +822,7 @@ mod tests {
     use std::net::{Ipv4Addr, Ipv6Addr};
     use std::path::Path;
 
-    use vmpls_dataplane::neighbor::NeighborConfig;
+    use vmpls_dataplane::neighbor::{NeighborConfig, Resolution};
 
     use super::*;
 
@@ -1193,6 +1230,42 @@ port = "ce2"
                 .unwrap();
         }
         fib
+    }
+
+    #[test]
+    fn the_tick_is_due_when_a_next_hop_needs_asking_and_no_sooner_than_a_tick_apart() {
+        let fib = Arc::new(pe2_with_routes(4));
+        let cfg = NeighborConfig::default();
+        let mut n = NeighborTable::new(cfg);
+        let t0 = Instant::now();
+        let (p, p2) = ("198.18.20.1".parse().unwrap(), "198.18.20.9".parse().unwrap());
+        let later = t0 + Duration::from_secs(5);
+        n.learn(t0, 0, p, P_MAC, true);
+        n.learn(later, 0, p2, P_MAC, true);
+        n.learn(later, 0, "2001:db8:20::1".parse().unwrap(), P_MAC, true);
+        n.learn(later, 1, "198.18.2.2".parse().unwrap(), HOST_MAC, true);
+        let mut maps = RecordingMaps::default();
+        let mut installer = Installer::default();
+        installer.sync(&mut maps, fib.clone(), &n, &served(), 255);
+        let next_hops: BTreeSet<_> = installer.index.next_hops().collect();
+        assert!(next_hops.contains(&(0, p)) && next_hops.contains(&(0, p2)), "{next_hops:?}");
+        // Fresh next hops: the first to turn stale, when resolving it sends a request.
+        assert_eq!(installer.next_tick(t0, &n), Some(t0 + cfg.reachable), "{next_hops:?}");
+        // Asked for at that time: the next request is a retransmission interval later.
+        let stale = t0 + cfg.reachable;
+        assert_eq!(n.resolve(stale, 0, p), Resolution::Known { mac: P_MAC, probe: true });
+        assert_eq!(installer.next_tick(stale, &n), Some(stale + cfg.retransmit));
+        // A next hop without an entry (removed): asked for anew at the next tick.
+        n.remove(0, p);
+        assert_eq!(installer.next_tick(stale, &n), Some(stale + FAST_TICK));
+        // Static next hops run no timer.
+        for (port, addr) in next_hops {
+            n.set_static(t0, port, addr, P_MAC, true).unwrap();
+        }
+        assert_eq!(installer.next_tick(stale, &n), None);
+        // A failed install is retried on the tick.
+        installer.retry_in = Some(2);
+        assert_eq!(installer.next_tick(stale, &n), Some(stale + FAST_TICK));
     }
 
     #[test]

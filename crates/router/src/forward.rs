@@ -20,8 +20,7 @@ use crate::stats::StatsFileWriter;
 /// Buffers per router: enough for a full batch on every port, frames held for neighbour
 /// resolution, and the segments of one super-frame.
 pub(crate) const POOL_SIZE: usize = 1024;
-/// How often timers run and stats are written.
-const TICK: Duration = Duration::from_millis(200);
+/// How often `--stats-file` gets a snapshot.
 const STATS_EVERY: Duration = Duration::from_secs(1);
 
 /// The forwarding loop's state: the pipeline, the ports and what the loop owns beside
@@ -59,8 +58,8 @@ impl<'a> ForwardingLoop<'a> {
         }
     }
 
-    /// A copy of the loop's state, exact as of now: what the fast path did since the
-    /// last tick too.
+    /// A copy of the loop's state, exact as of now: what the fast path did since its
+    /// counters were last read too.
     fn snapshot(&mut self) -> Snapshot {
         let dp = &mut *self.dp;
         if let Some(f) = self.fast.as_deref_mut() {
@@ -169,7 +168,7 @@ impl<'a> ForwardingLoop<'a> {
             for (port, mtu) in changes.mtu {
                 f.set_port_mtu(port, mtu);
             }
-            // In force now: the loop may sleep a tick before its next sync, and
+            // In force now: the loop may sleep a second before its next sync, and
             // frames the programs forward meanwhile would not fit.
             f.sync(self.dp);
         }
@@ -197,7 +196,10 @@ impl<'a> ForwardingLoop<'a> {
     }
 
     /// Runs until SIGINT or SIGTERM: poll the ports and the control side's eventfd
-    /// (`wake`), forward what arrives, answer `requests`, run the timers.
+    /// (`wake`), forward what arrives, answer `requests`, run the timers. The poll sleeps
+    /// until the first deadline: the pipeline's and the fast path's (`poll_timeout`, as
+    /// quinn's connections say theirs), the link check and the stats file's, so an idle
+    /// router wakes only when one of them has work.
     pub(crate) fn run(&mut self, requests: &Receiver<LoopRequest>, wake: &EventFd) -> anyhow::Result<()> {
         let mut batch = Vec::with_capacity(BATCH);
         // Port `i` at index `i`, the eventfd after them.
@@ -207,11 +209,17 @@ impl<'a> ForwardingLoop<'a> {
         }
         let woken = set.push(wake.as_fd());
         let n_ports = self.ports.len();
-        let mut next_tick = Instant::now() + TICK;
-        let mut next_stats = Instant::now() + STATS_EVERY;
-        let mut next_link_check = Instant::now() + LINK_CHECK_EVERY;
+        // One start for both: they then fall due in the same wake-up.
+        let start = Instant::now();
+        let mut next_stats = start + STATS_EVERY;
+        let mut next_link_check = start + LINK_CHECK_EVERY;
         while !STOP.load(Ordering::Relaxed) {
-            if let Err(e) = set.poll(next_tick.saturating_duration_since(Instant::now())) {
+            let fast_due = self.fast.as_deref().and_then(|f| f.poll_timeout(self.dp.neighbors()));
+            let deadline = [self.dp.poll_timeout(), fast_due, Some(next_link_check)]
+                .into_iter()
+                .flatten()
+                .fold(next_stats, Instant::min);
+            if let Err(e) = set.poll(wait_until(deadline, Instant::now())) {
                 if e.kind() == std::io::ErrorKind::Interrupted {
                     continue;
                 }
@@ -234,13 +242,15 @@ impl<'a> ForwardingLoop<'a> {
                 }
                 self.flush(now);
             }
-            if now >= next_tick {
+            if self.dp.poll_timeout().is_some_and(|due| now >= due) {
                 self.dp.poll(now, &mut self.pool, &mut self.out);
-                if let Some(f) = self.fast.as_deref_mut() {
-                    f.tick(now, self.dp, &mut self.pool, &mut self.out);
-                }
                 self.flush(now);
-                next_tick = now + TICK;
+            }
+            if let Some(f) = self.fast.as_deref_mut()
+                && f.poll_timeout(self.dp.neighbors()).is_some_and(|due| now >= due)
+            {
+                f.tick(now, self.dp, &mut self.pool, &mut self.out);
+                self.flush(now);
             }
             if now >= next_link_check {
                 self.check_links(&mut set);
@@ -253,6 +263,13 @@ impl<'a> ForwardingLoop<'a> {
         }
         Ok(())
     }
+}
+
+/// The poll timeout that wakes the loop at `deadline`, not before: `poll(2)` counts
+/// whole milliseconds and would otherwise return just short of it, again and again.
+fn wait_until(deadline: Instant, now: Instant) -> Duration {
+    let nanos = deadline.saturating_duration_since(now).as_nanos();
+    Duration::from_millis(u64::try_from(nanos.div_ceil(1_000_000)).unwrap_or(u64::MAX))
 }
 
 /// Applies a neighbour change to the pipeline's table (held frames released or dropped
@@ -274,5 +291,21 @@ pub(crate) fn change_neighbor(
             true => Ok(()),
             false => Err(format!("no neighbour {addr} on this port")),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_poll_timeout_never_ends_before_the_deadline() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        assert_eq!(wait_until(now + Duration::from_micros(300), now), ms(1), "not 0 ms: a spin");
+        assert_eq!(wait_until(now + ms(5), now), ms(5));
+        assert_eq!(wait_until(now + ms(5) + Duration::from_nanos(1), now), ms(6));
+        assert_eq!(wait_until(now, now), Duration::ZERO);
+        assert_eq!(wait_until(now, now + ms(3)), Duration::ZERO, "past: at once");
     }
 }

@@ -17,7 +17,7 @@ use crate::links::PortWatch;
 use crate::offloads::with_overrides;
 use crate::open::open_port;
 use crate::protocol::{LoopHandle, NeighborChange, PortFaults};
-use crate::signals::{RELOAD_FD, install_signal_handlers};
+use crate::signals::{RELOAD_FD, STOP_WAKE_FD, install_signal_handlers};
 
 /// Options of `vmpls run`.
 pub struct RunOptions {
@@ -110,6 +110,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let (handle, requests, wake) = LoopHandle::new().context("creating an eventfd")?;
     let reload = vmpls_sys::EventFd::new().context("creating an eventfd")?;
     RELOAD_FD.store(reload.as_fd().as_raw_fd(), Ordering::Relaxed);
+    STOP_WAKE_FD.store(wake.as_fd().as_raw_fd(), Ordering::Relaxed);
     install_signal_handlers()?;
     let server = crate::server::Server::new(tables, fib, handle, opts.config.clone(), infos);
     let listener = control.listener.try_clone().context("cloning the control socket")?;
@@ -137,6 +138,8 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let result = {
         let mut forwarding = ForwardingLoop::new(&mut dp, &mut ports, &mut watch, fast.as_mut(), stats_file);
         let result = forwarding.run(&requests, &wake);
+        // `wake` is closed when this returns: no signal may write to its number then.
+        STOP_WAKE_FD.store(-1, Ordering::Relaxed);
         forwarding.finish_stats();
         result
     };

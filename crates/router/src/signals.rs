@@ -9,9 +9,18 @@ use vmpls_sys::signal::set_handler;
 pub(crate) static STOP: AtomicBool = AtomicBool::new(false);
 /// The eventfd SIGHUP writes to (the control thread polls it); -1 before it exists.
 pub(crate) static RELOAD_FD: AtomicI32 = AtomicI32::new(-1);
+/// The forwarding loop's wake eventfd, which SIGINT and SIGTERM write to; -1 before it
+/// exists. The loop sleeps until its next deadline (up to a second), and a signal the
+/// kernel hands another thread would not interrupt its poll.
+pub(crate) static STOP_WAKE_FD: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
+    let fd = STOP_WAKE_FD.load(Ordering::Relaxed);
+    if fd >= 0 {
+        // Async-signal-safe; a failure (counter overflow) means the loop is woken anyway.
+        vmpls_sys::event::signal_raw(fd);
+    }
 }
 
 extern "C" fn on_hup(_: libc::c_int) {

@@ -197,7 +197,7 @@ pub struct Dataplane {
     fib: FibHandle,
     ports: Vec<PortInfo>,
     neighbors: NeighborTable,
-    adjacency: [Adjacency; ADJ_SLOTS],
+    adjacency: [Option<Adjacency>; ADJ_SLOTS],
     counters: Counters,
     config: DataplaneConfig,
     ip_ident: u16,
@@ -220,7 +220,7 @@ impl Dataplane {
             fib,
             ports,
             neighbors: NeighborTable::new(config.neighbor.for_ports(n)),
-            adjacency: [Adjacency::empty(); ADJ_SLOTS],
+            adjacency: [None; ADJ_SLOTS],
             counters: Counters::new(n),
             config,
             ip_ident: 1,
@@ -407,7 +407,18 @@ impl Dataplane {
         self.input(&mut Batch { fib: &fib, now, pool, out }, pkt);
     }
 
-    /// Runs timers (neighbour requests and timeouts). Call it every few hundred ms.
+    /// When [`poll`](Dataplane::poll) next has work (neighbour requests to repeat, held
+    /// frames to drop, entries to age out), as quinn's `Connection::poll_timeout`: the
+    /// loop sleeps until then (or until frames arrive) and calls `poll` at that time.
+    /// `None`: no timer runs. Never late; after a neighbour was refreshed it may be early,
+    /// and `poll` then finds nothing to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.neighbors.poll_timeout()
+    }
+
+    /// Runs the timers due at `now` (see [`poll_timeout`](Dataplane::poll_timeout)):
+    /// neighbour requests repeated, unanswered and stale entries removed with the frames
+    /// they held. Time is the caller's: the pipeline never reads a clock.
     pub fn poll(&mut self, now: Instant, pool: &mut PacketPool, out: &mut Output) {
         let fib = self.fib.load_full();
         let expiry = self.neighbors.poll(now);

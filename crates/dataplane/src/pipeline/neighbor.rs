@@ -1,7 +1,7 @@
 //! ARP and IPv6 neighbour discovery: answers for the router's addresses, learning,
 //! requests for next hops, and the adjacency cache in front of the neighbour table.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv6Addr};
 use std::time::Instant;
 
 use vmpls_fib::Fib;
@@ -25,12 +25,16 @@ impl Dataplane {
         }
         let generation = self.neighbors.generation();
         let slot = adj_slot(port, addr);
-        let adj = &self.adjacency[slot];
-        if adj.generation == generation && adj.port == port && adj.addr == addr && now < adj.stale_at {
+        if let Some(adj) = &self.adjacency[slot]
+            && adj.generation == generation
+            && adj.port == port
+            && adj.addr == addr
+            && now < adj.stale_at
+        {
             return Some(adj.mac);
         }
         let (mac, stale_at) = self.neighbors.fresh(now, port, addr)?;
-        self.adjacency[slot] = Adjacency { generation, port, addr, mac, stale_at };
+        self.adjacency[slot] = Some(Adjacency { generation, port, addr, mac, stale_at });
         Some(mac)
     }
 
@@ -284,25 +288,11 @@ pub(super) const ADJ_SLOTS: usize = 16;
 /// and the time is before `stale_at` (exactly when the table would answer the same).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Adjacency {
-    /// 0: empty slot (a table made by `NeighborTable::new` never has generation 0).
     generation: u64,
     port: PortId,
     addr: IpAddr,
     mac: [u8; 6],
     stale_at: Instant,
-}
-
-impl Adjacency {
-    /// A slot no lookup matches.
-    pub(super) fn empty() -> Adjacency {
-        Adjacency {
-            generation: 0,
-            port: 0,
-            addr: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            mac: [0; 6],
-            stale_at: Instant::now(),
-        }
-    }
 }
 
 /// The slot of a (port, address) pair in the adjacency cache: low address bits, where

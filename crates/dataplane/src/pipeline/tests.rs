@@ -31,6 +31,11 @@ fn route(nexthops: &[(PortId, &str, &[u32])]) -> LabelRoute {
 }
 
 fn router() -> Dataplane {
+    router_at(Instant::now())
+}
+
+/// The test router, its east peers learned at `now`.
+fn router_at(now: Instant) -> Dataplane {
     let mut b = Fib::builder();
     b.router_v4("198.18.255.2".parse().unwrap());
     b.add_port("west", vmpls_fib::DEFAULT_VRF, &[(ip("198.18.10.2"), 24), (ip("2001:db8:10::2"), 64)])
@@ -47,7 +52,6 @@ fn router() -> Dataplane {
         PortInfo { id: 0, name: "west".into(), mac: WEST_MAC, mtu: 1500, caps: PortCaps::default() },
         PortInfo { id: 1, name: "east".into(), mac: EAST_MAC, mtu: 1500, caps: PortCaps::default() },
     ];
-    let now = Instant::now();
     let mut dp = Dataplane::new(FibHandle::new(b.build().unwrap()), ports, DataplaneConfig::default());
     for a in ["198.18.20.2", "198.18.20.3", "2001:db8:20::2"] {
         dp.neighbors.learn(now, 1, ip(a), PEER_MAC, true);
@@ -340,4 +344,61 @@ fn cached_swap_matches_the_general_path() {
         dp.poll(t0 + Duration::from_secs(40), &mut pool, &mut out);
     }
     step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(40));
+}
+
+/// ARP requests the router sent for `target`, taken out of `out`.
+fn arp_requests_for(out: &mut Output, pool: &mut PacketPool, target: &str) -> usize {
+    let mut n = 0;
+    for tx in &mut out.tx {
+        for p in tx.drain(..) {
+            let request = arp::Packet::new_checked(&p.frame()[ETH..]).and_then(|a| arp::Repr::parse(&a));
+            if request.is_ok_and(|r| {
+                r.operation == arp::Operation::Request && IpAddr::V4(r.target_protocol_addr) == ip(target)
+            }) {
+                n += 1;
+            }
+            pool.put(p);
+        }
+    }
+    n
+}
+
+/// The pipeline's timers follow the time it is given, wherever that is from the
+/// machine's clock (years ahead, a day behind): the deadline it reports, the request it
+/// repeats and the frame it drops happen at the given times, and only then. A pipeline
+/// that read the clock for any of it would act on the wrong side of a deadline here.
+#[test]
+fn timers_follow_the_time_given_not_the_clock() {
+    let year = Duration::from_secs(365 * 24 * 3600);
+    let day = Duration::from_secs(24 * 3600);
+    let clock = Instant::now();
+    for t0 in [Some(clock + 50 * year), clock.checked_sub(day), Some(clock)].into_iter().flatten() {
+        let cfg = DataplaneConfig::default().neighbor;
+        let mut dp = router_at(t0);
+        let mut pool = PacketPool::new(16);
+        let mut out = Output::new(2);
+        let silent = "198.18.20.9"; // label 1003's next hop, never answers
+        let peers_age_out = t0 + cfg.reachable + cfg.stale_grace;
+        assert_eq!(dp.poll_timeout(), Some(peers_age_out), "the learned peers' ageing");
+        dp.process(t0, Packet::from_frame(0, &frame(&[(1003, 64, true)], 18)), &mut pool, &mut out);
+        assert_eq!(arp_requests_for(&mut out, &mut pool, silent), 1, "asked at once");
+        assert_eq!(dp.neighbors().held(), 1, "the frame waits");
+        for n in 1..u32::from(cfg.max_probes) {
+            let due = t0 + cfg.retransmit * n;
+            assert_eq!(dp.poll_timeout(), Some(due), "request {n} is due a retransmission interval later");
+            dp.poll(due - Duration::from_millis(1), &mut pool, &mut out);
+            assert_eq!(arp_requests_for(&mut out, &mut pool, silent), 0, "not before its time");
+            dp.poll(due, &mut pool, &mut out);
+            assert_eq!(arp_requests_for(&mut out, &mut pool, silent), 1, "asked again at its time");
+        }
+        let give_up = t0 + cfg.retransmit * u32::from(cfg.max_probes);
+        assert_eq!(dp.poll_timeout(), Some(give_up));
+        dp.poll(give_up, &mut pool, &mut out);
+        assert_eq!(dp.counters().drops(DropReason::NeighborUnresolved), 1, "dropped at its time");
+        assert_eq!(dp.neighbors().held(), 0);
+        assert_eq!(dp.poll_timeout(), Some(peers_age_out));
+        dp.poll(peers_age_out, &mut pool, &mut out);
+        assert_eq!(dp.neighbors().entries().count(), 0, "the peers aged out at their time");
+        assert_eq!(dp.poll_timeout(), None, "no timer left");
+    }
 }
