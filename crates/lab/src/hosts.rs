@@ -39,7 +39,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::seed::{RouterConfig, SeedParams, router_configs};
+use crate::seed_config::{RouterConfig, SeedParams, router_configs};
 use crate::topology::Topology;
 
 /// The first host (ce1, pe1).

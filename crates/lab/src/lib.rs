@@ -52,6 +52,7 @@ pub mod process;
 pub mod report;
 pub mod routers;
 pub mod seed;
+pub mod seed_config;
 pub mod stats;
 pub mod topology;
 pub mod traffic;

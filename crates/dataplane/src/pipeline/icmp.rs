@@ -5,7 +5,7 @@ use vmpls_wire::ethernet::EtherType;
 use vmpls_wire::{icmpv4, icmpv6, ip, ipv4, ipv6};
 
 use super::ipv6::{Upper, ipv6_repr, ipv6_upper_layer};
-use super::{Batch, Dataplane, ETH, IpContext, set_ethertype};
+use super::{Batch, Dataplane, ETH, IcmpKind, IpContext, set_ethertype};
 use crate::counters::{DropReason, Event};
 use crate::packet::{Packet, PortId};
 
@@ -162,15 +162,6 @@ impl Dataplane {
         set_ethertype(pkt.frame_mut(), if v6 { EtherType::Ipv6 } else { EtherType::Ipv4 });
         Some(pkt)
     }
-}
-
-/// Which ICMP error to send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum IcmpKind {
-    TimeExceeded,
-    TooBig { mtu: u32 },
-    NetUnreachable,
-    PortUnreachable,
 }
 
 /// RFC 1812 section 4.3.2.7 / RFC 4443 section 2.4(e): no error about an ICMP error (for

@@ -7,8 +7,7 @@ use vmpls_fib::RouteTarget;
 use vmpls_wire::ethernet::EtherType;
 use vmpls_wire::{icmpv4, ipv4};
 
-use super::icmp::IcmpKind;
-use super::{Batch, Dataplane, ETH, HostStack, IpContext, set_ethertype};
+use super::{Batch, Dataplane, ETH, HostStack, IcmpKind, IpContext, set_ethertype};
 use crate::counters::{DropReason, Event};
 use crate::packet::Packet;
 

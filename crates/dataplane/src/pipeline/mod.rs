@@ -163,6 +163,15 @@ impl Output {
     }
 }
 
+/// Which ICMP error to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IcmpKind {
+    TimeExceeded,
+    TooBig { mtu: u32 },
+    NetUnreachable,
+    PortUnreachable,
+}
+
 /// Where an IP packet came from, for TTL handling and ICMP.
 #[derive(Debug, Clone, Copy)]
 struct IpContext {

@@ -7,7 +7,7 @@ use vmpls_fib::{Fib, LabelAction, Nexthop, TtlModel, VrfId};
 use vmpls_wire::ethernet::{self, EtherType};
 use vmpls_wire::{ip, ipv4, ipv6, mpls};
 
-use super::icmp::IcmpKind;
+use super::IcmpKind;
 use super::{
     Batch, Dataplane, ETH, Hop, IpContext, MAX_LABELS, MAX_QUOTED_LABELS, is_labelled, l3_offset, port_vrf,
     set_ethertype,

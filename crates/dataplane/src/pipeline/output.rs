@@ -7,9 +7,8 @@ use vmpls_fib::{PrefixRoute, RouteTarget, TtlModel};
 use vmpls_wire::ethernet::{self, EtherType};
 use vmpls_wire::{ip, ipv4, ipv6, mpls, virtio_net};
 
-use super::icmp::IcmpKind;
 use super::mpls::write_entry;
-use super::{Batch, Dataplane, ETH, Hop, IpContext, l3_offset, set_ethertype};
+use super::{Batch, Dataplane, ETH, Hop, IcmpKind, IpContext, l3_offset, set_ethertype};
 use crate::counters::{DropReason, Event};
 use crate::hash::ip_flow_hash;
 use crate::neighbor::Resolution;
