@@ -72,10 +72,11 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use vmpls_lab::process::{SignalTarget, Supervised};
 
 use crate::hugepages::{HUGEPAGE_MB, Hugepages};
 
@@ -235,8 +236,8 @@ pub struct OvsDpdk {
     huge_dir: PathBuf,
     /// DPDK's `--file-prefix` (also its `/var/run/dpdk/PREFIX` directory).
     file_prefix: String,
-    ovsdb: Option<Child>,
-    vswitchd: Option<Child>,
+    ovsdb: Option<Supervised>,
+    vswitchd: Option<Supervised>,
     /// Given back on drop, once `ovs-vswitchd` has let go of them.
     hugepages: Option<Hugepages>,
     /// Symlinks made in server mode (`SOCKET` -> `run/NAME`), removed on drop.
@@ -299,7 +300,7 @@ impl OvsDpdk {
             .arg(format!("--remote=punix:{}", self.run_dir.join("db.sock").display()))
             .arg(format!("--unixctl={}", self.run_dir.join("ovsdb-server.ctl").display()))
             .arg(format!("--log-file={}", self.dir.join("ovsdb-server.log").display()));
-        self.ovsdb = Some(self.spawn(cmd, "ovsdb-server.out")?);
+        self.ovsdb = Some(self.spawn(cmd, "ovsdb-server", "ovsdb-server.out")?);
         let sock = self.run_dir.join("db.sock");
         self.wait_for("ovsdb-server to make its socket", |ovs| {
             ovs.check_alive()?;
@@ -350,7 +351,7 @@ impl OvsDpdk {
             .arg(format!("unix:{}", self.run_dir.join("db.sock").display()))
             .arg(format!("--unixctl={}", self.ctl().display()))
             .arg(format!("--log-file={}", self.log_path().display()));
-        self.vswitchd = Some(self.spawn(cmd, "ovs-vswitchd.out")?);
+        self.vswitchd = Some(self.spawn(cmd, "ovs-vswitchd", "ovs-vswitchd.out")?);
         self.wait_for("ovs-vswitchd to initialise DPDK", |ovs| {
             ovs.check_alive()?;
             if !ovs.ctl().exists() {
@@ -507,7 +508,7 @@ impl OvsDpdk {
 
     /// The pid of `ovs-vswitchd`.
     fn pid(&self) -> u32 {
-        self.vswitchd.as_ref().map_or(0, Child::id)
+        self.vswitchd.as_ref().map_or(0, Supervised::id)
     }
 
     /// The TSC frequency measured at start, Hz.
@@ -548,11 +549,12 @@ impl OvsDpdk {
 
     /// Spawns a daemon in the foreground with its stdout and stderr in `DIR/out_file`; it
     /// gets SIGKILL if the thread that started it dies.
-    fn spawn(&self, mut cmd: Command, out_file: &str) -> anyhow::Result<Child> {
+    fn spawn(&self, mut cmd: Command, name: &str, out_file: &str) -> anyhow::Result<Supervised> {
         let out = fs::File::create(self.dir.join(out_file))?;
         cmd.stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
         vmpls_sys::process::kill_with_parent(&mut cmd);
-        cmd.spawn().with_context(|| format!("starting {:?}", cmd.get_program()))
+        let child = cmd.spawn().with_context(|| format!("starting {:?}", cmd.get_program()))?;
+        Ok(Supervised::new(name, child, SignalTarget::Process))
     }
 
     /// Fails, quoting the logs, if a daemon started has exited.
@@ -612,8 +614,9 @@ impl Drop for OvsDpdk {
     fn drop(&mut self) {
         // vswitchd first: it is the database's client and holds the hugepages.
         for (child, name) in [(self.vswitchd.take(), "ovs-vswitchd"), (self.ovsdb.take(), "ovsdb-server")] {
+            // SIGTERM first: OVS's daemons clean up their sockets on it.
             if let Some(mut c) = child
-                && let Err(e) = stop_child(&mut c)
+                && let Err(e) = c.stop(STOP_GRACE)
             {
                 tracing::warn!("stopping {name} (pid {}): {e:#}", c.id());
             }
@@ -634,26 +637,6 @@ impl Drop for OvsDpdk {
             let _ = fs::remove_dir_all(&self.dir);
         }
     }
-}
-
-/// SIGTERM to our own child (OVS's daemons clean up their sockets on it), SIGKILL after
-/// [`STOP_GRACE`].
-fn stop_child(child: &mut Child) -> anyhow::Result<()> {
-    if child.try_wait()?.is_some() {
-        return Ok(());
-    }
-    // Our child, not reaped yet (try_wait said it runs), so the pid is still its own.
-    let _ = vmpls_sys::process::kill(child.id(), libc::SIGTERM);
-    let deadline = Instant::now() + STOP_GRACE;
-    while Instant::now() < deadline {
-        if child.try_wait()?.is_some() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill()?;
-    child.wait()?;
-    Ok(())
 }
 
 fn path_str(p: &Path) -> anyhow::Result<String> {
