@@ -160,7 +160,7 @@ pub enum StaticNeighborError {
     /// `add` on an address that already has a static entry (`replace` changes it).
     Exists,
     /// A broadcast, multicast or all-zero MAC: frames to it would not reach one host.
-    NotUnicast(Mac),
+    NotUnicast(vmpls_wire::ethernet::Address),
 }
 
 impl std::fmt::Display for StaticNeighborError {
@@ -175,17 +175,6 @@ impl std::fmt::Display for StaticNeighborError {
 }
 
 impl std::error::Error for StaticNeighborError {}
-
-/// A MAC address, shown as `02:00:00:00:00:01`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Mac(pub [u8; 6]);
-
-impl std::fmt::Display for Mac {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let m = self.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
-    }
-}
 
 /// When [`NeighborTable::resolve`] next asks for an address of its own accord.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -487,7 +476,7 @@ impl NeighborTable {
         replace: bool,
     ) -> Result<Vec<Packet>, StaticNeighborError> {
         if mac[0] & 1 != 0 || mac == [0; 6] {
-            return Err(StaticNeighborError::NotUnicast(Mac(mac)));
+            return Err(StaticNeighborError::NotUnicast(vmpls_wire::ethernet::Address(mac)));
         }
         if let Some(e) = self.entries.get(&(port, addr)) {
             if e.permanent && !replace && e.mac != Some(mac) {

@@ -141,7 +141,7 @@ pub struct Guest {
 static BOOTS: AtomicU32 = AtomicU32::new(0);
 
 fn mac_string(mac: [u8; 6]) -> String {
-    mac.map(|b| format!("{b:02x}")).join(":")
+    vmpls_wire::ethernet::Address(mac).to_string()
 }
 
 /// Reads a file that may not exist yet as text.
