@@ -35,6 +35,7 @@ pub mod api;
 pub mod batch;
 pub mod cli;
 mod error;
+mod nexthop;
 mod parse;
 pub mod show;
 pub mod tables;

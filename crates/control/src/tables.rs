@@ -33,10 +33,8 @@ use crate::api::{
     Family, FlushSummary, IpRoute, MplsAction, MplsRoute, Nexthop, PrefixMatch, Protocol, ReloadSummary,
     RouteFilter, RouteSpec, RouteType,
 };
-use crate::{
-    Config, LabelConfig, LabelConfigAction, NexthopConfig, PortConfig, RouteAction, RouteConfig,
-    nexthop_group,
-};
+use crate::nexthop::{NexthopError, on_subnet, port_index, resolve_port};
+use crate::{Config, LabelConfig, LabelConfigAction, NexthopConfig, RouteAction, RouteConfig, nexthop_group};
 
 mod bulk;
 mod error;
@@ -110,10 +108,6 @@ fn same_route(a: &RouteConfig, b: &RouteConfig) -> bool {
 
 fn same_label(a: &LabelConfig, b: &LabelConfig) -> bool {
     (a.label, &a.action, a.ttl_model) == (b.label, &b.action, b.ttl_model)
-}
-
-fn on_subnet(net: IpAddr, len: u8, a: IpAddr) -> bool {
-    net.is_ipv4() == a.is_ipv4() && mask(net, len) == mask(a, len)
 }
 
 /// Parses `address/length`, a bare address (a host route) or `default`.
@@ -799,14 +793,6 @@ impl Tables {
         }
     }
 
-    fn subnets(p: &PortConfig) -> String {
-        if p.addresses.is_empty() {
-            return "it has no addresses".into();
-        }
-        let v: Vec<String> = p.addresses.iter().map(|&(a, l)| format!("{}/{l}", mask(a, l))).collect();
-        v.join(", ")
-    }
-
     /// One next hop: the port by name or by the gateway's subnet, the gateway on it, the
     /// labels (`ipv4_payload` as in [`crate::check_out_stack`]), the weight.
     fn resolve_nexthop(
@@ -819,9 +805,7 @@ impl Tables {
         let port = match &n.dev {
             None => None,
             Some(name) => Some(
-                ports
-                    .iter()
-                    .position(|p| &p.name == name)
+                port_index(ports, name)
                     .ok_or_else(|| format!("no port named \"{name}\" ({})", self.port_list()))?,
             ),
         };
@@ -830,65 +814,16 @@ impl Tables {
         {
             return Err(format!("{a} cannot be a gateway (unspecified, multicast or broadcast)").into());
         }
-        let port = match (n.gateway, port) {
-            (None, None) => {
-                return Err("a next hop needs `via ADDRESS` and/or `dev PORT`".into());
+        if n.gateway.is_none() && port.is_some() && label {
+            return Err("a labelled packet needs a gateway: add `via inet ADDRESS`".into());
+        }
+        let port = resolve_port(ports, port, n.gateway).map_err(|e| -> TablesError {
+            match e {
+                NexthopError::NoGatewayNoPort => "a next hop needs `via ADDRESS` and/or `dev PORT`".into(),
+                e @ NexthopError::OnManySubnets { .. } => format!("{e}; add `dev PORT` to choose one").into(),
+                e => e.to_string().into(),
             }
-            (None, Some(_)) if label => {
-                return Err("a labelled packet needs a gateway: add `via inet ADDRESS`".into());
-            }
-            (None, Some(p)) => p,
-            (Some(a), Some(p)) => {
-                let port = &ports[p];
-                if port.addresses.iter().any(|&(b, _)| b == a) {
-                    return Err(format!(
-                        "{a} is this router's own address on port \"{}\"; the next hop must be a neighbour",
-                        port.name
-                    )
-                    .into());
-                }
-                if !port.addresses.iter().any(|&(net, l)| on_subnet(net, l, a)) {
-                    return Err(format!(
-                        "{a} is not on any subnet of port \"{}\" ({}); a next hop must be directly connected",
-                        port.name,
-                        Self::subnets(port)
-                    )
-                    .into());
-                }
-                p
-            }
-            (Some(a), None) => {
-                let on: Vec<usize> = (0..ports.len())
-                    .filter(|&i| ports[i].addresses.iter().any(|&(net, l)| on_subnet(net, l, a)))
-                    .collect();
-                match on.as_slice() {
-                    [] => {
-                        return Err(format!(
-                            "{a} is not on any port's subnet; a next hop must be directly connected"
-                        )
-                        .into());
-                    }
-                    [p] => {
-                        if ports[*p].addresses.iter().any(|&(b, _)| b == a) {
-                            return Err(format!(
-                                "{a} is this router's own address on port \"{}\"; the next hop must be a neighbour",
-                                ports[*p].name
-                            ).into());
-                        }
-                        *p
-                    }
-                    many => {
-                        let names: Vec<String> =
-                            many.iter().map(|&i| format!("\"{}\"", ports[i].name)).collect();
-                        return Err(format!(
-                            "{a} is on the subnets of ports {}; add `dev PORT` to choose one",
-                            names.join(" and ")
-                        )
-                        .into());
-                    }
-                }
-            }
-        };
+        })?;
         crate::check_out_stack(&n.labels, ipv4_payload)?;
         if n.weight == 0 {
             return Err("weight 0: weights start at 1".into());
