@@ -29,6 +29,7 @@ use vmpls_fib::{
 
 use vmpls_wire::prefix::{mask, max_len};
 
+use crate::PrefixError;
 use crate::api::{
     Family, FlushSummary, IpRoute, MplsAction, MplsRoute, Nexthop, PrefixMatch, Protocol, ReloadSummary,
     RouteFilter, RouteSpec, RouteType,
@@ -114,16 +115,14 @@ fn same_label(a: &LabelConfig, b: &LabelConfig) -> bool {
 ///
 /// # Errors
 /// A message saying what was expected.
-pub fn parse_prefix(text: &str, family: Family) -> Result<(IpAddr, u8), String> {
+pub fn parse_prefix(text: &str, family: Family) -> Result<(IpAddr, u8), PrefixError> {
     if text == "default" || text == "all" || text == "any" {
         return Ok(match family {
             Family::Inet6 => (IpAddr::V6(0.into()), 0),
             _ => (IpAddr::V4(0.into()), 0),
         });
     }
-    let bad = || {
-        format!("\"{text}\" is not a prefix; expected address/length like 198.18.2.0/24 or 2001:db8:2::/64")
-    };
+    let bad = || PrefixError::Malformed { text: text.to_string() };
     let (addr, len) = match text.split_once('/') {
         Some((a, l)) => {
             let a: IpAddr = a.parse().map_err(|_| bad())?;
@@ -136,10 +135,7 @@ pub fn parse_prefix(text: &str, family: Family) -> Result<(IpAddr, u8), String> 
         }
     };
     if len > max_len(addr) {
-        return Err(format!(
-            "\"{text}\": prefix length /{len} is longer than the address (at most /{})",
-            max_len(addr)
-        ));
+        return Err(PrefixError::TooLong { text: text.to_string(), len, max: max_len(addr) });
     }
     Ok((addr, len))
 }
@@ -1248,8 +1244,13 @@ action = "pop"
     fn prefixes_parse_like_iproute2() {
         assert_eq!(parse_prefix("default", Family::Inet6).unwrap(), ("::".parse().unwrap(), 0));
         assert_eq!(parse_prefix("198.18.2.7", Family::Inet).unwrap(), ("198.18.2.7".parse().unwrap(), 32));
-        assert!(parse_prefix("198.18.2.0/33", Family::Inet).unwrap_err().contains("/33"));
-        assert!(parse_prefix("bogus", Family::Inet).unwrap_err().contains("\"bogus\" is not a prefix"));
+        assert!(parse_prefix("198.18.2.0/33", Family::Inet).unwrap_err().to_string().contains("/33"));
+        assert!(
+            parse_prefix("bogus", Family::Inet)
+                .unwrap_err()
+                .to_string()
+                .contains("\"bogus\" is not a prefix")
+        );
     }
 
     fn shown(t: &Tables, family: Family) -> Vec<String> {

@@ -125,7 +125,7 @@ pub(super) fn parse_stack(
             }
         }
     }
-    crate::check_out_stack(&out, ipv4_payload).map_err(|m| ctx.err(&stack.span(), field, m))?;
+    crate::check_out_stack(&out, ipv4_payload).map_err(|m| ctx.err(&stack.span(), field, m.to_string()))?;
     Ok(out)
 }
 
