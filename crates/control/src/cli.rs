@@ -258,7 +258,7 @@ fn parse_flush(w: &mut Words, family: Option<Family>) -> Result<Request, String>
             f.dst = Some(l.to_string());
         }
         (Some(p), _) => {
-            let (a, len) = parse_prefix(p, family)?;
+            let (a, len) = parse_prefix(p, family).map_err(|e| e.to_string())?;
             f.dst = Some(format!("{a}/{len}"));
         }
         (None, _) => {}
@@ -312,7 +312,8 @@ pub fn parse_route(family: Option<Family>, args: &[String]) -> Result<Request, S
             ),
             (Some(p), f) => {
                 let (a, len) =
-                    parse_prefix(p, f.unwrap_or(if p.contains(':') { Family::Inet6 } else { Family::Inet }))?;
+                    parse_prefix(p, f.unwrap_or(if p.contains(':') { Family::Inet6 } else { Family::Inet }))
+                        .map_err(|e| e.to_string())?;
                 Some(format!("{a}/{len}"))
             }
         };
@@ -383,7 +384,7 @@ fn parse_ip(w: &mut Words, family: Option<Family>, op: Op) -> Result<RouteSpec, 
     let gateway_v6 =
         nhs.inline.iter().chain(&nhs.blocks).find_map(|n| n.gateway).is_some_and(|g| g.is_ipv6());
     let guess = if gateway_v6 { Family::Inet6 } else { Family::Inet };
-    let (addr, len) = parse_prefix(dst, family.unwrap_or(guess))?;
+    let (addr, len) = parse_prefix(dst, family.unwrap_or(guess)).map_err(|e| e.to_string())?;
     let family = family.unwrap_or(if addr.is_ipv4() { Family::Inet } else { Family::Inet6 });
     let route = IpRoute {
         dst: format!("{addr}/{len}"),

@@ -83,3 +83,83 @@ impl ConfigError {
         }
     }
 }
+
+/// Why an outgoing label stack is refused ([`crate::check_out_stack`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LabelStackError {
+    /// A label wider than 20 bits.
+    #[error("label {label} is out of range; labels are 0 to {max} (20 bits)", max = vmpls_fib::MAX_LABEL)]
+    OutOfRange {
+        /// The label.
+        label: u32,
+    },
+    /// More labels than a router forwards.
+    #[error(
+        "{depth} labels: a router forwards label stacks of at most {max} entries, so a stack this deep would be dropped",
+        max = vmpls_fib::MAX_STACK_DEPTH
+    )]
+    TooDeep {
+        /// How many labels.
+        depth: usize,
+    },
+    /// Implicit null inside a longer stack.
+    #[error(
+        "implicit null (3) never goes on the wire: give it alone for penultimate-hop popping, not inside a stack"
+    )]
+    ImplicitNullInStack,
+    /// Explicit null above the bottom of the stack.
+    #[error(
+        "label {label} ({name}) goes only at the bottom of a stack (RFC 3032): the packet under it must be IP"
+    )]
+    ExplicitNullNotAtBottom {
+        /// The label.
+        label: u32,
+        /// Its reserved name.
+        name: &'static str,
+    },
+    /// The explicit null of the other IP family.
+    #[error(
+        "label {label} ({name}) would announce the wrong payload: the route carries {family} packets, whose explicit null is {right}"
+    )]
+    WrongExplicitNull {
+        /// The label.
+        label: u32,
+        /// Its reserved name.
+        name: &'static str,
+        /// The route's family, `IPv4` or `IPv6`.
+        family: &'static str,
+        /// The family's explicit null.
+        right: u32,
+    },
+    /// Another reserved label.
+    #[error(
+        "label {label} ({name}) is reserved (0-15): an outgoing stack may hold only explicit null (0 IPv4, 2 IPv6) at its bottom, or 3 (implicit null) alone"
+    )]
+    Reserved {
+        /// The label.
+        label: u32,
+        /// Its reserved name.
+        name: &'static str,
+    },
+}
+
+/// Why a prefix given to the tables or the CLI does not parse ([`crate::tables::parse_prefix`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrefixError {
+    /// Not `address/length`, an address or `default`.
+    #[error("\"{text}\" is not a prefix; expected address/length like 198.18.2.0/24 or 2001:db8:2::/64")]
+    Malformed {
+        /// What was given.
+        text: String,
+    },
+    /// A length past the address's bits.
+    #[error("\"{text}\": prefix length /{len} is longer than the address (at most /{max})")]
+    TooLong {
+        /// What was given.
+        text: String,
+        /// The length given.
+        len: u8,
+        /// The address's bits.
+        max: u8,
+    },
+}

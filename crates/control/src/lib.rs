@@ -35,6 +35,7 @@ pub mod api;
 pub mod batch;
 pub mod cli;
 mod error;
+mod nexthop;
 mod parse;
 pub mod show;
 pub mod tables;
@@ -47,7 +48,7 @@ use vmpls_fib::{
     TtlModel,
 };
 
-pub use error::ConfigError;
+pub use error::{ConfigError, LabelStackError, PrefixError};
 pub use parse::MAX_SOCKET_PATH;
 
 /// The `[router]` table.
@@ -678,50 +679,43 @@ fn reserved_label_name(l: Label) -> &'static str {
 /// reserved label (router alert, OAM alert, GAL, entropy label indicator and the
 /// unassigned ones carry meanings a configured stack cannot give them); at most
 /// [`vmpls_fib::MAX_STACK_DEPTH`] labels, the deepest stack a router forwards.
-pub(crate) fn check_out_stack(labels: &[Label], ipv4_payload: Option<bool>) -> Result<(), String> {
+pub(crate) fn check_out_stack(labels: &[Label], ipv4_payload: Option<bool>) -> Result<(), LabelStackError> {
     use vmpls_fib::{IMPLICIT_NULL, IPV4_EXPLICIT_NULL, IPV6_EXPLICIT_NULL, MAX_LABEL, MAX_STACK_DEPTH};
-    if let Some(&l) = labels.iter().find(|&&l| l > MAX_LABEL) {
-        return Err(format!("label {l} is out of range; labels are 0 to {MAX_LABEL} (20 bits)"));
+    if let Some(&label) = labels.iter().find(|&&l| l > MAX_LABEL) {
+        return Err(LabelStackError::OutOfRange { label });
     }
     if labels.len() > MAX_STACK_DEPTH {
-        return Err(format!(
-            "{} labels: a router forwards label stacks of at most {MAX_STACK_DEPTH} entries, so a stack this deep would be dropped",
-            labels.len()
-        ));
+        return Err(LabelStackError::TooDeep { depth: labels.len() });
     }
     if labels.len() > 1 && labels.contains(&IMPLICIT_NULL) {
-        return Err(
-            "implicit null (3) never goes on the wire: give it alone for penultimate-hop popping, not inside a stack"
-                .into(),
-        );
+        return Err(LabelStackError::ImplicitNullInStack);
     }
     let last = labels.len().saturating_sub(1);
     for (i, &l) in labels.iter().enumerate() {
         match l {
             IMPLICIT_NULL => {}
             IPV4_EXPLICIT_NULL | IPV6_EXPLICIT_NULL if i != last => {
-                return Err(format!(
-                    "label {l} ({}) goes only at the bottom of a stack (RFC 3032): the packet under it must be IP",
-                    reserved_label_name(l)
-                ));
+                return Err(LabelStackError::ExplicitNullNotAtBottom {
+                    label: l,
+                    name: reserved_label_name(l),
+                });
             }
             IPV4_EXPLICIT_NULL | IPV6_EXPLICIT_NULL => {
                 if let Some(v4) = ipv4_payload
                     && v4 != (l == IPV4_EXPLICIT_NULL)
                 {
-                    let (fam, right) =
+                    let (family, right) =
                         if v4 { ("IPv4", IPV4_EXPLICIT_NULL) } else { ("IPv6", IPV6_EXPLICIT_NULL) };
-                    return Err(format!(
-                        "label {l} ({}) would announce the wrong payload: the route carries {fam} packets, whose explicit null is {right}",
-                        reserved_label_name(l)
-                    ));
+                    return Err(LabelStackError::WrongExplicitNull {
+                        label: l,
+                        name: reserved_label_name(l),
+                        family,
+                        right,
+                    });
                 }
             }
             l if l < vmpls_fib::FIRST_UNRESERVED => {
-                return Err(format!(
-                    "label {l} ({}) is reserved (0-15): an outgoing stack may hold only explicit null (0 IPv4, 2 IPv6) at its bottom, or 3 (implicit null) alone",
-                    reserved_label_name(l)
-                ));
+                return Err(LabelStackError::Reserved { label: l, name: reserved_label_name(l) });
             }
             _ => {}
         }

@@ -29,14 +29,13 @@ use vmpls_fib::{
 
 use vmpls_wire::prefix::{mask, max_len};
 
+use crate::PrefixError;
 use crate::api::{
     Family, FlushSummary, IpRoute, MplsAction, MplsRoute, Nexthop, PrefixMatch, Protocol, ReloadSummary,
     RouteFilter, RouteSpec, RouteType,
 };
-use crate::{
-    Config, LabelConfig, LabelConfigAction, NexthopConfig, PortConfig, RouteAction, RouteConfig,
-    nexthop_group,
-};
+use crate::nexthop::{NexthopError, on_subnet, port_index, resolve_port};
+use crate::{Config, LabelConfig, LabelConfigAction, NexthopConfig, RouteAction, RouteConfig, nexthop_group};
 
 mod bulk;
 mod error;
@@ -112,24 +111,18 @@ fn same_label(a: &LabelConfig, b: &LabelConfig) -> bool {
     (a.label, &a.action, a.ttl_model) == (b.label, &b.action, b.ttl_model)
 }
 
-fn on_subnet(net: IpAddr, len: u8, a: IpAddr) -> bool {
-    net.is_ipv4() == a.is_ipv4() && mask(net, len) == mask(a, len)
-}
-
 /// Parses `address/length`, a bare address (a host route) or `default`.
 ///
 /// # Errors
 /// A message saying what was expected.
-pub fn parse_prefix(text: &str, family: Family) -> Result<(IpAddr, u8), String> {
+pub fn parse_prefix(text: &str, family: Family) -> Result<(IpAddr, u8), PrefixError> {
     if text == "default" || text == "all" || text == "any" {
         return Ok(match family {
             Family::Inet6 => (IpAddr::V6(0.into()), 0),
             _ => (IpAddr::V4(0.into()), 0),
         });
     }
-    let bad = || {
-        format!("\"{text}\" is not a prefix; expected address/length like 198.18.2.0/24 or 2001:db8:2::/64")
-    };
+    let bad = || PrefixError::Malformed { text: text.to_string() };
     let (addr, len) = match text.split_once('/') {
         Some((a, l)) => {
             let a: IpAddr = a.parse().map_err(|_| bad())?;
@@ -142,10 +135,7 @@ pub fn parse_prefix(text: &str, family: Family) -> Result<(IpAddr, u8), String> 
         }
     };
     if len > max_len(addr) {
-        return Err(format!(
-            "\"{text}\": prefix length /{len} is longer than the address (at most /{})",
-            max_len(addr)
-        ));
+        return Err(PrefixError::TooLong { text: text.to_string(), len, max: max_len(addr) });
     }
     Ok((addr, len))
 }
@@ -799,14 +789,6 @@ impl Tables {
         }
     }
 
-    fn subnets(p: &PortConfig) -> String {
-        if p.addresses.is_empty() {
-            return "it has no addresses".into();
-        }
-        let v: Vec<String> = p.addresses.iter().map(|&(a, l)| format!("{}/{l}", mask(a, l))).collect();
-        v.join(", ")
-    }
-
     /// One next hop: the port by name or by the gateway's subnet, the gateway on it, the
     /// labels (`ipv4_payload` as in [`crate::check_out_stack`]), the weight.
     fn resolve_nexthop(
@@ -819,9 +801,7 @@ impl Tables {
         let port = match &n.dev {
             None => None,
             Some(name) => Some(
-                ports
-                    .iter()
-                    .position(|p| &p.name == name)
+                port_index(ports, name)
                     .ok_or_else(|| format!("no port named \"{name}\" ({})", self.port_list()))?,
             ),
         };
@@ -830,65 +810,16 @@ impl Tables {
         {
             return Err(format!("{a} cannot be a gateway (unspecified, multicast or broadcast)").into());
         }
-        let port = match (n.gateway, port) {
-            (None, None) => {
-                return Err("a next hop needs `via ADDRESS` and/or `dev PORT`".into());
+        if n.gateway.is_none() && port.is_some() && label {
+            return Err("a labelled packet needs a gateway: add `via inet ADDRESS`".into());
+        }
+        let port = resolve_port(ports, port, n.gateway).map_err(|e| -> TablesError {
+            match e {
+                NexthopError::NoGatewayNoPort => "a next hop needs `via ADDRESS` and/or `dev PORT`".into(),
+                e @ NexthopError::OnManySubnets { .. } => format!("{e}; add `dev PORT` to choose one").into(),
+                e => e.to_string().into(),
             }
-            (None, Some(_)) if label => {
-                return Err("a labelled packet needs a gateway: add `via inet ADDRESS`".into());
-            }
-            (None, Some(p)) => p,
-            (Some(a), Some(p)) => {
-                let port = &ports[p];
-                if port.addresses.iter().any(|&(b, _)| b == a) {
-                    return Err(format!(
-                        "{a} is this router's own address on port \"{}\"; the next hop must be a neighbour",
-                        port.name
-                    )
-                    .into());
-                }
-                if !port.addresses.iter().any(|&(net, l)| on_subnet(net, l, a)) {
-                    return Err(format!(
-                        "{a} is not on any subnet of port \"{}\" ({}); a next hop must be directly connected",
-                        port.name,
-                        Self::subnets(port)
-                    )
-                    .into());
-                }
-                p
-            }
-            (Some(a), None) => {
-                let on: Vec<usize> = (0..ports.len())
-                    .filter(|&i| ports[i].addresses.iter().any(|&(net, l)| on_subnet(net, l, a)))
-                    .collect();
-                match on.as_slice() {
-                    [] => {
-                        return Err(format!(
-                            "{a} is not on any port's subnet; a next hop must be directly connected"
-                        )
-                        .into());
-                    }
-                    [p] => {
-                        if ports[*p].addresses.iter().any(|&(b, _)| b == a) {
-                            return Err(format!(
-                                "{a} is this router's own address on port \"{}\"; the next hop must be a neighbour",
-                                ports[*p].name
-                            ).into());
-                        }
-                        *p
-                    }
-                    many => {
-                        let names: Vec<String> =
-                            many.iter().map(|&i| format!("\"{}\"", ports[i].name)).collect();
-                        return Err(format!(
-                            "{a} is on the subnets of ports {}; add `dev PORT` to choose one",
-                            names.join(" and ")
-                        )
-                        .into());
-                    }
-                }
-            }
-        };
+        })?;
         crate::check_out_stack(&n.labels, ipv4_payload)?;
         if n.weight == 0 {
             return Err("weight 0: weights start at 1".into());
@@ -1313,8 +1244,13 @@ action = "pop"
     fn prefixes_parse_like_iproute2() {
         assert_eq!(parse_prefix("default", Family::Inet6).unwrap(), ("::".parse().unwrap(), 0));
         assert_eq!(parse_prefix("198.18.2.7", Family::Inet).unwrap(), ("198.18.2.7".parse().unwrap(), 32));
-        assert!(parse_prefix("198.18.2.0/33", Family::Inet).unwrap_err().contains("/33"));
-        assert!(parse_prefix("bogus", Family::Inet).unwrap_err().contains("\"bogus\" is not a prefix"));
+        assert!(parse_prefix("198.18.2.0/33", Family::Inet).unwrap_err().to_string().contains("/33"));
+        assert!(
+            parse_prefix("bogus", Family::Inet)
+                .unwrap_err()
+                .to_string()
+                .contains("\"bogus\" is not a prefix")
+        );
     }
 
     fn shown(t: &Tables, family: Family) -> Vec<String> {

@@ -1154,3 +1154,25 @@ fn fpm_users_are_user_names() {
         assert_eq!((e.line(), e.field()), (Some(5), Some("frr.fpm-users")), "{e}");
     }
 }
+
+#[test]
+fn label_stack_and_prefix_errors_are_typed_and_read_as_before() {
+    assert_eq!(check_out_stack(&[16, 3], None), Err(LabelStackError::ImplicitNullInStack));
+    assert_eq!(
+        check_out_stack(&[2], Some(true)).unwrap_err().to_string(),
+        "label 2 (IPv6 explicit null) would announce the wrong payload: the route carries IPv4 packets, whose explicit null is 0"
+    );
+    assert_eq!(
+        check_out_stack(&[1 << 20], None).unwrap_err().to_string(),
+        "label 1048576 is out of range; labels are 0 to 1048575 (20 bits)"
+    );
+    let e = tables::parse_prefix("198.18.2.0/33", api::Family::Inet).unwrap_err();
+    assert_eq!(e, PrefixError::TooLong { text: "198.18.2.0/33".into(), len: 33, max: 32 });
+    assert_eq!(
+        e.to_string(),
+        "\"198.18.2.0/33\": prefix length /33 is longer than the address (at most /32)"
+    );
+    let e = tables::TablesError::from(e);
+    assert_eq!(e.kind(), api::ErrorKind::Invalid);
+    assert_eq!(e.message(), "\"198.18.2.0/33\": prefix length /33 is longer than the address (at most /32)");
+}

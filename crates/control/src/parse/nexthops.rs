@@ -9,9 +9,9 @@ use vmpls_fib::{IMPLICIT_NULL, MAX_NEXTHOPS, PortId};
 
 use super::S;
 use super::ctx::Ctx;
-use vmpls_wire::prefix::mask;
 
-use super::values::{contains, parse_host, parse_stack, parse_weight};
+use super::values::{parse_host, parse_stack, parse_weight};
+use crate::nexthop::{NexthopError, port_index, resolve_port};
 use crate::{ConfigError, NexthopConfig, PortConfig};
 
 /// A next hop as written, inline or in `nexthops = [...]`, before resolution.
@@ -57,14 +57,6 @@ impl<'a> Validator<'a> {
         Ok(())
     }
 
-    fn subnets(&self, p: &PortConfig) -> String {
-        if p.addresses.is_empty() {
-            return "it has no addresses".to_string();
-        }
-        let nets: Vec<String> = p.addresses.iter().map(|&(a, l)| format!("{}/{l}", mask(a, l))).collect();
-        nets.join(", ")
-    }
-
     /// Resolves one next hop: the port by name or by `via`'s subnet, the gateway on it,
     /// the label stack (required non-empty when `need_labels`; `ipv4_payload` as in
     /// [`crate::check_out_stack`]), the weight.
@@ -82,7 +74,7 @@ impl<'a> Validator<'a> {
         let field = |k: &str| format!("{table}.{k}");
         let port = match nh.port {
             None => None,
-            Some(s) => match self.ports.iter().position(|p| p.name == *s.get_ref()) {
+            Some(s) => match port_index(self.ports, s.get_ref()) {
                 Some(i) => Some(i),
                 None => {
                     let names: Vec<&str> = self.ports.iter().map(|p| p.name.as_str()).collect();
@@ -103,85 +95,34 @@ impl<'a> Validator<'a> {
             None => None,
             Some(s) => Some((parse_host(ctx, s, &field("via"), "198.18.10.2 or 2001:db8:10::2")?, s.span())),
         };
-        let (via, port) = match (via, port) {
-            (None, None) => {
-                return Err(ctx.err_line(
+        if via.is_none() && port.is_some() && is_label {
+            let span = nh.port.map(|s| s.span()).unwrap_or_default();
+            return Err(ctx.err(
+                &span,
+                &field("port"),
+                "a labelled packet needs a gateway on the port: add via = \"...\"",
+            ));
+        }
+        let port = resolve_port(self.ports, port, via.as_ref().map(|(a, _)| *a)).map_err(|e| {
+            let via_span = via.as_ref().map(|(_, span)| span.clone()).unwrap_or_default();
+            match e {
+                NexthopError::NoGatewayNoPort => ctx.err_line(
                     line,
                     &field("via"),
                     "the next hop needs via = \"...\" (a gateway) and/or port = \"...\"",
-                ));
-            }
-            (None, Some(p)) => {
-                if is_label {
-                    let span = nh.port.map(|s| s.span()).unwrap_or_default();
-                    return Err(ctx.err(
-                        &span,
-                        &field("port"),
-                        "a labelled packet needs a gateway on the port: add via = \"...\"",
-                    ));
+                ),
+                NexthopError::NotOnAnySubnet { addr } => ctx.err(
+                    &via_span,
+                    &field("via"),
+                    format!("{addr} is not on any port's subnet; a next hop must be directly connected (check the address, or the port's addresses)"),
+                ),
+                e @ NexthopError::OnManySubnets { .. } => {
+                    ctx.err(&via_span, &field("via"), format!("{e}; add port = \"...\" to choose one"))
                 }
-                (None, p)
+                e => ctx.err(&via_span, &field("via"), e.to_string()),
             }
-            (Some((a, span)), Some(p)) => {
-                let port = &self.ports[p];
-                if port.addresses.iter().any(|&(b, _)| b == a) {
-                    return Err(ctx.err(
-                        &span,
-                        &field("via"),
-                        format!("{a} is this router's own address on port \"{}\"; the next hop must be a neighbour", port.name),
-                    ));
-                }
-                if !port.addresses.iter().any(|&(net, len)| contains(net, len, a)) {
-                    return Err(ctx.err(
-                        &span,
-                        &field("via"),
-                        format!(
-                            "{a} is not on any subnet of port \"{}\" ({}); a next hop must be directly connected",
-                            port.name,
-                            self.subnets(port)
-                        ),
-                    ));
-                }
-                (Some(a), p)
-            }
-            (Some((a, span)), None) => {
-                let on: Vec<usize> = (0..self.ports.len())
-                    .filter(|&i| self.ports[i].addresses.iter().any(|&(net, len)| contains(net, len, a)))
-                    .collect();
-                match on.as_slice() {
-                    [] => {
-                        return Err(ctx.err(
-                            &span,
-                            &field("via"),
-                            format!("{a} is not on any port's subnet; a next hop must be directly connected (check the address, or the port's addresses)"),
-                        ));
-                    }
-                    [p] => {
-                        let port = &self.ports[*p];
-                        if port.addresses.iter().any(|&(b, _)| b == a) {
-                            return Err(ctx.err(
-                                &span,
-                                &field("via"),
-                                format!("{a} is this router's own address on port \"{}\"; the next hop must be a neighbour", port.name),
-                            ));
-                        }
-                        (Some(a), *p)
-                    }
-                    many => {
-                        let names: Vec<String> =
-                            many.iter().map(|&i| format!("\"{}\"", self.ports[i].name)).collect();
-                        return Err(ctx.err(
-                            &span,
-                            &field("via"),
-                            format!(
-                                "{a} is on the subnets of ports {}; add port = \"...\" to choose one",
-                                names.join(" and ")
-                            ),
-                        ));
-                    }
-                }
-            }
-        };
+        })?;
+        let via = via.map(|(a, _)| a);
         let labels = match nh.labels {
             Some(stack) => parse_stack(ctx, stack, &field(labels_key), ipv4_payload)?,
             None => Vec::new(),

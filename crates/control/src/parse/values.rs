@@ -11,11 +11,7 @@ use super::S;
 use super::ctx::Ctx;
 use crate::ConfigError;
 
-use vmpls_wire::prefix::{mask, max_len};
-
-pub(super) fn contains(net: IpAddr, len: u8, a: IpAddr) -> bool {
-    net.is_ipv4() == a.is_ipv4() && mask(net, len) == mask(a, len)
-}
+use vmpls_wire::prefix::max_len;
 
 pub(super) fn usable_host(a: IpAddr) -> bool {
     !(a.is_unspecified() || a.is_multicast() || a == IpAddr::V4(Ipv4Addr::BROADCAST))
@@ -129,7 +125,7 @@ pub(super) fn parse_stack(
             }
         }
     }
-    crate::check_out_stack(&out, ipv4_payload).map_err(|m| ctx.err(&stack.span(), field, m))?;
+    crate::check_out_stack(&out, ipv4_payload).map_err(|m| ctx.err(&stack.span(), field, m.to_string()))?;
     Ok(out)
 }
 

@@ -552,7 +552,7 @@ action = "pop"
                 .into_iter()
                 .filter(|r| {
                     let (net, len) = super::super::parse_prefix(&r.dst, family).unwrap();
-                    super::super::on_subnet(net, len, a)
+                    crate::nexthop::on_subnet(net, len, a)
                 })
                 .max_by_key(|r| super::super::parse_prefix(&r.dst, family).unwrap().1);
             assert_eq!(t.get(a, vrf).ok(), want, "{addr} {vrf:?}");

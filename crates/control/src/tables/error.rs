@@ -56,6 +56,12 @@ pub enum TablesError {
     /// The forwarding tables could not be built from the routes in force.
     #[error(transparent)]
     Build(crate::ConfigError),
+    /// A next hop's outgoing label stack.
+    #[error(transparent)]
+    LabelStack(#[from] crate::LabelStackError),
+    /// A destination that is not a prefix.
+    #[error(transparent)]
+    Prefix(#[from] crate::PrefixError),
     /// A batch the forwarding tables refused as a whole; nothing of it applied.
     #[error("the batch was not applied")]
     Batch(#[source] Box<TablesError>),
