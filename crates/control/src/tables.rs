@@ -1437,7 +1437,7 @@ mod frr_tests {
     }
 
     /// Every entry of a FIB, to compare versions.
-    fn flat(f: &Fib) -> Vec<String> {
+    pub(super) fn flat(f: &Fib) -> Vec<String> {
         let mut out: Vec<String> = f.labels.iter().map(|(l, r)| format!("{l} {r:?}")).collect();
         for (i, v) in f.vrfs.iter().enumerate() {
             out.extend(v.v4.iter().map(|(a, l, r)| format!("{i} {a}/{l} {r:?}")));

@@ -11,8 +11,8 @@
 //! first run (cached in `target/guest-cache`).
 
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use vmpls_testkit::TempDir;
 
 use vmpls_dataplane::{Packet, PacketPool};
 use vmpls_guest::{Accel, DONE_MARKER, Guest, GuestCache, GuestConfig, GuestError, GuestImage, Nic};
@@ -31,24 +31,6 @@ const TO_GUEST: usize = 30_000;
 /// delivers locally. virtio-net has no MPLS GSO, so the port cuts it into segments.
 const TO_GUEST_LABEL: u32 = 1002;
 const MSS: u16 = 1460;
-
-/// Removes the test's directory (the socket lives there) on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("vmpls-vhost-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn payload_pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| b'a' + ((i / 997 + i) % 26) as u8).collect()
@@ -484,8 +466,8 @@ fn guest_pings_and_streams_tcp_super_frames_through_the_port_and_reconnects() {
     let started = Instant::now();
     let image = GuestImage::build(&GuestCache::default_location()).expect("guest image");
     eprintln!("guest image ready after {:?}", started.elapsed());
-    let dir = TempDir::new("guest");
-    let socket = dir.0.join("g0.sock");
+    let dir = TempDir::new("vhost-guest");
+    let socket = dir.path().join("g0.sock");
     let port = VhostUserPort::open(0, "guest0", &socket, &VhostUserOptions::default()).unwrap();
     let mut host = Host::new(port);
 

@@ -7,7 +7,7 @@
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
@@ -20,6 +20,7 @@ use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 use vmpls_dataplane::gso::MIN_GSO_SIZE;
 use vmpls_dataplane::{Packet, PacketPool};
 use vmpls_ports::{MAX_MEM_REGIONS, Port, VhostUserOptions, VhostUserPort};
+use vmpls_testkit::TempDir;
 use vmpls_wire::virtio_net::GsoType;
 
 /// Bytes of the guest's memory.
@@ -36,24 +37,6 @@ const VERSION_1: u64 = 1 << 32;
 const CSUM: u64 = 1 << 0;
 const HOST_TSO4: u64 = 1 << 11;
 const MRG_RXBUF: u64 = 1 << 15;
-
-/// Removes the test's directory (the socket lives there) on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("vmpls-vhost-fe-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A memfd of `len` bytes.
 fn memfd(len: usize) -> File {
@@ -213,8 +196,8 @@ fn frame(len: usize) -> Vec<u8> {
 
 #[test]
 fn a_guest_super_frame_with_a_tiny_gso_size_is_dropped_and_counted() {
-    let dir = TempDir::new("gso");
-    let socket = dir.0.join("g.sock");
+    let dir = TempDir::new("vhost-fe-gso");
+    let socket = dir.path().join("g.sock");
     let mut port = VhostUserPort::open(0, "g", &socket, &VhostUserOptions::default()).unwrap();
     let mut pool = PacketPool::new(64);
     let mut guest = Guest::connect(&socket);
@@ -240,8 +223,8 @@ fn a_guest_super_frame_with_a_tiny_gso_size_is_dropped_and_counted() {
 
 #[test]
 fn a_frontend_cannot_pile_up_descriptors_in_the_router() {
-    let dir = TempDir::new("fds");
-    let socket = dir.0.join("g.sock");
+    let dir = TempDir::new("vhost-fe-fds");
+    let socket = dir.path().join("g.sock");
     let mut port = VhostUserPort::open(0, "g", &socket, &VhostUserOptions::default()).unwrap();
     let mut pool = PacketPool::new(64);
     // Other tests of this file run alongside and open descriptors of their own.

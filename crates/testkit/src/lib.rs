@@ -10,12 +10,36 @@
 
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 pub use vmpls_sys::event::{readable, wait_readable};
 pub use vmpls_sys::process::is_root;
+
+/// A directory of the test's own (`vmpls-<pid>-<tag>` under the system's temporary
+/// directory), emptied when made and removed on drop, also when the test fails.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("vmpls-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the test's directory");
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// Runs `ip ARGS` and panics with its error output if it fails.
 pub fn ip(args: &[&str]) {

@@ -9,6 +9,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use vmpls_fib::{Fib, Label, PortId, RouteTarget};
 
+use super::frr_tests::flat;
 use super::{Change, FrrChange, Tables};
 use crate::api::{Family, IpRoute, MplsAction, MplsRoute, Nexthop, Protocol, RouteSpec, RouteType};
 use crate::{Config, LabelConfigAction, NexthopConfig, RouteAction};
@@ -320,16 +321,6 @@ fn check(t: &Tables, fib: &Fib) -> Result<(), TestCaseError> {
     let whole = t.build_fib().unwrap();
     prop_assert_eq!(flat(fib), flat(&whole), "changed in place vs built whole");
     Ok(())
-}
-
-/// Every entry of a FIB, to compare versions.
-fn flat(f: &Fib) -> Vec<String> {
-    let mut out: Vec<String> = f.labels.iter().map(|(l, r)| format!("{l} {r:?}")).collect();
-    for (i, v) in f.vrfs.iter().enumerate() {
-        out.extend(v.v4.iter().map(|(a, l, r)| format!("{i} {a}/{l} {r:?}")));
-        out.extend(v.v6.iter().map(|(a, l, r)| format!("{i} {a}/{l} {r:?}")));
-    }
-    out
 }
 
 fn everything(t: &Tables) -> Vec<serde_json::Value> {
