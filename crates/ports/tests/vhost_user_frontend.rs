@@ -10,7 +10,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
+use vhost::vhost_user::message::{VhostUserHeaderFlag, VhostUserProtocolFeatures, VhostUserVirtioFeatures};
 use vhost::vhost_user::{Frontend, VhostUserFrontend};
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
 use virtio_queue::mock::MockSplitQueue;
@@ -234,6 +234,9 @@ fn a_frontend_cannot_pile_up_descriptors_in_the_router() {
     // limit and disconnects a frontend that maps more.
     let mut fe = Frontend::from_stream(connect(&socket), 2);
     negotiate(&mut fe);
+    // Each region waits for the port's answer: without it the sends all fit in the
+    // socket's buffer before the port has read the first, and none is refused.
+    fe.set_hdr_flags(VhostUserHeaderFlag::NEED_REPLY);
     const ADDED: usize = 200;
     let file = memfd(ADDED * 4096);
     let base = open_fds();
