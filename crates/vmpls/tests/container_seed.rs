@@ -474,17 +474,21 @@ fn seed_lab_in_vmpls_frr_containers_forwards_over_ldp() {
         for r in &routers {
             lab.check_running(r).unwrap();
         }
-        let converged = routers.iter().all(|r| {
-            let want = lab.router_neighbours(r, &routers);
-            let state = router_state(&lab, r).unwrap_or_default();
-            let ok = state.ospf_full == want
-                && state.ldp_operational == want
-                && !state.frr_labels.is_empty()
-                && state.frr_labels == state.vmpls_labels;
-            states.insert(r.clone(), state);
-            ok
-        });
-        if converged {
+        // Every router's state, for the message should it not converge.
+        let done: Vec<bool> = routers
+            .iter()
+            .map(|r| {
+                let want = lab.router_neighbours(r, &routers);
+                let state = router_state(&lab, r).unwrap_or_default();
+                let ok = state.ospf_full == want
+                    && state.ldp_operational == want
+                    && !state.frr_labels.is_empty()
+                    && state.frr_labels == state.vmpls_labels;
+                states.insert(r.clone(), state);
+                ok
+            })
+            .collect();
+        if done.iter().all(|&ok| ok) {
             break;
         }
         if Instant::now() > deadline {
