@@ -11,8 +11,9 @@
 //!   containers), and each vmpls label table (`vmpls -j` inside) holds FRR's labels;
 //! - ping ce1 -> ce2, and a content-checked TCP flow ce1 -> ce2 whose bytes p's vmpls
 //!   switched by label;
-//! - bad input: the image without NET_ADMIN, without data interfaces, or with a zebra
-//!   module built for another FRR exits non-zero with a log line saying so.
+//! - bad input: the image without NET_ADMIN, without data interfaces, with the kernel
+//!   forwarding IP where it cannot be turned off, or with a zebra module built for
+//!   another FRR exits non-zero with a log line saying so.
 //!
 //! Needs root (skipped otherwise) and docker or podman (`scripts/build-image` installs
 //! podman when neither is there). Containers, namespaces, veths and the image it
@@ -547,6 +548,22 @@ fn vmpls_frr_image_refuses_bad_input_with_a_reason() {
         .unwrap();
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("no data interfaces after 1 s"), "{log}");
+
+    // The kernel forwarding on a data interface (lo stands for one here) where /proc/sys
+    // is read-only (capabilities without --privileged).
+    let caps = ["--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW", "--cap-add", "BPF"];
+    let mut args = vec!["--network", "none", "--sysctl", "net.ipv4.conf.all.forwarding=1"];
+    args.extend(caps);
+    args.extend(["-e", "VMPLS_INTERFACES=lo", tag]);
+    let (code, log) = engine.run_to_end(&args).unwrap();
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains(
+            "the kernel forwards IP on lo (net/ipv4/conf/lo/forwarding=1) and /proc/sys is read-only"
+        ),
+        "{log}"
+    );
+    assert!(!log.contains("Read-only file system"), "the refusal is one clear line: {log}");
 
     // A module of another FRR (its version string is what the entrypoint reads first;
     // zebra's own refusal is the frr tests' business).
