@@ -11,6 +11,7 @@
 //!   containers), and each vmpls label table (`vmpls -j` inside) holds FRR's labels;
 //! - ping ce1 -> ce2, and a content-checked TCP flow ce1 -> ce2 whose bytes p's vmpls
 //!   switched by label;
+//! - a router whose zebra dies exits 1 saying so; `stop` ends a router with 0;
 //! - bad input: the image without NET_ADMIN, without data interfaces, with the kernel
 //!   forwarding IP where it cannot be turned off, or with a zebra module built for
 //!   another FRR exits non-zero with a log line saying so.
@@ -372,6 +373,25 @@ impl<'a> ClabLab<'a> {
         Ok(())
     }
 
+    /// Waits until `node`'s container has exited: its exit code and the end of its log.
+    fn wait_exit(&self, node: &str, timeout: Duration) -> anyhow::Result<(i32, String)> {
+        let container = self.container(node);
+        let deadline = Instant::now() + timeout;
+        loop {
+            let state = self.engine.output(
+                &["inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", &container],
+                Duration::from_secs(30),
+            )?;
+            if let Some(("false", code)) = state.trim().split_once(' ') {
+                return Ok((code.parse()?, self.log_tail(node, 20)));
+            }
+            if Instant::now() > deadline {
+                bail!("{container} still runs after {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     fn log_tail(&self, node: &str, lines: usize) -> String {
         let container = self.container(node);
         let cmd = self.engine.command(&["logs", "--tail", &lines.to_string(), &container]);
@@ -527,6 +547,18 @@ fn seed_lab_in_vmpls_frr_containers_forwards_over_ldp() {
         flow.retransmits,
         started.elapsed().as_secs_f64()
     );
+
+    // A daemon dying takes the router down with a reason (pe2's zebra), and `stop` ends
+    // a router cleanly (p).
+    lab.exec("pe2", &["sh", "-c", "kill $(cat /run/frr/zebra.pid)"]).unwrap();
+    let (code, log) = lab.wait_exit("pe2", Duration::from_secs(20)).unwrap();
+    assert_eq!(code, 1, "pe2 after its zebra was killed:\n{log}");
+    assert!(log.contains("ERROR: zebra exited with status"), "{log}");
+    let stopping = Instant::now();
+    lab.engine.output(&["stop", "-t", "20", &lab.container(P)], Duration::from_secs(30)).unwrap();
+    let (code, log) = lab.wait_exit(P, Duration::from_secs(5)).unwrap();
+    assert_eq!(code, 0, "p after stop:\n{log}");
+    assert!(stopping.elapsed() < Duration::from_secs(15), "p took {:?} to stop", stopping.elapsed());
 }
 
 #[test]
