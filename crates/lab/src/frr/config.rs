@@ -480,9 +480,45 @@ mod tests {
         let ldpd: Vec<String> =
             o.command_line(Daemon::Ldpd, dir).iter().map(|s| s.to_string_lossy().into_owned()).collect();
         assert!(ldpd.join(" ").ends_with("-P 0 --ctl_socket /w/pe1"), "{ldpd:?}");
-        if !o.uses_mgmtd() {
-            assert_eq!(o.daemons(), Daemon::ALL[1..]);
+        // (an FRR with mgmtd on the host runs it too)
+        let mgmtd = usize::from(!o.uses_mgmtd());
+        assert_eq!(o.daemons(), Daemon::ALL[mgmtd..]);
+        let x = FrrOptions::new("x", Ipv4Addr::LOCALHOST);
+        assert_eq!(x.daemons(), [Daemon::Mgmtd, Daemon::Zebra, Daemon::Staticd][mgmtd..]);
+    }
+
+    #[test]
+    fn an_frr_root_with_mgmtd_gets_paths_inside_and_staticd_without_a_file() {
+        let root = std::env::temp_dir().join(format!("vmpls-lab-frr-root-{}", std::process::id()));
+        let sbin = root.join("usr/lib/frr");
+        fs::create_dir_all(&sbin).unwrap();
+        fs::write(sbin.join("mgmtd"), "").unwrap();
+        let mut o = FrrOptions::seed("p").unwrap();
+        o.root = Some(root.clone());
+        o.zebra_module = Some(root.join("var/cache/m.so"));
+        assert!(o.uses_mgmtd());
+        assert_eq!(o.daemons()[..2], [Daemon::Mgmtd, Daemon::Zebra]);
+        let inside = o.path_inside(&root.join("run/vmpls/p")).unwrap();
+        assert_eq!(inside, Path::new("/run/vmpls/p"));
+        assert!(o.path_inside(Path::new("/tmp/elsewhere")).is_err());
+        let line = |d| {
+            o.command_line(d, &inside)
+                .iter()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert!(line(Daemon::Zebra).contains(" -f /run/vmpls/p/zebra.conf "), "{}", line(Daemon::Zebra));
+        assert!(
+            line(Daemon::Zebra).contains(" -M /var/cache/m.so -M dplane_fpm_nl"),
+            "{}",
+            line(Daemon::Zebra)
+        );
+        for d in [Daemon::Staticd, Daemon::Mgmtd] {
+            let l = line(d);
+            assert!(!l.contains(" -f "), "{l}");
+            assert!(l.contains(&format!(" --log file:/run/vmpls/p/{}.log ", d.name())), "{l}");
         }
-        assert_eq!(FrrOptions::new("x", Ipv4Addr::LOCALHOST).daemons(), [Daemon::Zebra, Daemon::Staticd]);
+        fs::remove_dir_all(&root).unwrap();
     }
 }
