@@ -60,8 +60,8 @@ impl FrrRouter {
             options.path_inside(m).context("the zebra module")?;
         }
         if let Some(root) = &options.root {
-            // where mgmtd makes its pathspace directory (a fresh root has no /run/frr)
-            let run = root.join("run/frr");
+            // where mgmtd makes its pathspace directory (a fresh root has none)
+            let run = root.join(FRR_RUN_DIR.trim_start_matches('/'));
             fs::create_dir_all(&run).with_context(|| format!("creating {}", run.display()))?;
         }
         add_loopback(ns, options.router_id)?;
@@ -244,6 +244,11 @@ impl FrrRouter {
             if let Err(e) = self.stop_daemon_with(d, &pids) {
                 first_err.get_or_insert(e);
             }
+        }
+        // mgmtd leaves its pathspace directory and sockets behind
+        if let Some(ps) = self.pathspace().filter(|_| first_err.is_none()) {
+            let root = self.options.root.as_deref().unwrap_or(Path::new("/"));
+            let _ = fs::remove_dir_all(root.join(FRR_RUN_DIR.trim_start_matches('/')).join(ps));
         }
         first_err.map_or(Ok(()), Err)
     }
