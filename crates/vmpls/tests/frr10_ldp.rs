@@ -7,7 +7,10 @@
 //!
 //! - LDP sessions come up, zebra 10.3's LSPs and LDP-labelled routes reach vmpls over
 //!   FPM and every vmpls table equals FRR's `show mpls table` / `show ip route`;
-//! - a ping ce1 -> ce2 crosses the LSP (pe1 pushes p's label, p pops it).
+//! - a ping ce1 -> ce2 crosses the LSP (pe1 pushes p's label, p pops it);
+//! - vmpls restarted: zebra 10.3 reconnects and its replay gives the same tables;
+//! - a labelled static route set through vtysh (mgmtd -> staticd in FRR 10) reaches
+//!   pe1's vmpls and leaves it when removed.
 //!
 //! Needs root (skipped otherwise). The first run makes the root (mmdebstrap, about
 //! 40 s) and builds the module in it (about 20 s: deb-src download and compile).
@@ -17,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use vmpls_lab::frr_lab::{FrrLab, LabelHop, ROUTER_NAMES, ce1_addr, ce2_addr, expected_lsps};
+use vmpls_lab::frr_lab::{FrrLab, LabelHop, ROUTER_NAMES, RouteHop, ce1_addr, ce2_addr, expected_lsps};
 use vmpls_lab::ping::{PingOptions, ping};
 
 const BIN: &str = env!("CARGO_BIN_EXE_vmpls");
@@ -49,6 +52,16 @@ impl Drop for WorkDir {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
+}
+
+/// Polls `f` every 100 ms until it holds, for at most `timeout`.
+fn until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    start.elapsed()
 }
 
 fn step(t0: Instant, what: &str) {
@@ -111,6 +124,38 @@ fn ldp_lsps_from_zebra_10_reach_vmpls() {
     let r = ping(&ce2, ce1_addr(), &PingOptions::default()).unwrap();
     assert_eq!(r.received, r.sent, "ping ce2 -> ce1 over the LSP: {r:?}");
     step(t0, "pings crossed the LSPs");
+
+    // A new vmpls: zebra 10.3 connects again and replays its tables.
+    lab.start_vmpls(false).unwrap();
+    let took = lab.wait_synced(Duration::from_secs(30)).unwrap();
+    for r in ROUTER_NAMES {
+        assert_eq!(
+            lab.frr_counter(r, "connections").unwrap(),
+            1,
+            "{r}: zebra connected to the new vmpls once"
+        );
+    }
+    let r = ping(&ce1, ce2_addr(), &PingOptions::default()).unwrap();
+    assert_eq!(r.received, r.sent, "ping ce1 -> ce2 after vmpls restarted: {r:?}");
+    step(t0, &format!("vmpls restarted: zebra's replay in sync after {:.2} s", took.as_secs_f64()));
+
+    // staticd through mgmtd: a labelled static route in and out of pe1's vmpls.
+    let pe1 = lab.frr("pe1").unwrap();
+    pe1.vtysh(&["configure terminal", "ip route 198.18.77.0/24 198.18.10.2 label 7000"]).unwrap();
+    let want = RouteHop {
+        labels: vec![7000],
+        via: Some("198.18.10.2".parse::<IpAddr>().unwrap()),
+        interface: Some("pe1-p".into()),
+    };
+    let t = until("198.18.77.0/24 in pe1's vmpls", Duration::from_secs(10), || {
+        lab.vmpls_routes("pe1").ok().and_then(|r| r.get("198.18.77.0/24").cloned())
+            == Some([want.clone()].into())
+    });
+    pe1.vtysh(&["configure terminal", "no ip route 198.18.77.0/24 198.18.10.2 label 7000"]).unwrap();
+    until("198.18.77.0/24 gone from pe1's vmpls", Duration::from_secs(10), || {
+        lab.vmpls_routes("pe1").is_ok_and(|r| !r.contains_key("198.18.77.0/24"))
+    });
+    step(t0, &format!("labelled static route in pe1's vmpls after {:.2} s, and out", t.as_secs_f64()));
     lab.cleanup().unwrap();
     step(t0, "done");
 }
