@@ -888,6 +888,14 @@ fn restart_needed(old: &Config, new: &Config) -> Option<String> {
                 a.name, a.interface, b.interface
             ));
         }
+        if a.netns != b.netns {
+            return Some(format!(
+                "the interface of port \"{}\" moved to another network namespace ({} -> {})",
+                a.name,
+                a.netns.as_deref().unwrap_or("the router's"),
+                b.netns.as_deref().unwrap_or("the router's")
+            ));
+        }
         if a.mtu != b.mtu {
             return Some(format!("the MTU of port \"{}\" changed", a.name));
         }

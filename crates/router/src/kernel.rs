@@ -71,37 +71,43 @@ pub fn interface_with_address(addr: IpAddr) -> anyhow::Result<Option<u32>> {
 
 /// Reads every address of the kernel (this network namespace) over rtnetlink.
 fn dump_addresses() -> anyhow::Result<Vec<KernelAddress>> {
+    let all = dump(RouteNetlinkMessage::GetAddress(AddressMessage::default()), "addresses")?;
+    Ok(all
+        .iter()
+        .filter_map(|m| match m {
+            RouteNetlinkMessage::NewAddress(a) => address_of(a),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Sends the dump request `request` over a new rtnetlink socket of this network namespace
+/// and returns what the kernel answers (`what` names it in errors).
+pub(crate) fn dump(request: RouteNetlinkMessage, what: &str) -> anyhow::Result<Vec<RouteNetlinkMessage>> {
     let mut sock = Socket::new(NETLINK_ROUTE).context("opening an rtnetlink socket")?;
     sock.bind_auto().context("binding the rtnetlink socket")?;
     sock.connect(&SocketAddr::new(0, 0)).context("connecting the rtnetlink socket")?;
     let mut header = NetlinkHeader::default();
     header.flags = NLM_F_REQUEST | NLM_F_DUMP;
-    let mut req = NetlinkMessage::new(
-        header,
-        NetlinkPayload::InnerMessage(RouteNetlinkMessage::GetAddress(AddressMessage::default())),
-    );
+    let mut req = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(request));
     req.finalize();
     let mut buf = vec![0; req.buffer_len()];
     req.serialize(&mut buf);
-    sock.send(&buf, 0).context("asking the kernel for its addresses")?;
+    sock.send(&buf, 0).with_context(|| format!("asking the kernel for its {what}"))?;
     let mut out = Vec::new();
     let mut rx = Vec::with_capacity(64 * 1024);
     loop {
         rx.clear();
-        sock.recv(&mut rx, 0).context("reading the kernel's addresses")?;
+        sock.recv(&mut rx, 0).with_context(|| format!("reading the kernel's {what}"))?;
         let mut rest = &rx[..];
         while !rest.is_empty() {
             let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(rest)
-                .context("decoding the kernel's address message")?;
+                .with_context(|| format!("decoding the kernel's {what}"))?;
             let len = msg.header.length as usize;
             match msg.payload {
                 NetlinkPayload::Done(_) => return Ok(out),
-                NetlinkPayload::Error(e) => anyhow::bail!("the kernel refused the address dump: {e:?}"),
-                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewAddress(a)) => {
-                    if let Some(addr) = address_of(&a) {
-                        out.push(addr);
-                    }
-                }
+                NetlinkPayload::Error(e) => anyhow::bail!("the kernel refused the dump of its {what}: {e:?}"),
+                NetlinkPayload::InnerMessage(m) => out.push(m),
                 _ => {}
             }
             if len == 0 || len > rest.len() {
