@@ -51,6 +51,8 @@ pub struct Server {
     config_path: PathBuf,
     ports: Vec<PortInfo>,
     frr: std::sync::OnceLock<Arc<crate::fpm::FrrStatus>>,
+    /// FRR mode: the kernel's VRFs as last scanned.
+    vrfs: std::sync::OnceLock<Arc<crate::vrfs::Vrfs>>,
 }
 
 impl Server {
@@ -70,6 +72,7 @@ impl Server {
             config_path,
             ports,
             frr: Default::default(),
+            vrfs: Default::default(),
         })
     }
 
@@ -307,6 +310,11 @@ impl Server {
     /// Shows the FPM server's status in the stats.
     pub fn set_frr_status(&self, status: Arc<crate::fpm::FrrStatus>) {
         let _ = self.frr.set(status);
+    }
+
+    /// FRR mode: the kernel's VRFs, for `vrf show`.
+    pub fn set_vrfs(&self, vrfs: Arc<crate::vrfs::Vrfs>) {
+        let _ = self.vrfs.set(vrfs);
     }
 
     /// How many routes and label routes from FRR the router holds.

@@ -30,6 +30,45 @@ pub const MAX_NAMESPACES: usize = 1024;
 /// Kernel table ids that are never a VRF's: unspecified, default, main, local.
 const RESERVED_TABLES: [u32; 4] = [0, 253, 254, 255];
 
+/// A VRF's network namespace, held open from the start: a port's socket lives in it, and
+/// the kernel's reads for the port (addresses, forwarding, its interface's index and MTU)
+/// go to the same namespace even after its name is gone from [`NETNS_DIR`].
+#[derive(Debug, Clone)]
+pub struct VrfNetns {
+    /// Its name under [`NETNS_DIR`] (the VRF's).
+    pub name: String,
+    file: Arc<File>,
+}
+
+impl VrfNetns {
+    /// Opens namespace `name` of [`NETNS_DIR`].
+    ///
+    /// # Errors
+    /// There is no such namespace.
+    pub fn open(name: &str) -> io::Result<VrfNetns> {
+        Ok(VrfNetns { name: name.to_owned(), file: Arc::new(File::open(Path::new(NETNS_DIR).join(name))?) })
+    }
+
+    /// Runs `f` inside it, on a thread of its own.
+    ///
+    /// # Errors
+    /// The namespace cannot be entered.
+    pub fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> io::Result<R> {
+        vmpls_sys::netns::run_in(&self.file, f)
+    }
+}
+
+/// Runs `f` in `netns`, or here (the router's namespace) for `None`.
+///
+/// # Errors
+/// The namespace cannot be entered.
+pub fn run_in<R: Send>(netns: Option<&VrfNetns>, f: impl FnOnce() -> R + Send) -> io::Result<R> {
+    match netns {
+        Some(ns) => ns.run(f),
+        None => Ok(f()),
+    }
+}
+
 /// What zebra's table ids and interface indexes mean, as the kernel says now.
 pub trait VrfLookup: Send + Sync {
     /// Changes whenever any answer below may have changed.
