@@ -19,7 +19,7 @@
 //! renamed, moved to another interface, a new MTU, kind or forced offloads) need a
 //! restart and are rejected.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use vmpls_fib::{
@@ -291,6 +291,16 @@ impl Tables {
     /// file's or the CLI's, or by the ports' own destinations).
     pub fn frr_counts(&self) -> (usize, usize) {
         self.rib.frr_counts()
+    }
+
+    /// Per VRF (by name), how many IPv4 and IPv6 destinations have a route in force.
+    pub fn route_counts(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for (vrf, _, t) in self.rib.tables() {
+            *out.entry(vrf.to_string()).or_default() +=
+                t.values().filter(|d| d.selected().is_some()).count() as u64;
+        }
+        out
     }
 
     /// Sets the addresses the kernel has on each port (in order) and on the router's
