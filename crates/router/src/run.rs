@@ -129,8 +129,8 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         let vrfs = Arc::new(crate::vrfs::Vrfs::default());
         let (kernel, specs) = (crate::vrfs::System::default(), crate::vrfs::PortSpec::of_config(&cfg));
         crate::vrfs::rescan(&vrfs, &kernel, &specs);
-        crate::vrfs::spawn_rescan(vrfs.clone(), kernel, specs).context("starting the VRF scan")?;
-        server.set_vrfs(vrfs);
+        server.set_vrfs(vrfs.clone());
+        crate::vrfs::spawn_rescan(vrfs, kernel, specs, server.clone()).context("starting the VRF scan")?;
         crate::kernel::spawn_watch(server.clone(), port_interfaces, addrs)?;
         server.set_frr_status(crate::fpm::spawn(server.clone(), frr, listener, allowed, interfaces)?);
     }

@@ -494,6 +494,22 @@ impl crate::kernel::AddressSink for Server {
     }
 }
 
+impl crate::vrfs::VrfSink for Server {
+    /// Follows the kernel's VRFs in the tables (FRR mode).
+    ///
+    /// # Errors
+    /// The tables could not be built with them; the running ones stay.
+    fn set_kernel_vrfs(&self, names: &[String]) -> Result<(), String> {
+        let mut t = self.tables();
+        if let Some(fib) = t.set_kernel_vrfs(names).map_err(|e| e.message())? {
+            self.fib.store(fib);
+            self.in_force();
+            info!(vrfs = ?t.config().vrfs, "the tables follow the kernel's VRFs");
+        }
+        Ok(())
+    }
+}
+
 impl crate::metrics::StatsSource for Server {
     /// The router's name.
     fn router_name(&self) -> String {

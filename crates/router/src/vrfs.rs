@@ -502,15 +502,47 @@ pub fn rescan(vrfs: &Vrfs, kernel: &dyn Kernel, ports: &[PortSpec]) -> bool {
     }
 }
 
+/// Where the kernel's VRFs go: the router's tables (the control server implements it).
+pub trait VrfSink: Send + Sync {
+    /// Makes the tables' VRFs follow the kernel's (`names`).
+    ///
+    /// # Errors
+    /// The tables could not be built with them; the running ones stay.
+    fn set_kernel_vrfs(&self, names: &[String]) -> Result<(), String>;
+}
+
 /// Scans every [`RESCAN_EVERY`] on a thread of its own (started in the router's
 /// namespace, so its scans see the router's), so VRFs created or deleted at runtime are
-/// followed.
+/// followed, and hands the VRFs' names to `sink` whenever they differ from those it last
+/// took (a refusal is logged once and tried again at the next scan).
 ///
 /// # Errors
 /// The thread could not be started.
-pub fn spawn_rescan(vrfs: Arc<Vrfs>, kernel: System, ports: Vec<PortSpec>) -> io::Result<()> {
+pub fn spawn_rescan(
+    vrfs: Arc<Vrfs>,
+    kernel: System,
+    ports: Vec<PortSpec>,
+    sink: Arc<dyn VrfSink>,
+) -> io::Result<()> {
     std::thread::Builder::new().name("vrf-scan".into()).spawn(move || {
+        let mut applied: Option<Vec<String>> = None;
+        let mut refused: Option<String> = None;
         loop {
+            let names: Vec<String> = vrfs.snapshot().vrfs.iter().map(|v| v.name.clone()).collect();
+            if applied.as_ref() != Some(&names) {
+                match sink.set_kernel_vrfs(&names) {
+                    Ok(()) => {
+                        applied = Some(names);
+                        refused = None;
+                    }
+                    Err(e) => {
+                        if refused.as_ref() != Some(&e) {
+                            warn!(vrfs = ?names, "the tables cannot follow the kernel's VRFs, trying again: {e}");
+                        }
+                        refused = Some(e);
+                    }
+                }
+            }
             std::thread::sleep(RESCAN_EVERY);
             rescan(&vrfs, &kernel, &ports);
         }

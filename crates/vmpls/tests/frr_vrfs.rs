@@ -5,7 +5,8 @@
 //! it). Two CE-facing veth ends are in `red`, not in R; vmpls opens them there, reads
 //! their addresses there (connected routes of VRF red), and forwards between them with
 //! the kernel's forwarding off. `vrf show` lists red with its table and ports, and drops
-//! it once its namespace is deleted. No FRR daemon is needed for this. Needs root.
+//! it once its namespace is deleted; a VRF created at runtime is listed and routed in. No
+//! FRR daemon is needed for this. Needs root.
 //!
 //! ```text
 //!   ce1 (198.18.61.2) -- r-ce1 [ red: namespace of R's mount namespace ] r-ce2 -- ce2 (198.18.62.2)
@@ -230,6 +231,29 @@ fn ports_in_a_vrf_namespace_forward_in_that_vrf_and_the_vrf_follows_its_namespac
     }
     let stats: Value = serde_json::from_slice(&cli(&socket, &["-j", "link", "show", "ce2"]).stdout).unwrap();
     assert!(stats[0]["stats"]["tx_packets"].as_u64().unwrap() > 0, "vmpls sent on ce2: {stats}");
+
+    // VRF blue created at runtime: listed within a few seconds, and a VRF of the tables.
+    mounts.ip(&["netns", "add", "blue"]);
+    let b = (TABLE + 1).to_string();
+    mounts.ip(&[
+        "link", "add", "blue", "index", &b, "type", "veth", "peer", "name", "blue", "netns", "blue", "index",
+        &b,
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !vrfs(&socket).iter().any(|v| v["name"] == "blue" && v["table"] == TABLE + 1) {
+        assert!(Instant::now() < deadline, "blue is not listed: {:?}", vrfs(&socket));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !cli(&socket, &["route", "add", "blackhole", "198.18.70.0/24", "vrf", "blue"]).status.success() {
+        assert!(Instant::now() < deadline, "the tables never took VRF blue");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let routes =
+        String::from_utf8_lossy(&cli(&socket, &["route", "show", "vrf", "blue"]).stdout).into_owned();
+    assert!(routes.contains("198.18.70.0/24"), "{routes}");
+    assert!(cli(&socket, &["route", "del", "blackhole", "198.18.70.0/24", "vrf", "blue"]).status.success());
+    mounts.ip(&["netns", "del", "blue"]);
 
     // red's namespace deleted: the VRF goes from `vrf show` within a few seconds.
     mounts.ip(&["netns", "del", "red"]);
