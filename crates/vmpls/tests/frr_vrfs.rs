@@ -132,7 +132,9 @@ fn ports_in_a_vrf_namespace_forward_in_that_vrf_and_the_vrf_follows_its_namespac
         return;
     }
     let dir = TempDir::new("frr-vrfs");
-    let (r, ce1, ce2) = (Netns::new("r"), Netns::new("ce1"), Netns::new("ce2"));
+    // No IPv6 in R: no address event of its own (link-local addresses) hides whether
+    // red's are heard.
+    let (r, ce1, ce2) = (Netns::without_ipv6("r"), Netns::new("ce1"), Netns::new("ce2"));
     let mounts = RouterMounts::start(&r);
     // VRF red as the zebra module makes it: a namespace holding `red`, peer of R's `red`,
     // both of ifindex TABLE.
@@ -219,6 +221,17 @@ fn ports_in_a_vrf_namespace_forward_in_that_vrf_and_the_vrf_follows_its_namespac
         log_text.contains("VRF's network namespace"),
         "the start-up log says where each port is:\n{log_text}"
     );
+
+    // An address added in red at runtime: its subnet becomes a connected route of red.
+    mounts.ip(&["-n", "red", "addr", "add", "198.18.63.1/24", "dev", "r-ce2"]);
+    // Well before the 5 s reread: the address event from red's namespace is heard.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !String::from_utf8_lossy(&cli(&socket, &["route", "show", "vrf", "red"]).stdout)
+        .contains("198.18.63.0/24")
+    {
+        assert!(Instant::now() < deadline, "the new address in red was not followed");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     // ce1 reaches ce2 through vmpls, inside VRF red (the kernel there does not forward).
     let deadline = Instant::now() + Duration::from_secs(8);
