@@ -714,20 +714,16 @@ mod tests {
     fn vrf_devices_and_their_ports_are_read_from_link_messages() {
         let vrf = decode(&VRF_LINK);
         assert_eq!(vrf, LinkFacts { ifindex: 7, name: "red".into(), vrf_table: Some(1001), master: None });
-        let port = decode(&PORT_LINK);
-        assert_eq!(port, LinkFacts { ifindex: 9, name: "pe1-ce1".into(), vrf_table: None, master: Some(7) });
-        let k = FakeKernel { links: vec![vrf, port], ..FakeKernel::default() }.with(None, "pe1-ce1", 9);
-        let (vrfs, places) = scan(&k, &[port_spec_device()]);
+        let slave = decode(&PORT_LINK);
+        assert_eq!(slave, LinkFacts { ifindex: 9, name: "pe1-ce1".into(), vrf_table: None, master: Some(7) });
+        let k = FakeKernel { links: vec![vrf, slave], ..FakeKernel::default() }.with(None, "pe1-ce1", 9);
+        let (vrfs, places) = scan(&k, &[port("pe1-ce1", None, "red")]);
         assert_eq!(vrfs, vec![Vrf { name: "red".into(), table: 1001, device: 7, origin: VrfOrigin::Device }]);
         assert_eq!(places, vec![Some(PortPlace { vrf: Some("red".into()), ifindex: 9 })]);
         assert_eq!(
             find_interface(&k, &vrfs, &k.links(), "pe1-ce1"),
             Ok(Some(vmpls_control::FoundInVrf { vrf: "red".into(), netns: false }))
         );
-    }
-
-    fn port_spec_device() -> PortSpec {
-        port("pe1-ce1", None, "red")
     }
 
     #[test]
