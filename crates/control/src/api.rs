@@ -182,6 +182,8 @@ pub enum Request {
     },
     /// List ports.
     LinkShow,
+    /// List the VRFs (`vrf show`).
+    VrfShow,
     /// List the neighbour table.
     NeighShow,
     /// Set a static neighbour (`neigh add`, `neigh replace`): never aged or asked for,
@@ -378,6 +380,8 @@ pub enum Answer {
     Flushed(FlushSummary),
     /// `link-show`.
     Links(Vec<Link>),
+    /// `vrf-show`.
+    Vrfs(Vec<Vrf>),
     /// `neigh-show`.
     Neighbors(Vec<Neighbor>),
     /// `stats`.
@@ -651,6 +655,25 @@ fn yes() -> bool {
 
 fn one() -> u32 {
     1
+}
+
+/// A VRF (`vrf show`): where the kernel's VRFs come from in FRR mode, the file's
+/// `[[vrf]]`s otherwise. The default VRF is not listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vrf {
+    /// Its name.
+    pub name: String,
+    /// Its kernel table id (zebra's `RTA_TABLE` for its routes); `None` for a VRF of the
+    /// file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<u32>,
+    /// Its ports' names.
+    pub interfaces: Vec<String>,
+    /// Its IPv4 and IPv6 destinations in force.
+    pub routes: u64,
+    /// Where it came from: `netns` (a network namespace holding an interface named like
+    /// it), `device` (a kernel `vrf` device), `config` (the file's `[[vrf]]`).
+    pub origin: String,
 }
 
 /// A port (`link-show`).

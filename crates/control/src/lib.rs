@@ -177,8 +177,14 @@ pub struct PortConfig {
     pub interface: String,
     /// MTU to use; `None`: the interface's (vhost-user: 1500).
     pub mtu: Option<u32>,
-    /// The VRF of the port ("default" unless given).
+    /// The VRF of the port ("default" unless given; in FRR mode, the VRF the kernel has
+    /// its interface in, see [`place_ports_in_vrfs`]).
     pub vrf: String,
+    /// The line of its `vrf` key, if the file gives one.
+    pub vrf_line: Option<usize>,
+    /// The network namespace (a name under `/run/netns`) its interface is in: FRR mode's
+    /// VRF namespace ([`place_ports_in_vrfs`]); `None`: the router's. Not a file key.
+    pub netns: Option<String>,
     /// Addresses with prefix lengths.
     pub addresses: Vec<(IpAddr, u8)>,
     /// How it attaches.
@@ -606,6 +612,56 @@ pub fn check_interfaces(cfg: &Config, exists: impl Fn(&str) -> bool) -> Result<(
             ),
         }),
     }
+}
+
+/// Where FRR mode found a port's interface outside the default VRF.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundInVrf {
+    /// The VRF.
+    pub vrf: String,
+    /// The interface is in the VRF's network namespace (named like the VRF); `false`: in
+    /// the router's namespace, enslaved to the VRF's device.
+    pub netns: bool,
+}
+
+/// FRR mode: the VRFs are the kernel's (`kernel_vrfs`, added to [`Config::vrfs`] where
+/// the file has not named them), and each `af-packet` port whose interface `found` places
+/// in one of them belongs to it: its `vrf` is that VRF (a `vrf` key that says otherwise is
+/// an error naming both) and, for a VRF namespace, its [`PortConfig::netns`] is set.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] at the `vrf` key of the first port the file puts in another
+/// VRF than the kernel does.
+pub fn place_ports_in_vrfs(
+    cfg: &mut Config,
+    kernel_vrfs: &[String],
+    found: impl Fn(&str) -> Option<FoundInVrf>,
+) -> Result<(), ConfigError> {
+    for v in kernel_vrfs {
+        if !cfg.vrfs.contains(v) {
+            cfg.vrfs.push(v.clone());
+        }
+    }
+    for p in cfg.ports.iter_mut().filter(|p| p.kind == PortKind::AfPacket) {
+        let Some(at) = found(&p.interface) else { continue };
+        if let Some(line) = p.vrf_line
+            && p.vrf != at.vrf
+        {
+            let place = if at.netns { "network namespace" } else { "device" };
+            return Err(ConfigError::Invalid {
+                path: cfg.path.clone(),
+                line,
+                field: "port.vrf".into(),
+                message: format!(
+                    "port \"{}\" says vrf \"{}\", but the kernel has its interface {} in VRF \"{}\" (its {place}); remove the key or move the interface",
+                    p.name, p.vrf, p.interface, at.vrf
+                ),
+            });
+        }
+        p.netns = at.netns.then(|| at.vrf.clone());
+        p.vrf = at.vrf;
+    }
+    Ok(())
 }
 
 /// Checks that the `socket-group` of every vhost-user port names a group on this system,

@@ -3,7 +3,18 @@
 
 use std::fmt::Write;
 
-use crate::api::{Link, NeighState, Neighbor, Stats};
+use crate::api::{Link, NeighState, Neighbor, Stats, Vrf};
+
+/// `vrf show`: a line a VRF, its ports last.
+pub fn vrfs(list: &[Vrf]) -> String {
+    let mut s = format!("{:<16} {:>10} {:<7} {:>8}  interfaces\n", "name", "table", "origin", "routes");
+    for v in list {
+        let table = v.table.map_or_else(|| "-".to_string(), |t| t.to_string());
+        let ports = if v.interfaces.is_empty() { "-".to_string() } else { v.interfaces.join(" ") };
+        let _ = writeln!(s, "{:<16} {:>10} {:<7} {:>8}  {ports}", v.name, table, v.origin, v.routes);
+    }
+    s
+}
 
 /// `link show`, `-s` adds the counters.
 pub fn links(list: &[Link], stats: bool) -> String {
@@ -173,6 +184,25 @@ mod tests {
             protocol: p,
             prefsrc: None,
         }
+    }
+
+    #[test]
+    fn vrfs_show_a_line_each_with_their_table_and_ports() {
+        let red = Vrf {
+            name: "red".into(),
+            table: Some(1001),
+            interfaces: vec!["ce1".into(), "ce2".into()],
+            routes: 4,
+            origin: "netns".into(),
+        };
+        let cust =
+            Vrf { name: "cust".into(), table: None, interfaces: vec![], routes: 0, origin: "config".into() };
+        assert_eq!(
+            vrfs(&[red, cust]),
+            "name                  table origin    routes  interfaces\n\
+             red                    1001 netns          4  ce1 ce2\n\
+             cust                      - config         0  -\n"
+        );
     }
 
     #[test]

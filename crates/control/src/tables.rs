@@ -19,7 +19,7 @@
 //! renamed, moved to another interface, a new MTU, kind or forced offloads) need a
 //! restart and are rejected.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use vmpls_fib::{
@@ -291,6 +291,51 @@ impl Tables {
     /// file's or the CLI's, or by the ports' own destinations).
     pub fn frr_counts(&self) -> (usize, usize) {
         self.rib.frr_counts()
+    }
+
+    /// Per VRF (by name), how many IPv4 and IPv6 destinations have a route in force.
+    pub fn route_counts(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for (vrf, _, t) in self.rib.tables() {
+            *out.entry(vrf.to_string()).or_default() +=
+                t.values().filter(|d| d.selected().is_some()).count() as u64;
+        }
+        out
+    }
+
+    /// FRR mode: follows the kernel's VRFs (`kernel`, by name). Those the tables lack are
+    /// added after the others (which keep their ids); those that are not the kernel's and
+    /// hold no port and no route are dropped. Returns the tables to store, `None` if the
+    /// VRFs stay as they are.
+    ///
+    /// # Errors
+    /// The tables could not be built with them (nothing changed).
+    pub fn set_kernel_vrfs(&mut self, kernel: &[String]) -> Result<Option<Fib>, TablesError> {
+        let unused = |v: &String| {
+            !self.file.ports.iter().any(|p| &p.vrf == v)
+                && [true, false].iter().all(|&v4| self.rib.table(v, v4).is_none_or(|t| t.is_empty()))
+        };
+        let mut vrfs: Vec<String> = self
+            .file
+            .vrfs
+            .iter()
+            .enumerate()
+            .filter(|(i, v)| *i == 0 || kernel.contains(v) || !unused(v))
+            .map(|(_, v)| v.clone())
+            .collect();
+        for v in kernel {
+            if !vrfs.contains(v) {
+                vrfs.push(v.clone());
+            }
+        }
+        if vrfs == self.file.vrfs {
+            return Ok(None);
+        }
+        let mut file = self.file.clone();
+        file.vrfs = vrfs;
+        let mut txn = Txn::new(self);
+        txn.set_file(file);
+        txn.finish().map(Some)
     }
 
     /// Sets the addresses the kernel has on each port (in order) and on the router's
@@ -888,6 +933,14 @@ fn restart_needed(old: &Config, new: &Config) -> Option<String> {
                 a.name, a.interface, b.interface
             ));
         }
+        if a.netns != b.netns {
+            return Some(format!(
+                "the interface of port \"{}\" moved to another network namespace ({} -> {})",
+                a.name,
+                a.netns.as_deref().unwrap_or("the router's"),
+                b.netns.as_deref().unwrap_or("the router's")
+            ));
+        }
         if a.mtu != b.mtu {
             return Some(format!("the MTU of port \"{}\" changed", a.name));
         }
@@ -964,6 +1017,27 @@ action = "pop"
             vmpls_fib::RouteTarget::Forward(g) => Some(g.nexthops()[0].labels.clone()),
             _ => None,
         }
+    }
+
+    #[test]
+    fn the_kernels_vrfs_join_the_tables_and_unused_ones_leave() {
+        let mut t = tables(PE1);
+        let names = |t: &Tables| t.config().vrfs.clone();
+        let fib = t.set_kernel_vrfs(&["red".into(), "blue".into()]).unwrap().expect("new VRFs");
+        assert_eq!(names(&t), ["default", "red", "blue"]);
+        assert_eq!(fib.vrfs.len(), 3);
+        assert!(t.set_kernel_vrfs(&["red".into(), "blue".into()]).unwrap().is_none(), "nothing changed");
+        // A route in red keeps it while the kernel's red is gone; blue, empty, leaves.
+        let mut r = ip_route("198.18.3.0/24", vec![nh("198.18.10.2", Some("core"), &[100])]);
+        r.vrf = "red".into();
+        t.change(Change::Add, &RouteSpec::Inet(r.clone())).unwrap();
+        let fib = t.set_kernel_vrfs(&[]).unwrap().expect("blue leaves");
+        assert_eq!(names(&t), ["default", "red"]);
+        assert!(fib.vrfs[1].lookup("198.18.3.1".parse().unwrap()).is_some(), "red's route forwards on");
+        assert!(fib.vrfs[0].lookup("198.18.2.1".parse().unwrap()).is_some(), "the default VRF's too");
+        t.change(Change::Delete, &RouteSpec::Inet(r)).unwrap();
+        t.set_kernel_vrfs(&[]).unwrap().expect("red leaves once empty");
+        assert_eq!(names(&t), ["default"]);
     }
 
     #[test]

@@ -1176,3 +1176,31 @@ fn label_stack_and_prefix_errors_are_typed_and_read_as_before() {
     assert_eq!(e.kind(), api::ErrorKind::Invalid);
     assert_eq!(e.message(), "\"198.18.2.0/33\": prefix length /33 is longer than the address (at most /32)");
 }
+
+#[test]
+fn frr_mode_puts_a_port_in_the_vrf_the_kernel_has_its_interface_in() {
+    let text = "[router]\nname = \"pe1\"\n\n[frr]\n\n[[vrf]]\nname = \"blue\"\n\n[[port]]\nname = \"ce1\"\ninterface = \"pe1-ce1\"\n\n[[port]]\nname = \"core\"\ninterface = \"pe1-p\"\n";
+    let mut cfg = Config::from_str(text, Path::new("t.toml")).unwrap();
+    let found = |n: &str| (n == "pe1-ce1").then(|| FoundInVrf { vrf: "red".into(), netns: true });
+    place_ports_in_vrfs(&mut cfg, &["red".into(), "blue".into()], found).unwrap();
+    assert_eq!(cfg.vrfs, ["default", "blue", "red"], "the kernel's VRFs join the file's, once");
+    let (_, ce1) = cfg.port("ce1").unwrap();
+    assert_eq!((ce1.vrf.as_str(), ce1.netns.as_deref()), ("red", Some("red")));
+    assert!(!cfg.port_accepts_mpls(ce1), "a VRF port refuses labels");
+    let (_, core) = cfg.port("core").unwrap();
+    assert_eq!((core.vrf.as_str(), core.netns.as_deref()), ("default", None));
+    cfg.build_fib().unwrap();
+
+    // A `vrf` key that says otherwise: an error naming both.
+    let text = text.replace("interface = \"pe1-ce1\"\n", "interface = \"pe1-ce1\"\nvrf = \"blue\"\n");
+    let mut cfg = Config::from_str(&text, Path::new("t.toml")).unwrap();
+    let e = place_ports_in_vrfs(&mut cfg, &["red".into()], found).unwrap_err();
+    assert_eq!((e.field(), e.line()), (Some("port.vrf"), Some(12)), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("vrf \"blue\"") && msg.contains("VRF \"red\""), "{msg}");
+    // One that agrees is fine.
+    let text = text.replace("vrf = \"blue\"", "vrf = \"red\"").replace("name = \"blue\"", "name = \"red\"");
+    let mut cfg = Config::from_str(&text, Path::new("t.toml")).unwrap();
+    place_ports_in_vrfs(&mut cfg, &["red".into()], found).unwrap();
+    assert_eq!(cfg.vrfs, ["default", "red"]);
+}

@@ -13,6 +13,8 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 use tracing::{error, info, warn};
 
+use crate::vrfs::VrfNetns;
+
 /// rtnetlink multicast groups of address changes.
 const RTNLGRP_IPV4_IFADDR: u32 = 5;
 const RTNLGRP_IPV6_IFADDR: u32 = 9;
@@ -71,37 +73,43 @@ pub fn interface_with_address(addr: IpAddr) -> anyhow::Result<Option<u32>> {
 
 /// Reads every address of the kernel (this network namespace) over rtnetlink.
 fn dump_addresses() -> anyhow::Result<Vec<KernelAddress>> {
+    let all = dump(RouteNetlinkMessage::GetAddress(AddressMessage::default()), "addresses")?;
+    Ok(all
+        .iter()
+        .filter_map(|m| match m {
+            RouteNetlinkMessage::NewAddress(a) => address_of(a),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Sends the dump request `request` over a new rtnetlink socket of this network namespace
+/// and returns what the kernel answers (`what` names it in errors).
+pub(crate) fn dump(request: RouteNetlinkMessage, what: &str) -> anyhow::Result<Vec<RouteNetlinkMessage>> {
     let mut sock = Socket::new(NETLINK_ROUTE).context("opening an rtnetlink socket")?;
     sock.bind_auto().context("binding the rtnetlink socket")?;
     sock.connect(&SocketAddr::new(0, 0)).context("connecting the rtnetlink socket")?;
     let mut header = NetlinkHeader::default();
     header.flags = NLM_F_REQUEST | NLM_F_DUMP;
-    let mut req = NetlinkMessage::new(
-        header,
-        NetlinkPayload::InnerMessage(RouteNetlinkMessage::GetAddress(AddressMessage::default())),
-    );
+    let mut req = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(request));
     req.finalize();
     let mut buf = vec![0; req.buffer_len()];
     req.serialize(&mut buf);
-    sock.send(&buf, 0).context("asking the kernel for its addresses")?;
+    sock.send(&buf, 0).with_context(|| format!("asking the kernel for its {what}"))?;
     let mut out = Vec::new();
     let mut rx = Vec::with_capacity(64 * 1024);
     loop {
         rx.clear();
-        sock.recv(&mut rx, 0).context("reading the kernel's addresses")?;
+        sock.recv(&mut rx, 0).with_context(|| format!("reading the kernel's {what}"))?;
         let mut rest = &rx[..];
         while !rest.is_empty() {
             let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(rest)
-                .context("decoding the kernel's address message")?;
+                .with_context(|| format!("decoding the kernel's {what}"))?;
             let len = msg.header.length as usize;
             match msg.payload {
                 NetlinkPayload::Done(_) => return Ok(out),
-                NetlinkPayload::Error(e) => anyhow::bail!("the kernel refused the address dump: {e:?}"),
-                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewAddress(a)) => {
-                    if let Some(addr) = address_of(&a) {
-                        out.push(addr);
-                    }
-                }
+                NetlinkPayload::Error(e) => anyhow::bail!("the kernel refused the dump of its {what}: {e:?}"),
+                NetlinkPayload::InnerMessage(m) => out.push(m),
                 _ => {}
             }
             if len == 0 || len > rest.len() {
@@ -131,26 +139,85 @@ fn address_of(a: &AddressMessage) -> Option<KernelAddress> {
     local.or(address).map(|ip| (a.header.index, ip, a.header.prefix_len))
 }
 
-/// The router's addresses now.
-///
-/// # Errors
-/// An interface is missing, or rtnetlink failed.
-pub fn read(interfaces: &[String]) -> anyhow::Result<Addresses> {
-    let idx: Vec<u32> = interfaces.iter().map(|n| ifindex(n)).collect::<anyhow::Result<_>>()?;
-    let lo = ifindex("lo")?;
-    Ok(router_addresses(&dump_addresses()?, &idx, lo))
+/// A port's interface as the kernel's side reads it: its name and the network namespace
+/// it is in (a VRF's; `None`: the router's).
+#[derive(Debug, Clone)]
+pub struct PortInterface {
+    /// The interface's name.
+    pub name: String,
+    /// Its namespace; `None`: the router's.
+    pub netns: Option<VrfNetns>,
 }
 
-/// The interfaces among `interfaces` on which the kernel forwards IPv4 or IPv6.
-pub fn forwarding_interfaces(interfaces: &[String]) -> Vec<String> {
+impl PortInterface {
+    /// How messages name it: `pe1-ce1` in the router's namespace, `pe1-ce1 (netns red)`.
+    fn shown(&self) -> String {
+        match &self.netns {
+            None => self.name.clone(),
+            Some(ns) => format!("{} (netns {})", self.name, ns.name),
+        }
+    }
+}
+
+/// The namespaces `ports` are in, each once, the router's (`None`) first.
+fn namespaces_of(ports: &[PortInterface]) -> Vec<Option<&VrfNetns>> {
+    let mut out: Vec<Option<&VrfNetns>> = vec![None];
+    for ns in ports.iter().filter_map(|p| p.netns.as_ref()) {
+        if !out.iter().flatten().any(|o| o.name == ns.name) {
+            out.push(Some(ns));
+        }
+    }
+    out
+}
+
+/// The router's addresses now: the loopback's of the router's namespace, each port's in
+/// the namespace its interface is in.
+///
+/// # Errors
+/// An interface is missing, a namespace cannot be entered, or rtnetlink failed.
+pub fn read(ports: &[PortInterface]) -> anyhow::Result<Addresses> {
+    let mut addrs = Addresses::default();
+    for ns in namespaces_of(ports) {
+        let here: Vec<usize> = (0..ports.len())
+            .filter(|&i| ports[i].netns.as_ref().map(|n| &n.name) == ns.map(|n| &n.name))
+            .collect();
+        let names: Vec<&str> = here.iter().map(|&i| ports[i].name.as_str()).collect();
+        let read_here = || -> anyhow::Result<Addresses> {
+            let idx: Vec<u32> = names.iter().map(|n| ifindex(n)).collect::<anyhow::Result<_>>()?;
+            let lo = ifindex("lo")?;
+            Ok(router_addresses(&dump_addresses()?, &idx, lo))
+        };
+        let got = crate::vrfs::run_in(ns, read_here)
+            .with_context(|| format!("entering network namespace {}", ns.map_or("", |n| n.name.as_str())))?
+            .with_context(|| match ns {
+                Some(ns) => format!("in network namespace {}", ns.name),
+                None => "in the router's network namespace".into(),
+            })?;
+        if ns.is_none() {
+            addrs = Addresses { ports: vec![Vec::new(); ports.len()], ..got.clone() };
+        }
+        for (&i, a) in here.iter().zip(got.ports) {
+            addrs.ports[i] = a;
+        }
+    }
+    Ok(addrs)
+}
+
+/// The interfaces among `ports` on which the kernel (of the namespace each is in)
+/// forwards IPv4 or IPv6, as messages name them.
+pub fn forwarding_interfaces(ports: &[PortInterface]) -> Vec<String> {
     let on = |path: String| std::fs::read_to_string(path).is_ok_and(|v| v.trim() != "0");
-    interfaces
+    ports
         .iter()
-        .filter(|i| {
-            on(format!("/proc/sys/net/ipv4/conf/{i}/forwarding"))
-                || on(format!("/proc/sys/net/ipv6/conf/{i}/forwarding"))
+        .filter(|p| {
+            // /proc/sys/net answers for the namespace of the thread that opens it.
+            crate::vrfs::run_in(p.netns.as_ref(), || {
+                on(format!("/proc/sys/net/ipv4/conf/{}/forwarding", p.name))
+                    || on(format!("/proc/sys/net/ipv6/conf/{}/forwarding", p.name))
+            })
+            .unwrap_or(false)
         })
-        .cloned()
+        .map(PortInterface::shown)
         .collect()
 }
 
@@ -159,14 +226,14 @@ pub fn forwarding_interfaces(interfaces: &[String]) -> Vec<String> {
 /// # Errors
 /// The kernel forwards on one of the interfaces: every transit packet would be
 /// forwarded twice.
-pub fn check_forwarding_off(interfaces: &[String]) -> anyhow::Result<()> {
-    let on = forwarding_interfaces(interfaces);
+pub fn check_forwarding_off(ports: &[PortInterface]) -> anyhow::Result<()> {
+    let on = forwarding_interfaces(ports);
     anyhow::ensure!(
         on.is_empty(),
         "the kernel forwards IP on {} (net.ipv4/ipv6.conf.*.forwarding = 1): with [frr], vmpls forwards transit \
          traffic and the kernel must not, or every packet goes out twice; set \
          `sysctl -w net.ipv4.conf.all.forwarding=0 net.ipv6.conf.all.forwarding=0` in the router's namespace \
-         (and leave `ip forwarding` out of zebra's config)",
+         and in each VRF's (and leave `ip forwarding` out of zebra's config)",
         on.join(", ")
     );
     Ok(())
@@ -190,23 +257,27 @@ pub trait AddressSink: Send + Sync {
 /// The event socket could not be opened.
 pub fn spawn_watch(
     server: Arc<dyn AddressSink>,
-    interfaces: Vec<String>,
+    interfaces: Vec<PortInterface>,
     mut current: Addresses,
 ) -> anyhow::Result<()> {
-    let mut events = Socket::new(NETLINK_ROUTE).context("opening an rtnetlink socket")?;
-    events.bind_auto().context("binding the rtnetlink socket")?;
-    events.add_membership(RTNLGRP_IPV4_IFADDR).context("joining the IPv4 address group")?;
-    events.add_membership(RTNLGRP_IPV6_IFADDR).context("joining the IPv6 address group")?;
+    // One event socket per namespace a port is in: a socket hears its own namespace's.
+    let mut events = Vec::new();
+    for ns in namespaces_of(&interfaces) {
+        let socket =
+            crate::vrfs::run_in(ns, address_events).context("entering a VRF's network namespace")??;
+        events.push(socket);
+    }
     std::thread::Builder::new().name("kernel-addresses".into()).spawn(move || {
         let mut warned_forwarding = false;
         let mut last_read = Instant::now();
         let mut rx = Vec::with_capacity(64 * 1024);
         loop {
-            let event = vmpls_sys::wait_readable(&events, Duration::from_secs(1));
-            if event {
+            let ready = vmpls_sys::event::readable(&events, Duration::from_secs(1));
+            let event = ready.iter().any(|&r| r);
+            for (socket, _) in events.iter_mut().zip(&ready).filter(|(_, r)| **r) {
                 rx.clear();
                 // Drain what is queued; the content does not matter, the dump does.
-                let _ = events.recv(&mut rx, libc::MSG_DONTWAIT);
+                let _ = socket.recv(&mut rx, libc::MSG_DONTWAIT);
             }
             if !event && last_read.elapsed() < REREAD_EVERY {
                 continue;
@@ -231,6 +302,15 @@ pub fn spawn_watch(
         }
     })?;
     Ok(())
+}
+
+/// An rtnetlink socket of this namespace that hears its address changes.
+fn address_events() -> anyhow::Result<Socket> {
+    let mut events = Socket::new(NETLINK_ROUTE).context("opening an rtnetlink socket")?;
+    events.bind_auto().context("binding the rtnetlink socket")?;
+    events.add_membership(RTNLGRP_IPV4_IFADDR).context("joining the IPv4 address group")?;
+    events.add_membership(RTNLGRP_IPV6_IFADDR).context("joining the IPv6 address group")?;
+    Ok(events)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use vmpls_sys::event::{PollSet, Readiness};
 
 use crate::offloads::with_overrides;
 use crate::protocol::PortFaults;
+use crate::vrfs::VrfNetns;
 
 /// How often the ports' interfaces are checked (a deleted interface come back) and ports
 /// muted for errors are polled again.
@@ -28,6 +29,18 @@ pub(crate) struct Relink {
     /// The config's `mtu`, if any: it wins over the interface's while the interface
     /// carries it.
     pub(crate) mtu: Option<u32>,
+    /// The VRF namespace the interface is in; `None`: the router's.
+    pub(crate) netns: Option<VrfNetns>,
+}
+
+impl Relink {
+    /// The index and MTU of the interface of the port's name now, in its namespace.
+    fn interface_now(&self) -> (Option<u32>, Option<u32>) {
+        crate::vrfs::run_in(self.netns.as_ref(), || {
+            (AfPacketPort::interface_index(&self.ifname), AfPacketPort::interface_mtu(&self.ifname))
+        })
+        .unwrap_or((None, None))
+    }
 }
 
 /// The MTU a port uses on an interface whose MTU is `interface`: the configured one
@@ -47,11 +60,18 @@ pub(crate) struct LinkChanges {
     pub(crate) mtu: Vec<(PortId, u32)>,
 }
 
-/// Follows the MTU of an AF_PACKET port's interface (`relink`) into the pipeline (the
-/// configured `mtu`, if any, wins while the interface carries it), with a log line;
-/// records the change in `changes`.
-fn follow_mtu(dp: &mut Dataplane, id: PortId, name: &str, relink: &Relink, changes: &mut LinkChanges) {
-    let Some(interface) = AfPacketPort::interface_mtu(&relink.ifname) else { return };
+/// Follows the MTU of an AF_PACKET port's interface (`relink`, now `interface`) into the
+/// pipeline (the configured `mtu`, if any, wins while the interface carries it), with a
+/// log line; records the change in `changes`.
+fn follow_mtu(
+    dp: &mut Dataplane,
+    id: PortId,
+    name: &str,
+    relink: &Relink,
+    interface: Option<u32>,
+    changes: &mut LinkChanges,
+) {
+    let Some(interface) = interface else { return };
     let Some(old) = dp.ports().get(usize::from(id)).map(|p| p.mtu) else { return };
     let mtu = port_mtu(relink.mtu, interface);
     if mtu == old {
@@ -208,9 +228,9 @@ pub(crate) fn check_links(
             continue;
         };
         let name = ports[i].info().name.clone();
-        let now_index = AfPacketPort::interface_index(&relink.ifname);
+        let (now_index, now_mtu) = relink.interface_now();
         if now_index == Some(relink.ifindex) {
-            follow_mtu(dp, i as PortId, &name, relink, &mut changes);
+            follow_mtu(dp, i as PortId, &name, relink, now_mtu, &mut changes);
             continue;
         }
         // Deleted (a socket bound to it is unbound for good), and maybe back.
@@ -225,13 +245,21 @@ pub(crate) fn check_links(
         let Some(mut previous) = dp.ports().get(i).filter(|_| now_index.is_some()).cloned() else { continue };
         // The new interface's MTU is followed as any change of it (the configured one
         // wins while it carries it).
-        if let Some(interface) = AfPacketPort::interface_mtu(&relink.ifname) {
+        if let Some(interface) = now_mtu {
             previous.mtu = port_mtu(relink.mtu, interface);
         }
         // The MTU asked for is checked before the socket is bound: a refused interface
         // costs a socket and a few ioctls a second, and no membership change on it.
-        let reopened = AfPacketPort::open(previous.id, &previous.name, &relink.ifname, Some(previous.mtu))
-            .and_then(|mut port| port.stand_in_for(&previous).map(|own| (port, own)));
+        let reopened = crate::vrfs::run_in(relink.netns.as_ref(), || {
+            AfPacketPort::open(previous.id, &previous.name, &relink.ifname, Some(previous.mtu))
+        })
+        .map_err(|source| vmpls_ports::PortError::Io {
+            ifname: relink.ifname.clone(),
+            op: "enter the VRF's network namespace",
+            source,
+        })
+        .and_then(|r| r)
+        .and_then(|mut port| port.stand_in_for(&previous).map(|own| (port, own)));
         match reopened {
             Ok((port, (mac, mtu))) => {
                 let ifindex = port.ifindex();

@@ -7,25 +7,35 @@ use vmpls_ports::{
 };
 
 use crate::links::Relink;
+use crate::vrfs::VrfNetns;
 
 /// Opens the port a `[[port]]` describes, by its kind, with the port type's own
 /// constructor: an AF_PACKET socket on an existing interface, a TAP the router creates,
 /// an MPLS-in-UDP tunnel, or a vhost-user socket QEMU connects to (its directory is
 /// created if missing). For an AF_PACKET port, also how to find its interface again
 /// should it be deleted and created anew.
+/// An AF_PACKET port in a VRF's namespace (`netns`) is opened there: its socket stays
+/// bound to that namespace's interface.
 pub(crate) fn open_port(
     id: PortId,
     p: &vmpls_control::PortConfig,
+    netns: Option<&VrfNetns>,
 ) -> Result<(Box<dyn Port>, Option<Relink>), PortError> {
     use vmpls_control::PortKind as K;
     let port: Box<dyn Port> = match &p.kind {
         K::AfPacket => {
-            let port = AfPacketPort::open(id, &p.name, &p.interface, p.mtu)?;
+            let port = crate::vrfs::run_in(netns, || AfPacketPort::open(id, &p.name, &p.interface, p.mtu))
+                .map_err(|source| PortError::Io {
+                ifname: p.interface.clone(),
+                op: "enter the VRF's network namespace",
+                source,
+            })??;
             let relink = Relink {
                 ifname: p.interface.clone(),
                 ifindex: port.ifindex(),
                 offloads: p.offloads,
                 mtu: p.mtu,
+                netns: netns.cloned(),
             };
             return Ok((Box::new(port), Some(relink)));
         }

@@ -1,5 +1,6 @@
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -18,6 +19,7 @@ use crate::offloads::with_overrides;
 use crate::open::open_port;
 use crate::protocol::{LoopHandle, NeighborChange, PortFaults};
 use crate::signals::{RELOAD_FD, STOP_WAKE_FD, install_signal_handlers};
+use crate::vrfs::VrfNetns;
 
 /// Options of `vmpls run`.
 pub struct RunOptions {
@@ -45,14 +47,21 @@ pub fn return_freed_memory() {
 pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let mut cfg = load_config_to_start(&opts.config)?;
     let interfaces: Vec<String> = cfg.ports.iter().map(|p| p.interface.clone()).collect();
+    let netns = open_port_namespaces(&cfg)?;
+    let port_interfaces: Vec<crate::kernel::PortInterface> = cfg
+        .ports
+        .iter()
+        .zip(&netns)
+        .map(|(p, ns)| crate::kernel::PortInterface { name: p.interface.clone(), netns: ns.clone() })
+        .collect();
     let mut fpm_listener = None;
     let kernel_addresses = match &cfg.frr {
         None => None,
         Some(frr) => {
-            crate::kernel::check_forwarding_off(&interfaces)?;
+            crate::kernel::check_forwarding_off(&port_interfaces)?;
             let allowed = crate::fpm::allowed_users(frr, &opts.config)?;
             fpm_listener = Some((crate::fpm::listen(frr)?, allowed));
-            let a = crate::kernel::read(&interfaces).context("reading the kernel's addresses")?;
+            let a = crate::kernel::read(&port_interfaces).context("reading the kernel's addresses")?;
             for (p, addrs) in cfg.ports.iter_mut().zip(&a.ports) {
                 p.addresses.clone_from(addrs);
             }
@@ -73,15 +82,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         .or_else(|| cfg.router.control_socket.clone())
         .unwrap_or_else(|| crate::socket::default_path(&cfg.router.name));
     let control = crate::socket::bind(&socket_path)?;
-    let claimed: Vec<&str> = cfg
-        .ports
-        .iter()
-        .filter(|p| {
-            !matches!(p.kind, vmpls_control::PortKind::VhostUser { .. } | vmpls_control::PortKind::Udp { .. })
-        })
-        .map(|p| p.interface.as_str())
-        .collect();
-    let _claims = crate::claim::Claims::take(&cfg.router.name, &socket_path, &claimed)?;
+    let _claims = claim_interfaces(&cfg, &netns, &socket_path)?;
     let metrics = match opts.metrics {
         Some(addr) => Some(
             std::net::TcpListener::bind(addr).with_context(|| format!("cannot serve metrics on {addr}"))?,
@@ -92,11 +93,18 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let mut watch: Vec<PortWatch> = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         let id = PortId::try_from(i).context("too many ports")?;
-        let (port, relink) = open_port(id, p)
+        let (port, relink) = open_port(id, p, netns[i].as_ref())
             .with_context(|| format!("opening port {:?} ({} {})", p.name, p.kind.name(), p.interface))?;
         let port = with_overrides(port, p.offloads);
         let info = port.info();
-        info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, mtu = info.mtu, caps = ?info.caps, "port up");
+        match &p.netns {
+            None => {
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, vrf = %p.vrf, mtu = info.mtu, caps = ?info.caps, "port up")
+            }
+            Some(ns) => {
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, vrf = %p.vrf, netns = %ns, mtu = info.mtu, caps = ?info.caps, "port up in the VRF's network namespace")
+            }
+        }
         ports.push(port);
         watch.push(PortWatch::new(relink));
     }
@@ -118,7 +126,12 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     if let (Some(frr), Some(addrs), Some((listener, allowed))) =
         (cfg.frr.clone(), kernel_addresses, fpm_listener)
     {
-        crate::kernel::spawn_watch(server.clone(), interfaces.clone(), addrs)?;
+        let vrfs = Arc::new(crate::vrfs::Vrfs::default());
+        let (kernel, specs) = (crate::vrfs::System::default(), crate::vrfs::PortSpec::of_config(&cfg));
+        crate::vrfs::rescan(&vrfs, &kernel, &specs);
+        server.set_vrfs(vrfs.clone());
+        crate::vrfs::spawn_rescan(vrfs, kernel, specs, server.clone()).context("starting the VRF scan")?;
+        crate::kernel::spawn_watch(server.clone(), port_interfaces, addrs)?;
         server.set_frr_status(crate::fpm::spawn(server.clone(), frr, listener, allowed, interfaces)?);
     }
     if let Some(m) = metrics {
@@ -179,6 +192,10 @@ pub(crate) fn fast_path_refuses(
         _ => Some("not an AF_PACKET port"),
     }
 }
+
+/// Why the fast path leaves a port whose interface is in a VRF's namespace to the pipeline.
+const IN_A_VRF_NAMESPACE: &str =
+    "its interface is in a VRF's network namespace, and the programs' redirects cannot cross namespaces";
 
 /// Whether `netns` (a name under `/run/netns`, or `None`: the router's) is the namespace
 /// the router runs in.
@@ -274,6 +291,12 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
             }
             continue;
         }
+        if p.netns.is_some() {
+            served.push(None);
+            sockets.push(None);
+            refused.push(Some(IN_A_VRF_NAMESPACE));
+            continue;
+        }
         let veth = p.kind == vmpls_control::PortKind::AfPacket && vmpls_fastpath::is_veth(&p.interface);
         let ifindex = AfPacketPort::interface_index(&p.interface);
         let why = fast_path_refuses(&p.kind, veth, true).or(ifindex.is_none().then_some("no such interface"));
@@ -299,7 +322,7 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
     }
     let fast = if mode == FastPathMode::Auto && served.iter().all(Option::is_none) {
         info!(
-            "fast-path = \"auto\": no port is an AF_PACKET port over a veth or an MPLS-in-UDP port in the router's namespace; the pipeline serves every port"
+            "fast-path = \"auto\": no port is an AF_PACKET port over a veth of the router's namespace or an MPLS-in-UDP port whose socket is there; the pipeline serves every port"
         );
         None
     } else {
@@ -335,12 +358,67 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
             (None, None) => {
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the pipeline (the fast path did not start)")
             }
+            (Some(why), _) if p.netns.is_some() => {
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, vrf = %p.vrf, why, "forwarding: the pipeline (the fast path serves the router's own namespace)")
+            }
             (Some(why), _) => {
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, why, "forwarding: the pipeline (the fast path serves AF_PACKET ports over veth and MPLS-in-UDP ports whose socket is in the router's namespace)")
             }
         }
     }
     Ok(fast)
+}
+
+/// Per port, its VRF's network namespace held open (FRR mode's ports whose interface is
+/// in a VRF's namespace), each namespace opened once.
+fn open_port_namespaces(cfg: &Config) -> anyhow::Result<Vec<Option<VrfNetns>>> {
+    let mut opened: Vec<VrfNetns> = Vec::new();
+    let mut out = Vec::with_capacity(cfg.ports.len());
+    for p in &cfg.ports {
+        let Some(name) = &p.netns else {
+            out.push(None);
+            continue;
+        };
+        if let Some(ns) = opened.iter().find(|ns| &ns.name == name) {
+            out.push(Some(ns.clone()));
+            continue;
+        }
+        let ns = VrfNetns::open(name)
+            .with_context(|| format!("opening VRF {}'s network namespace for port {:?}", p.vrf, p.name))?;
+        opened.push(ns.clone());
+        out.push(Some(ns));
+    }
+    Ok(out)
+}
+
+/// Claims the interfaces of the ports the router attaches to ([`crate::claim`]), each in
+/// the namespace it is in (claims are per namespace).
+fn claim_interfaces(
+    cfg: &Config,
+    netns: &[Option<VrfNetns>],
+    socket_path: &std::path::Path,
+) -> anyhow::Result<Vec<crate::claim::Claims>> {
+    let attached = |p: &&vmpls_control::PortConfig| {
+        !matches!(p.kind, vmpls_control::PortKind::VhostUser { .. } | vmpls_control::PortKind::Udp { .. })
+    };
+    let mut groups: Vec<(Option<&VrfNetns>, Vec<&str>)> = Vec::new();
+    for (p, ns) in cfg.ports.iter().zip(netns).filter(|(p, _)| attached(p)) {
+        let ns = ns.as_ref();
+        match groups.iter_mut().find(|(g, _)| g.map(|g| &g.name) == ns.map(|n| &n.name)) {
+            Some((_, names)) => names.push(&p.interface),
+            None => groups.push((ns, vec![&p.interface])),
+        }
+    }
+    if groups.is_empty() {
+        groups.push((None, Vec::new()));
+    }
+    groups
+        .into_iter()
+        .map(|(ns, names)| {
+            crate::vrfs::run_in(ns, || crate::claim::Claims::take(&cfg.router.name, socket_path, &names))
+                .context("entering a VRF's network namespace")?
+        })
+        .collect()
 }
 
 /// The config's `[[neighbor]]`s into a new router's neighbour table.

@@ -51,6 +51,8 @@ pub struct Server {
     config_path: PathBuf,
     ports: Vec<PortInfo>,
     frr: std::sync::OnceLock<Arc<crate::fpm::FrrStatus>>,
+    /// FRR mode: the kernel's VRFs as last scanned.
+    vrfs: std::sync::OnceLock<Arc<crate::vrfs::Vrfs>>,
 }
 
 impl Server {
@@ -70,6 +72,7 @@ impl Server {
             config_path,
             ports,
             frr: Default::default(),
+            vrfs: Default::default(),
         })
     }
 
@@ -246,6 +249,7 @@ impl Server {
                 })
             }
             Request::LinkShow => self.links().map(Answer::Links).map_err(unavailable),
+            Request::VrfShow => Ok(Answer::Vrfs(self.vrf_list())),
             Request::NeighShow => self.neighbors().map(Answer::Neighbors).map_err(unavailable),
             Request::NeighAdd { dst, lladdr, dev, replace } => {
                 return self.change_neighbor(dev, |port| {
@@ -307,6 +311,35 @@ impl Server {
     /// Shows the FPM server's status in the stats.
     pub fn set_frr_status(&self, status: Arc<crate::fpm::FrrStatus>) {
         let _ = self.frr.set(status);
+    }
+
+    /// FRR mode: the kernel's VRFs, for `vrf show`.
+    pub fn set_vrfs(&self, vrfs: Arc<crate::vrfs::Vrfs>) {
+        let _ = self.vrfs.set(vrfs);
+    }
+
+    /// `vrf show`: in FRR mode the kernel's VRFs as last scanned, else the file's; each
+    /// with its ports and how many destinations it routes.
+    fn vrf_list(&self) -> Vec<api::Vrf> {
+        let t = self.tables();
+        let counts = t.route_counts();
+        let cfg = t.config();
+        let ports_of = |vrf: &str| -> Vec<String> {
+            cfg.ports.iter().filter(|p| p.vrf == vrf).map(|p| p.name.clone()).collect()
+        };
+        let row = |name: &str, table: Option<u32>, origin: &str| api::Vrf {
+            name: name.to_string(),
+            table,
+            interfaces: ports_of(name),
+            routes: counts.get(name).copied().unwrap_or(0),
+            origin: origin.to_string(),
+        };
+        match self.vrfs.get() {
+            Some(vrfs) => {
+                vrfs.snapshot().vrfs.iter().map(|v| row(&v.name, Some(v.table), v.origin.name())).collect()
+            }
+            None => cfg.vrfs.iter().skip(1).map(|name| row(name, None, "config")).collect(),
+        }
     }
 
     /// How many routes and label routes from FRR the router holds.
@@ -457,6 +490,22 @@ impl crate::kernel::AddressSink for Server {
             .map_err(|e| e.message())?;
         self.fib.store(fib);
         self.in_force();
+        Ok(())
+    }
+}
+
+impl crate::vrfs::VrfSink for Server {
+    /// Follows the kernel's VRFs in the tables (FRR mode).
+    ///
+    /// # Errors
+    /// The tables could not be built with them; the running ones stay.
+    fn set_kernel_vrfs(&self, names: &[String]) -> Result<(), String> {
+        let mut t = self.tables();
+        if let Some(fib) = t.set_kernel_vrfs(names).map_err(|e| e.message())? {
+            self.fib.store(fib);
+            self.in_force();
+            info!(vrfs = ?t.config().vrfs, "the tables follow the kernel's VRFs");
+        }
         Ok(())
     }
 }

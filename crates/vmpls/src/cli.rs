@@ -1,9 +1,9 @@
 //! The CLI against a running router: `vmpls [-r ROUTER | --socket PATH] [-j] [-p]
-//! [-4|-6] [-f mpls] { route | link | neigh | stats | reload } ...`, iproute2's words and
+//! [-4|-6] [-f mpls] { route | link | neigh | vrf | stats | reload } ...`, iproute2's words and
 //! order; errors print as `Error: ...` and exit non-zero (1: the command line or the
 //! connection, 2: the router refused, as iproute2 does for the kernel).
 
-use vmpls_control::api::{FlushSummary, IpRoute, Link, Neighbor, ReloadSummary, Request, Stats};
+use vmpls_control::api::{FlushSummary, IpRoute, Link, Neighbor, ReloadSummary, Request, Stats, Vrf};
 use vmpls_control::show;
 
 use crate::session::{CliError, Globals, connect, usage};
@@ -109,6 +109,27 @@ pub fn link(g: &Globals, args: &[String]) -> Result<(), CliError> {
         return print_json(g, &v);
     }
     print!("{}", show::links(&links, g.stats));
+    Ok(())
+}
+
+/// `vmpls vrf show [NAME]`.
+///
+/// # Errors
+/// See [`CliError`].
+pub fn vrf(g: &Globals, args: &[String]) -> Result<(), CliError> {
+    let name = show_args("vrf", args)?;
+    let mut list: Vec<Vrf> = decode(connect(g)?.request(&Request::VrfShow)?)?;
+    if let Some(n) = &name {
+        list.retain(|v| &v.name == n);
+        if list.is_empty() {
+            return Err(CliError::Router(format!("no VRF named \"{n}\"")));
+        }
+    }
+    if g.json {
+        let v = serde_json::to_value(&list).map_err(|e| usage(e.to_string()))?;
+        return print_json(g, &v);
+    }
+    print!("{}", show::vrfs(&list));
     Ok(())
 }
 

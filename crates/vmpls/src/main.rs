@@ -27,7 +27,7 @@ const EXIT_CONFIG: u8 = 78;
     name = "vmpls",
     version,
     about = "A userspace MPLS router for virtual networks",
-    after_help = "Against a running router, iproute2-style:\n  vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] [-f mpls] route add|del|replace|show|get|flush ...\n  vmpls [-r ROUTER | --socket PATH] [-force] -batch FILE|-\n  vmpls link show | neigh show|add|del | stats [-s] | reload | capture PORT [-w FILE.pcap]"
+    after_help = "Against a running router, iproute2-style:\n  vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] [-f mpls] route add|del|replace|show|get|flush ...\n  vmpls [-r ROUTER | --socket PATH] [-force] -batch FILE|-\n  vmpls link show | vrf show | neigh show|add|del | stats [-s] | reload | capture PORT [-w FILE.pcap]"
 )]
 struct Cli {
     /// More log output (repeat for more).
@@ -119,6 +119,13 @@ enum Command {
     #[command(alias = "l")]
     Link {
         /// show [[dev] PORT]
+        #[arg(trailing_var_arg = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// VRFs of a running router: in FRR mode the kernel's (name, table, ports, routes,
+    /// where each came from).
+    Vrf {
+        /// show [NAME]
         #[arg(trailing_var_arg = true, num_args = 0..)]
         args: Vec<String>,
     },
@@ -255,6 +262,7 @@ fn run_client(cli: &Cli, command: &Command) -> ExitCode {
         Command::Route { args } => cli::route(&g, args),
         Command::Link { args } => cli::link(&g, args),
         Command::Neigh { args } => cli::neigh(&g, args),
+        Command::Vrf { args } => cli::vrf(&g, args),
         Command::Stats => cli::stats(&g),
         Command::Reload => cli::reload(&g),
         Command::Capture { port, write, count, filter } => capture::run(

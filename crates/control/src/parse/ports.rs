@@ -64,6 +64,8 @@ pub(super) fn parse_ports(
             interface,
             mtu,
             vrf,
+            vrf_line: p.vrf.as_ref().map(|v| ctx.line(&v.span())),
+            netns: None,
             addresses,
             kind,
             interface_line,
