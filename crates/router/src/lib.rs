@@ -48,6 +48,7 @@ pub mod socket;
 pub mod stats;
 #[cfg(test)]
 mod testing;
+pub mod vrf_lookup;
 
 pub use config::{load_config, load_config_to_start};
 pub use run::{RunOptions, return_freed_memory, run};

@@ -119,7 +119,13 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         (cfg.frr.clone(), kernel_addresses, fpm_listener)
     {
         crate::kernel::spawn_watch(server.clone(), interfaces.clone(), addrs)?;
-        server.set_frr_status(crate::fpm::spawn(server.clone(), frr, listener, allowed, interfaces)?);
+        server.set_frr_status(crate::fpm::spawn(
+            server.clone(),
+            frr,
+            listener,
+            allowed,
+            std::sync::Arc::new(crate::vrf_lookup::DefaultVrfOnly::new(interfaces)),
+        )?);
     }
     if let Some(m) = metrics {
         let addr = m.local_addr().ok();
