@@ -1317,4 +1317,154 @@ mod tests {
             }
         );
     }
+
+    /// The router's real tables behind the FPM session.
+    struct RealTables(Mutex<vmpls_control::tables::Tables>);
+
+    impl RouteSink for RealTables {
+        fn apply_frr(&self, changes: Vec<FrrChange>) -> Result<Vec<String>, String> {
+            let applied = self.0.lock().unwrap().apply_frr(changes).map_err(|e| e.message())?;
+            Ok(applied.refused)
+        }
+    }
+
+    impl RealTables {
+        /// A PE: core port 0, port 1 facing a CE in VRF red.
+        fn pe() -> Arc<RealTables> {
+            let text = r#"
+[router]
+name = "pe1"
+addresses = ["198.18.255.1"]
+
+[[vrf]]
+name = "red"
+
+[[port]]
+name = "core"
+interface = "pe1-p"
+addresses = ["198.18.10.1/24"]
+
+[[port]]
+name = "ce1"
+interface = "pe1-ce1"
+vrf = "red"
+addresses = ["198.18.1.1/24"]
+"#;
+            let cfg = vmpls_control::Config::from_str(text, std::path::Path::new("pe1.toml")).unwrap();
+            Arc::new(RealTables(Mutex::new(vmpls_control::tables::Tables::new(cfg))))
+        }
+
+        /// `vmpls route show [vrf VRF]` / `vmpls -f mpls route show`, as text.
+        fn shown(&self, family: vmpls_control::api::Family, vrf: Option<&str>) -> Vec<String> {
+            use vmpls_control::api::{Family, IpRoute, MplsRoute};
+            let json = self.0.lock().unwrap().show(family, vrf).unwrap();
+            if family == Family::Mpls {
+                let l: Vec<MplsRoute> = serde_json::from_value(json).unwrap();
+                return l.iter().map(ToString::to_string).collect();
+            }
+            let l: Vec<IpRoute> = serde_json::from_value(json).unwrap();
+            l.iter().map(ToString::to_string).collect()
+        }
+    }
+
+    /// zebra's burst on a PE: LDP's LSPs and an OSPF route of the default VRF, the
+    /// connected subnets, and VRF red's (table 1000) CE route, VPN route and VPN label.
+    /// The kernel's interfaces: core 10 (router's namespace), pe1-ce1 2 (red's).
+    fn pe_burst() -> Vec<Route> {
+        let key = |table, dest| RouteKey { table, dest };
+        let label = |l, nexthops, protocol| Route {
+            key: key(MAIN_TABLE, Dest::Label(l)),
+            protocol,
+            kind: Kind::Unicast,
+            nexthops,
+        };
+        vec![
+            label(16, vec![nh("198.18.10.2", 10, &[])], 193),
+            label(17, vec![nh("198.18.10.2", 10, &[20])], 193),
+            prefix_route(MAIN_TABLE, "198.18.255.3/32", 188, vec![nh("198.18.10.2", 10, &[20])]),
+            prefix_route(MAIN_TABLE, "198.18.10.0/24", RTPROT_KERNEL, vec![dev(10)]),
+            prefix_route(1000, "198.18.1.0/24", RTPROT_KERNEL, vec![dev(2)]),
+            prefix_route(1000, "198.18.101.0/24", 186, vec![nh("198.18.1.2", 2, &[])]),
+            prefix_route(1000, "198.18.2.0/24", 186, vec![nh("198.18.10.2", 10, &[20, 80])]),
+            label(80, vec![dev(1000)], 186),
+        ]
+    }
+
+    fn pe_vrfs(st: &mut FakeVrfState) {
+        st.tables.insert(1000, "red".into());
+        st.devices.insert(1000, "red".into());
+        st.ports.insert((None, 10), 0);
+        st.ports.insert((Some("red".into()), 2), 1);
+    }
+
+    #[test]
+    fn a_pes_burst_fills_the_default_vrf_and_red_and_follows_red_coming_and_going() {
+        use vmpls_control::api::Family;
+        let default_routes = [
+            "198.18.10.0/24 dev core proto kernel scope link src 198.18.10.1",
+            "198.18.255.3/32 encap mpls 20 via 198.18.10.2 dev core proto ospf",
+        ];
+        let red_connected = "198.18.1.0/24 dev ce1 proto kernel scope link src 198.18.1.1";
+        let red_routes = [
+            red_connected,
+            "198.18.2.0/24 encap mpls 20/80 via 198.18.10.2 dev core proto bgp",
+            "198.18.101.0/24 via 198.18.1.2 dev ce1 proto bgp",
+        ];
+        let lsps = [
+            "16 via inet 198.18.10.2 dev core proto ldp",
+            "17 as to 20 via inet 198.18.10.2 dev core proto ldp",
+        ];
+        let with_vpn_label = [lsps[0], lsps[1], "80 vrf red proto bgp"];
+        let burst = pe_burst();
+        let burst: Vec<_> = burst.iter().map(|r| (r, false)).collect();
+
+        // red known before zebra's routes come.
+        let tables = RealTables::pe();
+        let vrfs = Arc::new(FakeVrfs::default());
+        vrfs.set(pe_vrfs);
+        let mut s = session_with(tables.clone(), vrfs);
+        send(&mut s, &burst);
+        assert_eq!(tables.shown(Family::Inet, None), default_routes);
+        assert_eq!(tables.shown(Family::Inet, Some("red")), red_routes);
+        assert_eq!(tables.shown(Family::Mpls, None), with_vpn_label);
+        assert_eq!(
+            tables.0.lock().unwrap().get("198.18.2.9".parse().unwrap(), Some("red")).unwrap().dst,
+            "198.18.2.0/24"
+        );
+        for c in ["unknown_table", "unknown_vrf_interface", "unusable"] {
+            assert_eq!(counter(&s, c), 0, "{c}");
+        }
+
+        // red found only after zebra's routes: skipped, counted, then installed without
+        // zebra sending them again.
+        let tables = RealTables::pe();
+        let vrfs = Arc::new(FakeVrfs::default());
+        vrfs.set(|st| {
+            st.ports.insert((None, 10), 0);
+        });
+        let mut s = session_with(tables.clone(), vrfs.clone());
+        send(&mut s, &burst);
+        assert_eq!(tables.shown(Family::Inet, None), default_routes);
+        assert_eq!(tables.shown(Family::Inet, Some("red")), [red_connected]);
+        assert_eq!(tables.shown(Family::Mpls, None), lsps);
+        assert_eq!((counter(&s, "unknown_table"), counter(&s, "unknown_vrf_interface")), (2, 1));
+        vrfs.set(pe_vrfs);
+        send(&mut s, &[]);
+        assert_eq!(tables.shown(Family::Inet, None), default_routes);
+        assert_eq!(tables.shown(Family::Inet, Some("red")), red_routes);
+        assert_eq!(tables.shown(Family::Mpls, None), with_vpn_label);
+
+        // red goes: its routes and its VPN label go, the default VRF's stay as they were.
+        vrfs.set(|st| {
+            st.tables.clear();
+            st.devices.clear();
+            st.ports.retain(|(vrf, _), _| vrf.is_none());
+        });
+        send(&mut s, &[]);
+        assert_eq!(tables.shown(Family::Inet, None), default_routes);
+        assert_eq!(tables.shown(Family::Inet, Some("red")), [red_connected]);
+        assert_eq!(tables.shown(Family::Mpls, None), lsps);
+        assert_eq!(s.rib.len(), burst.len(), "zebra's routes are all kept");
+        assert_eq!(tables.0.lock().unwrap().frr_counts(), (1, 2));
+    }
 }
