@@ -1467,4 +1467,47 @@ addresses = ["198.18.1.1/24"]
         assert_eq!(s.rib.len(), burst.len(), "zebra's routes are all kept");
         assert_eq!(tables.0.lock().unwrap().frr_counts(), (1, 2));
     }
+
+    /// The `fpm` fuzz target's corpus (zebra's captured streams, VRF routes among them)
+    /// through the session into the real tables, with red going and coming back after
+    /// each: whatever the stream held, red's routes leave with it and the default VRF's
+    /// stay as they were.
+    #[test]
+    fn the_fpm_corpus_goes_through_the_session_and_red_comes_and_goes() {
+        use vmpls_control::api::Family;
+        let dir = format!("{}/../../fuzz/corpus/fpm", env!("CARGO_MANIFEST_DIR"));
+        let (mut seeds, mut with_vpn) = (0, 0);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let tables = RealTables::pe();
+            let vrfs = Arc::new(FakeVrfs::default());
+            vrfs.set(pe_vrfs);
+            let mut s = session_with(tables.clone(), vrfs.clone());
+            let _ = s.read_from(&mut Feed { data: std::fs::read(&path).unwrap(), at: 0 });
+            send(&mut s, &[]);
+            let shown = |f, vrf| (tables.shown(f, vrf), tables.shown(Family::Inet6, vrf));
+            let (default, with_red) = (shown(Family::Inet, None), shown(Family::Inet, Some("red")));
+            let labels = tables.shown(Family::Mpls, None);
+            if with_red.0.iter().chain(&with_red.1).any(|l| l.contains("proto bgp")) {
+                with_vpn += 1;
+            }
+            vrfs.set(|st| {
+                st.tables.clear();
+                st.devices.clear();
+            });
+            send(&mut s, &[]);
+            assert_eq!(shown(Family::Inet, None), default, "{}", path.display());
+            let red = tables.shown(Family::Inet, Some("red"));
+            assert!(red.iter().all(|l| l.contains("proto kernel")), "{}: {red:?}", path.display());
+            let pops = tables.shown(Family::Mpls, None);
+            assert!(pops.iter().all(|l| !l.contains("vrf red")), "{}: {pops:?}", path.display());
+            vrfs.set(pe_vrfs);
+            send(&mut s, &[]);
+            assert_eq!(shown(Family::Inet, Some("red")), with_red, "{}", path.display());
+            assert_eq!(tables.shown(Family::Mpls, None), labels, "{}", path.display());
+            seeds += 1;
+        }
+        assert!(seeds >= 7, "{seeds} seeds in {dir}");
+        assert!(with_vpn >= 1, "no seed fills VRF red");
+    }
 }
