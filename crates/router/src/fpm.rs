@@ -527,13 +527,14 @@ impl Session {
         let mut moved_away = Vec::new();
         let mut changes = Vec::new();
         let mut installed = Vec::new();
+        let mut vrf_of_table = HashMap::new();
         for (key, route) in self.rib.pending_changes() {
             // Connected routes (the kernel's, protocol 2) come from the kernel's
             // addresses, which vmpls reads itself.
             let route = route.filter(|r| r.protocol != RTPROT_KERNEL);
             let vrf = match key.table {
                 MAIN_TABLE => Some(DEFAULT_VRF_NAME.to_string()),
-                table => self.vrfs.vrf_of_table(table),
+                table => vrf_of_table.entry(table).or_insert_with(|| vrfs.vrf_of_table(table)).clone(),
             };
             match key.dest {
                 Dest::Prefix(prefix, len) => {
@@ -560,7 +561,6 @@ impl Session {
                 Dest::Label(label) => changes.push(t.label(label, route)),
             }
         }
-        moved_away.retain(|m| !changes.iter().any(|c| same_destination(c, m)));
         moved_away.append(&mut changes);
         let changes = moved_away;
         self.log_translation(&t);
@@ -650,18 +650,6 @@ impl Session {
                 );
             }
         }
-    }
-}
-
-/// Whether two changes are for the same destination of the router's tables.
-fn same_destination(a: &FrrChange, b: &FrrChange) -> bool {
-    match (a, b) {
-        (
-            FrrChange::Route { vrf, prefix, len, .. },
-            FrrChange::Route { vrf: vrf_b, prefix: prefix_b, len: len_b, .. },
-        ) => (vrf, prefix, len) == (vrf_b, prefix_b, len_b),
-        (FrrChange::Label { label, .. }, FrrChange::Label { label: label_b, .. }) => label == label_b,
-        _ => false,
     }
 }
 
