@@ -1319,7 +1319,13 @@ mod tests {
     impl RealTables {
         /// A PE: core port 0, port 1 facing a CE in VRF red.
         fn pe() -> Arc<RealTables> {
-            let text = r#"
+            RealTables::with_subnets("198.18.10.1/24", "198.18.1.1/24")
+        }
+
+        /// A PE whose core and CE-facing ports have these addresses.
+        fn with_subnets(core: &str, ce: &str) -> Arc<RealTables> {
+            let text = format!(
+                r#"
 [router]
 name = "pe1"
 addresses = ["198.18.255.1"]
@@ -1330,15 +1336,16 @@ name = "red"
 [[port]]
 name = "core"
 interface = "pe1-p"
-addresses = ["198.18.10.1/24"]
+addresses = ["{core}"]
 
 [[port]]
 name = "ce1"
 interface = "pe1-ce1"
 vrf = "red"
-addresses = ["198.18.1.1/24"]
-"#;
-            let cfg = vmpls_control::Config::from_str(text, std::path::Path::new("pe1.toml")).unwrap();
+addresses = ["{ce}"]
+"#
+            );
+            let cfg = vmpls_control::Config::from_str(&text, std::path::Path::new("pe1.toml")).unwrap();
             Arc::new(RealTables(Mutex::new(vmpls_control::tables::Tables::new(cfg))))
         }
 
@@ -1497,5 +1504,57 @@ addresses = ["198.18.1.1/24"]
         }
         assert!(seeds >= 7, "{seeds} seeds in {dir}");
         assert!(with_vpn >= 1, "no seed fills VRF red");
+    }
+
+    /// What Debian's zebra 8.4 with the zebra module sent one PE of an L3VPN over
+    /// labelled static routes (captured, `seed-vpn-pe1`; its `.txt` is in the zebra
+    /// module's fixtures): the VPN label 16 popping to red's interface 1000, red's
+    /// connected subnet and the remote PE's VPN route in table 1000, then red deleted.
+    /// The kernel's interfaces: the core link 2, the CE link 3 in red's namespace.
+    #[test]
+    fn zebras_captured_vpn_routes_go_into_red_and_leave_with_it() {
+        use vmpls_control::api::Family;
+        let dir = format!("{}/../../fuzz/corpus/fpm", env!("CARGO_MANIFEST_DIR"));
+        let bytes = std::fs::read(format!("{dir}/seed-vpn-pe1")).unwrap();
+        let mut frames = Vec::new();
+        let mut rest = bytes.as_slice();
+        while let Some(frame) = fpm::parse_frame(rest).unwrap() {
+            frames.push(rest[..frame.len].to_vec());
+            rest = &rest[frame.len..];
+        }
+        assert_eq!(frames.len(), 12);
+        let tables = RealTables::with_subnets("198.18.12.1/24", "198.18.101.1/24");
+        let vrfs = Arc::new(FakeVrfs::default());
+        vrfs.set(|st| {
+            st.tables.insert(1000, "red".into());
+            st.devices.insert(1000, "red".into());
+            st.ports.insert((None, 2), 0);
+            st.ports.insert((Some("red".into()), 3), 1);
+        });
+        let mut s = session_with(tables.clone(), vrfs);
+        let mut feed = |s: &mut Session, frames: &[Vec<u8>]| {
+            assert_eq!(s.read_from(&mut Feed { data: frames.concat(), at: 0 }), Ok(()));
+            send(s, &[]);
+        };
+        feed(&mut s, &frames[..8]);
+        let red_connected = "198.18.101.0/24 dev ce1 proto kernel scope link src 198.18.101.1";
+        assert_eq!(
+            tables.shown(Family::Inet, Some("red")),
+            [red_connected, "198.18.102.0/24 encap mpls 100/5002 via 198.18.12.2 dev core proto bgp"]
+        );
+        assert_eq!(tables.shown(Family::Mpls, None), ["16 vrf red proto bgp"]);
+        assert_eq!(
+            tables.shown(Family::Inet, None),
+            [
+                "198.18.12.0/24 dev core proto kernel scope link src 198.18.12.1",
+                "198.18.255.2/32 encap mpls 100 via 198.18.12.2 dev core proto static"
+            ]
+        );
+        for c in ["unknown_table", "unknown_vrf_interface", "unusable"] {
+            assert_eq!(counter(&s, c), 0, "{c}");
+        }
+        feed(&mut s, &frames[8..]);
+        assert_eq!(tables.shown(Family::Inet, Some("red")), [red_connected]);
+        assert!(tables.shown(Family::Mpls, None).is_empty());
     }
 }
