@@ -1532,7 +1532,7 @@ addresses = ["{ce}"]
             st.ports.insert((Some("red".into()), 3), 1);
         });
         let mut s = session_with(tables.clone(), vrfs);
-        let mut feed = |s: &mut Session, frames: &[Vec<u8>]| {
+        let feed = |s: &mut Session, frames: &[Vec<u8>]| {
             assert_eq!(s.read_from(&mut Feed { data: frames.concat(), at: 0 }), Ok(()));
             send(s, &[]);
         };
