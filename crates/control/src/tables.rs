@@ -201,6 +201,12 @@ impl Tables {
                 FrrChange::Route { vrf, prefix, len, route } => {
                     let entry = match route {
                         None => None,
+                        // The router follows the kernel's VRFs; zebra may be a moment
+                        // ahead of it.
+                        Some((_, origin)) if let Err(e) = txn.check_vrf(&vrf) => {
+                            refused.push(format!("{prefix}/{len} ({}) in VRF {vrf}: {e}", origin.name()));
+                            continue;
+                        }
                         Some((action, origin)) => match &action {
                             RouteAction::Forward(nhs)
                                 if let Err(e) = check_frr_nexthops(nhs, Some(prefix.is_ipv4())) =>
@@ -229,7 +235,7 @@ impl Tables {
                         Some((action, origin)) => {
                             let nhs_ok = match &action {
                                 LabelConfigAction::Forward(nhs) => check_frr_nexthops(nhs, None),
-                                LabelConfigAction::PopAndLookup { .. } => Ok(()),
+                                LabelConfigAction::PopAndLookup { vrf } => txn.check_vrf(vrf),
                             };
                             let range_ok = if (FIRST_UNRESERVED..=MAX_LABEL).contains(&label) {
                                 Ok(())
@@ -1669,6 +1675,61 @@ mod frr_tests {
         assert!(applied.fib.labels.get(101).is_some());
         assert!(applied.fib.labels.get(100).is_none());
         assert_eq!(t.frr_counts(), (1, 1));
+    }
+
+    #[test]
+    fn routes_from_frr_go_into_the_vrfs_the_tables_have() {
+        let cfg = Config::from_str(
+            "[router]\nname = \"r\"\n\n[[vrf]]\nname = \"red\"\n\n[[port]]\nname = \"east\"\ninterface = \"lo\"\naddresses = [\"198.18.11.1/24\"]\n",
+            std::path::Path::new("r.toml"),
+        )
+        .unwrap();
+        let mut t = Tables::new(cfg);
+        let in_vrf = |vrf: &str, set: bool| FrrChange::Route {
+            vrf: vrf.into(),
+            prefix: "198.18.7.0".parse().unwrap(),
+            len: 24,
+            route: set.then(|| (RouteAction::Forward(forward(100)), Protocol::Bgp)),
+        };
+        let pop = |label: Label, vrf: &str| FrrChange::Label {
+            label,
+            route: Some((LabelConfigAction::PopAndLookup { vrf: vrf.into() }, Protocol::Bgp)),
+        };
+        let applied = t
+            .apply_frr(vec![in_vrf("red", true), in_vrf("blue", true), pop(80, "red"), pop(81, "blue")])
+            .unwrap();
+        assert_eq!(
+            applied.refused,
+            [
+                "198.18.7.0/24 (bgp) in VRF blue: VRF \"blue\" is not defined (VRFs: default, red)",
+                "label 81 (bgp): VRF \"blue\" is not defined (VRFs: default, red)"
+            ]
+        );
+        let red: Vec<IpRoute> = serde_json::from_value(t.show(Family::Inet, Some("red")).unwrap()).unwrap();
+        let red: Vec<_> = red.iter().map(ToString::to_string).collect();
+        assert_eq!(red, ["198.18.7.0/24 encap mpls 100 via 198.18.11.2 dev east proto bgp"]);
+        let labels: Vec<MplsRoute> = serde_json::from_value(t.show(Family::Mpls, None).unwrap()).unwrap();
+        assert_eq!(labels.iter().map(ToString::to_string).collect::<Vec<_>>(), ["80 vrf red proto bgp"]);
+        assert!(
+            t.show(Family::Inet, None)
+                .unwrap()
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["dst"] != "198.18.7.0/24")
+        );
+        assert_eq!(t.get("198.18.7.9".parse().unwrap(), Some("red")).unwrap().dst, "198.18.7.0/24");
+        let fib = applied.fib;
+        assert!(fib.vrfs[1].lookup("198.18.7.9".parse().unwrap()).is_some());
+        assert!(fib.vrfs[0].lookup("198.18.7.9".parse().unwrap()).is_none());
+        // Removing from a VRF the tables do not have (gone first) is nothing to refuse,
+        // also when the forwarding tables are changed in place (a small change to many
+        // routes).
+        t.apply_frr((1..=8).map(|i| route(&format!("198.18.{i}.0"), 24)).collect()).unwrap();
+        let applied = t.apply_frr(vec![in_vrf("blue", false)]).unwrap();
+        assert!(applied.refused.is_empty(), "{:?}", applied.refused);
+        let applied = t.apply_frr(vec![in_vrf("red", false)]).unwrap();
+        assert!(applied.fib.vrfs[1].lookup("198.18.7.9".parse().unwrap()).is_none());
     }
 
     #[test]

@@ -105,6 +105,15 @@ impl Rib {
         changed.into_iter().map(|k| (k, self.routes.get(&k))).collect()
     }
 
+    /// Marks every route held that `retranslate` picks as changed, so that the router
+    /// takes it again (what zebra's table ids or interfaces mean changed); returns how
+    /// many.
+    pub fn mark_changed(&mut self, retranslate: impl Fn(&Route) -> bool) -> usize {
+        let before = self.changed.len();
+        self.changed.extend(self.routes.values().filter(|r| retranslate(r)).map(|r| r.key));
+        self.changed.len() - before
+    }
+
     /// Whether anything changed and is not applied yet.
     pub fn has_changes(&self) -> bool {
         !self.changed.is_empty()
@@ -197,6 +206,20 @@ mod tests {
         rib.apply(skipped(Some(lsp(16, 0).key)));
         assert_eq!(changed(&mut rib), [(16, None)]);
         assert!(rib.is_empty());
+    }
+
+    #[test]
+    fn routes_picked_again_are_changes_again() {
+        let mut rib = Rib::new();
+        for l in 16..20 {
+            rib.apply(Update::Add(lsp(l, l + 100)));
+        }
+        rib.take_changes();
+        rib.apply(Update::Add(lsp(16, 200)));
+        assert_eq!(rib.mark_changed(|r| r.nexthops[0].labels[0] >= 118), 2, "16 is pending already");
+        assert_eq!(changed(&mut rib), [(16, Some(200)), (18, Some(118)), (19, Some(119))]);
+        assert_eq!(rib.mark_changed(|_| false), 0);
+        assert!(!rib.has_changes());
     }
 
     #[test]

@@ -445,6 +445,9 @@ fn route(key: RouteKey, body: &[u8]) -> Result<Route, Skip> {
     let mut nexthops = Vec::new();
     if kind == Kind::Unicast {
         match multipath {
+            Some(nhs) if nhs.is_empty() => {
+                return Err(skip(Unsupported::Nexthop, format!("an empty RTA_MULTIPATH for {:?}", key.dest)));
+            }
             Some(nhs) => {
                 for nh in nhs {
                     let mut attrs = NexthopAttrs { ifindex: nonzero(nh.interface_index), ..top.clone() };
@@ -987,5 +990,29 @@ mod tests {
         short.extend([2, 24, 0, 0]);
         short[..4].copy_from_slice(&20u32.to_ne_bytes());
         assert!(matches!(decode(&short), Err(DecodeError::Framing(_))));
+    }
+
+    #[test]
+    fn an_empty_multipath_is_skipped_not_a_route_without_next_hops() {
+        use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload};
+        use netlink_packet_route::RouteNetlinkMessage;
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = AddressFamily::Inet;
+        msg.header.destination_prefix_length = 24;
+        msg.header.table = 254;
+        msg.header.kind = RouteType::Unicast;
+        msg.attributes.push(RouteAttribute::Destination(RouteAddress::Inet("198.18.7.0".parse().unwrap())));
+        msg.attributes.push(RouteAttribute::MultiPath(vec![]));
+        let mut nl = NetlinkMessage::new(
+            NetlinkHeader::default(),
+            NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(msg)),
+        );
+        nl.finalize();
+        let mut buf = vec![0; nl.buffer_len()];
+        nl.serialize(&mut buf);
+        let updates = decode(&buf).unwrap();
+        let [Update::Unsupported(s)] = updates.as_slice() else { panic!("{updates:?}") };
+        assert_eq!(s.kind, Unsupported::Nexthop);
+        assert_eq!(s.key.map(|k| k.table), Some(254));
     }
 }

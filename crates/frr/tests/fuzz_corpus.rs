@@ -3,29 +3,12 @@
 //! that hold routes vmpls cannot carry (FRR 10's SRv6) are skipped by kind without
 //! ending the stream.
 
-use vmpls_frr::{Rib, Unsupported, Update, fpm, route};
+use vmpls_frr::route::MAIN_TABLE;
+use vmpls_frr::{Dest, Unsupported, Update};
 
-/// What the fuzz target does with one input; returns the updates read.
-fn replay(data: &[u8]) -> Vec<Update> {
-    let mut rib = Rib::new();
-    let mut all = Vec::new();
-    let mut rest = data;
-    while let Ok(Some(frame)) = fpm::parse_frame(rest) {
-        match route::decode(frame.payload) {
-            Ok(updates) => {
-                all.extend(updates.iter().cloned());
-                updates.into_iter().for_each(|u| rib.apply(u));
-            }
-            Err(_) => break,
-        }
-        rest = &rest[frame.len..];
-    }
-    rib.begin_resync();
-    let _ = rib.take_changes();
-    rib.end_resync();
-    assert!(rib.is_empty());
-    all
-}
+#[path = "../../../fuzz/common/fpm.rs"]
+mod fpm_checks;
+use fpm_checks::replay;
 
 #[test]
 fn the_fpm_corpus_replays() {
@@ -37,7 +20,7 @@ fn the_fpm_corpus_replays() {
         assert!(!updates.is_empty(), "{}: nothing read", path.display());
         seeds += 1;
     }
-    assert!(seeds >= 6, "{seeds} seeds in {dir}");
+    assert!(seeds >= 7, "{seeds} seeds in {dir}");
 }
 
 #[test]
@@ -54,4 +37,32 @@ fn frr_10_srv6_routes_are_skipped_and_the_stream_goes_on() {
     assert_eq!(kinds, [Some(Unsupported::Seg6), Some(Unsupported::Seg6Local), None, None]);
     assert!(matches!(updates[2], Update::Add(_)), "{:?}", updates[2]);
     assert!(matches!(updates[3], Update::Delete(_)), "{:?}", updates[3]);
+}
+
+#[test]
+fn vrf_routes_keep_their_tables() {
+    let path = format!("{}/../../fuzz/corpus/fpm/seed-vrf-routes", env!("CARGO_MANIFEST_DIR"));
+    let updates = replay(&std::fs::read(path).unwrap());
+    let keys: Vec<_> = updates
+        .iter()
+        .map(|u| match u {
+            Update::Add(r) => (r.key.table, r.key.dest, true),
+            Update::Delete(k) => (k.table, k.dest, false),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let tables: Vec<_> = keys.iter().map(|k| k.0).collect();
+    assert_eq!(
+        tables,
+        [MAIN_TABLE, 1000, 1000, 1000, 1000, MAIN_TABLE, MAIN_TABLE, 10, 70000, 1000, MAIN_TABLE]
+    );
+    assert!(matches!(keys[5], (_, Dest::Label(80), true)));
+    let Update::Add(pop) = &updates[5] else { panic!() };
+    assert_eq!(
+        (pop.nexthops[0].gateway, pop.nexthops[0].ifindex),
+        (None, Some(1000)),
+        "the VPN label pops to red's interface"
+    );
+    let Update::Add(vpn) = &updates[3] else { panic!() };
+    assert_eq!(vpn.nexthops[0].labels, [20, 80], "transport label over the VPN label");
 }

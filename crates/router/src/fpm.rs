@@ -23,10 +23,18 @@
 //! schedule, so the tables end up as zebra sent them. Reads are bounded: at most
 //! [`READ_BUDGET`] bytes a wake-up, decoded as they come, so the buffer never holds more
 //! than one partial frame and one read ([`MAX_BUFFERED`]); a faster peer waits in TCP.
+//!
+//! VRFs: zebra's routes of table 254 are the default VRF's, those of another table the
+//! VRF whose table id it is ([`VrfLookup`]); the label route popping to a VRF's
+//! interface is that VRF's VPN label (pop, then route in the VRF). A table no VRF has is
+//! counted and skipped, never guessed into another VRF; its routes stay in zebra's table
+//! here and are translated again whenever the VRFs change (the lookup's generation), so
+//! that a VRF found a moment after zebra sent its routes gets them, and one that goes
+//! takes its routes with it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{ErrorKind, Read};
-use std::net::{TcpListener, TcpStream};
+use std::net::{IpAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,6 +49,8 @@ use vmpls_fib::{DEFAULT_VRF_NAME, PortId};
 use vmpls_frr::route::MAIN_TABLE;
 use vmpls_frr::{Dest, Kind, Rib, Route, RouteKey, Unsupported, Update, fpm};
 use vmpls_sys::event::PollSet;
+
+use crate::vrf_lookup::VrfLookup;
 
 /// How long zebra must be quiet after connecting before the routes it did not send again
 /// are removed (zebra does not mark the end of its table walk).
@@ -61,6 +71,11 @@ const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 /// How often a refused peer (per user) is logged at most.
 const REFUSED_LOG_EVERY: Duration = Duration::from_secs(60);
+/// The loopback's interface index, the same in every namespace: zebra's pops to it are
+/// the default VRF's (its VPN label, a node's own segment).
+const LOOPBACK_IFINDEX: u32 = 1;
+/// The most tables and interfaces remembered as logged; past it, they are logged again.
+const LOGGED_MAX: usize = 1024;
 
 /// What the FPM server has seen, for `vmpls stats` and the logs.
 #[derive(Debug, Default)]
@@ -83,9 +98,14 @@ pub struct FrrStatus {
     pub decode_errors: AtomicU64,
     /// Netlink messages received.
     pub messages: AtomicU64,
-    /// Routes not installed: no next hop on a port, another table, or refused by the
-    /// tables.
+    /// Routes not installed: no next hop on a port, or refused by the tables.
     pub unusable: AtomicU64,
+    /// Routes skipped because their table is no known VRF's (kept, and installed when
+    /// that VRF appears); counted each time they are taken.
+    pub unknown_table: AtomicU64,
+    /// Label routes skipped because they pop to an interface that is neither the
+    /// loopback nor a known VRF's (a VPN label whose VRF is gone or not found yet).
+    pub unknown_vrf_interface: AtomicU64,
     /// Table changes applied.
     pub batches: AtomicU64,
 }
@@ -104,6 +124,8 @@ impl FrrStatus {
             c("messages", get(&self.messages)),
             c("batches", get(&self.batches)),
             c("unusable", get(&self.unusable)),
+            c("unknown_table", get(&self.unknown_table)),
+            c("unknown_vrf_interface", get(&self.unknown_vrf_interface)),
             c("apply_failures", get(&self.apply_failures)),
             c("routes", routes as u64),
             c("label_routes", labels as u64),
@@ -184,7 +206,8 @@ pub fn allowed_users(cfg: &FrrConfig, config_path: &std::path::Path) -> anyhow::
 }
 
 /// Starts the FPM server thread on `listener` ([`listen`]), serving the sockets of
-/// `allowed` users only ([`allowed_users`]).
+/// `allowed` users only ([`allowed_users`]); `vrfs` says what zebra's tables and
+/// interfaces are.
 ///
 /// # Errors
 /// The thread cannot be started.
@@ -193,13 +216,13 @@ pub fn spawn(
     cfg: FrrConfig,
     listener: TcpListener,
     allowed: Vec<u32>,
-    interfaces: Vec<String>,
+    vrfs: Arc<dyn VrfLookup>,
 ) -> anyhow::Result<Arc<FrrStatus>> {
     let status = Arc::new(FrrStatus::default());
     let st = status.clone();
     info!(address = %cfg.fpm, hold_s = cfg.hold.as_secs(), stale_s = cfg.stale.as_secs(), users = ?allowed, "waiting for zebra's FPM connection");
     std::thread::Builder::new().name("fpm".into()).spawn(move || {
-        Session::new(server, cfg, allowed, interfaces, st).run(&listener);
+        Session::new(server, cfg, allowed, vrfs, st).run(&listener);
     })?;
     Ok(status)
 }
@@ -209,7 +232,11 @@ struct Session {
     cfg: FrrConfig,
     /// Users whose sockets are served.
     allowed: Vec<u32>,
-    interfaces: Vec<String>,
+    vrfs: Arc<dyn VrfLookup>,
+    /// The lookup's generation the RIB was last translated with.
+    vrfs_generation: u64,
+    /// The VRF each route of a table other than 254 is installed in now.
+    installed_vrf: HashMap<RouteKey, String>,
     status: Arc<FrrStatus>,
     rib: Rib,
     conn: Option<TcpStream>,
@@ -217,7 +244,9 @@ struct Session {
     last_message: Instant,
     connected_at: Instant,
     lost_at: Option<Instant>,
-    warned_tables: bool,
+    /// Tables no VRF has and interfaces no port or VRF has, logged already.
+    logged_tables: HashSet<u32>,
+    logged_interfaces: HashSet<(Option<String>, u32)>,
     /// Kinds of unsupported messages logged already (once each).
     unsupported_logged: [bool; Unsupported::ALL.len()],
     /// When each refused user (`None`: owner unknown) was last logged.
@@ -232,14 +261,17 @@ impl Session {
         server: Arc<dyn RouteSink>,
         cfg: FrrConfig,
         allowed: Vec<u32>,
-        interfaces: Vec<String>,
+        vrfs: Arc<dyn VrfLookup>,
         status: Arc<FrrStatus>,
     ) -> Session {
+        let vrfs_generation = vrfs.generation();
         Session {
             server,
             cfg,
             allowed,
-            interfaces,
+            vrfs,
+            vrfs_generation,
+            installed_vrf: HashMap::new(),
             status,
             rib: Rib::new(),
             conn: None,
@@ -247,7 +279,8 @@ impl Session {
             last_message: Instant::now(),
             connected_at: Instant::now(),
             lost_at: None,
-            warned_tables: false,
+            logged_tables: HashSet::new(),
+            logged_interfaces: HashSet::new(),
             unsupported_logged: [false; Unsupported::ALL.len()],
             refused_logged: HashMap::new(),
             retry_at: None,
@@ -274,6 +307,7 @@ impl Session {
                 self.read();
             }
             self.timers();
+            self.follow_vrfs();
             if self.rib.has_changes() && self.retry_at.is_none_or(|t| Instant::now() >= t) {
                 self.flush();
             }
@@ -465,48 +499,96 @@ impl Session {
         }
     }
 
+    /// The VRFs changed: the routes whose meaning depends on them (those of tables other
+    /// than 254, the pops to an interface) are taken again at the next flush.
+    fn follow_vrfs(&mut self) {
+        let generation = self.vrfs.generation();
+        if generation == self.vrfs_generation {
+            return;
+        }
+        self.vrfs_generation = generation;
+        let n = self.rib.mark_changed(|r| r.key.table != MAIN_TABLE || is_pop(r));
+        if n > 0 {
+            info!(
+                generation,
+                routes = n,
+                "the VRFs changed; zebra's VRF routes and VPN labels are taken again"
+            );
+        }
+    }
+
     /// Turns the RIB's pending changes into one table change; they stay pending until the
     /// tables take them, and a refusal is tried again later ([`RETRY_FIRST`], doubling).
     fn flush(&mut self) {
-        let ports = port_ifindexes(&self.interfaces);
-        let mut unusable = 0;
-        let changes: Vec<FrrChange> = self
-            .rib
-            .pending_changes()
-            .into_iter()
-            .filter_map(|(key, route)| {
-                if key.table != MAIN_TABLE {
-                    if !self.warned_tables {
-                        self.warned_tables = true;
-                        warn!(table = key.table, "zebra sends routes of another table (a VRF); vmpls forwards the default VRF's (table 254) only, for now");
+        let vrfs = self.vrfs.clone();
+        let mut t = Translator::new(&*vrfs);
+        // A route leaving a VRF (gone, or its table now another's) is removed there
+        // first, so that whatever zebra has for that destination now can take its place.
+        let mut moved_away = Vec::new();
+        let mut changes = Vec::new();
+        let mut installed = Vec::new();
+        let mut vrf_of_table = HashMap::new();
+        for (key, route) in self.rib.pending_changes() {
+            // Connected routes (the kernel's, protocol 2) come from the kernel's
+            // addresses, which vmpls reads itself.
+            let route = route.filter(|r| r.protocol != RTPROT_KERNEL);
+            let vrf = match key.table {
+                MAIN_TABLE => Some(DEFAULT_VRF_NAME.to_string()),
+                table => vrf_of_table.entry(table).or_insert_with(|| vrfs.vrf_of_table(table)).clone(),
+            };
+            match key.dest {
+                Dest::Prefix(prefix, len) => {
+                    if key.table != MAIN_TABLE {
+                        if let Some(old) = self.installed_vrf.get(&key)
+                            && vrf.as_ref() != Some(old)
+                        {
+                            moved_away.push(FrrChange::Route { vrf: old.clone(), prefix, len, route: None });
+                        }
+                        installed.push((key, vrf.clone().filter(|_| route.is_some())));
                     }
-                    unusable += 1;
-                    return None;
+                    match vrf {
+                        Some(vrf) => changes.push(t.route(&vrf, key.table != MAIN_TABLE, prefix, len, route)),
+                        None if route.is_some() => t.unknown_tables.push(key.table),
+                        None => {}
+                    }
                 }
-                // Connected routes (the kernel's, protocol 2) come from the kernel's
-                // addresses, which vmpls reads itself.
-                let route = route.filter(|r| r.protocol != RTPROT_KERNEL);
-                let change = to_change(key, route, &ports);
-                if route.is_some() && change_is_removal(&change) {
-                    unusable += 1;
+                // Labels are one table, the default VRF's.
+                Dest::Label(_) if key.table != MAIN_TABLE => {
+                    if route.is_some() {
+                        t.unknown_tables.push(key.table);
+                    }
                 }
-                Some(change)
-            })
-            .collect();
+                Dest::Label(label) => changes.push(t.label(label, route)),
+            }
+        }
+        moved_away.append(&mut changes);
+        let changes = moved_away;
+        self.log_translation(&t);
+        let counts = (t.unusable, t.unknown_tables.len() as u64, t.unknown_interfaces.len() as u64);
+        let applied = |s: &mut Session, refused: u64| {
+            s.rib.mark_applied();
+            for (key, vrf) in installed {
+                match vrf {
+                    Some(vrf) => s.installed_vrf.insert(key, vrf),
+                    None => s.installed_vrf.remove(&key),
+                };
+            }
+            s.status.unusable.fetch_add(counts.0 + refused, Ordering::Relaxed);
+            s.status.unknown_table.fetch_add(counts.1, Ordering::Relaxed);
+            s.status.unknown_vrf_interface.fetch_add(counts.2, Ordering::Relaxed);
+        };
         if changes.is_empty() {
-            self.rib.mark_applied();
-            self.status.unusable.fetch_add(unusable, Ordering::Relaxed);
+            applied(self, 0);
             return;
         }
         let n = changes.len();
         let t = Instant::now();
         match self.server.apply_frr(changes) {
             Ok(refused) => {
-                self.rib.mark_applied();
+                applied(self, refused.len() as u64);
                 self.retry_at = None;
                 self.retry_delay = RETRY_FIRST;
                 self.status.batches.fetch_add(1, Ordering::Relaxed);
-                self.status.unusable.fetch_add(unusable + refused.len() as u64, Ordering::Relaxed);
                 for r in refused {
                     warn!("a route from zebra is not installed: {r}");
                 }
@@ -524,71 +606,181 @@ impl Session {
             }
         }
     }
+
+    /// Logs each table no VRF has and each interface no port or VRF has, once (until
+    /// [`LOGGED_MAX`] of them were).
+    fn log_translation(&mut self, t: &Translator<'_>) {
+        for &table in t.unknown_tables.iter().collect::<BTreeSet<_>>() {
+            if self.logged_tables.len() >= LOGGED_MAX {
+                self.logged_tables.clear();
+            }
+            if self.logged_tables.insert(table) {
+                warn!(
+                    table,
+                    "zebra sends routes of a table that is no VRF's: they are skipped and kept, and installed if a VRF \
+                     with that table appears (counted as unknown_table; logged once per table)"
+                );
+            }
+        }
+        for (label, ifindex) in &t.unknown_interfaces {
+            if self.logged_interfaces.len() >= LOGGED_MAX {
+                self.logged_interfaces.clear();
+            }
+            if self.logged_interfaces.insert((None, *ifindex)) {
+                warn!(
+                    label,
+                    ifindex,
+                    "zebra pops a label to an interface that is neither the loopback nor a VRF's (a VPN label whose \
+                     VRF is gone or not found yet): not installed until a VRF has that interface (counted as \
+                     unknown_vrf_interface; logged once per interface)"
+                );
+            }
+        }
+        for (vrf, ifindex) in &t.off_ports {
+            if self.logged_interfaces.len() >= LOGGED_MAX {
+                self.logged_interfaces.clear();
+            }
+            if self.logged_interfaces.insert((Some(vrf.clone()), *ifindex)) {
+                warn!(
+                    vrf,
+                    ifindex,
+                    "a next hop of a VRF's route from zebra is out of an interface that is no port of that VRF nor of \
+                     the router's namespace: left out (a route left with none is counted as unusable; logged once per \
+                     interface)"
+                );
+            }
+        }
+    }
 }
 
-fn change_is_removal(c: &FrrChange) -> bool {
-    matches!(c, FrrChange::Route { route: None, .. } | FrrChange::Label { route: None, .. })
+/// Whether a route only pops, out of an interface with no gateway: the label routes a
+/// VRF's interface (or the loopback) makes local.
+fn is_pop(r: &Route) -> bool {
+    matches!(r.key.dest, Dest::Label(_))
+        && !r.nexthops.is_empty()
+        && r.nexthops.iter().all(|n| n.gateway.is_none() && n.labels.is_empty())
 }
 
-/// Each port's interface index now (interfaces can be deleted and created again).
-fn port_ifindexes(interfaces: &[String]) -> HashMap<u32, PortId> {
-    interfaces
-        .iter()
-        .enumerate()
-        .filter_map(|(i, name)| Some((vmpls_ports::if_nametoindex(name)?, PortId::try_from(i).ok()?)))
-        .collect()
+/// zebra's routes as changes of the router's tables, with what could not be placed.
+struct Translator<'a> {
+    vrfs: &'a dyn VrfLookup,
+    /// The port of each (VRF namespace, interface index) asked so far in this flush.
+    ports: HashMap<(Option<String>, u32), Option<PortId>>,
+    /// Routes left with no next hop on a port.
+    unusable: u64,
+    /// The table of each route skipped because no VRF has it.
+    unknown_tables: Vec<u32>,
+    /// Label routes skipped because they pop to an interface no VRF has: (label, ifindex).
+    unknown_interfaces: Vec<(u32, u32)>,
+    /// Next hops of VRF routes out of no port: (VRF, ifindex).
+    off_ports: BTreeSet<(String, u32)>,
 }
 
-/// One route from zebra as a change of the router's tables. Next hops out of interfaces
-/// that are not ports of this router are left out; a route left with none is removed
-/// (the kernel, which has it too, is the router's own way there).
-fn to_change(key: RouteKey, route: Option<&Route>, ports: &HashMap<u32, PortId>) -> FrrChange {
-    let nexthops = |r: &Route| -> Vec<NexthopConfig> {
-        r.nexthops
-            .iter()
-            .filter_map(|n| {
-                Some(NexthopConfig {
-                    port: *ports.get(&n.ifindex?)?,
-                    via: n.gateway,
-                    labels: n.labels.clone(),
-                    weight: n.weight,
-                })
-            })
-            .collect()
-    };
-    match key.dest {
-        Dest::Prefix(prefix, len) => {
-            let route = route.and_then(|r| {
-                let action = match r.kind {
-                    Kind::Blackhole => RouteAction::Blackhole,
-                    Kind::Unicast => {
-                        let nhs = nexthops(r);
-                        if nhs.is_empty() {
-                            return None;
-                        }
-                        RouteAction::Forward(nhs)
+impl<'a> Translator<'a> {
+    fn new(vrfs: &'a dyn VrfLookup) -> Translator<'a> {
+        Translator {
+            vrfs,
+            ports: HashMap::new(),
+            unusable: 0,
+            unknown_tables: Vec::new(),
+            unknown_interfaces: Vec::new(),
+            off_ports: BTreeSet::new(),
+        }
+    }
+
+    fn port(&mut self, vrf: Option<&str>, ifindex: u32) -> Option<PortId> {
+        let vrfs = self.vrfs;
+        *self.ports.entry((vrf.map(String::from), ifindex)).or_insert_with(|| vrfs.port(vrf, ifindex))
+    }
+
+    /// The next hops of `r` on ports. Labelled ones go into the core, out of ports of the
+    /// router's namespace; unlabelled ones of a VRF's route (`vrf`) name an interface in
+    /// the VRF's namespace, or (with VRF devices) a port of the router's enslaved to it.
+    /// Next hops out of interfaces that are not ports of this router are left out.
+    fn nexthops(&mut self, vrf: Option<&str>, r: &Route) -> Vec<NexthopConfig> {
+        let mut out = Vec::with_capacity(r.nexthops.len());
+        for n in &r.nexthops {
+            let Some(ifindex) = n.ifindex else { continue };
+            let in_vrf = match vrf {
+                Some(v) if n.labels.is_empty() => self.port(Some(v), ifindex),
+                _ => None,
+            };
+            let Some(port) = in_vrf.or_else(|| self.port(None, ifindex)) else {
+                if let Some(v) = vrf {
+                    self.off_ports.insert((v.to_string(), ifindex));
+                }
+                continue;
+            };
+            out.push(NexthopConfig { port, via: n.gateway, labels: n.labels.clone(), weight: n.weight });
+        }
+        out
+    }
+
+    /// A prefix route of `vrf` (`in_vrf`: not the default VRF) as a change. A route left
+    /// with no next hop is removed (the kernel, which has it too, is the router's own
+    /// way there).
+    fn route(
+        &mut self,
+        vrf: &str,
+        in_vrf: bool,
+        prefix: IpAddr,
+        len: u8,
+        route: Option<&Route>,
+    ) -> FrrChange {
+        let route = route.and_then(|r| {
+            let action = match r.kind {
+                Kind::Blackhole => RouteAction::Blackhole,
+                Kind::Unicast => {
+                    let nhs = self.nexthops(in_vrf.then_some(vrf), r);
+                    if nhs.is_empty() {
+                        self.unusable += 1;
+                        return None;
                     }
-                };
-                Some((action, Protocol::from_zebra(r.protocol)))
-            });
-            FrrChange::Route { vrf: DEFAULT_VRF_NAME.into(), prefix, len, route }
+                    RouteAction::Forward(nhs)
+                }
+            };
+            Some((action, Protocol::from_zebra(r.protocol)))
+        });
+        FrrChange::Route { vrf: vrf.into(), prefix, len, route }
+    }
+
+    /// A label route as a change: a swap or penultimate-hop pop out of ports; a pop to
+    /// the loopback (routed in the default VRF) or to a VRF's interface (the VPN label:
+    /// routed in that VRF).
+    fn label(&mut self, label: u32, route: Option<&Route>) -> FrrChange {
+        let route = route.and_then(|r| {
+            let nhs = self.nexthops(None, r);
+            let action = if !nhs.is_empty() {
+                LabelConfigAction::Forward(nhs)
+            } else if is_pop(r) {
+                LabelConfigAction::PopAndLookup { vrf: self.pop_vrf(label, r)? }
+            } else {
+                self.unusable += 1;
+                return None;
+            };
+            Some((action, Protocol::from_zebra(r.protocol)))
+        });
+        FrrChange::Label { label, route }
+    }
+
+    /// The VRF a pop to an interface routes in: the loopback's, the default VRF; a VRF
+    /// interface's, that VRF. Any other interface is counted (never guessed to be the
+    /// default VRF: a VPN label whose VRF is not known would leak a customer's traffic
+    /// into the core's table).
+    fn pop_vrf(&mut self, label: u32, r: &Route) -> Option<String> {
+        let lookup = self.vrfs;
+        let mut vrfs = r.nexthops.iter().map(|n| match n.ifindex {
+            Some(LOOPBACK_IFINDEX) => Some(DEFAULT_VRF_NAME.to_string()),
+            Some(i) => lookup.vrf_of_device(i),
+            None => None,
+        });
+        let first = vrfs.next().flatten();
+        if let Some(vrf) = first.filter(|v| vrfs.all(|o| o.as_ref() == Some(v))) {
+            return Some(vrf);
         }
-        Dest::Label(label) => {
-            let route = route.and_then(|r| {
-                let nhs = nexthops(r);
-                let action = if !nhs.is_empty() {
-                    LabelConfigAction::Forward(nhs)
-                } else if r.nexthops.iter().all(|n| n.gateway.is_none() && n.labels.is_empty()) {
-                    // Out of an interface that is not a port (zebra uses the loopback):
-                    // a local label, popped here and routed.
-                    LabelConfigAction::PopAndLookup { vrf: DEFAULT_VRF_NAME.into() }
-                } else {
-                    return None;
-                };
-                Some((action, Protocol::from_zebra(r.protocol)))
-            });
-            FrrChange::Label { label, route }
-        }
+        let ifindex = r.nexthops.iter().find_map(|n| n.ifindex).unwrap_or(0);
+        self.unknown_interfaces.push((label, ifindex));
+        None
     }
 }
 
@@ -609,6 +801,10 @@ mod tests {
         in_force: Mutex<BTreeMap<String, FrrChange>>,
     }
 
+    fn change_is_removal(c: &FrrChange) -> bool {
+        matches!(c, FrrChange::Route { route: None, .. } | FrrChange::Label { route: None, .. })
+    }
+
     impl RouteSink for Tables {
         fn apply_frr(&self, changes: Vec<FrrChange>) -> Result<Vec<String>, String> {
             if self.fail.load(Ordering::Relaxed) > 0 {
@@ -618,7 +814,7 @@ mod tests {
             let mut t = self.in_force.lock().unwrap();
             for c in changes {
                 let key = match &c {
-                    FrrChange::Route { prefix, len, .. } => format!("{prefix}/{len}"),
+                    FrrChange::Route { vrf, prefix, len, .. } => format!("{vrf} {prefix}/{len}"),
                     FrrChange::Label { label, .. } => format!("label {label}"),
                 };
                 if change_is_removal(&c) {
@@ -634,6 +830,47 @@ mod tests {
     impl Tables {
         fn keys(&self) -> Vec<String> {
             self.in_force.lock().unwrap().keys().cloned().collect()
+        }
+
+        fn get(&self, key: &str) -> Option<FrrChange> {
+            self.in_force.lock().unwrap().get(key).cloned()
+        }
+    }
+
+    /// What the kernel would say of VRFs, set by the test; every change is a new
+    /// generation.
+    #[derive(Default)]
+    struct FakeVrfs {
+        generation: AtomicU64,
+        state: Mutex<FakeVrfState>,
+    }
+
+    #[derive(Default, Clone)]
+    struct FakeVrfState {
+        tables: HashMap<u32, String>,
+        devices: HashMap<u32, String>,
+        ports: HashMap<(Option<String>, u32), PortId>,
+    }
+
+    impl FakeVrfs {
+        fn set(&self, change: impl FnOnce(&mut FakeVrfState)) {
+            change(&mut self.state.lock().unwrap());
+            self.generation.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    impl VrfLookup for FakeVrfs {
+        fn generation(&self) -> u64 {
+            self.generation.load(Ordering::Relaxed)
+        }
+        fn vrf_of_table(&self, table: u32) -> Option<String> {
+            self.state.lock().unwrap().tables.get(&table).cloned()
+        }
+        fn vrf_of_device(&self, ifindex: u32) -> Option<String> {
+            self.state.lock().unwrap().devices.get(&ifindex).cloned()
+        }
+        fn port(&self, vrf: Option<&str>, ifindex: u32) -> Option<PortId> {
+            self.state.lock().unwrap().ports.get(&(vrf.map(String::from), ifindex)).copied()
         }
     }
 
@@ -663,7 +900,18 @@ mod tests {
             fpm_users: None,
         };
         // The loopback (index 1 in every namespace) as port 0.
-        Session::new(tables, cfg, vec![0], vec!["lo".into()], Arc::new(FrrStatus::default()))
+        let vrfs = Arc::new(crate::vrf_lookup::DefaultVrfOnly::new(vec!["lo".into()]));
+        Session::new(tables, cfg, vec![0], vrfs, Arc::new(FrrStatus::default()))
+    }
+
+    fn session_with(tables: Arc<dyn RouteSink>, vrfs: Arc<FakeVrfs>) -> Session {
+        let cfg = FrrConfig {
+            fpm: FrrConfig::DEFAULT_FPM,
+            hold: FrrConfig::DEFAULT_HOLD,
+            stale: FrrConfig::DEFAULT_STALE,
+            fpm_users: None,
+        };
+        Session::new(tables, cfg, vec![0], vrfs, Arc::new(FrrStatus::default()))
     }
 
     fn lsp(label: u32, out: u32) -> Route {
@@ -806,18 +1054,229 @@ mod tests {
         }
     }
 
+    /// The router's namespace: ports 0 (`core`, ifindex 10) and 2 (ifindex 5); VRF red
+    /// with table and interface 1000, its namespace holding port 1 (ifindex 5: indexes
+    /// collide across namespaces); port 3 (ifindex 7) of the router's namespace, as a port
+    /// enslaved to a VRF device would be.
+    fn red() -> FakeVrfState {
+        let mut st = FakeVrfState::default();
+        st.tables.insert(1000, "red".into());
+        st.devices.insert(1000, "red".into());
+        st.ports.insert((None, 10), 0);
+        st.ports.insert((Some("red".into()), 5), 1);
+        st.ports.insert((None, 5), 2);
+        st.ports.insert((None, 7), 3);
+        st
+    }
+
+    fn red_session(tables: Arc<dyn RouteSink>) -> (Session, Arc<FakeVrfs>) {
+        let vrfs = Arc::new(FakeVrfs::default());
+        vrfs.set(|st| *st = red());
+        (session_with(tables, vrfs.clone()), vrfs)
+    }
+
+    fn prefix_route(table: u32, dst: &str, protocol: u8, nexthops: Vec<Nexthop>) -> Route {
+        let (a, len) = dst.split_once('/').unwrap();
+        Route {
+            key: RouteKey { table, dest: Dest::Prefix(a.parse().unwrap(), len.parse().unwrap()) },
+            protocol,
+            kind: Kind::Unicast,
+            nexthops,
+        }
+    }
+
+    /// A next hop out of an interface, no gateway (a pop, or a connected destination).
+    fn dev(ifindex: u32) -> Nexthop {
+        Nexthop { gateway: None, ifindex: Some(ifindex), labels: vec![], weight: 1 }
+    }
+
+    fn vpn_label(label: u32, ifindex: u32) -> Route {
+        Route {
+            key: RouteKey { table: MAIN_TABLE, dest: Dest::Label(label) },
+            protocol: 186,
+            kind: Kind::Unicast,
+            nexthops: vec![dev(ifindex)],
+        }
+    }
+
+    /// Reads `routes` (`true`: deleted) as zebra's encoded messages, and flushes.
+    fn send(s: &mut Session, routes: &[(&Route, bool)]) {
+        let messages: Vec<_> = routes.iter().map(|(r, delete)| encode::message(r, *delete)).collect();
+        assert_eq!(s.read_from(&mut Feed { data: frames(&messages), at: 0 }), Ok(()));
+        s.follow_vrfs();
+        if s.rib.has_changes() {
+            s.flush();
+        }
+    }
+
+    fn counter(s: &Session, name: &str) -> u64 {
+        s.status.counters((0, 0)).into_iter().find(|c| c.name == name).map(|c| c.value).unwrap()
+    }
+
+    #[test]
+    fn routes_of_a_vrf_table_go_into_that_vrf_and_of_an_unknown_table_wait_for_it() {
+        let tables = Arc::new(Tables::default());
+        let (mut s, vrfs) = red_session(tables.clone());
+        let ce = prefix_route(1000, "198.18.7.0/24", 186, vec![nh("198.18.5.2", 5, &[])]);
+        let blue = prefix_route(2000, "198.18.7.0/24", 186, vec![nh("198.18.5.2", 5, &[])]);
+        let core = prefix_route(MAIN_TABLE, "198.18.7.0/24", 188, vec![nh("198.18.10.2", 10, &[])]);
+        send(&mut s, &[(&ce, false), (&blue, false), (&core, false)]);
+        assert_eq!(tables.keys(), ["default 198.18.7.0/24", "red 198.18.7.0/24"]);
+        assert_eq!(counter(&s, "unknown_table"), 1);
+        // Once counted per route, logged once per table.
+        send(&mut s, &[(&prefix_route(2000, "198.18.8.0/24", 186, vec![dev(5)]), false)]);
+        assert_eq!(counter(&s, "unknown_table"), 2);
+        assert_eq!(s.logged_tables, HashSet::from([2000]));
+        assert_eq!(counter(&s, "unusable"), 0, "an unknown table is not a route without next hop");
+
+        // Table 2000 becomes VRF blue's (with a port in its namespace): zebra sends
+        // nothing again, and its routes are installed.
+        vrfs.set(|st| {
+            st.tables.insert(2000, "blue".into());
+            st.ports.insert((Some("blue".into()), 5), 4);
+        });
+        send(&mut s, &[]);
+        assert_eq!(
+            tables.keys(),
+            ["blue 198.18.7.0/24", "blue 198.18.8.0/24", "default 198.18.7.0/24", "red 198.18.7.0/24"]
+        );
+        let Some(FrrChange::Route { route: Some((RouteAction::Forward(nhs), Protocol::Bgp)), .. }) =
+            tables.get("blue 198.18.7.0/24")
+        else {
+            panic!("{:?}", tables.get("blue 198.18.7.0/24"))
+        };
+        assert_eq!(nhs[0].port, 4, "blue's own port, not red's or the router's of the same index");
+
+        // red goes: its routes leave the tables, zebra's stay here; it comes back: back.
+        vrfs.set(|st| {
+            st.tables.remove(&1000);
+            st.devices.remove(&1000);
+        });
+        send(&mut s, &[]);
+        assert_eq!(tables.keys(), ["blue 198.18.7.0/24", "blue 198.18.8.0/24", "default 198.18.7.0/24"]);
+        assert_eq!(s.rib.len(), 4);
+        vrfs.set(|st| *st = red());
+        send(&mut s, &[]);
+        assert_eq!(tables.keys(), ["default 198.18.7.0/24", "red 198.18.7.0/24"], "blue went, red came back");
+        // zebra deletes the route of a table no VRF has: nothing to count.
+        let before = counter(&s, "unknown_table");
+        send(&mut s, &[(&blue, true)]);
+        assert_eq!(counter(&s, "unknown_table"), before);
+        assert_eq!(s.rib.len(), 3);
+    }
+
+    #[test]
+    fn a_vrf_whose_table_changes_keeps_the_route_zebra_sent_last() {
+        let tables = Arc::new(Tables::default());
+        let (mut s, vrfs) = red_session(tables.clone());
+        let old = prefix_route(1000, "198.18.7.0/24", 186, vec![nh("198.18.5.2", 5, &[])]);
+        send(&mut s, &[(&old, false)]);
+        // zebra restarted and red's interface is 1001 now; the old table's routes go at
+        // the same time as the new ones come.
+        vrfs.set(|st| {
+            st.tables = HashMap::from([(1001, "red".into())]);
+            st.devices = HashMap::from([(1001, "red".into())]);
+        });
+        let new = prefix_route(1001, "198.18.7.0/24", 186, vec![nh("198.18.5.3", 5, &[])]);
+        send(&mut s, &[(&new, false)]);
+        let Some(FrrChange::Route { route: Some((RouteAction::Forward(nhs), _)), .. }) =
+            tables.get("red 198.18.7.0/24")
+        else {
+            panic!("{:?}", tables.keys())
+        };
+        assert_eq!(nhs[0].via, Some("198.18.5.3".parse().unwrap()));
+        assert_eq!(s.installed_vrf.len(), 1);
+    }
+
+    #[test]
+    fn a_vpn_label_pops_into_its_vrf_and_one_whose_vrf_is_gone_is_not_installed() {
+        let tables = Arc::new(Tables::default());
+        let (mut s, vrfs) = red_session(tables.clone());
+        let pop = |vrf: &str| Some((LabelConfigAction::PopAndLookup { vrf: vrf.into() }, Protocol::Bgp));
+        let (red_label, default_label, other) = (vpn_label(80, 1000), vpn_label(81, 1), vpn_label(82, 3000));
+        let ldp = Route { nexthops: vec![nh("198.18.10.2", 10, &[100])], ..lsp(16, 100) };
+        send(&mut s, &[(&red_label, false), (&default_label, false), (&other, false), (&ldp, false)]);
+        assert_eq!(tables.keys(), ["label 16", "label 80", "label 81"]);
+        assert_eq!(tables.get("label 80"), Some(FrrChange::Label { label: 80, route: pop("red") }));
+        assert_eq!(tables.get("label 81"), Some(FrrChange::Label { label: 81, route: pop("default") }));
+        assert_eq!(counter(&s, "unknown_vrf_interface"), 1);
+        assert_eq!(s.logged_interfaces, HashSet::from([(None, 3000)]));
+        // red goes: its label goes with it (never popped into another VRF); the LSP stays.
+        vrfs.set(|st| {
+            st.devices.clear();
+            st.tables.clear();
+        });
+        send(&mut s, &[]);
+        assert_eq!(tables.keys(), ["label 16", "label 81"]);
+        assert_eq!(counter(&s, "unknown_vrf_interface"), 3, "80 and 82 again");
+        // Interface 3000 becomes VRF blue's, red comes back.
+        vrfs.set(|st| {
+            *st = red();
+            st.devices.insert(3000, "blue".into());
+        });
+        send(&mut s, &[]);
+        assert_eq!(tables.keys(), ["label 16", "label 80", "label 81", "label 82"]);
+        assert_eq!(tables.get("label 82"), Some(FrrChange::Label { label: 82, route: pop("blue") }));
+        // zebra moves the label elsewhere: a plain removal.
+        send(&mut s, &[(&red_label, true)]);
+        assert_eq!(tables.keys(), ["label 16", "label 81", "label 82"]);
+    }
+
+    #[test]
+    fn next_hops_of_vrf_routes_are_found_in_the_vrf_or_the_core() {
+        let tables = Arc::new(Tables::default());
+        let (mut s, _vrfs) = red_session(tables.clone());
+        let nexthops = |key: &str| match tables.get(key) {
+            Some(FrrChange::Route { route: Some((RouteAction::Forward(nhs), _)), .. }) => {
+                nhs.iter().map(|n| (n.port, n.labels.clone())).collect::<Vec<_>>()
+            }
+            other => panic!("{key}: {other:?}"),
+        };
+        let routes = [
+            // A remote PE's VPN route: transport label over the VPN label, into the
+            // core out of ifindex 5 of the router's namespace (port 2), not red's 5.
+            prefix_route(1000, "198.18.2.0/24", 186, vec![nh("198.18.10.2", 5, &[16, 80])]),
+            // A CE's route: ifindex 5 in red's namespace (port 1).
+            prefix_route(1000, "198.18.3.0/24", 186, vec![nh("198.18.5.2", 5, &[])]),
+            // Unlabelled out of ifindex 7: no port of red's namespace; the router's.
+            prefix_route(1000, "198.18.4.0/24", 196, vec![nh("198.18.6.2", 7, &[])]),
+            // ECMP with one next hop out of no port at all.
+            prefix_route(
+                1000,
+                "198.18.5.0/24",
+                186,
+                vec![nh("198.18.5.2", 5, &[]), nh("198.18.9.2", 9, &[])],
+            ),
+            // Only out of no port: not installed.
+            prefix_route(1000, "198.18.6.0/24", 186, vec![nh("198.18.9.2", 9, &[])]),
+            // The default VRF: ifindex 5 is the router's.
+            prefix_route(MAIN_TABLE, "198.18.3.0/24", 188, vec![nh("198.18.11.2", 5, &[])]),
+        ];
+        send(&mut s, &routes.iter().map(|r| (r, false)).collect::<Vec<_>>());
+        assert_eq!(nexthops("red 198.18.2.0/24"), [(2, vec![16, 80])]);
+        assert_eq!(nexthops("red 198.18.3.0/24"), [(1, vec![])]);
+        assert_eq!(nexthops("red 198.18.4.0/24"), [(3, vec![])]);
+        assert_eq!(nexthops("red 198.18.5.0/24"), [(1, vec![])]);
+        assert_eq!(nexthops("default 198.18.3.0/24"), [(2, vec![])]);
+        assert!(tables.get("red 198.18.6.0/24").is_none());
+        assert_eq!(counter(&s, "unusable"), 1);
+        assert_eq!(s.logged_interfaces, HashSet::from([(Some("red".into()), 9)]));
+    }
+
     #[test]
     fn next_hops_off_the_ports_are_left_out() {
-        let ports: HashMap<u32, PortId> = [(5, 0), (7, 1)].into_iter().collect();
-        let key = RouteKey { table: MAIN_TABLE, dest: Dest::Prefix("198.18.2.0".parse().unwrap(), 24) };
-        let r = Route {
-            key,
-            protocol: 193,
-            kind: Kind::Unicast,
-            nexthops: vec![nh("198.18.10.2", 5, &[16]), nh("198.18.11.2", 9, &[17])],
-        };
+        let vrfs = FakeVrfs::default();
+        vrfs.set(|st| st.ports = HashMap::from([((None, 5), 0), ((None, 7), 1)]));
+        let mut t = Translator::new(&vrfs);
+        let prefix: IpAddr = "198.18.2.0".parse().unwrap();
+        let r = prefix_route(
+            MAIN_TABLE,
+            "198.18.2.0/24",
+            193,
+            vec![nh("198.18.10.2", 5, &[16]), nh("198.18.11.2", 9, &[17])],
+        );
         let FrrChange::Route { route: Some((RouteAction::Forward(nhs), proto)), .. } =
-            to_change(key, Some(&r), &ports)
+            t.route(DEFAULT_VRF_NAME, false, prefix, 24, Some(&r))
         else {
             panic!()
         };
@@ -827,32 +1286,275 @@ mod tests {
         // None left: removed.
         let r = Route { nexthops: vec![nh("198.18.11.2", 9, &[17])], ..r };
         assert_eq!(
-            to_change(key, Some(&r), &ports),
-            FrrChange::Route {
-                vrf: "default".into(),
-                prefix: "198.18.2.0".parse().unwrap(),
-                len: 24,
-                route: None
-            }
+            t.route(DEFAULT_VRF_NAME, false, prefix, 24, Some(&r)),
+            FrrChange::Route { vrf: "default".into(), prefix, len: 24, route: None }
         );
+        assert_eq!(t.unusable, 1);
+        assert!(t.off_ports.is_empty(), "the default VRF's next hops off the ports are not VRF routes'");
     }
 
     #[test]
     fn a_label_out_of_the_loopback_is_popped_here() {
-        let ports: HashMap<u32, PortId> = [(5, 0)].into_iter().collect();
-        let key = RouteKey { table: MAIN_TABLE, dest: Dest::Label(80) };
-        let r = Route {
-            key,
-            protocol: 186,
-            kind: Kind::Unicast,
-            nexthops: vec![Nexthop { gateway: None, ifindex: Some(1), labels: vec![], weight: 1 }],
-        };
+        let vrfs = FakeVrfs::default();
+        let mut t = Translator::new(&vrfs);
         assert_eq!(
-            to_change(key, Some(&r), &ports),
+            t.label(80, Some(&vpn_label(80, LOOPBACK_IFINDEX))),
             FrrChange::Label {
                 label: 80,
                 route: Some((LabelConfigAction::PopAndLookup { vrf: "default".into() }, Protocol::Bgp))
             }
         );
+    }
+
+    /// The router's real tables behind the FPM session.
+    struct RealTables(Mutex<vmpls_control::tables::Tables>);
+
+    impl RouteSink for RealTables {
+        fn apply_frr(&self, changes: Vec<FrrChange>) -> Result<Vec<String>, String> {
+            let applied = self.0.lock().unwrap().apply_frr(changes).map_err(|e| e.message())?;
+            Ok(applied.refused)
+        }
+    }
+
+    impl RealTables {
+        /// A PE: core port 0, port 1 facing a CE in VRF red.
+        fn pe() -> Arc<RealTables> {
+            RealTables::with_subnets("198.18.10.1/24", "198.18.1.1/24")
+        }
+
+        /// A PE whose core and CE-facing ports have these addresses.
+        fn with_subnets(core: &str, ce: &str) -> Arc<RealTables> {
+            let text = format!(
+                r#"
+[router]
+name = "pe1"
+addresses = ["198.18.255.1"]
+
+[[vrf]]
+name = "red"
+
+[[port]]
+name = "core"
+interface = "pe1-p"
+addresses = ["{core}"]
+
+[[port]]
+name = "ce1"
+interface = "pe1-ce1"
+vrf = "red"
+addresses = ["{ce}"]
+"#
+            );
+            let cfg = vmpls_control::Config::from_str(&text, std::path::Path::new("pe1.toml")).unwrap();
+            Arc::new(RealTables(Mutex::new(vmpls_control::tables::Tables::new(cfg))))
+        }
+
+        /// `vmpls route show [vrf VRF]` / `vmpls -f mpls route show`, as text.
+        fn shown(&self, family: vmpls_control::api::Family, vrf: Option<&str>) -> Vec<String> {
+            use vmpls_control::api::{Family, IpRoute, MplsRoute};
+            let json = self.0.lock().unwrap().show(family, vrf).unwrap();
+            if family == Family::Mpls {
+                let l: Vec<MplsRoute> = serde_json::from_value(json).unwrap();
+                return l.iter().map(ToString::to_string).collect();
+            }
+            let l: Vec<IpRoute> = serde_json::from_value(json).unwrap();
+            l.iter().map(ToString::to_string).collect()
+        }
+    }
+
+    /// zebra's burst on a PE: LDP's LSPs and an OSPF route of the default VRF, the
+    /// connected subnets, and VRF red's (table 1000) CE route, VPN route and VPN label.
+    /// The kernel's interfaces: core 10 (router's namespace), pe1-ce1 2 (red's).
+    fn pe_burst() -> Vec<Route> {
+        let key = |table, dest| RouteKey { table, dest };
+        let label = |l, nexthops, protocol| Route {
+            key: key(MAIN_TABLE, Dest::Label(l)),
+            protocol,
+            kind: Kind::Unicast,
+            nexthops,
+        };
+        vec![
+            label(16, vec![nh("198.18.10.2", 10, &[])], 193),
+            label(17, vec![nh("198.18.10.2", 10, &[20])], 193),
+            prefix_route(MAIN_TABLE, "198.18.255.3/32", 188, vec![nh("198.18.10.2", 10, &[20])]),
+            prefix_route(MAIN_TABLE, "198.18.10.0/24", RTPROT_KERNEL, vec![dev(10)]),
+            prefix_route(1000, "198.18.1.0/24", RTPROT_KERNEL, vec![dev(2)]),
+            prefix_route(1000, "198.18.101.0/24", 186, vec![nh("198.18.1.2", 2, &[])]),
+            prefix_route(1000, "198.18.2.0/24", 186, vec![nh("198.18.10.2", 10, &[20, 80])]),
+            label(80, vec![dev(1000)], 186),
+        ]
+    }
+
+    fn pe_vrfs(st: &mut FakeVrfState) {
+        st.tables.insert(1000, "red".into());
+        st.devices.insert(1000, "red".into());
+        st.ports.insert((None, 10), 0);
+        st.ports.insert((Some("red".into()), 2), 1);
+    }
+
+    #[test]
+    fn a_pes_burst_fills_the_default_vrf_and_red_and_follows_red_coming_and_going() {
+        use vmpls_control::api::Family;
+        let default_routes = [
+            "198.18.10.0/24 dev core proto kernel scope link src 198.18.10.1",
+            "198.18.255.3/32 encap mpls 20 via 198.18.10.2 dev core proto ospf",
+        ];
+        let red_connected = "198.18.1.0/24 dev ce1 proto kernel scope link src 198.18.1.1";
+        let red_routes = [
+            red_connected,
+            "198.18.2.0/24 encap mpls 20/80 via 198.18.10.2 dev core proto bgp",
+            "198.18.101.0/24 via 198.18.1.2 dev ce1 proto bgp",
+        ];
+        let lsps = [
+            "16 via inet 198.18.10.2 dev core proto ldp",
+            "17 as to 20 via inet 198.18.10.2 dev core proto ldp",
+        ];
+        let with_vpn_label = [lsps[0], lsps[1], "80 vrf red proto bgp"];
+        let burst = pe_burst();
+        let burst: Vec<_> = burst.iter().map(|r| (r, false)).collect();
+
+        // red known before zebra's routes come.
+        let tables = RealTables::pe();
+        let vrfs = Arc::new(FakeVrfs::default());
+        vrfs.set(pe_vrfs);
+        let mut s = session_with(tables.clone(), vrfs);
+        send(&mut s, &burst);
+        assert_eq!(tables.shown(Family::Inet, None), default_routes);
+        assert_eq!(tables.shown(Family::Inet, Some("red")), red_routes);
+        assert_eq!(tables.shown(Family::Mpls, None), with_vpn_label);
+        assert_eq!(
+            tables.0.lock().unwrap().get("198.18.2.9".parse().unwrap(), Some("red")).unwrap().dst,
+            "198.18.2.0/24"
+        );
+        for c in ["unknown_table", "unknown_vrf_interface", "unusable"] {
+            assert_eq!(counter(&s, c), 0, "{c}");
+        }
+
+        // red found only after zebra's routes: skipped, counted, then installed without
+        // zebra sending them again.
+        let tables = RealTables::pe();
+        let vrfs = Arc::new(FakeVrfs::default());
+        vrfs.set(|st| {
+            st.ports.insert((None, 10), 0);
+        });
+        let mut s = session_with(tables.clone(), vrfs.clone());
+        send(&mut s, &burst);
+        assert_eq!(tables.shown(Family::Inet, None), default_routes);
+        assert_eq!(tables.shown(Family::Inet, Some("red")), [red_connected]);
+        assert_eq!(tables.shown(Family::Mpls, None), lsps);
+        assert_eq!((counter(&s, "unknown_table"), counter(&s, "unknown_vrf_interface")), (2, 1));
+        vrfs.set(pe_vrfs);
+        send(&mut s, &[]);
+        assert_eq!(tables.shown(Family::Inet, None), default_routes);
+        assert_eq!(tables.shown(Family::Inet, Some("red")), red_routes);
+        assert_eq!(tables.shown(Family::Mpls, None), with_vpn_label);
+
+        // red goes: its routes and its VPN label go, the default VRF's stay as they were.
+        vrfs.set(|st| {
+            st.tables.clear();
+            st.devices.clear();
+            st.ports.retain(|(vrf, _), _| vrf.is_none());
+        });
+        send(&mut s, &[]);
+        assert_eq!(tables.shown(Family::Inet, None), default_routes);
+        assert_eq!(tables.shown(Family::Inet, Some("red")), [red_connected]);
+        assert_eq!(tables.shown(Family::Mpls, None), lsps);
+        assert_eq!(s.rib.len(), burst.len(), "zebra's routes are all kept");
+        assert_eq!(tables.0.lock().unwrap().frr_counts(), (1, 2));
+    }
+
+    /// The `fpm` fuzz target's corpus (zebra's captured streams, VRF routes among them)
+    /// through the session into the real tables, with red going and coming back after
+    /// each: whatever the stream held, red's routes leave with it and the default VRF's
+    /// stay as they were.
+    #[test]
+    fn the_fpm_corpus_goes_through_the_session_and_red_comes_and_goes() {
+        use vmpls_control::api::Family;
+        let dir = format!("{}/../../fuzz/corpus/fpm", env!("CARGO_MANIFEST_DIR"));
+        let (mut seeds, mut with_vpn) = (0, 0);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let tables = RealTables::pe();
+            let vrfs = Arc::new(FakeVrfs::default());
+            vrfs.set(pe_vrfs);
+            let mut s = session_with(tables.clone(), vrfs.clone());
+            let _ = s.read_from(&mut Feed { data: std::fs::read(&path).unwrap(), at: 0 });
+            send(&mut s, &[]);
+            let shown = |f, vrf| (tables.shown(f, vrf), tables.shown(Family::Inet6, vrf));
+            let (default, with_red) = (shown(Family::Inet, None), shown(Family::Inet, Some("red")));
+            let labels = tables.shown(Family::Mpls, None);
+            if with_red.0.iter().chain(&with_red.1).any(|l| l.contains("proto bgp")) {
+                with_vpn += 1;
+            }
+            vrfs.set(|st| {
+                st.tables.clear();
+                st.devices.clear();
+            });
+            send(&mut s, &[]);
+            assert_eq!(shown(Family::Inet, None), default, "{}", path.display());
+            let red = tables.shown(Family::Inet, Some("red"));
+            assert!(red.iter().all(|l| l.contains("proto kernel")), "{}: {red:?}", path.display());
+            let pops = tables.shown(Family::Mpls, None);
+            assert!(pops.iter().all(|l| !l.contains("vrf red")), "{}: {pops:?}", path.display());
+            vrfs.set(pe_vrfs);
+            send(&mut s, &[]);
+            assert_eq!(shown(Family::Inet, Some("red")), with_red, "{}", path.display());
+            assert_eq!(tables.shown(Family::Mpls, None), labels, "{}", path.display());
+            seeds += 1;
+        }
+        assert!(seeds >= 7, "{seeds} seeds in {dir}");
+        assert!(with_vpn >= 1, "no seed fills VRF red");
+    }
+
+    /// What Debian's zebra 8.4 with the zebra module sent one PE of an L3VPN over
+    /// labelled static routes (captured, `seed-vpn-pe1`; its `.txt` is in the zebra
+    /// module's fixtures): the VPN label 16 popping to red's interface 1000, red's
+    /// connected subnet and the remote PE's VPN route in table 1000, then red deleted.
+    /// The kernel's interfaces: the core link 2, the CE link 3 in red's namespace.
+    #[test]
+    fn zebras_captured_vpn_routes_go_into_red_and_leave_with_it() {
+        use vmpls_control::api::Family;
+        let dir = format!("{}/../../fuzz/corpus/fpm", env!("CARGO_MANIFEST_DIR"));
+        let bytes = std::fs::read(format!("{dir}/seed-vpn-pe1")).unwrap();
+        let mut frames = Vec::new();
+        let mut rest = bytes.as_slice();
+        while let Some(frame) = fpm::parse_frame(rest).unwrap() {
+            frames.push(rest[..frame.len].to_vec());
+            rest = &rest[frame.len..];
+        }
+        assert_eq!(frames.len(), 12);
+        let tables = RealTables::with_subnets("198.18.12.1/24", "198.18.101.1/24");
+        let vrfs = Arc::new(FakeVrfs::default());
+        vrfs.set(|st| {
+            st.tables.insert(1000, "red".into());
+            st.devices.insert(1000, "red".into());
+            st.ports.insert((None, 2), 0);
+            st.ports.insert((Some("red".into()), 3), 1);
+        });
+        let mut s = session_with(tables.clone(), vrfs);
+        let feed = |s: &mut Session, frames: &[Vec<u8>]| {
+            assert_eq!(s.read_from(&mut Feed { data: frames.concat(), at: 0 }), Ok(()));
+            send(s, &[]);
+        };
+        feed(&mut s, &frames[..8]);
+        let red_connected = "198.18.101.0/24 dev ce1 proto kernel scope link src 198.18.101.1";
+        assert_eq!(
+            tables.shown(Family::Inet, Some("red")),
+            [red_connected, "198.18.102.0/24 encap mpls 100/5002 via 198.18.12.2 dev core proto bgp"]
+        );
+        assert_eq!(tables.shown(Family::Mpls, None), ["16 vrf red proto bgp"]);
+        assert_eq!(
+            tables.shown(Family::Inet, None),
+            [
+                "198.18.12.0/24 dev core proto kernel scope link src 198.18.12.1",
+                "198.18.255.2/32 encap mpls 100 via 198.18.12.2 dev core proto static"
+            ]
+        );
+        for c in ["unknown_table", "unknown_vrf_interface", "unusable"] {
+            assert_eq!(counter(&s, c), 0, "{c}");
+        }
+        feed(&mut s, &frames[8..]);
+        assert_eq!(tables.shown(Family::Inet, Some("red")), [red_connected]);
+        assert!(tables.shown(Family::Mpls, None).is_empty());
     }
 }

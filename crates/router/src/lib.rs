@@ -48,6 +48,7 @@ pub mod socket;
 pub mod stats;
 #[cfg(test)]
 mod testing;
+pub mod vrf_lookup;
 pub mod vrfs;
 
 pub use config::{load_config, load_config_to_start};

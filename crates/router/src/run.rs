@@ -46,7 +46,6 @@ pub fn return_freed_memory() {
 /// Runs a router until SIGINT or SIGTERM.
 pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let mut cfg = load_config_to_start(&opts.config)?;
-    let interfaces: Vec<String> = cfg.ports.iter().map(|p| p.interface.clone()).collect();
     let netns = open_port_namespaces(&cfg)?;
     let port_interfaces: Vec<crate::kernel::PortInterface> = cfg
         .ports
@@ -130,9 +129,9 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         let (kernel, specs) = (crate::vrfs::System::default(), crate::vrfs::PortSpec::of_config(&cfg));
         crate::vrfs::rescan(&vrfs, &kernel, &specs);
         server.set_vrfs(vrfs.clone());
-        crate::vrfs::spawn_rescan(vrfs, kernel, specs, server.clone()).context("starting the VRF scan")?;
+        crate::vrfs::spawn_rescan(vrfs.clone(), kernel, specs, server.clone()).context("starting the VRF scan")?;
         crate::kernel::spawn_watch(server.clone(), port_interfaces, addrs)?;
-        server.set_frr_status(crate::fpm::spawn(server.clone(), frr, listener, allowed, interfaces)?);
+        server.set_frr_status(crate::fpm::spawn(server.clone(), frr, listener, allowed, vrfs)?);
     }
     if let Some(m) = metrics {
         let addr = m.local_addr().ok();

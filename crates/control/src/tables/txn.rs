@@ -95,6 +95,11 @@ impl<'a> Txn<'a> {
         let mut fib = built.clone();
         for s in &self.log {
             match s {
+                // A VRF gone from the config has no table in the forwarding tables to
+                // remove its routes from.
+                Staged::Route { vrf, prefix, .. }
+                    if t.vrf_id(vrf).is_err()
+                        && t.rib.dest(vrf, *prefix).and_then(|d| d.selected_route()).is_none() => {}
                 Staged::Route { vrf, prefix: (addr, len), .. } => {
                     let route = t
                         .rib
