@@ -499,10 +499,31 @@ static int vz_veth_create(const char *name, ifindex_t ifindex, int ns_fd)
 	return vz_nl_talk(&vz_main_nl, &req.n);
 }
 
+/* up, without addresses: no IPv6 link-local (which would become a
+ * connected fe80::/64 of the VRF over the VRF interface), set before the
+ * link goes up */
 static int vz_link_up(struct vz_nl *nl, ifindex_t ifindex)
 {
 	struct vz_link_req req = {};
+	struct rtattr *spec, *inet6;
+	uint8_t mode = IN6_ADDR_GEN_MODE_NONE;
+	int err;
 
+	req.n.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg));
+	req.n.nlmsg_type = RTM_NEWLINK;
+	req.ifi.ifi_family = AF_UNSPEC;
+	req.ifi.ifi_index = ifindex;
+	spec = nl_attr_nest(&req.n, sizeof(req), IFLA_AF_SPEC);
+	inet6 = nl_attr_nest(&req.n, sizeof(req), AF_INET6);
+	nl_attr_put(&req.n, sizeof(req), IFLA_INET6_ADDR_GEN_MODE, &mode,
+		    sizeof(mode));
+	nl_attr_nest_end(&req.n, inet6);
+	nl_attr_nest_end(&req.n, spec);
+	err = vz_nl_talk(nl, &req.n);
+	if (err)
+		return err;
+
+	memset(&req, 0, sizeof(req));
 	req.n.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg));
 	req.n.nlmsg_type = RTM_NEWLINK;
 	req.ifi.ifi_family = AF_UNSPEC;
@@ -821,11 +842,39 @@ static int vz_process(struct zebra_dplane_provider *prov)
 	return 0;
 }
 
+/*
+ * zebra 8.4's shutdown with namespaces open (zebra -n with netns VRFs)
+ * crashes: sigint() runs zebra_ns_early_shutdown() on every namespace, which
+ * frees its interface table (zebra_ns_disable_internal() ->
+ * route_table_finish(zns->if_table), the pointer left dangling); then
+ * zebra_finalize() -> ns_terminate() -> ns_delete() -> ns_disable() calls
+ * zebra_ns_disabled() again for every namespace still open (ns->fd >= 0),
+ * which finishes the freed table a second time: SIGSEGV in
+ * route_table_finish().  Everything that second call does (the table, the
+ * dataplane's and the kernel's sockets) is done by then, so closing the
+ * namespace fds here, after zebra_ns_final_shutdown() and before
+ * ns_terminate(), makes ns_disable() skip it and zebra exit 0.
+ */
+static int vz_ns_close_after_shutdown(struct ns *ns, void *in, void **out)
+{
+	(void)in;
+	(void)out;
+	if (ns->fd >= 0) {
+		close(ns->fd);
+		ns->fd = -1;
+	}
+	return NS_WALK_CONTINUE;
+}
+
 static int vz_fini(struct zebra_dplane_provider *prov, bool early)
 {
 	(void)prov;
 	if (early)
 		return 0;
+	/* zebra_finalize(): after zebra_ns_final_shutdown(), on the main
+	 * pthread, before ns_terminate() */
+	if (vrf_is_backend_netns())
+		ns_walk_func(vz_ns_close_after_shutdown, NULL, NULL);
 	zlog_info("vmpls: %" PRIu64 " LSP, %" PRIu64 " PW, %" PRIu64
 		  " labelled NHG, %" PRIu64
 		  " labelled route contexts kept from the kernel (%" PRIu64
