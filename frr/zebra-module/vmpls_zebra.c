@@ -34,6 +34,12 @@
  *  3. refuses to load (zebra exits with a clear message) into a zebra whose
  *     FRR version, or, when built with one, GNU build-id differs from the
  *     one this module was compiled against.
+ *  4. with zebra -n (netns VRFs): a VRF interface per VRF (a veth pair named
+ *     like the VRF, the same ifindex T in the VRF's namespace and in zebra's)
+ *     whose ifindex T becomes the VRF's table id; removed with the VRF and at
+ *     shutdown.
+ *  5. avoids zebra 8.4's crash on SIGTERM with netns VRFs (a second
+ *     route_table_finish() of a freed interface table in ns_terminate()).
  */
 
 #include <zebra.h>
