@@ -11,15 +11,17 @@
 #     the local VPN label as a pop to RTA_OIF = T (pe1: `label vpn export
 #     auto`, pe2: a fixed `label vpn export 5002`), the local connected
 #     subnet in table T;
+#   - the FPM server restarted: zebra replays the VRF's routes in table T;
 #   - the VRF's namespace deleted: its routes deleted from FPM in table T and
-#     the VRF interface gone.
+#     the VRF interface gone;
+#   - zebra stopped: the VRF interface gone, no crash.
 # Root only; namespaces vz<pid>-*; 198.18.0.0/15; self-cleaning (trap EXIT);
 # every wait bounded.  Exit 0 if every check passed.
 #
 #   frr/zebra-module/tools/vpn-two-pe.sh [FIXTURE_DIR]
 #
-# With FIXTURE_DIR, the captured streams go there (vpn-pe1.fpm, vpn-pe2.fpm
-# and a decoded .txt of each).  VMPLS_ZEBRA_MODULE: the module to load
+# With FIXTURE_DIR, the captured streams go there (vpn-pe1.fpm, vpn-pe2.fpm,
+# vpn-pe2-replay.fpm and a decoded .txt of each).  VMPLS_ZEBRA_MODULE: the module to load
 # (default: build it).
 #
 # How a PE runs its daemons with its own /run/netns (zebra -n takes every
@@ -44,7 +46,6 @@ W=$(mktemp -d /tmp/vz-vpn.XXXXXX)
 chmod 755 "$W"
 fixdir=${1:-}
 NAMESPACES=()
-PIDS=()
 FAILED=0
 
 cleanup() {
@@ -61,7 +62,6 @@ cleanup() {
 		p=$(cat "$f")
 		kill -0 "$p" 2>/dev/null && kill -9 "$p" 2>/dev/null
 	done
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
 	for n in "${NAMESPACES[@]}"; do ip netns del "$n" 2>/dev/null; done
 	[[ ${KEEP:-0} == 1 ]] || rm -rf "$W"
 }
@@ -99,7 +99,8 @@ netns_add() {
 # pe_do PE CMD...: CMD in PE's network namespace and private mount namespace
 pe_do() { nsenter -t "$(cat "$W/$1/holder.pid")" -m -n -- "${@:2}"; }
 vtysh_pe() { pe_do "$1" vtysh --vty_socket "$W/$1" "${@:2}"; }
-decoded() { python3 "$dump" --decode "$W/$1/fpm.conn1.fpm"; }
+# decoded PE [STREAM]: PE's FPM stream (default: the first connection)
+decoded() { python3 "$dump" --decode "$W/$1/${2:-fpm.conn1.fpm}"; }
 
 # --- topology: ce1 - pe1 - pe2 - ce2 ---------------------------------------
 for h in pe1 pe2 ce1 ce2; do netns_add $h; done
@@ -116,6 +117,15 @@ for l in "pe1 pe1-pe2" "pe2 pe2-pe1" "ce1 ce1-pe1" "ce2 ce2-pe2"; do
 	set -- $l
 	ip -n "$(ns "$1")" link set "$2" up
 done
+
+# fpm_server_start PE NAME: an FPM server in PE's namespace writing
+# $W/PE/NAME.connN.fpm
+fpm_server_start() {
+	ip netns exec "$(ns "$1")" python3 "$dump" --out "$W/$1/$2" --max-seconds 120 \
+		>"$W/$1/$2-dump.out" 2>&1 &
+	echo $! >"$W/$1/$2-dump.pid"
+	disown
+}
 
 # --- one PE: private /run/netns with its VRF red, FPM server, FRR ----------
 # pe_start PE N CE_IF CE_PREFIX VPN_LABEL REMOTE_LO
@@ -137,10 +147,7 @@ pe_start() {
 	pe_do "$pe" ip -n red addr add "$ceaddr" dev "$ceif"
 	pe_do "$pe" ip -n red link set "$ceif" up
 
-	ip netns exec "$(ns "$pe")" python3 "$dump" --out "$d/fpm" --max-seconds 120 \
-		>"$d/fpm-dump.out" 2>&1 &
-	PIDS+=($!)
-	disown
+	fpm_server_start "$pe" fpm
 
 	cat >"$d/zebra.conf" <<-EOF
 		hostname $pe
@@ -263,6 +270,18 @@ fi
 grep -q "vmpls: MPLS turned on" "$W/pe1/zebra.log" &&
 	pass "zebra's log says the module turned MPLS on" || fail "no 'MPLS turned on' in zebra's log"
 
+# --- the FPM server restarts: zebra replays the VRF's routes in table T ----
+kill "$(cat "$W/pe2/fpm-dump.pid")"
+fpm_server_start pe2 replay
+replayed() {
+	local text
+	text=$(decoded pe2 replay.conn1.fpm) || return 1
+	grep -qE "NEWROUTE family=28\(mpls\) dst=L5002 .* oif $T2\$" <<<"$text" &&
+		grep -qE "NEWROUTE family=2\(inet\) dst=198.18.101.0/24 proto=186\(bgp\) table=$T2 .* encap mpls 200/$L1\$" <<<"$text" &&
+		grep -qE "NEWROUTE family=2\(inet\) dst=198.18.102.0/24 proto=2\(kernel\) table=$T2 " <<<"$text"
+}
+wait_for 15 "pe2: FPM reconnected -> VPN label pop, VPN route and connected route replayed in table $T2" replayed
+
 # --- the VRF deleted --------------------------------------------------------
 pe_do pe1 ip netns del red
 wait_for 5 "pe1: VRF deleted -> connected route deleted in table $T1" \
@@ -286,14 +305,15 @@ else
 	fail "pe2: zebra's log has no final shutdown"
 fi
 sleep 0.5
-for pe in pe1 pe2; do
-	if [[ -n $fixdir ]]; then
-		mkdir -p "$fixdir"
-		cp "$W/$pe/fpm.conn1.fpm" "$fixdir/vpn-$pe.fpm"
-		python3 "$dump" --decode "$fixdir/vpn-$pe.fpm" >"$fixdir/vpn-$pe.txt"
-	fi
-done
-[[ -n $fixdir ]] && echo "fixtures: $fixdir/vpn-pe1.fpm, $fixdir/vpn-pe2.fpm (+ .txt)"
+if [[ -n $fixdir ]]; then
+	mkdir -p "$fixdir"
+	for f in "pe1/fpm.conn1.fpm vpn-pe1" "pe2/fpm.conn1.fpm vpn-pe2" "pe2/replay.conn1.fpm vpn-pe2-replay"; do
+		set -- $f
+		cp "$W/$1" "$fixdir/$2.fpm"
+		python3 "$dump" --decode "$fixdir/$2.fpm" >"$fixdir/$2.txt"
+	done
+	echo "fixtures: $fixdir/vpn-pe1.fpm, vpn-pe2.fpm, vpn-pe2-replay.fpm (+ .txt)"
+fi
 
 if ((FAILED)); then
 	for pe in pe1 pe2; do
