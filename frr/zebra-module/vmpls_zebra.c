@@ -541,29 +541,76 @@ static int vz_link_up(struct vz_nl *nl, ifindex_t ifindex)
 
 /* both ends up: ours on our socket, the VRF's on a socket opened in the
  * VRF's namespace */
-static int vz_veth_up(ifindex_t ifindex, ns_id_t ns_id)
+/* a socket in the VRF's namespace (CAP_SYS_ADMIN raised by the caller) */
+static int vz_vrf_nl_open(struct vz_nl *nl, ns_id_t ns_id)
 {
 	struct sockaddr_nl snl = {.nl_family = AF_NETLINK};
 	struct timeval tv = {.tv_sec = 2};
+	int err;
+
+	nl->fd = ns_socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE,
+			   ns_id);
+	if (nl->fd < 0)
+		return -errno;
+	if (bind(nl->fd, (struct sockaddr *)&snl, sizeof(snl)) < 0) {
+		err = -errno;
+		vz_nl_close(nl);
+		return err;
+	}
+	setsockopt(nl->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return 0;
+}
+
+static int vz_veth_up(ifindex_t ifindex, ns_id_t ns_id)
+{
 	struct vz_nl vrf_nl = {.fd = -1};
 	int err;
 
 	err = vz_link_up(&vz_main_nl, ifindex);
 	if (err)
 		return err;
-	vrf_nl.fd = ns_socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC,
-			      NETLINK_ROUTE, ns_id);
-	if (vrf_nl.fd < 0)
-		return -errno;
-	if (bind(vrf_nl.fd, (struct sockaddr *)&snl, sizeof(snl)) < 0) {
-		err = -errno;
-		vz_nl_close(&vrf_nl);
+	err = vz_vrf_nl_open(&vrf_nl, ns_id);
+	if (err)
 		return err;
-	}
-	setsockopt(vrf_nl.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	err = vz_link_up(&vrf_nl, ifindex);
 	vz_nl_close(&vrf_nl);
 	return err;
+}
+
+/* whether the VRF's namespace has an interface NAME with this ifindex */
+static bool vz_vrf_has_link(ns_id_t ns_id, ifindex_t ifindex,
+			    const char *name)
+{
+	struct vz_nl vrf_nl = {.fd = -1};
+	struct vz_link_req req = {};
+	union {
+		struct nlmsghdr n;
+		uint8_t b[4096];
+	} reply = {};
+	struct ifinfomsg *ifi;
+	struct rtattr *a;
+	int len;
+	bool found = false;
+
+	if (vz_vrf_nl_open(&vrf_nl, ns_id) != 0)
+		return false;
+	req.n.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg));
+	req.n.nlmsg_type = RTM_GETLINK;
+	req.ifi.ifi_family = AF_UNSPEC;
+	req.ifi.ifi_index = ifindex;
+	if (vz_nl_talk_reply(&vrf_nl, &req.n, &reply, sizeof(reply)) == 0
+	    && reply.n.nlmsg_type == RTM_NEWLINK) {
+		ifi = NLMSG_DATA(&reply.n);
+		len = MIN(reply.n.nlmsg_len, sizeof(reply))
+		      - NLMSG_LENGTH(sizeof(*ifi));
+		for (a = IFLA_RTA(ifi); RTA_OK(a, len); a = RTA_NEXT(a, len))
+			if (a->rta_type == IFLA_IFNAME)
+				found = strncmp(RTA_DATA(a), name,
+						RTA_PAYLOAD(a))
+					== 0;
+	}
+	vz_nl_close(&vrf_nl);
+	return found;
 }
 
 static int vz_link_delete(ifindex_t ifindex)
@@ -679,8 +726,27 @@ static void vz_vrf_if_create(struct vrf *vrf)
 		}
 		if (err == -EEXIST && !retried
 		    && (stale = vz_stale_veth(vrf->name)) != 0) {
-			zlog_notice("vmpls: VRF %s: removing the VRF interface a previous zebra left behind (ifindex %d)",
-				    vrf->name, stale);
+			bool pair;
+
+			frr_with_privs (&zserv_privs) {
+				pair = vz_vrf_has_link(ns->ns_id, stale,
+						       vrf->name);
+			}
+			if (pair) {
+				/*
+				 * Taken over, not replaced: deleting it would
+				 * reach zebra as the deletion of the VRF's
+				 * interface (if_del) after the new one is
+				 * made.
+				 */
+				zlog_notice("vmpls: VRF %s: taking over the VRF interface a previous zebra left behind (ifindex %d)",
+					    vrf->name, stale);
+				ifindex = stale;
+				err = 0;
+				break;
+			}
+			zlog_notice("vmpls: VRF %s: removing a veth %s a previous zebra left behind (ifindex %d), whose peer is not in the VRF",
+				    vrf->name, vrf->name, stale);
 			frr_with_privs (&zserv_privs) {
 				vz_link_delete(stale);
 			}

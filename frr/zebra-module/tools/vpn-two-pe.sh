@@ -14,6 +14,8 @@
 #   - the FPM server restarted: zebra replays the VRF's routes in table T;
 #   - the VRF's namespace deleted: its routes deleted from FPM in table T and
 #     the VRF interface gone;
+#   - a VRF created at runtime gets its VRF interface; after a SIGKILL of
+#     zebra, the next zebra takes over the pair left behind;
 #   - zebra stopped: the VRF interface gone, no crash.
 # Root only; namespaces vz<pid>-*; 198.18.0.0/15; self-cleaning (trap EXIT);
 # every wait bounded.  Exit 0 if every check passed.
@@ -127,6 +129,13 @@ fpm_server_start() {
 	disown
 }
 
+zebra_start() {
+	local d="$W/$1"
+	pe_do "$1" "$FRR/zebra" -n -d -f "$d/zebra.conf" -i "$d/zebra.pid" \
+		--vty_socket "$d" -z "$d/zserv.api" -P 0 \
+		--log "file:$d/zebra.log" -M "$SO" -M dplane_fpm_nl
+}
+
 # --- one PE: private /run/netns with its VRF red, FPM server, FRR ----------
 # pe_start PE N CE_IF CE_PREFIX VPN_LABEL REMOTE_LO
 pe_start() {
@@ -187,8 +196,7 @@ pe_start() {
 	EOF
 	chown frr:frr "$d"/*.conf
 	local common=(--vty_socket "$d" -z "$d/zserv.api" -P 0)
-	pe_do "$pe" "$FRR/zebra" -n -d -f "$d/zebra.conf" -i "$d/zebra.pid" "${common[@]}" \
-		--log "file:$d/zebra.log" -M "$SO" -M dplane_fpm_nl
+	zebra_start "$pe"
 	pe_do "$pe" "$FRR/staticd" -d -f "$d/staticd.conf" -i "$d/staticd.pid" "${common[@]}"
 	pe_do "$pe" "$FRR/bgpd" -d -f "$d/bgpd.conf" -i "$d/bgpd.pid" "${common[@]}"
 }
@@ -290,6 +298,32 @@ wait_for 5 "pe1: VRF deleted -> VPN route deleted in table $T1" \
 	has pe1 "DELROUTE family=2\(inet\) dst=198.18.102.0/24 proto=[0-9]+\([a-z()]+\) table=$T1 "
 wait_for 5 "pe1: VRF deleted -> VRF interface gone" \
 	bash -c "! nsenter -t $(cat "$W/pe1/holder.pid") -m -n ip link show red"
+
+# --- a VRF created at runtime; a VRF interface left behind by a killed zebra -
+# vrf_if_of PE VRF: the VRF interface's ifindex if it is up in both namespaces
+vrf_if_of() {
+	local a b
+	a=$(pe_do "$1" ip -o link show "$2" 2>/dev/null | awk -F': ' '/,UP/ {print $1}')
+	b=$(pe_do "$1" ip -n "$2" -o link show "$2" 2>/dev/null | awk -F': ' '/,UP/ {print $1}')
+	[[ -n $a && $a == "$b" ]] && echo "$a"
+}
+pe_do pe1 ip netns add blue
+wait_for 5 "pe1: VRF blue created at runtime -> its VRF interface" vrf_if_of pe1 blue
+kill -9 "$(cat "$W/pe1/zebra.pid")"
+wait_for 5 "pe1: zebra killed (SIGKILL)" bash -c "! kill -0 $(cat "$W/pe1/zebra.pid")"
+vrf_if_of pe1 blue >/dev/null && echo "pe1: the killed zebra left VRF interface blue behind"
+zebra_start pe1
+wait_for 5 "pe1: restarted zebra took over the VRF interface left behind" \
+	grep -q "VRF blue: taking over the VRF interface a previous zebra left behind" "$W/pe1/zebra.log"
+wait_for 5 "pe1: VRF interface blue up again in both namespaces" vrf_if_of pe1 blue
+if [[ $(grep -c "VRF blue: VRF interface" "$W/pe1/zebra.log") -le 2 ]]; then
+	pass "pe1: VRF interface blue made once, not again and again"
+else
+	fail "pe1: VRF interface blue made or removed repeatedly: $(grep -c "VRF blue: VRF interface" "$W/pe1/zebra.log") log lines"
+fi
+kill "$(cat "$W/pe1/zebra.pid")"
+wait_for 5 "pe1: zebra stopped -> VRF interface blue gone" \
+	bash -c "! nsenter -t $(cat "$W/pe1/holder.pid") -m -n ip link show blue"
 
 # --- zebra stops: the other VRF interface goes too, and zebra exits cleanly -
 kill "$(cat "$W/pe2/bgpd.pid")" "$(cat "$W/pe2/staticd.pid")" 2>/dev/null || true
