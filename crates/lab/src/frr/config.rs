@@ -15,11 +15,13 @@ pub enum Daemon {
     Ospfd,
     /// LDP.
     Ldpd,
+    /// BGP (VPNv4/VPNv6 between PEs, eBGP with CEs).
+    Bgpd,
 }
 
 impl Daemon {
     /// All daemons, in start order (zebra first: the others connect to it).
-    pub const ALL: [Daemon; 4] = [Daemon::Zebra, Daemon::Staticd, Daemon::Ospfd, Daemon::Ldpd];
+    pub const ALL: [Daemon; 5] = [Daemon::Zebra, Daemon::Staticd, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd];
 
     /// The binary's name (`zebra`, `ospfd`, ...), which also names its files.
     pub fn name(self) -> &'static str {
@@ -28,6 +30,7 @@ impl Daemon {
             Daemon::Staticd => "staticd",
             Daemon::Ospfd => "ospfd",
             Daemon::Ldpd => "ldpd",
+            Daemon::Bgpd => "bgpd",
         }
     }
 }
@@ -156,6 +159,12 @@ pub struct FrrOptions {
     pub ospfd_extra: String,
     /// Extra lines for ldpd's config.
     pub ldpd_extra: String,
+    /// bgpd and what it runs; `None`: no bgpd.
+    pub bgp: Option<BgpOptions>,
+    /// The router's private `/run/netns` (a directory of VRF namespaces): every daemon
+    /// runs in a mount namespace with it mounted on `/run/netns`, and zebra takes each
+    /// namespace there as a VRF (`zebra -n`). `None`: no VRFs, the host's `/run/netns`.
+    pub netns_dir: Option<PathBuf>,
 }
 
 impl FrrOptions {
@@ -173,6 +182,8 @@ impl FrrOptions {
             staticd_extra: String::new(),
             ospfd_extra: String::new(),
             ldpd_extra: String::new(),
+            bgp: None,
+            netns_dir: None,
         }
     }
 
@@ -202,6 +213,7 @@ impl FrrOptions {
                 Daemon::Zebra | Daemon::Staticd => true,
                 Daemon::Ospfd => !self.ospf.is_empty(),
                 Daemon::Ldpd => !self.ldp.is_empty(),
+                Daemon::Bgpd => self.bgp.is_some(),
             })
             .collect()
     }
@@ -220,6 +232,11 @@ impl FrrOptions {
             Daemon::Staticd => push_extra(&mut c, &self.staticd_extra),
             Daemon::Ospfd => self.ospfd_config(&mut c),
             Daemon::Ldpd => self.ldpd_config(&mut c),
+            Daemon::Bgpd => {
+                if let Some(bgp) = &self.bgp {
+                    bgp.render(self.router_id, &mut c);
+                }
+            }
         }
         c
     }
@@ -327,6 +344,9 @@ impl FrrOptions {
         arg("0");
         match daemon {
             Daemon::Zebra => {
+                if self.netns_dir.is_some() {
+                    arg("--vrfwnetns");
+                }
                 if let Some(m) = &self.zebra_module {
                     arg("-M");
                     arg(&m.to_string_lossy());
@@ -340,7 +360,7 @@ impl FrrOptions {
                 arg("--ctl_socket");
                 arg(&dir.to_string_lossy());
             }
-            Daemon::Staticd | Daemon::Ospfd => {}
+            Daemon::Staticd | Daemon::Ospfd | Daemon::Bgpd => {}
         }
         v
     }
@@ -428,7 +448,7 @@ mod tests {
         let ldpd: Vec<String> =
             o.command_line(Daemon::Ldpd, dir).iter().map(|s| s.to_string_lossy().into_owned()).collect();
         assert!(ldpd.join(" ").ends_with("-P 0 --ctl_socket /w/pe1"), "{ldpd:?}");
-        assert_eq!(o.daemons(), Daemon::ALL);
+        assert_eq!(o.daemons(), [Daemon::Zebra, Daemon::Staticd, Daemon::Ospfd, Daemon::Ldpd]);
         assert_eq!(FrrOptions::new("x", Ipv4Addr::LOCALHOST).daemons(), [Daemon::Zebra, Daemon::Staticd]);
     }
 }

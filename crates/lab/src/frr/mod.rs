@@ -58,10 +58,12 @@ use serde_json::Value;
 use crate::topology::Topology;
 use crate::{IpPrefix, check_interrupt, netns, nl};
 
+mod bgp;
 mod config;
 mod daemons;
 mod vtysh;
 
+pub use bgp::{BgpFamily, BgpNeighbor, BgpOptions, BgpVrf};
 pub use config::{Daemon, FrrOptions, OspfInterface, Timers};
 pub use daemons::{FrrRouter, process_running};
 pub use vtysh::{Convergence, IpRoute, LdpBinding, Lsp, MplsNexthop, RouteNexthop};
