@@ -2071,3 +2071,34 @@ fn every_counter_has_a_unique_snake_case_name() {
         assert_eq!(*e as usize, i, "Event::ALL in declaration order");
     }
 }
+
+/// An IS-IS level-2 LAN hello as FRR 8.4's isisd sent it on a veth (captured with
+/// tcpdump): 802.3 with a length, LLC 0xfefe03, to AllL2ISs; the header and the first
+/// TLVs, then the padding TLVs (type 8) that fill it to the link's MTU.
+fn isis_l2_lan_hello() -> Vec<u8> {
+    const HEAD: &str = "0180c20000151a708abd26cf05dcfefe03831b01001001000002000000000001\
+                        000a05d940000000000000008101cc0104034900018404c6126301";
+    let mut f: Vec<u8> =
+        (0..HEAD.len()).step_by(2).map(|i| u8::from_str_radix(&HEAD[i..i + 2], 16).unwrap()).collect();
+    for len in [255u8, 255, 255, 255, 255, 168] {
+        f.extend([8, len]);
+        f.extend(std::iter::repeat_n(0, usize::from(len)));
+    }
+    assert_eq!(f.len(), 1514);
+    f
+}
+
+#[test]
+fn kernel_mode_is_is_hellos_are_left_to_isisd_and_own_mode_counts_them_unknown() {
+    let hello = isis_l2_lan_hello();
+    let mut r = Router::p_kernel();
+    let before = r.events(Event::LeftToKernel);
+    assert!(r.send(P_WEST, &hello).is_empty());
+    assert_eq!(r.events(Event::LeftToKernel) - before, 1);
+    r.assert_no_drops();
+
+    // Where vmpls is the host stack nobody here speaks IS-IS: a named drop, as before.
+    let mut r = Router::p();
+    assert!(r.send(P_WEST, &hello).is_empty());
+    assert_eq!(r.drops(DropReason::UnknownEthertype), 1);
+}

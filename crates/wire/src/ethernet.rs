@@ -172,6 +172,22 @@ impl From<EtherType> for u16 {
     }
 }
 
+impl EtherType {
+    /// Whether the frame is a link's own control traffic, spoken by a daemon on the
+    /// interface rather than routed: IEEE 802.3 frames whose type field is a length (LLC:
+    /// IS-IS, STP), LLDP (0x88cc) and the slow protocols (0x8809: LACP).
+    #[inline]
+    pub fn is_link_control(self) -> bool {
+        match self {
+            EtherType::Unknown(v) => v <= MAX_8023_LENGTH || v == 0x88cc || v == 0x8809,
+            _ => false,
+        }
+    }
+}
+
+/// The largest value of the type field that is an IEEE 802.3 length, not an EtherType.
+const MAX_8023_LENGTH: u16 = 1500;
+
 impl fmt::Display for EtherType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -575,6 +591,13 @@ mod tests {
             assert_eq!(u16::from(t), v);
         }
         assert_eq!(EtherType::Unknown(0x88cc).to_string(), "0x88cc");
+        // IS-IS's LLC frames carry a length; LLDP and LACP have types of their own.
+        for control in [0x05dc, 0x002e, 0x88cc, 0x8809] {
+            assert!(EtherType::from(control).is_link_control(), "{control:#06x}");
+        }
+        for other in [0x0800, 0x86dd, 0x8847, 0x8100, 0x0600, 0x88b5] {
+            assert!(!EtherType::from(other).is_link_control(), "{other:#06x}");
+        }
     }
 
     #[test]

@@ -510,6 +510,11 @@ impl Dataplane {
                 self.ipv6_input(b, pkt, ctx)
             }
             EtherType::Arp => self.arp_input(b, pkt),
+            // IS-IS hellos and the like: isisd (or lldpd) reads its own copy.
+            t if t.is_link_control() && self.config.host_stack == HostStack::Kernel => {
+                self.counters.event(Event::LeftToKernel, 1);
+                b.pool.put(pkt);
+            }
             _ => self.discard(DropReason::UnknownEthertype, pkt, b.pool),
         }
     }
