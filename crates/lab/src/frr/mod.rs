@@ -66,7 +66,7 @@ mod vtysh;
 pub use bgp::{BgpFamily, BgpNeighbor, BgpOptions, BgpVrf};
 pub use config::{Daemon, FrrOptions, OspfInterface, Timers};
 pub use daemons::{FrrRouter, process_running};
-pub use vtysh::{Convergence, IpRoute, LdpBinding, Lsp, MplsNexthop, RouteNexthop};
+pub use vtysh::{Convergence, IpRoute, LdpBinding, Lsp, MplsNexthop, RouteNexthop, parse_ip_routes_json};
 
 /// Where Debian installs the FRR daemons.
 pub const FRR_SBIN: &str = "/usr/lib/frr";

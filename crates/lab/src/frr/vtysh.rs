@@ -370,6 +370,11 @@ fn parse_bgp_vpn(v: &Value) -> anyhow::Result<BTreeMap<String, Vec<IpPrefix>>> {
         .collect()
 }
 
+/// Decodes the JSON of `show ip route [vrf NAME] json` (for tests on captured output).
+pub fn parse_ip_routes_json(v: &Value) -> anyhow::Result<Vec<IpRoute>> {
+    parse_ip_routes(v)
+}
+
 fn parse_ip_routes(v: &Value) -> anyhow::Result<Vec<IpRoute>> {
     let m = v.as_object().ok_or_else(|| anyhow!("show ip route json printed no object: {v}"))?;
     let mut routes = Vec::new();
