@@ -1652,6 +1652,33 @@ mod tests {
         );
     }
 
+    /// `VMPLS_BLESS=1 cargo test -p vmpls-lab --lib vpn_lab` rewrites `examples/frr/vpn/`.
+    #[test]
+    fn examples_match_generated_configs() {
+        use crate::frr::Daemon;
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/frr/vpn");
+        let bless = std::env::var_os("VMPLS_BLESS").is_some();
+        let check = |path: PathBuf, text: String| {
+            if bless {
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, &text).unwrap();
+            }
+            let file = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(file, text, "{} differs from what the VPN lab generates", path.display());
+        };
+        for router in ["pe1", "p", "pe2", "red-ce1", "red-ce2"] {
+            let o = frr_options(router).unwrap();
+            let dir = Path::new("/run/vmpls-frr").join(router);
+            for d in o.daemons() {
+                check(root.join(router).join(format!("{}.conf", d.name())), o.config(d, &dir));
+            }
+            if ROUTER_NAMES.contains(&router) {
+                let socket = Path::new("/run/vmpls-frr").join(format!("{router}.sock"));
+                check(root.join(router).join("vmpls.toml"), vmpls_config(router, &socket, false, true).unwrap());
+            }
+        }
+    }
+
     #[test]
     fn counts_echo_requests() {
         let snmp = "Ip: Forwarding DefaultTTL\nIp: 2 64\nIcmp: InMsgs InErrors InCsumErrors InDestUnreachs InTimeExcds InParmProbs InSrcQuenchs InRedirects InEchos\nIcmp: 9 0 0 1 0 0 0 0 7\n";
