@@ -1655,7 +1655,6 @@ mod tests {
     /// `VMPLS_BLESS=1 cargo test -p vmpls-lab --lib vpn_lab` rewrites `examples/frr/vpn/`.
     #[test]
     fn examples_match_generated_configs() {
-        use crate::frr::Daemon;
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/frr/vpn");
         let bless = std::env::var_os("VMPLS_BLESS").is_some();
         let check = |path: PathBuf, text: String| {
@@ -1674,7 +1673,10 @@ mod tests {
             }
             if ROUTER_NAMES.contains(&router) {
                 let socket = Path::new("/run/vmpls-frr").join(format!("{router}.sock"));
-                check(root.join(router).join("vmpls.toml"), vmpls_config(router, &socket, false, true).unwrap());
+                check(
+                    root.join(router).join("vmpls.toml"),
+                    vmpls_config(router, &socket, false, true).unwrap(),
+                );
             }
         }
     }
