@@ -40,7 +40,8 @@
 //! IPv6 across the VPN, and that red never reaches blue (nor blue red), both ways, with
 //! the ICMP counters of the other customer's hosts unchanged; `traceroute -e` from
 //! red-ce1; a content-checked TCP flow per customer through the VPN beside the same
-//! flow through a kernel-routed line of namespaces of the same shape (`kernel-ip`).
+//! flow through a kernel-routed line of namespaces of the same shape (`kernel-ip`), and
+//! red's again with the in-kernel fast path on the core ports (`vmpls-vpn-red-tc`).
 //!
 //! [`VpnLab`] is the building block, also used by the integration test.
 
@@ -1181,7 +1182,7 @@ pub struct VrfResult {
 /// One mode (a flow) of the report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VpnModeResult {
-    /// `kernel-ip`, `vpn-red`, `vpn-blue`.
+    /// `kernel-ip`, `vmpls-vpn-red`, `vmpls-vpn-blue`, `vmpls-vpn-red-tc`.
     pub name: String,
     /// The flow's measurements; `None` if it failed.
     pub flow: Option<FlowResult>,
@@ -1313,7 +1314,7 @@ impl VpnLabReport {
         }
         s.push('\n');
         for (name, err) in &self.checks {
-            let _ = writeln!(s, "- {name}: {}", err.as_deref().unwrap_or("ok"));
+            let _ = writeln!(s, "- {name}: {}", if err.is_some() { "FAILED" } else { "ok" });
         }
         if !self.traceroute.is_empty() {
             let _ =
@@ -1528,6 +1529,35 @@ fn run_lab(
             Err(e) => (None, Some(format!("{e:#}"))),
         };
         modes.push(VpnModeResult { name: name.into(), flow, ratio: None, error });
+    }
+    // The fast path serves the ports in the router's own namespace: the core's label
+    // switching at p and the PEs' core ports; the VRFs' ports stay with the pipeline.
+    let name = "vmpls-vpn-red-tc";
+    check_interrupt()?;
+    let result = if converged_s.is_none() {
+        Err(anyhow!("not run: vmpls did not hold zebra's tables"))
+    } else {
+        progress(&format!("{name}: restarting vmpls with fast-path = \"tc\""));
+        lab.start_vmpls(true, true).and_then(|()| lab.wait_synced(SYNC_TIMEOUT)).and_then(|t| {
+            progress(&format!("{name}: vmpls holds zebra's tables again after {:.2} s", t.as_secs_f64()));
+            lab.check_ping("red-ce1", ce_addr("red-ce2")?, REACH_TIMEOUT)?;
+            progress(&format!("{name}: TCP red-ce1 -> red-ce2 for {:?}", opts.duration));
+            lab.run_flow("red-ce1", "red-ce2", &flow_opts)
+        })
+    };
+    match result {
+        Ok(f) => {
+            progress(&format!("{name}: {:.2} Gbit/s, {} retransmits", f.gbps, f.retransmits));
+            let error = flow_problem(&f);
+            modes.push(VpnModeResult { name: name.into(), flow: Some(f), ratio: None, error });
+        }
+        Err(e) if is_interrupted(&e) || interrupted() => return Err(e),
+        Err(e) => modes.push(VpnModeResult {
+            name: name.into(),
+            flow: None,
+            ratio: None,
+            error: Some(format!("{e:#}")),
+        }),
     }
     let gbps: Vec<Option<f64>> = modes.iter().map(|m| m.flow.as_ref().map(|f| f.gbps)).collect();
     for (m, ratio) in modes.iter_mut().zip(report::ratios(&gbps, |_| Some(0))) {
