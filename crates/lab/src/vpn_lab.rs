@@ -841,6 +841,30 @@ impl VpnLab {
         Ok(d)
     }
 
+    /// The VRFs of the PEs that have no VRF interface yet (an interface named like the
+    /// VRF in its namespace, which the zebra module makes), as `pe/vrf`.
+    pub fn vrfs_without_interface(&self) -> anyhow::Result<Vec<String>> {
+        let mut missing = Vec::new();
+        for pe in PE_NAMES {
+            for v in vrfs_of(pe) {
+                let script = format!("ip link show dev {} >/dev/null 2>&1 && echo yes || echo no", v.name);
+                if self.vrf_sh(pe, v.name, &script)?.trim() != "yes" {
+                    missing.push(format!("{pe}/{}", v.name));
+                }
+            }
+        }
+        Ok(missing)
+    }
+
+    /// Waits until every VRF of the PEs has its VRF interface; returns how long it took.
+    pub fn wait_vrf_interfaces(&mut self, timeout: Duration) -> anyhow::Result<Duration> {
+        self.wait_until(
+            timeout,
+            "VRFs without their VRF interface (does the zebra module make them?)",
+            |lab| lab.vrfs_without_interface(),
+        )
+    }
+
     /// Waits until FRR has converged on every router ([`VpnLab::frr_missing`]); returns
     /// how long it took.
     pub fn wait_frr_converged(&mut self, timeout: Duration) -> anyhow::Result<Duration> {
@@ -1354,6 +1378,8 @@ pub struct VpnLabOptions {
 
 /// How long the lab waits for FRR to converge.
 const FRR_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long zebra may take to make the VRF interfaces after it starts.
+const VRF_INTERFACE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long it waits, after that, for vmpls to hold what zebra has.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long it waits for a ping to get through.
@@ -1405,6 +1431,21 @@ fn run_lab(
     progress("building the VPN topology: red and blue CEs on pe1 and pe2, svc in VRF common on pe2");
     let mut lab = VpnLab::build(&opts.vmpls, work_dir)?;
     let mut checks = Vec::new();
+    // zebra first: a VRF is known (to zebra's module, then to vmpls) once its VRF
+    // interface exists, which zebra makes when it enables the VRF. zebra's FPM client
+    // connects to vmpls once vmpls listens.
+    progress(
+        "starting FRR: zebra -n + module + FPM, ospfd, ldpd, bgpd (VPNv4/VPNv6) on the PEs; bgpd on the red CEs",
+    );
+    let started = Instant::now();
+    lab.start_frr(&opts.zebra_module)?;
+    if let Err(e) = lab.wait_vrf_interfaces(VRF_INTERFACE_TIMEOUT) {
+        if is_interrupted(&e) {
+            return Err(e);
+        }
+        progress(&format!("{e:#}"));
+        checks.push(("zebra makes each VRF's interface".to_string(), Some(format!("{e:#}"))));
+    }
     progress("starting vmpls in FRR mode on pe1, p, pe2 (the customer-facing ports in the VRFs' namespaces)");
     let vmpls_started = match lab.start_vmpls(false, true) {
         Ok(()) => true,
@@ -1419,11 +1460,6 @@ fn run_lab(
             false
         }
     };
-    progress(
-        "starting FRR: zebra -n + module + FPM, ospfd, ldpd, bgpd (VPNv4/VPNv6) on the PEs; bgpd on the red CEs",
-    );
-    let started = Instant::now();
-    lab.start_frr(&opts.zebra_module)?;
     progress("waiting for LDP, the VPN sessions and every VRF's routes in zebra");
     lab.wait_frr_converged(FRR_TIMEOUT)?;
     let frr_converged_s = started.elapsed().as_secs_f64();
