@@ -89,10 +89,12 @@ fn vpn_customers_reach_their_sites_and_never_each_other() {
     let _ = std::fs::remove_dir_all(&work.0);
     std::fs::create_dir_all(&work.0).unwrap();
     let mut lab = VpnLab::build(Path::new(BIN), &work.0).unwrap();
+    // zebra first: its module makes each VRF's interface, by which vmpls knows the VRF.
+    lab.start_frr(&module).unwrap();
+    lab.wait_vrf_interfaces(Duration::from_secs(10)).unwrap();
     lab.start_vmpls(false, true).unwrap_or_else(|e| {
         panic!("vmpls must open the customer-facing ports inside the VRFs' namespaces: {e:#}")
     });
-    lab.start_frr(&module).unwrap();
     let took = lab.wait_frr_converged(Duration::from_secs(45)).unwrap();
     step(t0, &format!("FRR converged {:.2} s after it started", took.as_secs_f64()));
     for pe in PE_NAMES {
