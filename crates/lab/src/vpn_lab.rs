@@ -721,10 +721,21 @@ impl VpnLab {
     /// their interfaces.
     pub fn vmpls_label_table(&self, router: &str) -> anyhow::Result<LabelTable> {
         let routes: Vec<api::MplsRoute> = self.vmpls_typed(router, &["-f", "mpls", "route", "show"])?;
-        Ok(routes.iter().map(|r| (r.label, vmpls_hops(router, &r.nexthops).collect())).collect())
+        Ok(routes
+            .iter()
+            .map(|r| {
+                let hops = match (&r.vrf, r.nexthops.is_empty()) {
+                    (Some(vrf), true) => [pop_into(vrf)].into(),
+                    _ => vmpls_hops(router, &r.nexthops).collect(),
+                };
+                (r.label, hops)
+            })
+            .collect())
     }
 
-    /// FRR's label table on `router` (`show mpls table json`), in the same form.
+    /// FRR's label table on `router` (`show mpls table json`), in the same form: a VPN
+    /// label's LSP (a pop out of the VRF interface, named like the VRF) is a pop into
+    /// that VRF.
     pub fn frr_label_table(&self, router: &str) -> anyhow::Result<LabelTable> {
         Ok(self
             .frr(router)?
@@ -734,10 +745,15 @@ impl VpnLab {
                 let hops = lsp
                     .nexthops
                     .iter()
-                    .map(|n| LabelHop {
-                        out_labels: strip_imp_null(&n.out_labels),
-                        via: n.via,
-                        interface: n.interface.clone().or_else(|| core_interface_for(router, n.via)),
+                    .map(|n| match &n.interface {
+                        Some(vrf) if n.via.is_none() && vrfs_of(router).iter().any(|v| v.name == vrf) => {
+                            pop_into(vrf)
+                        }
+                        _ => LabelHop {
+                            out_labels: strip_imp_null(&n.out_labels),
+                            via: n.via,
+                            interface: n.interface.clone().or_else(|| core_interface_for(router, n.via)),
+                        },
                     })
                     .collect();
                 (lsp.in_label, hops)
@@ -1133,6 +1149,11 @@ fn parse_in_echos(snmp: &str, snmp6: &str) -> u64 {
         .and_then(|(_, v)| v.trim().parse().ok())
         .unwrap_or(0);
     v4 + v6
+}
+
+/// A VPN label's entry in the compared form: pop, then route in VRF `vrf`.
+fn pop_into(vrf: &str) -> LabelHop {
+    LabelHop { out_labels: Vec::new(), via: None, interface: Some(format!("vrf {vrf}")) }
 }
 
 /// The core interface of `router` whose subnet holds `via`.
