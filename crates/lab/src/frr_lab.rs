@@ -178,7 +178,7 @@ pub struct RouteHop {
 /// -> next hops.
 pub type RouteTable = BTreeMap<String, BTreeSet<RouteHop>>;
 
-fn strip_imp_null(labels: &[u32]) -> Vec<u32> {
+pub(crate) fn strip_imp_null(labels: &[u32]) -> Vec<u32> {
     labels.iter().copied().filter(|&l| l != 3).collect()
 }
 
@@ -195,7 +195,7 @@ fn port_interface(router: &str, port: &str) -> Option<String> {
 }
 
 /// The differences between two tables, one line per key (empty: equal).
-fn diff<K: Ord + std::fmt::Display, V: PartialEq + std::fmt::Debug>(
+pub(crate) fn diff<K: Ord + std::fmt::Display, V: PartialEq + std::fmt::Debug>(
     frr: &BTreeMap<K, V>,
     vmpls: &BTreeMap<K, V>,
 ) -> Vec<String> {
@@ -582,18 +582,7 @@ impl FrrLab {
 
     /// `traceroute -e -n` from `from` to `to`: the hops in order.
     pub fn traceroute(&self, from: &str, to: IpAddr) -> anyhow::Result<Vec<TraceHop>> {
-        let mut cmd = Command::new("traceroute");
-        cmd.args(["-e", "-n", "-q", "1", "-w", "1", "-m", "8"]).arg(to.to_string());
-        let out = self.topo.run_timeout(from, cmd, Duration::from_secs(30)).context("running traceroute")?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() {
-            bail!(
-                "traceroute {to} from {from} failed ({}): {text}{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Ok(parse_traceroute(&text))
+        traceroute(&self.topo, from, to)
     }
 
     /// Runs the content-checked TCP flow ce1 -> ce2 with `opts`.
@@ -650,6 +639,22 @@ fn vmpls_hops<'a>(router: &'a str, nexthops: &'a [api::Nexthop]) -> impl Iterato
         via: n.gateway,
         interface: n.dev.as_deref().and_then(|p| port_interface(router, p)),
     })
+}
+
+/// `traceroute -e -n` from host `from` of `topo` to `to`: the hops in order.
+pub fn traceroute(topo: &Topology, from: &str, to: IpAddr) -> anyhow::Result<Vec<TraceHop>> {
+    let mut cmd = Command::new("traceroute");
+    cmd.args(["-e", "-n", "-q", "1", "-w", "1", "-m", "8"]).arg(to.to_string());
+    let out = topo.run_timeout(from, cmd, Duration::from_secs(30)).context("running traceroute")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "traceroute {to} from {from} failed ({}): {text}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(parse_traceroute(&text))
 }
 
 /// One hop of `traceroute -e -n -q 1`.

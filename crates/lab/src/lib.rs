@@ -28,6 +28,9 @@
 //!   their logs, waited for, checked, stopped.
 //! - [`report`]: the modes table (Gbit/s, retransmits, ratio) and its JSON, shared by
 //!   every lab.
+//! - [`vpn_lab`]: the BGP/MPLS VPN lab: red and blue customers with overlapping
+//!   addresses and a common-services VRF over the FRR seed core, VRFs as network
+//!   namespaces in a private `/run/netns` per PE.
 //! - [`seed`]: the seed lab, ce1 -- pe1 -- p -- pe2 -- ce2, measured in several modes
 //!   (kernel IP routing, vmpls MPLS) in one run.
 //!
@@ -57,6 +60,7 @@ pub mod stats;
 pub mod topology;
 pub mod traffic;
 pub mod udp;
+pub mod vpn_lab;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

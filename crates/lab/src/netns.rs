@@ -72,14 +72,20 @@ fn prepare_netns_dir() -> anyhow::Result<()> {
 pub fn create(name: &str) -> anyhow::Result<()> {
     validate_name(name)?;
     prepare_netns_dir()?;
-    let target = path(name);
+    create_at(&path(name))
+}
+
+/// Creates a network namespace kept alive by a mount on the file `target` (which must
+/// not exist; its directory must), like [`create`] but anywhere: a router's private
+/// directory of VRF namespaces, for one.
+pub fn create_at(target: &Path) -> anyhow::Result<()> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o444)
-        .open(&target)
+        .open(target)
         .with_context(|| format!("creating {} (does the namespace exist already?)", target.display()))?;
-    let target_c = target.clone();
+    let target_c = target.to_path_buf();
     let result = std::thread::Builder::new()
         .name("netns-create".into())
         .spawn(move || -> io::Result<()> {
@@ -90,11 +96,11 @@ pub fn create(name: &str) -> anyhow::Result<()> {
         .context("spawning a thread")?
         .join();
     let result = match result {
-        Ok(r) => r.with_context(|| format!("creating network namespace {name}")),
+        Ok(r) => r.with_context(|| format!("creating network namespace {}", target.display())),
         Err(_) => Err(anyhow::anyhow!("the namespace-creating thread panicked")),
     };
     if result.is_err() {
-        let _ = std::fs::remove_file(&target);
+        let _ = std::fs::remove_file(target);
     }
     result
 }
@@ -105,14 +111,18 @@ pub fn create(name: &str) -> anyhow::Result<()> {
 /// process, thread or file descriptor refers to it any more.
 pub fn delete(name: &str) -> anyhow::Result<()> {
     validate_name(name)?;
-    let target = path(name);
-    if let Err(e) = sys::unmount_detach(&target) {
+    delete_at(&path(name))
+}
+
+/// Deletes the network namespace mounted on `target` ([`create_at`]).
+pub fn delete_at(target: &Path) -> anyhow::Result<()> {
+    if let Err(e) = sys::unmount_detach(target) {
         // EINVAL: not a mount point (a half-created namespace); the file still goes.
         if e.raw_os_error() != Some(libc::EINVAL) {
             return Err(e).with_context(|| format!("unmounting {}", target.display()));
         }
     }
-    std::fs::remove_file(&target).with_context(|| format!("removing {}", target.display()))
+    std::fs::remove_file(target).with_context(|| format!("removing {}", target.display()))
 }
 
 /// Opens the namespace file of `name`, to enter it later with [`enter`].
@@ -191,6 +201,105 @@ pub fn lab_child_in_netns(name: &str, cmd: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A router's private `/run/netns`: a shared tmpfs at a directory of the lab's, holding
+/// the router's VRF namespaces only (`zebra -n` takes every namespace in `/run/netns` as
+/// a VRF, so routers on one machine must not see each other's). Processes started with
+/// [`NetnsDir::private_for`] see it as their `/run/netns`; the lab reaches the VRF
+/// namespaces by path ([`NetnsDir::command_in`]). Dropping it deletes the namespaces and
+/// unmounts the tmpfs.
+#[derive(Debug)]
+pub struct NetnsDir {
+    dir: PathBuf,
+    names: Vec<String>,
+}
+
+impl NetnsDir {
+    /// Creates `dir` and mounts the tmpfs on it.
+    pub fn create(dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        sys::mount_shared_tmpfs(dir).with_context(|| format!("mounting a tmpfs on {}", dir.display()))?;
+        Ok(Self { dir: dir.to_path_buf(), names: Vec::new() })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The namespace file of `name`.
+    pub fn ns_path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// The namespaces in it, in the order added.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Creates the network namespace `name` in it.
+    pub fn add(&mut self, name: &str) -> anyhow::Result<()> {
+        validate_name(name)?;
+        create_at(&self.ns_path(name))?;
+        self.names.push(name.to_string());
+        Ok(())
+    }
+
+    /// Deletes the network namespace `name` (its interfaces go when nothing uses it).
+    pub fn remove(&mut self, name: &str) -> anyhow::Result<()> {
+        validate_name(name)?;
+        self.names.retain(|n| n != name);
+        delete_at(&self.ns_path(name))
+    }
+
+    /// Makes `cmd` see this directory as `/run/netns` (in a mount namespace of its own).
+    pub fn private_for(&self, cmd: &mut Command) -> anyhow::Result<()> {
+        sys::command_with_netns_dir(cmd, &self.dir)
+            .with_context(|| format!("giving a process {} as /run/netns", self.dir.display()))
+    }
+
+    /// Makes `cmd` run inside the namespace `name` of this directory.
+    pub fn command_in(&self, name: &str, cmd: &mut Command) -> anyhow::Result<()> {
+        let p = self.ns_path(name);
+        let ns = File::open(&p).with_context(|| format!("opening network namespace {}", p.display()))?;
+        sys::command_in(cmd, ns);
+        Ok(())
+    }
+
+    /// Deletes the namespaces, unmounts the tmpfs and removes the directory; the first
+    /// error after trying everything. Safe to call twice.
+    pub fn cleanup(&mut self) -> anyhow::Result<()> {
+        let mut first = None;
+        for name in std::mem::take(&mut self.names) {
+            if let Err(e) = delete_at(&self.ns_path(&name)) {
+                first.get_or_insert(e);
+            }
+        }
+        if self.dir.exists() {
+            if let Err(e) = sys::unmount_detach(&self.dir)
+                && e.raw_os_error() != Some(libc::EINVAL)
+            {
+                first.get_or_insert(
+                    anyhow::Error::from(e).context(format!("unmounting {}", self.dir.display())),
+                );
+            }
+            if let Err(e) = std::fs::remove_dir(&self.dir) {
+                first.get_or_insert(
+                    anyhow::Error::from(e).context(format!("removing {}", self.dir.display())),
+                );
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for NetnsDir {
+    fn drop(&mut self) {
+        if let Err(e) = self.cleanup() {
+            tracing::warn!("removing the namespaces in {}: {e:#}", self.dir.display());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,5 +311,38 @@ mod tests {
             assert!(!exists(bad));
         }
         assert!(validate_name("vl1-0-ce1").is_ok());
+    }
+
+    /// A process given a private `/run/netns` sees only its namespaces there, and the
+    /// host's `/run/netns` neither shows them nor gets the process's mount.
+    #[test]
+    fn a_private_netns_dir_shows_only_its_namespaces() {
+        if !vmpls_sys::process::is_root() {
+            return;
+        }
+        prepare_netns_dir().unwrap();
+        let dir = std::env::temp_dir().join(format!("vmpls-netns-dir-test-{}", std::process::id()));
+        let mut d = NetnsDir::create(&dir).unwrap();
+        d.add("red").unwrap();
+        let mut ls = Command::new("ls");
+        ls.arg(NETNS_DIR);
+        d.private_for(&mut ls).unwrap();
+        let out = ls.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "red\n");
+        // The host's /run/netns is still its own file system, not the private one.
+        let dev = |p: &Path| std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(p).unwrap());
+        assert_ne!(dev(Path::new(NETNS_DIR)), dev(&dir));
+        let mut ip = Command::new("ip");
+        ip.args(["-br", "link", "show"]);
+        d.command_in("red", &mut ip).unwrap();
+        let out = ip.output().unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stdout).starts_with("lo "),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        d.cleanup().unwrap();
+        assert!(!dir.exists());
     }
 }

@@ -6,9 +6,11 @@
 //! `/proc/sys/net` files see; a socket stays in the namespace it was opened in. So code
 //! enters a namespace on a thread of its own ([`run_in`]).
 
+use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
@@ -67,6 +69,14 @@ pub fn make_shared_recursive(target: impl AsRef<Path>) -> io::Result<()> {
     )?)
 }
 
+/// Mounts a new, empty tmpfs on `target` and makes it shared, so that mounts made below
+/// it later (namespace files) reach the mount namespaces that copied it.
+pub fn mount_shared_tmpfs(target: impl AsRef<Path>) -> io::Result<()> {
+    let target = target.as_ref();
+    rustix::mount::mount(c"tmpfs", target, c"tmpfs", rustix::mount::MountFlags::empty(), c"mode=0755")?;
+    make_shared_recursive(target)
+}
+
 /// Detaches the mount at `target` (`umount -l`); `EINVAL` if it is not a mount point.
 pub fn unmount_detach(target: impl AsRef<Path>) -> io::Result<()> {
     Ok(rustix::mount::unmount(target.as_ref(), UnmountFlags::DETACH)?)
@@ -82,6 +92,37 @@ pub fn command_in(cmd: &mut Command, ns: File) {
     unsafe {
         cmd.pre_exec(move || enter(&ns));
     }
+}
+
+/// The directory named namespaces live in (`ip netns`), which `zebra -n` takes as the
+/// list of VRFs.
+const RUN_NETNS: &std::ffi::CStr = c"/run/netns";
+
+/// Makes `cmd` run in a mount namespace of its own in which `dir` (with the namespace
+/// files mounted in it) is mounted on `/run/netns`: a router's private list of VRF
+/// namespaces. The rest of the file system is shared, and receives the host's mounts
+/// but sends none back (`/` is made a slave first), so the host's `/run/netns` is
+/// untouched. Mounts made below `dir` later reach the process if `dir` is a shared
+/// mount ([`mount_shared_tmpfs`]).
+pub fn command_with_netns_dir(cmd: &mut Command, dir: &Path) -> io::Result<()> {
+    let dir =
+        CString::new(dir.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: the closure runs in the child between fork and exec. It makes three direct
+    // system calls (unshare, two mounts) with C strings built before the fork; it
+    // allocates nothing and takes no lock. CLONE_NEWNS only changes the child's mount
+    // namespace.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::thread::unshare_unsafe(UnshareFlags::NEWNS)?;
+            rustix::mount::mount_change(
+                c"/",
+                MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
+            )?;
+            rustix::mount::mount_bind_recursive(dir.as_c_str(), RUN_NETNS)?;
+            Ok(())
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

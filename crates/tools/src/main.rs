@@ -189,6 +189,23 @@ enum LabCommand {
         #[arg(long, value_name = "PATH")]
         zebra_module: Option<PathBuf>,
     },
+    /// BGP/MPLS VPNs (RFC 4364) over the FRR seed core: customers red (eBGP, IPv4 and
+    /// IPv6) and blue (static) on both PEs with the same addresses, a common-services
+    /// VRF on pe2; waits for FRR and vmpls to converge, checks reachability, isolation
+    /// and traceroute, and runs a TCP flow per customer through the VPN beside kernel IP
+    /// routing of the same path.
+    Vpn {
+        /// Seconds each TCP flow runs.
+        #[arg(long, default_value_t = 5)]
+        duration: u64,
+        /// Print JSON instead of Markdown tables.
+        #[arg(long)]
+        json: bool,
+        /// The zebra module. Default: $VMPLS_ZEBRA_MODULE, else the one built next to
+        /// this binary.
+        #[arg(long, value_name = "PATH")]
+        zebra_module: Option<PathBuf>,
+    },
 }
 
 /// The `vmpls` binary the labs run as their routers: the one beside this binary.
@@ -252,6 +269,9 @@ fn main() -> ExitCode {
         Command::Lab { lab: LabCommand::Frr { duration, json, zebra_module } } => {
             lab_frr(Duration::from_secs(*duration), *json, zebra_module.clone())
         }
+        Command::Lab { lab: LabCommand::Vpn { duration, json, zebra_module } } => {
+            lab_vpn(Duration::from_secs(*duration), *json, zebra_module.clone())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -306,6 +326,25 @@ fn zebra_module(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
              ./scripts/lab-frr), then pass --zebra-module PATH or set VMPLS_ZEBRA_MODULE"
         )
     })
+}
+
+fn lab_vpn(duration: Duration, json: bool, module: Option<PathBuf>) -> anyhow::Result<()> {
+    vmpls_lab::install_interrupt_handler()?;
+    let opts = vmpls_lab::vpn_lab::VpnLabOptions {
+        vmpls: router_binary()?,
+        duration,
+        zebra_module: zebra_module(module)?,
+    };
+    let report = vmpls_lab::vpn_lab::run_vpn_lab(&opts, &mut |line| eprintln!("{line}"))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    } else {
+        print!("{}", report.to_markdown());
+    }
+    if !report.ok() {
+        anyhow::bail!("some checks or flows failed (see above)");
+    }
+    Ok(())
 }
 
 fn lab_frr(duration: Duration, json: bool, module: Option<PathBuf>) -> anyhow::Result<()> {

@@ -18,11 +18,14 @@ pub enum Daemon {
     Ospfd,
     /// LDP.
     Ldpd,
+    /// BGP (VPNv4/VPNv6 between PEs, eBGP with CEs).
+    Bgpd,
 }
 
 impl Daemon {
     /// All daemons, in start order (mgmtd, then zebra: the others connect to them).
-    pub const ALL: [Daemon; 5] = [Daemon::Mgmtd, Daemon::Zebra, Daemon::Staticd, Daemon::Ospfd, Daemon::Ldpd];
+    pub const ALL: [Daemon; 6] =
+        [Daemon::Mgmtd, Daemon::Zebra, Daemon::Staticd, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd];
 
     /// The binary's name (`zebra`, `ospfd`, ...), which also names its files.
     pub fn name(self) -> &'static str {
@@ -32,6 +35,7 @@ impl Daemon {
             Daemon::Staticd => "staticd",
             Daemon::Ospfd => "ospfd",
             Daemon::Ldpd => "ldpd",
+            Daemon::Bgpd => "bgpd",
         }
     }
 }
@@ -160,6 +164,12 @@ pub struct FrrOptions {
     pub ospfd_extra: String,
     /// Extra lines for ldpd's config.
     pub ldpd_extra: String,
+    /// bgpd and what it runs; `None`: no bgpd.
+    pub bgp: Option<BgpOptions>,
+    /// The router's private `/run/netns` (a directory of VRF namespaces): every daemon
+    /// runs in a mount namespace with it mounted on `/run/netns`, and zebra takes each
+    /// namespace there as a VRF (`zebra -n`). `None`: no VRFs, the host's `/run/netns`.
+    pub netns_dir: Option<PathBuf>,
     /// A Debian root (`scripts/make-frr-root`, e.g. trixie's FRR 10.3) whose FRR runs
     /// instead of the host's: the daemons and vtysh run chrooted into it, the router's
     /// directory and the zebra module must be inside it. `None`: the host's FRR.
@@ -181,6 +191,8 @@ impl FrrOptions {
             staticd_extra: String::new(),
             ospfd_extra: String::new(),
             ldpd_extra: String::new(),
+            bgp: None,
+            netns_dir: None,
             root: None,
         }
     }
@@ -241,6 +253,7 @@ impl FrrOptions {
                 Daemon::Zebra | Daemon::Staticd => true,
                 Daemon::Ospfd => !self.ospf.is_empty(),
                 Daemon::Ldpd => !self.ldp.is_empty(),
+                Daemon::Bgpd => self.bgp.is_some(),
             })
             .collect()
     }
@@ -260,6 +273,11 @@ impl FrrOptions {
             Daemon::Staticd => push_extra(&mut c, &self.staticd_extra),
             Daemon::Ospfd => self.ospfd_config(&mut c),
             Daemon::Ldpd => self.ldpd_config(&mut c),
+            Daemon::Bgpd => {
+                if let Some(bgp) = &self.bgp {
+                    bgp.render(self.router_id, &mut c);
+                }
+            }
         }
         c
     }
@@ -379,6 +397,9 @@ impl FrrOptions {
         arg("0");
         match daemon {
             Daemon::Zebra => {
+                if self.netns_dir.is_some() {
+                    arg("--vrfwnetns");
+                }
                 if let Some(m) = &zebra_module {
                     arg("-M");
                     arg(&m.to_string_lossy());
@@ -392,7 +413,7 @@ impl FrrOptions {
                 arg("--ctl_socket");
                 arg(&dir.to_string_lossy());
             }
-            Daemon::Mgmtd | Daemon::Staticd | Daemon::Ospfd => {}
+            Daemon::Mgmtd | Daemon::Staticd | Daemon::Ospfd | Daemon::Bgpd => {}
         }
         v
     }
@@ -482,7 +503,7 @@ mod tests {
         assert!(ldpd.join(" ").ends_with("-P 0 --ctl_socket /w/pe1"), "{ldpd:?}");
         // (an FRR with mgmtd on the host runs it too)
         let mgmtd = usize::from(!o.uses_mgmtd());
-        assert_eq!(o.daemons(), Daemon::ALL[mgmtd..]);
+        assert_eq!(o.daemons(), Daemon::ALL[mgmtd..Daemon::ALL.len() - 1], "all but bgpd");
         let x = FrrOptions::new("x", Ipv4Addr::LOCALHOST);
         assert_eq!(x.daemons(), [Daemon::Mgmtd, Daemon::Zebra, Daemon::Staticd][mgmtd..]);
     }

@@ -171,6 +171,10 @@ impl FrrRouter {
         let mut cmd = self.frr_command(&argv);
         cmd.stdin(Stdio::null()).stdout(out).stderr(err).current_dir(&self.dir);
         netns::lab_child_in_netns(&self.ns, &mut cmd)?;
+        if let Some(dir) = &self.options.netns_dir {
+            vmpls_sys::netns::command_with_netns_dir(&mut cmd, dir)
+                .with_context(|| format!("giving {name} {} as /run/netns", dir.display()))?;
+        }
         let child = cmd.spawn().with_context(|| format!("starting {name} in namespace {}", self.ns))?;
         let child =
             Supervised::new(format!("{name} of {}", self.options.hostname), child, SignalTarget::Group);
@@ -278,6 +282,7 @@ impl FrrRouter {
                 Daemon::Staticd => Some("static"),
                 Daemon::Ospfd => Some("ospf"),
                 Daemon::Ldpd => Some("ldp"),
+                Daemon::Bgpd => Some("bgp"),
             })
             .collect();
         let deadline = started + Duration::from_secs(20);

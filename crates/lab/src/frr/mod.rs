@@ -58,15 +58,17 @@ use serde_json::Value;
 use crate::topology::Topology;
 use crate::{IpPrefix, check_interrupt, netns, nl};
 
+mod bgp;
 mod config;
 mod daemons;
 mod vtysh;
 
+pub use bgp::{BgpFamily, BgpNeighbor, BgpOptions, BgpVrf};
 pub use config::{Daemon, FrrOptions, OspfInterface, Timers};
 pub use daemons::{FrrRouter, process_running};
 pub use vtysh::{
-    Convergence, IpRoute, LdpBinding, Lsp, MplsNexthop, RouteNexthop, parse_ldp_operational,
-    parse_mpls_table, parse_ospf_full,
+    Convergence, IpRoute, LdpBinding, Lsp, MplsNexthop, RouteNexthop, parse_ip_routes_json,
+    parse_ldp_operational, parse_mpls_table, parse_ospf_full,
 };
 
 /// Where Debian installs the FRR daemons.

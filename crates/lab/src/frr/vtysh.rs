@@ -68,6 +68,11 @@ pub struct RouteNexthop {
     pub labels: Vec<u32>,
     /// zebra uses this next hop.
     pub active: bool,
+    /// A BGP next hop resolved through the next hops marked `resolver` after it (a VPN
+    /// route: its labels are the VPN label, the resolvers' the transport's).
+    pub recursive: bool,
+    /// Resolves the `recursive` next hop before it.
+    pub resolver: bool,
 }
 
 /// A route of `show ip route json`.
@@ -150,6 +155,25 @@ impl FrrRouter {
     /// zebra's IPv4 routes (`show ip route json`), all protocols.
     pub fn ip_routes(&self) -> anyhow::Result<Vec<IpRoute>> {
         parse_ip_routes(&self.vtysh_json("show ip route json")?)
+    }
+
+    /// zebra's routes of VRF `vrf` (`show ip route vrf VRF json`, or `show ipv6 route`).
+    pub fn vrf_routes(&self, vrf: &str, ipv6: bool) -> anyhow::Result<Vec<IpRoute>> {
+        let family = if ipv6 { "ipv6" } else { "ip" };
+        parse_ip_routes(&self.vtysh_json(&format!("show {family} route vrf {vrf} json"))?)
+    }
+
+    /// The BGP sessions of the default instance in state Established that carry
+    /// `family` (`ipv4 vpn`, `ipv6 vpn`, `ipv4 unicast`: `show bgp FAMILY summary json`).
+    pub fn bgp_established(&self, family: &str) -> anyhow::Result<usize> {
+        parse_bgp_established(&self.vtysh_json(&format!("show bgp {family} summary json"))?)
+    }
+
+    /// The VPN routes in BGP's table (`show bgp ipv4 vpn json` or `ipv6 vpn`): route
+    /// distinguisher -> prefixes.
+    pub fn bgp_vpn_routes(&self, ipv6: bool) -> anyhow::Result<BTreeMap<String, Vec<IpPrefix>>> {
+        let family = if ipv6 { "ipv6" } else { "ipv4" };
+        parse_bgp_vpn(&self.vtysh_json(&format!("show bgp {family} vpn json"))?)
     }
 
     /// What this router should reach when converged: one OSPF neighbour per
@@ -323,6 +347,39 @@ pub fn parse_mpls_table(v: &Value) -> anyhow::Result<BTreeMap<u32, Lsp>> {
     Ok(table)
 }
 
+fn parse_bgp_established(v: &Value) -> anyhow::Result<usize> {
+    // { "peers": { "198.18.255.3": { "state": "Established", ... } }, ... }
+    let Some(peers) = v.get("peers") else {
+        return Ok(0);
+    };
+    let peers = peers.as_object().ok_or_else(|| anyhow!("\"peers\" is not an object: {v}"))?;
+    Ok(peers.values().filter(|p| str_field(p, "state") == Some("Established")).count())
+}
+
+fn parse_bgp_vpn(v: &Value) -> anyhow::Result<BTreeMap<String, Vec<IpPrefix>>> {
+    // { "routes": { "routeDistinguishers": { "198.18.255.1:1": { "198.18.1.0/24": [...] } } } }
+    let Some(rds) = v.get("routes").and_then(|r| r.get("routeDistinguishers")) else {
+        return Ok(BTreeMap::new());
+    };
+    let rds = rds.as_object().ok_or_else(|| anyhow!("\"routeDistinguishers\" is not an object: {v}"))?;
+    rds.iter()
+        .map(|(rd, prefixes)| {
+            let prefixes =
+                prefixes.as_object().ok_or_else(|| anyhow!("RD {rd} holds no object: {prefixes}"))?;
+            let list = prefixes
+                .keys()
+                .map(|p| p.parse().with_context(|| format!("VPN prefix {p:?} of RD {rd}")))
+                .collect::<anyhow::Result<Vec<IpPrefix>>>()?;
+            Ok((rd.clone(), list))
+        })
+        .collect()
+}
+
+/// Decodes the JSON of `show ip route [vrf NAME] json` (for tests on captured output).
+pub fn parse_ip_routes_json(v: &Value) -> anyhow::Result<Vec<IpRoute>> {
+    parse_ip_routes(v)
+}
+
 fn parse_ip_routes(v: &Value) -> anyhow::Result<Vec<IpRoute>> {
     let m = v.as_object().ok_or_else(|| anyhow!("show ip route json printed no object: {v}"))?;
     let mut routes = Vec::new();
@@ -344,6 +401,8 @@ fn parse_ip_routes(v: &Value) -> anyhow::Result<Vec<IpRoute>> {
                         .map(|a| a.iter().filter_map(label_of).collect())
                         .unwrap_or_default(),
                     active: truthy(n, "active"),
+                    recursive: truthy(n, "recursive"),
+                    resolver: truthy(n, "resolver"),
                 })
                 .collect();
             routes.push(IpRoute {
@@ -423,5 +482,39 @@ mod tests {
         assert!(r[0].selected && r[0].installed);
         assert_eq!(r[0].nexthops[0].labels, [16]);
         assert_eq!(r[0].nexthops[0].via, Some("10.9.0.2".parse().unwrap()));
+    }
+
+    /// FRR 8.4's output for a VPN route imported into VRF red: the BGP next hop with the
+    /// VPN label, resolved over the LDP route to the other PE's loopback.
+    #[test]
+    fn parses_vpn_routes_and_sessions() {
+        let routes: Value = serde_json::from_str(
+            r#"{"198.18.2.0/24":[{"prefix":"198.18.2.0/24","protocol":"bgp","vrfName":"red","selected":true,
+                "installed":true,"nexthops":[{"ip":"198.18.255.3","afi":"ipv4","vrf":"default","active":true,
+                "recursive":true,"labels":[80]},{"fib":true,"ip":"198.18.10.2","afi":"ipv4",
+                "interfaceName":"pe1-p","resolver":true,"active":true,"labels":[17]}]}]}"#,
+        )
+        .unwrap();
+        let r = parse_ip_routes(&routes).unwrap();
+        let hops = &r[0].nexthops;
+        assert!(hops[0].recursive && !hops[0].resolver && hops[0].labels == [80]);
+        assert!(hops[1].resolver && hops[1].interface.as_deref() == Some("pe1-p") && hops[1].labels == [17]);
+        let summary: Value = serde_json::from_str(
+            r#"{"routerId":"198.18.255.1","as":65000,"peers":{"198.18.255.3":{"remoteAs":65000,
+                "state":"Established","pfxRcd":4},"198.18.255.9":{"state":"Active"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(parse_bgp_established(&summary).unwrap(), 1);
+        assert_eq!(parse_bgp_established(&serde_json::json!({})).unwrap(), 0);
+        let vpn: Value = serde_json::from_str(
+            r#"{"vrfId":0,"routerId":"198.18.255.1","routes":{"routeDistinguishers":{
+                "198.18.255.1:1":{"198.18.1.0/24":[{"valid":true}],"198.18.201.1/32":[{"valid":true}]},
+                "198.18.255.3:2":{"198.18.2.0/24":[{"valid":true}]}}}}"#,
+        )
+        .unwrap();
+        let t = parse_bgp_vpn(&vpn).unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t["198.18.255.1:1"].len(), 2);
+        assert!(parse_bgp_vpn(&serde_json::json!({})).unwrap().is_empty());
     }
 }
