@@ -64,7 +64,10 @@ mod vtysh;
 
 pub use config::{Daemon, FrrOptions, OspfInterface, Timers};
 pub use daemons::{FrrRouter, process_running};
-pub use vtysh::{Convergence, IpRoute, LdpBinding, Lsp, MplsNexthop, RouteNexthop};
+pub use vtysh::{
+    Convergence, IpRoute, LdpBinding, Lsp, MplsNexthop, RouteNexthop, parse_ldp_operational,
+    parse_mpls_table, parse_ospf_full,
+};
 
 /// Where Debian installs the FRR daemons.
 pub const FRR_SBIN: &str = "/usr/lib/frr";
@@ -72,6 +75,9 @@ pub const FRR_SBIN: &str = "/usr/lib/frr";
 /// The default FPM address zebra connects to (and vmpls listens on) inside a router's
 /// namespace.
 pub const DEFAULT_FPM: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 2620);
+
+/// FRR's run-state directory, where mgmtd makes one per pathspace (`-N`).
+const FRR_RUN_DIR: &str = "/run/frr";
 
 /// Where every FRR process keeps a directory of its own (`<daemon>.<pid>`).
 const FRR_TMP_DIR: &str = "/var/tmp/frr";

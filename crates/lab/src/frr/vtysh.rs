@@ -91,11 +91,13 @@ impl FrrRouter {
     /// `vtysh(&["configure terminal", "mpls lsp 100 198.18.10.2 200"])`. Fails if vtysh
     /// reports an error (exit status) or prints one (`% ...`).
     pub fn vtysh(&self, commands: &[&str]) -> anyhow::Result<String> {
-        let mut cmd = Command::new("vtysh");
-        cmd.arg("--vty_socket").arg(&self.dir).arg("--config_dir").arg(&self.dir);
+        let mut argv: Vec<OsString> =
+            vec!["vtysh".into(), "--vty_socket".into(), self.inner_dir.clone().into()];
+        argv.extend(["--config_dir".into(), self.inner_dir.clone().into()]);
         for c in commands {
-            cmd.arg("-c").arg(c);
+            argv.extend(["-c".into(), (*c).into()]);
         }
+        let cmd = self.frr_command(&argv);
         let out = crate::process::run_timeout(&self.ns, cmd, VTYSH_TIMEOUT)
             .with_context(|| format!("vtysh {commands:?} on {}", self.options.hostname))?;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -231,7 +233,8 @@ fn truthy(v: &Value, key: &str) -> bool {
     }
 }
 
-fn parse_ospf_full(v: &Value) -> anyhow::Result<usize> {
+/// The OSPF neighbours in state Full in `show ip ospf neighbor json`.
+pub fn parse_ospf_full(v: &Value) -> anyhow::Result<usize> {
     let Some(neighbors) = v.get("neighbors") else {
         return Ok(0);
     };
@@ -250,7 +253,8 @@ fn parse_ospf_full(v: &Value) -> anyhow::Result<usize> {
         .count())
 }
 
-fn parse_ldp_operational(v: &Value) -> anyhow::Result<usize> {
+/// The LDP sessions in state OPERATIONAL in `show mpls ldp neighbor json`.
+pub fn parse_ldp_operational(v: &Value) -> anyhow::Result<usize> {
     let Some(neighbors) = v.get("neighbors") else {
         return Ok(0);
     };
@@ -280,7 +284,8 @@ fn parse_ldp_bindings(v: &Value) -> anyhow::Result<Vec<LdpBinding>> {
         .collect()
 }
 
-fn parse_mpls_table(v: &Value) -> anyhow::Result<BTreeMap<u32, Lsp>> {
+/// The LSPs of `show mpls table json`, by incoming label.
+pub fn parse_mpls_table(v: &Value) -> anyhow::Result<BTreeMap<u32, Lsp>> {
     // { "16": { "inLabel": 16, "installed": true, "nexthops": [ { "type": "LDP",
     //   "outLabel": 17, "outLabelStack": [17], "distance": 150, "installed": true,
     //   "nexthop": "198.18.20.2", "interface": "p-pe2" } ] }, ... }
