@@ -1,6 +1,7 @@
-//! The netlab device `vmpls` (`netlab/`): `netlab create` of an LDP lab, h1 -- r1 -- r2 --
-//! r3 -- h2 with `module: [ospf, mpls]`, `mpls.ldp: true` and `device: vmpls`, gives
-//! the files a vmpls-frr container needs, and none of what this kernel lacks:
+//! The netlab device `vmpls` (`netlab/`): `netlab create` of the LDP lab
+//! `netlab/examples/ldp.yml`, h1 -- r1 -- r2 -- r3 -- h2 with `module: [ospf, mpls]`,
+//! `mpls.ldp: true` and `device: vmpls`, gives the files a vmpls-frr container needs,
+//! and none of what this kernel lacks:
 //!
 //! - `netlab/install` into a home of the test's own makes netlab know the device;
 //! - clab.yml runs the routers on the vmpls-frr image, with the daemons file and the
@@ -22,25 +23,10 @@ use std::process::Command;
 /// The netlab release the templates in `netlab/templates` wrap.
 const NETLAB_VERSION: &str = "26.10";
 
-const TOPOLOGY: &str = "\
-provider: clab
-defaults.device: vmpls
-addressing:
-  loopback: { ipv4: 198.18.255.0/24 }
-  router_id: { ipv4: 198.18.255.0/24 }
-  p2p: { ipv4: 198.18.128.0/22 }
-  lan: { ipv4: 198.18.0.0/20 }
-  mgmt: { ipv4: 198.19.121.0/24, ipv6: 2001:db8:121::/64 }
-module: [ ospf, mpls ]
-mpls.ldp: true
-nodes:
-  h1: { device: linux, image: vmpls-frr:latest }
-  r1:
-  r2:
-  r3:
-  h2: { device: linux, image: vmpls-frr:latest }
-links: [ h1-r1, r1-r2, r2-r3, r3-h2 ]
-";
+/// The LDP lab users get (`netlab/examples/ldp.yml`): h1 -- r1 -- r2 -- r3 -- h2.
+fn ldp_topology() -> String {
+    read(&repo().join("netlab/examples/ldp.yml"))
+}
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -123,7 +109,7 @@ fn netlab_creates_an_ldp_lab_of_vmpls_routers_without_kernel_forwarding_or_kerne
     let home = installed_home(&scratch);
     let lab = scratch.0.join("lab");
     std::fs::create_dir_all(&lab).unwrap();
-    std::fs::write(lab.join("topology.yml"), TOPOLOGY).unwrap();
+    std::fs::write(lab.join("topology.yml"), ldp_topology()).unwrap();
 
     let created = netlab_in(&home, &lab, &["create"]).unwrap_or_else(|e| panic!("{e}"));
     println!("{created}");
