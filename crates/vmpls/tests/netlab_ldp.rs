@@ -10,6 +10,8 @@
 //!   FRR's `ip forwarding`), creates no VRF and is valid bash; its mpls script turns no
 //!   kernel MPLS sysctl on and configures LDP on the core links only; its daemons file
 //!   starts ospfd and ldpd;
+//! - the same lab with OSPF segment routing instead of LDP: the sr scripts turn no
+//!   kernel MPLS sysctl on;
 //! - netlab refuses what the device does not declare (the vrf module).
 //!
 //! Not yet: bringing the lab up in containers and running netlab's checks (OSPF and LDP
@@ -203,4 +205,30 @@ fn netlab_refuses_modules_the_vmpls_device_does_not_declare() {
     .unwrap();
     let refused = netlab_in(&home, &lab, &["create"]).expect_err("netlab create of a VRF lab");
     assert!(refused.contains("Device type vmpls (node r1) does not support module vrf"), "{refused}");
+}
+
+#[test]
+fn netlab_creates_ospf_segment_routing_without_kernel_mpls() {
+    let scratch = Scratch::new("netlab-sr");
+    let home = installed_home(&scratch);
+    let lab = scratch.0.join("lab");
+    std::fs::create_dir_all(&lab).unwrap();
+    let ldp = ldp_topology();
+    let modules = "module: [ ospf, mpls ]\nmpls.ldp: true\n";
+    assert!(ldp.contains(modules), "netlab/examples/ldp.yml:\n{ldp}");
+    let sr = ldp.replace(modules, "module: [ ospf, sr ]\nsr.protocol: [ ospfv2 ]\n");
+    std::fs::write(lab.join("topology.yml"), sr).unwrap();
+    netlab_in(&home, &lab, &["create"]).unwrap_or_else(|e| panic!("{e}"));
+
+    for r in ["r1", "r2", "r3"] {
+        let path = lab.join("node_files").join(r).join("sr");
+        let script = read(&path);
+        let lines = active_lines(&script);
+        for line in &lines {
+            assert!(!line.starts_with("sysctl"), "{r}'s sr script needs kernel MPLS: {line}");
+        }
+        assert!(lines.contains(&"segment-routing on"), "{r}'s sr script:\n{script}");
+        run(Command::new("bash").arg("-n").arg(&path))
+            .unwrap_or_else(|e| panic!("{r}'s sr is not valid bash: {e}"));
+    }
 }
