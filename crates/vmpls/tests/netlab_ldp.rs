@@ -9,7 +9,7 @@
 //! - each router's initial script keeps the kernel's IP forwarding off (the sysctls and
 //!   FRR's `ip forwarding`), creates no VRF and is valid bash; its mpls script turns no
 //!   kernel MPLS sysctl on and configures LDP on the core links only; its daemons file
-//!   starts ospfd and ldpd;
+//!   starts ospfd, bgpd and ldpd;
 //! - the same lab with OSPF segment routing instead of LDP: the sr scripts turn no
 //!   kernel MPLS sysctl on;
 //! - netlab refuses what the device does not declare (the vrf module).
@@ -121,12 +121,11 @@ fn netlab_creates_an_ldp_lab_of_vmpls_routers_without_kernel_forwarding_or_kerne
     for r in routers {
         let node = clab_node(&clab, r);
         assert!(node.contains("image: vmpls-frr:latest"), "{r} in clab.yml:\n{node}");
-        for bind in [
-            format!("node_files/{r}/daemons:/etc/frr/daemons"),
-            format!("node_files/{r}/initial:/etc/config/01-initial.sh"),
-            format!("node_files/{r}/ospf:/etc/config/02-ospf.sh"),
-            format!("node_files/{r}/mpls:/etc/config/03-mpls.sh"),
-        ] {
+        let daemons = format!("node_files/{r}/daemons:/etc/frr/daemons");
+        assert!(node.contains(&daemons), "{r} lacks the bind {daemons}:\n{node}");
+        // netlab execs /etc/config/NN-MODULE.sh in order: initial first
+        for (k, module) in ["initial", "ospf", "bgp", "mpls"].iter().enumerate() {
+            let bind = format!("node_files/{r}/{module}:/etc/config/{:02}-{module}.sh", k + 1);
             assert!(node.contains(&bind), "{r} lacks the bind {bind}:\n{node}");
         }
     }
@@ -178,7 +177,7 @@ fn netlab_creates_an_ldp_lab_of_vmpls_routers_without_kernel_forwarding_or_kerne
 
         let daemons = read(&files.join("daemons"));
         let lines = active_lines(&daemons);
-        for want in ["ospfd=yes", "ldpd=yes"] {
+        for want in ["ospfd=yes", "bgpd=yes", "ldpd=yes"] {
             assert!(lines.contains(&want), "{r}'s daemons lacks {want}:\n{daemons}");
         }
 
@@ -214,7 +213,7 @@ fn netlab_creates_ospf_segment_routing_without_kernel_mpls() {
     let lab = scratch.0.join("lab");
     std::fs::create_dir_all(&lab).unwrap();
     let ldp = ldp_topology();
-    let modules = "module: [ ospf, mpls ]\nmpls.ldp: true\n";
+    let modules = "module: [ ospf, bgp, mpls ]\nbgp.as: 65000\nmpls.ldp: true\n";
     assert!(ldp.contains(modules), "netlab/examples/ldp.yml:\n{ldp}");
     let sr = ldp.replace(modules, "module: [ ospf, sr ]\nsr.protocol: [ ospfv2 ]\n");
     std::fs::write(lab.join("topology.yml"), sr).unwrap();
