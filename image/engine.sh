@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sets variables for the scripts that source it
 # Sourced by scripts/debian-base, scripts/build-image and the container test: picks the
 # container engine and the options this machine needs, into
 #   ENGINE        docker or podman

@@ -64,7 +64,10 @@ mod vtysh;
 
 pub use config::{Daemon, FrrOptions, OspfInterface, Timers};
 pub use daemons::{FrrRouter, process_running};
-pub use vtysh::{Convergence, IpRoute, LdpBinding, Lsp, MplsNexthop, RouteNexthop};
+pub use vtysh::{
+    Convergence, IpRoute, LdpBinding, Lsp, MplsNexthop, RouteNexthop, parse_ldp_operational,
+    parse_mpls_table, parse_ospf_full,
+};
 
 /// Where Debian installs the FRR daemons.
 pub const FRR_SBIN: &str = "/usr/lib/frr";

@@ -231,7 +231,8 @@ fn truthy(v: &Value, key: &str) -> bool {
     }
 }
 
-fn parse_ospf_full(v: &Value) -> anyhow::Result<usize> {
+/// The OSPF neighbours in state Full in `show ip ospf neighbor json`.
+pub fn parse_ospf_full(v: &Value) -> anyhow::Result<usize> {
     let Some(neighbors) = v.get("neighbors") else {
         return Ok(0);
     };
@@ -250,7 +251,8 @@ fn parse_ospf_full(v: &Value) -> anyhow::Result<usize> {
         .count())
 }
 
-fn parse_ldp_operational(v: &Value) -> anyhow::Result<usize> {
+/// The LDP sessions in state OPERATIONAL in `show mpls ldp neighbor json`.
+pub fn parse_ldp_operational(v: &Value) -> anyhow::Result<usize> {
     let Some(neighbors) = v.get("neighbors") else {
         return Ok(0);
     };
@@ -280,7 +282,8 @@ fn parse_ldp_bindings(v: &Value) -> anyhow::Result<Vec<LdpBinding>> {
         .collect()
 }
 
-fn parse_mpls_table(v: &Value) -> anyhow::Result<BTreeMap<u32, Lsp>> {
+/// The LSPs of `show mpls table json`, by incoming label.
+pub fn parse_mpls_table(v: &Value) -> anyhow::Result<BTreeMap<u32, Lsp>> {
     // { "16": { "inLabel": 16, "installed": true, "nexthops": [ { "type": "LDP",
     //   "outLabel": 17, "outLabelStack": [17], "distance": 150, "installed": true,
     //   "nexthop": "198.18.20.2", "interface": "p-pe2" } ] }, ... }
