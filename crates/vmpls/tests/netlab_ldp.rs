@@ -12,7 +12,7 @@
 //!   starts ospfd, bgpd and ldpd;
 //! - the same lab with OSPF segment routing instead of LDP: the sr scripts turn no
 //!   kernel MPLS sysctl on;
-//! - netlab refuses what the device does not declare (the vrf module);
+//! - netlab refuses what the device does not declare (the vrf module, mpls.vpn);
 //! - the lab comes up: its containers (the vmpls-frr image built for the test) wired as
 //!   containerlab would (`container_common`), then netlab itself configures them
 //!   (`netlab initial`) and runs the lab's checks (`netlab validate`: OSPF adjacencies,
@@ -221,6 +221,15 @@ fn netlab_refuses_modules_the_vmpls_device_does_not_declare() {
     );
     let refused = netlab.netlab(&["create"], None).expect_err("netlab create of a VRF lab");
     assert!(refused.contains("Device type vmpls (node r1) does not support module vrf"), "{refused}");
+
+    // BGP/MPLS L3VPN: not before vmpls has VRFs
+    let netlab = NetlabLab::new(
+        "netlab-refuse-vpn",
+        "provider: clab\ndefaults.device: vmpls\nmodule: [ ospf, bgp, mpls ]\nbgp.as: 65000\n\
+         mpls.ldp: true\nmpls.vpn: true\nnodes: [ r1, r2 ]\nlinks: [ r1-r2 ]\n",
+    );
+    let refused = netlab.netlab(&["create"], None).expect_err("netlab create of an L3VPN lab");
+    assert!(refused.contains("Device vmpls used by r1 does not support MPLS/VPN"), "{refused}");
 }
 
 #[test]
