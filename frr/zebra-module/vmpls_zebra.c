@@ -68,6 +68,23 @@
 
 #define VMPLS_MOD_VERSION "0.1.0"
 
+/* FRR's version as numbers, for the API differences below: the headers have
+ * it only as a string, scripts/build-zebra-module passes it from the package */
+#if !defined(VMPLS_FRR_MAJOR) || !defined(VMPLS_FRR_MINOR)
+#error "VMPLS_FRR_MAJOR/VMPLS_FRR_MINOR undefined: build with scripts/build-zebra-module"
+#endif
+#define VZ_FRR_AT_LEAST(major, minor)                                          \
+	(VMPLS_FRR_MAJOR > (major)                                             \
+	 || (VMPLS_FRR_MAJOR == (major) && VMPLS_FRR_MINOR >= (minor)))
+
+/* FRR 9.0 renamed lib/thread.[ch] to lib/event.[ch], thread_master to
+ * event_loop (the argument of the frr_late_init hook) */
+#if VZ_FRR_AT_LEAST(9, 0)
+typedef struct event_loop vz_event_loop;
+#else
+typedef struct thread_master vz_event_loop;
+#endif
+
 /* zebra's privileges (zebra/main.c): CAP_NET_ADMIN is raised around netlink
  * writes, as zebra's own kernel code does */
 extern struct zebra_privs_t zserv_privs;
@@ -311,7 +328,13 @@ static ssize_t vz_encode_stripped(int cmd, struct zebra_dplane_ctx *ctx,
 		nh->nh_label = NULL;
 	}
 	/* fpm=true: inline next hops; force_nhg=false: no RTA_NH_ID */
+#if VZ_FRR_AT_LEAST(10, 0)
+	/* force_rr=false: NLM_F_REPLACE where zebra's kernel path sets it */
+	r = netlink_route_multipath_msg_encode(cmd, ctx, buf, len, true, false,
+					       false);
+#else
 	r = netlink_route_multipath_msg_encode(cmd, ctx, buf, len, true, false);
+#endif
 	i = 0;
 	for (ALL_NEXTHOPS_PTR(ng, nh))
 		nh->nh_label = saved[i++];
@@ -448,11 +471,11 @@ static int vz_fini(struct zebra_dplane_provider *prov, bool early)
 	return 0;
 }
 
-static int vz_late_init(struct thread_master *tm)
+static int vz_late_init(vz_event_loop *loop)
 {
 	int rv;
 
-	(void)tm;
+	(void)loop;
 	if (!mpls_enabled) {
 		zebra_mpls_turned_on();
 		zlog_notice("vmpls: MPLS turned on (labels go to FPM, not to the kernel)");

@@ -272,8 +272,15 @@ impl FrrLab {
 
     /// Starts FRR on pe1, p and pe2 ([`FrrOptions::seed`] with `zebra_module`).
     pub fn start_frr(&mut self, zebra_module: &Path) -> anyhow::Result<()> {
+        self.start_frr_from(None, zebra_module)
+    }
+
+    /// Like [`FrrLab::start_frr`], with the FRR of the Debian root `root` (see
+    /// [`FrrOptions::root`]; the work directory and the module must be inside it).
+    pub fn start_frr_from(&mut self, root: Option<&Path>, zebra_module: &Path) -> anyhow::Result<()> {
         for name in ROUTER_NAMES {
             let mut o = FrrOptions::seed(name)?;
+            o.root = root.map(Path::to_path_buf);
             o.zebra_module = Some(zebra_module.to_path_buf());
             let r = FrrRouter::start(&self.topo, name, &self.work_dir, o)
                 .with_context(|| format!("starting FRR on {name}"))?;

@@ -5,14 +5,27 @@
 # state to an FPM server on a kernel without MPLS, in network namespaces of
 # its own.  Root only.  Self-cleaning (trap EXIT), every wait bounded.
 #
-#   frr/zebra-module/tools/demo.sh [FIXTURE_DIR]
+#   frr/zebra-module/tools/demo.sh [--root DIR] [FIXTURE_DIR]
+#
+# --root DIR: the FRR of the Debian root DIR (scripts/make-frr-root, e.g.
+# trixie's 10.3): the module is built there, the daemons and vtysh run
+# chrooted into it (in each namespace, with /proc, /sys and /dev bound), the
+# work directory is under DIR/run/vmpls, and the fixtures are named
+# frr<major>-<name>.fpm.
 #
 # FIXTURE_DIR (default: a temporary directory, printed at the end; pass
 # frr/fixtures to refresh the committed fixtures) receives the raw FPM
-# streams: static-lsp-add-del.fpm, labelled-static-route.fpm, ldp-r1.fpm,
-# replay-after-restart.fpm, fpm-reconnect-replay.fpm, plus a decoded .txt
+# streams: static-lsp-add-del.fpm, labelled-static-route.fpm,
+# nhg-labelled-static-route.fpm, ldp-r1.fpm, replay-after-restart.fpm,
+# fpm-reconnect-replay.fpm, plus a decoded .txt
 # next to each.
 set -euo pipefail
+
+ROOT=
+if [[ ${1:-} == --root ]]; then
+	ROOT=$(cd "${2:?--root needs a directory}" && pwd)
+	shift 2
+fi
 
 [[ $(id -u) == 0 ]] || { echo "demo.sh: run as root" >&2; exit 1; }
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
@@ -21,11 +34,43 @@ dump="$tools/fpm-dump.py"
 FRR=/usr/lib/frr
 
 command -v ping >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q iputils-ping >&2
-SO=$("$repo/scripts/build-zebra-module" | tail -1)
+build_module() { "$repo/scripts/build-zebra-module" ${ROOT:+--root "$ROOT"} | tail -1; }
+SO=$(build_module)
 [[ -f $SO ]] || { echo "demo.sh: module build failed" >&2; exit 1; }
 
+# paths as the daemons see them (inside the root)
+inside() { echo "${1#"$ROOT"}"; }
+# run a command of the FRR under test in namespace $1 (chrooted with --root)
+in_frr() {
+	local n=$1
+	shift
+	if [[ -z $ROOT ]]; then
+		ip netns exec "$n" "$@"
+	else
+		# ip netns exec gives a private mount namespace with this netns's /sys
+		ip netns exec "$n" env R="$ROOT" sh -c 'mount --rbind /proc "$R/proc" && mount --rbind /sys "$R/sys" &&
+			mount --rbind /dev "$R/dev" && exec chroot "$R" "$@"' sh "$@"
+	fi
+}
+frr_version=$(if [[ -n $ROOT ]]; then chroot "$ROOT" dpkg-query -W -f='${Version}' frr; else dpkg-query -W -f='${Version}' frr; fi)
+frr_upstream=${frr_version%%-*}
+fixpre=
+[[ -n $ROOT ]] && fixpre="frr${frr_upstream%%.*}-"
+# FRR >= 10: staticd (and zebra's YANG parts) are configured through mgmtd,
+# which must run first; staticd takes no -f (mgmtd reads only
+# /etc/frr/<daemon>.conf), so static routes are configured with vtysh after
+# the start. mgmtd's sockets are in /var/run/frr/<pathspace>: one pathspace
+# (-N) per router keeps the routers apart.
+MGMTD=0
+((${frr_upstream%%.*} >= 10)) && MGMTD=1
+
 id=$$
-W=$(mktemp -d /tmp/vz-demo.XXXXXX)
+if [[ -n $ROOT ]]; then
+	mkdir -p "$ROOT/run/vmpls"
+	W=$(mktemp -d "$ROOT/run/vmpls/vz-demo.XXXXXX")
+else
+	W=$(mktemp -d /tmp/vz-demo.XXXXXX)
+fi
 chmod 755 "$W"
 fixdir=${1:-$W/fixtures}
 mkdir -p "$fixdir"
@@ -97,11 +142,17 @@ daemon() {
 	local short=$1 n="vz$id$1" dir=$2 d=$3
 	shift 3
 	local extra=("$@")
-	[[ $d == ldpd ]] && extra+=(--ctl_socket "$dir")
-	[[ $d == zebra ]] && extra+=(-M "$SO" -M dplane_fpm_nl)
 	[[ -f $dir/$d.conf ]] || echo "hostname $short" >"$dir/$d.conf"
-	chown -R frr:frr "$dir"
-	ip netns exec "$n" timeout 20 "$FRR/$d" -d -f "$dir/$d.conf" -i "$dir/$d.pid" \
+	local conf=(-f "$(inside "$dir")/$d.conf")
+	if ((MGMTD)); then
+		extra+=(-N "$n")
+		[[ $d == staticd || $d == mgmtd ]] && conf=()
+	fi
+	if [[ -n $ROOT ]]; then chroot "$ROOT" chown -R frr:frr "$(inside "$dir")"; else chown -R frr:frr "$dir"; fi
+	dir=$(inside "$dir")
+	[[ $d == ldpd ]] && extra+=(--ctl_socket "$dir")
+	[[ $d == zebra ]] && extra+=(-M "$(inside "$SO")" -M dplane_fpm_nl)
+	in_frr "$n" timeout 20 "$FRR/$d" -d "${conf[@]}" -i "$dir/$d.pid" \
 		--vty_socket "$dir" -z "$dir/zserv.api" -P 0 --log "file:$dir/$d.log" \
 		"${extra[@]}"
 }
@@ -116,7 +167,10 @@ stop_daemon() { # stop_daemon DIR DAEMON
 vty() { # vty NS DIR vtysh-args...
 	local n="vz$id$1" dir=$2
 	shift 2
-	ip netns exec "$n" timeout 20 vtysh --vty_socket "$dir" "$@"
+	# (no -N: vtysh would look for the vty sockets in DIR/<pathspace>; it
+	# talks to mgmtd through mgmtd.vty like to the others)
+	[[ -f $dir/vtysh.conf ]] || : >"$dir/vtysh.conf"
+	in_frr "$n" timeout 20 vtysh --config_dir "$(inside "$dir")" --vty_socket "$(inside "$dir")" "$@"
 }
 fpm_listen() { # fpm_listen NS PREFIX: background FPM server in NS
 	ip netns exec "vz$id$1" timeout 600 python3 "$dump" --out "$2" --summary \
@@ -130,6 +184,9 @@ stop_listen() { # stop the most recent FPM server
 	wait "$p" 2>/dev/null || true
 }
 decoded() { python3 "$dump" --decode "$1"; }
+# for the checks that run them under bash -c
+export -f vty in_frr inside
+export ROOT id MGMTD
 
 echo "module: $SO"
 echo "work dir: $W"
@@ -151,6 +208,7 @@ fpm address 127.0.0.1 port 2620
 no fpm use-next-hop-groups
 EOF
 fpm_listen s "$W/lsp"
+((MGMTD)) && daemon s "$S" mgmtd
 daemon s "$S" zebra
 daemon s "$S" staticd
 wait_until 15 grep -q "connection 1" "$W/lsp.log" || fail "zebra connected to FPM"
@@ -162,18 +220,20 @@ vty s "$S" -c 'conf t' -c 'no mpls lsp 100 198.18.10.2 200' -c 'no mpls lsp 101 
 wait_until 10 grep -q "DELROUTE family=28(mpls) dst=L101" "$W/lsp.log" || true
 stop_daemon "$S" staticd
 stop_daemon "$S" zebra
+stop_daemon "$S" mgmtd
 wait_until 10 grep -q "connection 1 closed" "$W/lsp.log" || true
 stop_listen
-cp "$W/lsp.conn1.fpm" "$fixdir/static-lsp-add-del.fpm"
-decoded "$fixdir/static-lsp-add-del.fpm" | tee "$fixdir/static-lsp-add-del.txt"
-check "LSP 100 -> 200 arrived as RTM_NEWROUTE AF_MPLS" grep -q "NEWROUTE family=28(mpls) dst=L100 .*out 200" "$fixdir/static-lsp-add-del.txt"
-check "LSP 101 implicit-null arrived as RTM_NEWROUTE AF_MPLS" grep -q "NEWROUTE family=28(mpls) dst=L101 " "$fixdir/static-lsp-add-del.txt"
-check "no mpls lsp 100 arrived as RTM_DELROUTE" grep -q "DELROUTE family=28(mpls) dst=L100" "$fixdir/static-lsp-add-del.txt"
-check "no mpls lsp 101 arrived as RTM_DELROUTE" grep -q "DELROUTE family=28(mpls) dst=L101" "$fixdir/static-lsp-add-del.txt"
+cp "$W/lsp.conn1.fpm" "$fixdir/${fixpre}static-lsp-add-del.fpm"
+decoded "$fixdir/${fixpre}static-lsp-add-del.fpm" | tee "$fixdir/${fixpre}static-lsp-add-del.txt"
+check "LSP 100 -> 200 arrived as RTM_NEWROUTE AF_MPLS" grep -q "NEWROUTE family=28(mpls) dst=L100 .*out 200" "$fixdir/${fixpre}static-lsp-add-del.txt"
+check "LSP 101 implicit-null arrived as RTM_NEWROUTE AF_MPLS" grep -q "NEWROUTE family=28(mpls) dst=L101 " "$fixdir/${fixpre}static-lsp-add-del.txt"
+check "no mpls lsp 100 arrived as RTM_DELROUTE" grep -q "DELROUTE family=28(mpls) dst=L100" "$fixdir/${fixpre}static-lsp-add-del.txt"
+check "no mpls lsp 101 arrived as RTM_DELROUTE" grep -q "DELROUTE family=28(mpls) dst=L101" "$fixdir/${fixpre}static-lsp-add-del.txt"
 
 ###########################################################################
 say "2. labelled static routes: single, ECMP, update, delete; kernel gets them unlabelled"
 fpm_listen s "$W/lsr"
+((MGMTD)) && daemon s "$S" mgmtd
 daemon s "$S" zebra
 daemon s "$S" staticd
 wait_until 15 grep -q "connection 1" "$W/lsr.log" || fail "zebra connected to FPM"
@@ -197,31 +257,58 @@ sleep 1
 check "delete: kernel has no 198.18.60.0/24 and no 198.18.61.0/24" bash -c "! ip -n vz${id}s route | grep -q '198.18.6[01].0/24'"
 stop_daemon "$S" staticd
 stop_daemon "$S" zebra
+stop_daemon "$S" mgmtd
 wait_until 10 grep -q "connection 1 closed" "$W/lsr.log" || true
 stop_listen
-cp "$W/lsr.conn1.fpm" "$fixdir/labelled-static-route.fpm"
-decoded "$fixdir/labelled-static-route.fpm" | tee "$fixdir/labelled-static-route.txt"
-check "AF_INET route with RTA_ENCAP mpls 300" grep -q "NEWROUTE family=2(inet) dst=198.18.60.0/24 .*encap mpls 300" "$fixdir/labelled-static-route.txt"
-check "ECMP labelled route with RTA_MULTIPATH" grep -q "dst=198.18.61.0/24 .*multipath\[via 198.18.10.2 oif [0-9]* encap mpls 301; via 198.18.11.2 oif [0-9]* encap mpls 302\]" "$fixdir/labelled-static-route.txt"
-check "deletes arrived" grep -q "DELROUTE family=2(inet) dst=198.18.61.0/24" "$fixdir/labelled-static-route.txt"
+cp "$W/lsr.conn1.fpm" "$fixdir/${fixpre}labelled-static-route.fpm"
+decoded "$fixdir/${fixpre}labelled-static-route.fpm" | tee "$fixdir/${fixpre}labelled-static-route.txt"
+check "AF_INET route with RTA_ENCAP mpls 300" grep -q "NEWROUTE family=2(inet) dst=198.18.60.0/24 .*encap mpls 300" "$fixdir/${fixpre}labelled-static-route.txt"
+check "ECMP labelled route with RTA_MULTIPATH" grep -q "dst=198.18.61.0/24 .*multipath\[via 198.18.10.2 oif [0-9]* encap mpls 301; via 198.18.11.2 oif [0-9]* encap mpls 302\]" "$fixdir/${fixpre}labelled-static-route.txt"
+check "deletes arrived" grep -q "DELROUTE family=2(inet) dst=198.18.61.0/24" "$fixdir/${fixpre}labelled-static-route.txt"
+
+###########################################################################
+say "2b. the same with FRR's default 'fpm use-next-hop-groups': next-hop objects and RTA_NH_ID"
+printf 'hostname s\nfpm address 127.0.0.1 port 2620\n' >"$S/zebra.conf"
+fpm_listen s "$W/nhg"
+((MGMTD)) && daemon s "$S" mgmtd
+daemon s "$S" zebra
+daemon s "$S" staticd
+wait_until 15 grep -q "connection 1" "$W/nhg.log" || fail "zebra connected to FPM"
+wait_until 10 grep -q "198.18.11.0/24" "$W/nhg.log" || true
+vty s "$S" -c 'conf t' -c 'ip route 198.18.60.0/24 198.18.10.2 label 300' -c 'ip route 198.18.61.0/24 198.18.10.2 label 301' -c 'ip route 198.18.61.0/24 198.18.11.2 label 302'
+wait_until 10 grep -q "198.18.61.0/24" "$W/nhg.log" || true
+sleep 1
+vty s "$S" -c 'conf t' -c 'no ip route 198.18.60.0/24 198.18.10.2 label 300' -c 'no ip route 198.18.61.0/24 198.18.10.2 label 301' -c 'no ip route 198.18.61.0/24 198.18.11.2 label 302'
+wait_until 10 grep -q "DELROUTE family=2(inet) dst=198.18.61.0/24" "$W/nhg.log" || true
+stop_daemon "$S" staticd
+stop_daemon "$S" zebra
+stop_daemon "$S" mgmtd
+wait_until 10 grep -q "connection 1 closed" "$W/nhg.log" || true
+stop_listen
+cp "$W/nhg.conn1.fpm" "$fixdir/${fixpre}nhg-labelled-static-route.fpm"
+decoded "$fixdir/${fixpre}nhg-labelled-static-route.fpm" | tee "$fixdir/${fixpre}nhg-labelled-static-route.txt"
+check "next-hop groups: RTM_NEWNEXTHOP sent" grep -q "NEWNEXTHOP" "$fixdir/${fixpre}nhg-labelled-static-route.txt"
+# back to the lab's zebra.conf for what follows
+printf 'hostname s\nfpm address 127.0.0.1 port 2620\nno fpm use-next-hop-groups\n' >"$S/zebra.conf"
 
 ###########################################################################
 say "3. a zebra of another version: the module refuses to load"
 mkdir -p "$W/bad"
 chown frr:frr "$W/bad"
-BAD=$(VMPLS_ZEBRA_MODULE_DIR="$W/bad/mod" VMPLS_ZEBRA_CFLAGS="-DVMPLS_FRR_VERSION_OVERRIDE=\"8.4.3\"" \
-	"$repo/scripts/build-zebra-module" 2>/dev/null | tail -1)
+BAD=$(VMPLS_ZEBRA_MODULE_DIR="$(inside "$W/bad/mod")" VMPLS_ZEBRA_CFLAGS="-DVMPLS_FRR_VERSION_OVERRIDE=\"8.4.3\"" \
+	build_module 2>/dev/null)
 echo "hostname bad" >"$W/bad/zebra.conf"
-chown -R frr:frr "$W/bad"
+B=$(inside "$W/bad")
+if [[ -n $ROOT ]]; then chroot "$ROOT" chown -R frr:frr "$B"; else chown -R frr:frr "$W/bad"; fi
 set +e
-ip netns exec "vz${id}s" timeout 20 "$FRR/zebra" -f "$W/bad/zebra.conf" -i "$W/bad/zebra.pid" \
-	--vty_socket "$W/bad" -z "$W/bad/zserv.api" -P 0 -M "$BAD" -M dplane_fpm_nl >"$W/bad/out" 2>&1
+in_frr "vz${id}s" timeout 20 "$FRR/zebra" -f "$B/zebra.conf" -i "$B/zebra.pid" \
+	--vty_socket "$B" -z "$B/zserv.api" -P 0 -M "$(inside "$BAD")" -M dplane_fpm_nl >"$W/bad/out" 2>&1
 rc=$?
 set -e
 cat "$W/bad/out"
 echo "zebra exit status: $rc"
 check "zebra with a module built for 8.4.3 exits 1" test "$rc" = 1
-check "with a clear message" grep -q "compiled for FRRouting 8.4.3 but is loaded into zebra 8.4.4" "$W/bad/out"
+check "with a clear message" grep -q "compiled for FRRouting 8.4.3 but is loaded into zebra $frr_upstream" "$W/bad/out"
 check "and libfrr's own load failure message" grep -q 'module "/.*vmpls_zebra.so" initialisation failed' "$W/bad/out"
 
 ###########################################################################
@@ -274,12 +361,14 @@ $([[ $r == 2 ]] && echo 'ip route 198.18.80.0/24 198.18.23.3')
 EOF
 	fpm_listen "r$r" "$W/r$r-fpm"
 	[[ $r == 1 ]] && R1_DUMP=${DUMP_PIDS[-1]}
+	((MGMTD)) && daemon "r$r" "$D" mgmtd
 	daemon "r$r" "$D" zebra
 	daemon "r$r" "$D" staticd
 	daemon "r$r" "$D" ospfd
 	daemon "r$r" "$D" ldpd
+	((MGMTD)) && [[ $r == 2 ]] && vty r2 "$D" -c 'conf t' -c 'ip route 198.18.80.0/24 198.18.23.3'
 done
-if wait_until 90 bash -c "ip netns exec vz${id}r1 vtysh --vty_socket $W/r1 -c 'show mpls ldp neighbor' | grep -q OPERATIONAL"; then
+if wait_until 90 bash -c "vty r1 $W/r1 -c 'show mpls ldp neighbor' | grep -q OPERATIONAL"; then
 	pass "LDP session OPERATIONAL"
 else
 	fail "LDP session OPERATIONAL"
@@ -292,20 +381,21 @@ echo "--- kernel (ip route) in vz${id}r1:"
 ip -n "vz${id}r1" route | tee "$W/kernel-r1.txt"
 check "r1 kernel: plain route to r2's loopback" grep -q "^198.18.0.2 .*via 198.18.12.2 dev r1e0 proto ospf" "$W/kernel-r1.txt"
 check "r1 kernel: plain route to 198.18.80.0/24 (LDP label stripped)" grep -q "^198.18.80.0/24 via 198.18.12.2 dev r1e0 proto ospf metric 20 *$" "$W/kernel-r1.txt"
-check "show mpls table non-empty on r1" bash -c "ip netns exec vz${id}r1 vtysh --vty_socket $W/r1 -c 'show mpls table' | grep -q LDP"
-check "show mpls table non-empty on r2" bash -c "ip netns exec vz${id}r2 vtysh --vty_socket $W/r2 -c 'show mpls table' | grep -q LDP"
+check "show mpls table non-empty on r1" bash -c "vty r1 $W/r1 -c 'show mpls table' | grep -q LDP"
+check "show mpls table non-empty on r2" bash -c "vty r2 $W/r2 -c 'show mpls table' | grep -q LDP"
 echo "--- r1 pings r3's 198.18.80.1 from its loopback over the unlabelled kernel route:"
 if ip netns exec "vz${id}r1" ping -c 2 -W 2 -I 198.18.0.1 198.18.80.1; then pass "ping over the LDP route"; else fail "ping over the LDP route"; fi
 
 ###########################################################################
 say "5. restart r1's FRR (zebra, then staticd, ospfd, ldpd, as watchfrr does when zebra dies): a new FPM connection carries everything again"
-for d in ldpd ospfd staticd zebra; do stop_daemon "$W/r1" "$d"; done
+for d in ldpd ospfd staticd zebra mgmtd; do stop_daemon "$W/r1" "$d"; done
 wait_until 10 grep -q "connection 1 closed" "$W/r1-fpm.log" || true
-cp "$W/r1-fpm.conn1.fpm" "$fixdir/ldp-r1.fpm"
-decoded "$fixdir/ldp-r1.fpm" | tee "$fixdir/ldp-r1.txt"
-check "r1: LDP LSPs (proto ldp) over FPM" grep -q "NEWROUTE family=28(mpls) .*proto=193(ldp)" "$fixdir/ldp-r1.txt"
-check "r1: LDP-labelled route over FPM" grep -q "NEWROUTE family=2(inet) dst=198.18.80.0/24 proto=188(ospf) .*encap mpls" "$fixdir/ldp-r1.txt"
-check "r1: plain OSPF route over FPM" grep -q "NEWROUTE family=2(inet) dst=198.18.0.2/32 proto=188(ospf)" "$fixdir/ldp-r1.txt"
+cp "$W/r1-fpm.conn1.fpm" "$fixdir/${fixpre}ldp-r1.fpm"
+decoded "$fixdir/${fixpre}ldp-r1.fpm" | tee "$fixdir/${fixpre}ldp-r1.txt"
+check "r1: LDP LSPs (proto ldp) over FPM" grep -q "NEWROUTE family=28(mpls) .*proto=193(ldp)" "$fixdir/${fixpre}ldp-r1.txt"
+check "r1: LDP-labelled route over FPM" grep -q "NEWROUTE family=2(inet) dst=198.18.80.0/24 proto=188(ospf) .*encap mpls" "$fixdir/${fixpre}ldp-r1.txt"
+check "r1: plain OSPF route over FPM" grep -q "NEWROUTE family=2(inet) dst=198.18.0.2/32 proto=188(ospf)" "$fixdir/${fixpre}ldp-r1.txt"
+((MGMTD)) && daemon r1 "$W/r1" mgmtd
 for d in zebra staticd ospfd ldpd; do daemon r1 "$W/r1" "$d"; done
 wait_until 15 grep -q "connection 2" "$W/r1-fpm.log" || fail "zebra reconnected"
 wait_until 90 grep -q "^\[2\] NEWROUTE family=2(inet) dst=198.18.80.0/24 .*encap mpls" "$W/r1-fpm.log" || true
@@ -316,19 +406,19 @@ vty r1 "$W/r1" -c 'show mpls table'
 say "6. restart the FPM server (vmpls) while r1's zebra runs: zebra reconnects and replays its tables"
 kill "$R1_DUMP" 2>/dev/null || true
 wait "$R1_DUMP" 2>/dev/null || true
-cp "$W/r1-fpm.conn2.fpm" "$fixdir/replay-after-restart.fpm"
-decoded "$fixdir/replay-after-restart.fpm" | tee "$fixdir/replay-after-restart.txt"
-check "after the restart: LSPs again" grep -q "NEWROUTE family=28(mpls) .*proto=193(ldp)" "$fixdir/replay-after-restart.txt"
-check "after the restart: labelled route again" grep -q "NEWROUTE family=2(inet) dst=198.18.80.0/24 proto=188(ospf) .*encap mpls" "$fixdir/replay-after-restart.txt"
+cp "$W/r1-fpm.conn2.fpm" "$fixdir/${fixpre}replay-after-restart.fpm"
+decoded "$fixdir/${fixpre}replay-after-restart.fpm" | tee "$fixdir/${fixpre}replay-after-restart.txt"
+check "after the restart: LSPs again" grep -q "NEWROUTE family=28(mpls) .*proto=193(ldp)" "$fixdir/${fixpre}replay-after-restart.txt"
+check "after the restart: labelled route again" grep -q "NEWROUTE family=2(inet) dst=198.18.80.0/24 proto=188(ospf) .*encap mpls" "$fixdir/${fixpre}replay-after-restart.txt"
 fpm_listen r1 "$W/r1-fpmb"
 wait_until 30 grep -q "connection 1 " "$W/r1-fpmb.log" || fail "zebra reconnected to the new FPM server"
 wait_until 15 grep -q "NEWROUTE family=28(mpls) dst=L18" "$W/r1-fpmb.log" || true
 sleep 3
 stop_listen
-cp "$W/r1-fpmb.conn1.fpm" "$fixdir/fpm-reconnect-replay.fpm"
-decoded "$fixdir/fpm-reconnect-replay.fpm" | tee "$fixdir/fpm-reconnect-replay.txt"
-check "reconnect replay: LSPs" grep -q "NEWROUTE family=28(mpls) .*proto=193(ldp)" "$fixdir/fpm-reconnect-replay.txt"
-check "reconnect replay: labelled route" grep -q "NEWROUTE family=2(inet) dst=198.18.80.0/24 proto=188(ospf) .*encap mpls" "$fixdir/fpm-reconnect-replay.txt"
+cp "$W/r1-fpmb.conn1.fpm" "$fixdir/${fixpre}fpm-reconnect-replay.fpm"
+decoded "$fixdir/${fixpre}fpm-reconnect-replay.fpm" | tee "$fixdir/${fixpre}fpm-reconnect-replay.txt"
+check "reconnect replay: LSPs" grep -q "NEWROUTE family=28(mpls) .*proto=193(ldp)" "$fixdir/${fixpre}fpm-reconnect-replay.txt"
+check "reconnect replay: labelled route" grep -q "NEWROUTE family=2(inet) dst=198.18.80.0/24 proto=188(ospf) .*encap mpls" "$fixdir/${fixpre}fpm-reconnect-replay.txt"
 
 say "done"
 echo "fixtures: $fixdir"

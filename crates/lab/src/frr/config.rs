@@ -6,6 +6,9 @@ use super::*;
 /// One FRR daemon the lab runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Daemon {
+    /// FRR >= 9's management daemon: staticd (and parts of zebra) take their
+    /// configuration from it, so it starts first where it exists.
+    Mgmtd,
     /// The RIB manager; talks to the data plane (FPM) and to the other daemons.
     Zebra,
     /// Static routes and static LSPs (`mpls lsp` is zebra's, but labelled static
@@ -18,12 +21,13 @@ pub enum Daemon {
 }
 
 impl Daemon {
-    /// All daemons, in start order (zebra first: the others connect to it).
-    pub const ALL: [Daemon; 4] = [Daemon::Zebra, Daemon::Staticd, Daemon::Ospfd, Daemon::Ldpd];
+    /// All daemons, in start order (mgmtd, then zebra: the others connect to them).
+    pub const ALL: [Daemon; 5] = [Daemon::Mgmtd, Daemon::Zebra, Daemon::Staticd, Daemon::Ospfd, Daemon::Ldpd];
 
     /// The binary's name (`zebra`, `ospfd`, ...), which also names its files.
     pub fn name(self) -> &'static str {
         match self {
+            Daemon::Mgmtd => "mgmtd",
             Daemon::Zebra => "zebra",
             Daemon::Staticd => "staticd",
             Daemon::Ospfd => "ospfd",
@@ -156,6 +160,10 @@ pub struct FrrOptions {
     pub ospfd_extra: String,
     /// Extra lines for ldpd's config.
     pub ldpd_extra: String,
+    /// A Debian root (`scripts/make-frr-root`, e.g. trixie's FRR 10.3) whose FRR runs
+    /// instead of the host's: the daemons and vtysh run chrooted into it, the router's
+    /// directory and the zebra module must be inside it. `None`: the host's FRR.
+    pub root: Option<PathBuf>,
 }
 
 impl FrrOptions {
@@ -173,6 +181,7 @@ impl FrrOptions {
             staticd_extra: String::new(),
             ospfd_extra: String::new(),
             ldpd_extra: String::new(),
+            root: None,
         }
     }
 
@@ -194,11 +203,41 @@ impl FrrOptions {
         Ok(o)
     }
 
+    /// Where the FRR daemons are, as seen from here (under [`FrrOptions::root`]).
+    pub fn sbin(&self) -> PathBuf {
+        match &self.root {
+            Some(root) => root.join(FRR_SBIN.trim_start_matches('/')),
+            None => PathBuf::from(FRR_SBIN),
+        }
+    }
+
+    /// Whether this FRR has mgmtd (9.0 and later): it then runs first, staticd reads no
+    /// config file (`ip route` lines go through vtysh) and each router's daemons share
+    /// a pathspace (`-N`) of their own, where mgmtd's sockets are.
+    pub fn uses_mgmtd(&self) -> bool {
+        self.sbin().join("mgmtd").exists()
+    }
+
+    /// `path` as the daemons see it: without the root's prefix.
+    ///
+    /// # Errors
+    /// With a root, `path` is not inside it.
+    pub fn path_inside(&self, path: &Path) -> anyhow::Result<PathBuf> {
+        let Some(root) = &self.root else {
+            return Ok(path.to_path_buf());
+        };
+        let rest = path
+            .strip_prefix(root)
+            .with_context(|| format!("{} is not inside the FRR root {}", path.display(), root.display()))?;
+        Ok(Path::new("/").join(rest))
+    }
+
     /// The daemons these options run.
     pub fn daemons(&self) -> Vec<Daemon> {
         Daemon::ALL
             .into_iter()
             .filter(|d| match d {
+                Daemon::Mgmtd => self.uses_mgmtd(),
                 Daemon::Zebra | Daemon::Staticd => true,
                 Daemon::Ospfd => !self.ospf.is_empty(),
                 Daemon::Ldpd => !self.ldp.is_empty(),
@@ -216,6 +255,7 @@ impl FrrOptions {
         let _ = writeln!(c, "log timestamp precision 3");
         let _ = writeln!(c, "!");
         match daemon {
+            Daemon::Mgmtd => {}
             Daemon::Zebra => self.zebra_config(&mut c),
             Daemon::Staticd => push_extra(&mut c, &self.staticd_extra),
             Daemon::Ospfd => self.ospfd_config(&mut c),
@@ -306,13 +346,25 @@ impl FrrOptions {
     }
 
     /// The command line of `daemon` (program and arguments) for a router whose files are
-    /// in `dir`.
+    /// in `dir` (as the daemons see it: inside the root, if any).
+    ///
+    /// With mgmtd, mgmtd and staticd read no `-f` file (mgmtd reads only
+    /// `/etc/frr/<daemon>.conf`, staticd refuses `-f`) and log with `--log`; the caller
+    /// adds the pathspace (`-N`).
     pub fn command_line(&self, daemon: Daemon, dir: &Path) -> Vec<OsString> {
         let name = daemon.name();
         let mut v: Vec<OsString> = vec![Path::new(FRR_SBIN).join(name).into()];
+        let mgmtd_configured = matches!(daemon, Daemon::Mgmtd | Daemon::Staticd) && self.uses_mgmtd();
+        let zebra_module =
+            self.zebra_module.as_ref().map(|m| self.path_inside(m).unwrap_or_else(|_| m.clone()));
         let mut arg = |a: &str| v.push(a.into());
-        arg("-f");
-        arg(&dir.join(format!("{name}.conf")).to_string_lossy());
+        if mgmtd_configured {
+            arg("--log");
+            arg(&format!("file:{}", dir.join(format!("{name}.log")).display()));
+        } else {
+            arg("-f");
+            arg(&dir.join(format!("{name}.conf")).to_string_lossy());
+        }
         arg("-i");
         arg(&dir.join(format!("{name}.pid")).to_string_lossy());
         arg("--vty_socket");
@@ -327,7 +379,7 @@ impl FrrOptions {
         arg("0");
         match daemon {
             Daemon::Zebra => {
-                if let Some(m) = &self.zebra_module {
+                if let Some(m) = &zebra_module {
                     arg("-M");
                     arg(&m.to_string_lossy());
                 }
@@ -340,7 +392,7 @@ impl FrrOptions {
                 arg("--ctl_socket");
                 arg(&dir.to_string_lossy());
             }
-            Daemon::Staticd | Daemon::Ospfd => {}
+            Daemon::Mgmtd | Daemon::Staticd | Daemon::Ospfd => {}
         }
         v
     }
@@ -428,7 +480,45 @@ mod tests {
         let ldpd: Vec<String> =
             o.command_line(Daemon::Ldpd, dir).iter().map(|s| s.to_string_lossy().into_owned()).collect();
         assert!(ldpd.join(" ").ends_with("-P 0 --ctl_socket /w/pe1"), "{ldpd:?}");
-        assert_eq!(o.daemons(), Daemon::ALL);
-        assert_eq!(FrrOptions::new("x", Ipv4Addr::LOCALHOST).daemons(), [Daemon::Zebra, Daemon::Staticd]);
+        // (an FRR with mgmtd on the host runs it too)
+        let mgmtd = usize::from(!o.uses_mgmtd());
+        assert_eq!(o.daemons(), Daemon::ALL[mgmtd..]);
+        let x = FrrOptions::new("x", Ipv4Addr::LOCALHOST);
+        assert_eq!(x.daemons(), [Daemon::Mgmtd, Daemon::Zebra, Daemon::Staticd][mgmtd..]);
+    }
+
+    #[test]
+    fn an_frr_root_with_mgmtd_gets_paths_inside_and_staticd_without_a_file() {
+        let root = std::env::temp_dir().join(format!("vmpls-lab-frr-root-{}", std::process::id()));
+        let sbin = root.join("usr/lib/frr");
+        fs::create_dir_all(&sbin).unwrap();
+        fs::write(sbin.join("mgmtd"), "").unwrap();
+        let mut o = FrrOptions::seed("p").unwrap();
+        o.root = Some(root.clone());
+        o.zebra_module = Some(root.join("var/cache/m.so"));
+        assert!(o.uses_mgmtd());
+        assert_eq!(o.daemons()[..2], [Daemon::Mgmtd, Daemon::Zebra]);
+        let inside = o.path_inside(&root.join("run/vmpls/p")).unwrap();
+        assert_eq!(inside, Path::new("/run/vmpls/p"));
+        assert!(o.path_inside(Path::new("/tmp/elsewhere")).is_err());
+        let line = |d| {
+            o.command_line(d, &inside)
+                .iter()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert!(line(Daemon::Zebra).contains(" -f /run/vmpls/p/zebra.conf "), "{}", line(Daemon::Zebra));
+        assert!(
+            line(Daemon::Zebra).contains(" -M /var/cache/m.so -M dplane_fpm_nl"),
+            "{}",
+            line(Daemon::Zebra)
+        );
+        for d in [Daemon::Staticd, Daemon::Mgmtd] {
+            let l = line(d);
+            assert!(!l.contains(" -f "), "{l}");
+            assert!(l.contains(&format!(" --log file:/run/vmpls/p/{}.log ", d.name())), "{l}");
+        }
+        fs::remove_dir_all(&root).unwrap();
     }
 }

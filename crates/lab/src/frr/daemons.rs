@@ -20,6 +20,8 @@ struct Running {
 pub struct FrrRouter {
     pub(super) ns: String,
     pub(super) dir: PathBuf,
+    /// `dir` as the daemons see it (inside [`FrrOptions::root`]).
+    pub(super) inner_dir: PathBuf,
     pub(super) options: FrrOptions,
     running: Vec<Running>,
 }
@@ -43,8 +45,9 @@ impl FrrRouter {
         if options.hostname.is_empty() || options.hostname.contains(['/', ' ']) {
             bail!("FRR hostname {:?} must be non-empty, without '/' or spaces", options.hostname);
         }
-        if !Path::new(FRR_SBIN).join("zebra").exists() {
-            bail!("{FRR_SBIN}/zebra is missing: install FRR first (frr::ensure_frr_installed)");
+        let sbin = options.sbin();
+        if !sbin.join("zebra").exists() {
+            bail!("{}/zebra is missing: install FRR first (frr::ensure_frr_installed)", sbin.display());
         }
         if let Some(m) = options.zebra_module.as_ref().filter(|m| !m.is_file()) {
             bail!("zebra module {} does not exist (build it with scripts/build-zebra-module)", m.display());
@@ -52,20 +55,66 @@ impl FrrRouter {
         let dir = work_dir.join(&options.hostname);
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let dir = dir.canonicalize().with_context(|| format!("resolving {}", dir.display()))?;
+        let inner_dir = options.path_inside(&dir)?;
+        if let Some(m) = &options.zebra_module {
+            options.path_inside(m).context("the zebra module")?;
+        }
+        if let Some(root) = &options.root {
+            // where mgmtd makes its pathspace directory (a fresh root has none)
+            let run = root.join(FRR_RUN_DIR.trim_start_matches('/'));
+            fs::create_dir_all(&run).with_context(|| format!("creating {}", run.display()))?;
+        }
         add_loopback(ns, options.router_id)?;
         for d in options.daemons() {
             let path = dir.join(format!("{}.conf", d.name()));
-            fs::write(&path, options.config(d, &dir))
+            fs::write(&path, options.config(d, &inner_dir))
                 .with_context(|| format!("writing {}", path.display()))?;
         }
         // vtysh reads vtysh.conf from --config_dir: an empty one keeps /etc/frr's out.
         fs::write(dir.join("vtysh.conf"), "! vtysh for this lab router (written by vmpls-lab)\n")
             .with_context(|| format!("writing {}", dir.join("vtysh.conf").display()))?;
-        let mut router = Self { ns: ns.to_string(), dir, options, running: Vec::new() };
+        let mut router = Self { ns: ns.to_string(), dir, inner_dir, options, running: Vec::new() };
         for d in router.options.daemons() {
             router.start_daemon(d)?;
         }
+        // staticd of an FRR with mgmtd reads no file: its lines go through vtysh.
+        let extra = router.options.staticd_extra.clone();
+        let lines: Vec<&str> = extra.lines().map(str::trim).filter(|l| !l.is_empty() && *l != "!").collect();
+        if router.options.uses_mgmtd() && !lines.is_empty() {
+            let mut commands = vec!["configure terminal"];
+            commands.extend(lines);
+            router.vtysh(&commands)?;
+        }
         Ok(router)
+    }
+
+    /// `argv` (an FRR program and its arguments) as a command of this router's FRR: as
+    /// is, or chrooted into [`FrrOptions::root`] inside a private mount namespace with
+    /// the host's `/proc` and `/dev` and a `/sys` of the router's network namespace
+    /// (mounted by a process already in it), all gone with the last process in it.
+    pub(super) fn frr_command(&self, argv: &[OsString]) -> Command {
+        let Some(root) = &self.options.root else {
+            let mut cmd = Command::new(&argv[0]);
+            cmd.args(&argv[1..]);
+            return cmd;
+        };
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"])
+            .arg(
+                "r=$1; shift; mount --rbind /proc \"$r/proc\" && mount -t sysfs sysfs \"$r/sys\" && \
+                 mount --rbind /dev \"$r/dev\" && exec chroot \"$r\" \"$@\"",
+            )
+            .arg("sh")
+            .arg(root)
+            .args(argv);
+        cmd
+    }
+
+    /// The pathspace (`-N`) of this router's daemons when FRR has mgmtd: its sockets
+    /// (`/var/run/frr/<pathspace>/mgmtd_*.sock`) are the only ones not in the router's
+    /// directory. The namespace's name, unique on the machine.
+    fn pathspace(&self) -> Option<String> {
+        self.options.uses_mgmtd().then(|| self.ns.replace(['.', '/'], "_"))
     }
 
     /// The router's options.
@@ -106,7 +155,10 @@ impl FrrRouter {
 
     fn start_daemon(&mut self, daemon: Daemon) -> anyhow::Result<()> {
         let name = daemon.name();
-        let argv = self.options.command_line(daemon, &self.dir);
+        let mut argv = self.options.command_line(daemon, &self.inner_dir);
+        if let Some(ps) = self.pathspace() {
+            argv.extend(["-N".into(), ps.into()]);
+        }
         let out_path = self.dir.join(format!("{name}.out"));
         let out = File::create(&out_path).with_context(|| format!("creating {}", out_path.display()))?;
         let err = out.try_clone()?;
@@ -116,8 +168,8 @@ impl FrrRouter {
             _ => self.dir.join(format!("{name}.vty")),
         };
         let _ = fs::remove_file(&socket);
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(out).stderr(err).current_dir(&self.dir);
+        let mut cmd = self.frr_command(&argv);
+        cmd.stdin(Stdio::null()).stdout(out).stderr(err).current_dir(&self.dir);
         netns::lab_child_in_netns(&self.ns, &mut cmd)?;
         let child = cmd.spawn().with_context(|| format!("starting {name} in namespace {}", self.ns))?;
         let child =
@@ -175,7 +227,7 @@ impl FrrRouter {
         };
         let mut r = self.running.remove(i);
         let result = stop_group(&mut r.child, STOP_GRACE);
-        remove_tmp_dirs(daemon, pids);
+        remove_tmp_dirs(self.options.root.as_deref(), daemon, pids);
         result
     }
 
@@ -192,6 +244,11 @@ impl FrrRouter {
             if let Err(e) = self.stop_daemon_with(d, &pids) {
                 first_err.get_or_insert(e);
             }
+        }
+        // mgmtd leaves its pathspace directory and sockets behind
+        if let Some(ps) = self.pathspace().filter(|_| first_err.is_none()) {
+            let root = self.options.root.as_deref().unwrap_or(Path::new("/"));
+            let _ = fs::remove_dir_all(root.join(FRR_RUN_DIR.trim_start_matches('/')).join(ps));
         }
         first_err.map_or(Ok(()), Err)
     }
@@ -217,7 +274,7 @@ impl FrrRouter {
             .running
             .iter()
             .filter_map(|r| match r.daemon {
-                Daemon::Zebra => None,
+                Daemon::Mgmtd | Daemon::Zebra => None,
                 Daemon::Staticd => Some("static"),
                 Daemon::Ospfd => Some("ospf"),
                 Daemon::Ldpd => Some("ldp"),
@@ -351,9 +408,10 @@ fn stop_group(child: &mut Supervised, grace: Duration) -> anyhow::Result<()> {
 /// it has dropped the capability it needs to write into Debian's `/var/tmp/frr`
 /// (owned by frr, mode 0700), so the directory stays ("failed to rmdir ...: Permission
 /// denied"). Only empty directories are removed: one holding a crash log is kept.
-fn remove_tmp_dirs(daemon: Daemon, pids: &[u32]) {
+fn remove_tmp_dirs(root: Option<&Path>, daemon: Daemon, pids: &[u32]) {
+    let tmp = root.unwrap_or(Path::new("/")).join(FRR_TMP_DIR.trim_start_matches('/'));
     for pid in pids {
-        let _ = fs::remove_dir(Path::new(FRR_TMP_DIR).join(format!("{}.{pid}", daemon.name())));
+        let _ = fs::remove_dir(tmp.join(format!("{}.{pid}", daemon.name())));
     }
 }
 

@@ -76,6 +76,9 @@ pub const FRR_SBIN: &str = "/usr/lib/frr";
 /// namespace.
 pub const DEFAULT_FPM: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 2620);
 
+/// FRR's run-state directory, where mgmtd makes one per pathspace (`-N`).
+const FRR_RUN_DIR: &str = "/run/frr";
+
 /// Where every FRR process keeps a directory of its own (`<daemon>.<pid>`).
 const FRR_TMP_DIR: &str = "/var/tmp/frr";
 

@@ -91,11 +91,13 @@ impl FrrRouter {
     /// `vtysh(&["configure terminal", "mpls lsp 100 198.18.10.2 200"])`. Fails if vtysh
     /// reports an error (exit status) or prints one (`% ...`).
     pub fn vtysh(&self, commands: &[&str]) -> anyhow::Result<String> {
-        let mut cmd = Command::new("vtysh");
-        cmd.arg("--vty_socket").arg(&self.dir).arg("--config_dir").arg(&self.dir);
+        let mut argv: Vec<OsString> =
+            vec!["vtysh".into(), "--vty_socket".into(), self.inner_dir.clone().into()];
+        argv.extend(["--config_dir".into(), self.inner_dir.clone().into()]);
         for c in commands {
-            cmd.arg("-c").arg(c);
+            argv.extend(["-c".into(), (*c).into()]);
         }
+        let cmd = self.frr_command(&argv);
         let out = crate::process::run_timeout(&self.ns, cmd, VTYSH_TIMEOUT)
             .with_context(|| format!("vtysh {commands:?} on {}", self.options.hostname))?;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
