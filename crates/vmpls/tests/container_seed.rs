@@ -9,12 +9,18 @@
 //!
 //! - OSPF Full and LDP OPERATIONAL toward every router neighbour (vtysh in the
 //!   containers), and each vmpls label table (`vmpls -j` inside) holds FRR's labels;
+//! - frr.conf applied without errors, pe1's static route in zebra's table (FRR 10:
+//!   through mgmtd);
 //! - ping ce1 -> ce2, and a content-checked TCP flow ce1 -> ce2 whose bytes p's vmpls
 //!   switched by label;
 //! - a router whose zebra dies exits 1 saying so; `stop` ends a router with 0;
 //! - bad input: the image without NET_ADMIN, without data interfaces, with the kernel
 //!   forwarding IP where it cannot be turned off, or with a zebra module built for
 //!   another FRR exits non-zero with a log line saying so.
+//!
+//! The image is built on build-image's default Debian suite, or on `VMPLS_IMAGE_SUITE`
+//! (`bookworm`: FRR 8.4); the host's IP forwarding must be as it was after the build
+//! and at the end.
 //!
 //! Needs root (skipped otherwise) and docker or podman (`scripts/build-image` installs
 //! podman when neither is there). Containers, namespaces, veths and the image it
@@ -41,6 +47,8 @@ const TOPOLOGY_IMAGE: &str = "vmpls-frr:latest";
 const CE1: &str = "ce1";
 const CE2: &str = "ce2";
 const CE2_ADDR: &str = "198.18.2.2";
+/// The static route pe1's frr.conf configures.
+const PE1_STATIC: &str = "198.18.100.0/24";
 /// The transit router whose label counters must carry the flow.
 const P: &str = "p";
 const FLOW_BYTES: u64 = 64 << 20;
@@ -119,15 +127,61 @@ struct Image<'a> {
 }
 
 impl<'a> Image<'a> {
+    /// Builds the image on the Debian suite `VMPLS_IMAGE_SUITE` names (build-image's
+    /// default when unset). The build must leave the host's IP forwarding as it was: a
+    /// bridge network turning it on changes every namespace created after it.
     fn build(engine: &'a Engine) -> anyhow::Result<Self> {
         let tag = format!("localhost/vmpls-frr:test-{}", std::process::id());
         let started = Instant::now();
         let mut cmd = Command::new(repo().join("scripts/build-image"));
         cmd.arg("--tag").arg(&tag).stderr(Stdio::inherit());
+        let suite = std::env::var("VMPLS_IMAGE_SUITE").ok().filter(|s| !s.is_empty());
+        if let Some(suite) = &suite {
+            cmd.arg("--suite").arg(suite);
+        }
+        let forwarding = HostForwarding::read()?;
         let image = Image { engine, tag };
         run(cmd, Duration::from_secs(600))?;
-        eprintln!("built {} in {:.0} s", image.tag, started.elapsed().as_secs_f64());
+        forwarding.check_unchanged("building the image")?;
+        eprintln!(
+            "built {} ({}) in {:.0} s",
+            image.tag,
+            suite.as_deref().unwrap_or("default suite"),
+            started.elapsed().as_secs_f64()
+        );
         Ok(image)
+    }
+}
+
+/// The host's IP forwarding switches, which new network namespaces inherit (IPv4).
+#[derive(Debug, PartialEq, Eq)]
+struct HostForwarding {
+    ipv4: String,
+    ipv6: String,
+}
+
+impl HostForwarding {
+    fn read() -> anyhow::Result<Self> {
+        let read = |path: &str| {
+            std::fs::read_to_string(path)
+                .map(|s| s.trim().to_string())
+                .with_context(|| format!("reading {path}"))
+        };
+        Ok(Self {
+            ipv4: read("/proc/sys/net/ipv4/ip_forward")?,
+            ipv6: read("/proc/sys/net/ipv6/conf/all/forwarding")?,
+        })
+    }
+
+    fn check_unchanged(&self, during: &str) -> anyhow::Result<()> {
+        let now = Self::read()?;
+        if now != *self {
+            bail!(
+                "the host's IP forwarding changed while {during}: {self:?} before, {now:?} after \
+                 (a container network bridged to the host turns it on)"
+            );
+        }
+        Ok(())
     }
 }
 
@@ -480,6 +534,7 @@ fn seed_lab_in_vmpls_frr_containers_forwards_over_ldp() {
         return;
     }
     let started = Instant::now();
+    let forwarding = HostForwarding::read().unwrap();
     let engine = Engine::pick().expect("a container engine");
     let image = Image::build(&engine).expect("building the image");
     let (topo, dir) = seed_topology();
@@ -521,6 +576,19 @@ fn seed_lab_in_vmpls_frr_containers_forwards_over_ldp() {
     }
     eprintln!("converged {:.1} s after the wiring: {states:?}", deployed.elapsed().as_secs_f64());
 
+    // vtysh -b applied frr.conf without an error status, and staticd's part of it (FRR
+    // 10: through mgmtd) took effect: pe1's static route is in zebra's table. vtysh -b
+    // passes over a line no daemon knows with status 0, so the route is the real check.
+    for r in &routers {
+        let log = lab.log_tail(r, 10_000);
+        assert!(!log.contains("vtysh -b reported errors"), "{r}:\n{log}");
+    }
+    let static_route = lab.vtysh_json("pe1", &format!("show ip route {PE1_STATIC} json")).unwrap();
+    let installed = static_route[PE1_STATIC].as_array().is_some_and(|routes| {
+        routes.iter().any(|r| r["protocol"] == "static" && r["selected"] == true && r["installed"] == true)
+    });
+    assert!(installed, "pe1's static route {PE1_STATIC}: {static_route}");
+
     let ping = lab.exec(CE1, &["ping", "-c", "3", "-i", "0.2", "-W", "2", CE2_ADDR]);
     assert!(ping.is_ok(), "ping ce1 -> ce2: {ping:?}");
 
@@ -559,6 +627,7 @@ fn seed_lab_in_vmpls_frr_containers_forwards_over_ldp() {
     let (code, log) = lab.wait_exit(P, Duration::from_secs(5)).unwrap();
     assert_eq!(code, 0, "p after stop:\n{log}");
     assert!(stopping.elapsed() < Duration::from_secs(15), "p took {:?} to stop", stopping.elapsed());
+    forwarding.check_unchanged("the image was built and the lab ran").unwrap();
 }
 
 #[test]
