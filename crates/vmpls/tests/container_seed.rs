@@ -18,8 +18,8 @@
 //!   forwarding IP where it cannot be turned off, or with a zebra module built for
 //!   another FRR exits non-zero with a log line saying so.
 //!
-//! The image is built on build-image's default Debian suite, or on `VMPLS_IMAGE_SUITE`
-//! (`bookworm`: FRR 8.4); the host's IP forwarding must be as it was after the build
+//! The image is built on build-image's default Debian suite (trixie, FRR 10.3), or on
+//! `VMPLS_IMAGE_SUITE` (`bookworm`: FRR 8.4); the host's IP forwarding must be as it was after the build
 //! and at the end.
 //!
 //! Needs root (skipped otherwise) and docker or podman (`scripts/build-image` installs
