@@ -10,7 +10,7 @@
 //! - OSPF Full and LDP OPERATIONAL toward every router neighbour (vtysh in the
 //!   containers), and each vmpls label table (`vmpls -j` inside) holds FRR's labels;
 //! - frr.conf applied without errors, pe1's static route in zebra's table (FRR 10:
-//!   through mgmtd);
+//!   through mgmtd); on FRR 10, netlab's OSPF validation command answers;
 //! - ping ce1 -> ce2, and a content-checked TCP flow ce1 -> ce2 whose bytes p's vmpls
 //!   switched by label;
 //! - a router whose zebra dies exits 1 saying so; `stop` ends a router with 0;
@@ -49,6 +49,8 @@ const CE2: &str = "ce2";
 const CE2_ADDR: &str = "198.18.2.2";
 /// The static route pe1's frr.conf configures.
 const PE1_STATIC: &str = "198.18.100.0/24";
+/// p's OSPF router id.
+const P_ROUTER_ID: &str = "198.18.255.2";
 /// The transit router whose label counters must carry the flow.
 const P: &str = "p";
 const FLOW_BYTES: u64 = 64 << 20;
@@ -588,6 +590,22 @@ fn seed_lab_in_vmpls_frr_containers_forwards_over_ldp() {
         routes.iter().any(|r| r["protocol"] == "static" && r["selected"] == true && r["installed"] == true)
     });
     assert!(installed, "pe1's static route {PE1_STATIC}: {static_route}");
+
+    // The command netlab's OSPF validation runs, which FRR 8.4's vtysh refuses: why the
+    // image is on trixie by default.
+    let frr = lab.exec("pe1", &["dpkg-query", "-W", "-f=${Version}", "frr"]).unwrap();
+    let netlab_check = format!("show ip ospf vrf default neighbor {P_ROUTER_ID} detail json");
+    let detail = lab.exec("pe1", &["vtysh", "-c", &netlab_check]);
+    if frr.split('.').next().and_then(|major| major.parse::<u32>().ok()).is_some_and(|major| major >= 10) {
+        let detail = detail.unwrap();
+        let parsed: anyhow::Result<Value> = serde_json::from_str(&detail).map_err(Into::into);
+        assert!(
+            parsed.is_ok() && detail.contains("Full"),
+            "pe1 (frr {frr}): {netlab_check} printed {detail:?}"
+        );
+    } else {
+        eprintln!("frr {frr}: `{netlab_check}` gives {detail:?}");
+    }
 
     let ping = lab.exec(CE1, &["ping", "-c", "3", "-i", "0.2", "-W", "2", CE2_ADDR]);
     assert!(ping.is_ok(), "ping ce1 -> ce2: {ping:?}");
