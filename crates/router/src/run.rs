@@ -129,7 +129,8 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         let (kernel, specs) = (crate::vrfs::System::default(), crate::vrfs::PortSpec::of_config(&cfg));
         crate::vrfs::rescan(&vrfs, &kernel, &specs);
         server.set_vrfs(vrfs.clone());
-        crate::vrfs::spawn_rescan(vrfs.clone(), kernel, specs, server.clone()).context("starting the VRF scan")?;
+        crate::vrfs::spawn_rescan(vrfs.clone(), kernel, specs, server.clone())
+            .context("starting the VRF scan")?;
         crate::kernel::spawn_watch(server.clone(), port_interfaces, addrs)?;
         server.set_frr_status(crate::fpm::spawn(server.clone(), frr, listener, allowed, vrfs)?);
     }

@@ -6,12 +6,18 @@
 //!
 //! - OSPF Full and LDP OPERATIONAL toward every router neighbour (vtysh in the
 //!   containers), and each vmpls label table (`vmpls -j` inside) holds FRR's labels;
+//! - frr.conf applied without errors, pe1's static route in zebra's table (FRR 10:
+//!   through mgmtd); on FRR 10, netlab's OSPF validation command answers;
 //! - ping ce1 -> ce2, and a content-checked TCP flow ce1 -> ce2 whose bytes p's vmpls
 //!   switched by label;
 //! - a router whose zebra dies exits 1 saying so; `stop` ends a router with 0;
 //! - bad input: the image without NET_ADMIN, without data interfaces, with the kernel
 //!   forwarding IP where it cannot be turned off, or with a zebra module built for
 //!   another FRR exits non-zero with a log line saying so.
+//!
+//! The image is built on build-image's default Debian suite (trixie, FRR 10.3), or on
+//! `VMPLS_IMAGE_SUITE` (`bookworm`: FRR 8.4); the host's IP forwarding must be as it was after the build
+//! and at the end.
 //!
 //! Needs root (skipped otherwise) and docker or podman (`scripts/build-image` installs
 //! podman when neither is there). Containers, namespaces, veths and the image it
@@ -25,7 +31,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use container_common::{ClabLab, ClabTopology, Engine, Image, is_root, parse_clab, repo};
+use container_common::{ClabLab, ClabTopology, Engine, HostForwarding, Image, is_root, parse_clab, repo};
 use vmpls_control::api;
 use vmpls_lab::frr::{parse_ldp_operational, parse_mpls_table, parse_ospf_full};
 use vmpls_lab::traffic::{FlowOptions, Limit, run_flow};
@@ -37,6 +43,10 @@ const TOPOLOGY_IMAGE: &str = "vmpls-frr:latest";
 const CE1: &str = "ce1";
 const CE2: &str = "ce2";
 const CE2_ADDR: &str = "198.18.2.2";
+/// The static route pe1's frr.conf configures.
+const PE1_STATIC: &str = "198.18.100.0/24";
+/// p's OSPF router id.
+const P_ROUTER_ID: &str = "198.18.255.2";
 /// The transit router whose label counters must carry the flow.
 const P: &str = "p";
 const FLOW_BYTES: u64 = 64 << 20;
@@ -102,6 +112,7 @@ fn seed_lab_in_vmpls_frr_containers_forwards_over_ldp() {
         return;
     }
     let started = Instant::now();
+    let forwarding = HostForwarding::read().unwrap();
     let engine = Engine::pick().expect("a container engine");
     let image = Image::build(&engine).expect("building the image");
     let (topo, dir) = seed_topology();
@@ -143,6 +154,35 @@ fn seed_lab_in_vmpls_frr_containers_forwards_over_ldp() {
     }
     eprintln!("converged {:.1} s after the wiring: {states:?}", deployed.elapsed().as_secs_f64());
 
+    // vtysh -b applied frr.conf without an error status, and staticd's part of it (FRR
+    // 10: through mgmtd) took effect: pe1's static route is in zebra's table. vtysh -b
+    // passes over a line no daemon knows with status 0, so the route is the real check.
+    for r in &routers {
+        let log = lab.log_tail(r, 10_000);
+        assert!(!log.contains("vtysh -b reported errors"), "{r}:\n{log}");
+    }
+    let static_route = lab.vtysh_json("pe1", &format!("show ip route {PE1_STATIC} json")).unwrap();
+    let installed = static_route[PE1_STATIC].as_array().is_some_and(|routes| {
+        routes.iter().any(|r| r["protocol"] == "static" && r["selected"] == true && r["installed"] == true)
+    });
+    assert!(installed, "pe1's static route {PE1_STATIC}: {static_route}");
+
+    // The command netlab's OSPF validation runs, which FRR 8.4's vtysh refuses: why the
+    // image is on trixie by default.
+    let frr = lab.exec("pe1", &["dpkg-query", "-W", "-f=${Version}", "frr"]).unwrap();
+    let netlab_check = format!("show ip ospf vrf default neighbor {P_ROUTER_ID} detail json");
+    let detail = lab.exec("pe1", &["vtysh", "-c", &netlab_check]);
+    if frr.split('.').next().and_then(|major| major.parse::<u32>().ok()).is_some_and(|major| major >= 10) {
+        let detail = detail.unwrap();
+        let parsed: anyhow::Result<serde_json::Value> = serde_json::from_str(&detail).map_err(Into::into);
+        assert!(
+            parsed.is_ok() && detail.contains("Full"),
+            "pe1 (frr {frr}): {netlab_check} printed {detail:?}"
+        );
+    } else {
+        eprintln!("frr {frr}: `{netlab_check}` gives {detail:?}");
+    }
+
     let ping = lab.exec(CE1, &["ping", "-c", "3", "-i", "0.2", "-W", "2", CE2_ADDR]);
     assert!(ping.is_ok(), "ping ce1 -> ce2: {ping:?}");
 
@@ -181,6 +221,7 @@ fn seed_lab_in_vmpls_frr_containers_forwards_over_ldp() {
     let (code, log) = lab.wait_exit(P, Duration::from_secs(5)).unwrap();
     assert_eq!(code, 0, "p after stop:\n{log}");
     assert!(stopping.elapsed() < Duration::from_secs(15), "p took {:?} to stop", stopping.elapsed());
+    forwarding.check_unchanged("the image was built and the lab ran").unwrap();
 }
 
 #[test]

@@ -92,15 +92,61 @@ pub struct Image<'a> {
 }
 
 impl<'a> Image<'a> {
+    /// Builds the image on the Debian suite `VMPLS_IMAGE_SUITE` names (build-image's
+    /// default when unset). The build must leave the host's IP forwarding as it was: a
+    /// bridge network turning it on changes every namespace created after it.
     pub fn build(engine: &'a Engine) -> anyhow::Result<Self> {
         let tag = format!("localhost/vmpls-frr:test-{}", std::process::id());
         let started = Instant::now();
         let mut cmd = Command::new(repo().join("scripts/build-image"));
         cmd.arg("--tag").arg(&tag).stderr(Stdio::inherit());
+        let suite = std::env::var("VMPLS_IMAGE_SUITE").ok().filter(|s| !s.is_empty());
+        if let Some(suite) = &suite {
+            cmd.arg("--suite").arg(suite);
+        }
+        let forwarding = HostForwarding::read()?;
         let image = Image { engine, tag };
         run(cmd, Duration::from_secs(600))?;
-        eprintln!("built {} in {:.0} s", image.tag, started.elapsed().as_secs_f64());
+        forwarding.check_unchanged("building the image")?;
+        eprintln!(
+            "built {} ({}) in {:.0} s",
+            image.tag,
+            suite.as_deref().unwrap_or("default suite"),
+            started.elapsed().as_secs_f64()
+        );
         Ok(image)
+    }
+}
+
+/// The host's IP forwarding switches, which new network namespaces inherit (IPv4).
+#[derive(Debug, PartialEq, Eq)]
+pub struct HostForwarding {
+    ipv4: String,
+    ipv6: String,
+}
+
+impl HostForwarding {
+    pub fn read() -> anyhow::Result<Self> {
+        let read = |path: &str| {
+            std::fs::read_to_string(path)
+                .map(|s| s.trim().to_string())
+                .with_context(|| format!("reading {path}"))
+        };
+        Ok(Self {
+            ipv4: read("/proc/sys/net/ipv4/ip_forward")?,
+            ipv6: read("/proc/sys/net/ipv6/conf/all/forwarding")?,
+        })
+    }
+
+    pub fn check_unchanged(&self, during: &str) -> anyhow::Result<()> {
+        let now = Self::read()?;
+        if now != *self {
+            bail!(
+                "the host's IP forwarding changed while {during}: {self:?} before, {now:?} after \
+                 (a container network bridged to the host turns it on)"
+            );
+        }
+        Ok(())
     }
 }
 
