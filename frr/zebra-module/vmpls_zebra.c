@@ -636,6 +636,24 @@ static bool vz_vrf_has_link(ns_id_t ns_id, ifindex_t ifindex,
 	return found;
 }
 
+/* whether zebra's namespace has an interface with this ifindex */
+static bool vz_ifindex_taken(ifindex_t ifindex)
+{
+	struct vz_link_req req = {};
+	union {
+		struct nlmsghdr n;
+		uint8_t b[4096];
+	} reply = {};
+
+	req.n.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg));
+	req.n.nlmsg_type = RTM_GETLINK;
+	req.ifi.ifi_family = AF_UNSPEC;
+	req.ifi.ifi_index = ifindex;
+	return vz_nl_talk_reply(&vz_main_nl, &req.n, &reply, sizeof(reply))
+		       == 0
+	       && reply.n.nlmsg_type == RTM_NEWLINK;
+}
+
 static int vz_link_delete(ifindex_t ifindex)
 {
 	struct vz_link_req req = {};
@@ -742,8 +760,14 @@ static void vz_vrf_if_create(struct vrf *vrf)
 		frr_with_privs (&zserv_privs) {
 			err = vz_veth_create(vrf->name, ifindex, ns->fd);
 		}
-		if (err == -EBUSY) {
-			/* T taken in one of the two namespaces */
+		/*
+		 * T taken: in the VRF's namespace the peer's registration
+		 * answers EBUSY; in ours rtnl_newlink() finds the device by
+		 * index first and, NLM_F_EXCL, answers EEXIST (another VRF's
+		 * interface), which a name taken answers too.
+		 */
+		if (err == -EBUSY
+		    || (err == -EEXIST && vz_ifindex_taken(ifindex))) {
 			ifindex++;
 			continue;
 		}
