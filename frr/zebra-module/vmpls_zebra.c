@@ -29,6 +29,8 @@
  *       call, sent on the module's own rtnetlink socket), then marks the
  *       context skip-kernel / SUCCESS; the context itself is untouched, so
  *       FPM (DPLANE_PRIO_POSTPROCESS) and zebra see the labels.
+ *     - with netns VRFs, route install/update contexts with a next hop in
+ *       another VRF (leaked by route targets): skip the kernel, SUCCESS.
  *     - route deletes go to the kernel unchanged: zebra encodes a delete
  *       with the prefix only, which removes the plain route.
  *  3. refuses to load (zebra exits with a clear message) into a zebra whose
@@ -121,7 +123,8 @@ static uint8_t vz_nl_buf[16384];
 static struct vz_nl vz_main_nl = {.fd = -1};
 
 /* counters, shown in the log at shutdown */
-static uint64_t vz_cnt_lsp, vz_cnt_pw, vz_cnt_nh, vz_cnt_route, vz_cnt_kerr;
+static uint64_t vz_cnt_lsp, vz_cnt_pw, vz_cnt_nh, vz_cnt_route, vz_cnt_kerr,
+	vz_cnt_leaked;
 
 /* ------------------------------------------------------------------ */
 /* version check                                                       */
@@ -348,6 +351,27 @@ static bool vz_ng_has_labels(const struct nexthop_group *ng)
 		return false;
 	for (ALL_NEXTHOPS_PTR(ng, nh))
 		if (vz_nh_has_labels(nh))
+			return true;
+	return false;
+}
+
+/*
+ * Whether a next hop of a netns VRF's route is in another VRF: a route leaked
+ * between VRFs of this router by route targets (a common-services VRF and its
+ * customers on one PE).  The VRF namespace's kernel cannot send out of another
+ * namespace's interface (it refuses: "Nexthop has invalid gateway", or finds
+ * an unrelated interface of that index), so zebra would mark the route failed
+ * and FPM would not carry it; vmpls forwards it, telling the VRF by the route
+ * the leaked one was copied from.
+ */
+static bool vz_ng_leaves_vrf(const struct nexthop_group *ng, vrf_id_t vrf_id)
+{
+	struct nexthop *nh;
+
+	if (!ng || !vrf_is_backend_netns())
+		return false;
+	for (ALL_NEXTHOPS_PTR(ng, nh))
+		if (nh->vrf_id != vrf_id)
 			return true;
 	return false;
 }
@@ -936,10 +960,21 @@ static void vz_handle(struct zebra_dplane_ctx *ctx)
 			vz_cnt_route++;
 			vz_route_to_kernel(ctx);
 			vz_mark_done(ctx);
+		} else if (vz_ng_leaves_vrf(dplane_ctx_get_ng(ctx),
+					    dplane_ctx_get_vrf(ctx))) {
+			vz_cnt_leaked++;
+			vz_mark_done(ctx);
 		}
 		break;
+	case DPLANE_OP_ROUTE_DELETE:
+		/* a leaked route never reached the kernel (above) */
+		if (vz_ng_leaves_vrf(dplane_ctx_get_ng(ctx),
+				     dplane_ctx_get_vrf(ctx)))
+			vz_mark_done(ctx);
+		break;
 	default:
-		/* route deletes (prefix only) and everything else: kernel */
+		/* other route deletes (prefix only) and everything else:
+		 * kernel */
 		break;
 	}
 }
@@ -997,8 +1032,10 @@ static int vz_fini(struct zebra_dplane_provider *prov, bool early)
 	zlog_info("vmpls: %" PRIu64 " LSP, %" PRIu64 " PW, %" PRIu64
 		  " labelled NHG, %" PRIu64
 		  " labelled route contexts kept from the kernel (%" PRIu64
-		  " unlabelled copies refused by it)",
-		  vz_cnt_lsp, vz_cnt_pw, vz_cnt_nh, vz_cnt_route, vz_cnt_kerr);
+		  " unlabelled copies refused by it), %" PRIu64
+		  " routes leaked between VRFs kept from the kernel",
+		  vz_cnt_lsp, vz_cnt_pw, vz_cnt_nh, vz_cnt_route, vz_cnt_kerr,
+		  vz_cnt_leaked);
 	vz_nl_close(&vz_dp_nl);
 	return 0;
 }

@@ -129,6 +129,16 @@ impl Rib {
         self.routes.is_empty()
     }
 
+    /// The route held for `key`.
+    pub fn get(&self, key: &RouteKey) -> Option<&Route> {
+        self.routes.get(key)
+    }
+
+    /// The tables that hold at least one route, a walk over every route.
+    pub fn tables(&self) -> BTreeSet<u32> {
+        self.routes.keys().map(|k| k.table).collect()
+    }
+
     /// Every route held, in no particular order.
     pub fn routes(&self) -> impl Iterator<Item = &Route> {
         self.routes.values()

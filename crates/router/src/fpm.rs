@@ -521,7 +521,7 @@ impl Session {
     /// tables take them, and a refusal is tried again later ([`RETRY_FIRST`], doubling).
     fn flush(&mut self) {
         let vrfs = self.vrfs.clone();
-        let mut t = Translator::new(&*vrfs);
+        let mut t = Translator::new(&*vrfs).with_rib(&self.rib);
         // A route leaving a VRF (gone, or its table now another's) is removed there
         // first, so that whatever zebra has for that destination now can take its place.
         let mut moved_away = Vec::new();
@@ -563,8 +563,9 @@ impl Session {
         }
         moved_away.append(&mut changes);
         let changes = moved_away;
-        self.log_translation(&t);
-        let counts = (t.unusable, t.unknown_tables.len() as u64, t.unknown_interfaces.len() as u64);
+        let left = t.into_leftovers();
+        self.log_translation(&left);
+        let counts = (left.unusable, left.unknown_tables.len() as u64, left.unknown_interfaces.len() as u64);
         let applied = |s: &mut Session, refused: u64| {
             s.rib.mark_applied();
             for (key, vrf) in installed {
@@ -609,7 +610,7 @@ impl Session {
 
     /// Logs each table no VRF has and each interface no port or VRF has, once (until
     /// [`LOGGED_MAX`] of them were).
-    fn log_translation(&mut self, t: &Translator<'_>) {
+    fn log_translation(&mut self, t: &Leftovers) {
         for &table in t.unknown_tables.iter().collect::<BTreeSet<_>>() {
             if self.logged_tables.len() >= LOGGED_MAX {
                 self.logged_tables.clear();
@@ -661,9 +662,33 @@ fn is_pop(r: &Route) -> bool {
         && r.nexthops.iter().all(|n| n.gateway.is_none() && n.labels.is_empty())
 }
 
+/// Whether zebra's `table` has a connected route (the kernel's) over `ifindex` that
+/// holds `addr`.
+fn connected_over(rib: &Rib, table: u32, ifindex: u32, addr: IpAddr) -> bool {
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    (0..=max).rev().any(|len| {
+        let dest = Dest::Prefix(vmpls_wire::prefix::mask(addr, len), len);
+        rib.get(&RouteKey { table, dest }).is_some_and(|c| {
+            c.protocol == RTPROT_KERNEL && c.nexthops.iter().any(|m| m.ifindex == Some(ifindex))
+        })
+    })
+}
+
+/// What a flush could not place, to count and log once the translation is done.
+struct Leftovers {
+    unusable: u64,
+    unknown_tables: Vec<u32>,
+    unknown_interfaces: Vec<(u32, u32)>,
+    off_ports: BTreeSet<(String, u32)>,
+}
+
 /// zebra's routes as changes of the router's tables, with what could not be placed.
 struct Translator<'a> {
     vrfs: &'a dyn VrfLookup,
+    /// Everything zebra has sent: where a next hop leaked from another VRF comes from.
+    rib: Option<&'a Rib>,
+    /// The VRF tables zebra has routes in (with their VRF), listed once a flush needs them.
+    vrf_tables: Option<Vec<(u32, String)>>,
     /// The port of each (VRF namespace, interface index) asked so far in this flush.
     ports: HashMap<(Option<String>, u32), Option<PortId>>,
     /// Routes left with no next hop on a port.
@@ -680,12 +705,29 @@ impl<'a> Translator<'a> {
     fn new(vrfs: &'a dyn VrfLookup) -> Translator<'a> {
         Translator {
             vrfs,
+            rib: None,
+            vrf_tables: None,
             ports: HashMap::new(),
             unusable: 0,
             unknown_tables: Vec::new(),
             unknown_interfaces: Vec::new(),
             off_ports: BTreeSet::new(),
         }
+    }
+
+    fn into_leftovers(self) -> Leftovers {
+        Leftovers {
+            unusable: self.unusable,
+            unknown_tables: self.unknown_tables,
+            unknown_interfaces: self.unknown_interfaces,
+            off_ports: self.off_ports,
+        }
+    }
+
+    /// With zebra's table at hand, to place next hops leaked from other VRFs.
+    fn with_rib(mut self, rib: &'a Rib) -> Translator<'a> {
+        self.rib = Some(rib);
+        self
     }
 
     fn port(&mut self, vrf: Option<&str>, ifindex: u32) -> Option<PortId> {
@@ -705,7 +747,11 @@ impl<'a> Translator<'a> {
                 Some(v) if n.labels.is_empty() => self.port(Some(v), ifindex),
                 _ => None,
             };
-            let Some(port) = in_vrf.or_else(|| self.port(None, ifindex)) else {
+            let leaked = |t: &mut Self| match vrf {
+                Some(v) if n.labels.is_empty() => t.leaked_port(v, r, n),
+                _ => None,
+            };
+            let Some(port) = in_vrf.or_else(|| self.port(None, ifindex)).or_else(|| leaked(self)) else {
                 if let Some(v) = vrf {
                     self.off_ports.insert((v.to_string(), ifindex));
                 }
@@ -714,6 +760,42 @@ impl<'a> Translator<'a> {
             out.push(NexthopConfig { port, via: n.gateway, labels: n.labels.clone(), weight: n.weight });
         }
         out
+    }
+
+    /// The port of a next hop that zebra leaked into `vrf` from another VRF of this
+    /// router (route targets importing a local VRF's routes, as a common-services VRF
+    /// does). With network-namespace VRFs the message names the interface by its index
+    /// alone, and indexes repeat from one namespace to the next, so the VRF it is in is
+    /// the one whose own table in zebra holds the same destination over the same next
+    /// hop (the route the leaked one was copied from) and where that next hop is on a
+    /// connected subnet of the interface (other VRFs that imported the same route hold
+    /// copies of it, not the subnet), provided exactly one VRF does.
+    fn leaked_port(&mut self, vrf: &str, r: &Route, n: &vmpls_frr::Nexthop) -> Option<PortId> {
+        let rib = self.rib?;
+        let ifindex = n.ifindex?;
+        let vrfs = self.vrfs;
+        let tables = self.vrf_tables.get_or_insert_with(|| {
+            rib.tables()
+                .into_iter()
+                .filter(|&t| t != MAIN_TABLE)
+                .filter_map(|t| vrfs.vrf_of_table(t).map(|v| (t, v)))
+                .collect()
+        });
+        let Dest::Prefix(dest, _) = r.key.dest else { return None };
+        let on_link = n.gateway.unwrap_or(dest);
+        let mut sources = tables.iter().filter(|(table, other)| {
+            other != vrf
+                && rib.get(&RouteKey { table: *table, dest: r.key.dest }).is_some_and(|src| {
+                    src.nexthops.iter().any(|m| m.ifindex == Some(ifindex) && m.gateway == n.gateway)
+                })
+                && connected_over(rib, *table, ifindex, on_link)
+        });
+        let (_, source) = sources.next()?;
+        if sources.next().is_some() {
+            return None;
+        }
+        let source = source.clone();
+        self.port(Some(&source), ifindex)
     }
 
     /// A prefix route of `vrf` (`in_vrf`: not the default VRF) as a change. A route left
