@@ -645,9 +645,9 @@ impl Session {
                 warn!(
                     vrf,
                     ifindex,
-                    "a next hop of a VRF's route from zebra is out of an interface that is no port of that VRF nor of \
-                     the router's namespace: left out (a route left with none is counted as unusable; logged once per \
-                     interface)"
+                    "a next hop of a VRF's route from zebra is out of an interface that is no port of that VRF, of \
+                     the router's namespace, nor of the one VRF whose route it was leaked from: left out (a route left \
+                     with none is counted as unusable; logged once per interface)"
                 );
             }
         }
@@ -1373,6 +1373,59 @@ mod tests {
         );
         assert_eq!(t.unusable, 1);
         assert!(t.off_ports.is_empty(), "the default VRF's next hops off the ports are not VRF routes'");
+    }
+
+    /// pe2 of the VPN lab: red and blue use the same subnet on interfaces of the same
+    /// index in their namespaces, common imports both customers' routes and they import
+    /// common's; zebra names a leaked next hop's interface by its index alone.
+    #[test]
+    fn next_hops_leaked_from_another_vrf_take_the_port_of_the_vrf_they_come_from() {
+        let vrfs = FakeVrfs::default();
+        vrfs.set(|st| {
+            st.tables = HashMap::from([(1000, "common".into()), (1001, "blue".into()), (1002, "red".into())]);
+            st.ports = HashMap::from([
+                ((Some("common".into()), 5), 1),
+                ((Some("blue".into()), 3), 2),
+                ((Some("red".into()), 3), 3),
+            ]);
+        });
+        let ce = |table, dst: &str| prefix_route(table, dst, 186, vec![nh("198.18.2.2", 3, &[])]);
+        let mut rib = Rib::new();
+        for r in [
+            prefix_route(1000, "198.18.3.0/24", RTPROT_KERNEL, vec![dev(5)]),
+            prefix_route(1001, "198.18.2.0/24", RTPROT_KERNEL, vec![dev(3)]),
+            prefix_route(1002, "198.18.2.0/24", RTPROT_KERNEL, vec![dev(3)]),
+            ce(1002, "198.18.203.1/32"),
+            ce(1001, "198.18.204.1/32"),
+            // The copies the imports made.
+            prefix_route(1001, "198.18.3.0/24", 186, vec![dev(5)]),
+            prefix_route(1002, "198.18.3.0/24", 186, vec![dev(5)]),
+            ce(1000, "198.18.203.1/32"),
+            ce(1000, "198.18.204.1/32"),
+        ] {
+            rib.apply(Update::Add(r));
+        }
+        let mut t = Translator::new(&vrfs).with_rib(&rib);
+        let port_of = |t: &mut Translator<'_>, vrf: &str, key: RouteKey| {
+            let r = rib.get(&key).unwrap();
+            let nhs = t.nexthops(Some(vrf), r);
+            nhs.iter().map(|n| (n.port, n.via)).collect::<Vec<_>>()
+        };
+        let key = |table, dst: &str| prefix_route(table, dst, 0, vec![]).key;
+        let gw = Some("198.18.2.2".parse().unwrap());
+        // common's loopback routes: red's from red's port, blue's from blue's, although
+        // the index and the gateway are the same.
+        assert_eq!(port_of(&mut t, "common", key(1000, "198.18.203.1/32")), [(3, gw)]);
+        assert_eq!(port_of(&mut t, "common", key(1000, "198.18.204.1/32")), [(2, gw)]);
+        // The customers' copies of common's subnet: common's port, not the other
+        // customer's copy of it.
+        assert_eq!(port_of(&mut t, "red", key(1002, "198.18.3.0/24")), [(1, None)]);
+        assert_eq!(port_of(&mut t, "blue", key(1001, "198.18.3.0/24")), [(1, None)]);
+        assert!(t.off_ports.is_empty(), "{:?}", t.off_ports);
+        // A copy whose source is gone (or never was) is placed nowhere.
+        let orphan = prefix_route(1000, "198.18.205.1/32", 186, vec![nh("198.18.2.2", 3, &[])]);
+        assert!(t.nexthops(Some("common"), &orphan).is_empty());
+        assert_eq!(t.off_ports, BTreeSet::from([("common".to_string(), 3)]));
     }
 
     #[test]
