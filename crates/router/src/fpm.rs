@@ -77,6 +77,11 @@ const LOOPBACK_IFINDEX: u32 = 1;
 /// The most tables and interfaces remembered as logged; past it, they are logged again.
 const LOGGED_MAX: usize = 1024;
 
+/// How long the router waits before it says that zebra never connected, or that zebra
+/// sends no label at all: the two silent mistakes of an FRR setup (no `-M dplane_fpm_nl`
+/// or a wrong FPM address; no vmpls module, so zebra turned MPLS off).
+const SILENCE_WARN: Duration = Duration::from_secs(30);
+
 /// What the FPM server has seen, for `vmpls stats` and the logs.
 #[derive(Debug, Default)]
 pub struct FrrStatus {
@@ -254,6 +259,11 @@ struct Session {
     /// A failed table change is tried again then.
     retry_at: Option<Instant>,
     retry_delay: Duration,
+    /// When the session started, and what was said about zebra's silence (once each).
+    started: Instant,
+    silence_warn: Duration,
+    warned_no_zebra: bool,
+    warned_no_labels: bool,
 }
 
 impl Session {
@@ -285,6 +295,10 @@ impl Session {
             refused_logged: HashMap::new(),
             retry_at: None,
             retry_delay: RETRY_FIRST,
+            started: Instant::now(),
+            silence_warn: SILENCE_WARN,
+            warned_no_zebra: false,
+            warned_no_labels: false,
         }
     }
 
@@ -477,7 +491,46 @@ impl Session {
         );
     }
 
+    /// Says once what a quiet zebra most likely means (see [`SILENCE_WARN`]); returns
+    /// what it said, for the tests.
+    fn warn_silence(&mut self) -> Option<&'static str> {
+        let ever_connected = self.status.connections.load(Ordering::Relaxed) > 0;
+        if !ever_connected && !self.warned_no_zebra && self.started.elapsed() >= self.silence_warn {
+            self.warned_no_zebra = true;
+            let why = "no zebra has connected over FPM yet";
+            warn!(
+                waited_s = self.started.elapsed().as_secs(),
+                address = %self.cfg.fpm,
+                "{why}: is zebra running with `-M dplane_fpm_nl` (and `-M vmpls_zebra`), with `fpm address` \
+                 naming this address, and as root or a user of frr.fpm-users?"
+            );
+            return Some(why);
+        }
+        if self.conn.is_some()
+            && !self.warned_no_labels
+            && !self.rib.is_empty()
+            && self.connected_at.elapsed() >= self.silence_warn
+        {
+            self.warned_no_labels = true;
+            let labelled = self.rib.routes().any(|r| {
+                matches!(r.key.dest, Dest::Label(_)) || r.nexthops.iter().any(|n| !n.labels.is_empty())
+            });
+            if !labelled {
+                let why = "zebra sends routes but no label";
+                warn!(
+                    routes = self.rib.len(),
+                    "{why}: if LDP, segment routing, static LSPs or VPNs are configured, zebra has MPLS off (the \
+                     vmpls zebra module is not loaded: `-M vmpls_zebra`; zebra logs \"Disabling MPLS support\" \
+                     without the module's \"vmpls: MPLS turned on\")"
+                );
+                return Some(why);
+            }
+        }
+        None
+    }
+
     fn timers(&mut self) {
+        self.warn_silence();
         if self.conn.is_some()
             && self.rib.resyncing()
             && self.last_message.elapsed() >= RESYNC_QUIET
@@ -984,6 +1037,39 @@ mod tests {
         // The loopback (index 1 in every namespace) as port 0.
         let vrfs = Arc::new(crate::vrf_lookup::DefaultVrfOnly::new(vec!["lo".into()]));
         Session::new(tables, cfg, vec![0], vrfs, Arc::new(FrrStatus::default()))
+    }
+
+    #[test]
+    fn a_quiet_zebra_is_explained_once() {
+        let tables = Arc::new(Tables::default());
+        let loopback_stream = || {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            TcpStream::connect(l.local_addr().unwrap()).unwrap()
+        };
+        let mut s = session(tables.clone());
+        s.silence_warn = Duration::ZERO;
+        assert_eq!(s.warn_silence(), Some("no zebra has connected over FPM yet"));
+        assert_eq!(s.warn_silence(), None, "said once");
+        // Connected, routes but no label at all: zebra's MPLS is off.
+        let mut s = session(tables.clone());
+        s.silence_warn = Duration::ZERO;
+        s.status.connections.fetch_add(1, Ordering::Relaxed);
+        s.conn = Some(loopback_stream());
+        s.rib.apply(Update::Add(prefix_route(
+            MAIN_TABLE,
+            "198.18.2.0/24",
+            188,
+            vec![nh("198.18.10.2", 1, &[])],
+        )));
+        assert_eq!(s.warn_silence(), Some("zebra sends routes but no label"));
+        assert_eq!(s.warn_silence(), None, "said once");
+        // With a label: nothing to say.
+        let mut s = session(tables);
+        s.silence_warn = Duration::ZERO;
+        s.status.connections.fetch_add(1, Ordering::Relaxed);
+        s.conn = Some(loopback_stream());
+        s.rib.apply(Update::Add(lsp(16, 100)));
+        assert_eq!(s.warn_silence(), None);
     }
 
     fn session_with(tables: Arc<dyn RouteSink>, vrfs: Arc<FakeVrfs>) -> Session {
