@@ -726,6 +726,59 @@ mod tests {
     }
 
     #[test]
+    fn groups_are_shared_by_content_counted_and_keep_their_ids() {
+        let nh = |label| crate::FastNexthop { labels: vec![label], adj: adjacency() };
+        let g =
+            |a, b| std::sync::Arc::new(FastGroup { nexthops: vec![nh(a), nh(b)], buckets: vec![0, 1, 0] });
+        let mut t = FastTables::default();
+        t.labels.insert(100, LabelEntry::Multipath { uniform: true, group: g(200, 300) });
+        t.labels.insert(101, LabelEntry::Multipath { uniform: true, group: g(200, 300) });
+        t.routes_v4.insert(
+            (0, Ipv4Addr::new(198, 18, 2, 0), 24),
+            RouteEntry::Multipath { label_ttl: None, group: g(16, 17) },
+        );
+        let (e, next) = encode(&t, &Groups::default(), 1).unwrap();
+        assert_eq!(next, 3, "two distinct groups");
+        let (a, b) = (e.labels[&100].group, e.labels[&101].group);
+        assert_eq!((a, b, e.labels[&100].action), (1, 1, LABEL_MULTI));
+        let route = e.routes_v4.values().next().unwrap();
+        assert_eq!((route.group, route.action, route.nlabels), (2, ROUTE_FORWARD, 0));
+        let raw = &e.groups.by_id[&1];
+        assert_eq!((raw.0.nnh, raw.0.nbuckets, raw.1), (2, 3, 2));
+        assert_eq!((raw.0.nh[1].nlabels, raw.0.nh[1].labels[0]), (1, 300));
+        assert_eq!(&raw.0.buckets[..4], &[0, 1, 0, 0]);
+
+        // Encoded again with one group gone and one new: the kept one keeps its id, the
+        // new one takes a fresh id (never one another group had).
+        t.routes_v4.insert(
+            (0, Ipv4Addr::new(198, 18, 2, 0), 24),
+            RouteEntry::Multipath { label_ttl: Some(9), group: g(18, 19) },
+        );
+        let (e2, next) = encode(&t, &e.groups, next).unwrap();
+        assert_eq!((e2.labels[&100].group, e2.routes_v4.values().next().unwrap().group, next), (1, 3, 4));
+        let mut groups = e2.groups.clone();
+        groups.release(1);
+        assert!(groups.by_id.contains_key(&1), "one label still refers to it");
+        groups.release(1);
+        assert!(!groups.by_id.contains_key(&1) && groups.ids.len() == 1);
+
+        // Groups the programs cannot hold.
+        let bad = |group: FastGroup| {
+            let mut t = FastTables::default();
+            t.labels.insert(1, LabelEntry::Multipath { uniform: false, group: std::sync::Arc::new(group) });
+            matches!(enc(&t), Err(FastPathError::InvalidGroup { .. }))
+        };
+        assert!(bad(FastGroup { nexthops: vec![], buckets: vec![0] }));
+        assert!(bad(FastGroup { nexthops: vec![nh(1)], buckets: vec![] }));
+        assert!(bad(FastGroup { nexthops: vec![nh(1)], buckets: vec![1] }));
+        assert!(bad(FastGroup {
+            nexthops: vec![crate::FastNexthop { labels: vec![1, 2], adj: adjacency() }],
+            buckets: vec![0]
+        }));
+        assert!(bad(FastGroup { nexthops: vec![nh(1)], buckets: vec![0; MAX_BUCKETS + 1] }));
+    }
+
+    #[test]
     fn diff_inserts_changed_and_removes_gone_entries() {
         let old: BTreeMap<u32, u32> = [(1, 10), (2, 20), (3, 30)].into();
         let new: BTreeMap<u32, u32> = [(2, 20), (3, 31), (4, 40)].into();

@@ -861,6 +861,7 @@ mod tests {
     use std::path::Path;
 
     use vmpls_dataplane::neighbor::{NeighborConfig, Resolution};
+    use vmpls_fib::Nexthop;
 
     use super::*;
 
