@@ -134,7 +134,11 @@ impl Mode {
 
     /// ECMP at pe1 and p with the in-kernel fast path: compare with `vmpls-mpls-tc`.
     pub fn vmpls_mpls_tc_ecmp() -> Self {
-        Self { fast_path: true, ecmp: true, ..Self::new("vmpls-mpls-tc-ecmp", ModeKind::VmplsMpls, true, None) }
+        Self {
+            fast_path: true,
+            ecmp: true,
+            ..Self::new("vmpls-mpls-tc-ecmp", ModeKind::VmplsMpls, true, None)
+        }
     }
 
     /// The modes `vmpls lab seed` runs by default: `kernel-ip`, then `vmpls-mpls` (the
@@ -781,7 +785,8 @@ impl SeedLab {
             ModeKind::KernelIp => self.setup_kernel_ip()?,
             ModeKind::VmplsIp | ModeKind::VmplsMpls => {
                 self.clear_kernel_ip()?;
-                let (labelled, fast_path, ecmp) = (self.params.ip_only, self.params.fast_path, self.params.ecmp);
+                let (labelled, fast_path, ecmp) =
+                    (self.params.ip_only, self.params.fast_path, self.params.ecmp);
                 self.params.ip_only = mode.kind == ModeKind::VmplsIp;
                 self.params.fast_path = mode.fast_path;
                 self.params.ecmp = mode.ecmp;
