@@ -41,12 +41,17 @@
 #define FP_LABEL_SWAP 1
 #define FP_LABEL_POP_IP 2
 #define FP_LABEL_PHP 3
+#define FP_LABEL_MULTI 4 // ECMP: the group's next hop for the flow swaps (one label) or pops (none)
 #define FP_ROUTE_LOCAL 1
 #define FP_ROUTE_FORWARD 2
 #define FP_TUNNEL_BIT 0x80000000u // adjacency ifindex: a tunnel (fp_tunnels key), not a veth
 #define FP_OUTER4 28             // IPv4 + UDP
 #define FP_OUTER6 48             // IPv6 + UDP
 #define FP_SPORT_BASE 49152      // RFC 7510 section 3: source ports from 49152..65535
+#define FP_MAX_NH 64              // next hops in a group (the FIB's MAX_NEXTHOPS)
+#define FP_MAX_BUCKETS 4096       // buckets in a group (the FIB's MAX_BUCKETS)
+#define FP_LABEL_ELI 7            // entropy label indicator (RFC 6790)
+#define FP_FIRST_UNRESERVED 16
 
 #ifndef BPF_F_ADJ_ROOM_DECAP_L3_IPV4 // Linux 6.3; older uapi headers lack them
 #define BPF_F_ADJ_ROOM_DECAP_L3_IPV4 (1ULL << 7)
@@ -73,6 +78,7 @@ struct fp_label {
 	__u32 vrf;
 	__u32 uniform;
 	struct fp_adj adj;
+	__u32 group; // FP_LABEL_MULTI: the fp_groups key
 };
 
 struct fp_key4 {
@@ -93,6 +99,25 @@ struct fp_route {
 	__u32 labels[4]; // labels[0] outermost
 	__u32 label_ttl; // 0: uniform (IP TTL after this hop's decrement), else fixed
 	struct fp_adj adj;
+	__u32 group; // not 0: ECMP, the fp_groups key (nlabels, labels and adj are the next hop's)
+};
+
+// One next hop of an ECMP group: the labels it pushes (a route's, 0 to 4) or swaps in (a
+// label's: 1, or 0 for a penultimate-hop pop), and where it sends.
+struct fp_nh {
+	__u32 nlabels;
+	__u32 labels[4];
+	struct fp_adj adj;
+};
+
+// An ECMP group as the FIB's NexthopGroup selects in it: the flow hash, mixed, picks
+// bucket ((mix(hash) * nbuckets) >> 32), which names the next hop. Same hash, same bucket
+// table, same next hop as the pipeline.
+struct fp_group {
+	__u32 nnh;
+	__u32 nbuckets;
+	struct fp_nh nh[FP_MAX_NH];
+	__u8 buckets[FP_MAX_BUCKETS];
 };
 
 // A tunnel (key: FP_TUNNEL_BIT | port index, the adjacency's ifindex).
@@ -129,10 +154,12 @@ struct fp_port_stat {
 
 _Static_assert(sizeof(struct fp_adj) == 20, "fp_adj layout");
 _Static_assert(sizeof(struct fp_port) == 12, "fp_port layout");
-_Static_assert(sizeof(struct fp_label) == 36, "fp_label layout");
+_Static_assert(sizeof(struct fp_label) == 40, "fp_label layout");
 _Static_assert(sizeof(struct fp_key4) == 12, "fp_key4 layout");
 _Static_assert(sizeof(struct fp_key6) == 24, "fp_key6 layout");
-_Static_assert(sizeof(struct fp_route) == 48, "fp_route layout");
+_Static_assert(sizeof(struct fp_route) == 52, "fp_route layout");
+_Static_assert(sizeof(struct fp_nh) == 40, "fp_nh layout");
+_Static_assert(sizeof(struct fp_group) == 8 + 40 * FP_MAX_NH + FP_MAX_BUCKETS, "fp_group layout");
 _Static_assert(sizeof(struct fp_tunnel) == 48, "fp_tunnel layout");
 _Static_assert(sizeof(struct fp_tunnel_key) == 40, "fp_tunnel_key layout");
 
@@ -189,6 +216,16 @@ struct {
 	__type(key, __u32);
 	__type(value, struct fp_tunnel);
 } fp_tunnels SEC(".maps");
+
+/* ECMP groups by id (GROUP_CAPACITY in lib.rs); one per distinct group of next hops,
+ * shared by every label and route that uses it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct fp_group);
+} fp_groups SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -440,6 +477,126 @@ static __always_inline int adj_ok(struct decision *d, const struct fp_adj *adj, 
 	return 1;
 }
 
+// The flow hash of the pipeline (crates/dataplane/src/hash.rs, murmur3's steps), word by
+// word, so that a flow takes the same next hop here and there.
+#define FH_SEED 0x9747b28cu
+
+static __always_inline __u32 fh_write(__u32 h, __u32 w)
+{
+	__u32 k = w * 0xcc9e2d51u;
+	k = ((k << 15) | (k >> 17)) * 0x1b873593u;
+	h ^= k;
+	h = (h << 13) | (h >> 19);
+	return h * 5 + 0xe6546b64u;
+}
+
+static __always_inline __u32 fh_finish(__u32 h)
+{
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	return h ^ (h >> 16);
+}
+
+static __always_inline __u32 be32(const __u8 *b)
+{
+	return ((__u32)b[0] << 24) | ((__u32)b[1] << 16) | ((__u32)b[2] << 8) | b[3];
+}
+
+// ip_flow_words: addresses, protocol (IPv6: next header and flow label), and the ports
+// of unfragmented TCP/UDP, from the fixed header only, hashing whatever is there.
+static __always_inline __u32 ip_flow_words(struct __sk_buff *skb, __u32 off, __u32 h)
+{
+	__u8 b[40];
+	__u8 p[4];
+	if (bpf_skb_load_bytes(skb, off, b, 1))
+		return h;
+	if ((b[0] >> 4) == 4) {
+		if (bpf_skb_load_bytes(skb, off, b, 20))
+			return h;
+		__u32 proto = b[9];
+		h = fh_write(h, be32(b + 12));
+		h = fh_write(h, be32(b + 16));
+		h = fh_write(h, proto);
+		if ((b[6] & 0x20) || (((b[6] & 0x1f) << 8) | b[7]))
+			return h;
+		if ((proto == IPPROTO_TCP || proto == IPPROTO_UDP) &&
+		    !bpf_skb_load_bytes(skb, off + (b[0] & 0x0f) * 4, p, 4))
+			h = fh_write(h, be32(p));
+		return h;
+	}
+	if ((b[0] >> 4) != 6 || bpf_skb_load_bytes(skb, off, b, 40))
+		return h;
+	__u32 next = b[6];
+#pragma unroll
+	for (int i = 8; i < 40; i += 4)
+		h = fh_write(h, be32(b + i));
+	h = fh_write(h, next);
+	h = fh_write(h, (((__u32)b[1] & 0x0f) << 16) | ((__u32)b[2] << 8) | b[3]);
+	if ((next == IPPROTO_TCP || next == IPPROTO_UDP) && !bpf_skb_load_bytes(skb, off + 40, p, 4))
+		h = fh_write(h, be32(p));
+	return h;
+}
+
+// mpls_flow_hash of the stack at `mo`: unreserved labels (an entropy label alone decides),
+// then the IP packet under the bottom. Returns -1 for a stack deeper than FP_MAX_STACK
+// (the pipeline's to switch).
+static __always_inline int mpls_flow_hash(struct __sk_buff *skb, __u32 mo, __u32 *out)
+{
+	__u32 h = FH_SEED;
+	__u32 after_eli = 0;
+	__u32 ip_off = 0;
+	int end = 0; // 1: hashed to the end, 2: the IP packet at ip_off follows
+	for (int i = 0; i < FP_MAX_STACK; i++) {
+		__u32 x;
+		if (bpf_skb_load_bytes(skb, mo + 4 * i, &x, 4)) {
+			end = 1;
+			break;
+		}
+		x = bpf_ntohl(x);
+		__u32 label = x >> 12;
+		if (after_eli) {
+			h = fh_write(h, label);
+			end = 1;
+			break;
+		}
+		if (label == FP_LABEL_ELI)
+			after_eli = 1;
+		else if (label >= FP_FIRST_UNRESERVED)
+			h = fh_write(h, label);
+		if (x & 0x100) {
+			ip_off = mo + 4 * (i + 1);
+			end = 2;
+			break;
+		}
+	}
+	if (!end)
+		return -1;
+	if (end == 2)
+		h = ip_flow_words(skb, ip_off, h);
+	*out = fh_finish(h);
+	return 0;
+}
+
+// The group's next hop for flow hash `hash`, as NexthopGroup::select picks it.
+static __always_inline struct fp_nh *group_select(__u32 id, __u32 hash)
+{
+	struct fp_group *g = bpf_map_lookup_elem(&fp_groups, &id);
+	if (!g)
+		return NULL;
+	__u32 nb = g->nbuckets;
+	if (nb == 0 || nb > FP_MAX_BUCKETS)
+		return NULL;
+	__u32 b = ((__u64)fh_finish(hash) * nb) >> 32;
+	if (b >= FP_MAX_BUCKETS)
+		return NULL;
+	__u32 i = g->buckets[b];
+	if (i >= g->nnh || i >= FP_MAX_NH)
+		return NULL;
+	return &g->nh[i];
+}
+
 // The top label at `mo` (14, or after the outer headers of a tunnel's datagram).
 static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *d, __u32 gso, __u32 mo)
 {
@@ -451,9 +608,23 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 	__u32 ttl = lse & 0xff;
 	if (ttl <= 1)
 		return;
-	struct fp_label *e = bpf_map_lookup_elem(&fp_labels, &label);
-	if (!e)
+	struct fp_label *found = bpf_map_lookup_elem(&fp_labels, &label);
+	if (!found)
 		return;
+	struct fp_label sel = *found;
+	struct fp_label *e = &sel;
+	if (e->action == FP_LABEL_MULTI) {
+		// ECMP: the flow's next hop, as the pipeline selects it for this stack.
+		__u32 hash;
+		if (mpls_flow_hash(skb, mo, &hash))
+			return;
+		struct fp_nh *nh = group_select(e->group, hash);
+		if (!nh || nh->nlabels > 1)
+			return;
+		e->action = nh->nlabels ? FP_LABEL_SWAP : FP_LABEL_PHP;
+		e->out_label = nh->labels[0];
+		e->adj = nh->adj;
+	}
 
 	if (e->action == FP_LABEL_SWAP) {
 		__u32 out_label = e->out_label;
@@ -564,7 +735,9 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 	if (eff <= 1 || special_dst(&ip))
 		return;
 	struct fp_route *r = route_lookup(e->vrf, &ip);
-	if (!r || r->action != FP_ROUTE_FORWARD || r->nlabels != 0 || (r->adj.ifindex & FP_TUNNEL_BIT))
+	// An ECMP route after a pop is the pipeline's.
+	if (!r || r->action != FP_ROUTE_FORWARD || r->group || r->nlabels != 0 ||
+	    (r->adj.ifindex & FP_TUNNEL_BIT))
 		return;
 	if (l3_size(&ip, gso, 0) > r->adj.mtu)
 		return;
@@ -585,9 +758,20 @@ static __always_inline void decide_ip(struct __sk_buff *skb, struct decision *d,
 		return;
 	if (ip.ttl <= 1 || special_dst(&ip))
 		return;
-	struct fp_route *r = route_lookup(vrf, &ip);
-	if (!r || r->action != FP_ROUTE_FORWARD)
+	struct fp_route *found = route_lookup(vrf, &ip);
+	if (!found || found->action != FP_ROUTE_FORWARD)
 		return;
+	struct fp_route route = *found;
+	struct fp_route *r = &route;
+	if (r->group) {
+		// ECMP: the flow's next hop, as the pipeline selects it for this packet.
+		struct fp_nh *nh = group_select(r->group, fh_finish(ip_flow_words(skb, FP_ETH_HLEN, FH_SEED)));
+		if (!nh)
+			return;
+		r->nlabels = nh->nlabels;
+		__builtin_memcpy(r->labels, nh->labels, sizeof(r->labels));
+		r->adj = nh->adj;
+	}
 	__u32 n = r->nlabels;
 	if (n > FP_MAX_PUSH)
 		return;

@@ -27,6 +27,13 @@
 //!   transmit (a router's AF_PACKET send: the veth makes it MPLS) is left to userspace.
 //! - IPv4 (valid header and checksum) / IPv6 unicast, TTL > 1, with a
 //!   [`RouteEntry::Forward`] in the port's VRF: forwards (TTL - 1), pushing its labels.
+//! - ECMP ([`LabelEntry::Multipath`], [`RouteEntry::Multipath`]): the flow hash of the
+//!   pipeline (`vmpls_dataplane::hash`: the label stack and the IP packet under it, or
+//!   the IP packet's addresses, protocol and ports), computed word for word alike in the
+//!   program, picks a bucket of the [`FastGroup`] as the FIB's `NexthopGroup::select`
+//!   does, with the same bucket table: a flow takes the same next hop whether the
+//!   program or the pipeline forwards a frame of it. An ECMP route after a pop is left
+//!   to the pipeline.
 //! - Frames must fit the out port's MTU: the IP packet (plus the labels), or for GSO
 //!   frames one segment (`gso_size` + IP and TCP/UDP headers, plus the labels).
 //!
@@ -60,6 +67,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::BorrowedFd;
+use std::sync::Arc;
 
 use aya::maps::lpm_trie::LpmTrie;
 use aya::maps::{HashMap as BpfHashMap, MapData, MapError, PerCpuArray, PerCpuHashMap};
@@ -69,7 +77,7 @@ use aya::programs::{Link, ProgramError, SchedClassifier, SocketFilter, TcAttachT
 mod raw;
 
 use raw::{
-    Encoded, RawKey4, RawKey6, RawLabel, RawLabelStat, RawPort, RawPortStat, RawRoute, RawTunnel,
+    Encoded, RawGroup, RawKey4, RawKey6, RawLabel, RawLabelStat, RawPort, RawPortStat, RawRoute, RawTunnel,
     RawTunnelKey, counter,
 };
 
@@ -125,6 +133,27 @@ pub struct FastPort {
     pub accepts_mpls: bool,
 }
 
+/// One next hop of a [`FastGroup`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FastNexthop {
+    /// A route's: the labels pushed (0 to 4, outermost first). A label's: the one label
+    /// swapped in, or none for a penultimate-hop pop.
+    pub labels: Vec<u32>,
+    /// Where to send.
+    pub adj: Adjacency,
+}
+
+/// Next hops that a flow hash selects among (ECMP), laid out as the FIB's
+/// `NexthopGroup`: the mixed hash picks bucket `(mix(hash) * buckets.len()) >> 32`, which
+/// names the next hop, so weights are bucket counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FastGroup {
+    /// 1 to 64 next hops.
+    pub nexthops: Vec<FastNexthop>,
+    /// 1 to 4096 buckets, each an index into `nexthops`.
+    pub buckets: Vec<u8>,
+}
+
 /// What the fast path does with a frame whose top label is the key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LabelEntry {
@@ -153,6 +182,14 @@ pub enum LabelEntry {
         /// Where to send.
         adj: Adjacency,
     },
+    /// ECMP: the flow's next hop in `group` swaps in its one label, or pops the bottom
+    /// label (no labels) as [`LabelEntry::Php`] does.
+    Multipath {
+        /// For the pops: as [`LabelEntry::Php`]'s.
+        uniform: bool,
+        /// The next hops.
+        group: Arc<FastGroup>,
+    },
 }
 
 /// What the fast path does with an IP packet whose destination matches the key.
@@ -169,6 +206,13 @@ pub enum RouteEntry {
         label_ttl: Option<u8>,
         /// Where to send.
         adj: Adjacency,
+    },
+    /// ECMP: forward to the flow's next hop in `group` (TTL - 1), pushing its labels.
+    Multipath {
+        /// As [`RouteEntry::Forward`]'s.
+        label_ttl: Option<u8>,
+        /// The next hops.
+        group: Arc<FastGroup>,
     },
 }
 
@@ -342,6 +386,14 @@ pub enum FastPathError {
         /// The remote address.
         remote: IpAddr,
     },
+    /// An ECMP group the programs cannot hold.
+    #[error("{what}: {why}")]
+    InvalidGroup {
+        /// The entry.
+        what: String,
+        /// What is wrong.
+        why: &'static str,
+    },
     /// A route pushes labels with a fixed TTL of 0.
     #[error("route {prefix}: a fixed label TTL of 0 would be dropped by the next hop; use 1..=255 or None")]
     ZeroLabelTtl {
@@ -383,6 +435,9 @@ pub struct FastPath {
     tunnels: BpfHashMap<MapData, u32, RawTunnel>,
     tunnels_rx: BpfHashMap<MapData, RawTunnelKey, u32>,
     underlay: BpfHashMap<MapData, u32, u32>,
+    groups: BpfHashMap<MapData, u32, RawGroup>,
+    /// The next new group's id (never 0, never reused).
+    next_group: u32,
     /// The last applied tables, encoded (all ports, attached or not).
     wanted: Encoded,
     /// What the maps hold.
@@ -428,6 +483,8 @@ fn deleted(r: Result<(), MapError>) -> Result<(), MapError> {
 pub const LABEL_CAPACITY: usize = 262_144;
 /// Entries each of `fp_routes_v4` and `fp_routes_v6` holds.
 pub const ROUTE_CAPACITY: usize = 1_048_576;
+/// Distinct ECMP groups `fp_groups` holds.
+pub const GROUP_CAPACITY: usize = 16_384;
 
 /// What the maps could not take in the last [`FastPath::apply`]; the pipeline forwards
 /// it (correctly, only more slowly).
@@ -439,6 +496,8 @@ pub struct Overflow {
     pub v4_off: bool,
     /// IPv6 prefixes all left to the pipeline.
     pub v6_off: bool,
+    /// ECMP groups the map refused: their labels and routes go to the pipeline.
+    pub groups_left_out: usize,
 }
 
 impl Overflow {
@@ -488,6 +547,37 @@ fn sync_family<A: Ord + Copy, K: aya::Pod>(
 
 /// Changed map entries by key: the new value, or `None` where the key is gone.
 type EntryChanges<K> = [(K, Option<RawRoute>)];
+
+/// Changed entries with their groups' ids: each lets go of the group its entry in `wanted`
+/// had and takes its new one's in `groups`.
+fn with_groups<K: Ord + Copy, V: Copy>(
+    change: Vec<(K, Option<(V, Option<RawGroup>)>)>,
+    wanted: &BTreeMap<K, V>,
+    groups: &mut raw::Groups,
+    next: &mut u32,
+    group_of: impl Fn(&mut V) -> &mut u32,
+) -> Vec<(K, Option<V>)> {
+    let none = raw::Groups::default();
+    change
+        .into_iter()
+        .map(|(k, v)| {
+            // Taken before the old one goes, so an entry that keeps its group keeps its id.
+            let v = v.map(|(mut e, g)| {
+                if let Some(g) = g {
+                    *group_of(&mut e) = groups.acquire(&g, &none, next);
+                }
+                e
+            });
+            if let Some(mut old) = wanted.get(&k).copied() {
+                let id = *group_of(&mut old);
+                if id != 0 {
+                    groups.release(id);
+                }
+            }
+            (k, v)
+        })
+        .collect()
+}
 
 /// Sets each key of `map` to its value, or removes it (`None`).
 fn set_all<K: Ord + Copy, V: Copy>(map: &mut BTreeMap<K, V>, change: &[(K, Option<V>)]) {
@@ -551,6 +641,8 @@ impl FastPath {
             tunnels: take_map(&mut ebpf, "fp_tunnels")?,
             tunnels_rx: take_map(&mut ebpf, "fp_tunnel_rx")?,
             underlay: take_map(&mut ebpf, "fp_underlay")?,
+            groups: take_map(&mut ebpf, "fp_groups")?,
+            next_group: 1,
             ebpf,
             wanted: Encoded::default(),
             installed: Encoded::default(),
@@ -630,7 +722,9 @@ impl FastPath {
     /// in place; the next call finishes it. What the maps cannot hold is returned, and
     /// left to the pipeline ([`Overflow`]).
     pub fn apply(&mut self, tables: &FastTables) -> Result<Overflow, FastPathError> {
-        self.wanted = raw::encode(tables)?;
+        let (wanted, next) = raw::encode(tables, &self.wanted.groups, self.next_group)?;
+        self.wanted = wanted;
+        self.next_group = next;
         self.sync()
     }
 
@@ -674,7 +768,23 @@ impl FastPath {
             self.installed.tunnels_rx.remove(&k);
         }
 
+        // Groups before the entries that refer to them, and gone after them. A group the map
+        // refuses leaves its entries to the pipeline (the programs find no group).
         let mut overflow = Overflow::default();
+        let new_groups: Vec<(u32, RawGroup)> = self
+            .wanted
+            .groups
+            .by_id
+            .iter()
+            .filter(|(id, _)| !self.installed.groups.by_id.contains_key(id))
+            .map(|(id, (g, _))| (*id, **g))
+            .collect();
+        for (id, g) in &new_groups {
+            match self.groups.insert(id, g, 0) {
+                Ok(()) => self.installed.groups.insert(*id, g),
+                Err(_) => overflow.groups_left_out += 1,
+            }
+        }
         let capped;
         let labels = if self.wanted.labels.len() <= LABEL_CAPACITY {
             &self.wanted.labels
@@ -713,6 +823,8 @@ impl FastPath {
             deleted(self.label_stats.remove(&l)).map_err(map_err("fp_label_stats", "deleting"))?;
         }
 
+        self.remove_unwanted_groups().map_err(map_err("fp_groups", "deleting"))?;
+
         for k in tunnel_diff.remove {
             deleted(self.tunnels.remove(&k)).map_err(map_err("fp_tunnels", "deleting"))?;
             self.installed.tunnels.remove(&k);
@@ -733,6 +845,13 @@ impl FastPath {
     /// everything. An invalid entry gives an error and changes nothing.
     pub fn update(&mut self, change: &FastTablesChange) -> Result<Overflow, FastPathError> {
         let (labels, v4, v6) = raw::encode_change(change)?;
+        // Groups: the changed entries let go of theirs and take their new ones.
+        let mut groups = std::mem::take(&mut self.wanted.groups);
+        let next = &mut self.next_group;
+        let labels = with_groups(labels, &self.wanted.labels, &mut groups, next, |e| &mut e.group);
+        let v4 = with_groups(v4, &self.wanted.routes_v4, &mut groups, next, |e| &mut e.group);
+        let v6 = with_groups(v6, &self.wanted.routes_v6, &mut groups, next, |e| &mut e.group);
+        self.wanted.groups = groups;
         set_all(&mut self.wanted.labels, &labels);
         set_all(&mut self.wanted.routes_v4, &v4);
         set_all(&mut self.wanted.routes_v6, &v6);
@@ -754,6 +873,18 @@ impl FastPath {
         v4: &EntryChanges<(u16, Ipv4Addr, u8)>,
         v6: &EntryChanges<(u16, Ipv6Addr, u8)>,
     ) -> Result<(), MapError> {
+        let new_groups: Vec<(u32, RawGroup)> = self
+            .wanted
+            .groups
+            .by_id
+            .iter()
+            .filter(|(id, _)| !self.installed.groups.by_id.contains_key(id))
+            .map(|(id, (g, _))| (*id, **g))
+            .collect();
+        for (id, g) in &new_groups {
+            self.groups.insert(id, g, 0)?;
+            self.installed.groups.insert(*id, g);
+        }
         for (l, v) in labels {
             if let Some(v) = v {
                 self.labels.insert(l, v, 0)?;
@@ -772,6 +903,23 @@ impl FastPath {
                 self.installed.labels.remove(l);
                 deleted(self.label_stats.remove(l))?;
             }
+        }
+        self.remove_unwanted_groups()
+    }
+
+    /// Deletes the groups no wanted entry refers to any more (after the entries).
+    fn remove_unwanted_groups(&mut self) -> Result<(), MapError> {
+        let gone: Vec<u32> = self
+            .installed
+            .groups
+            .by_id
+            .keys()
+            .filter(|id| !self.wanted.groups.by_id.contains_key(id))
+            .copied()
+            .collect();
+        for id in gone {
+            deleted(self.groups.remove(&id))?;
+            self.installed.groups.remove(id);
         }
         Ok(())
     }

@@ -8,7 +8,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use vmpls_wire::mpls::MAX_LABEL;
 
 use crate::{
-    Adjacency, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry, RouteEntry, Tunnel,
+    Adjacency, FastGroup, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry, RouteEntry,
+    Tunnel,
 };
 
 /// The most labels a route may push.
@@ -17,6 +18,11 @@ pub(crate) const MAX_PUSH: usize = 4;
 pub(crate) const LABEL_SWAP: u32 = 1;
 pub(crate) const LABEL_POP_IP: u32 = 2;
 pub(crate) const LABEL_PHP: u32 = 3;
+pub(crate) const LABEL_MULTI: u32 = 4;
+/// Next hops in a group (`FP_MAX_NH`).
+pub(crate) const MAX_NH: usize = 64;
+/// Buckets in a group (`FP_MAX_BUCKETS`).
+pub(crate) const MAX_BUCKETS: usize = 4096;
 pub(crate) const ROUTE_LOCAL: u32 = 1;
 pub(crate) const ROUTE_FORWARD: u32 = 2;
 
@@ -36,7 +42,7 @@ pub(crate) mod counter {
 
 /// `struct fp_adj`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub(crate) struct RawAdj {
     pub ifindex: u32,
     pub mtu: u32,
@@ -63,6 +69,8 @@ pub(crate) struct RawLabel {
     pub vrf: u32,
     pub uniform: u32,
     pub adj: RawAdj,
+    /// `LABEL_MULTI`: the group's key in `fp_groups`.
+    pub group: u32,
 }
 
 /// `struct fp_key4` without its leading `prefixlen` (aya's `lpm_trie::Key` adds it).
@@ -92,6 +100,33 @@ pub(crate) struct RawRoute {
     pub labels: [u32; 4],
     pub label_ttl: u32,
     pub adj: RawAdj,
+    /// Not 0: an ECMP route, the group's key in `fp_groups`.
+    pub group: u32,
+}
+
+/// `struct fp_nh`: one next hop of a group.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub(crate) struct RawNh {
+    pub nlabels: u32,
+    pub labels: [u32; 4],
+    pub adj: RawAdj,
+}
+
+/// `struct fp_group`, the value of `fp_groups` (key: the group's id).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct RawGroup {
+    pub nnh: u32,
+    pub nbuckets: u32,
+    pub nh: [RawNh; MAX_NH],
+    pub buckets: [u8; MAX_BUCKETS],
+}
+
+impl Default for RawGroup {
+    fn default() -> Self {
+        RawGroup { nnh: 0, nbuckets: 0, nh: [RawNh::default(); MAX_NH], buckets: [0; MAX_BUCKETS] }
+    }
 }
 
 /// `struct fp_tunnel`, the value of `fp_tunnels` (key: the tunnel's adjacency ifindex).
@@ -142,10 +177,12 @@ pub(crate) struct RawPortStat {
 // requires (every byte initialised).
 const _: () = assert!(size_of::<RawAdj>() == 20);
 const _: () = assert!(size_of::<RawPort>() == 12);
-const _: () = assert!(size_of::<RawLabel>() == 36);
+const _: () = assert!(size_of::<RawLabel>() == 40);
 const _: () = assert!(size_of::<RawKey4>() + 4 == 12);
 const _: () = assert!(size_of::<RawKey6>() + 4 == 24);
-const _: () = assert!(size_of::<RawRoute>() == 48);
+const _: () = assert!(size_of::<RawRoute>() == 52);
+const _: () = assert!(size_of::<RawNh>() == 40);
+const _: () = assert!(size_of::<RawGroup>() == 8 + 40 * MAX_NH + MAX_BUCKETS);
 const _: () = assert!(size_of::<RawLabelStat>() == 16);
 const _: () = assert!(size_of::<RawTunnel>() == 48);
 const _: () = assert!(size_of::<RawTunnelKey>() == 40);
@@ -173,6 +210,10 @@ unsafe impl aya::Pod for RawTunnel {}
 unsafe impl aya::Pod for RawTunnelKey {}
 // SAFETY: as above.
 unsafe impl aya::Pod for RawPortStat {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawNh {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawGroup {}
 
 /// The map entries a [`FastTables`] stands for. Route keys stay in the tables' form
 /// `(vrf, prefix, length)`; [`key4`] / [`key6`] give the trie key.
@@ -184,6 +225,62 @@ pub(crate) struct Encoded {
     pub routes_v6: BTreeMap<(u16, Ipv6Addr, u8), RawRoute>,
     pub tunnels: BTreeMap<u32, RawTunnel>,
     pub tunnels_rx: BTreeMap<RawTunnelKey, u32>,
+    pub groups: Groups,
+}
+
+/// The ECMP groups that labels and routes refer to, by id and by content: entries with the
+/// same group share one id (one map entry). An id is never given to other content while
+/// a FastPath lives (ids come from a counter), so an entry never sees another group under
+/// its id while the maps change.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Groups {
+    /// Content and how many entries refer to it.
+    pub by_id: BTreeMap<u32, (Box<RawGroup>, usize)>,
+    pub ids: BTreeMap<Box<RawGroup>, u32>,
+}
+
+impl Groups {
+    /// One more reference to `g`: the id it has here, else the one it has in `prev`, else
+    /// `next` (which then advances; never 0).
+    pub fn acquire(&mut self, g: &RawGroup, prev: &Groups, next: &mut u32) -> u32 {
+        let id = match self.ids.get(g).or_else(|| prev.ids.get(g)) {
+            Some(&id) => id,
+            None => {
+                let id = *next;
+                *next = next.wrapping_add(1).max(1);
+                id
+            }
+        };
+        let slot = self.by_id.entry(id).or_insert_with(|| (Box::new(*g), 0));
+        slot.1 += 1;
+        self.ids.entry(Box::new(*g)).or_insert(id);
+        id
+    }
+
+    /// One reference less to `id`; the group goes with its last.
+    pub fn release(&mut self, id: u32) {
+        if let Some(slot) = self.by_id.get_mut(&id) {
+            slot.1 = slot.1.saturating_sub(1);
+            if slot.1 == 0
+                && let Some((g, _)) = self.by_id.remove(&id)
+            {
+                self.ids.remove(&g);
+            }
+        }
+    }
+
+    /// Records `g` as held under `id` (what the maps hold: references are not counted).
+    pub fn insert(&mut self, id: u32, g: &RawGroup) {
+        self.by_id.insert(id, (Box::new(*g), 0));
+        self.ids.insert(Box::new(*g), id);
+    }
+
+    /// Forgets `id` whatever its references.
+    pub fn remove(&mut self, id: u32) {
+        if let Some((g, _)) = self.by_id.remove(&id) {
+            self.ids.remove(&g);
+        }
+    }
 }
 
 fn adj(a: &Adjacency) -> RawAdj {
@@ -235,29 +332,92 @@ fn check_label(label: u32, what: &'static str) -> Result<(), FastPathError> {
     Ok(())
 }
 
-fn label(l: &LabelEntry) -> Result<RawLabel, FastPathError> {
+/// A group's map entry, checked: 1 to 64 next hops, each with at most `max_labels` valid
+/// labels, and 1 to 4096 buckets that each name one of them.
+fn group(g: &FastGroup, max_labels: usize, what: &dyn std::fmt::Display) -> Result<RawGroup, FastPathError> {
+    let bad = |why: &'static str| FastPathError::InvalidGroup { what: what.to_string(), why };
+    if g.nexthops.is_empty() || g.nexthops.len() > MAX_NH {
+        return Err(bad("a group has 1 to 64 next hops"));
+    }
+    if g.buckets.is_empty() || g.buckets.len() > MAX_BUCKETS {
+        return Err(bad("a group has 1 to 4096 buckets"));
+    }
+    if g.buckets.iter().any(|&b| usize::from(b) >= g.nexthops.len()) {
+        return Err(bad("a bucket names a next hop the group does not have"));
+    }
+    let mut raw =
+        RawGroup { nnh: g.nexthops.len() as u32, nbuckets: g.buckets.len() as u32, ..RawGroup::default() };
+    for (slot, nh) in raw.nh.iter_mut().zip(&g.nexthops) {
+        if nh.labels.len() > max_labels {
+            return Err(bad(if max_labels == 1 {
+                "a label's next hop swaps in one label or pops"
+            } else {
+                "a next hop pushes at most 4 labels"
+            }));
+        }
+        for (l, &label) in slot.labels.iter_mut().zip(&nh.labels) {
+            check_label(label, "next hop label")?;
+            *l = label;
+        }
+        slot.nlabels = nh.labels.len() as u32;
+        slot.adj = adj(&nh.adj);
+    }
+    raw.buckets[..g.buckets.len()].copy_from_slice(&g.buckets);
+    Ok(raw)
+}
+
+/// A label's map entry, and its group's for an ECMP entry (whose id the caller fills in).
+fn label(l: &LabelEntry) -> Result<(RawLabel, Option<RawGroup>), FastPathError> {
     Ok(match l {
         LabelEntry::Swap { out_label, adj: a } => {
             check_label(*out_label, "swap out label")?;
-            RawLabel { action: LABEL_SWAP, out_label: *out_label, vrf: 0, uniform: 0, adj: adj(a) }
+            let raw =
+                RawLabel { action: LABEL_SWAP, out_label: *out_label, adj: adj(a), ..RawLabel::default() };
+            (raw, None)
         }
-        LabelEntry::PopIp { vrf, uniform } => RawLabel {
-            action: LABEL_POP_IP,
-            out_label: 0,
-            vrf: u32::from(*vrf),
-            uniform: u32::from(*uniform),
-            adj: RawAdj::default(),
-        },
+        LabelEntry::PopIp { vrf, uniform } => {
+            let raw = RawLabel {
+                action: LABEL_POP_IP,
+                vrf: u32::from(*vrf),
+                uniform: u32::from(*uniform),
+                ..RawLabel::default()
+            };
+            (raw, None)
+        }
         LabelEntry::Php { uniform, adj: a } => {
-            RawLabel { action: LABEL_PHP, out_label: 0, vrf: 0, uniform: u32::from(*uniform), adj: adj(a) }
+            let raw = RawLabel {
+                action: LABEL_PHP,
+                uniform: u32::from(*uniform),
+                adj: adj(a),
+                ..RawLabel::default()
+            };
+            (raw, None)
+        }
+        LabelEntry::Multipath { uniform, group: g } => {
+            let raw = RawLabel { action: LABEL_MULTI, uniform: u32::from(*uniform), ..RawLabel::default() };
+            (raw, Some(group(g, 1, &"label group")?))
         }
     })
 }
 
-fn route(r: &RouteEntry, prefix: &dyn std::fmt::Display) -> Result<RawRoute, FastPathError> {
+/// A route's map entry, and its group's for an ECMP route (whose id the caller fills in).
+fn route(
+    r: &RouteEntry,
+    prefix: &dyn std::fmt::Display,
+) -> Result<(RawRoute, Option<RawGroup>), FastPathError> {
+    let label_ttl = |t: &Option<u8>| {
+        if *t == Some(0) {
+            return Err(FastPathError::ZeroLabelTtl { prefix: prefix.to_string() });
+        }
+        Ok(t.map_or(0, u32::from))
+    };
     Ok(match r {
-        RouteEntry::Local => RawRoute { action: ROUTE_LOCAL, ..RawRoute::default() },
-        RouteEntry::Forward { labels, label_ttl, adj: a } => {
+        RouteEntry::Local => (RawRoute { action: ROUTE_LOCAL, ..RawRoute::default() }, None),
+        RouteEntry::Multipath { label_ttl: t, group: g } => {
+            let raw = RawRoute { action: ROUTE_FORWARD, label_ttl: label_ttl(t)?, ..RawRoute::default() };
+            (raw, Some(group(g, MAX_PUSH, prefix)?))
+        }
+        RouteEntry::Forward { labels, label_ttl: label_ttl_in, adj: a } => {
             if labels.len() > MAX_PUSH {
                 return Err(FastPathError::TooManyLabels { prefix: prefix.to_string(), count: labels.len() });
             }
@@ -266,16 +426,15 @@ fn route(r: &RouteEntry, prefix: &dyn std::fmt::Display) -> Result<RawRoute, Fas
                 check_label(*l, "pushed label")?;
                 *slot = *l;
             }
-            if *label_ttl == Some(0) {
-                return Err(FastPathError::ZeroLabelTtl { prefix: prefix.to_string() });
-            }
-            RawRoute {
+            let raw = RawRoute {
                 action: ROUTE_FORWARD,
                 nlabels: labels.len() as u32,
                 labels: raw,
-                label_ttl: label_ttl.map_or(0, u32::from),
+                label_ttl: label_ttl(label_ttl_in)?,
                 adj: adj(a),
-            }
+                group: 0,
+            };
+            (raw, None)
         }
     })
 }
@@ -304,39 +463,53 @@ fn check_prefix(addr: &[u8], len: u8, bits: u8, prefix: &dyn std::fmt::Display) 
     Ok(())
 }
 
-/// Validates `t` and encodes it into map entries; nothing is touched on error.
-pub(crate) fn encode(t: &FastTables) -> Result<Encoded, FastPathError> {
+/// Validates `t` and encodes it into map entries; nothing is touched on error. Groups keep
+/// the ids they have in `prev`; new ones are numbered from `next`, which is returned advanced.
+pub(crate) fn encode(t: &FastTables, prev: &Groups, mut next: u32) -> Result<(Encoded, u32), FastPathError> {
     let mut e = Encoded::default();
     for (ifindex, p) in &t.ports {
         e.ports.insert(*ifindex, port(p));
     }
     for (l, entry) in &t.labels {
         check_label(*l, "incoming label")?;
-        e.labels.insert(*l, label(entry)?);
+        let (mut raw, g) = label(entry)?;
+        if let Some(g) = g {
+            raw.group = e.groups.acquire(&g, prev, &mut next);
+        }
+        e.labels.insert(*l, raw);
     }
     for ((vrf, addr, len), r) in &t.routes_v4 {
         let shown = format!("vrf {vrf} {addr}/{len}");
         check_prefix(&addr.octets(), *len, 32, &shown)?;
-        e.routes_v4.insert((*vrf, *addr, *len), route(r, &shown)?);
+        let (mut raw, g) = route(r, &shown)?;
+        if let Some(g) = g {
+            raw.group = e.groups.acquire(&g, prev, &mut next);
+        }
+        e.routes_v4.insert((*vrf, *addr, *len), raw);
     }
     for ((vrf, addr, len), r) in &t.routes_v6 {
         let shown = format!("vrf {vrf} {addr}/{len}");
         check_prefix(&addr.octets(), *len, 128, &shown)?;
-        e.routes_v6.insert((*vrf, *addr, *len), route(r, &shown)?);
+        let (mut raw, g) = route(r, &shown)?;
+        if let Some(g) = g {
+            raw.group = e.groups.acquire(&g, prev, &mut next);
+        }
+        e.routes_v6.insert((*vrf, *addr, *len), raw);
     }
     for (key, t) in &t.tunnels {
         let (raw, rx) = tunnel(t)?;
         e.tunnels.insert(*key, raw);
         e.tunnels_rx.insert(rx, *key);
     }
-    Ok(e)
+    Ok((e, next))
 }
 
-/// The map entries of some changed entries (`None`: removed), checked as [`encode`] does.
+/// The map entries of some changed entries (`None`: removed), checked as [`encode`] does,
+/// each with its group's content (the id is the caller's to give).
 pub(crate) type EncodedChange = (
-    Vec<(u32, Option<RawLabel>)>,
-    Vec<((u16, Ipv4Addr, u8), Option<RawRoute>)>,
-    Vec<((u16, Ipv6Addr, u8), Option<RawRoute>)>,
+    Vec<(u32, Option<(RawLabel, Option<RawGroup>)>)>,
+    Vec<((u16, Ipv4Addr, u8), Option<(RawRoute, Option<RawGroup>)>)>,
+    Vec<((u16, Ipv6Addr, u8), Option<(RawRoute, Option<RawGroup>)>)>,
 );
 
 pub(crate) fn encode_change(c: &FastTablesChange) -> Result<EncodedChange, FastPathError> {
@@ -405,6 +578,10 @@ pub(crate) fn diff<K: Ord + Copy, V: PartialEq + Copy>(
 mod tests {
     use super::*;
 
+    fn enc(t: &FastTables) -> Result<Encoded, FastPathError> {
+        encode(t, &Groups::default(), 1).map(|(e, _)| e)
+    }
+
     fn adjacency() -> Adjacency {
         Adjacency { ifindex: 7, mtu: 1500, dst_mac: [2, 0, 0, 0, 0, 1], src_mac: [2, 0, 0, 0, 0, 2] }
     }
@@ -435,7 +612,7 @@ mod tests {
             RouteEntry::Forward { labels: vec![16, 17], label_ttl: Some(255), adj: adjacency() },
         );
         t.routes_v6.insert((2, "2001:db8::".parse().unwrap(), 32), RouteEntry::Local);
-        let e = encode(&t).unwrap();
+        let e = enc(&t).unwrap();
         assert_eq!(e.ports[&3], RawPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5], accepts_mpls: 1, pad: 0 });
         let swap = e.labels[&100];
         assert_eq!((swap.action, swap.out_label, swap.adj.ifindex, swap.adj.mtu), (LABEL_SWAP, 200, 7, 1500));
@@ -457,7 +634,7 @@ mod tests {
             (0, Ipv4Addr::new(198, 18, 0, 1), 32),
             RouteEntry::Forward { labels: vec![16], label_ttl: None, adj: adjacency() },
         );
-        assert_eq!(encode(&t).unwrap().routes_v4.values().next().unwrap().label_ttl, 0);
+        assert_eq!(enc(&t).unwrap().routes_v4.values().next().unwrap().label_ttl, 0);
     }
 
     #[test]
@@ -465,39 +642,39 @@ mod tests {
         let fwd = |labels: Vec<u32>, label_ttl| RouteEntry::Forward { labels, label_ttl, adj: adjacency() };
         let mut t = FastTables::default();
         t.labels.insert(MAX_LABEL + 1, LabelEntry::PopIp { vrf: 0, uniform: false });
-        assert!(matches!(encode(&t), Err(FastPathError::InvalidLabel { label: 0x10_0000, .. })));
+        assert!(matches!(enc(&t), Err(FastPathError::InvalidLabel { label: 0x10_0000, .. })));
 
         let mut t = FastTables::default();
         t.labels.insert(16, LabelEntry::Swap { out_label: MAX_LABEL + 1, adj: adjacency() });
-        assert!(matches!(encode(&t), Err(FastPathError::InvalidLabel { .. })));
+        assert!(matches!(enc(&t), Err(FastPathError::InvalidLabel { .. })));
 
         let mut t = FastTables::default();
         t.routes_v4.insert((0, Ipv4Addr::new(198, 18, 0, 0), 15), fwd(vec![16, 17, 18, 19, 20], None));
-        assert!(matches!(encode(&t), Err(FastPathError::TooManyLabels { count: 5, .. })));
+        assert!(matches!(enc(&t), Err(FastPathError::TooManyLabels { count: 5, .. })));
 
         let mut t = FastTables::default();
         t.routes_v4.insert((0, Ipv4Addr::new(198, 18, 0, 0), 15), fwd(vec![16, MAX_LABEL + 1], None));
-        assert!(matches!(encode(&t), Err(FastPathError::InvalidLabel { .. })));
+        assert!(matches!(enc(&t), Err(FastPathError::InvalidLabel { .. })));
 
         let mut t = FastTables::default();
         t.routes_v4.insert((0, Ipv4Addr::new(198, 18, 0, 0), 33), RouteEntry::Local);
-        assert!(matches!(encode(&t), Err(FastPathError::InvalidPrefix { .. })));
+        assert!(matches!(enc(&t), Err(FastPathError::InvalidPrefix { .. })));
 
         let mut t = FastTables::default();
         t.routes_v4.insert((0, Ipv4Addr::new(198, 19, 0, 0), 15), RouteEntry::Local);
-        assert!(matches!(encode(&t), Err(FastPathError::InvalidPrefix { .. })));
+        assert!(matches!(enc(&t), Err(FastPathError::InvalidPrefix { .. })));
 
         let mut t = FastTables::default();
         t.routes_v6.insert((0, "2001:db8::".parse().unwrap(), 129), RouteEntry::Local);
-        assert!(matches!(encode(&t), Err(FastPathError::InvalidPrefix { .. })));
+        assert!(matches!(enc(&t), Err(FastPathError::InvalidPrefix { .. })));
 
         let mut t = FastTables::default();
         t.routes_v6.insert((0, "2001:db8::1".parse().unwrap(), 127), RouteEntry::Local);
-        assert!(matches!(encode(&t), Err(FastPathError::InvalidPrefix { .. })));
+        assert!(matches!(enc(&t), Err(FastPathError::InvalidPrefix { .. })));
 
         let mut t = FastTables::default();
         t.routes_v6.insert((0, "2001:db8::1".parse().unwrap(), 128), fwd(vec![16], Some(0)));
-        assert!(matches!(encode(&t), Err(FastPathError::ZeroLabelTtl { .. })));
+        assert!(matches!(enc(&t), Err(FastPathError::ZeroLabelTtl { .. })));
     }
 
     #[test]
@@ -509,7 +686,7 @@ mod tests {
         t.routes_v6.insert((0, "2001:db8::1".parse().unwrap(), 128), RouteEntry::Local);
         t.routes_v6.insert((0, "2001:db8:8000::".parse().unwrap(), 33), RouteEntry::Local);
         t.labels.insert(MAX_LABEL, LabelEntry::Swap { out_label: MAX_LABEL, adj: adjacency() });
-        assert!(encode(&t).is_ok());
+        assert!(enc(&t).is_ok());
     }
 
     #[test]
@@ -530,7 +707,7 @@ mod tests {
             ..v4
         };
         t.tunnels.insert(crate::tunnel_key(2), v6);
-        let e = encode(&t).unwrap();
+        let e = enc(&t).unwrap();
         let raw = e.tunnels[&0x8000_0001];
         assert_eq!((raw.family, raw.ifindex, raw.encap), (4, 4, 1));
         assert_eq!(raw.port.to_ne_bytes(), [0x19, 0xeb], "6635 in network order");
@@ -545,7 +722,60 @@ mod tests {
 
         let mut t = FastTables::default();
         t.tunnels.insert(crate::tunnel_key(1), Tunnel { remote: "2001:db8::1".parse().unwrap(), ..v4 });
-        assert!(matches!(encode(&t), Err(FastPathError::TunnelFamilies { .. })));
+        assert!(matches!(enc(&t), Err(FastPathError::TunnelFamilies { .. })));
+    }
+
+    #[test]
+    fn groups_are_shared_by_content_counted_and_keep_their_ids() {
+        let nh = |label| crate::FastNexthop { labels: vec![label], adj: adjacency() };
+        let g =
+            |a, b| std::sync::Arc::new(FastGroup { nexthops: vec![nh(a), nh(b)], buckets: vec![0, 1, 0] });
+        let mut t = FastTables::default();
+        t.labels.insert(100, LabelEntry::Multipath { uniform: true, group: g(200, 300) });
+        t.labels.insert(101, LabelEntry::Multipath { uniform: true, group: g(200, 300) });
+        t.routes_v4.insert(
+            (0, Ipv4Addr::new(198, 18, 2, 0), 24),
+            RouteEntry::Multipath { label_ttl: None, group: g(16, 17) },
+        );
+        let (e, next) = encode(&t, &Groups::default(), 1).unwrap();
+        assert_eq!(next, 3, "two distinct groups");
+        let (a, b) = (e.labels[&100].group, e.labels[&101].group);
+        assert_eq!((a, b, e.labels[&100].action), (1, 1, LABEL_MULTI));
+        let route = e.routes_v4.values().next().unwrap();
+        assert_eq!((route.group, route.action, route.nlabels), (2, ROUTE_FORWARD, 0));
+        let raw = &e.groups.by_id[&1];
+        assert_eq!((raw.0.nnh, raw.0.nbuckets, raw.1), (2, 3, 2));
+        assert_eq!((raw.0.nh[1].nlabels, raw.0.nh[1].labels[0]), (1, 300));
+        assert_eq!(&raw.0.buckets[..4], &[0, 1, 0, 0]);
+
+        // Encoded again with one group gone and one new: the kept one keeps its id, the
+        // new one takes a fresh id (never one another group had).
+        t.routes_v4.insert(
+            (0, Ipv4Addr::new(198, 18, 2, 0), 24),
+            RouteEntry::Multipath { label_ttl: Some(9), group: g(18, 19) },
+        );
+        let (e2, next) = encode(&t, &e.groups, next).unwrap();
+        assert_eq!((e2.labels[&100].group, e2.routes_v4.values().next().unwrap().group, next), (1, 3, 4));
+        let mut groups = e2.groups.clone();
+        groups.release(1);
+        assert!(groups.by_id.contains_key(&1), "one label still refers to it");
+        groups.release(1);
+        assert!(!groups.by_id.contains_key(&1) && groups.ids.len() == 1);
+
+        // Groups the programs cannot hold.
+        let bad = |group: FastGroup| {
+            let mut t = FastTables::default();
+            t.labels.insert(1, LabelEntry::Multipath { uniform: false, group: std::sync::Arc::new(group) });
+            matches!(enc(&t), Err(FastPathError::InvalidGroup { .. }))
+        };
+        assert!(bad(FastGroup { nexthops: vec![], buckets: vec![0] }));
+        assert!(bad(FastGroup { nexthops: vec![nh(1)], buckets: vec![] }));
+        assert!(bad(FastGroup { nexthops: vec![nh(1)], buckets: vec![1] }));
+        assert!(bad(FastGroup {
+            nexthops: vec![crate::FastNexthop { labels: vec![1, 2], adj: adjacency() }],
+            buckets: vec![0]
+        }));
+        assert!(bad(FastGroup { nexthops: vec![nh(1)], buckets: vec![0; MAX_BUCKETS + 1] }));
     }
 
     #[test]

@@ -111,6 +111,13 @@ impl NexthopGroup {
         &self.0.nexthops
     }
 
+    /// The selection table [`select`](NexthopGroup::select) reads: an index into
+    /// [`nexthops`](NexthopGroup::nexthops) per bucket (1 to 4096 buckets), so that the
+    /// in-kernel fast path can select exactly alike.
+    pub fn buckets(&self) -> &[u8] {
+        &self.0.buckets
+    }
+
     /// Whether the group has more than one next hop.
     pub fn is_multipath(&self) -> bool {
         self.0.nexthops.len() > 1

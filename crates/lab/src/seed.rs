@@ -75,11 +75,13 @@ pub struct Mode {
     /// Two-host lab only: pe1 and p join over an MPLS-in-UDP port (`kind = "udp"`, IPv4
     /// underlay) instead of the VXLAN link.
     pub udp_core: bool,
+    /// ECMP at pe1 and p over the same links ([`SeedParams::ecmp`]).
+    pub ecmp: bool,
 }
 
 impl Mode {
     fn new(name: &str, kind: ModeKind, offloads: bool, core_mtu: Option<u32>) -> Self {
-        Self { name: name.into(), kind, offloads, core_mtu, fast_path: false, udp_core: false }
+        Self { name: name.into(), kind, offloads, core_mtu, fast_path: false, udp_core: false, ecmp: false }
     }
 
     /// Kernel IP routing with default offloads: the baseline.
@@ -125,6 +127,20 @@ impl Mode {
         Self { fast_path: true, ..Self::new("vmpls-mpls-tc-1500", ModeKind::VmplsMpls, true, Some(1500)) }
     }
 
+    /// ECMP at pe1 and p through the routers' pipelines ([`SeedParams::ecmp`]).
+    pub fn vmpls_mpls_ecmp() -> Self {
+        Self { ecmp: true, ..Self::new("vmpls-mpls-ecmp", ModeKind::VmplsMpls, true, None) }
+    }
+
+    /// ECMP at pe1 and p with the in-kernel fast path: compare with `vmpls-mpls-tc`.
+    pub fn vmpls_mpls_tc_ecmp() -> Self {
+        Self {
+            fast_path: true,
+            ecmp: true,
+            ..Self::new("vmpls-mpls-tc-ecmp", ModeKind::VmplsMpls, true, None)
+        }
+    }
+
     /// The modes `vmpls lab seed` runs by default: `kernel-ip`, then `vmpls-mpls` (the
     /// routers' own pipelines) and `vmpls-mpls-tc` (with the in-kernel fast path).
     pub fn defaults() -> Vec<Mode> {
@@ -161,6 +177,8 @@ impl Mode {
             Self::vmpls_mpls_1500(),
             Self::vmpls_mpls_tc(),
             Self::vmpls_mpls_tc_1500(),
+            Self::vmpls_mpls_ecmp(),
+            Self::vmpls_mpls_tc_ecmp(),
         ]
     }
 }
@@ -767,14 +785,16 @@ impl SeedLab {
             ModeKind::KernelIp => self.setup_kernel_ip()?,
             ModeKind::VmplsIp | ModeKind::VmplsMpls => {
                 self.clear_kernel_ip()?;
-                let (labelled, fast_path) = (self.params.ip_only, self.params.fast_path);
+                let (labelled, fast_path, ecmp) =
+                    (self.params.ip_only, self.params.fast_path, self.params.ecmp);
                 self.params.ip_only = mode.kind == ModeKind::VmplsIp;
                 self.params.fast_path = mode.fast_path;
+                self.params.ecmp = mode.ecmp;
                 self.set_udp_core(mode.udp_core.then_some(false))?;
                 // The fast path serves a tunnel whose socket is in the router's namespace.
                 self.set_udp_tunnel_in_routers(mode.udp_core && mode.fast_path)?;
                 let started = self.start_routers(&opts.router_binary, work_dir);
-                (self.params.ip_only, self.params.fast_path) = (labelled, fast_path);
+                (self.params.ip_only, self.params.fast_path, self.params.ecmp) = (labelled, fast_path, ecmp);
                 started?;
             }
         }

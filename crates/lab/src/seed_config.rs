@@ -38,6 +38,12 @@ pub struct SeedParams {
     /// No `fast-path` line in the configs: the routers' default, `"auto"` (wins over
     /// [`SeedParams::fast_path`]).
     pub fast_path_auto: bool,
+    /// ECMP toward ce2 over the one core link of each hop: pe1's routes to ce2 have two
+    /// next hops (labels `pe1_push` and `pe1_push + 100`, weights 1:1) and p swaps each
+    /// over two next hops (to `p_to_pe2` and `p_to_pe2 + 100`, weights 3:1), which pe2
+    /// pops: every frame is hashed and its next hop selected at both hops, on the same
+    /// links as the single path (the `-ecmp` modes).
+    pub ecmp: bool,
 }
 
 impl Default for SeedParams {
@@ -54,6 +60,7 @@ impl Default for SeedParams {
             ip_only: false,
             fast_path: false,
             fast_path_auto: false,
+            ecmp: false,
         }
     }
 }
@@ -235,7 +242,34 @@ fn router_config(r: &Router, params: &SeedParams) -> String {
         }
         return s;
     }
+    let ecmp_route = |s: &mut String, pfx: &str, label: u32, via: &str| {
+        let _ = writeln!(
+            s,
+            "\n[[route]]\nprefix = \"{pfx}\"\nnexthops = [\n  {{ push = [{label}], via = \"{via}\", port = \"core\" }},\n  {{ push = [{}], via = \"{via}\", port = \"core\" }},\n]",
+            label + 100
+        );
+    };
+    let ecmp_swap = |s: &mut String, label: u32, out: u32, via: &str, port: &str| {
+        let _ = writeln!(
+            s,
+            "\n[[label]]\nin = {label}\naction = \"swap\"\nnexthops = [\n  {{ out = [{out}], via = \"{via}\", port = \"{port}\", weight = 3 }},\n  {{ out = [{}], via = \"{via}\", port = \"{port}\" }},\n]",
+            out + 100
+        );
+    };
     match r.name {
+        "pe1" if params.ecmp => {
+            ecmp_route(&mut s, "198.18.2.0/24", params.pe1_push, "198.18.10.2");
+            ecmp_route(&mut s, "2001:db8:2::/64", params.pe1_push, "2001:db8:10::2");
+            if !params.php {
+                pop_label(&mut s, params.p_to_pe1);
+            }
+        }
+        "p" if params.ecmp && !params.php => {
+            for label in [params.pe1_push, params.pe1_push + 100] {
+                ecmp_swap(&mut s, label, params.p_to_pe2, "198.18.20.2", "east");
+            }
+            swap_label(&mut s, params.pe2_push, params.p_to_pe1, "198.18.10.1", "west");
+        }
         "pe1" => {
             push_route(&mut s, "198.18.2.0/24", params.pe1_push, "198.18.10.2");
             push_route(&mut s, "2001:db8:2::/64", params.pe1_push, "2001:db8:10::2");
@@ -251,6 +285,9 @@ fn router_config(r: &Router, params: &SeedParams) -> String {
         _ => {
             if !params.php {
                 pop_label(&mut s, params.p_to_pe2);
+            }
+            if params.ecmp && !params.php {
+                pop_label(&mut s, params.p_to_pe2 + 100);
             }
             push_route(&mut s, "198.18.1.0/24", params.pe2_push, "198.18.20.1");
             push_route(&mut s, "2001:db8:1::/64", params.pe2_push, "2001:db8:20::1");

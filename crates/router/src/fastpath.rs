@@ -3,7 +3,9 @@
 //! neighbour table, and their counters folded into the router's.
 //!
 //! The programs handle a frame only where the result is what the pipeline would send;
-//! everything else (TTL expiry, unknown labels, ECMP, unresolved next hops, frames too
+//! ECMP groups go to the programs with the FIB's bucket tables, and the programs compute
+//! the pipeline's flow hash, so a flow takes one path whichever of them forwards a frame.
+//! Everything else (TTL expiry, unknown labels, unresolved next hops, frames too
 //! big, ports that are neither veth nor MPLS-in-UDP in the router's namespace)
 //! reaches the pipeline through the port's socket as before. [`fast_tables`] therefore
 //! installs every prefix of the FIB, those it cannot carry as `Local` ("leave it to the
@@ -21,10 +23,10 @@ use tracing::{info, warn};
 use vmpls_dataplane::neighbor::{NeighborTable, NextRequest};
 use vmpls_dataplane::{Dataplane, Event, Output, PacketPool, PortId};
 use vmpls_fastpath::{
-    Adjacency, FastCounters, FastMaps, FastPath, FastPort, FastPortStats, FastTables, FastTablesChange,
-    LabelEntry, RouteEntry, Tunnel,
+    Adjacency, FastCounters, FastGroup, FastMaps, FastNexthop, FastPath, FastPort, FastPortStats, FastTables,
+    FastTablesChange, LabelEntry, RouteEntry, Tunnel,
 };
-use vmpls_fib::{Fib, FibChanges, LabelAction, Nexthop, PrefixRoute, RouteTarget, TtlModel, VrfId};
+use vmpls_fib::{Fib, FibChanges, LabelAction, NexthopGroup, PrefixRoute, RouteTarget, TtlModel, VrfId};
 
 /// Most labels the programs push at once.
 const MAX_PUSH: usize = 4;
@@ -48,14 +50,6 @@ impl FastPortInfo {
     /// kernel resolves the underlay's next hop).
     fn adjacency(&self, mac: [u8; 6]) -> Adjacency {
         Adjacency { ifindex: self.ifindex, mtu: self.mtu, dst_mac: mac, src_mac: self.mac }
-    }
-}
-
-/// The one next hop of a group, if it has exactly one (ECMP stays with the pipeline).
-fn single(nexthops: &[Nexthop]) -> Option<&Nexthop> {
-    match nexthops {
-        [nh] => Some(nh),
-        _ => None,
     }
 }
 
@@ -110,6 +104,29 @@ impl<'a> Entries<'a> {
         Some(p.adjacency(self.neighbors.mac(port, addr)?))
     }
 
+    /// The group's next hops as the programs send to them, if they can send to every one
+    /// of them (a next hop the programs cannot take leaves the whole entry to the
+    /// pipeline, so the flows keep the FIB's split): labels at most `max_labels`.
+    fn group(&mut self, group: &NexthopGroup, max_labels: usize) -> Option<FastGroup> {
+        let mut nexthops = Vec::with_capacity(group.nexthops().len());
+        let mut all = true;
+        for nh in group.nexthops() {
+            // Every next hop is recorded (adjacency() does it), resolved or not, so that
+            // the entry is made again when any of them is learned.
+            let adj = match nh.via {
+                Some(via) if nh.labels.len() <= max_labels => {
+                    self.adjacency(nh.port, via, !nh.labels.is_empty())
+                }
+                _ => None,
+            };
+            match adj {
+                Some(adj) => nexthops.push(FastNexthop { labels: nh.labels.clone(), adj }),
+                None => all = false,
+            }
+        }
+        all.then(|| FastGroup { nexthops, buckets: group.buckets().to_vec() })
+    }
+
     /// The entry of an incoming label, if the programs can switch it.
     fn label(&mut self, label: u32) -> Option<LabelEntry> {
         self.key = FastKey::Label(label);
@@ -117,8 +134,12 @@ impl<'a> Entries<'a> {
         let uniform = route.ttl_model == TtlModel::Uniform;
         match &route.action {
             LabelAction::PopAndLookup { vrf } => Some(LabelEntry::PopIp { vrf: *vrf, uniform }),
+            LabelAction::Forward(group) if group.is_multipath() => {
+                let group = Arc::new(self.group(group, 1)?);
+                Some(LabelEntry::Multipath { uniform, group })
+            }
             LabelAction::Forward(group) => {
-                let nh = single(group.nexthops())?;
+                let nh = &group.nexthops()[0];
                 match (&nh.labels[..], nh.via) {
                     (&[out_label], Some(via)) => {
                         self.adjacency(nh.port, via, true).map(|adj| LabelEntry::Swap { out_label, adj })
@@ -137,16 +158,23 @@ impl<'a> Entries<'a> {
     fn route(&mut self, key: FastKey, route: &PrefixRoute) -> RouteEntry {
         self.key = key;
         let RouteTarget::Forward(group) = &route.target else { return RouteEntry::Local };
-        let Some(nh) = single(group.nexthops()).filter(|nh| nh.labels.len() <= MAX_PUSH) else {
-            return RouteEntry::Local;
-        };
-        let labelled = !nh.labels.is_empty();
-        let Some(adj) = nh.via.and_then(|via| self.adjacency(nh.port, via, labelled)) else {
-            return RouteEntry::Local;
-        };
         let label_ttl = match route.ttl_model {
             TtlModel::Uniform => None,
             TtlModel::Pipe => Some(self.default_ttl),
+        };
+        if group.is_multipath() {
+            return match self.group(group, MAX_PUSH) {
+                Some(g) => RouteEntry::Multipath { label_ttl, group: Arc::new(g) },
+                None => RouteEntry::Local,
+            };
+        }
+        let nh = &group.nexthops()[0];
+        if nh.labels.len() > MAX_PUSH {
+            return RouteEntry::Local;
+        }
+        let labelled = !nh.labels.is_empty();
+        let Some(adj) = nh.via.and_then(|via| self.adjacency(nh.port, via, labelled)) else {
+            return RouteEntry::Local;
         };
         RouteEntry::Forward { labels: nh.labels.clone(), label_ttl, adj }
     }
@@ -341,7 +369,8 @@ fn fast_changes(
 /// is written into those entries only, not into a whole new set of tables.
 #[derive(Debug, Default)]
 struct AdjacencyIndex {
-    by_key: HashMap<FastKey, (PortId, IpAddr)>,
+    /// The next hops of each entry (several for an ECMP entry).
+    by_key: HashMap<FastKey, Vec<(PortId, IpAddr)>>,
     by_neighbor: HashMap<(PortId, IpAddr), HashSet<FastKey>>,
 }
 
@@ -353,24 +382,31 @@ impl AdjacencyIndex {
     }
 
     /// Records the next hops of entries made again: `made` lists every entry made, `used`
-    /// the next hop of those that send to one (the last one listed for an entry wins).
+    /// the next hops of those that send to some, an entry's listed one after the other
+    /// (an entry listed again later, made again, is what its last run says).
     fn record(&mut self, made: impl IntoIterator<Item = FastKey>, used: Vec<(FastKey, PortId, IpAddr)>) {
         for key in made {
             self.forget(&key);
         }
+        let mut run = None;
         for (key, port, addr) in used {
-            self.forget(&key);
-            self.by_key.insert(key, (port, addr));
+            if run != Some(key) {
+                self.forget(&key);
+                run = Some(key);
+            }
+            self.by_key.entry(key).or_default().push((port, addr));
             self.by_neighbor.entry((port, addr)).or_default().insert(key);
         }
     }
 
     fn forget(&mut self, key: &FastKey) {
-        let Some(nh) = self.by_key.remove(key) else { return };
-        if let Some(keys) = self.by_neighbor.get_mut(&nh) {
-            keys.remove(key);
-            if keys.is_empty() {
-                self.by_neighbor.remove(&nh);
+        let Some(nhs) = self.by_key.remove(key) else { return };
+        for nh in nhs {
+            if let Some(keys) = self.by_neighbor.get_mut(&nh) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.by_neighbor.remove(&nh);
+                }
             }
         }
     }
@@ -563,8 +599,10 @@ fn log_overflow(overflow: &vmpls_fastpath::Overflow) {
             labels_left_out = overflow.labels_left_out,
             ipv4_left_out = overflow.v4_off,
             ipv6_left_out = overflow.v6_off,
+            ecmp_groups_left_out = overflow.groups_left_out,
             label_capacity = vmpls_fastpath::LABEL_CAPACITY,
             prefix_capacity = vmpls_fastpath::ROUTE_CAPACITY,
+            group_capacity = vmpls_fastpath::GROUP_CAPACITY,
             "fast path: the kernel's maps cannot hold the whole table; the pipeline forwards what they leave out (a family's prefixes all of them, so that no less specific prefix answers for a missing one)"
         );
     }
@@ -823,6 +861,7 @@ mod tests {
     use std::path::Path;
 
     use vmpls_dataplane::neighbor::{NeighborConfig, Resolution};
+    use vmpls_fib::Nexthop;
 
     use super::*;
 
@@ -1067,7 +1106,8 @@ port = "core"
     #[test]
     fn what_the_programs_cannot_do_stays_with_the_pipeline() {
         // A port that is not served, ECMP, a pipe-model push, a PHP label and a swap to
-        // two labels (PHP and the pipe push are fast; ECMP and two labels are not).
+        // two labels (PHP, the pipe push and ECMP whose next hops are all known are fast;
+        // ECMP with an unresolved next hop and two labels are not).
         let text = pe2_text()
             + r#"
 [[route]]
@@ -1082,6 +1122,21 @@ prefix = "198.18.6.0/24"
 nexthops = [
   { via = "198.18.20.1", port = "core", push = [1006] },
   { via = "198.18.20.9", port = "core", push = [1106] },
+]
+
+[[route]]
+prefix = "198.18.7.0/24"
+nexthops = [
+  { via = "198.18.20.1", port = "core", push = [1007] },
+  { via = "198.18.20.77", port = "core", push = [1107] },
+]
+
+[[label]]
+in = 3004
+action = "swap"
+nexthops = [
+  { out = [3005], via = "198.18.20.1", port = "core", weight = 3 },
+  { out = [3], via = "198.18.20.9", port = "core" },
 ]
 
 [[label]]
@@ -1118,7 +1173,24 @@ port = "ce2"
             t.routes_v4.get(&(0, v4("198.18.5.0"), 24)),
             Some(&RouteEntry::Forward { labels: vec![1005], label_ttl: Some(64), adj: toward_p })
         );
-        assert_eq!(t.routes_v4.get(&(0, v4("198.18.6.0"), 24)), Some(&RouteEntry::Local), "ECMP");
+        let nh = |labels: Vec<u32>| FastNexthop { labels, adj: toward_p };
+        let group = FastGroup { nexthops: vec![nh(vec![1006]), nh(vec![1106])], buckets: vec![0, 1] };
+        assert_eq!(
+            t.routes_v4.get(&(0, v4("198.18.6.0"), 24)),
+            Some(&RouteEntry::Multipath { label_ttl: None, group: Arc::new(group) }),
+            "ECMP with the FIB's buckets"
+        );
+        assert_eq!(
+            t.routes_v4.get(&(0, v4("198.18.7.0"), 24)),
+            Some(&RouteEntry::Local),
+            "a next hop unknown"
+        );
+        // Weights 3:1 are the FIB's bucket table; implicit null is a pop.
+        let group = FastGroup { nexthops: vec![nh(vec![3005]), nh(vec![])], buckets: vec![0, 1, 0, 0] };
+        assert_eq!(
+            t.labels.get(&3004),
+            Some(&LabelEntry::Multipath { uniform: true, group: Arc::new(group) })
+        );
         assert_eq!(
             t.labels.get(&3000),
             Some(&LabelEntry::Php { uniform: true, adj: toward_p }),
@@ -1133,6 +1205,12 @@ port = "ce2"
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.2.2"), 32)), None);
         assert!(!t.ports.contains_key(&9));
         assert!(used.iter().all(|(_, port, _)| *port == 0), "{used:?}");
+        // Every next hop of an ECMP entry is recorded, the unresolved one too.
+        let index = AdjacencyIndex::from_used(used);
+        let key = FastKey::V4((0, v4("198.18.7.0"), 24));
+        for via in ["198.18.20.1", "198.18.20.77"] {
+            assert!(index.keys_of(&(0, via.parse().unwrap())).any(|k| k == key), "{via}");
+        }
     }
 
     /// The maps as a test sees them: the tables written so far, every entry written

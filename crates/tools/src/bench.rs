@@ -14,6 +14,8 @@ pub fn seed(duration: Duration, json: bool, plot: Option<&Path>) -> anyhow::Resu
     opts.modes = Mode::bench();
     opts.json = json;
     opts.keep_going = true;
+    // Three routers verifying their eBPF programs at once take seconds on a busy machine.
+    opts.reach_timeout = opts.reach_timeout.max(Duration::from_secs(30));
     let report = run_seed(&opts, &mut |line| eprintln!("{line}"))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report.to_json())?);
