@@ -221,9 +221,11 @@ fn isis_segment_routing_labels_reach_vmpls_and_the_wire() {
     for r in lab.frr.values() {
         assert_eq!(r.config_errors(), Vec::<String>::new(), "{} refused config lines", r.options().hostname);
     }
+    eprintln!("p: show isis neighbor:\n{}", lab.frr("p").vtysh(&["show isis neighbor"]).unwrap());
     // Every router knows every router's SRGB.
     for r in &names {
         let nodes = lab.frr(r).vtysh(&["show isis segment-routing node"]).unwrap();
+        eprintln!("{r}: show isis segment-routing node:\n{nodes}");
         let srgbs = nodes.lines().filter(|l| l.contains(&format!("{}", SRGB.0))).count();
         assert!(srgbs >= 3, "{r}: show isis segment-routing node:\n{nodes}");
     }
@@ -317,7 +319,10 @@ fn isis_segment_routing_labels_reach_vmpls_and_the_wire() {
                 lab.restart_vmpls(r, false);
             }
             let took = wait_tables_equal(&mut lab, &names, Duration::from_secs(30), "after vmpls restarted");
-            eprintln!("vmpls restarted without the fast path: tables equal FRR's after {took:?}");
+            eprintln!(
+                "[{:.1?}] vmpls restarted without the fast path: tables equal FRR's after {took:?}",
+                started.elapsed()
+            );
             assert!(restarted.elapsed() < Duration::from_secs(30));
             for (r, want) in adjacencies {
                 assert_eq!(lab.frr(r).isis_up_adjacencies().unwrap(), want, "{r}: IS-IS adjacencies");
@@ -360,9 +365,15 @@ fn isis_segment_routing_labels_reach_vmpls_and_the_wire() {
         let flow = run_flow(&lab.ns("ce1"), &lab.ns("ce2"), ip("198.18.2.2"), &opts, &mut |_| {}).unwrap();
         eprintln!("{mode}: TCP ce1 -> ce2 over IS-IS SR: {flow:?}");
         assert!(flow.content_ok && flow.bytes_received == 8 << 20, "{mode}: {flow:?}");
-        let seen: BTreeMap<&str, BTreeMap<u32, usize>> =
-            captures.into_iter().map(|(ifname, c)| (ifname, labels_on_wire(&c.stop().unwrap()))).collect();
-        eprintln!("{mode}: labels arriving (interface: label: frames): {seen:?}");
+        // Stopped and read in parallel: each stop waits for dumpcap to drain.
+        let seen: BTreeMap<&str, BTreeMap<u32, usize>> = std::thread::scope(|scope| {
+            let running: Vec<_> = captures
+                .into_iter()
+                .map(|(ifname, c)| (ifname, scope.spawn(move || labels_on_wire(&c.stop().unwrap()))))
+                .collect();
+            running.into_iter().map(|(ifname, t)| (ifname, t.join().unwrap())).collect()
+        });
+        eprintln!("[{:.1?}] {mode}: labels arriving (interface: label: frames): {seen:?}", started.elapsed());
         let labels = |ifname: &str| seen[ifname].keys().copied().collect::<Vec<_>>();
         // pe1 -> p: pe2's prefix SID (ping), p's adjacency SID toward pe2 (TCP data);
         // p -> pe1: pe1's prefix SID (TCP acks; no PHP). pe2 -> p: pe1's prefix SID (TCP
@@ -389,6 +400,9 @@ fn isis_segment_routing_labels_reach_vmpls_and_the_wire() {
     assert_eq!(kernel_fwd_after, kernel_fwd_before, "the routers' kernels forwarded datagrams ({names:?})");
     for r in &names {
         let st = lab.cli(r, &["stats"]);
+        // IS-IS frames went to isisd: counted as the kernel's, never dropped.
+        assert!(counter(&st["events"], "left_to_kernel") > 0, "{r}: {}", st["events"]);
+        assert_eq!(counter(&st["drops"], "unknown_ethertype"), 0, "{r}: {}", st["drops"]);
         eprintln!(
             "{r}: frr counters {:?}, events {:?}, drops {:?}",
             nonzero(&st["frr"]),

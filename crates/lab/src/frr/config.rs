@@ -601,6 +601,32 @@ mod tests {
     }
 
     #[test]
+    fn isisd_config_sets_timers_before_the_net() {
+        let mut o = FrrOptions::new("p", Ipv4Addr::new(198, 18, 255, 2));
+        o.isis = vec![IsisInterface::p2p("p-pe1"), IsisInterface::passive("p-ce")];
+        o.isisd_extra = "router isis 1\n segment-routing on\nexit\n".into();
+        assert!(o.daemons().contains(&Daemon::Isisd));
+        let c = o.config(Daemon::Isisd, Path::new("/x/p"));
+        let at = |needle: &str| c.find(needle).unwrap_or_else(|| panic!("{needle:?} missing:\n{c}"));
+        assert_eq!(o.isis_net(), "49.0001.1980.1825.5002.00");
+        // timers, then a non-YANG line (ends the transaction), then the NET
+        assert!(at(" lsp-gen-interval 1\n") < at("\nlog timestamp precision 3\nrouter isis 1\n net "), "{c}");
+        assert!(
+            at(" net 49.0001.1980.1825.5002.00\n") < at("interface lo\n ip router isis 1\n isis passive\n")
+        );
+        assert!(c.contains(
+            "interface p-pe1\n ip router isis 1\n isis network point-to-point\n isis hello-interval 1\n \
+             isis hello-multiplier 4\nexit\n"
+        ));
+        assert!(c.contains("interface p-ce\n ip router isis 1\n isis passive\nexit\n"), "{c}");
+        assert!(c.ends_with("router isis 1\n segment-routing on\nexit\n!\n"), "{c}");
+        let mut slow = o.clone();
+        slow.timers = Timers::frr_defaults();
+        let c = slow.config(Daemon::Isisd, Path::new("/x/p"));
+        assert!(!c.contains("lsp-gen-interval") && !c.contains("hello-interval"), "{c}");
+    }
+
+    #[test]
     fn command_lines_keep_instances_apart() {
         let mut o = FrrOptions::seed("pe1").unwrap();
         o.zebra_module = Some("/m/vmpls_zebra.so".into());

@@ -434,6 +434,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn counts_isis_adjacencies_up() {
+        // FRR 8.4.4's `show isis neighbor` on p of tests/frr_isis_sr.rs (one adjacency
+        // still initializing)
+        let text = "Area 1:\n  System Id           Interface   L  State        Holdtime SNPA\n \
+                    pe1                 p-pe1       2  Up            3        2020.2020.2020\n \
+                    pe2                 p-pe2       2  Initializing  3        2020.2020.2020\n";
+        assert_eq!(parse_isis_up(text), 1);
+        assert_eq!(parse_isis_up(""), 0);
+    }
+
+    #[test]
     fn parses_frr_json() {
         let ospf: Value = serde_json::from_str(
             r#"{"neighbors":{"10.255.0.2":[{"state":"Full\/-","nbrState":"Full\/-","converged":"Full"}],
