@@ -435,12 +435,12 @@ mod tests {
 
     #[test]
     fn counts_isis_adjacencies_up() {
-        // FRR 8.4.4's `show isis neighbor` on p of tests/frr_isis_sr.rs (one adjacency
-        // still initializing)
+        // FRR 8.4.4's `show isis neighbor` on p of tests/frr_isis_sr.rs
         let text = "Area 1:\n  System Id           Interface   L  State        Holdtime SNPA\n \
-                    pe1                 p-pe1       2  Up            3        2020.2020.2020\n \
-                    pe2                 p-pe2       2  Initializing  3        2020.2020.2020\n";
-        assert_eq!(parse_isis_up(text), 1);
+                    pe1                 p-pe1       2  Up            4        2020.2020.2020\n \
+                    pe2                 p-pe2       2  Up            3        2020.2020.2020\n\n";
+        assert_eq!(parse_isis_up(text), 2);
+        assert_eq!(parse_isis_up(&text.replacen("  Up    ", "  Initializing", 1)), 1);
         assert_eq!(parse_isis_up(""), 0);
     }
 
