@@ -259,6 +259,8 @@ fn a_core_link_fails_during_a_flow_and_vmpls_follows_ospf_and_ldp() {
             ospf: vec![core("pe1-p1", 10), core("pe1-p2", 100), OspfInterface::passive("pe1-ce1")],
             ldp: vec!["pe1-p1", "pe1-p2"],
             ospfd_extra: String::new(),
+            isis: vec![],
+            isisd_extra: String::new(),
         },
         RouterSpec {
             name: "p1",
@@ -267,6 +269,8 @@ fn a_core_link_fails_during_a_flow_and_vmpls_follows_ospf_and_ldp() {
             ospf: vec![core("p1-pe1", 10), core("p1-pe2", 10)],
             ldp: vec!["p1-pe1", "p1-pe2"],
             ospfd_extra: String::new(),
+            isis: vec![],
+            isisd_extra: String::new(),
         },
         RouterSpec {
             name: "p2",
@@ -275,6 +279,8 @@ fn a_core_link_fails_during_a_flow_and_vmpls_follows_ospf_and_ldp() {
             ospf: vec![core("p2-pe1", 100), core("p2-pe2", 100)],
             ldp: vec!["p2-pe1", "p2-pe2"],
             ospfd_extra: String::new(),
+            isis: vec![],
+            isisd_extra: String::new(),
         },
         RouterSpec {
             name: "pe2",
@@ -283,6 +289,8 @@ fn a_core_link_fails_during_a_flow_and_vmpls_follows_ospf_and_ldp() {
             ospf: vec![core("pe2-p1", 10), core("pe2-p2", 100), OspfInterface::passive("pe2-ce2")],
             ldp: vec!["pe2-p1", "pe2-p2"],
             ospfd_extra: String::new(),
+            isis: vec![],
+            isisd_extra: String::new(),
         },
     ];
     let names: Vec<&str> = routers.iter().map(|r| r.name).collect();

@@ -121,6 +121,8 @@ fn ospf_segment_routing_labels_reach_vmpls_and_the_wire() {
             ospf: vec![OspfInterface::p2p("pe1-p"), OspfInterface::passive("pe1-ce1")],
             ldp: vec![],
             ospfd_extra: ospf_sr("pe1"),
+            isis: vec![],
+            isisd_extra: String::new(),
         },
         RouterSpec {
             name: "p",
@@ -129,6 +131,8 @@ fn ospf_segment_routing_labels_reach_vmpls_and_the_wire() {
             ospf: vec![OspfInterface::p2p("p-pe1"), OspfInterface::p2p("p-pe2")],
             ldp: vec![],
             ospfd_extra: ospf_sr("p"),
+            isis: vec![],
+            isisd_extra: String::new(),
         },
         RouterSpec {
             name: "pe2",
@@ -137,6 +141,8 @@ fn ospf_segment_routing_labels_reach_vmpls_and_the_wire() {
             ospf: vec![OspfInterface::p2p("pe2-p"), OspfInterface::passive("pe2-ce2")],
             ldp: vec![],
             ospfd_extra: ospf_sr("pe2"),
+            isis: vec![],
+            isisd_extra: String::new(),
         },
     ];
     let names: Vec<&str> = routers.iter().map(|r| r.name).collect();

@@ -20,12 +20,21 @@ pub enum Daemon {
     Ldpd,
     /// BGP (VPNv4/VPNv6 between PEs, eBGP with CEs).
     Bgpd,
+    /// IS-IS (level 2, with segment routing as the transport).
+    Isisd,
 }
 
 impl Daemon {
     /// All daemons, in start order (mgmtd, then zebra: the others connect to them).
-    pub const ALL: [Daemon; 6] =
-        [Daemon::Mgmtd, Daemon::Zebra, Daemon::Staticd, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd];
+    pub const ALL: [Daemon; 7] = [
+        Daemon::Mgmtd,
+        Daemon::Zebra,
+        Daemon::Staticd,
+        Daemon::Ospfd,
+        Daemon::Ldpd,
+        Daemon::Bgpd,
+        Daemon::Isisd,
+    ];
 
     /// The binary's name (`zebra`, `ospfd`, ...), which also names its files.
     pub fn name(self) -> &'static str {
@@ -36,6 +45,7 @@ impl Daemon {
             Daemon::Ospfd => "ospfd",
             Daemon::Ldpd => "ldpd",
             Daemon::Bgpd => "bgpd",
+            Daemon::Isisd => "isisd",
         }
     }
 }
@@ -71,6 +81,29 @@ impl OspfInterface {
     }
 }
 
+/// An interface IS-IS runs on (level 2, instance `1`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsisInterface {
+    /// The interface name in the router's namespace.
+    pub name: String,
+    /// Advertise the interface's subnet but form no adjacency on it (a customer-facing
+    /// link). Non-passive interfaces are `isis network point-to-point` (veth pairs: no
+    /// DIS election, no pseudonode).
+    pub passive: bool,
+}
+
+impl IsisInterface {
+    /// A point-to-point core link that forms an adjacency.
+    pub fn p2p(name: &str) -> Self {
+        Self { name: name.to_string(), passive: false }
+    }
+
+    /// A passive interface: its subnet is advertised, no hellos are sent.
+    pub fn passive(name: &str) -> Self {
+        Self { name: name.to_string(), passive: true }
+    }
+}
+
 /// Protocol timers. [`Timers::fast`] (the default) makes a lab converge in seconds;
 /// [`Timers::frr_defaults`] is what FRR uses with no timer configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +130,14 @@ pub struct Timers {
     pub ldp_hello_interval: u32,
     /// LDP `discovery hello holdtime` in seconds (FRR: 15).
     pub ldp_hello_holdtime: u32,
+    /// `isis hello-interval` in seconds (FRR: 3).
+    pub isis_hello: u32,
+    /// `isis hello-multiplier`: hellos missed before the adjacency is down (FRR: 10).
+    pub isis_hello_multiplier: u32,
+    /// `lsp-gen-interval` in seconds: the least time between two LSPs (FRR: 30).
+    pub isis_lsp_gen: u32,
+    /// `spf-interval` in seconds (FRR: 1).
+    pub isis_spf: u32,
 }
 
 impl Timers {
@@ -111,12 +152,18 @@ impl Timers {
             lsa_min_arrival_ms: 1000,
             ldp_hello_interval: 5,
             ldp_hello_holdtime: 15,
+            isis_hello: 3,
+            isis_hello_multiplier: 10,
+            isis_lsp_gen: 30,
+            isis_spf: 1,
         }
     }
 
     /// Lab timers: OSPF hellos every second, a neighbour dead after 4 s, retransmits
     /// after 1 s, SPF at once (at most every 500 ms under churn), an LSA originated at
-    /// most every 200 ms and accepted every 100 ms, LDP hellos every second held 5 s.
+    /// most every 200 ms and accepted every 100 ms, LDP hellos every second held 5 s,
+    /// IS-IS hellos every second (adjacency down after 4 missed), an LSP at most every
+    /// second.
     pub const fn fast() -> Self {
         Self {
             ospf_hello: 1,
@@ -127,6 +174,10 @@ impl Timers {
             lsa_min_arrival_ms: 100,
             ldp_hello_interval: 1,
             ldp_hello_holdtime: 5,
+            isis_hello: 1,
+            isis_hello_multiplier: 4,
+            isis_lsp_gen: 1,
+            isis_spf: 1,
         }
     }
 }
@@ -164,6 +215,12 @@ pub struct FrrOptions {
     pub ospfd_extra: String,
     /// Extra lines for ldpd's config.
     pub ldpd_extra: String,
+    /// Interfaces IS-IS (instance `1`, level 2, wide metrics) runs on; `lo` is always
+    /// added (passive). Empty: no isisd.
+    pub isis: Vec<IsisInterface>,
+    /// Extra lines for isisd's config, after the `router isis 1` block (start with
+    /// `router isis 1` again to add to it, e.g. `segment-routing on`).
+    pub isisd_extra: String,
     /// bgpd and what it runs; `None`: no bgpd.
     pub bgp: Option<BgpOptions>,
     /// The router's private `/run/netns` (a directory of VRF namespaces): every daemon
@@ -191,6 +248,8 @@ impl FrrOptions {
             staticd_extra: String::new(),
             ospfd_extra: String::new(),
             ldpd_extra: String::new(),
+            isis: Vec::new(),
+            isisd_extra: String::new(),
             bgp: None,
             netns_dir: None,
             root: None,
@@ -254,6 +313,7 @@ impl FrrOptions {
                 Daemon::Ospfd => !self.ospf.is_empty(),
                 Daemon::Ldpd => !self.ldp.is_empty(),
                 Daemon::Bgpd => self.bgp.is_some(),
+                Daemon::Isisd => !self.isis.is_empty(),
             })
             .collect()
     }
@@ -273,6 +333,7 @@ impl FrrOptions {
             Daemon::Staticd => push_extra(&mut c, &self.staticd_extra),
             Daemon::Ospfd => self.ospfd_config(&mut c),
             Daemon::Ldpd => self.ldpd_config(&mut c),
+            Daemon::Isisd => self.isisd_config(&mut c),
             Daemon::Bgpd => {
                 if let Some(bgp) = &self.bgp {
                     bgp.render(self.router_id, &mut c);
@@ -334,6 +395,59 @@ impl FrrOptions {
         let _ = writeln!(c, "exit");
         let _ = writeln!(c, "!");
         push_extra(c, &self.ospfd_extra);
+    }
+
+    /// The IS-IS NET of the router: area 49.0001, the system id from the router id's
+    /// octets written with three digits each (198.18.255.1 -> 1980.1825.5001).
+    pub fn isis_net(&self) -> String {
+        let digits: String = self.router_id.octets().iter().map(|o| format!("{o:03}")).collect();
+        format!("49.0001.{}.{}.{}.00", &digits[0..4], &digits[4..8], &digits[8..12])
+    }
+
+    fn isisd_config(&self, c: &mut String) {
+        let t = self.timers;
+        let d = Timers::frr_defaults();
+        // The instance's timers in a configuration transaction before its NET: isisd
+        // applies a file's lines in one transaction in the order of its YANG model, so
+        // the NET (which originates the first LSP) and `is-type` (which schedules the
+        // next one by the LSP generation interval then in force) would come before
+        // `lsp-gen-interval`, and the LSP with the router's prefixes and SIDs would wait
+        // FRR's 30 s. A command outside the model ends a transaction.
+        let _ = writeln!(c, "router isis 1");
+        let _ = writeln!(c, " is-type level-2-only");
+        let _ = writeln!(c, " metric-style wide");
+        if t.isis_lsp_gen != d.isis_lsp_gen {
+            let _ = writeln!(c, " lsp-gen-interval {}", t.isis_lsp_gen);
+        }
+        if t.isis_spf != d.isis_spf {
+            let _ = writeln!(c, " spf-interval {}", t.isis_spf);
+        }
+        let _ = writeln!(c, "exit");
+        let _ = writeln!(c, "! (outside the YANG model: applies the lines above first)");
+        let _ = writeln!(c, "log timestamp precision 3");
+        let _ = writeln!(c, "router isis 1");
+        let _ = writeln!(c, " net {}", self.isis_net());
+        let _ = writeln!(c, "exit");
+        let _ = writeln!(c, "!");
+        let lo = IsisInterface::passive("lo");
+        for i in std::iter::once(&lo).chain(&self.isis) {
+            let _ = writeln!(c, "interface {}", i.name);
+            let _ = writeln!(c, " ip router isis 1");
+            if i.passive {
+                let _ = writeln!(c, " isis passive");
+            } else {
+                let _ = writeln!(c, " isis network point-to-point");
+                if t.isis_hello != d.isis_hello {
+                    let _ = writeln!(c, " isis hello-interval {}", t.isis_hello);
+                }
+                if t.isis_hello_multiplier != d.isis_hello_multiplier {
+                    let _ = writeln!(c, " isis hello-multiplier {}", t.isis_hello_multiplier);
+                }
+            }
+            let _ = writeln!(c, "exit");
+            let _ = writeln!(c, "!");
+        }
+        push_extra(c, &self.isisd_extra);
     }
 
     fn ldpd_config(&self, c: &mut String) {
@@ -413,7 +527,7 @@ impl FrrOptions {
                 arg("--ctl_socket");
                 arg(&dir.to_string_lossy());
             }
-            Daemon::Mgmtd | Daemon::Staticd | Daemon::Ospfd | Daemon::Bgpd => {}
+            Daemon::Mgmtd | Daemon::Staticd | Daemon::Ospfd | Daemon::Bgpd | Daemon::Isisd => {}
         }
         v
     }
@@ -487,6 +601,32 @@ mod tests {
     }
 
     #[test]
+    fn isisd_config_sets_timers_before_the_net() {
+        let mut o = FrrOptions::new("p", Ipv4Addr::new(198, 18, 255, 2));
+        o.isis = vec![IsisInterface::p2p("p-pe1"), IsisInterface::passive("p-ce")];
+        o.isisd_extra = "router isis 1\n segment-routing on\nexit\n".into();
+        assert!(o.daemons().contains(&Daemon::Isisd));
+        let c = o.config(Daemon::Isisd, Path::new("/x/p"));
+        let at = |needle: &str| c.find(needle).unwrap_or_else(|| panic!("{needle:?} missing:\n{c}"));
+        assert_eq!(o.isis_net(), "49.0001.1980.1825.5002.00");
+        // timers, then a non-YANG line (ends the transaction), then the NET
+        assert!(at(" lsp-gen-interval 1\n") < at("\nlog timestamp precision 3\nrouter isis 1\n net "), "{c}");
+        assert!(
+            at(" net 49.0001.1980.1825.5002.00\n") < at("interface lo\n ip router isis 1\n isis passive\n")
+        );
+        assert!(c.contains(
+            "interface p-pe1\n ip router isis 1\n isis network point-to-point\n isis hello-interval 1\n \
+             isis hello-multiplier 4\nexit\n"
+        ));
+        assert!(c.contains("interface p-ce\n ip router isis 1\n isis passive\nexit\n"), "{c}");
+        assert!(c.ends_with("router isis 1\n segment-routing on\nexit\n!\n"), "{c}");
+        let mut slow = o.clone();
+        slow.timers = Timers::frr_defaults();
+        let c = slow.config(Daemon::Isisd, Path::new("/x/p"));
+        assert!(!c.contains("lsp-gen-interval") && !c.contains("hello-interval"), "{c}");
+    }
+
+    #[test]
     fn command_lines_keep_instances_apart() {
         let mut o = FrrOptions::seed("pe1").unwrap();
         o.zebra_module = Some("/m/vmpls_zebra.so".into());
@@ -503,7 +643,7 @@ mod tests {
         assert!(ldpd.join(" ").ends_with("-P 0 --ctl_socket /w/pe1"), "{ldpd:?}");
         // (an FRR with mgmtd on the host runs it too)
         let mgmtd = usize::from(!o.uses_mgmtd());
-        assert_eq!(o.daemons(), Daemon::ALL[mgmtd..Daemon::ALL.len() - 1], "all but bgpd");
+        assert_eq!(o.daemons(), Daemon::ALL[mgmtd..Daemon::ALL.len() - 2], "all but bgpd and isisd");
         let x = FrrOptions::new("x", Ipv4Addr::LOCALHOST);
         assert_eq!(x.daemons(), [Daemon::Mgmtd, Daemon::Zebra, Daemon::Staticd][mgmtd..]);
     }

@@ -283,6 +283,7 @@ impl FrrRouter {
                 Daemon::Ospfd => Some("ospf"),
                 Daemon::Ldpd => Some("ldp"),
                 Daemon::Bgpd => Some("bgp"),
+                Daemon::Isisd => Some("isis"),
             })
             .collect();
         let deadline = started + Duration::from_secs(20);

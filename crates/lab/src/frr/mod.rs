@@ -64,7 +64,7 @@ mod daemons;
 mod vtysh;
 
 pub use bgp::{BgpFamily, BgpNeighbor, BgpOptions, BgpVrf};
-pub use config::{Daemon, FrrOptions, OspfInterface, Timers};
+pub use config::{Daemon, FrrOptions, IsisInterface, OspfInterface, Timers};
 pub use daemons::{FrrRouter, process_running};
 pub use vtysh::{
     Convergence, IpRoute, LdpBinding, Lsp, MplsNexthop, RouteNexthop, parse_ip_routes_json,

@@ -137,6 +137,12 @@ impl FrrRouter {
         parse_ospf_full(&self.vtysh_json("show ip ospf neighbor json")?)
     }
 
+    /// The number of IS-IS adjacencies in state Up (`show isis neighbor`: FRR 8.4 has
+    /// no JSON for it).
+    pub fn isis_up_adjacencies(&self) -> anyhow::Result<usize> {
+        Ok(parse_isis_up(&self.vtysh(&["show isis neighbor"])?))
+    }
+
     /// The number of LDP sessions in state OPERATIONAL (`show mpls ldp neighbor json`).
     pub fn ldp_sessions_operational(&self) -> anyhow::Result<usize> {
         parse_ldp_operational(&self.vtysh_json("show mpls ldp neighbor json")?)
@@ -275,6 +281,12 @@ pub fn parse_ospf_full(v: &Value) -> anyhow::Result<usize> {
                     .is_some_and(|s| s.starts_with("Full"))
         })
         .count())
+}
+
+/// The adjacencies in state Up in the table `show isis neighbor` prints (columns
+/// System Id, Interface, Level, State, Holdtime, SNPA).
+pub fn parse_isis_up(text: &str) -> usize {
+    text.lines().filter(|l| l.split_whitespace().nth(3) == Some("Up")).count()
 }
 
 /// The LDP sessions in state OPERATIONAL in `show mpls ldp neighbor json`.
@@ -420,6 +432,17 @@ fn parse_ip_routes(v: &Value) -> anyhow::Result<Vec<IpRoute>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_isis_adjacencies_up() {
+        // FRR 8.4.4's `show isis neighbor` on p of tests/frr_isis_sr.rs
+        let text = "Area 1:\n  System Id           Interface   L  State        Holdtime SNPA\n \
+                    pe1                 p-pe1       2  Up            4        2020.2020.2020\n \
+                    pe2                 p-pe2       2  Up            3        2020.2020.2020\n\n";
+        assert_eq!(parse_isis_up(text), 2);
+        assert_eq!(parse_isis_up(&text.replacen("  Up    ", "  Initializing", 1)), 1);
+        assert_eq!(parse_isis_up(""), 0);
+    }
 
     #[test]
     fn parses_frr_json() {

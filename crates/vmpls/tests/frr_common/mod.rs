@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use vmpls_lab::Topology;
-use vmpls_lab::frr::{FrrOptions, FrrRouter, OspfInterface};
+use vmpls_lab::frr::{FrrOptions, FrrRouter, IsisInterface, OspfInterface};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_vmpls");
 
@@ -50,6 +50,8 @@ pub struct RouterSpec {
     pub ospf: Vec<OspfInterface>,
     pub ldp: Vec<&'static str>,
     pub ospfd_extra: String,
+    pub isis: Vec<IsisInterface>,
+    pub isisd_extra: String,
 }
 
 /// Namespaces, FRR and vmpls; stops and removes everything on drop (also on panic).
@@ -58,6 +60,10 @@ pub struct Lab {
     pub topo: Topology,
     pub dir: PathBuf,
     pub sockets: BTreeMap<String, PathBuf>,
+    /// `fast-path = "tc"` for the vmpls routers started from now on (else `"off"`).
+    pub fast_path: bool,
+    /// The pid of each router's vmpls.
+    pub vmpls_pids: BTreeMap<String, u32>,
 }
 
 impl Drop for Lab {
@@ -80,20 +86,30 @@ impl Lab {
         let dir = std::env::temp_dir().join(format!("vmpls-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        Lab { frr: BTreeMap::new(), topo, dir, sockets: BTreeMap::new() }
+        Lab {
+            frr: BTreeMap::new(),
+            topo,
+            dir,
+            sockets: BTreeMap::new(),
+            fast_path: false,
+            vmpls_pids: BTreeMap::new(),
+        }
     }
 
     pub fn ns(&self, host: &str) -> String {
         self.topo.ns(host).unwrap().to_string()
     }
 
-    /// Starts `vmpls run` in FRR mode on `r`'s namespace (kernel forwarding off first).
+    /// Starts `vmpls run` in FRR mode on `r`'s namespace (kernel forwarding off first),
+    /// with the fast path if [`Lab::fast_path`].
     pub fn start_vmpls(&mut self, r: &RouterSpec) {
         self.topo.set_forwarding(r.name, false).unwrap();
         let socket = self.dir.join(format!("{}.sock", r.name));
+        let _ = std::fs::remove_file(&socket);
         let mut cfg = format!(
-            "[router]\nname = \"{}\"\nfast-path = \"off\"\ncontrol-socket = \"{}\"\n\n[frr]\nfpm = \"127.0.0.1:2620\"\n",
+            "[router]\nname = \"{}\"\nfast-path = \"{}\"\ncontrol-socket = \"{}\"\n\n[frr]\nfpm = \"127.0.0.1:2620\"\n",
             r.name,
+            if self.fast_path { "tc" } else { "off" },
             socket.display()
         );
         for p in &r.ports {
@@ -105,7 +121,8 @@ impl Lab {
         let mut cmd = Command::new(BIN);
         cmd.args(["run", "--config"]).arg(&path);
         cmd.stdout(Stdio::null()).stderr(std::fs::File::create(&log).unwrap());
-        self.topo.spawn(r.name, "vmpls", cmd, Some(log.clone())).unwrap();
+        let pid = self.topo.spawn(r.name, "vmpls", cmd, Some(log.clone())).unwrap();
+        self.vmpls_pids.insert(r.name.to_string(), pid);
         let deadline = Instant::now() + Duration::from_secs(15);
         while !socket.exists() {
             if let Some(c) = self.topo.exited_child() {
@@ -122,12 +139,24 @@ impl Lab {
         self.sockets.insert(r.name.to_string(), socket);
     }
 
+    /// Stops `r`'s vmpls (zebra loses its FPM connection) and starts it again with
+    /// `fast_path`; zebra connects again and sends its tables anew.
+    pub fn restart_vmpls(&mut self, r: &RouterSpec, fast_path: bool) {
+        if let Some(pid) = self.vmpls_pids.remove(r.name) {
+            self.topo.stop(pid, Duration::from_secs(3)).unwrap();
+        }
+        self.fast_path = fast_path;
+        self.start_vmpls(r);
+    }
+
     pub fn start_frr(&mut self, r: &RouterSpec, module: &Path) {
         let mut o = FrrOptions::new(r.name, Ipv4Addr::new(198, 18, 255, r.id));
         o.zebra_module = Some(module.to_path_buf());
         o.ospf = r.ospf.clone();
         o.ldp = r.ldp.iter().map(|s| s.to_string()).collect();
         o.ospfd_extra = r.ospfd_extra.clone();
+        o.isis = r.isis.clone();
+        o.isisd_extra = r.isisd_extra.clone();
         let router = FrrRouter::start(&self.topo, r.name, &self.dir.join("frr"), o).unwrap();
         self.frr.insert(r.name.to_string(), router);
     }
@@ -276,12 +305,15 @@ pub fn label_differences(
     diffs
 }
 
-/// zebra's selected OSPF and static IPv4 routes: prefix -> (protocol, active next hops).
+/// The protocols whose IPv4 routes the tables are compared for.
+const COMPARED: [&str; 3] = ["ospf", "isis", "static"];
+
+/// zebra's selected OSPF, IS-IS and static IPv4 routes: prefix -> (protocol, active next hops).
 pub fn frr_routes(r: &FrrRouter) -> BTreeMap<String, (String, BTreeSet<Hop>)> {
     r.ip_routes()
         .unwrap()
         .into_iter()
-        .filter(|r| r.selected && (r.protocol == "ospf" || r.protocol == "static"))
+        .filter(|r| r.selected && COMPARED.contains(&r.protocol.as_str()))
         .map(|r| {
             let hops = r
                 .nexthops
@@ -294,13 +326,13 @@ pub fn frr_routes(r: &FrrRouter) -> BTreeMap<String, (String, BTreeSet<Hop>)> {
         .collect()
 }
 
-/// vmpls's OSPF and static (from staticd) IPv4 routes.
+/// vmpls's OSPF, IS-IS and static (from staticd) IPv4 routes.
 pub fn vmpls_routes(lab: &Lab, router: &str) -> BTreeMap<String, (String, BTreeSet<Hop>)> {
     lab.cli(router, &["route", "show"])
         .as_array()
         .unwrap()
         .iter()
-        .filter(|r| r["protocol"] == "ospf" || r["protocol"] == "static")
+        .filter(|r| r["protocol"].as_str().is_some_and(|p| COMPARED.contains(&p)))
         .map(|r| {
             (
                 r["dst"].as_str().unwrap().to_string(),
