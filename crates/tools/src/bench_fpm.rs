@@ -92,12 +92,11 @@ fn lsp(label: u32, ifindex: u32) -> Route {
     }
 }
 
-/// The i-th prefix: 10.x.y.0/24 in 198.18/15's neighbour, a /24 per route (from
-/// 198.19.0.0 upward: 256 per /16 step).
+/// The i-th destination: the /32s of 198.19.0.0/16 in order (`i` below 65,536; the
+/// callers' limits keep it there, inside the documentation range 198.18.0.0/15).
 fn prefix_v4(i: u32) -> Ipv4Addr {
-    Ipv4Addr::from(
-        u32::from(Ipv4Addr::new(198, 19, 0, 0)) + (i << 8) % (1 << 16) + (i >> 8 << 24 >> 24 << 16),
-    )
+    debug_assert!(i < 1 << 16);
+    Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 19, 0, 0)) + (i & 0xffff))
 }
 
 fn pushed(i: u32, ifindex: u32) -> Route {
