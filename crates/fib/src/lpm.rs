@@ -8,6 +8,7 @@
 
 use core::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use crate::FibError;
 use crate::chunks::Chunks;
@@ -104,8 +105,10 @@ struct Node<V> {
 /// ```
 pub struct Lpm<A: LpmKey, V> {
     nodes: Chunks<Node<V>>,
-    /// For IPv4: the direct index that answers lookups in two or three reads.
-    dir: Option<Dir>,
+    /// For IPv4: the direct index that answers lookups in two or three reads, shared
+    /// between copies until one writes (a copy of a FIB of many VRFs then costs a pointer
+    /// per VRF, not each VRF's 32 KiB index of /24 chunks).
+    dir: Option<Arc<Dir>>,
     /// First unused slot in `nodes` (the rest are linked through `children[0]`).
     free: u32,
     root: u32,
@@ -151,7 +154,7 @@ impl<A: LpmKey, V> Lpm<A, V> {
     pub fn new() -> Self {
         Lpm {
             nodes: Chunks::default(),
-            dir: (A::BITS == 32).then(Dir::default),
+            dir: (A::BITS == 32).then(|| Arc::new(Dir::default())),
             free: NONE,
             root: NONE,
             len: 0,
@@ -228,7 +231,7 @@ impl<A: LpmKey, V: Clone> Lpm<A, V> {
         let key = mask(addr.to_key(), len);
         let (old, new_node) = self.insert_node(key, len, value);
         if let (Some(dir), Some(node)) = (&mut self.dir, new_node) {
-            dir.insert((key >> 96) as u32, len, node);
+            Arc::make_mut(dir).insert((key >> 96) as u32, len, node);
         }
         Ok(old)
     }
@@ -326,7 +329,7 @@ impl<A: LpmKey, V: Clone> Lpm<A, V> {
         if self.dir.is_some() {
             let covering = self.longest_shorter(key, len);
             if let Some(d) = &mut self.dir {
-                d.remove((key >> 96) as u32, len, cur, covering);
+                Arc::make_mut(d).remove((key >> 96) as u32, len, cur, covering);
             }
         }
         self.prune(cur, parent, dir);

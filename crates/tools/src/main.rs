@@ -68,6 +68,14 @@ enum BenchCommand {
         /// Run the router with the in-kernel fast path (`fast-path = "tc"`).
         #[arg(long)]
         fast_path: bool,
+        /// VPN routes instead: this many VRFs (network namespaces, as `zebra -n` has
+        /// them), each with `--routes-per-vrf` labelled routes (VPN label under a
+        /// transport label) and its VPN label; `--updates` then counts changed routes.
+        #[arg(long, default_value_t = 0)]
+        vrfs: u32,
+        /// Labelled VPN routes per VRF (with `--vrfs`).
+        #[arg(long, default_value_t = 1000)]
+        routes_per_vrf: u32,
         /// Print JSON instead of a Markdown table.
         #[arg(long)]
         json: bool,
@@ -240,7 +248,16 @@ fn main() -> ExitCode {
             bench_vhost_user(Duration::from_secs(*duration), *json, *topology, backends, cases)
         }
         Command::Bench { bench: BenchCommand::Fib { sizes, json } } => bench_fib::run(sizes, *json),
-        Command::Bench { bench: BenchCommand::Fpm { routes, updates, fast_path, json } } => {
+        Command::Bench {
+            bench: BenchCommand::Fpm { updates, fast_path, vrfs: vrfs @ 1.., routes_per_vrf, json, .. },
+        } => bench_fpm::run_vpn(&bench_fpm::VpnBenchOptions {
+            vrfs: *vrfs,
+            routes_per_vrf: *routes_per_vrf,
+            changes: *updates,
+            fast_path: *fast_path,
+            json: *json,
+        }),
+        Command::Bench { bench: BenchCommand::Fpm { routes, updates, fast_path, json, .. } } => {
             bench_fpm::run(&bench_fpm::FpmBenchOptions {
                 routes: *routes,
                 updates: *updates,
