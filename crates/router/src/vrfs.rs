@@ -491,8 +491,23 @@ fn log_changes(before: &[Vrf], after: &[Vrf]) {
 
 /// Scans once into `vrfs` (logging what changed); returns whether anything did.
 pub fn rescan(vrfs: &Vrfs, kernel: &dyn Kernel, ports: &[PortSpec]) -> bool {
+    rescan_with(vrfs, kernel, ports, |_| {})
+}
+
+/// [`rescan`], handing the VRFs found to `before_publish` before the readers can see
+/// them: the tables must know a new VRF before FPM places zebra's routes in it, or they
+/// would refuse those routes as routes of an unknown VRF.
+fn rescan_with(
+    vrfs: &Vrfs,
+    kernel: &dyn Kernel,
+    ports: &[PortSpec],
+    before_publish: impl FnOnce(&[Vrf]),
+) -> bool {
     let before = vrfs.snapshot();
     let (found, places) = scan(kernel, ports);
+    if found != before.vrfs {
+        before_publish(&found);
+    }
     match vrfs.update(found, places) {
         Some(now) => {
             log_changes(&before.vrfs, &now.vrfs);
@@ -527,24 +542,29 @@ pub fn spawn_rescan(
     std::thread::Builder::new().name("vrf-scan".into()).spawn(move || {
         let mut applied: Option<Vec<String>> = None;
         let mut refused: Option<String> = None;
-        loop {
-            let names: Vec<String> = vrfs.snapshot().vrfs.iter().map(|v| v.name.clone()).collect();
-            if applied.as_ref() != Some(&names) {
-                match sink.set_kernel_vrfs(&names) {
-                    Ok(()) => {
-                        applied = Some(names);
-                        refused = None;
+        let mut follow = |found: &[Vrf]| {
+            let names: Vec<String> = found.iter().map(|v| v.name.clone()).collect();
+            if applied.as_ref() == Some(&names) {
+                return;
+            }
+            match sink.set_kernel_vrfs(&names) {
+                Ok(()) => {
+                    applied = Some(names);
+                    refused = None;
+                }
+                Err(e) => {
+                    if refused.as_ref() != Some(&e) {
+                        warn!(vrfs = ?names, "the tables cannot follow the kernel's VRFs, trying again: {e}");
                     }
-                    Err(e) => {
-                        if refused.as_ref() != Some(&e) {
-                            warn!(vrfs = ?names, "the tables cannot follow the kernel's VRFs, trying again: {e}");
-                        }
-                        refused = Some(e);
-                    }
+                    refused = Some(e);
                 }
             }
+        };
+        loop {
+            // Again each time round, so a refusal is tried again.
+            follow(&vrfs.snapshot().vrfs);
             std::thread::sleep(RESCAN_EVERY);
-            rescan(&vrfs, &kernel, &ports);
+            rescan_with(&vrfs, &kernel, &ports, &mut follow);
         }
     })?;
     Ok(())
