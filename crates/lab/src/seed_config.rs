@@ -38,6 +38,8 @@ pub struct SeedParams {
     /// No `fast-path` line in the configs: the routers' default, `"auto"` (wins over
     /// [`SeedParams::fast_path`]).
     pub fast_path_auto: bool,
+    /// `poll = "interrupt"` in every router's config; without it the default, `"adaptive"`.
+    pub poll_interrupt: bool,
 }
 
 impl Default for SeedParams {
@@ -54,6 +56,7 @@ impl Default for SeedParams {
             ip_only: false,
             fast_path: false,
             fast_path_auto: false,
+            poll_interrupt: false,
         }
     }
 }
@@ -197,6 +200,9 @@ fn router_config(r: &Router, params: &SeedParams) -> String {
     let _ = writeln!(s, "addresses = [\"{}\", \"{}\"]", r.addresses[0], r.addresses[1]);
     if !params.fast_path_auto {
         let _ = writeln!(s, "fast-path = \"{}\"", if params.fast_path { "tc" } else { "off" });
+    }
+    if params.poll_interrupt {
+        let _ = writeln!(s, "poll = \"interrupt\"");
     }
     for port in &r.ports {
         let _ = writeln!(s, "\n[[port]]\nname = \"{}\"\ninterface = \"{}\"", port.name, port.interface);

@@ -192,17 +192,7 @@ impl CpuMark {
 
 /// CPU seconds (utime + stime) of a process, all its threads.
 pub fn process_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat (process gone?)"))?;
-    // Fields after the command name (which may hold spaces) in parentheses.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc/PID/stat")?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line: 11 and 12 after ")".
-    let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
-        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
-    // SAFETY: sysconf reads a constant of the C library; no memory is passed.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    Ok(ticks as f64 / if hz > 0 { hz as f64 } else { 100.0 })
+    vmpls_sys::process::cpu_seconds(pid).with_context(|| format!("reading /proc/{pid}/stat (process gone?)"))
 }
 
 /// vmpls routers: one, or the chain pe1 -> p -> pe2.
