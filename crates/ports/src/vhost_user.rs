@@ -32,7 +32,10 @@
 //! No frame is queued between threads, so there is no second copy and no unbounded buffer:
 //! the guest's rings are the buffers. While the router works through a backlog it keeps the
 //! guest's kicks off (`VRING_USED_F_NO_NOTIFY`) and re-arms its own eventfd, as the
-//! level-triggered poll loop expects; it re-enables them once the ring is empty.
+//! level-triggered poll loop expects; it re-enables them once the ring is empty. While the
+//! router polls the port ([`Port::set_polling`], adaptive polling) the kicks stay off and the
+//! eventfd is left alone; when the polling ends they go back on and the ring is looked at
+//! once more, so a frame queued without a kick is not left waiting.
 //!
 //! A listener thread owned by the port accepts frontends one at a time, for the port's whole
 //! life, and relays each one's messages to a fresh `VhostUserDaemon` over a private socket
