@@ -271,10 +271,10 @@ impl<'a> ForwardingLoop<'a> {
             }
             let now = Instant::now();
             let mut got = 0;
-            for i in 0..n_ports {
+            for (i, pend) in pending.iter_mut().enumerate() {
                 let ring = polling && self.ports[i].polls_rings();
                 let ready = polled && self.watch[i].polled(now, &self.ports[i].info().name, &mut set, i);
-                let found = std::mem::take(&mut pending[i]);
+                let found = std::mem::take(pend);
                 if ready || ring || found {
                     got += self.receive(now, i, &mut batch);
                 }
