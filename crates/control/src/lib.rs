@@ -10,6 +10,8 @@
 //! # control-socket = "/run/vmpls/p.sock"   # the default
 //! # fast-path = "auto"                     # the default: the in-kernel fast path on veth
 //! #                                        # ports where it loads; "tc" requires it, "off"
+//! # poll = "adaptive"                      # the default: busy-poll the ports while frames
+//! #                                        # come, sleep when idle; "interrupt": always sleep
 //! addresses = ["198.18.255.2", "2001:db8:ff::2"]
 //!
 //! [[port]]
@@ -65,6 +67,32 @@ pub struct RouterConfig {
     pub control_socket: Option<PathBuf>,
     /// `fast-path`: whether the router also programs the kernel's in-kernel fast path.
     pub fast_path: FastPathMode,
+    /// `poll`: how the forwarding loop waits for frames.
+    pub poll: PollMode,
+}
+
+/// `poll` in `[router]`: how the forwarding loop waits for frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PollMode {
+    /// `"adaptive"` (the default): while frames keep coming the loop polls the ports
+    /// without sleeping, the vhost-user guests' kicks off; after a short idle spell it
+    /// turns the kicks back on and sleeps on the descriptors, so an idle router costs
+    /// no CPU.
+    #[default]
+    Adaptive,
+    /// `"interrupt"`: the loop always sleeps on the descriptors (a guest kick or a
+    /// readable socket wakes it), at the price of a wake-up per batch under load.
+    Interrupt,
+}
+
+impl PollMode {
+    /// The word the config uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            PollMode::Adaptive => "adaptive",
+            PollMode::Interrupt => "interrupt",
+        }
+    }
 }
 
 /// `fast-path` in `[router]`.

@@ -924,6 +924,13 @@ fn restart_needed(old: &Config, new: &Config) -> Option<String> {
             new.router.fast_path.name()
         ));
     }
+    if old.router.poll != new.router.poll {
+        return Some(format!(
+            "router.poll changed (\"{}\" -> \"{}\")",
+            old.router.poll.name(),
+            new.router.poll.name()
+        ));
+    }
     let names = |c: &Config| c.ports.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
     if names(old) != names(new) {
         return Some(format!(

@@ -1041,6 +1041,32 @@ fn the_readme_limits_example_shows_the_defaults() {
 }
 
 #[test]
+fn poll_is_adaptive_unless_the_router_says_interrupt() {
+    assert_eq!(parse("").unwrap().router.poll, crate::PollMode::Adaptive);
+    let with = |value: &str| BASE.replacen("[router]\n", &format!("[router]\npoll = \"{value}\"\n"), 1);
+    let c = Config::from_str(&with("interrupt"), Path::new("t.toml")).unwrap();
+    assert_eq!(c.router.poll, crate::PollMode::Interrupt);
+    let c = Config::from_str(&with("adaptive"), Path::new("t.toml")).unwrap();
+    assert_eq!(c.router.poll, crate::PollMode::Adaptive);
+    let e = Config::from_str(&with("busy"), Path::new("t.toml")).unwrap_err();
+    assert_eq!(e.field(), Some("router.poll"), "{e}");
+    assert_eq!(e.line(), Some(2), "{e}");
+    assert!(
+        e.to_string().contains("unknown poll mode \"busy\"; use \"adaptive\" (the default) or \"interrupt\""),
+        "{e}"
+    );
+    // The loop reads it when it starts: a reload that changes it asks for a restart.
+    let mut t = crate::tables::Tables::new(parse("").unwrap());
+    let e = crate::api::ControlError::from(
+        t.reload(Config::from_str(&with("interrupt"), Path::new("t.toml")).unwrap()).unwrap_err(),
+    );
+    assert_eq!(e.kind, crate::api::ErrorKind::RestartNeeded, "{e}");
+    assert!(e.message.contains("router.poll changed (\"adaptive\" -> \"interrupt\")"), "{e}");
+    let mut t = crate::tables::Tables::new(parse("").unwrap());
+    assert!(t.reload(Config::from_str(&with("adaptive"), Path::new("t.toml")).unwrap()).is_ok());
+}
+
+#[test]
 fn fast_path_is_auto_unless_the_router_says_tc_or_off() {
     assert_eq!(parse("").unwrap().router.fast_path, crate::FastPathMode::Auto);
     let with = |value: &str| BASE.replacen("[router]\n", &format!("[router]\nfast-path = \"{value}\"\n"), 1);

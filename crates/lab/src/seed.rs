@@ -883,10 +883,12 @@ mod tests {
             ip_only: false,
             fast_path: true,
             fast_path_auto: false,
+            poll_interrupt: true,
         };
         let cfgs = router_configs(&params);
         let p = &cfgs[1].toml;
         assert!(cfgs.iter().all(|c| c.toml.contains("\nfast-path = \"tc\"\n")), "{p}");
+        assert!(cfgs.iter().all(|c| c.toml.contains("\npoll = \"interrupt\"\n")), "{p}");
         // The pipeline's modes say so (the routers' default is "auto"); auto leaves it out.
         let off = router_configs(&SeedParams::default());
         assert!(off.iter().all(|c| c.toml.contains("\nfast-path = \"off\"\n")), "{}", off[0].toml);

@@ -44,6 +44,8 @@ pub struct SeedParams {
     /// pops: every frame is hashed and its next hop selected at both hops, on the same
     /// links as the single path (the `-ecmp` modes).
     pub ecmp: bool,
+    /// `poll = "interrupt"` in every router's config; without it the default, `"adaptive"`.
+    pub poll_interrupt: bool,
 }
 
 impl Default for SeedParams {
@@ -61,6 +63,7 @@ impl Default for SeedParams {
             fast_path: false,
             fast_path_auto: false,
             ecmp: false,
+            poll_interrupt: false,
         }
     }
 }
@@ -204,6 +207,9 @@ fn router_config(r: &Router, params: &SeedParams) -> String {
     let _ = writeln!(s, "addresses = [\"{}\", \"{}\"]", r.addresses[0], r.addresses[1]);
     if !params.fast_path_auto {
         let _ = writeln!(s, "fast-path = \"{}\"", if params.fast_path { "tc" } else { "off" });
+    }
+    if params.poll_interrupt {
+        let _ = writeln!(s, "poll = \"interrupt\"");
     }
     for port in &r.ports {
         let _ = writeln!(s, "\n[[port]]\nname = \"{}\"\ninterface = \"{}\"", port.name, port.interface);

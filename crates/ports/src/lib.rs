@@ -80,6 +80,25 @@ pub trait Port: AsFd + Send {
     /// Counters since the port was opened.
     fn stats(&self) -> PortStats;
 
+    /// Adaptive polling: `true` when the router starts calling [`Port::recv_batch`] in a
+    /// loop without waiting for the descriptor, `false` when it goes back to sleeping on
+    /// it. A port whose peer notifies it (a vhost-user guest's kicks) turns the
+    /// notifications off while polled and back on when the polling ends; it then looks at
+    /// its queue once more and returns `true` if frames arrived meanwhile (they may have
+    /// come without a notification), so the router receives before it sleeps. A kernel
+    /// socket's readiness needs no re-arming: the default does nothing and returns `false`.
+    fn set_polling(&mut self, on: bool) -> bool {
+        let _ = on;
+        false
+    }
+
+    /// True when the port can be polled without its descriptor (frames come through
+    /// shared rings the router reads itself): while polling, the router then needs no
+    /// `poll(2)` for it.
+    fn polls_rings(&self) -> bool {
+        false
+    }
+
     /// True for a port with exactly one neighbour and no link-layer addresses to learn (a
     /// tunnel): the pipeline sends to it without ARP or neighbour discovery, and the
     /// port ignores the Ethernet addresses.

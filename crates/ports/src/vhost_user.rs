@@ -32,7 +32,10 @@
 //! No frame is queued between threads, so there is no second copy and no unbounded buffer:
 //! the guest's rings are the buffers. While the router works through a backlog it keeps the
 //! guest's kicks off (`VRING_USED_F_NO_NOTIFY`) and re-arms its own eventfd, as the
-//! level-triggered poll loop expects; it re-enables them once the ring is empty.
+//! level-triggered poll loop expects; it re-enables them once the ring is empty. While the
+//! router polls the port ([`Port::set_polling`], adaptive polling) the kicks stay off and the
+//! eventfd is left alone; when the polling ends they go back on and the ring is looked at
+//! once more, so a frame queued without a kick is not left waiting.
 //!
 //! A listener thread owned by the port accepts frontends one at a time, for the port's whole
 //! life, and relays each one's messages to a fresh `VhostUserDaemon` over a private socket
@@ -455,6 +458,12 @@ pub struct VhostUserPort {
     /// was left readable, so the router comes back without a read and a write of the
     /// eventfd per batch.
     backlog: bool,
+    /// The router polls the port ([`Port::set_polling`]): the guest's kicks stay off and
+    /// the eventfd is left alone from batch to batch.
+    polling: bool,
+    /// The connection generation whose transmit queue had its kicks turned off for the
+    /// polling (`u64::MAX`: none yet); a new connection or renegotiation turns them off again.
+    kicks_off: u64,
     /// Used-ring entries of the batch in progress.
     used: Vec<(u16, u32)>,
     /// The segments' headers of a super-frame the guest cannot take whole (their payloads
@@ -582,6 +591,8 @@ impl VhostUserPort {
             listener: Some(listener),
             seen_generation: u64::MAX,
             backlog: false,
+            polling: false,
+            kicks_off: u64::MAX,
             active: None,
             used: Vec::with_capacity(MAX_QUEUE_SIZE),
             segment_headers: Vec::new(),
@@ -798,8 +809,8 @@ impl Port for VhostUserPort {
 
     fn recv_batch(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {
         // Clear the eventfd first (a kick after this point makes it readable again), unless
-        // a backlog keeps it readable on purpose.
-        if !self.backlog {
+        // a backlog keeps it readable on purpose or the router polls without it.
+        if !self.backlog && !self.polling {
             self.shared.wake.drain();
         }
         self.refresh();
@@ -818,7 +829,13 @@ impl Port for VhostUserPort {
             return Ok(0);
         }
         let queue = vring.get_queue_mut();
-        let _ = queue.disable_notification(mem);
+        if !self.polling {
+            let _ = queue.disable_notification(mem);
+        } else if self.kicks_off != self.seen_generation {
+            // Once per polling spell (and connection): VRING_USED_F_NO_NOTIFY.
+            let _ = queue.disable_notification(mem);
+            self.kicks_off = self.seen_generation;
+        }
         self.used.clear();
         let mut delivered = 0;
         let mut popped = 0;
@@ -848,7 +865,9 @@ impl Port for VhostUserPort {
                 }
             }
         }
-        if popped == max {
+        if self.polling {
+            // The router comes back without a kick: they stay off, the eventfd untouched.
+        } else if popped == max {
             // More may wait: keep the guest's kicks off and come back.
             if !self.backlog {
                 self.shared.wake();
@@ -1015,6 +1034,39 @@ impl Port for VhostUserPort {
 
     fn stats(&self) -> PortStats {
         self.stats
+    }
+
+    fn set_polling(&mut self, on: bool) -> bool {
+        if on {
+            self.polling = true;
+            self.backlog = false;
+            self.kicks_off = u64::MAX;
+            return false;
+        }
+        if !self.polling {
+            return false;
+        }
+        self.polling = false;
+        self.backlog = false;
+        // In this order: a kick after the drain leaves the eventfd readable, and what the
+        // guest queued while its kicks were off (it need not kick then) is seen by the
+        // look at the ring after they are back on.
+        self.shared.wake.drain();
+        self.refresh();
+        let Some(active) = &self.active else {
+            return false;
+        };
+        let mem_guard = active.mem.memory();
+        let mut vring = active.tx.get_mut();
+        if !vring.get_queue().ready() || !vring.is_enabled() {
+            return false;
+        }
+        // Err: the avail ring is outside guest memory; receiving counts what that breaks.
+        vring.get_queue_mut().enable_notification(&*mem_guard).unwrap_or(true)
+    }
+
+    fn polls_rings(&self) -> bool {
+        true
     }
 }
 

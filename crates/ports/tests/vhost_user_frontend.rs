@@ -92,6 +92,8 @@ struct Guest {
     _kick_rx: EventFd,
     /// Descriptors used in the transmit queue so far.
     tx_next: u16,
+    /// The transmit queue's used ring.
+    tx_used: GuestAddress,
 }
 
 impl Guest {
@@ -117,8 +119,12 @@ impl Guest {
         let call = EventFd::new(libc::EFD_NONBLOCK).unwrap();
         let kick_rx = EventFd::new(libc::EFD_NONBLOCK).unwrap();
         let kick_tx = EventFd::new(libc::EFD_NONBLOCK).unwrap();
+        let mut tx_used = GuestAddress(0);
         for (q, at, kick) in [(0, RX_QUEUE_AT, &kick_rx), (1, TX_QUEUE_AT, &kick_tx)] {
             let vq = MockSplitQueue::create(&mem, GuestAddress(at), QUEUE_SIZE);
+            if q == 1 {
+                tx_used = vq.used_addr();
+            }
             frontend.set_vring_num(q, QUEUE_SIZE).unwrap();
             let addrs = VringConfigData {
                 queue_max_size: QUEUE_SIZE,
@@ -135,12 +141,26 @@ impl Guest {
             frontend.set_vring_kick(q, kick).unwrap();
             frontend.set_vring_enable(q, true).unwrap();
         }
-        Guest { _frontend: frontend, mem, kick_tx, _call: call, _kick_rx: kick_rx, tx_next: 0 }
+        Guest { _frontend: frontend, mem, kick_tx, _call: call, _kick_rx: kick_rx, tx_next: 0, tx_used }
     }
 
     /// Puts `hdr` (12 bytes) and `frame` in the transmit queue as one chain and kicks.
-    /// (Written by hand: a `MockSplitQueue` zeroes the rings it is created over.)
     fn transmit(&mut self, hdr: [u8; 12], frame: &[u8]) {
+        self.queue(hdr, frame);
+        self.kick_tx.write(1).unwrap();
+    }
+
+    /// Whether the device asks for no kicks on the transmit queue
+    /// (`VRING_USED_F_NO_NOTIFY` in the used ring's flags): a driver then queues
+    /// frames without kicking.
+    fn kicks_off(&self) -> bool {
+        let flags: u16 = self.mem.read_obj(self.tx_used).unwrap();
+        u16::from_le(flags) & 1 != 0
+    }
+
+    /// Puts `hdr` (12 bytes) and `frame` in the transmit queue as one chain, without a kick.
+    /// (Written by hand: a `MockSplitQueue` zeroes the rings it is created over.)
+    fn queue(&mut self, hdr: [u8; 12], frame: &[u8]) {
         let i = self.tx_next;
         let at = BUFFERS_AT + u64::from(i) * 0x1_0000;
         self.mem.write_slice(&hdr, GuestAddress(at)).unwrap();
@@ -162,7 +182,6 @@ impl Guest {
         self.mem.write_obj(i.to_le(), GuestAddress(slot)).unwrap();
         self.mem.write_obj(idx.wrapping_add(1).to_le(), GuestAddress(avail + 2)).unwrap();
         self.tx_next += 2;
-        self.kick_tx.write(1).unwrap();
     }
 }
 
@@ -309,4 +328,49 @@ fn a_frontend_cannot_pile_up_descriptors_in_the_router() {
     guest.transmit([0; 12], &frame(60));
     let p = receive(&mut port, &mut pool, Duration::from_secs(5)).expect("a frame after the floods");
     assert_eq!(p.len(), 60);
+}
+
+#[test]
+fn a_polled_port_keeps_the_guests_kicks_off_and_misses_no_frame_when_polling_stops() {
+    let dir = TempDir::new("vhost-fe-poll");
+    let socket = dir.path().join("g.sock");
+    let mut port = VhostUserPort::open(0, "g", &socket, &VhostUserOptions::default()).unwrap();
+    let mut pool = PacketPool::new(64);
+    let mut guest = Guest::connect(&socket);
+    let mut got = Vec::new();
+
+    // Sleeping on the descriptor: kicks wanted, and a kick wakes the router.
+    guest.transmit([0; 12], &frame(60));
+    assert_eq!(receive(&mut port, &mut pool, Duration::from_secs(5)).expect("a kicked frame").len(), 60);
+    assert!(!guest.kicks_off(), "kicks off while the router sleeps");
+
+    // Polled: the kicks go off, and frames queued without one are received all the same.
+    assert!(!port.set_polling(true));
+    for len in [61, 62] {
+        guest.queue([0; 12], &frame(len));
+        port.recv_batch(&mut pool, &mut got, 64).unwrap();
+        assert_eq!(got.drain(..).map(|p| p.len()).collect::<Vec<_>>(), [len]);
+        assert!(guest.kicks_off(), "the guest is asked for no kicks while the router polls");
+    }
+    assert!(!vmpls_testkit::wait_readable(&port, Duration::ZERO), "no kick, no eventfd write");
+
+    // A frame queued (without a kick) just before the polling stops: the router is told
+    // to receive before it sleeps, else the frame would wait for the guest's next kick.
+    guest.queue([0; 12], &frame(63));
+    assert!(port.set_polling(false), "a frame queued without a kick was not reported");
+    assert!(!guest.kicks_off(), "kicks back on once the router sleeps");
+    port.recv_batch(&mut pool, &mut got, 64).unwrap();
+    assert_eq!(got.drain(..).map(|p| p.len()).collect::<Vec<_>>(), [63]);
+
+    // Nothing queued: nothing reported, and a kick after the switch wakes the sleeper.
+    assert!(!port.set_polling(true));
+    assert!(!port.set_polling(false));
+    assert!(!port.set_polling(false), "not polling: nothing to stop");
+    guest.transmit([0; 12], &frame(64));
+    assert!(vmpls_testkit::wait_readable(&port, Duration::from_secs(2)), "the kick did not wake the router");
+    port.recv_batch(&mut pool, &mut got, 64).unwrap();
+    assert_eq!(got.drain(..).map(|p| p.len()).collect::<Vec<_>>(), [64]);
+    assert_eq!(port.stats().rx_packets, 5);
+    assert_eq!(port.stats().rx_dropped(), 0);
+    drop(guest);
 }

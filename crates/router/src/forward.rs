@@ -4,6 +4,7 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use vmpls_control::PollMode;
 use vmpls_control::api::Direction;
 use vmpls_dataplane::{Dataplane, Output, PacketPool, PortId};
 use vmpls_ports::{BATCH, Port};
@@ -22,6 +23,11 @@ use crate::stats::StatsFileWriter;
 pub(crate) const POOL_SIZE: usize = 1024;
 /// How often `--stats-file` gets a snapshot.
 const STATS_EVERY: Duration = Duration::from_secs(1);
+/// Adaptive polling: how long the loop goes on polling after the last frame before it
+/// turns the guests' kicks back on and sleeps (DPDK's and VPP's adaptive modes wait
+/// tens to hundreds of microseconds): a few wake-ups' worth, so a steady stream never
+/// pays them and an idle router costs nothing.
+pub(crate) const POLL_IDLE: Duration = Duration::from_micros(100);
 
 /// The forwarding loop's state: the pipeline, the ports and what the loop owns beside
 /// them (buffers, the output queues, the capture subscriptions).
@@ -35,6 +41,8 @@ pub(crate) struct ForwardingLoop<'a> {
     captures: Vec<CaptureSink>,
     pool: PacketPool,
     out: Output,
+    /// `router.poll`.
+    poll: PollMode,
 }
 
 impl<'a> ForwardingLoop<'a> {
@@ -44,6 +52,7 @@ impl<'a> ForwardingLoop<'a> {
         watch: &'a mut [PortWatch],
         fast: Option<&'a mut FastPathRuntime>,
         stats_file: Option<StatsFileWriter>,
+        poll: PollMode,
     ) -> Self {
         let out = Output::new(ports.len());
         ForwardingLoop {
@@ -55,6 +64,7 @@ impl<'a> ForwardingLoop<'a> {
             captures: Vec::new(),
             pool: PacketPool::new(POOL_SIZE),
             out,
+            poll,
         }
     }
 
@@ -127,12 +137,15 @@ impl<'a> ForwardingLoop<'a> {
         }
     }
 
-    /// Receives a batch from port `i` (it polled readable) and forwards it.
-    fn receive(&mut self, now: Instant, i: usize, batch: &mut Vec<vmpls_dataplane::Packet>) {
+    /// Receives a batch from port `i` (it polled readable, or the loop polls it) and
+    /// forwards it; returns how many frames came.
+    fn receive(&mut self, now: Instant, i: usize, batch: &mut Vec<vmpls_dataplane::Packet>) -> usize {
         let (port, w) = (&mut self.ports[i], &mut self.watch[i]);
+        let mut got = 0;
         match port.recv_batch(&mut self.pool, batch, BATCH) {
             Ok(0) => {}
-            Ok(_) => {
+            Ok(n) => {
+                got = n;
                 if w.failing {
                     w.received(&port.info().name);
                 }
@@ -152,6 +165,16 @@ impl<'a> ForwardingLoop<'a> {
             Err(e) => w.error(now, &port.info().name, &format_args!("receive failed: {e}")),
         }
         self.flush(now);
+        got
+    }
+
+    /// Adaptive polling on or off for every port. Off: the ports whose peer queued frames
+    /// while its notifications were off are marked in `pending`, to be received before
+    /// the loop sleeps.
+    fn set_polling(&mut self, on: bool, pending: &mut [bool]) {
+        for (port, p) in self.ports.iter_mut().zip(pending.iter_mut()) {
+            *p |= port.set_polling(on);
+        }
     }
 
     /// The link check: reopens ports whose interface came back, follows MTUs, and tells
@@ -200,6 +223,12 @@ impl<'a> ForwardingLoop<'a> {
     /// until the first deadline: the pipeline's and the fast path's (`poll_timeout`, as
     /// quinn's connections say theirs), the link check and the stats file's, so an idle
     /// router wakes only when one of them has work.
+    ///
+    /// `poll = "adaptive"`: once frames come, the loop stops sleeping. It receives from the
+    /// ring ports (vhost-user) at every turn without their descriptors, their guests' kicks
+    /// off, and polls the kernel's sockets (if any) without a timeout, until no frame came
+    /// for [`POLL_IDLE`]; then the kicks go back on, each ring is looked at once more
+    /// (frames queued meanwhile came without a kick) and the loop sleeps as before.
     pub(crate) fn run(&mut self, requests: &Receiver<LoopRequest>, wake: &EventFd) -> anyhow::Result<()> {
         let mut batch = Vec::with_capacity(BATCH);
         // Port `i` at index `i`, the eventfd after them.
@@ -213,30 +242,62 @@ impl<'a> ForwardingLoop<'a> {
         let start = Instant::now();
         let mut next_stats = start + STATS_EVERY;
         let mut next_link_check = start + LINK_CHECK_EVERY;
+        let adaptive = self.poll == PollMode::Adaptive;
+        // Only rings: while polling, no poll(2) at all (requests are looked for directly).
+        let rings_only = self.ports.iter().all(|p| p.polls_rings());
+        let mut polling = false;
+        let mut last_frame = start;
+        // Ports with frames found when polling stopped: received before any sleep.
+        let mut pending = vec![false; n_ports];
         while !STOP.load(Ordering::Relaxed) {
             let fast_due = self.fast.as_deref().and_then(|f| f.poll_timeout(self.dp.neighbors()));
             let deadline = [self.dp.poll_timeout(), fast_due, Some(next_link_check)]
                 .into_iter()
                 .flatten()
                 .fold(next_stats, Instant::min);
-            if let Err(e) = set.poll(wait_until(deadline, Instant::now())) {
-                if e.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
+            let polled = !(polling && rings_only);
+            if polled {
+                let timeout = if polling || pending.contains(&true) {
+                    Duration::ZERO
+                } else {
+                    wait_until(deadline, Instant::now())
+                };
+                if let Err(e) = set.poll(timeout) {
+                    if e.kind() == std::io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    return Err(e).context("poll");
                 }
-                return Err(e).context("poll");
             }
             let now = Instant::now();
-            for i in 0..n_ports {
-                if self.watch[i].polled(now, &self.ports[i].info().name, &mut set, i) {
-                    self.receive(now, i, &mut batch);
+            let mut got = 0;
+            for (i, pend) in pending.iter_mut().enumerate() {
+                let ring = polling && self.ports[i].polls_rings();
+                let ready = polled && self.watch[i].polled(now, &self.ports[i].info().name, &mut set, i);
+                let found = std::mem::take(pend);
+                if ready || ring || found {
+                    got += self.receive(now, i, &mut batch);
                 }
+            }
+            if got > 0 {
+                last_frame = now;
+                if adaptive && !polling {
+                    polling = true;
+                    self.set_polling(true, &mut pending);
+                }
+            } else if polling && now.duration_since(last_frame) >= POLL_IDLE {
+                polling = false;
+                self.set_polling(false, &mut pending);
             }
             refresh_caps(self.dp, self.ports);
             if let Some(f) = self.fast.as_deref_mut() {
                 f.sync(self.dp);
             }
-            if set.take(woken).readable() {
-                wake.drain();
+            let woke = if polled { set.take(woken).readable() } else { true };
+            if woke {
+                if polled {
+                    wake.drain();
+                }
                 while let Ok(req) = requests.try_recv() {
                     self.answer(req);
                 }
@@ -254,6 +315,10 @@ impl<'a> ForwardingLoop<'a> {
             }
             if now >= next_link_check {
                 self.check_links(&mut set);
+                if polling {
+                    // A reopened port starts polled too.
+                    self.set_polling(true, &mut pending);
+                }
                 next_link_check = now + LINK_CHECK_EVERY;
             }
             if now >= next_stats {

@@ -78,6 +78,12 @@ impl Port for WithOffloads {
     fn point_to_point(&self) -> bool {
         self.inner.point_to_point()
     }
+    fn set_polling(&mut self, on: bool) -> bool {
+        self.inner.set_polling(on)
+    }
+    fn polls_rings(&self) -> bool {
+        self.inner.polls_rings()
+    }
 }
 
 #[cfg(test)]

@@ -139,7 +139,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         crate::metrics::spawn(m, server)?;
         info!(address = ?addr, "serving metrics at /metrics");
     }
-    info!(router = %cfg.router.name, ports = ports.len(), socket = %control.path().display(), "forwarding");
+    info!(router = %cfg.router.name, ports = ports.len(), socket = %control.path().display(), poll = cfg.router.poll.name(), "forwarding");
     let mut fast = start_fast_path(&cfg, &ports)?;
     let stats_file = match &opts.stats_file {
         Some(path) => Some(
@@ -149,7 +149,8 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         None => None,
     };
     let result = {
-        let mut forwarding = ForwardingLoop::new(&mut dp, &mut ports, &mut watch, fast.as_mut(), stats_file);
+        let mut forwarding =
+            ForwardingLoop::new(&mut dp, &mut ports, &mut watch, fast.as_mut(), stats_file, cfg.router.poll);
         let result = forwarding.run(&requests, &wake);
         // `wake` is closed when this returns: no signal may write to its number then.
         STOP_WAKE_FD.store(-1, Ordering::Relaxed);

@@ -12,6 +12,24 @@ pub fn clock_ticks_per_second() -> u64 {
     rustix::param::clock_ticks_per_second()
 }
 
+/// CPU seconds (user + system, all threads) process `pid` has used so far, from
+/// `/proc/PID/stat`.
+pub fn cpu_seconds(pid: u32) -> io::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    cpu_seconds_of_stat(&stat)
+        .map(|ticks| ticks as f64 / clock_ticks_per_second().max(1) as f64)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("malformed /proc/{pid}/stat")))
+}
+
+/// utime + stime, in clock ticks, of a `/proc/PID/stat` line.
+fn cpu_seconds_of_stat(stat: &str) -> Option<u64> {
+    // The command name (field 2, in parentheses) may hold spaces and ")"; the fields
+    // after its last ")" are plain. utime and stime are fields 14 and 15: 11 and 12 after it.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
 /// Whether the process runs as root (effective user 0).
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
@@ -137,5 +155,18 @@ mod tests {
         assert_eq!(group_id("root").unwrap(), Some(0));
         assert_eq!(group_id("no-such-group-vmpls").unwrap(), None);
         assert!(group_id("a\0b").is_err());
+    }
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_is_read_after_the_command_name() {
+        let line = "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 1 2 3";
+        assert_eq!(cpu_seconds_of_stat(line), Some(325));
+        assert_eq!(cpu_seconds_of_stat("4242 (x) S 1"), None);
+        assert!(cpu_seconds(std::process::id()).unwrap() >= 0.0);
     }
 }

@@ -74,6 +74,24 @@ impl Backend {
     }
 }
 
+/// The routers' `poll` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Poll {
+    /// Busy-poll the rings while frames come, the guests' kicks off; sleep when idle.
+    Adaptive,
+    /// Sleep on the guests' kicks and the sockets throughout.
+    Interrupt,
+}
+
+impl Poll {
+    fn name(self) -> &'static str {
+        match self {
+            Poll::Adaptive => "adaptive",
+            Poll::Interrupt => "interrupt",
+        }
+    }
+}
+
 /// The traffic of one case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Case {
@@ -106,6 +124,8 @@ pub struct VhostUserBenchOptions {
     pub backends: Vec<Backend>,
     /// The cases.
     pub cases: Vec<Case>,
+    /// The vmpls routers' poll modes, each measured.
+    pub polls: Vec<Poll>,
 }
 
 /// Counters of the switch, as one snapshot.
@@ -192,17 +212,7 @@ impl CpuMark {
 
 /// CPU seconds (utime + stime) of a process, all its threads.
 pub fn process_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat (process gone?)"))?;
-    // Fields after the command name (which may hold spaces) in parentheses.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc/PID/stat")?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line: 11 and 12 after ")".
-    let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
-        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
-    // SAFETY: sysconf reads a constant of the C library; no memory is passed.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    Ok(ticks as f64 / if hz > 0 { hz as f64 } else { 100.0 })
+    vmpls_sys::process::cpu_seconds(pid).with_context(|| format!("reading /proc/{pid}/stat (process gone?)"))
 }
 
 /// vmpls routers: one, or the chain pe1 -> p -> pe2.
@@ -214,11 +224,12 @@ struct VmplsSwitch {
     topology: Topo,
 }
 
-fn router_config(name: &str, dir: &Path, body: &str) -> String {
+fn router_config(name: &str, dir: &Path, poll: Poll, body: &str) -> String {
     format!(
-        "[router]\nname = \"{name}\"\ncontrol-socket = \"{}\"\n# The whole load in the measured process: \
+        "[router]\nname = \"{name}\"\ncontrol-socket = \"{}\"\npoll = \"{}\"\n# The whole load in the measured process: \
          the in-kernel fast path would switch on the veths in softirq time.\nfast-path = \"off\"\n{body}",
-        dir.join(format!("{name}.ctl")).display()
+        dir.join(format!("{name}.ctl")).display(),
+        poll.name()
     )
 }
 
@@ -239,7 +250,7 @@ fn guest_b_neighbor() -> String {
 }
 
 impl VmplsSwitch {
-    fn start(vmpls: &Path, dir: &Path, topology: Topo) -> anyhow::Result<VmplsSwitch> {
+    fn start(vmpls: &Path, dir: &Path, topology: Topo, poll: Poll) -> anyhow::Result<VmplsSwitch> {
         let mut topo = Topology::new();
         let configs: Vec<(&str, String)> = match topology {
             Topo::One => {
@@ -250,7 +261,7 @@ impl VmplsSwitch {
                     vhost_port("b", dir, MAC_B, "198.18.2.1/24"),
                     guest_b_neighbor()
                 );
-                vec![("r", router_config("r", dir, &body))]
+                vec![("r", router_config("r", dir, poll, &body))]
             }
             Topo::Chain => {
                 for h in ["pe1", "p", "pe2"] {
@@ -278,9 +289,9 @@ impl VmplsSwitch {
                     guest_b_neighbor()
                 );
                 vec![
-                    ("pe1", router_config("pe1", dir, &pe1)),
-                    ("p", router_config("p", dir, &p)),
-                    ("pe2", router_config("pe2", dir, &pe2)),
+                    ("pe1", router_config("pe1", dir, poll, &pe1)),
+                    ("p", router_config("p", dir, poll, &p)),
+                    ("pe2", router_config("pe2", dir, poll, &pe2)),
                 ]
             }
         };
@@ -515,6 +526,8 @@ pub fn copy_bandwidth() -> f64 {
 #[derive(Debug, Clone)]
 pub struct CaseResult {
     backend: Backend,
+    /// vmpls: the routers' poll mode.
+    poll: Option<Poll>,
     topology: Topo,
     case: Case,
     setup: String,
@@ -533,6 +546,19 @@ pub struct CaseResult {
 }
 
 impl CaseResult {
+    /// The switch's name, with the poll mode for vmpls.
+    fn switch_name(&self) -> String {
+        match self.poll {
+            Some(p) => format!("{} ({})", self.backend.name(), p.name()),
+            None => self.backend.name().to_string(),
+        }
+    }
+
+    /// CPU the switch used over the window, in % of one core.
+    fn cpu_percent(&self) -> f64 {
+        100.0 * self.cpu_seconds / self.wall_seconds
+    }
+
     fn mframes_per_cpu(&self) -> f64 {
         self.window.in_frames as f64 / self.cpu_seconds / 1e6
     }
@@ -575,6 +601,8 @@ impl CaseResult {
                 "wall_seconds": self.wall_seconds,
             },
             "cpu_seconds": self.cpu_seconds,
+            "poll": self.poll.map(Poll::name),
+            "cpu_percent": self.cpu_percent(),
             "mframes_per_cpu_second": self.mframes_per_cpu(),
             "gbps_per_cpu_second": self.gbps_per_cpu(),
             "mframes_out_per_cpu_second": self.mframes_out_per_cpu(),
@@ -659,19 +687,22 @@ fn mac_bytes(mac: &str) -> [u8; 6] {
     m
 }
 
+/// One case of one switch: a backend and, for vmpls, its poll mode.
 fn run_case(
     opts: &VhostUserBenchOptions,
-    backend: Backend,
+    (backend, poll): (Backend, Option<Poll>),
     case: Case,
     work: &Path,
     huge: &Hugepages,
     copy: f64,
     log: &mut dyn FnMut(&str),
 ) -> anyhow::Result<CaseResult> {
-    let dir = work.join(format!("{}-{}", backend.name(), case.name()));
+    let dir = work.join(format!("{}-{}-{}", backend.name(), poll.map_or("", Poll::name), case.name()));
     std::fs::create_dir_all(&dir)?;
     let mut switch: Box<dyn Switch> = match backend {
-        Backend::Vmpls => Box::new(VmplsSwitch::start(&opts.vmpls, &dir, opts.topology)?),
+        Backend::Vmpls => {
+            Box::new(VmplsSwitch::start(&opts.vmpls, &dir, opts.topology, poll.unwrap_or(Poll::Adaptive))?)
+        }
         Backend::OvsDpdk => Box::new(OvsSwitch::start(&dir, opts.topology, case)?),
     };
     let (a_sock, b_sock) = switch.sockets();
@@ -714,6 +745,7 @@ fn run_case(
     let got: ForwardStats = rx_stats.get(&0).copied().unwrap_or_default();
     let r = CaseResult {
         backend,
+        poll,
         topology: opts.topology,
         case,
         setup: switch.describe(),
@@ -727,8 +759,8 @@ fn run_case(
         copy,
     };
     log(&format!(
-        "{} {} {}: {:.2} M frames in / CPU-s, {:.2} Gbit/s in / CPU-s, unaccounted {}",
-        backend.name(),
+        "{} {} {}: {:.2} M frames in / CPU-s, {:.2} Gbit/s in / CPU-s, CPU {:.0} %, unaccounted {}",
+        r.switch_name(),
         match opts.topology {
             Topo::One => "one",
             Topo::Chain => "chain",
@@ -736,6 +768,7 @@ fn run_case(
         case.name(),
         r.mframes_per_cpu(),
         r.gbps_per_cpu(),
+        r.cpu_percent(),
         r.total.unaccounted()
     ));
     drop(switch);
@@ -773,7 +806,7 @@ impl Report {
     /// A Markdown table.
     pub fn to_markdown(&self) -> String {
         let mut s = String::from(
-            "| backend | topology | case | CPU s | frames in | out | made (segments) | dropped (named) | unaccounted | M frames in / CPU-s | Gbit/s in / CPU-s | M frames out / CPU-s | Gbit/s out / CPU-s | copy bound Gbit/s | in / copy bound |\n|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
+            "| backend | topology | case | CPU s | CPU % | frames in | out | made (segments) | dropped (named) | unaccounted | M frames in / CPU-s | Gbit/s in / CPU-s | M frames out / CPU-s | Gbit/s out / CPU-s | copy bound Gbit/s | in / copy bound |\n|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         for r in &self.cases {
             let dropped = if r.total.dropped.is_empty() {
@@ -782,14 +815,15 @@ impl Report {
                 r.total.dropped.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
             };
             s.push_str(&format!(
-                "| {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {:.2} | {:.1} | {:.2} | {:.1} | {:.1} | {:.0} % |\n",
-                r.backend.name(),
+                "| {} | {} | {} | {:.2} | {:.0} | {} | {} | {} | {} | {} | {:.2} | {:.1} | {:.2} | {:.1} | {:.1} | {:.0} % |\n",
+                r.switch_name(),
                 match r.topology {
                     Topo::One => "one",
                     Topo::Chain => "chain",
                 },
                 r.case.name(),
                 r.cpu_seconds,
+                r.cpu_percent(),
                 r.total.in_frames,
                 r.total.out_frames,
                 r.total.made,
@@ -804,14 +838,14 @@ impl Report {
             ));
         }
         s.push_str(&format!(
-            "\nrates over the measured window per CPU-second of the switch; frames in/out/dropped over the whole run; \
+            "\nrates over the measured window per CPU-second of the switch, CPU % of one core over that window; frames in/out/dropped over the whole run; \
              copy bound: memcpy of 256 MiB, best of 5 = {:.1} GB/s\n",
             self.copy / 1e9
         ));
         for r in &self.cases {
             s.push_str(&format!(
                 "- {} {}: {}; testpmd sent {} ({} not sent, ring full), received {}\n",
-                r.backend.name(),
+                r.switch_name(),
                 r.case.name(),
                 r.setup,
                 r.testpmd_sent,
@@ -846,11 +880,17 @@ pub fn run(opts: &VhostUserBenchOptions, log: &mut dyn FnMut(&str)) -> anyhow::R
     let huge = Hugepages::reserve(HUGEPAGES, &work.join("huge"))?;
     let mut cases = Vec::new();
     for &backend in &opts.backends {
-        for &case in &opts.cases {
-            if vmpls_lab::interrupted() {
-                bail!("interrupted");
+        let polls: Vec<Option<Poll>> = match backend {
+            Backend::Vmpls => opts.polls.iter().copied().map(Some).collect(),
+            Backend::OvsDpdk => vec![None],
+        };
+        for poll in polls {
+            for &case in &opts.cases {
+                if vmpls_lab::interrupted() {
+                    bail!("interrupted");
+                }
+                cases.push(run_case(opts, (backend, poll), case, &work, &huge, copy, log)?);
             }
-            cases.push(run_case(opts, backend, case, &work, &huge, copy, log)?);
         }
     }
     drop(huge);

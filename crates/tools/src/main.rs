@@ -102,6 +102,10 @@ enum BenchCommand {
         /// The cases, comma-separated (64, tso).
         #[arg(long, value_enum, value_delimiter = ',', default_value = "64,tso")]
         cases: Vec<bench_vhost_user::Case>,
+        /// The vmpls routers' poll modes, comma-separated, each measured (adaptive,
+        /// interrupt); the table gives the CPU each costs.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "adaptive,interrupt")]
+        poll: Vec<bench_vhost_user::Poll>,
     },
     /// The seed lab in every mode: kernel-ip, kernel-ip-offloads-off, vmpls-ip, vmpls-mpls,
     /// vmpls-mpls-offloads-off, vmpls-mpls-1500.
@@ -244,9 +248,9 @@ fn main() -> ExitCode {
         Command::Bench { bench: BenchCommand::Seed { duration, json, plot } } => {
             bench::seed(Duration::from_secs(*duration), *json, plot.as_deref())
         }
-        Command::Bench { bench: BenchCommand::VhostUser { duration, json, topology, backends, cases } } => {
-            bench_vhost_user(Duration::from_secs(*duration), *json, *topology, backends, cases)
-        }
+        Command::Bench {
+            bench: BenchCommand::VhostUser { duration, json, topology, backends, cases, poll },
+        } => bench_vhost_user(Duration::from_secs(*duration), *json, *topology, backends, cases, poll),
         Command::Bench { bench: BenchCommand::Fib { sizes, json } } => bench_fib::run(sizes, *json),
         Command::Bench {
             bench: BenchCommand::Fpm { updates, fast_path, vrfs: vrfs @ 1.., routes_per_vrf, json, .. },
@@ -390,6 +394,7 @@ fn bench_vhost_user(
     topology: bench_vhost_user::Topo,
     backends: &[bench_vhost_user::Backend],
     cases: &[bench_vhost_user::Case],
+    polls: &[bench_vhost_user::Poll],
 ) -> anyhow::Result<()> {
     vmpls_lab::install_interrupt_handler()?;
     let opts = bench_vhost_user::VhostUserBenchOptions {
@@ -402,6 +407,7 @@ fn bench_vhost_user(
             backends.to_vec()
         },
         cases: cases.to_vec(),
+        polls: polls.to_vec(),
     };
     let report = bench_vhost_user::run(&opts, &mut |line| eprintln!("{line}"))?;
     if json {

@@ -66,9 +66,12 @@ impl Setup {
                 panic!("this test runs testpmd, which needs hugepages: {e:#}");
             }
         };
+        // `VMPLS_TEST_POLL=interrupt`: the router sleeps on the guests' kicks throughout.
+        let poll = std::env::var("VMPLS_TEST_POLL").unwrap_or_else(|_| "adaptive".into());
         let cfg = format!(
             r#"[router]
 name = "vhu-test-{name}"
+poll = "{poll}"
 control-socket = "{dir}/r.ctl"
 addresses = ["198.18.255.77"]
 

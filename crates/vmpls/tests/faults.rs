@@ -30,14 +30,7 @@ const MAX_IDLE_CPU: f64 = 0.2;
 
 /// CPU seconds (user + system) `pid` has used so far.
 fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/PID/stat");
-    // The command name (field 2) may hold spaces; the fields after it are plain.
-    let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    // utime and stime are fields 14 and 15, so 11 and 12 after the state (field 3).
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    let hz = vmpls_sys::process::clock_ticks_per_second();
-    ticks as f64 / hz as f64
+    vmpls_sys::process::cpu_seconds(pid).expect("read /proc/PID/stat")
 }
 
 /// Asserts that each of `pids` (router, pid) uses at most [`MAX_IDLE_CPU`] over 2 s.

@@ -62,6 +62,7 @@ pub(super) struct RawRouter {
     pub(super) addresses: Option<Vec<S<String>>>,
     pub(super) control_socket: Option<S<String>>,
     pub(super) fast_path: Option<S<String>>,
+    pub(super) poll: Option<S<String>>,
 }
 
 #[derive(Deserialize)]

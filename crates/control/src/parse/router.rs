@@ -1,5 +1,5 @@
 //! `[router]`: the router's name (which names its control socket), the control socket's
-//! path, the fast-path mode and the router's own addresses, at most one of each family.
+//! path, the fast-path and poll modes and the router's own addresses, at most one of each family.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use super::S;
 use super::ctx::Ctx;
 use super::raw::RawRouter;
 use super::values::{check_name, check_unix_socket_path, parse_host};
-use crate::{ConfigError, FastPathMode, RouterConfig};
+use crate::{ConfigError, FastPathMode, PollMode, RouterConfig};
 
 /// The `[router]` table, and the line of each of its addresses (for duplicate messages
 /// once the ports' addresses are known).
@@ -32,12 +32,24 @@ pub(super) fn parse_router(
             ));
         }
     };
+    let poll = match rr.poll.as_ref().map(|s| (s, s.get_ref().as_str())) {
+        None | Some((_, "adaptive")) => PollMode::Adaptive,
+        Some((_, "interrupt")) => PollMode::Interrupt,
+        Some((s, other)) => {
+            return Err(ctx.err(
+                &s.span(),
+                "router.poll",
+                format!("unknown poll mode \"{other}\"; use \"adaptive\" (the default) or \"interrupt\""),
+            ));
+        }
+    };
     let mut router = RouterConfig {
         name: check_router_name(ctx, &rr.name)?,
         v4: None,
         v6: None,
         control_socket,
         fast_path,
+        poll,
     };
     let mut router_lines = Vec::new();
     for s in rr.addresses.iter().flatten() {

@@ -115,11 +115,16 @@ impl Lab {
     ///
     /// With `VMPLS_TEST_FAST_PATH=1` in the environment every lab runs its routers with
     /// `fast-path = "tc"`, to run a suite against the in-kernel fast path (tests that
-    /// count the pipeline's own work then fail for that reason alone).
+    /// count the pipeline's own work then fail for that reason alone). With
+    /// `VMPLS_TEST_POLL=interrupt` they run with `poll = "interrupt"` (the default is
+    /// adaptive polling).
     pub fn start(tag: &str, mut params: SeedParams) -> Self {
         vmpls_lab::require_root().expect("the integration tests need root");
         if std::env::var_os("VMPLS_TEST_FAST_PATH").is_some_and(|v| v == "1") {
             params.fast_path = true;
+        }
+        if std::env::var_os("VMPLS_TEST_POLL").is_some_and(|v| v == "interrupt") {
+            params.poll_interrupt = true;
         }
         let work = WorkDir::new(tag);
         let mut seed = SeedLab::build(&params).expect("building the seed topology");

@@ -1,0 +1,82 @@
+//! Adaptive polling (`poll = "adaptive"`, the default) on the seed lab's three routers
+//! between kernel hosts: an idle router sleeps (near 0 % of a core) before traffic and
+//! again once it stopped, and frames that arrive one by one, each after the router went
+//! back to sleep, all pass with a bounded round trip (none waits for a later frame or a
+//! timer to wake the router). The rings' re-arm itself (a frame queued without a kick
+//! while polling stops) is `vhost_user_frontend.rs` in the ports crate.
+//! `VMPLS_TEST_POLL=interrupt` runs the same with `poll = "interrupt"`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use vmpls_lab::SeedParams;
+use vmpls_lab::ping::PingOptions;
+
+/// The most of a core an idle router may use: it wakes for its timers (stats file, link
+/// check) a few times a second; one that kept polling would use a whole core.
+const MAX_IDLE_SHARE: f64 = 0.05;
+/// A round trip ce1 -> ce2 -> ce1 through six router hops may take at most this long:
+/// far beyond any forwarding time, far below the 1-second timers that would otherwise
+/// be what wakes a router that slept through a frame.
+const MAX_RTT: Duration = Duration::from_millis(300);
+
+/// Each router's share of a core over 2 s.
+fn idle_shares(lab: &Lab, phase: &str) -> Vec<(&'static str, f64)> {
+    let pids: Vec<(&str, u32)> = ROUTERS.iter().map(|r| (*r, router_pid(lab, r))).collect();
+    let cpu = |pid| vmpls_sys::process::cpu_seconds(pid).expect("the router's /proc/PID/stat");
+    let before: Vec<f64> = pids.iter().map(|(_, pid)| cpu(*pid)).collect();
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    let wall = start.elapsed().as_secs_f64();
+    pids.iter()
+        .zip(before)
+        .map(|((r, pid), b)| {
+            let share = (cpu(*pid) - b) / wall;
+            eprintln!("{phase}: {r} used {:.2} % of a core", 100.0 * share);
+            (*r, share)
+        })
+        .collect()
+}
+
+fn assert_idle(lab: &Lab, phase: &str) {
+    for (r, share) in idle_shares(lab, phase) {
+        assert!(
+            share < MAX_IDLE_SHARE,
+            "{phase}: router {r} used {:.1} % of a core\n{}",
+            100.0 * share,
+            lab.logs()
+        );
+    }
+}
+
+#[test]
+fn an_idle_router_sleeps_before_and_after_traffic_and_frames_after_the_switch_are_not_stuck() {
+    let mut lab = Lab::start("adaptive-poll", SeedParams::default());
+    assert_idle(&lab, "idle after the start");
+
+    // Traffic: the routers poll while it flows, then go back to sleep.
+    lab.flow("ce1", "ce2", CE2_V4, 20 << 20);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_idle(&lab, "idle after a TCP flow");
+
+    // One echo request every 20 ms: each reaches every router after it stopped polling
+    // (100 us after the previous frame) and went back to sleep.
+    let opts = PingOptions {
+        count: 25,
+        interval: Duration::from_millis(20),
+        timeout: Duration::from_secs(2),
+        ..PingOptions::default()
+    };
+    for to in [CE2_V4, CE2_V6] {
+        let r = lab.ping("ce1", to, &opts);
+        assert_eq!(r.received, r.sent, "ce1 -> {to}: {r:?}\n{}", lab.logs());
+        let worst = r.replies.iter().map(|p| p.rtt).max().unwrap_or_default();
+        eprintln!("ce1 -> {to}: {} replies, slowest {worst:?}", r.received);
+        assert!(worst < MAX_RTT, "ce1 -> {to}: a reply took {worst:?}: {r:?}");
+    }
+    assert_idle(&lab, "idle after the pings");
+    let stats = lab.stop_routers();
+    assert_no_unexpected_drops(&stats, &[], "adaptive polling");
+}
