@@ -117,6 +117,8 @@ impl<'a> Entries<'a> {
         let uniform = route.ttl_model == TtlModel::Uniform;
         match &route.action {
             LabelAction::PopAndLookup { vrf } => Some(LabelEntry::PopIp { vrf: *vrf, uniform }),
+            // Pseudowires stay in the pipeline (see `FastPath`'s start-up log).
+            LabelAction::Pseudowire { .. } => None,
             LabelAction::Forward(group) => {
                 let nh = single(group.nexthops())?;
                 match (&nh.labels[..], nh.via) {
