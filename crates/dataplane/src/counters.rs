@@ -36,6 +36,9 @@ reasons! {
         PwTooBig => "pw_too_big",
         /// No route (or only a local or blackhole one) to a pseudowire's far PE.
         PwNoRoute => "pw_no_route_to_peer",
+        /// A frame from the attachment circuit of a pseudowire not in force (not
+        /// signalled, or its local label held by a route).
+        PwDown => "pw_down",
         /// A frame for a pseudowire without an attachment circuit.
         PwNoAttachment => "pw_no_attachment",
         /// Addressed to another station's MAC.
@@ -244,6 +247,11 @@ impl Counters {
     #[cold]
     fn grow_labels(&mut self, label: usize) {
         self.labels.resize(label + 1, [0; 2]);
+    }
+
+    /// Frames and bytes switched by the route of `label` so far.
+    pub fn label_count(&self, label: u32) -> [u64; 2] {
+        self.labels.get(label as usize).copied().unwrap_or([0; 2])
     }
 
     /// Labels that switched frames, as (label, frames, bytes), in label order.

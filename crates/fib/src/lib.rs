@@ -172,6 +172,9 @@ pub struct Pseudowire {
     pub peer: IpAddr,
     /// Whether the RFC 4385 control word is used.
     pub control_word: bool,
+    /// In force: signalled (or configured) and its local label installed. Frames from
+    /// the attachment of a pseudowire not in force are dropped (`pw_down`).
+    pub up: bool,
 }
 
 impl Fib {

@@ -40,8 +40,8 @@ impl Dataplane {
     /// A frame from attachment circuit `pkt.port` of pseudowire `pw`.
     pub(super) fn pw_ingress(&mut self, b: &mut Batch<'_>, mut pkt: Packet, pw: u16) {
         let fib = b.fib;
-        let Some(entry) = fib.pseudowires.get(usize::from(pw)) else {
-            return self.discard(DropReason::PwNoAttachment, pkt, b.pool);
+        let Some(entry) = fib.pseudowires.get(usize::from(pw)).filter(|e| e.up) else {
+            return self.discard(DropReason::PwDown, pkt, b.pool);
         };
         if pkt.len() < ETH {
             return self.discard(DropReason::TruncatedEthernet, pkt, b.pool);

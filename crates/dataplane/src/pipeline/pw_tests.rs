@@ -38,6 +38,7 @@ fn pe(control_word: bool, core_mtu: u32, caps: PortCaps) -> Dataplane {
         remote_label: 2000,
         peer: ip("198.18.255.3"),
         control_word,
+        up: true,
     });
     fib.port_pw[0] = Some(0);
     fib.set_label_route(
