@@ -783,6 +783,7 @@ mod tests {
 
     #[test]
     fn pw_words() {
+        let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
         let add =
             parse_pw(&w("add mpw0 attachment ce1 local-label 1000 remote-label 2000 peer 198.18.255.3"));
         let want = Request::PwReplace {
