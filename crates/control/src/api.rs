@@ -209,6 +209,22 @@ pub enum Request {
         /// The port's name.
         dev: String,
     },
+    /// List the pseudowires with their status (`pw show`): [`PwStatus`]es.
+    PwShow,
+    /// Add or change a static pseudowire (`pw add`), origin "cli". Its attachment is
+    /// `attachment`, or that of the config's `[[pseudowire]]` of the same name.
+    PwReplace {
+        /// The pseudowire.
+        pw: PwSpec,
+        /// The attachment port's name; `None`: the config's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attachment: Option<String>,
+    },
+    /// Remove a pseudowire the CLI or the file made (`pw del`).
+    PwDel {
+        /// Its name.
+        name: String,
+    },
     /// Counters.
     Stats,
     /// Read the config file again and apply the difference.
@@ -382,6 +398,8 @@ pub enum Answer {
     Links(Vec<Link>),
     /// `vrf-show`.
     Vrfs(Vec<Vrf>),
+    /// `pw-show`.
+    Pseudowires(Vec<PwStatus>),
     /// `neigh-show`.
     Neighbors(Vec<Neighbor>),
     /// `stats`.
@@ -798,6 +816,90 @@ pub enum NeighState {
     Incomplete,
     /// Static (`neigh add`, `[[neighbor]]`): never aged or asked for.
     Permanent,
+}
+
+/// The encapsulation of a pseudowire (RFC 4446 PW types).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PwType {
+    /// Ethernet, raw mode (type 5, RFC 4448): the frame as it arrived, tags kept.
+    #[default]
+    Ethernet,
+    /// Ethernet tagged mode (type 4); carried as raw mode here.
+    EthernetTagged,
+}
+
+/// A point-to-point Ethernet pseudowire: what the file, the CLI or ldpd (through zebra)
+/// says of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PwSpec {
+    /// Its name: ldpd's `member pseudowire NAME`, the key everywhere.
+    pub name: String,
+    /// The label the far PE pushes: pop, control word off, out of the attachment.
+    pub local_label: u32,
+    /// The label pushed under the transport labels toward the far PE.
+    pub remote_label: u32,
+    /// The far PE's address; the transport is the router's route to it.
+    pub peer: IpAddr,
+    /// RFC 4385 control word.
+    pub control_word: bool,
+    /// The encapsulation.
+    #[serde(default)]
+    pub pw_type: PwType,
+}
+
+/// Where a pseudowire came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PwOrigin {
+    /// The config file's `[[pseudowire]]`.
+    Config,
+    /// `pw add` / `pw-replace`.
+    Cli,
+    /// ldpd, through zebra and the module's channel.
+    Frr,
+}
+
+impl std::fmt::Display for PwOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PwOrigin::Config => "config",
+            PwOrigin::Cli => "cli",
+            PwOrigin::Frr => "frr",
+        })
+    }
+}
+
+/// A pseudowire and its state (`pw-show`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PwStatus {
+    /// Its name.
+    pub name: String,
+    /// The attachment port, if one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachment: Option<String>,
+    /// Who made it.
+    pub origin: PwOrigin,
+    /// The labels, peer and encapsulation; `None`: a `[[pseudowire]]` ldpd has not
+    /// signalled yet (FRR mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<PwSpec>,
+    /// Forwarding: installed, attachment up, a route to the peer.
+    pub up: bool,
+    /// Why not, when not up: "attachment down", "no route to peer", "no attachment
+    /// configured", "label in use", "not signalled".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Frames and bytes from the pseudowire sent out of the attachment.
+    pub rx_frames: u64,
+    /// Bytes of them, labels included.
+    pub rx_bytes: u64,
+    /// Frames from the attachment sent into the pseudowire.
+    pub tx_frames: u64,
+    /// Bytes of them, the customer's frames.
+    pub tx_bytes: u64,
 }
 
 /// A neighbour table entry (`neigh-show`).

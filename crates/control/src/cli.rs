@@ -22,8 +22,8 @@
 //! next hop but no `as` it pops and forwards (penultimate-hop popping).
 
 use crate::api::{
-    Family, IpRoute, Mac, MplsAction, MplsRoute, Nexthop, PrefixMatch, Protocol, Request, RouteFilter,
-    RouteSpec, RouteType, check_neighbor_mac,
+    Family, IpRoute, Mac, MplsAction, MplsRoute, Nexthop, PrefixMatch, Protocol, PwSpec, PwType, Request,
+    RouteFilter, RouteSpec, RouteType, check_neighbor_mac,
 };
 use crate::tables::parse_prefix;
 
@@ -472,6 +472,66 @@ pub fn parse_neigh(args: &[String]) -> Option<Result<Request, String>> {
     }))
 }
 
+/// Parses the words after `pw` for a change: `add NAME attachment PORT local-label L
+/// remote-label R peer ADDR [control-word on|off]` (keywords in any order after the
+/// name) or `del NAME`. `None` for `show` (or no words), which the caller handles.
+///
+/// # Errors
+/// A message for `Error: ...`.
+pub fn parse_pw(args: &[String]) -> Option<Result<Request, String>> {
+    let verb = args.first()?.as_str();
+    match verb {
+        "add" | "a" | "replace" | "change" => Some(pw_add_words(&args[1..])),
+        "del" | "delete" | "d" => Some(match &args[1..] {
+            [name] => Ok(Request::PwDel { name: name.clone() }),
+            [] => Err("pw del needs the pseudowire's name".into()),
+            [_, extra, ..] => Err(format!("pw del takes only a name; \"{extra}\" is garbage")),
+        }),
+        _ => None,
+    }
+}
+
+fn pw_add_words(args: &[String]) -> Result<Request, String> {
+    let Some((name, rest)) = args.split_first() else {
+        return Err(
+            "pw add needs a name: pw add NAME attachment PORT local-label L remote-label R peer ADDR".into(),
+        );
+    };
+    let (mut attachment, mut local, mut remote, mut peer, mut cw) = (None, None, None, None, true);
+    let mut it = rest.iter().map(String::as_str);
+    while let Some(key) = it.next() {
+        let value = it.next().ok_or_else(|| format!("\"{key}\" needs a value after it"))?;
+        let label = |v: &str| -> Result<u32, String> {
+            v.parse::<u32>().map_err(|_| format!("{key} \"{v}\" is not a label"))
+        };
+        match key {
+            "attachment" | "dev" => attachment = Some(value.to_string()),
+            "local-label" | "local" => local = Some(label(value)?),
+            "remote-label" | "remote" => remote = Some(label(value)?),
+            "peer" => {
+                peer = Some(value.parse().map_err(|_| format!("peer \"{value}\" is not an IP address"))?)
+            }
+            "control-word" | "cw" => {
+                cw = match value {
+                    "on" | "yes" | "true" => true,
+                    "off" | "no" | "false" => false,
+                    other => return Err(format!("control-word \"{other}\": expected on or off")),
+                }
+            }
+            other => return Err(format!("unknown pw keyword \"{other}\"")),
+        }
+    }
+    let pw = PwSpec {
+        name: name.clone(),
+        local_label: local.ok_or("give local-label L")?,
+        remote_label: remote.ok_or("give remote-label R")?,
+        peer: peer.ok_or("give peer ADDR")?,
+        control_word: cw,
+        pw_type: PwType::Ethernet,
+    };
+    Ok(Request::PwReplace { pw, attachment })
+}
+
 /// The address, `lladdr` and `dev` of a `neigh` change.
 fn neigh_words(args: &[String], add: bool) -> Result<(std::net::IpAddr, Option<Mac>, String), String> {
     let (mut dst, mut lladdr, mut dev) = (None, None, None);
@@ -719,6 +779,43 @@ mod tests {
             assert!(e.contains(want), "{line}: {e}");
         }
         assert!(parse_family("ipx").unwrap_err().contains("inet, inet6 or mpls"));
+    }
+
+    #[test]
+    fn pw_words() {
+        let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let add =
+            parse_pw(&w("add mpw0 attachment ce1 local-label 1000 remote-label 2000 peer 198.18.255.3"));
+        let want = Request::PwReplace {
+            pw: PwSpec {
+                name: "mpw0".into(),
+                local_label: 1000,
+                remote_label: 2000,
+                peer: "198.18.255.3".parse().unwrap(),
+                control_word: true,
+                pw_type: PwType::Ethernet,
+            },
+            attachment: Some("ce1".into()),
+        };
+        assert_eq!(add.unwrap().unwrap(), want);
+        let off = parse_pw(&w("add mpw0 peer 2001:db8::3 remote-label 2 local-label 17 control-word off"));
+        assert!(matches!(
+            off.unwrap().unwrap(),
+            Request::PwReplace { pw: PwSpec { control_word: false, .. }, attachment: None }
+        ));
+        assert_eq!(parse_pw(&w("del mpw0")).unwrap().unwrap(), Request::PwDel { name: "mpw0".into() });
+        assert!(parse_pw(&w("show")).is_none());
+        for bad in [
+            "add",
+            "add x local-label",
+            "add x local-label a",
+            "add x local-label 1 remote-label 2",
+            "add x cw maybe peer ::1 local 20 remote 20",
+            "del",
+            "del a b",
+        ] {
+            assert!(parse_pw(&w(bad)).unwrap().is_err(), "{bad}");
+        }
     }
 
     #[test]

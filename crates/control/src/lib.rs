@@ -439,6 +439,33 @@ pub struct Config {
     pub frr: Option<FrrConfig>,
     /// `[[neighbor]]`s: static neighbours, in file order.
     pub neighbors: Vec<StaticNeighborConfig>,
+    /// `[[pseudowire]]`s, in file order.
+    pub pseudowires: Vec<PseudowireConfig>,
+}
+
+/// A `[[pseudowire]]`: a point-to-point Ethernet pseudowire (VPWS, RFC 4448).
+///
+/// ```toml
+/// [[pseudowire]]
+/// name = "mpw0"            # ldpd's `member pseudowire mpw0` with [frr]
+/// attachment = "ce1"       # a [[port]] without addresses: raw Ethernet mode
+/// local-label = 1000       # static only (without [frr]): the label the far PE pushes
+/// remote-label = 2000      # pushed under the transport labels toward the far PE
+/// peer = "198.18.255.3"    # the far PE; the transport is the route to it
+/// control-word = true      # RFC 4385 control word (default true)
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PseudowireConfig {
+    /// Its name.
+    pub name: String,
+    /// The attachment circuit.
+    pub attachment: PortId,
+    /// The static pseudowire (without `[frr]`); `None`: ldpd signals it.
+    pub static_spec: Option<api::PwSpec>,
+    /// `control-word`.
+    pub control_word: bool,
+    /// Line of `name`.
+    pub line: usize,
 }
 
 /// A `[[neighbor]]`: a static neighbour, as `ip neigh add ADDR lladdr MAC dev PORT` has

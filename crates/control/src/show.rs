@@ -69,6 +69,33 @@ pub fn links(list: &[Link], stats: bool) -> String {
     s
 }
 
+/// `pw show`: one line a pseudowire, as `ip`'s style: name, state, then key-value pairs.
+pub fn pseudowires(list: &[crate::api::PwStatus]) -> String {
+    let mut s = String::new();
+    for p in list {
+        let state = if p.up { "up" } else { "down" };
+        let _ = write!(s, "{} {state}", p.name);
+        if let Some(r) = &p.reason {
+            let _ = write!(s, " ({r})");
+        }
+        let _ = write!(s, " attachment {}", p.attachment.as_deref().unwrap_or("-"));
+        if let Some(spec) = &p.spec {
+            let cw = if spec.control_word { "on" } else { "off" };
+            let _ = write!(
+                s,
+                " local-label {} remote-label {} peer {} control-word {cw}",
+                spec.local_label, spec.remote_label, spec.peer
+            );
+        }
+        let _ = writeln!(
+            s,
+            " origin {} rx {}/{} tx {}/{}",
+            p.origin, p.rx_frames, p.rx_bytes, p.tx_frames, p.tx_bytes
+        );
+    }
+    s
+}
+
 /// `neigh show`.
 pub fn neighbors(list: &[Neighbor]) -> String {
     let mut s = String::new();

@@ -41,6 +41,7 @@ mod bulk;
 mod error;
 #[cfg(test)]
 mod prop_tests;
+mod pw;
 mod rib;
 mod txn;
 pub use bulk::{ShowChunk, ShowCursor};
@@ -69,6 +70,8 @@ pub struct Tables {
     /// a few routes is made on a copy of them in time that does not grow with the table.
     /// Set by every committed change ([`Txn::commit`]).
     built: Option<Fib>,
+    /// The pseudowires ([`pw`]).
+    pws: pw::PwSet,
 }
 
 /// A route from FRR, its next hops already on the router's ports.
@@ -172,7 +175,8 @@ impl Tables {
         for ((vrf, prefix), d) in rib::derived_of(&config) {
             rib.set_derived(&vrf, prefix, Some(d));
         }
-        Tables { file: config, rib, built: None }
+        let pws = pw::pws_of(&config);
+        Tables { file: config, rib, built: None, pws }
     }
 
     /// The tables of a freshly loaded config and the forwarding tables it describes, built
@@ -181,7 +185,13 @@ impl Tables {
     /// # Errors
     /// As [`Config::build_fib`], with the file's line.
     pub fn built(config: Config) -> Result<(Tables, Fib), crate::ConfigError> {
-        let fib = config.build_fib()?;
+        let mut fib = config.build_fib()?;
+        let (path, pws) = (config.path.clone(), pw::pws_of(&config));
+        pw::install(&pws, &mut fib).map_err(|source| crate::ConfigError::Build {
+            path,
+            line: None,
+            source,
+        })?;
         let mut tables = Tables::new(config);
         tables.built = Some(fib.clone());
         Ok((tables, fib))
@@ -386,9 +396,13 @@ impl Tables {
     /// # Errors
     /// A message if the tables reject an entry (checks before catch what they can).
     pub fn build_fib(&self) -> Result<Fib, TablesError> {
-        self.file
+        let mut fib = self
+            .file
             .build_fib_with(self.rib.selected_routes(), self.rib.selected_labels())
-            .map_err(TablesError::Build)
+            .map_err(TablesError::Build)?;
+        pw::install(&self.pws, &mut fib)
+            .map_err(|source| TablesError::Fib { what: "pseudowires".into(), source })?;
+        Ok(fib)
     }
 
     /// The id the forwarding tables give VRF `name`: its place in the config's list.
@@ -913,6 +927,9 @@ fn restart_needed(old: &Config, new: &Config) -> Option<String> {
     }
     if old.frr != new.frr {
         return Some("[frr] changed".into());
+    }
+    if old.pseudowires != new.pseudowires {
+        return Some("[[pseudowire]] changed".into());
     }
     if old.router.control_socket != new.router.control_socket {
         return Some("router.control-socket changed".into());

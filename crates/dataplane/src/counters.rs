@@ -24,6 +24,23 @@ reasons! {
     DropReason {
         /// Shorter than an Ethernet header.
         TruncatedEthernet => "truncated_ethernet",
+        /// A pseudowire's control word is not one (first nibble not 0: an associated
+        /// channel, or a pseudowire configured with a control word the far PE does not send).
+        PwBadControlWord => "pw_bad_control_word",
+        /// A pseudowire frame ends inside its control word or inner Ethernet header.
+        PwTruncated => "pw_truncated",
+        /// A pseudowire's label arrived with more labels under it (S=0).
+        PwLabelNotBottom => "pw_label_not_bottom",
+        /// A frame that does not fit the link toward the far PE (or the attachment circuit
+        /// at the far end): there is no ICMP for a pseudowire.
+        PwTooBig => "pw_too_big",
+        /// No route (or only a local or blackhole one) to a pseudowire's far PE.
+        PwNoRoute => "pw_no_route_to_peer",
+        /// A frame from the attachment circuit of a pseudowire not in force (not
+        /// signalled, or its local label held by a route).
+        PwDown => "pw_down",
+        /// A frame for a pseudowire without an attachment circuit.
+        PwNoAttachment => "pw_no_attachment",
         /// Addressed to another station's MAC.
         OtherHost => "other_host",
         /// 802.1Q tagged: no VLAN sub-interfaces are configured.
@@ -110,6 +127,10 @@ reasons! {
     Event {
         /// Labels pushed at an ingress PE.
         LabelPush => "label_push",
+        /// Frames from an attachment circuit sent into their pseudowire.
+        PwEncap => "pw_encapsulated",
+        /// Frames from a pseudowire sent out of its attachment circuit.
+        PwDecap => "pw_decapsulated",
         /// Top label swapped.
         LabelSwap => "label_swap",
         /// Label popped (PHP, egress, explicit null).
@@ -184,6 +205,9 @@ pub struct Counters {
     /// Per incoming label with a route: [frames, bytes], indexed by label, grown on
     /// demand up to the largest label seen (labels are at most 2^20).
     labels: Vec<[u64; 2]>,
+    /// Per port that is a pseudowire's attachment circuit: [frames, bytes] sent into
+    /// the pseudowire (the customer's frames, before the labels).
+    pub pw_tx: Vec<[u64; 2]>,
 }
 
 impl Counters {
@@ -195,6 +219,7 @@ impl Counters {
             rx_frames: vec![0; ports],
             tx_frames: vec![0; ports],
             labels: Vec::new(),
+            pw_tx: vec![[0; 2]; ports],
         }
     }
 
@@ -222,6 +247,11 @@ impl Counters {
     #[cold]
     fn grow_labels(&mut self, label: usize) {
         self.labels.resize(label + 1, [0; 2]);
+    }
+
+    /// Frames and bytes switched by the route of `label` so far.
+    pub fn label_count(&self, label: u32) -> [u64; 2] {
+        self.labels.get(label as usize).copied().unwrap_or([0; 2])
     }
 
     /// Labels that switched frames, as (label, frames, bytes), in label order.

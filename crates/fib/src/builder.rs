@@ -220,6 +220,8 @@ impl FibBuilder {
             match &route.action {
                 LabelAction::Forward(g) => self.check_group(g)?,
                 LabelAction::PopAndLookup { vrf } => self.check_vrf(*vrf)?,
+                // Pseudowires are set on the built tables (`Fib::pseudowires`).
+                LabelAction::Pseudowire { pw } => return Err(FibError::UnknownPseudowire { pw: *pw }),
             }
         }
         for (vrf, _, _, route) in &self.routes {
@@ -267,9 +269,11 @@ impl FibBuilder {
             vrfs,
             port_vrf: self.ports.iter().map(|p| p.vrf).collect(),
             port_accepts_mpls: self.ports.iter().map(|p| p.accepts_mpls).collect(),
+            port_pw: vec![None; self.ports.len()],
             port_addrs: self.ports.into_iter().map(|p| p.addrs).collect(),
             router_v4: self.router_v4,
             router_v6: self.router_v6,
+            pseudowires: Vec::new(),
         })
     }
 }

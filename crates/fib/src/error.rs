@@ -40,6 +40,11 @@ pub enum FibError {
     /// Implicit null (3) inside a label stack of more than one label: it never appears
     /// on the wire, so it can only stand alone (meaning "no label", penultimate-hop pop).
     ImplicitNullInStack,
+    /// A label route to a pseudowire the tables do not hold.
+    UnknownPseudowire {
+        /// The index given.
+        pw: u16,
+    },
     /// A VRF id that was not defined.
     UnknownVrf {
         /// The id given.
@@ -108,6 +113,7 @@ impl fmt::Display for FibError {
                 f.write_str("implicit null (3) can only stand alone as [3] (pop), not inside a label stack")
             }
             FibError::UnknownVrf { vrf } => write!(f, "VRF {vrf} is not defined"),
+            FibError::UnknownPseudowire { pw } => write!(f, "pseudowire {pw} is not defined"),
             FibError::DuplicateVrf { name } => write!(f, "VRF \"{name}\" is defined twice"),
             FibError::UnknownPort { port } => write!(f, "port {port} is not defined"),
             FibError::TooManyPorts => f.write_str("too many ports"),

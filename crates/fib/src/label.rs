@@ -16,6 +16,13 @@ pub enum LabelAction {
         /// The routing table for the IP packet underneath.
         vrf: VrfId,
     },
+    /// The local label of a pseudowire: pop, take the control word off (if the
+    /// pseudowire has one), send the Ethernet frame under it out of the attachment
+    /// circuit ([`Fib::pseudowires`](crate::Fib::pseudowires)`[pw]`).
+    Pseudowire {
+        /// Index into [`Fib::pseudowires`](crate::Fib::pseudowires).
+        pw: u16,
+    },
 }
 
 /// A label table entry.

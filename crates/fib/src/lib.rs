@@ -148,6 +148,42 @@ pub struct Fib {
     pub router_v4: Option<Ipv4Addr>,
     /// Source of IPv6 ICMP the router originates.
     pub router_v6: Option<Ipv6Addr>,
+    /// The pseudowires (VPWS), in force or not; their local labels are label routes of
+    /// [`LabelAction::Pseudowire`] when they are installed.
+    pub pseudowires: Vec<Pseudowire>,
+    /// Per port (index = [`PortId`]): the pseudowire whose attachment circuit it is
+    /// (index into [`pseudowires`](Fib::pseudowires)). Such a port is in raw Ethernet
+    /// mode: every frame it receives rides the pseudowire.
+    pub port_pw: Vec<Option<u16>>,
+}
+
+/// A point-to-point Ethernet pseudowire (RFC 4448) as the pipeline uses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pseudowire {
+    /// Its name (the key in the control plane).
+    pub name: String,
+    /// The attachment circuit; `None`: frames from the pseudowire are dropped.
+    pub attachment: Option<PortId>,
+    /// The label the far PE pushes (ours).
+    pub local_label: Label,
+    /// The label pushed toward the far PE, under the transport labels.
+    pub remote_label: Label,
+    /// The far PE: the transport is the default VRF's route to it.
+    pub peer: IpAddr,
+    /// Whether the RFC 4385 control word is used.
+    pub control_word: bool,
+    /// In force: signalled (or configured) and its local label installed. Frames from
+    /// the attachment of a pseudowire not in force are dropped (`pw_down`).
+    pub up: bool,
+}
+
+impl Fib {
+    /// The pseudowire whose attachment circuit `port` is.
+    #[inline]
+    pub fn attachment_pw(&self, port: PortId) -> Option<(u16, &Pseudowire)> {
+        let pw = (*self.port_pw.get(usize::from(port))?)?;
+        Some((pw, self.pseudowires.get(usize::from(pw))?))
+    }
 }
 
 impl Default for Fib {
@@ -161,6 +197,8 @@ impl Default for Fib {
             port_addrs: Vec::new(),
             router_v4: None,
             router_v6: None,
+            pseudowires: Vec::new(),
+            port_pw: Vec::new(),
         }
     }
 }
@@ -344,6 +382,11 @@ impl Fib {
                     return Err(FibError::UnknownVrf { vrf: *vrf });
                 }
             }
+            LabelAction::Pseudowire { pw } => {
+                if usize::from(*pw) >= self.pseudowires.len() {
+                    return Err(FibError::UnknownPseudowire { pw: *pw });
+                }
+            }
         }
         self.labels.try_insert(label, route).map(drop)
     }
@@ -358,7 +401,9 @@ impl Fib {
             && self.port_vrf == old.port_vrf
             && self.port_accepts_mpls == old.port_accepts_mpls
             && self.port_addrs == old.port_addrs
-            && (self.router_v4, self.router_v6) == (old.router_v4, old.router_v6);
+            && (self.router_v4, self.router_v6) == (old.router_v4, old.router_v6)
+            && self.pseudowires == old.pseudowires
+            && self.port_pw == old.port_pw;
         if !same_frame {
             return None;
         }

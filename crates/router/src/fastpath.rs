@@ -134,6 +134,8 @@ impl<'a> Entries<'a> {
         let uniform = route.ttl_model == TtlModel::Uniform;
         match &route.action {
             LabelAction::PopAndLookup { vrf } => Some(LabelEntry::PopIp { vrf: *vrf, uniform }),
+            // Pseudowires stay in the pipeline (see `FastPath`'s start-up log).
+            LabelAction::Pseudowire { .. } => None,
             LabelAction::Forward(group) if group.is_multipath() => {
                 let group = Arc::new(self.group(group, 1)?);
                 Some(LabelEntry::Multipath { uniform, group })

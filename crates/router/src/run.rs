@@ -198,6 +198,9 @@ pub(crate) fn fast_path_refuses(
 const IN_A_VRF_NAMESPACE: &str =
     "its interface is in a VRF's network namespace, and the programs' redirects cannot cross namespaces";
 
+/// Why the fast path leaves a pseudowire's attachment circuit to the pipeline.
+const PW_ATTACHMENT: &str = "it is a pseudowire's attachment circuit: pseudowires (encapsulation, control word, super-frames kept whole) run in the pipeline this release";
+
 /// Whether `netns` (a name under `/run/netns`, or `None`: the router's) is the namespace
 /// the router runs in.
 fn is_own_netns(netns: Option<&str>) -> bool {
@@ -296,6 +299,12 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
             served.push(None);
             sockets.push(None);
             refused.push(Some(IN_A_VRF_NAMESPACE));
+            continue;
+        }
+        if cfg.pseudowires.iter().any(|pw| usize::from(pw.attachment) == i) {
+            served.push(None);
+            sockets.push(None);
+            refused.push(Some(PW_ATTACHMENT));
             continue;
         }
         let veth = p.kind == vmpls_control::PortKind::AfPacket && vmpls_fastpath::is_veth(&p.interface);

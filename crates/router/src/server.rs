@@ -262,6 +262,11 @@ impl Server {
                     Ok(crate::protocol::NeighborChange::Del { port, addr: *dst })
                 });
             }
+            Request::PwShow => self.pw_show().map(Answer::Pseudowires).map_err(unavailable),
+            Request::PwReplace { pw, attachment } => {
+                return self.pw_change(|t| t.pw_replace_cli(pw.clone(), attachment.as_deref()), &pw.name);
+            }
+            Request::PwDel { name } => return self.pw_change(|t| t.pw_del_cli(name), name),
             Request::Stats => self.stats().map(|s| Answer::Stats(Box::new(s))).map_err(unavailable),
             Request::Reload => self.reload_logged("request").map(Answer::Reloaded),
             Request::Capture { .. } => Err(ControlError::invalid("capture needs its own connection")),
@@ -292,6 +297,65 @@ impl Server {
             }
             Ok(Err(e)) => Reply::error(format!("{e} (dev {dev})")),
             Err(e) => Reply::error(ControlError::new(ErrorKind::Unavailable, format!("{e:#}"))),
+        }
+    }
+
+    /// The pseudowires with their state (`pw-show`): the tables' view against the ports'
+    /// links and the routes in force, with the pipeline's counters.
+    pub fn pw_show(&self) -> anyhow::Result<Vec<api::PwStatus>> {
+        let snap = self.lp.snapshot()?;
+        let t = self.tables();
+        let cfg = t.config();
+        let ctl = vmpls_sys::iface::control_socket().ok();
+        let port_up = |p: vmpls_fib::PortId| {
+            if snap.faults.get(usize::from(p)).is_some_and(|f| f.detached) {
+                return false;
+            }
+            let Some(pc) = cfg.ports.get(usize::from(p)) else { return false };
+            // An AF_PACKET port's interface in this namespace: administratively up with
+            // its carrier (IFF_RUNNING). Other kinds (and ports in a VRF's namespace)
+            // count as up while attached.
+            if pc.kind != vmpls_control::PortKind::AfPacket || pc.netns.is_some() {
+                return true;
+            }
+            let (Some(ctl), Some(name)) = (ctl.as_ref(), vmpls_sys::iface::IfName::new(&pc.interface)) else {
+                return false;
+            };
+            vmpls_sys::iface::flags(ctl, &name).is_ok_and(|f| {
+                let f = libc::c_int::from(f);
+                f & libc::IFF_UP != 0 && f & libc::IFF_RUNNING != 0
+            })
+        };
+        let mut list = t.pw_status(port_up);
+        for s in &mut list {
+            if let Some(spec) = &s.spec {
+                [s.rx_frames, s.rx_bytes] = snap.counters.label_count(spec.local_label);
+            }
+            let port = s.attachment.as_deref().and_then(|a| cfg.port(a)).map(|(id, _)| usize::from(id));
+            if let Some(c) = port.and_then(|p| snap.counters.pw_tx.get(p)) {
+                [s.tx_frames, s.tx_bytes] = *c;
+            }
+        }
+        Ok(list)
+    }
+
+    /// `pw add` / `pw del`: a change to the tables' pseudowires, stored when it succeeds.
+    fn pw_change(
+        &self,
+        f: impl FnOnce(
+            &mut vmpls_control::tables::Tables,
+        ) -> Result<vmpls_fib::Fib, vmpls_control::tables::TablesError>,
+        name: &str,
+    ) -> Reply<Answer> {
+        let mut t = self.tables();
+        match f(&mut t) {
+            Ok(fib) => {
+                self.fib.store(fib);
+                self.in_force();
+                info!(pw = name, "pseudowire changed");
+                Reply::done()
+            }
+            Err(e) => Reply::error(e),
         }
     }
 

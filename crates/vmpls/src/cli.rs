@@ -72,7 +72,7 @@ fn show_args(object: &str, args: &[String]) -> Result<Option<String>, CliError> 
     match it.next() {
         None | Some("show" | "list" | "ls" | "lst" | "sh") => {}
         Some(other) => {
-            let also = if object == "neigh" { ", add, replace or del" } else { "" };
+            let also = if object == "neigh" || object == "pw" { ", add, replace or del" } else { "" };
             return Err(usage(format!("unknown {object} command \"{other}\"; expected show{also}")));
         }
     }
@@ -88,6 +88,34 @@ fn show_args(object: &str, args: &[String]) -> Result<Option<String>, CliError> 
         }
     }
     Ok(name)
+}
+
+/// `vmpls pw show [NAME] | add NAME attachment PORT local-label L remote-label R peer
+/// ADDR [control-word on|off] | del NAME`.
+///
+/// # Errors
+/// See [`CliError`].
+pub fn pw(g: &Globals, args: &[String]) -> Result<(), CliError> {
+    if let Some(req) = vmpls_control::cli::parse_pw(args) {
+        let req = req.map_err(CliError::Usage)?;
+        connect(g)?.request(&req)?;
+        return Ok(());
+    }
+    let name = show_args("pw", args)?;
+    let data = connect(g)?.request(&Request::PwShow)?;
+    let mut list: Vec<vmpls_control::api::PwStatus> = decode(data)?;
+    if let Some(n) = &name {
+        list.retain(|p| &p.name == n);
+        if list.is_empty() {
+            return Err(CliError::Router(format!("no pseudowire named \"{n}\"")));
+        }
+    }
+    if g.json {
+        let v = serde_json::to_value(&list).map_err(|e| usage(e.to_string()))?;
+        return print_json(g, &v);
+    }
+    print!("{}", show::pseudowires(&list));
+    Ok(())
 }
 
 /// `vmpls link show [[dev] PORT]`.

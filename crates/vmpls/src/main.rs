@@ -137,6 +137,13 @@ enum Command {
         #[arg(trailing_var_arg = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Ethernet pseudowires (VPWS) of a running router: state, labels, counters.
+    Pw {
+        /// show [NAME] | add NAME attachment PORT local-label L remote-label R peer ADDR
+        /// [control-word on|off] | del NAME
+        #[arg(trailing_var_arg = true, num_args = 0..)]
+        args: Vec<String>,
+    },
     /// Counters of a running router: per port, drops by reason, events (-s: all).
     Stats,
     /// Make a running router read its config again and apply the difference.
@@ -263,6 +270,7 @@ fn run_client(cli: &Cli, command: &Command) -> ExitCode {
         Command::Link { args } => cli::link(&g, args),
         Command::Neigh { args } => cli::neigh(&g, args),
         Command::Vrf { args } => cli::vrf(&g, args),
+        Command::Pw { args } => cli::pw(&g, args),
         Command::Stats => cli::stats(&g),
         Command::Reload => cli::reload(&g),
         Command::Capture { port, write, count, filter } => capture::run(

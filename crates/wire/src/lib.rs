@@ -22,6 +22,7 @@ pub mod ipv6;
 pub mod ipv6_ext;
 pub mod mpls;
 pub mod prefix;
+pub mod pw_cw;
 pub mod tcp;
 pub mod udp;
 pub mod virtio_net;

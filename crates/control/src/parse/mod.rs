@@ -12,6 +12,7 @@ mod limits;
 mod neighbors;
 mod nexthops;
 mod ports;
+pub(crate) mod pseudowires;
 mod raw;
 mod router;
 mod routes;
@@ -79,6 +80,18 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         Some(f) => Some(frr::parse_frr(&ctx, f, rr, &raw.port)?),
     };
     let neighbors = neighbors::parse_neighbors(&ctx, &raw.neighbor, &ports)?;
+    let pseudowires = pseudowires::parse_pseudowires(&ctx, &raw.pseudowire, &ports, &labels, frr.is_some())?;
 
-    Ok(Config { path: path.to_path_buf(), router, ports, vrfs, routes, labels, limits, frr, neighbors })
+    Ok(Config {
+        path: path.to_path_buf(),
+        router,
+        ports,
+        vrfs,
+        routes,
+        labels,
+        limits,
+        frr,
+        neighbors,
+        pseudowires,
+    })
 }

@@ -22,6 +22,20 @@ pub(super) struct RawFile {
     pub(super) frr: Option<RawFrr>,
     #[serde(default)]
     pub(super) neighbor: Vec<RawNeighbor>,
+    #[serde(default)]
+    pub(super) pseudowire: Vec<RawPseudowire>,
+}
+
+/// `[[pseudowire]]`: a VPWS.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawPseudowire {
+    pub(super) name: S<String>,
+    pub(super) attachment: S<String>,
+    pub(super) local_label: Option<S<i64>>,
+    pub(super) remote_label: Option<S<i64>>,
+    pub(super) peer: Option<S<String>>,
+    pub(super) control_word: Option<S<bool>>,
 }
 
 /// `[[neighbor]]`: a static neighbour.

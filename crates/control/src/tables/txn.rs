@@ -122,6 +122,9 @@ impl<'a> Txn<'a> {
                 Staged::Derived { .. } | Staged::File(_) => unreachable!("built whole"),
             }
         }
+        // A label route set above may have taken a pseudowire's label, or given it back.
+        super::pw::install(&t.pws, &mut fib)
+            .map_err(|source| TablesError::Fib { what: "pseudowires".into(), source })?;
         Ok(fib)
     }
 

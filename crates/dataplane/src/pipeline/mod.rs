@@ -40,6 +40,9 @@ mod ipv6;
 mod mpls;
 mod neighbor;
 mod output;
+mod pw;
+#[cfg(test)]
+mod pw_tests;
 #[cfg(test)]
 mod tests;
 
@@ -473,6 +476,10 @@ impl Dataplane {
         };
         if let Some(c) = self.counters.rx_frames.get_mut(usize::from(in_port)) {
             *c += 1;
+        }
+        // An attachment circuit is in raw Ethernet mode: every frame rides its pseudowire.
+        if let Some((pw, _)) = b.fib.attachment_pw(in_port) {
+            return self.pw_ingress(b, pkt, pw);
         }
         let Ok(frame) = ethernet::Frame::new_checked(pkt.frame()) else {
             return self.discard(DropReason::TruncatedEthernet, pkt, b.pool);

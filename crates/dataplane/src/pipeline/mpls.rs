@@ -160,6 +160,10 @@ impl Dataplane {
                 return self.discard(DropReason::UnknownLabel, pkt, b.pool);
             };
             self.counters.label(top.label, pkt.len());
+            // A pseudowire's label is not a hop: its TTL is not checked (RFC 4448 sends 255).
+            if let LabelAction::Pseudowire { pw } = route.action {
+                return self.pw_egress(b, pkt, top, pw);
+            }
             if ttl <= 1 {
                 self.counters.drop(DropReason::LabelTtlExpired);
                 if !along_lsp {
@@ -172,7 +176,7 @@ impl Dataplane {
                     // where the packet itself would have gone, not in the core port's.
                     let vrf = match route.action {
                         LabelAction::PopAndLookup { vrf } => vrf,
-                        LabelAction::Forward(_) => port_vrf,
+                        LabelAction::Forward(_) | LabelAction::Pseudowire { .. } => port_vrf,
                     };
                     self.label_ttl_expired(b, &pkt, received, forward, vrf);
                 }
@@ -193,6 +197,8 @@ impl Dataplane {
                         return self.ip_after_pop(b, pkt, in_port, vrf, received);
                     }
                 }
+                // Handled above; kept total without a panic.
+                LabelAction::Pseudowire { pw } => return self.pw_egress(b, pkt, top, *pw),
                 LabelAction::Forward(group) => {
                     let nh = group.select(if group.is_multipath() {
                         mpls_flow_hash(&pkt.frame()[ETH..])
@@ -477,7 +483,7 @@ fn leaves_lsp(fib: &Fib, frame: &[u8]) -> bool {
         l => match fib.labels.get(l).map(|r| &r.action) {
             Some(LabelAction::PopAndLookup { .. }) => true,
             Some(LabelAction::Forward(g)) => g.nexthops().iter().all(|nh| nh.labels.is_empty()),
-            None => false,
+            Some(LabelAction::Pseudowire { .. }) | None => false,
         },
     }
 }

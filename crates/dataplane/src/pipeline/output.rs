@@ -234,7 +234,7 @@ impl Dataplane {
     }
 
     /// Finds the next hop's MAC (or holds the frame while asking for it), then outputs.
-    fn resolve_and_send(&mut self, b: &mut Batch<'_>, mut pkt: Packet, hop: Hop<'_>) {
+    pub(super) fn resolve_and_send(&mut self, b: &mut Batch<'_>, mut pkt: Packet, hop: Hop<'_>) {
         pkt.port = hop.port;
         if let Some(mac) = self.fresh_neighbor(b.now, hop.port, hop.addr) {
             return self.emit(b, mac, pkt);

@@ -1,0 +1,316 @@
+//! The pseudowires in the tables: one entry a name, holding what each source says of it
+//! (the file's `[[pseudowire]]`, the CLI's `pw add`, ldpd's through zebra), the one in
+//! force chosen as for routes (the CLI's, then the file's, then FRR's). Set into the
+//! forwarding tables after the routes: a pseudowire's local label becomes a label route
+//! of [`LabelAction::Pseudowire`] unless a route holds the label ("label in use").
+//! Every change goes through the one transaction ([`Txn`]): the forwarding tables are
+//! made with the change, and if that fails the set is put back.
+
+use std::collections::BTreeMap;
+
+use vmpls_fib::{Fib, LabelAction, LabelRoute, PortId, Pseudowire, RouteTarget, TtlModel};
+
+use super::txn::Txn;
+use super::{Tables, TablesError};
+use crate::Config;
+use crate::api::{PwOrigin, PwSpec, PwStatus};
+
+/// One pseudowire name and what each source says of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PwEntry {
+    /// The attachment: the file's `[[pseudowire]]`'s, or the CLI's.
+    attachment: Option<PortId>,
+    /// Declared in the file (with or without a static part).
+    in_file: bool,
+    file: Option<PwSpec>,
+    cli: Option<PwSpec>,
+    frr: Option<PwSpec>,
+}
+
+impl PwEntry {
+    /// The spec in force and who made it.
+    fn selected(&self) -> (Option<&PwSpec>, PwOrigin) {
+        if let Some(s) = &self.cli {
+            return (Some(s), PwOrigin::Cli);
+        }
+        if let Some(s) = &self.file {
+            return (Some(s), PwOrigin::Config);
+        }
+        if let Some(s) = &self.frr {
+            return (Some(s), PwOrigin::Frr);
+        }
+        (None, if self.in_file { PwOrigin::Config } else { PwOrigin::Cli })
+    }
+
+    fn is_empty(&self) -> bool {
+        !self.in_file && self.cli.is_none() && self.frr.is_none()
+    }
+}
+
+/// The pseudowire set, by name.
+pub(crate) type PwSet = BTreeMap<String, PwEntry>;
+
+/// The set the file declares.
+pub(crate) fn pws_of(config: &Config) -> PwSet {
+    config
+        .pseudowires
+        .iter()
+        .map(|p| {
+            let e = PwEntry {
+                attachment: Some(p.attachment),
+                in_file: true,
+                file: p.static_spec.clone(),
+                cli: None,
+                frr: None,
+            };
+            (p.name.clone(), e)
+        })
+        .collect()
+}
+
+/// Sets the pseudowires of `pws` into `fib` (built or edited from the routes): the
+/// pseudowire list, the attachment ports, the local labels no route holds. The label
+/// routes of the pseudowires `fib` had before are removed first.
+pub(crate) fn install(pws: &PwSet, fib: &mut Fib) -> Result<(), vmpls_fib::FibError> {
+    for old in std::mem::take(&mut fib.pseudowires) {
+        let ours = fib
+            .labels
+            .get(old.local_label)
+            .is_some_and(|r| matches!(r.action, LabelAction::Pseudowire { .. }));
+        if ours {
+            fib.labels.remove(old.local_label);
+        }
+    }
+    fib.port_pw = vec![None; fib.port_vrf.len()];
+    for (name, e) in pws {
+        let (spec, _) = e.selected();
+        if e.attachment.is_none() && spec.is_none() {
+            continue;
+        }
+        let Ok(idx) = u16::try_from(fib.pseudowires.len()) else { break };
+        let attachment = e.attachment.filter(|&p| usize::from(p) < fib.port_pw.len());
+        let (local_label, remote_label, peer, control_word, signalled) = match spec {
+            Some(s) => (s.local_label, s.remote_label, s.peer, s.control_word, true),
+            None => (0, 0, std::net::IpAddr::from([0, 0, 0, 0]), true, false),
+        };
+        let up = signalled && fib.labels.get(local_label).is_none();
+        fib.pseudowires.push(Pseudowire {
+            name: name.clone(),
+            attachment,
+            local_label,
+            remote_label,
+            peer,
+            control_word,
+            up,
+        });
+        if let Some(p) = attachment {
+            fib.port_pw[usize::from(p)] = Some(idx);
+        }
+        if up {
+            let route = LabelRoute { action: LabelAction::Pseudowire { pw: idx }, ttl_model: TtlModel::Pipe };
+            fib.set_label_route(local_label, Some(route))?;
+        }
+    }
+    Ok(())
+}
+
+impl Tables {
+    /// Changes the pseudowire set with `f` and makes the forwarding tables; on error
+    /// the set is as it was.
+    fn pw_change(
+        &mut self,
+        f: impl FnOnce(&mut PwSet) -> Result<(), TablesError>,
+    ) -> Result<Fib, TablesError> {
+        let old = self.pws.clone();
+        if let Err(e) = f(&mut self.pws) {
+            self.pws = old;
+            return Err(e);
+        }
+        self.pws.retain(|_, e| !e.is_empty());
+        match Txn::new(self).finish() {
+            Ok(fib) => Ok(fib),
+            Err(e) => {
+                self.pws = old;
+                Err(e)
+            }
+        }
+    }
+
+    /// Adds or changes a pseudowire of the CLI (`pw add`, `pw-replace`); `attachment`:
+    /// the port's name, or `None` for the file's `[[pseudowire]]` of that name.
+    ///
+    /// # Errors
+    /// An unknown port, a port already attached to another pseudowire or holding
+    /// addresses, a label out of range or the local label held by a route or another
+    /// pseudowire, no attachment at all.
+    pub fn pw_replace_cli(&mut self, spec: PwSpec, attachment: Option<&str>) -> Result<Fib, TablesError> {
+        check_spec(&spec)?;
+        let port = match attachment {
+            Some(name) => {
+                let Some((id, p)) = self.file.port(name) else {
+                    return Err(format!("no port named \"{name}\"").into());
+                };
+                if !p.addresses.is_empty() && self.file.frr.is_none() {
+                    return Err(format!(
+                        "port \"{name}\" has addresses; an attachment circuit is in raw Ethernet mode and has none"
+                    )
+                    .into());
+                }
+                Some(id)
+            }
+            None => None,
+        };
+        if self.rib.labels().get(&spec.local_label).and_then(|d| d.selected_route()).is_some() {
+            return Err(format!("label {} is in use by a label route", spec.local_label).into());
+        }
+        let name = spec.name.clone();
+        self.pw_change(move |pws| {
+            if let Some((other, _)) = pws.iter().find(|(n, e)| {
+                **n != name && e.selected().0.is_some_and(|s| s.local_label == spec.local_label)
+            }) {
+                return Err(format!("label {} is the local label of pseudowire \"{other}\"", spec.local_label).into());
+            }
+            let attachment = port.or(pws.get(&name).and_then(|e| e.attachment));
+            let Some(attachment) = attachment else {
+                return Err(format!(
+                    "pseudowire \"{name}\" has no attachment: give `attachment PORT` (the config has no [[pseudowire]] of that name)"
+                )
+                .into());
+            };
+            if let Some((other, _)) = pws.iter().find(|(n, e)| **n != name && e.attachment == Some(attachment)) {
+                return Err(format!("that port is already the attachment of pseudowire \"{other}\"").into());
+            }
+            let e = pws.entry(name).or_default();
+            e.attachment = Some(attachment);
+            e.cli = Some(spec);
+            Ok(())
+        })
+    }
+
+    /// Removes a pseudowire (`pw del`): the CLI's, or the file's static one until the
+    /// next reload or restart.
+    ///
+    /// # Errors
+    /// No such pseudowire, or one only FRR made (ldpd removes it).
+    pub fn pw_del_cli(&mut self, name: &str) -> Result<Fib, TablesError> {
+        self.pw_change(|pws| {
+            let Some(e) = pws.get_mut(name) else {
+                return Err(format!("no pseudowire named \"{name}\"").into());
+            };
+            if e.cli.is_none() && e.file.is_none() {
+                return Err(format!("pseudowire \"{name}\" is ldpd's: remove it in FRR's config").into());
+            }
+            if e.cli.take().is_none() {
+                e.file = None;
+                e.in_file = false;
+            }
+            if e.in_file || e.frr.is_some() {
+                return Ok(());
+            }
+            pws.remove(name);
+            Ok(())
+        })
+    }
+
+    /// Replaces every pseudowire FRR gave (sent after the module (re)connects).
+    ///
+    /// # Errors
+    /// The forwarding tables refuse the result (nothing changed).
+    pub fn pw_sync_frr(&mut self, specs: Vec<PwSpec>) -> Result<Fib, TablesError> {
+        self.pw_change(|pws| {
+            for e in pws.values_mut() {
+                e.frr = None;
+            }
+            for s in specs {
+                let name = s.name.clone();
+                pws.entry(name).or_default().frr = Some(s);
+            }
+            Ok(())
+        })
+    }
+
+    /// Adds or changes one pseudowire from FRR.
+    ///
+    /// # Errors
+    /// As [`pw_sync_frr`](Tables::pw_sync_frr).
+    pub fn pw_replace_frr(&mut self, spec: PwSpec) -> Result<Fib, TablesError> {
+        self.pw_change(|pws| {
+            let name = spec.name.clone();
+            pws.entry(name).or_default().frr = Some(spec);
+            Ok(())
+        })
+    }
+
+    /// Removes FRR's pseudowire `name` (the file's declaration stays, not signalled).
+    ///
+    /// # Errors
+    /// As [`pw_sync_frr`](Tables::pw_sync_frr).
+    pub fn pw_del_frr(&mut self, name: &str) -> Result<Fib, TablesError> {
+        self.pw_change(|pws| {
+            if let Some(e) = pws.get_mut(name) {
+                e.frr = None;
+            }
+            Ok(())
+        })
+    }
+
+    /// Every pseudowire with its state against the forwarding tables in force and the
+    /// ports' state (`port_up`: the port is open and its link up). Counters are zero:
+    /// the caller adds the pipeline's.
+    pub fn pw_status(&self, port_up: impl Fn(PortId) -> bool) -> Vec<PwStatus> {
+        let fib = self.built.as_ref();
+        self.pws
+            .iter()
+            .map(|(name, e)| {
+                let (spec, origin) = e.selected();
+                let installed = fib.is_some_and(|f| f.pseudowires.iter().any(|p| p.name == *name && p.up));
+                let route_to_peer = |peer| {
+                    fib.and_then(|f| f.vrfs.first()).and_then(|v| v.lookup(peer)).is_some_and(|r| {
+                        matches!(r.target, RouteTarget::Forward(_) | RouteTarget::Connected { .. })
+                    })
+                };
+                let reason = match (e.attachment, spec) {
+                    (None, _) => Some("no attachment configured"),
+                    (_, None) => Some("not signalled"),
+                    (_, Some(_)) if !installed => Some("label in use"),
+                    (Some(p), _) if !port_up(p) => Some("attachment down"),
+                    (_, Some(s)) if !route_to_peer(s.peer) => Some("no route to peer"),
+                    _ => None,
+                };
+                PwStatus {
+                    name: name.clone(),
+                    attachment: e
+                        .attachment
+                        .and_then(|p| self.file.ports.get(usize::from(p)))
+                        .map(|p| p.name.clone()),
+                    origin,
+                    spec: spec.cloned(),
+                    up: reason.is_none(),
+                    reason: reason.map(str::to_string),
+                    rx_frames: 0,
+                    rx_bytes: 0,
+                    tx_frames: 0,
+                    tx_bytes: 0,
+                }
+            })
+            .collect()
+    }
+}
+
+fn check_spec(spec: &PwSpec) -> Result<(), TablesError> {
+    let ok_name = !spec.name.is_empty()
+        && spec.name.len() <= crate::parse::pseudowires::MAX_PW_NAME
+        && spec.name.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(&c));
+    if !ok_name {
+        return Err(format!("\"{}\" is not a pseudowire name", spec.name).into());
+    }
+    for (what, l) in [("local", spec.local_label), ("remote", spec.remote_label)] {
+        if !(vmpls_fib::FIRST_UNRESERVED..=vmpls_fib::MAX_LABEL).contains(&l) {
+            return Err(format!("{what} label {l} is out of range (16..=1048575)").into());
+        }
+    }
+    if spec.peer.is_unspecified() || spec.peer.is_multicast() {
+        return Err(format!("{} cannot be a PE's address", spec.peer).into());
+    }
+    Ok(())
+}
