@@ -944,7 +944,7 @@ typedef struct thread vz_event;
 
 struct vz_pw {
 	struct vz_pw *next;
-	char name[INTERFACE_NAMSIZ];
+	char name[sizeof(((struct zebra_pw *)0)->ifname)];
 	vrf_id_t vrf_id;
 	uint32_t local_label, remote_label;
 	int af;
