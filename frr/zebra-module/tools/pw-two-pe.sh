@@ -175,7 +175,7 @@ vc_status() {
 vc_is() { [[ $(vc_status "$1") == "$2" ]]; }
 
 wait_for 30 "pe1: ldpd signals mpw0, up" vc_is pe1 up
-wait_for 5 "pe2: ldpd signals mpw0, up" vc_is pe2 up
+wait_for 10 "pe2: ldpd signals mpw0, up" vc_is pe2 up
 
 # --- the labels ldpd signalled and what the channel carried -----------------
 # binding PE FIELD: FIELD of the PW to the far PE in `show l2vpn atom binding json`
@@ -226,30 +226,30 @@ done
 
 # --- vmpls away: not forwarding; back: the PW replayed and up ---------------
 kill "$(cat "$W/pe1/rec.pid")"
-wait_for 5 "pe1: vmpls gone -> FRR shows mpw0 down" vc_is pe1 down
-wait_for 5 "pe1: zebra logs why" grep -q "PW mpw0: not forwarding (vmpls not connected)" "$W/pe1/zebra.log"
+wait_for 10 "pe1: vmpls gone -> FRR shows mpw0 down" vc_is pe1 down
+wait_for 10 "pe1: zebra logs why" grep -q "PW mpw0: not forwarding (vmpls not connected)" "$W/pe1/zebra.log"
 rec_start pe1 2
-wait_for 5 "pe1: the restarted listener listens" rec_listening pe1 2
-wait_for 5 "pe1: module reconnected and replayed mpw0 in its sync" \
+wait_for 10 "pe1: the restarted listener listens" rec_listening pe1 2
+wait_for 10 "pe1: module reconnected and replayed mpw0 in its sync" \
 	chan pe1 2 "(lambda p: $(spec "$L1" "$R1" 198.18.255.2))(synced('mpw0'))"
-wait_for 5 "pe1: vmpls back -> mpw0 up again" vc_is pe1 up
-wait_for 5 "pe2: mpw0 up" vc_is pe2 up
+wait_for 10 "pe1: vmpls back -> mpw0 up again" vc_is pe1 up
+wait_for 10 "pe2: mpw0 up" vc_is pe2 up
 
 # --- vmpls says down: FRR shows it, ldpd signals it -------------------------
 echo "down attachment down" >"$W/pe1/mode"
-wait_for 5 "pe1: status down from vmpls -> FRR shows mpw0 down" vc_is pe1 down
-wait_for 5 "pe1: zebra logs vmpls's reason" grep -q "PW mpw0: vmpls says down: attachment down" "$W/pe1/zebra.log"
-wait_for 5 "pe2: ldpd signalled pe1's status -> mpw0 down at the far end too" vc_is pe2 down
-wait_for 5 "pe2: zebra uninstalled mpw0 -> uninstall on pe2's channel" \
+wait_for 10 "pe1: status down from vmpls -> FRR shows mpw0 down" vc_is pe1 down
+wait_for 10 "pe1: zebra logs vmpls's reason" grep -q "PW mpw0: vmpls says down: attachment down" "$W/pe1/zebra.log"
+wait_for 10 "pe2: ldpd signalled pe1's status -> mpw0 down at the far end too" vc_is pe2 down
+wait_for 10 "pe2: zebra uninstalled mpw0 -> uninstall on pe2's channel" \
 	chan pe2 1 "msgs[-1] == {'op': 'uninstall', 'name': 'mpw0'}"
 echo up >"$W/pe1/mode"
-wait_for 5 "pe1: status up from vmpls -> mpw0 up" vc_is pe1 up
-wait_for 5 "pe2: mpw0 up again" vc_is pe2 up
-wait_for 5 "pe2: installed again" chan pe2 1 "(lambda p: $(spec "$L2" "$R2" 198.18.255.1))(last_install('mpw0')) and msgs[-1]['op'] == 'install'"
+wait_for 10 "pe1: status up from vmpls -> mpw0 up" vc_is pe1 up
+wait_for 10 "pe2: mpw0 up again" vc_is pe2 up
+wait_for 10 "pe2: installed again" chan pe2 1 "(lambda p: $(spec "$L2" "$R2" 198.18.255.1))(last_install('mpw0')) and msgs[-1]['op'] == 'install'"
 
 # --- the l2vpn removed: uninstall --------------------------------------------
 vtysh_pe pe1 -c 'configure terminal' -c 'no l2vpn ENG type vpls' >/dev/null
-wait_for 5 "pe1: l2vpn removed -> uninstall on the channel" \
+wait_for 10 "pe1: l2vpn removed -> uninstall on the channel" \
 	chan pe1 2 "msgs[-1] == {'op': 'uninstall', 'name': 'mpw0'}"
 
 grep -q "PW channel: not a message\|unknown op" "$W/pe1/zebra.log" &&
