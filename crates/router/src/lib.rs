@@ -35,6 +35,8 @@ mod config;
 pub mod fastpath;
 mod forward;
 pub mod fpm;
+pub mod pw_channel;
+pub mod pw_standin;
 pub mod kernel;
 mod links;
 pub mod metrics;
