@@ -125,7 +125,9 @@ impl PwChannelStatus {
 /// The address is taken or not local.
 pub fn listen(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     if !addr.ip().is_loopback() {
-        anyhow::bail!("the pseudowire channel must listen on a loopback address, not {addr} (it has no authentication)");
+        anyhow::bail!(
+            "the pseudowire channel must listen on a loopback address, not {addr} (it has no authentication)"
+        );
     }
     let l = TcpListener::bind(addr).with_context(|| {
         format!(
@@ -178,7 +180,12 @@ struct Channel {
 }
 
 impl Channel {
-    fn new(sink: Arc<dyn PwSink>, allowed: Vec<u32>, hold: Duration, status: Arc<PwChannelStatus>) -> Channel {
+    fn new(
+        sink: Arc<dyn PwSink>,
+        allowed: Vec<u32>,
+        hold: Duration,
+        status: Arc<PwChannelStatus>,
+    ) -> Channel {
         Channel {
             sink,
             allowed,
@@ -433,7 +440,9 @@ impl Channel {
             if std::mem::take(&mut self.holding) {
                 self.refused.clear();
                 match self.sink.pw_sync_frr(Vec::new()) {
-                    Ok(()) => warn!("zebra stayed away longer than the hold time; its pseudowires are removed"),
+                    Ok(()) => {
+                        warn!("zebra stayed away longer than the hold time; its pseudowires are removed")
+                    }
                     Err(why) => {
                         self.status.apply_failures.fetch_add(1, Ordering::Relaxed);
                         warn!("zebra's pseudowires could not be removed after the hold time: {why}");

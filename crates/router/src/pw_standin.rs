@@ -45,7 +45,11 @@ impl StandIns {
             for (kind, kind_name) in KINDS {
                 match request(new_link(name, kind), NLM_F_CREATE | NLM_F_EXCL) {
                     Ok(()) => {
-                        info!(pw = name, kind = kind_name, "made the interface standing for the pseudowire (for zebra and ldpd)");
+                        info!(
+                            pw = name,
+                            kind = kind_name,
+                            "made the interface standing for the pseudowire (for zebra and ldpd)"
+                        );
                         s.made.push(name.clone());
                         break;
                     }
@@ -106,7 +110,8 @@ fn request(msg: RouteNetlinkMessage, flags: u16) -> anyhow::Result<()> {
     let mut rx = Vec::with_capacity(8192);
     // the acknowledgement is the only answer to this socket's one request
     sock.recv(&mut rx, 0).context("reading rtnetlink's answer")?;
-    let answer = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rx).context("decoding rtnetlink's answer")?;
+    let answer =
+        NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rx).context("decoding rtnetlink's answer")?;
     match answer.payload {
         NetlinkPayload::Error(e) if e.code.is_some() => Err(anyhow::anyhow!("{}", e.to_io())),
         NetlinkPayload::Error(_) => Ok(()),
