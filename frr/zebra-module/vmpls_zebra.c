@@ -71,6 +71,9 @@
 #include "zebra/zebra_vrf.h"
 #include "zebra/zebra_router.h"
 #include "zebra/rib.h"
+#include "zebra/zebra_pw.h"
+#include "lib/json.h"
+#include "lib/pw.h"
 
 /* The FRR version the headers we were compiled with describe.  The build
  * script may override it (only to demonstrate the mismatch check). */
@@ -909,13 +912,611 @@ static int vz_if_del(struct interface *ifp)
 	return 0;
 }
 
+static void vz_pwc_stop(void);
+
 /* zebra's SIGTERM handler, first thing after the RA stop */
 static int vz_early_fini(void)
 {
+	vz_pwc_stop();
 	while (vz_vrf_ifs)
 		vz_vrf_if_remove(vz_vrf_ifs, "zebra stops");
 	vz_nl_close(&vz_main_nl);
 	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* pseudowires: the channel to vmpls                                   */
+/*
+ * zebra's pseudowire code (zebra_pw.c) runs on the main pthread: it calls
+ * hook pw_install before every dplane_pw_install() (install or change) and
+ * hook pw_uninstall before dplane_pw_uninstall().  The module keeps the
+ * installed set from those hooks (so a PW needs no copy across pthreads; the
+ * provider only keeps the contexts from the kernel) and exports it to vmpls:
+ * TCP to the router (default 127.0.0.1:2621, `-M vmpls_zebra:pw=ADDR:PORT`,
+ * `pw=off` to disable), line-delimited JSON:
+ *   -> {"op":"hello","frr":"8.4.4"}  {"op":"sync","pws":[...]}  (each connect)
+ *   -> {"op":"install","pw":{...}}   {"op":"uninstall","name":"mpw0"}
+ *   <- {"op":"status","name":"mpw0","up":false,"reason":"..."}
+ * A PW forwards only while vmpls is connected and has not said it is down:
+ * otherwise zebra_pw_install_failure(PW_NOT_FORWARDING) (zebra tells the
+ * client, ldpd, which signals the RFC 4447 status to the remote PE and shows
+ * it in `show l2vpn atom vc`), and the module, not zebra's 30 s retry timer,
+ * installs it again (zebra_pw_update()) when vmpls says up.
+ */
+
+#if VZ_FRR_AT_LEAST(9, 0)
+typedef struct event vz_event;
+#define VZ_ARG(t) EVENT_ARG(t)
+#define VZ_OFF(t) EVENT_OFF(t)
+#define vz_add_read event_add_read
+#define vz_add_write event_add_write
+#define vz_add_timer event_add_timer
+#define vz_add_event event_add_event
+#else
+typedef struct thread vz_event;
+#define VZ_ARG(t) THREAD_ARG(t)
+#define VZ_OFF(t) THREAD_OFF(t)
+#define vz_add_read thread_add_read
+#define vz_add_write thread_add_write
+#define vz_add_timer thread_add_timer
+#define vz_add_event thread_add_event
+#endif
+
+#define VZ_PW_DEFAULT_ADDR "127.0.0.1"
+#define VZ_PW_DEFAULT_PORT 2621
+#define VZ_PW_MAX_LINE 65536
+
+struct vz_pw {
+	struct vz_pw *next;
+	char name[sizeof(((struct zebra_pw *)0)->ifname)];
+	vrf_id_t vrf_id;
+	uint32_t local_label, remote_label;
+	int af;
+	union g_addr peer;
+	bool cw;
+	int type;
+	/* what vmpls last said: unknown until its first status */
+	enum { VZ_PW_UNKNOWN, VZ_PW_UP, VZ_PW_DOWN } vmpls;
+	char reason[128];
+	/* the module made zebra mark it not forwarding (and owns the retry) */
+	bool failed_by_us;
+};
+
+static struct {
+	bool enabled;
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	char addr_str[160];
+	int fd;
+	bool connected;
+	vz_event *t_read, *t_write, *t_timer, *t_reconcile;
+	char *out;
+	size_t out_len, out_cap;
+	char in[VZ_PW_MAX_LINE];
+	size_t in_len;
+	struct vz_pw *pws;
+	uint64_t connects, bad_lines;
+	bool logged_refused;
+} vz_pwc = {.fd = -1};
+
+static vz_event_loop *vz_loop;
+
+static void vz_pwc_connect(vz_event *t);
+static void vz_pwc_disconnect(const char *why);
+static void vz_pwc_reconcile(vz_event *t);
+
+/* module argument: "pw=ADDR:PORT", "pw=[V6]:PORT" or "pw=off" */
+static int vz_pwc_parse_args(const char *args)
+{
+	char buf[128], *host, *port_s, *end;
+	unsigned long port = VZ_PW_DEFAULT_PORT;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&vz_pwc.addr;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&vz_pwc.addr;
+
+	vz_pwc.enabled = true;
+	memset(&vz_pwc.addr, 0, sizeof(vz_pwc.addr));
+	host = NULL;
+	if (args && *args) {
+		if (strncmp(args, "pw=", 3) != 0 || strlen(args) >= sizeof(buf)) {
+			fprintf(stderr, "vmpls_zebra: FATAL: module argument '%s': expected pw=ADDR:PORT or pw=off\n", args);
+			return -1;
+		}
+		strlcpy(buf, args + 3, sizeof(buf));
+		if (strcmp(buf, "off") == 0) {
+			vz_pwc.enabled = false;
+			return 0;
+		}
+		host = buf;
+		if (*host == '[') {
+			host++;
+			end = strchr(host, ']');
+			if (!end)
+				goto bad;
+			*end = '\0';
+			port_s = end[1] == ':' ? end + 2 : NULL;
+		} else {
+			port_s = strrchr(host, ':');
+			if (port_s)
+				*port_s++ = '\0';
+		}
+		if (port_s) {
+			errno = 0;
+			port = strtoul(port_s, &end, 10);
+			if (errno || *end || port == 0 || port > 65535)
+				goto bad;
+		}
+	}
+	if (!host || !*host)
+		host = (char *)VZ_PW_DEFAULT_ADDR;
+	if (inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		vz_pwc.addrlen = sizeof(*sin);
+		snprintf(vz_pwc.addr_str, sizeof(vz_pwc.addr_str), "%s:%lu",
+			 host, port);
+	} else if (inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(port);
+		vz_pwc.addrlen = sizeof(*sin6);
+		snprintf(vz_pwc.addr_str, sizeof(vz_pwc.addr_str), "[%s]:%lu",
+			 host, port);
+	} else
+		goto bad;
+	return 0;
+bad:
+	fprintf(stderr, "vmpls_zebra: FATAL: module argument '%s': expected pw=ADDR:PORT (an IP address) or pw=off\n", args);
+	return -1;
+}
+
+static struct vz_pw *vz_pw_find(const char *name)
+{
+	struct vz_pw *p;
+
+	for (p = vz_pwc.pws; p; p = p->next)
+		if (strcmp(p->name, name) == 0)
+			return p;
+	return NULL;
+}
+
+static void vz_pw_free(struct vz_pw *gone)
+{
+	struct vz_pw **pp;
+
+	for (pp = &vz_pwc.pws; *pp; pp = &(*pp)->next)
+		if (*pp == gone) {
+			*pp = gone->next;
+			XFREE(MTYPE_TMP, gone);
+			return;
+		}
+}
+
+/* the PwSpec of vmpls's control API (kebab-case) */
+static struct json_object *vz_pw_json(const struct vz_pw *p)
+{
+	struct json_object *o = json_object_new_object();
+	char peer[INET6_ADDRSTRLEN] = "";
+
+	inet_ntop(p->af, &p->peer, peer, sizeof(peer));
+	json_object_object_add(o, "name", json_object_new_string(p->name));
+	json_object_object_add(o, "local-label",
+			       json_object_new_int64(p->local_label));
+	json_object_object_add(o, "remote-label",
+			       json_object_new_int64(p->remote_label));
+	json_object_object_add(o, "peer", json_object_new_string(peer));
+	json_object_object_add(o, "control-word",
+			       json_object_new_boolean(p->cw));
+	json_object_object_add(
+		o, "pw-type",
+		json_object_new_string(p->type == PW_TYPE_ETHERNET_TAGGED
+					       ? "ethernet-tagged"
+					       : "ethernet"));
+	return o;
+}
+
+static void vz_pwc_write_ev(vz_event *t);
+
+static void vz_pwc_flush(void)
+{
+	ssize_t n;
+
+	while (vz_pwc.out_len) {
+		n = write(vz_pwc.fd, vz_pwc.out, vz_pwc.out_len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			vz_add_write(vz_loop, vz_pwc_write_ev, NULL, vz_pwc.fd,
+				     &vz_pwc.t_write);
+			return;
+		}
+		if (n <= 0) {
+			vz_pwc_disconnect(safe_strerror(errno));
+			return;
+		}
+		memmove(vz_pwc.out, vz_pwc.out + n, vz_pwc.out_len - n);
+		vz_pwc.out_len -= n;
+	}
+}
+
+static void vz_pwc_write_ev(vz_event *t)
+{
+	(void)t;
+	if (vz_pwc.connected)
+		vz_pwc_flush();
+}
+
+/* queues one message (a line) and frees it */
+static void vz_pwc_send(struct json_object *msg)
+{
+	const char *s;
+	size_t len;
+
+	if (!vz_pwc.connected) {
+		json_object_put(msg);
+		return;
+	}
+	s = json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN);
+	len = strlen(s);
+	if (vz_pwc.out_len + len + 1 > vz_pwc.out_cap) {
+		vz_pwc.out_cap = (vz_pwc.out_len + len + 1) * 2;
+		vz_pwc.out = XREALLOC(MTYPE_TMP, vz_pwc.out, vz_pwc.out_cap);
+	}
+	memcpy(vz_pwc.out + vz_pwc.out_len, s, len);
+	vz_pwc.out[vz_pwc.out_len + len] = '\n';
+	vz_pwc.out_len += len + 1;
+	json_object_put(msg);
+	vz_pwc_flush();
+}
+
+static void vz_pwc_send_install(const struct vz_pw *p)
+{
+	struct json_object *m = json_object_new_object();
+
+	json_object_object_add(m, "op", json_object_new_string("install"));
+	json_object_object_add(m, "pw", vz_pw_json(p));
+	vz_pwc_send(m);
+}
+
+static void vz_pwc_send_uninstall(const char *name)
+{
+	struct json_object *m = json_object_new_object();
+
+	json_object_object_add(m, "op", json_object_new_string("uninstall"));
+	json_object_object_add(m, "name", json_object_new_string(name));
+	vz_pwc_send(m);
+}
+
+static void vz_pwc_send_hello_sync(void)
+{
+	struct json_object *m = json_object_new_object();
+	struct json_object *arr = json_object_new_array();
+	struct vz_pw *p;
+
+	json_object_object_add(m, "op", json_object_new_string("hello"));
+	json_object_object_add(m, "frr", json_object_new_string(FRR_VERSION));
+	vz_pwc_send(m);
+	m = json_object_new_object();
+	json_object_object_add(m, "op", json_object_new_string("sync"));
+	for (p = vz_pwc.pws; p; p = p->next)
+		json_object_array_add(arr, vz_pw_json(p));
+	json_object_object_add(m, "pws", arr);
+	vz_pwc_send(m);
+}
+
+static void vz_pwc_schedule_reconcile(void)
+{
+	vz_add_event(vz_loop, vz_pwc_reconcile, NULL, 0, &vz_pwc.t_reconcile);
+}
+
+/* zebra's PW of that name if the module's entry stands for it */
+static struct zebra_pw *vz_zebra_pw(const struct vz_pw *p)
+{
+	struct zebra_vrf *zvrf = zebra_vrf_lookup_by_id(p->vrf_id);
+
+	return zvrf ? zebra_pw_find(zvrf, p->name) : NULL;
+}
+
+/*
+ * Makes zebra's view follow vmpls's: a PW vmpls cannot forward (not
+ * connected, or said down) is marked not forwarding; one the module marked
+ * so is installed again when vmpls can forward it.  Runs as an event (never
+ * inside zebra_pw_install(), which sets the status after its hook).  Also
+ * drops entries whose PW zebra no longer has or no longer enables (zebra
+ * calls no uninstall hook for a PW that was not forwarding).
+ */
+static void vz_pwc_reconcile(vz_event *t)
+{
+	struct vz_pw *p, *next;
+	struct zebra_pw *zpw;
+
+	(void)t;
+	for (p = vz_pwc.pws; p; p = next) {
+		bool can;
+
+		next = p->next;
+		zpw = vz_zebra_pw(p);
+		if (!zpw || (zpw->protocol != ZEBRA_ROUTE_STATIC && !zpw->enabled)) {
+			zlog_info("vmpls: PW %s: gone from zebra, uninstalled",
+				  p->name);
+			vz_pwc_send_uninstall(p->name);
+			vz_pw_free(p);
+			continue;
+		}
+		can = vz_pwc.connected && p->vmpls != VZ_PW_DOWN;
+		if (!can && zpw->status == PW_FORWARDING) {
+			zlog_info("vmpls: PW %s: not forwarding (%s)", p->name,
+				  !vz_pwc.connected ? "vmpls not connected"
+						    : p->reason);
+			zebra_pw_install_failure(zpw, PW_NOT_FORWARDING);
+			/* the module installs it again when vmpls can */
+			VZ_OFF(zpw->install_retry_timer);
+			p->failed_by_us = true;
+		} else if (can && p->failed_by_us
+			   && zpw->status != PW_FORWARDING) {
+			zlog_info("vmpls: PW %s: vmpls forwards it, installing again",
+				  p->name);
+			p->failed_by_us = false;
+			/* install hook -> install message, reconcile again */
+			zebra_pw_update(zpw);
+		}
+	}
+}
+
+/* the hooks: main pthread, before zebra's dplane_pw_(un)install() */
+static int vz_hook_pw_install(struct zebra_pw *zpw)
+{
+	struct vz_pw *p;
+
+	if (!vz_pwc.enabled)
+		return 0;
+	p = vz_pw_find(zpw->ifname);
+	if (!p) {
+		p = XCALLOC(MTYPE_TMP, sizeof(*p));
+		strlcpy(p->name, zpw->ifname, sizeof(p->name));
+		p->vmpls = VZ_PW_UNKNOWN;
+		p->next = vz_pwc.pws;
+		vz_pwc.pws = p;
+	}
+	p->vrf_id = zpw->vrf_id;
+	p->local_label = zpw->local_label;
+	p->remote_label = zpw->remote_label;
+	p->af = zpw->af;
+	p->peer = zpw->nexthop;
+	p->cw = !!(zpw->flags & F_PSEUDOWIRE_CWORD);
+	p->type = zpw->type;
+	zlog_info("vmpls: PW %s install: local label %u remote label %u cw %s type %d",
+		  p->name, p->local_label, p->remote_label,
+		  p->cw ? "on" : "off", p->type);
+	vz_pwc_send_install(p);
+	vz_pwc_schedule_reconcile();
+	return 0;
+}
+
+static int vz_hook_pw_uninstall(struct zebra_pw *zpw)
+{
+	struct vz_pw *p;
+
+	if (!vz_pwc.enabled)
+		return 0;
+	p = vz_pw_find(zpw->ifname);
+	if (!p)
+		return 0;
+	zlog_info("vmpls: PW %s uninstall", p->name);
+	vz_pwc_send_uninstall(p->name);
+	vz_pw_free(p);
+	return 0;
+}
+
+/* one line from vmpls */
+static void vz_pwc_line(const char *line)
+{
+	struct json_object *o, *op, *name, *up, *reason;
+	struct vz_pw *p;
+
+	o = json_tokener_parse(line);
+	if (!o || !json_object_is_type(o, json_type_object)
+	    || !json_object_object_get_ex(o, "op", &op)) {
+		if (vz_pwc.bad_lines++ < 10)
+			zlog_warn("vmpls: PW channel: not a message, ignored: %.80s",
+				  line);
+		if (o)
+			json_object_put(o);
+		return;
+	}
+	if (strcmp(json_object_get_string(op), "status") != 0) {
+		if (vz_pwc.bad_lines++ < 10)
+			zlog_warn("vmpls: PW channel: unknown op %.40s, ignored",
+				  json_object_get_string(op));
+		json_object_put(o);
+		return;
+	}
+	if (!json_object_object_get_ex(o, "name", &name)
+	    || !json_object_object_get_ex(o, "up", &up)
+	    || !json_object_is_type(up, json_type_boolean)) {
+		if (vz_pwc.bad_lines++ < 10)
+			zlog_warn("vmpls: PW channel: status without name/up, ignored");
+		json_object_put(o);
+		return;
+	}
+	p = vz_pw_find(json_object_get_string(name));
+	if (!p) {
+		zlog_info("vmpls: PW channel: status for unknown PW %.40s",
+			  json_object_get_string(name));
+		json_object_put(o);
+		return;
+	}
+	p->vmpls = json_object_get_boolean(up) ? VZ_PW_UP : VZ_PW_DOWN;
+	if (json_object_object_get_ex(o, "reason", &reason)
+	    && json_object_is_type(reason, json_type_string))
+		strlcpy(p->reason, json_object_get_string(reason),
+			sizeof(p->reason));
+	else
+		strlcpy(p->reason, p->vmpls == VZ_PW_UP ? "" : "down",
+			sizeof(p->reason));
+	zlog_info("vmpls: PW %s: vmpls says %s%s%s", p->name,
+		  p->vmpls == VZ_PW_UP ? "up" : "down", p->reason[0] ? ": " : "",
+		  p->reason);
+	json_object_put(o);
+	vz_pwc_schedule_reconcile();
+}
+
+static void vz_pwc_read_ev(vz_event *t)
+{
+	ssize_t n;
+	char *nl, *start;
+
+	(void)t;
+	n = read(vz_pwc.fd, vz_pwc.in + vz_pwc.in_len,
+		 sizeof(vz_pwc.in) - 1 - vz_pwc.in_len);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+		vz_add_read(vz_loop, vz_pwc_read_ev, NULL, vz_pwc.fd,
+			    &vz_pwc.t_read);
+		return;
+	}
+	if (n <= 0) {
+		vz_pwc_disconnect(n == 0 ? "closed by vmpls"
+					 : safe_strerror(errno));
+		return;
+	}
+	vz_pwc.in_len += n;
+	vz_pwc.in[vz_pwc.in_len] = '\0';
+	start = vz_pwc.in;
+	while ((nl = memchr(start, '\n', vz_pwc.in + vz_pwc.in_len - start))) {
+		*nl = '\0';
+		if (nl > start)
+			vz_pwc_line(start);
+		start = nl + 1;
+	}
+	vz_pwc.in_len -= start - vz_pwc.in;
+	memmove(vz_pwc.in, start, vz_pwc.in_len);
+	if (vz_pwc.in_len >= sizeof(vz_pwc.in) - 1) {
+		vz_pwc_disconnect("line too long from vmpls");
+		return;
+	}
+	vz_add_read(vz_loop, vz_pwc_read_ev, NULL, vz_pwc.fd, &vz_pwc.t_read);
+}
+
+static void vz_pwc_timer_arm(void)
+{
+	vz_add_timer(vz_loop, vz_pwc_connect, NULL, 1, &vz_pwc.t_timer);
+}
+
+static void vz_pwc_disconnect(const char *why)
+{
+	struct vz_pw *p;
+
+	VZ_OFF(vz_pwc.t_read);
+	VZ_OFF(vz_pwc.t_write);
+	if (vz_pwc.fd >= 0)
+		close(vz_pwc.fd);
+	vz_pwc.fd = -1;
+	if (vz_pwc.connected)
+		zlog_notice("vmpls: PW channel to %s lost: %s; reconnecting every second",
+			    vz_pwc.addr_str, why);
+	vz_pwc.connected = false;
+	vz_pwc.out_len = 0;
+	vz_pwc.in_len = 0;
+	for (p = vz_pwc.pws; p; p = p->next) {
+		p->vmpls = VZ_PW_UNKNOWN;
+		strlcpy(p->reason, "vmpls not connected", sizeof(p->reason));
+	}
+	vz_pwc_schedule_reconcile();
+	vz_pwc_timer_arm();
+}
+
+static void vz_pwc_connected(void)
+{
+	vz_pwc.connected = true;
+	vz_pwc.connects++;
+	vz_pwc.logged_refused = false;
+	zlog_notice("vmpls: PW channel connected to %s, sending %s pseudowires",
+		    vz_pwc.addr_str, vz_pwc.pws ? "the" : "no");
+	vz_add_read(vz_loop, vz_pwc_read_ev, NULL, vz_pwc.fd, &vz_pwc.t_read);
+	vz_pwc_send_hello_sync();
+	vz_pwc_schedule_reconcile();
+}
+
+/* the non-blocking connect finished (or failed) */
+static void vz_pwc_connect_done(vz_event *t)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	(void)t;
+	if (getsockopt(vz_pwc.fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (err) {
+		if (!vz_pwc.logged_refused)
+			zlog_info("vmpls: PW channel to %s: %s (trying every second)",
+				  vz_pwc.addr_str, safe_strerror(err));
+		vz_pwc.logged_refused = true;
+		close(vz_pwc.fd);
+		vz_pwc.fd = -1;
+		vz_pwc_timer_arm();
+		return;
+	}
+	vz_pwc_connected();
+}
+
+static void vz_pwc_connect(vz_event *t)
+{
+	int fd;
+
+	(void)t;
+	/* the same timer also sweeps entries zebra no longer has */
+	vz_pwc_schedule_reconcile();
+	if (vz_pwc.fd >= 0)
+		return;
+	fd = socket(vz_pwc.addr.ss_family,
+		    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		zlog_warn("vmpls: PW channel socket: %s", safe_strerror(errno));
+		vz_pwc_timer_arm();
+		return;
+	}
+	vz_pwc.fd = fd;
+	if (connect(fd, (struct sockaddr *)&vz_pwc.addr, vz_pwc.addrlen) == 0) {
+		vz_pwc_connected();
+		return;
+	}
+	if (errno == EINPROGRESS) {
+		vz_add_write(vz_loop, vz_pwc_connect_done, NULL, fd,
+			     &vz_pwc.t_write);
+		return;
+	}
+	if (!vz_pwc.logged_refused)
+		zlog_info("vmpls: PW channel to %s: %s (trying every second)",
+			  vz_pwc.addr_str, safe_strerror(errno));
+	vz_pwc.logged_refused = true;
+	close(fd);
+	vz_pwc.fd = -1;
+	vz_pwc_timer_arm();
+}
+
+static void vz_pwc_start(vz_event_loop *loop)
+{
+	vz_loop = loop;
+	if (!vz_pwc.enabled) {
+		zlog_notice("vmpls: PW channel off (pw=off): pseudowires are not exported");
+		return;
+	}
+	zlog_notice("vmpls: PW channel to %s", vz_pwc.addr_str);
+	vz_add_timer(vz_loop, vz_pwc_connect, NULL, 0, &vz_pwc.t_timer);
+}
+
+static void vz_pwc_stop(void)
+{
+	VZ_OFF(vz_pwc.t_timer);
+	VZ_OFF(vz_pwc.t_reconcile);
+	VZ_OFF(vz_pwc.t_read);
+	VZ_OFF(vz_pwc.t_write);
+	if (vz_pwc.fd >= 0)
+		close(vz_pwc.fd);
+	vz_pwc.fd = -1;
+	vz_pwc.connected = false;
+	while (vz_pwc.pws)
+		vz_pw_free(vz_pwc.pws);
+	XFREE(MTYPE_TMP, vz_pwc.out);
+	vz_pwc.out_len = vz_pwc.out_cap = 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1044,7 +1645,6 @@ static int vz_late_init(vz_event_loop *loop)
 {
 	int rv;
 
-	(void)loop;
 	if (!mpls_enabled) {
 		zebra_mpls_turned_on();
 		zlog_notice("vmpls: MPLS turned on (labels go to FPM, not to the kernel)");
@@ -1059,6 +1659,7 @@ static int vz_late_init(vz_event_loop *loop)
 		fprintf(stderr, "vmpls_zebra: FATAL: dataplane provider registration failed (%d)\n", rv);
 		exit(1);
 	}
+	vz_pwc_start(loop);
 	return 0;
 }
 
@@ -1066,6 +1667,10 @@ static int vz_module_init(void)
 {
 	if (vz_version_ok() != 0)
 		return -1; /* libfrr: "initialisation failed", zebra exits 1 */
+	if (vz_pwc_parse_args(THIS_MODULE->load_args) != 0)
+		return -1;
+	hook_register(pw_install, vz_hook_pw_install);
+	hook_register(pw_uninstall, vz_hook_pw_uninstall);
 
 	hook_register(frr_late_init, vz_late_init);
 	hook_register(if_add, vz_if_add);

@@ -13,6 +13,9 @@
 //!   the router as one table change), and the replacement of the whole table when zebra
 //!   reconnects.
 //!
+//! - [`pw`]: the zebra module's pseudowire channel (line-delimited JSON): zebra's
+//!   pseudowires in, their status out.
+//!
 //! The router binary owns the socket and turns these routes into its tables (zebra's
 //! interface indexes into ports). The zebra module that makes FRR hand labels to FPM on
 //! kernels without MPLS is in `frr/zebra-module/` (GPL-2.0-or-later).
@@ -20,6 +23,7 @@
 #![deny(unsafe_code)]
 
 pub mod fpm;
+pub mod pw;
 pub mod rib;
 pub mod route;
 

@@ -66,3 +66,21 @@ fn vrf_routes_keep_their_tables() {
     let Update::Add(vpn) = &updates[3] else { panic!() };
     assert_eq!(vpn.nexthops[0].labels, [20, 80], "transport label over the VPN label");
 }
+
+#[path = "../../../fuzz/common/pw_channel.rs"]
+mod pw_checks;
+
+#[test]
+fn the_pw_channel_corpus_replays() {
+    let dir = format!("{}/../../fuzz/corpus/pw_channel", env!("CARGO_MANIFEST_DIR"));
+    let mut seeds = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let (msgs, _) = pw_checks::replay(&std::fs::read(&path).unwrap());
+        assert!(!msgs.is_empty(), "{}: nothing read", path.display());
+        seeds += 1;
+    }
+    assert!(seeds >= 2, "{seeds} seeds in {dir}");
+    let (msgs, bad) = pw_checks::replay(&std::fs::read(format!("{dir}/seed-v6-tagged-and-bad")).unwrap());
+    assert_eq!((msgs.len(), bad), (3, 2));
+}

@@ -232,6 +232,28 @@ pub fn spawn(
     Ok(status)
 }
 
+/// Whether the TCP socket at `peer` (connected to our `local`) belongs to one of
+/// `allowed` users ([`allowed_users`]); if not, its user (when known) and why. The FPM
+/// server's and the pseudowire channel's check ([`crate::pw_channel`]).
+pub(crate) fn peer_owner_allowed(
+    allowed: &[u32],
+    local: std::net::SocketAddr,
+    peer: std::net::SocketAddr,
+) -> Result<(), (Option<u32>, String)> {
+    match vmpls_sys::cred::tcp_peer_owner(local, peer) {
+        Ok(Some(o)) if o.held && allowed.contains(&o.uid) => Ok(()),
+        Ok(Some(o)) if o.held => {
+            Err((Some(o.uid), format!("the connecting socket belongs to user {}", o.uid)))
+        }
+        // A socket its process closed reports uid 0: that says nothing.
+        Ok(Some(_)) => {
+            Err((None, "the connecting socket was closed before its owner could be checked".into()))
+        }
+        Ok(None) => Err((None, "the connecting socket is gone; its owner is unknown".into())),
+        Err(e) => Err((None, format!("the owner of the connecting socket cannot be found ({e})"))),
+    }
+}
+
 struct Session {
     server: Arc<dyn RouteSink>,
     cfg: FrrConfig,
@@ -366,25 +388,12 @@ impl Session {
         self.lost_at = None;
     }
 
-    /// Whether the socket at `peer` belongs to an allowed user; if not, its user (when
-    /// known) and why.
     fn owner_allowed(
         &self,
         local: std::net::SocketAddr,
         peer: std::net::SocketAddr,
     ) -> Result<(), (Option<u32>, String)> {
-        match vmpls_sys::cred::tcp_peer_owner(local, peer) {
-            Ok(Some(o)) if o.held && self.allowed.contains(&o.uid) => Ok(()),
-            Ok(Some(o)) if o.held => {
-                Err((Some(o.uid), format!("the connecting socket belongs to user {}", o.uid)))
-            }
-            // A socket its process closed reports uid 0: that says nothing.
-            Ok(Some(_)) => {
-                Err((None, "the connecting socket was closed before its owner could be checked".into()))
-            }
-            Ok(None) => Err((None, "the connecting socket is gone; its owner is unknown".into())),
-            Err(e) => Err((None, format!("the owner of the connecting socket cannot be found ({e})"))),
-        }
+        peer_owner_allowed(&self.allowed, local, peer)
     }
 
     /// Reads what is queued (up to [`READ_BUDGET`]), decodes every whole frame, and

@@ -41,6 +41,8 @@ pub mod metrics;
 mod offloads;
 mod open;
 pub mod protocol;
+pub mod pw_channel;
+pub mod pw_standin;
 mod run;
 pub mod server;
 pub mod signals;

@@ -1,0 +1,454 @@
+//! The pseudowire channel: the zebra module (`frr/zebra-module/vmpls_zebra.c`) connects
+//! and hands over zebra's pseudowires (ldpd's, or zebra's static ones), which become the
+//! router's FRR-origin pseudowires; the router answers with each one's status, which the
+//! module makes zebra's (`show l2vpn atom vc`, the RFC 4447 status ldpd signals).
+//!
+//! The protocol (line-delimited JSON) and its decoding are [`vmpls_frr::pw`]. One thread
+//! owns the listener and the one connection, like the FPM server ([`crate::fpm`]), with
+//! the same peer check: the connecting socket must be root's or an `fpm-users` user's
+//! (zebra's), anyone else is closed at once, counted and logged, and changes nothing.
+//!
+//! - `sync` (after each connect) replaces every FRR pseudowire; `install` adds or changes
+//!   one; `uninstall` removes one. Each goes to the tables through [`PwSink`].
+//! - Status: after a sync, every PW the module named; afterwards, each one whose state
+//!   ([`PwSink::pw_status`], read every [`STATUS_EVERY`]) changed. A PW the tables refused
+//!   is down with the tables' reason.
+//! - A bad line is counted and logged (a few times), and the session goes on; a line
+//!   over [`vmpls_frr::pw::MAX_LINE`] or a module that stops reading its status closes
+//!   it (the module reconnects within a second and syncs again).
+//! - zebra away (connection lost): its pseudowires keep forwarding for the hold time
+//!   (`[frr] hold`), then are removed; the module's sync on reconnect replaces them.
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tracing::{info, warn};
+use vmpls_frr::pw::{self, FromModule, LineBuffer, PwSpec};
+use vmpls_sys::event::PollSet;
+
+/// The channel's default listener (the module's default `pw=127.0.0.1:2621`).
+pub const DEFAULT_ADDR: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), pw::DEFAULT_PORT);
+/// How often the PWs' state is read for status changes.
+pub const STATUS_EVERY: Duration = Duration::from_millis(200);
+/// The most status bytes held for a module that does not read them.
+const MAX_PENDING_OUT: usize = 1 << 20;
+/// Bad lines logged per connection (all are counted).
+const BAD_LINES_LOGGED: u64 = 5;
+
+/// A pseudowire's state as the tables see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PwState {
+    /// The PW's name.
+    pub name: String,
+    /// It forwards (attachment up, route to the peer, labels installed).
+    pub up: bool,
+    /// Why not, when not up ("attachment down", "no route to peer"...).
+    pub reason: Option<String>,
+}
+
+/// Where the channel puts zebra's pseudowires: the router's tables (the control server
+/// implements it over `control::tables`).
+pub trait PwSink: Send + Sync {
+    /// Replaces every FRR pseudowire with `pws`.
+    ///
+    /// # Errors
+    /// The tables refused the change (the running ones stay); the reason.
+    fn pw_sync_frr(&self, pws: Vec<PwSpec>) -> Result<(), String>;
+    /// Adds or changes one FRR pseudowire.
+    ///
+    /// # Errors
+    /// The tables refused it (a label in use...); the reason.
+    fn pw_replace_frr(&self, pw: PwSpec) -> Result<(), String>;
+    /// Removes one FRR pseudowire (nothing if there is none of that name).
+    ///
+    /// # Errors
+    /// The tables could not be changed; the reason.
+    fn pw_del_frr(&self, name: &str) -> Result<(), String>;
+    /// Every pseudowire's state.
+    fn pw_status(&self) -> Vec<PwState>;
+}
+
+/// What the channel has seen, for `vmpls stats` and the logs.
+#[derive(Debug, Default)]
+pub struct PwChannelStatus {
+    /// The module is connected now.
+    pub connected: AtomicBool,
+    /// Connections accepted.
+    pub connections: AtomicU64,
+    /// Connections refused because one was already served.
+    pub refused: AtomicU64,
+    /// Connections refused because their socket is not root's or an `fpm-users` user's.
+    pub refused_owner: AtomicU64,
+    /// Messages read.
+    pub messages: AtomicU64,
+    /// Lines that were no message (counted, skipped).
+    pub bad_lines: AtomicU64,
+    /// Changes the tables refused.
+    pub apply_failures: AtomicU64,
+    /// Status lines sent.
+    pub status_sent: AtomicU64,
+}
+
+impl PwChannelStatus {
+    /// The counters as `vmpls stats` shows them.
+    pub fn counters(&self) -> Vec<vmpls_control::api::Counter> {
+        let c = |name: &str, a: &AtomicU64| vmpls_control::api::Counter {
+            name: name.into(),
+            value: a.load(Ordering::Relaxed),
+        };
+        vec![
+            vmpls_control::api::Counter {
+                name: "connected".into(),
+                value: u64::from(self.connected.load(Ordering::Relaxed)),
+            },
+            c("connections", &self.connections),
+            c("refused", &self.refused),
+            c("refused_owner", &self.refused_owner),
+            c("messages", &self.messages),
+            c("bad_lines", &self.bad_lines),
+            c("apply_failures", &self.apply_failures),
+            c("status_sent", &self.status_sent),
+        ]
+    }
+}
+
+/// Binds the channel's listener (loopback of the router's namespace, like FPM's).
+///
+/// # Errors
+/// The address is taken or not local.
+pub fn listen(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    if !addr.ip().is_loopback() {
+        anyhow::bail!(
+            "the pseudowire channel must listen on a loopback address, not {addr} (it has no authentication)"
+        );
+    }
+    let l = TcpListener::bind(addr).with_context(|| {
+        format!(
+            "cannot listen for the zebra module's pseudowire channel on {addr}: another process holds it \
+             (`ss -ltnpe 'sport = :{}'` shows who)",
+            addr.port()
+        )
+    })?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// Starts the channel's thread on `listener`, serving the sockets of `allowed` users
+/// only ([`crate::fpm::allowed_users`]); zebra's PWs are removed `hold` after it leaves.
+///
+/// # Errors
+/// The thread cannot be started.
+pub fn spawn(
+    sink: Arc<dyn PwSink>,
+    listener: TcpListener,
+    allowed: Vec<u32>,
+    hold: Duration,
+) -> anyhow::Result<Arc<PwChannelStatus>> {
+    let status = Arc::new(PwChannelStatus::default());
+    let st = status.clone();
+    info!(address = ?listener.local_addr().ok(), users = ?allowed, "waiting for the zebra module's pseudowire channel");
+    std::thread::Builder::new().name("pw-channel".into()).spawn(move || {
+        Channel::new(sink, allowed, hold, st).run(&listener);
+    })?;
+    Ok(status)
+}
+
+struct Channel {
+    sink: Arc<dyn PwSink>,
+    allowed: Vec<u32>,
+    hold: Duration,
+    status: Arc<PwChannelStatus>,
+    conn: Option<TcpStream>,
+    lines: LineBuffer,
+    out: Vec<u8>,
+    /// The PWs the module named on this connection, and what was last sent of each.
+    known: HashMap<String, Option<(bool, Option<String>)>>,
+    /// PWs the tables refused, with the reason (down whatever the tables say).
+    refused: HashMap<String, String>,
+    bad_logged: u64,
+    lost_at: Option<Instant>,
+    /// FRR pseudowires are held by the tables (nothing to remove after the hold).
+    holding: bool,
+    next_status: Instant,
+}
+
+impl Channel {
+    fn new(
+        sink: Arc<dyn PwSink>,
+        allowed: Vec<u32>,
+        hold: Duration,
+        status: Arc<PwChannelStatus>,
+    ) -> Channel {
+        Channel {
+            sink,
+            allowed,
+            hold,
+            status,
+            conn: None,
+            lines: LineBuffer::new(),
+            out: Vec::new(),
+            known: HashMap::new(),
+            refused: HashMap::new(),
+            bad_logged: 0,
+            lost_at: None,
+            holding: false,
+            next_status: Instant::now(),
+        }
+    }
+
+    fn run(mut self, listener: &TcpListener) {
+        let mut set = PollSet::new();
+        let accept = set.push(listener.as_fd());
+        let conn = set.push(listener.as_fd());
+        loop {
+            match &self.conn {
+                Some(c) => set.set(conn, c.as_fd()),
+                None => set.mute(conn),
+            }
+            let n = set.poll(Duration::from_millis(50)).unwrap_or(0);
+            let (on_listener, on_conn) = (set.take(accept), set.take(conn));
+            if n > 0 && on_listener.bits() != 0 {
+                self.accept(listener);
+            }
+            if n > 0 && on_conn.bits() != 0 {
+                self.read();
+            }
+            self.timers();
+            self.flush();
+        }
+    }
+
+    fn accept(&mut self, listener: &TcpListener) {
+        let Ok((stream, peer)) = listener.accept() else { return };
+        let owner = stream
+            .local_addr()
+            .map_err(|e| (None, e.to_string()))
+            .and_then(|l| crate::fpm::peer_owner_allowed(&self.allowed, l, peer));
+        if let Err((uid, why)) = owner {
+            self.status.refused_owner.fetch_add(1, Ordering::Relaxed);
+            warn!(%peer, ?uid, "refused a pseudowire channel connection: {why} (only zebra may connect: root or frr.fpm-users)");
+            return;
+        }
+        if self.conn.is_some() {
+            self.status.refused.fetch_add(1, Ordering::Relaxed);
+            warn!(%peer, "refused a second pseudowire channel connection: the zebra module is already connected");
+            return;
+        }
+        if stream.set_nonblocking(true).is_err() {
+            return;
+        }
+        self.status.connections.fetch_add(1, Ordering::Relaxed);
+        self.status.connected.store(true, Ordering::Relaxed);
+        info!(%peer, "the zebra module connected on the pseudowire channel");
+        self.conn = Some(stream);
+        self.lines.clear();
+        self.out.clear();
+        self.known.clear();
+        self.bad_logged = 0;
+        self.lost_at = None;
+    }
+
+    fn read(&mut self) {
+        let Some(mut conn) = self.conn.take() else { return };
+        let mut buf = [0u8; 64 * 1024];
+        let mut lines = Vec::new();
+        let mut end = None;
+        for _ in 0..64 {
+            match conn.read(&mut buf) {
+                Ok(0) => {
+                    end = Some("the zebra module closed the pseudowire channel".to_owned());
+                    break;
+                }
+                Ok(n) => {
+                    if self.lines.push(&buf[..n], |l| lines.push(l.to_vec())).is_err() {
+                        end = Some(format!(
+                            "closing the pseudowire channel: a line longer than {} bytes",
+                            pw::MAX_LINE
+                        ));
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    end = Some(format!("the pseudowire channel failed: {e}"));
+                    break;
+                }
+            }
+        }
+        self.conn = Some(conn);
+        for l in lines {
+            self.line(&l);
+        }
+        if let Some(why) = end {
+            self.lost(&why);
+        }
+    }
+
+    fn line(&mut self, line: &[u8]) {
+        let msg = match pw::decode_line(line) {
+            Ok(m) => m,
+            Err(e) => {
+                self.status.bad_lines.fetch_add(1, Ordering::Relaxed);
+                if self.bad_logged < BAD_LINES_LOGGED {
+                    self.bad_logged += 1;
+                    warn!(
+                        "a line from the zebra module is skipped: {e} (the channel goes on; counted as bad_lines)"
+                    );
+                }
+                return;
+            }
+        };
+        self.status.messages.fetch_add(1, Ordering::Relaxed);
+        match msg {
+            FromModule::Hello { frr } => info!(frr, "the zebra module says hello"),
+            FromModule::Sync(pws) => {
+                let names: Vec<String> = pws.iter().map(|p| p.name.clone()).collect();
+                info!(pseudowires = names.len(), "zebra's pseudowires (sync)");
+                self.refused.clear();
+                if let Err(why) = self.sink.pw_sync_frr(pws.clone()) {
+                    // one by one, so that one refused PW does not keep the others out
+                    self.status.apply_failures.fetch_add(1, Ordering::Relaxed);
+                    warn!("zebra's pseudowires refused as a set ({why}); taking them one by one");
+                    let _ = self.sink.pw_sync_frr(Vec::new());
+                    for p in pws {
+                        self.replace(p);
+                    }
+                }
+                self.holding = true;
+                self.known = names.into_iter().map(|n| (n, None)).collect();
+                self.send_status(true);
+            }
+            FromModule::Install(p) => {
+                let name = p.name.clone();
+                self.refused.remove(&name);
+                self.replace(p);
+                self.holding = true;
+                self.known.insert(name, None);
+                self.send_status(false);
+            }
+            FromModule::Uninstall(name) => {
+                self.refused.remove(&name);
+                self.known.remove(&name);
+                if let Err(why) = self.sink.pw_del_frr(&name) {
+                    self.status.apply_failures.fetch_add(1, Ordering::Relaxed);
+                    warn!(pw = name, "zebra's pseudowire could not be removed: {why}");
+                } else {
+                    info!(pw = name, "zebra's pseudowire removed");
+                }
+            }
+        }
+    }
+
+    fn replace(&mut self, p: PwSpec) {
+        let name = p.name.clone();
+        info!(pw = name, local_label = p.local_label, remote_label = p.remote_label, peer = %p.peer, control_word = p.control_word, "zebra's pseudowire");
+        if let Err(why) = self.sink.pw_replace_frr(p) {
+            self.status.apply_failures.fetch_add(1, Ordering::Relaxed);
+            warn!(pw = name, "zebra's pseudowire refused: {why}");
+            self.refused.insert(name, why);
+        }
+    }
+
+    /// Queues a status line for each known PW whose state changed (all with `all`).
+    fn send_status(&mut self, all: bool) {
+        if self.conn.is_none() || self.known.is_empty() {
+            return;
+        }
+        self.next_status = Instant::now() + STATUS_EVERY;
+        let states: HashMap<String, PwState> =
+            self.sink.pw_status().into_iter().map(|s| (s.name.clone(), s)).collect();
+        let mut names: Vec<&String> = self.known.keys().collect();
+        names.sort();
+        let mut lines = Vec::new();
+        for name in names {
+            let now = match (self.refused.get(name), states.get(name)) {
+                (Some(why), _) => (false, Some(why.clone())),
+                (None, Some(s)) => (s.up, if s.up { None } else { s.reason.clone() }),
+                (None, None) => (false, Some("not in vmpls's tables".to_owned())),
+            };
+            if all || self.known[name].as_ref() != Some(&now) {
+                lines.push((name.clone(), now));
+            }
+        }
+        for (name, now) in lines {
+            self.out.extend_from_slice(&pw::encode_status(&name, now.0, now.1.as_deref()));
+            self.status.status_sent.fetch_add(1, Ordering::Relaxed);
+            self.known.insert(name, Some(now));
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.out.is_empty() {
+            return;
+        }
+        let Some(conn) = self.conn.as_mut() else {
+            self.out.clear();
+            return;
+        };
+        let mut failed = None;
+        while !self.out.is_empty() {
+            match conn.write(&self.out) {
+                Ok(0) => {
+                    failed = Some("the pseudowire channel closed".to_owned());
+                    break;
+                }
+                Ok(n) => {
+                    self.out.drain(..n);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    failed = Some(format!("the pseudowire channel failed: {e}"));
+                    break;
+                }
+            }
+        }
+        if failed.is_none() && self.out.len() > MAX_PENDING_OUT {
+            failed = Some("closing the pseudowire channel: the zebra module does not read its status".into());
+        }
+        if let Some(why) = failed {
+            self.lost(&why);
+        }
+    }
+
+    fn lost(&mut self, why: &str) {
+        self.conn = None;
+        self.out.clear();
+        self.lines.clear();
+        self.known.clear();
+        self.status.connected.store(false, Ordering::Relaxed);
+        self.lost_at = Some(Instant::now());
+        warn!(hold_s = self.hold.as_secs(), "{why}; zebra's pseudowires stay in force for the hold time");
+    }
+
+    fn timers(&mut self) {
+        if self.conn.is_some() && Instant::now() >= self.next_status {
+            self.send_status(false);
+        }
+        if let Some(t) = self.lost_at
+            && t.elapsed() >= self.hold
+        {
+            self.lost_at = None;
+            if std::mem::take(&mut self.holding) {
+                self.refused.clear();
+                match self.sink.pw_sync_frr(Vec::new()) {
+                    Ok(()) => {
+                        warn!("zebra stayed away longer than the hold time; its pseudowires are removed")
+                    }
+                    Err(why) => {
+                        self.status.apply_failures.fetch_add(1, Ordering::Relaxed);
+                        warn!("zebra's pseudowires could not be removed after the hold time: {why}");
+                    }
+                }
+            }
+        }
+    }
+}
