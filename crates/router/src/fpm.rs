@@ -687,6 +687,9 @@ fn connected_over(rib: &Rib, table: u32, ifindex: u32, addr: IpAddr) -> bool {
     })
 }
 
+/// IPv4 gateways by (interface index, labels) of the default VRF's next hops.
+type CoreGateways = HashMap<(u32, Vec<u32>), BTreeSet<IpAddr>>;
+
 /// What a flush could not place, to count and log once the translation is done.
 struct Leftovers {
     unusable: u64,
@@ -704,7 +707,7 @@ struct Translator<'a> {
     vrf_tables: Option<Vec<(u32, String)>>,
     /// The IPv4 gateways of the default VRF's next hops by (interface, labels), built
     /// once a flush needs them: the core next hops an IPv6 route over IPv4 resolved to.
-    core_gateways: Option<HashMap<(u32, Vec<u32>), BTreeSet<IpAddr>>>,
+    core_gateways: Option<CoreGateways>,
     /// The port of each (VRF namespace, interface index) asked so far in this flush.
     ports: HashMap<(Option<String>, u32), Option<PortId>>,
     /// Routes left with no next hop on a port.
@@ -796,7 +799,7 @@ impl<'a> Translator<'a> {
         };
         let rib = self.rib?;
         let index = self.core_gateways.get_or_insert_with(|| {
-            let mut index: HashMap<(u32, Vec<u32>), BTreeSet<IpAddr>> = HashMap::new();
+            let mut index = CoreGateways::new();
             for route in rib.routes() {
                 if route.key.table != MAIN_TABLE || !matches!(route.key.dest, Dest::Prefix(IpAddr::V4(_), _))
                 {
