@@ -273,6 +273,40 @@ fn unresolved_ipv6_next_hop_sends_neighbor_solicitation_and_releases_on_advert()
     r.assert_no_drops();
 }
 
+/// 6PE / 6VPE (RFC 4798, RFC 4659): an IPv6 route whose labelled next hop is an IPv4
+/// address of the IPv4 core. The neighbour is found by ARP on the core port, and the IPv6
+/// packet leaves under the labels to that neighbour's MAC.
+#[test]
+fn ipv6_route_over_an_ipv4_next_hop_arps_for_it_and_pushes_the_labels() {
+    let mut b = pe1_builder();
+    route(&mut b, "2001:db8:7::", 64, "198.18.10.2", &[100, 5002], TtlModel::Uniform);
+    let mut r = Router::new(b, pe1_ports());
+    let ip = ipv6_tcp(CE1_V6, "2001:db8:7::2", 64, 1, 2, &pattern(80, 4));
+    let p = only(&r.send(PE1_CE1, &from_ce1_v6(&ip)), PE1_CORE);
+    assert_eq!((p.dst, p.src, p.ethertype), ([0xff; 6], PE1_CORE_MAC, 0x0806), "an ARP request, no ND");
+    let req = arp::Repr::parse(&arp::Packet::new_checked(&p.l3[..]).unwrap()).unwrap();
+    assert_eq!(req.target_protocol_addr, v4("198.18.10.2"));
+    assert_eq!(req.sender_protocol_addr, v4("198.18.10.1"));
+    assert_eq!((r.events(Event::ArpRequest), r.events(Event::NdSolicit)), (1, 0));
+
+    let reply = arp_frame(
+        P_WEST_MAC,
+        v4("198.18.10.2"),
+        v4("198.18.10.1"),
+        arp::Operation::Reply,
+        PE1_CORE_MAC,
+        PE1_CORE_MAC,
+    );
+    let p = only(&r.send(PE1_CORE, &reply), PE1_CORE);
+    assert_eq!((p.dst, p.src, p.ethertype), (P_WEST_MAC, PE1_CORE_MAC, 0x8847));
+    assert_eq!(p.stack(), vec![(100, 63, false), (5002, 63, true)]);
+    assert_ipv6_forwarded(&p, &ip, 63);
+    // Resolved now: the next packet goes straight out.
+    let p = only(&r.send(PE1_CE1, &from_ce1_v6(&ip)), PE1_CORE);
+    assert_eq!(p.stack(), vec![(100, 63, false), (5002, 63, true)]);
+    r.assert_no_drops();
+}
+
 #[test]
 fn unanswered_neighbor_requests_time_out_and_held_frames_count_as_unresolved() {
     let mut r = Router::new(pe1_builder(), pe1_ports());

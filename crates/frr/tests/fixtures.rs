@@ -123,3 +123,63 @@ fn a_replay_after_a_restart_resyncs_to_the_same_table() {
     assert_eq!(a, b);
     assert!(!fixture("fpm-reconnect-replay.fpm").is_empty());
 }
+
+/// 6VPE (`vpn6-pe1.fpm`): an IPv6 route of VRF red (table 1000) learned by BGP over the
+/// IPv4 core, BGP's next hop pe2's loopback as `::ffff:198.18.255.2`, resolved over the
+/// labelled static route to 198.18.255.2 (via 198.18.12.2, label 100). zebra writes its
+/// next hop as the interface and the labels alone: no `RTA_GATEWAY`, no `RTA_VIA`
+/// (`show ipv6 route vrf red` says `via 198.18.12.2, pe1-pe2, label 100/5002`). The
+/// decoder keeps exactly that; the router finds the gateway (`crates/router/src/fpm.rs`).
+#[test]
+fn a_6vpe_route_comes_with_its_labels_and_interface_but_no_gateway() {
+    let u = fixture("vpn6-pe1.fpm");
+    assert_eq!(u.len(), 12);
+    let red = |dest| RouteKey { table: 1000, dest };
+    let v6 = red(Dest::Prefix(ip("2001:db8:2::"), 64));
+    assert_eq!(
+        u[10],
+        Update::Add(Route {
+            key: v6,
+            protocol: 186,
+            kind: Kind::Unicast,
+            nexthops: vec![Nexthop { gateway: None, ifindex: Some(2), labels: vec![100, 5002], weight: 1 }],
+        })
+    );
+    // The IPv4 VPN route to pe2's other CE subnet, and the transport it resolves over,
+    // have the gateway.
+    assert_eq!(
+        u[9],
+        Update::Add(Route {
+            key: red(Dest::Prefix(ip("198.18.102.0"), 24)),
+            protocol: 186,
+            kind: Kind::Unicast,
+            nexthops: vec![nh("198.18.12.2", 2, &[100, 5002])],
+        })
+    );
+    assert_eq!(
+        u[8],
+        Update::Add(Route {
+            key: key(Dest::Prefix(ip("198.18.255.2"), 32)),
+            protocol: 196,
+            kind: Kind::Unicast,
+            nexthops: vec![nh("198.18.12.2", 2, &[100])],
+        })
+    );
+    // One VPN label per address family with `label vpn export auto`: 16 (IPv4), 17 (IPv6),
+    // both popping to red's VRF interface 1000.
+    for label in [16, 17] {
+        assert!(u[..2].iter().any(|x| matches!(x, Update::Add(r) if r.key == key(Dest::Label(label))
+            && r.nexthops == [Nexthop { gateway: None, ifindex: Some(1000), labels: vec![], weight: 1 }])));
+    }
+    assert_eq!(u[11], Update::Delete(v6));
+    // pe2 (`label vpn export 5002`): one label for both families, pe1's IPv6 subnet over
+    // the transport to pe1 (label 200) with pe1's IPv6 VPN label 17.
+    let u = fixture("vpn6-pe2.fpm");
+    assert_eq!(u.len(), 11);
+    assert!(u.contains(&Update::Add(Route {
+        key: red(Dest::Prefix(ip("2001:db8:1::"), 64)),
+        protocol: 186,
+        kind: Kind::Unicast,
+        nexthops: vec![Nexthop { gateway: None, ifindex: Some(2), labels: vec![200, 17], weight: 1 }],
+    })));
+}

@@ -582,6 +582,19 @@ impl Session {
     /// Turns the RIB's pending changes into one table change; they stay pending until the
     /// tables take them, and a refusal is tried again later ([`RETRY_FIRST`], doubling).
     fn flush(&mut self) {
+        // An IPv6 route over the IPv4 core takes its gateway from the default VRF's IPv4
+        // next hops (Translator::ipv4_core_gateway): when those change, it is taken again.
+        let core_changed = self
+            .rib
+            .pending_changes()
+            .iter()
+            .any(|(k, _)| k.table == MAIN_TABLE && matches!(k.dest, Dest::Prefix(IpAddr::V4(_), _)));
+        if core_changed {
+            self.rib.mark_changed(|r| {
+                matches!(r.key.dest, Dest::Prefix(IpAddr::V6(_), _))
+                    && r.nexthops.iter().any(|n| n.gateway.is_none() && !n.labels.is_empty())
+            });
+        }
         let vrfs = self.vrfs.clone();
         let mut t = Translator::new(&*vrfs).with_rib(&self.rib);
         // A route leaving a VRF (gone, or its table now another's) is removed there
@@ -736,6 +749,9 @@ fn connected_over(rib: &Rib, table: u32, ifindex: u32, addr: IpAddr) -> bool {
     })
 }
 
+/// IPv4 gateways by (interface index, labels) of the default VRF's next hops.
+type CoreGateways = HashMap<(u32, Vec<u32>), BTreeSet<IpAddr>>;
+
 /// What a flush could not place, to count and log once the translation is done.
 struct Leftovers {
     unusable: u64,
@@ -751,6 +767,9 @@ struct Translator<'a> {
     rib: Option<&'a Rib>,
     /// The VRF tables zebra has routes in (with their VRF), listed once a flush needs them.
     vrf_tables: Option<Vec<(u32, String)>>,
+    /// The IPv4 gateways of the default VRF's next hops by (interface, labels), built
+    /// once a flush needs them: the core next hops an IPv6 route over IPv4 resolved to.
+    core_gateways: Option<CoreGateways>,
     /// The port of each (VRF namespace, interface index) asked so far in this flush.
     ports: HashMap<(Option<String>, u32), Option<PortId>>,
     /// Routes left with no next hop on a port.
@@ -769,6 +788,7 @@ impl<'a> Translator<'a> {
             vrfs,
             rib: None,
             vrf_tables: None,
+            core_gateways: None,
             ports: HashMap::new(),
             unusable: 0,
             unknown_tables: Vec::new(),
@@ -819,9 +839,49 @@ impl<'a> Translator<'a> {
                 }
                 continue;
             };
-            out.push(NexthopConfig { port, via: n.gateway, labels: n.labels.clone(), weight: n.weight });
+            let via = n.gateway.or_else(|| self.ipv4_core_gateway(r, n));
+            out.push(NexthopConfig { port, via, labels: n.labels.clone(), weight: n.weight });
         }
         out
+    }
+
+    /// The IPv4 gateway of a labelled next hop of an IPv6 route (6PE, 6VPE) that zebra
+    /// sends with no gateway. BGP's next hop is an IPv4-mapped IPv6 address, which zebra
+    /// resolves over an IPv4 route of the core; for such a next hop zebra (8.4 and 10.3,
+    /// `_netlink_route_add_gateway_info`) writes neither `RTA_GATEWAY` nor `RTA_VIA`,
+    /// only the interface and the labels: the resolving route's labels, then BGP's. So
+    /// the gateway is that of the default VRF's IPv4 next hops out of the same interface
+    /// whose labels begin the stack (the longest such stack), provided they all have one
+    /// gateway; else none (never a guess between two neighbours).
+    fn ipv4_core_gateway(&mut self, r: &Route, n: &vmpls_frr::Nexthop) -> Option<IpAddr> {
+        let (Dest::Prefix(IpAddr::V6(_), _), Some(ifindex), false) =
+            (r.key.dest, n.ifindex, n.labels.is_empty())
+        else {
+            return None;
+        };
+        let rib = self.rib?;
+        let index = self.core_gateways.get_or_insert_with(|| {
+            let mut index = CoreGateways::new();
+            for route in rib.routes() {
+                if route.key.table != MAIN_TABLE || !matches!(route.key.dest, Dest::Prefix(IpAddr::V4(_), _))
+                {
+                    continue;
+                }
+                for m in &route.nexthops {
+                    if let (Some(g @ IpAddr::V4(_)), Some(i)) = (m.gateway, m.ifindex) {
+                        index.entry((i, m.labels.clone())).or_default().insert(g);
+                    }
+                }
+            }
+            index
+        });
+        let gateways =
+            (0..=n.labels.len()).rev().find_map(|k| index.get(&(ifindex, n.labels[..k].to_vec())))?;
+        let mut it = gateways.iter();
+        match (it.next(), it.next()) {
+            (Some(&g), None) => Some(g),
+            _ => None,
+        }
     }
 
     /// The port of a next hop that zebra leaked into `vrf` from another VRF of this
@@ -1786,5 +1846,57 @@ addresses = ["{ce}"]
         feed(&mut s, &frames[8..]);
         assert_eq!(tables.shown(Family::Inet, Some("red")), [red_connected]);
         assert!(tables.shown(Family::Mpls, None).is_empty());
+    }
+
+    /// 6VPE as zebra 8.4 sent it (`frr/fixtures/vpn6-pe1.fpm`): red's IPv6 route to pe2's
+    /// CE subnet has the core interface 2 and the labels [100, 5002] but no gateway;
+    /// zebra resolved BGP's `::ffff:198.18.255.2` over the labelled static route to
+    /// 198.18.255.2 (via 198.18.12.2, label 100), so that is the gateway. Two neighbours
+    /// that could be it: none is picked.
+    #[test]
+    fn an_ipv6_vpn_route_over_the_ipv4_core_gets_the_gateway_of_its_transport() {
+        use vmpls_control::api::Family;
+        let path = format!("{}/../../frr/fixtures/vpn6-pe1.fpm", env!("CARGO_MANIFEST_DIR"));
+        let bytes = std::fs::read(&path).unwrap();
+        let mut frames = Vec::new();
+        let mut rest = bytes.as_slice();
+        while let Some(frame) = fpm::parse_frame(rest).unwrap() {
+            frames.push(rest[..frame.len].to_vec());
+            rest = &rest[frame.len..];
+        }
+        assert_eq!(frames.len(), 12);
+        let tables = RealTables::with_subnets("198.18.12.1/24", "198.18.101.1/24");
+        let vrfs = Arc::new(FakeVrfs::default());
+        vrfs.set(|st| {
+            st.tables.insert(1000, "red".into());
+            st.devices.insert(1000, "red".into());
+            st.ports.insert((None, 2), 0);
+            st.ports.insert((Some("red".into()), 3), 1);
+        });
+        let mut s = session_with(tables.clone(), vrfs);
+        let feed = |s: &mut Session, frames: &[Vec<u8>]| {
+            assert_eq!(s.read_from(&mut Feed { data: frames.concat(), at: 0 }), Ok(()));
+            send(s, &[]);
+        };
+        feed(&mut s, &frames[..11]);
+        assert_eq!(
+            tables.shown(Family::Inet6, Some("red")),
+            ["2001:db8:2::/64 encap mpls 100/5002 via 198.18.12.2 dev core proto bgp"]
+        );
+        assert_eq!(tables.shown(Family::Mpls, None), ["16 vrf red proto bgp", "17 vrf red proto bgp"]);
+        assert_eq!(counter(&s, "unusable"), 0);
+        // A second neighbour on the core link with the same transport label: which one
+        // zebra resolved over is not in the message, so the route is left with none.
+        let other = prefix_route(MAIN_TABLE, "198.18.255.3/32", 196, vec![nh("198.18.12.3", 2, &[100])]);
+        send(&mut s, &[(&other, false)]);
+        let shown = tables.shown(Family::Inet6, Some("red"));
+        assert!(shown.iter().all(|r| !r.contains("via")), "{shown:?}");
+        send(&mut s, &[(&other, true)]);
+        assert_eq!(
+            tables.shown(Family::Inet6, Some("red")),
+            ["2001:db8:2::/64 encap mpls 100/5002 via 198.18.12.2 dev core proto bgp"]
+        );
+        feed(&mut s, &frames[11..12]);
+        assert!(tables.shown(Family::Inet6, Some("red")).is_empty());
     }
 }
