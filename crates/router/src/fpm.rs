@@ -823,14 +823,14 @@ impl<'a> Translator<'a> {
     /// Next hops out of interfaces that are not ports of this router are left out.
     fn nexthops(&mut self, vrf: Option<&str>, r: &Route) -> Vec<NexthopConfig> {
         let mut out = Vec::with_capacity(r.nexthops.len());
-        for n in &r.nexthops {
+        for (i, n) in r.nexthops.iter().enumerate() {
             let Some(ifindex) = n.ifindex else { continue };
             let in_vrf = match vrf {
                 Some(v) if n.labels.is_empty() => self.port(Some(v), ifindex),
                 _ => None,
             };
             let leaked = |t: &mut Self| match vrf {
-                Some(v) if n.labels.is_empty() => t.leaked_port(v, r, n),
+                Some(v) if n.labels.is_empty() => t.leaked_port(v, r, i),
                 _ => None,
             };
             let Some(port) = in_vrf.or_else(|| self.port(None, ifindex)).or_else(|| leaked(self)) else {
@@ -891,8 +891,11 @@ impl<'a> Translator<'a> {
     /// the one whose own table in zebra holds the same destination over the same next
     /// hop (the route the leaked one was copied from) and where that next hop is on a
     /// connected subnet of the interface (other VRFs that imported the same route hold
-    /// copies of it, not the subnet), provided exactly one VRF does.
-    fn leaked_port(&mut self, vrf: &str, r: &Route, n: &vmpls_frr::Nexthop) -> Option<PortId> {
+    /// copies of it, not the subnet), provided exactly one VRF does. Customers that use
+    /// the same subnet on interfaces of the same index, both imported, give one route
+    /// with as many identical next hops as there are such VRFs: one each, in table order.
+    fn leaked_port(&mut self, vrf: &str, r: &Route, i: usize) -> Option<PortId> {
+        let n = &r.nexthops[i];
         let rib = self.rib?;
         let ifindex = n.ifindex?;
         let vrfs = self.vrfs;
@@ -905,18 +908,26 @@ impl<'a> Translator<'a> {
         });
         let Dest::Prefix(dest, _) = r.key.dest else { return None };
         let on_link = n.gateway.unwrap_or(dest);
-        let mut sources = tables.iter().filter(|(table, other)| {
-            other != vrf
-                && rib.get(&RouteKey { table: *table, dest: r.key.dest }).is_some_and(|src| {
-                    src.nexthops.iter().any(|m| m.ifindex == Some(ifindex) && m.gateway == n.gateway)
-                })
-                && connected_over(rib, *table, ifindex, on_link)
-        });
-        let (_, source) = sources.next()?;
-        if sources.next().is_some() {
-            return None;
-        }
-        let source = source.clone();
+        let sources: Vec<&String> = tables
+            .iter()
+            .filter(|(table, other)| {
+                other != vrf
+                    && rib.get(&RouteKey { table: *table, dest: r.key.dest }).is_some_and(|src| {
+                        src.nexthops.iter().any(|m| m.ifindex == Some(ifindex) && m.gateway == n.gateway)
+                    })
+                    && connected_over(rib, *table, ifindex, on_link)
+            })
+            .map(|(_, v)| v)
+            .collect();
+        let twin =
+            |m: &vmpls_frr::Nexthop| m.ifindex == n.ifindex && m.gateway == n.gateway && m.labels.is_empty();
+        let twins = r.nexthops.iter().filter(|m| twin(m)).count();
+        let nth = r.nexthops[..i].iter().filter(|m| twin(m)).count();
+        let source = match sources.len() {
+            1 => sources[0].clone(),
+            k if k == twins => sources[nth].clone(),
+            _ => return None,
+        };
         self.port(Some(&source), ifindex)
     }
 
@@ -1576,6 +1587,10 @@ mod tests {
         // customer's copy of it.
         assert_eq!(port_of(&mut t, "red", key(1002, "198.18.3.0/24")), [(1, None)]);
         assert_eq!(port_of(&mut t, "blue", key(1001, "198.18.3.0/24")), [(1, None)]);
+        // Both customers' 198.18.2.0/24 imported into common: one next hop each.
+        let both = prefix_route(1000, "198.18.2.0/24", 186, vec![dev(3), dev(3)]);
+        let nhs = t.nexthops(Some("common"), &both);
+        assert_eq!(nhs.iter().map(|n| n.port).collect::<Vec<_>>(), [2, 3], "blue's (table 1001), then red's");
         assert!(t.off_ports.is_empty(), "{:?}", t.off_ports);
         // A copy whose source is gone (or never was) is placed nowhere.
         let orphan = prefix_route(1000, "198.18.205.1/32", 186, vec![nh("198.18.2.2", 3, &[])]);

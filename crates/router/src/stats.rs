@@ -186,7 +186,6 @@ mod tests {
             counters: vmpls_dataplane::Counters::new(1),
             ports: vec![port],
             neighbors: Vec::new(),
-            pseudowires: Vec::new(),
             faults: vec![PortFaults::default()],
             fast_path: Vec::new(),
             fast_path_ports: vec![None],

@@ -76,11 +76,6 @@ fn vrf_interface_mac(lab: &VpnLab, pe: &str, vrf: &str, ifname: &str) -> [u8; 6]
     bytes.try_into().unwrap_or_else(|_| panic!("bad MAC {mac:?}"))
 }
 
-// Left out of the default run until main has the zebra module's VRF interfaces (one
-// per VRF: with two VRFs on a PE only the first gets one), vmpls's ports in VRF
-// namespaces and zebra's VRF routes in vmpls; then remove this line. Run it with
-// `cargo test --release -p vmpls --test frr_vpn -- --ignored`.
-#[ignore = "needs VRF interfaces from the zebra module, ports in VRF namespaces and VRF routes over FPM"]
 #[test]
 fn vpn_customers_reach_their_sites_and_never_each_other() {
     if !is_root() {
