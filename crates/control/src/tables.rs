@@ -42,6 +42,7 @@ mod error;
 #[cfg(test)]
 mod prop_tests;
 mod pw;
+mod pw_set;
 mod rib;
 mod txn;
 pub use bulk::{ShowChunk, ShowCursor};
@@ -71,7 +72,7 @@ pub struct Tables {
     /// Set by every committed change ([`Txn::commit`]).
     built: Option<Fib>,
     /// The pseudowires ([`pw`]).
-    pws: pw::PwSet,
+    pws: pw_set::PwSet,
 }
 
 /// A route from FRR, its next hops already on the router's ports.
@@ -175,7 +176,7 @@ impl Tables {
         for ((vrf, prefix), d) in rib::derived_of(&config) {
             rib.set_derived(&vrf, prefix, Some(d));
         }
-        let pws = pw::pws_of(&config);
+        let pws = pw_set::pws_of(&config);
         Tables { file: config, rib, built: None, pws }
     }
 
@@ -186,8 +187,8 @@ impl Tables {
     /// As [`Config::build_fib`], with the file's line.
     pub fn built(config: Config) -> Result<(Tables, Fib), crate::ConfigError> {
         let mut fib = config.build_fib()?;
-        let (path, pws) = (config.path.clone(), pw::pws_of(&config));
-        pw::install(&pws, &mut fib).map_err(|source| crate::ConfigError::Build {
+        let (path, pws) = (config.path.clone(), pw_set::pws_of(&config));
+        pw_set::install(&pws, &mut fib).map_err(|source| crate::ConfigError::Build {
             path,
             line: None,
             source,
@@ -400,7 +401,7 @@ impl Tables {
             .file
             .build_fib_with(self.rib.selected_routes(), self.rib.selected_labels())
             .map_err(TablesError::Build)?;
-        pw::install(&self.pws, &mut fib)
+        pw_set::install(&self.pws, &mut fib)
             .map_err(|source| TablesError::Fib { what: "pseudowires".into(), source })?;
         Ok(fib)
     }

@@ -548,10 +548,13 @@ fn sync_family<A: Ord + Copy, K: aya::Pod>(
 /// Changed map entries by key: the new value, or `None` where the key is gone.
 type EntryChanges<K> = [(K, Option<RawRoute>)];
 
+/// Changed map entries by key, each new one with its ECMP group if it has one.
+type GroupedChanges<K, V> = Vec<(K, Option<(V, Option<RawGroup>)>)>;
+
 /// Changed entries with their groups' ids: each lets go of the group its entry in `wanted`
 /// had and takes its new one's in `groups`.
 fn with_groups<K: Ord + Copy, V: Copy>(
-    change: Vec<(K, Option<(V, Option<RawGroup>)>)>,
+    change: GroupedChanges<K, V>,
     wanted: &BTreeMap<K, V>,
     groups: &mut raw::Groups,
     next: &mut u32,

@@ -883,6 +883,7 @@ mod tests {
             ip_only: false,
             fast_path: true,
             fast_path_auto: false,
+            ecmp: false,
             poll_interrupt: true,
         };
         let cfgs = router_configs(&params);

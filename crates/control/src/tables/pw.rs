@@ -6,113 +6,12 @@
 //! Every change goes through the one transaction ([`Txn`]): the forwarding tables are
 //! made with the change, and if that fails the set is put back.
 
-use std::collections::BTreeMap;
+use vmpls_fib::{Fib, PortId, RouteTarget};
 
-use vmpls_fib::{Fib, LabelAction, LabelRoute, PortId, Pseudowire, RouteTarget, TtlModel};
-
+use super::pw_set::PwSet;
 use super::txn::Txn;
 use super::{Tables, TablesError};
-use crate::Config;
-use crate::api::{PwOrigin, PwSpec, PwStatus};
-
-/// One pseudowire name and what each source says of it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct PwEntry {
-    /// The attachment: the file's `[[pseudowire]]`'s, or the CLI's.
-    attachment: Option<PortId>,
-    /// Declared in the file (with or without a static part).
-    in_file: bool,
-    file: Option<PwSpec>,
-    cli: Option<PwSpec>,
-    frr: Option<PwSpec>,
-}
-
-impl PwEntry {
-    /// The spec in force and who made it.
-    fn selected(&self) -> (Option<&PwSpec>, PwOrigin) {
-        if let Some(s) = &self.cli {
-            return (Some(s), PwOrigin::Cli);
-        }
-        if let Some(s) = &self.file {
-            return (Some(s), PwOrigin::Config);
-        }
-        if let Some(s) = &self.frr {
-            return (Some(s), PwOrigin::Frr);
-        }
-        (None, if self.in_file { PwOrigin::Config } else { PwOrigin::Cli })
-    }
-
-    fn is_empty(&self) -> bool {
-        !self.in_file && self.cli.is_none() && self.frr.is_none()
-    }
-}
-
-/// The pseudowire set, by name.
-pub(crate) type PwSet = BTreeMap<String, PwEntry>;
-
-/// The set the file declares.
-pub(crate) fn pws_of(config: &Config) -> PwSet {
-    config
-        .pseudowires
-        .iter()
-        .map(|p| {
-            let e = PwEntry {
-                attachment: Some(p.attachment),
-                in_file: true,
-                file: p.static_spec.clone(),
-                cli: None,
-                frr: None,
-            };
-            (p.name.clone(), e)
-        })
-        .collect()
-}
-
-/// Sets the pseudowires of `pws` into `fib` (built or edited from the routes): the
-/// pseudowire list, the attachment ports, the local labels no route holds. The label
-/// routes of the pseudowires `fib` had before are removed first.
-pub(crate) fn install(pws: &PwSet, fib: &mut Fib) -> Result<(), vmpls_fib::FibError> {
-    for old in std::mem::take(&mut fib.pseudowires) {
-        let ours = fib
-            .labels
-            .get(old.local_label)
-            .is_some_and(|r| matches!(r.action, LabelAction::Pseudowire { .. }));
-        if ours {
-            fib.labels.remove(old.local_label);
-        }
-    }
-    fib.port_pw = vec![None; fib.port_vrf.len()];
-    for (name, e) in pws {
-        let (spec, _) = e.selected();
-        if e.attachment.is_none() && spec.is_none() {
-            continue;
-        }
-        let Ok(idx) = u16::try_from(fib.pseudowires.len()) else { break };
-        let attachment = e.attachment.filter(|&p| usize::from(p) < fib.port_pw.len());
-        let (local_label, remote_label, peer, control_word, signalled) = match spec {
-            Some(s) => (s.local_label, s.remote_label, s.peer, s.control_word, true),
-            None => (0, 0, std::net::IpAddr::from([0, 0, 0, 0]), true, false),
-        };
-        let up = signalled && fib.labels.get(local_label).is_none();
-        fib.pseudowires.push(Pseudowire {
-            name: name.clone(),
-            attachment,
-            local_label,
-            remote_label,
-            peer,
-            control_word,
-            up,
-        });
-        if let Some(p) = attachment {
-            fib.port_pw[usize::from(p)] = Some(idx);
-        }
-        if up {
-            let route = LabelRoute { action: LabelAction::Pseudowire { pw: idx }, ttl_model: TtlModel::Pipe };
-            fib.set_label_route(local_label, Some(route))?;
-        }
-    }
-    Ok(())
-}
+use crate::api::{PwSpec, PwStatus};
 
 impl Tables {
     /// Changes the pseudowire set with `f` and makes the forwarding tables; on error

@@ -123,7 +123,7 @@ impl<'a> Txn<'a> {
             }
         }
         // A label route set above may have taken a pseudowire's label, or given it back.
-        super::pw::install(&t.pws, &mut fib)
+        super::pw_set::install(&t.pws, &mut fib)
             .map_err(|source| TablesError::Fib { what: "pseudowires".into(), source })?;
         Ok(fib)
     }
