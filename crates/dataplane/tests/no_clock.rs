@@ -21,7 +21,9 @@ fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
 /// The code of a source file without its unit tests: the crate keeps them last, in a
 /// `#[cfg(test)] mod tests { .. }`, or in a file of their own named `tests.rs`.
 fn code_without_tests(path: &Path) -> String {
-    if path.file_name().is_some_and(|n| n == "tests.rs") {
+    // Test modules of their own (`tests.rs`, `NAME_tests.rs`) are not the pipeline.
+    if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n == "tests.rs" || n.ends_with("_tests.rs"))
+    {
         return String::new();
     }
     let text = std::fs::read_to_string(path).unwrap();

@@ -220,6 +220,11 @@ fn static_pseudowire_carries_arp_ping_vlans_and_tcp_and_follows_its_attachment()
     // The attachment circuit down (the CE's side: the PE's loses its carrier): down with
     // the reason; back up, up again.
     topo.set_up("ce2", "ce2-pe", false).unwrap();
+    // The kernel's link watch takes the carrier away up to a second later.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pw_json(&sockets[1])[0]["up"] != false && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let v = pw_json(&sockets[1]);
     assert_eq!((v[0]["up"].clone(), v[0]["reason"].clone()), (false.into(), "attachment down".into()), "{v}");
     let text = ok(&sockets[1], &["pw", "show"]);
