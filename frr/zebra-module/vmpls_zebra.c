@@ -69,6 +69,7 @@
 #include "zebra/rt_netlink.h"
 #include "zebra/kernel_netlink.h"
 #include "zebra/zebra_vrf.h"
+#include "zebra/zebra_ns.h"
 #include "zebra/zebra_router.h"
 #include "zebra/rib.h"
 #include "zebra/zebra_pw.h"
@@ -111,6 +112,7 @@ extern struct zebra_privs_t zserv_privs;
 	((type) == ZEBRA_ROUTE_KERNEL || (type) == ZEBRA_ROUTE_CONNECT)
 
 static const char *vz_prov_name = "vmpls";
+static const char *vz_prov_name_after_kernel = "vmpls-after-kernel";
 
 /* An rtnetlink socket of our own in zebra's (default) namespace; one per
  * pthread that uses it. */
@@ -127,7 +129,7 @@ static struct vz_nl vz_main_nl = {.fd = -1};
 
 /* counters, shown in the log at shutdown */
 static uint64_t vz_cnt_lsp, vz_cnt_pw, vz_cnt_nh, vz_cnt_route, vz_cnt_kerr,
-	vz_cnt_leaked;
+	vz_cnt_leaked, vz_cnt_gone;
 
 /* ------------------------------------------------------------------ */
 /* version check                                                       */
@@ -1528,10 +1530,70 @@ static void vz_mark_done(struct zebra_dplane_ctx *ctx)
 	dplane_ctx_set_status(ctx, ZEBRA_DPLANE_REQUEST_SUCCESS);
 }
 
+/*
+ * zebra (8.4 and 10.3) encodes a context's netlink message with the netlink
+ * socket of the namespace the context was made for, looked up by fd
+ * (kernel_netlink_nlsock_lookup()), and dereferences it unchecked.  When a
+ * netns VRF is deleted, its namespace and sockets go at once on the main
+ * pthread while route deletes of the VRF still wait in the dataplane: the
+ * kernel provider, and later dplane_fpm_nl's own pthread, then find no
+ * socket and crash (SIGSEGV in netlink_route_multipath_msg_encode(), seen
+ * once in a few runs of `ip netns del`; FRR issue #19232).
+ *
+ * Before the kernel: a route of a namespace whose socket is gone goes nowhere
+ * (the namespace took its routes with it); it is marked done.  After the
+ * kernel (vz_process_after_kernel()): FPM only needs some socket for the
+ * message's nlmsg_pid, so every netns VRF context gets the default
+ * namespace's, which lives as long as zebra.
+ */
+static int vz_default_dplane_sock = -1;
+
+static bool vz_is_route_or_nh_op(enum dplane_op_e op)
+{
+	switch (op) {
+	case DPLANE_OP_ROUTE_INSTALL:
+	case DPLANE_OP_ROUTE_UPDATE:
+	case DPLANE_OP_ROUTE_DELETE:
+	case DPLANE_OP_NH_INSTALL:
+	case DPLANE_OP_NH_UPDATE:
+	case DPLANE_OP_NH_DELETE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool vz_in_netns_vrf(struct zebra_dplane_ctx *ctx)
+{
+	return vrf_is_backend_netns()
+	       && dplane_ctx_get_ns(ctx)->ns_id != NS_DEFAULT
+	       && vz_is_route_or_nh_op(dplane_ctx_get_op(ctx));
+}
+
+static bool vz_namespace_gone(struct zebra_dplane_ctx *ctx)
+{
+	return vz_in_netns_vrf(ctx)
+	       && kernel_netlink_nlsock_lookup(dplane_ctx_get_ns_sock(ctx))
+			  == NULL;
+}
+
 static void vz_handle(struct zebra_dplane_ctx *ctx)
 {
 	if (dplane_ctx_get_status(ctx) != ZEBRA_DPLANE_REQUEST_SUCCESS)
 		return;
+
+	if (vz_namespace_gone(ctx)) {
+		static atomic_bool logged;
+
+		vz_cnt_gone++;
+		if (!atomic_exchange(&logged, true))
+			zlog_notice("vmpls: %s of %pFX (vrf %u): its namespace is gone, so is the route; not given to the kernel (logged once)",
+				    dplane_op2str(dplane_ctx_get_op(ctx)),
+				    dplane_ctx_get_dest(ctx),
+				    dplane_ctx_get_vrf(ctx));
+		vz_mark_done(ctx);
+		return;
+	}
 
 	switch (dplane_ctx_get_op(ctx)) {
 	case DPLANE_OP_LSP_INSTALL:
@@ -1578,6 +1640,25 @@ static void vz_handle(struct zebra_dplane_ctx *ctx)
 		 * kernel */
 		break;
 	}
+}
+
+static int vz_process_after_kernel(struct zebra_dplane_provider *prov)
+{
+	struct zebra_dplane_ctx *ctx;
+	int counter, limit = dplane_provider_get_work_limit(prov);
+
+	for (counter = 0; counter < limit; counter++) {
+		ctx = dplane_provider_dequeue_in_ctx(prov);
+		if (!ctx)
+			break;
+		if (vz_default_dplane_sock >= 0 && vz_in_netns_vrf(ctx))
+			((struct zebra_dplane_info *)dplane_ctx_get_ns(ctx))
+				->sock = vz_default_dplane_sock;
+		dplane_provider_enqueue_out_ctx(prov, ctx);
+	}
+	if (counter >= limit)
+		dplane_provider_work_ready();
+	return 0;
 }
 
 static int vz_process(struct zebra_dplane_provider *prov)
@@ -1634,9 +1715,10 @@ static int vz_fini(struct zebra_dplane_provider *prov, bool early)
 		  " labelled NHG, %" PRIu64
 		  " labelled route contexts kept from the kernel (%" PRIu64
 		  " unlabelled copies refused by it), %" PRIu64
-		  " routes leaked between VRFs kept from the kernel",
+		  " routes leaked between VRFs kept from the kernel, %" PRIu64
+		  " routes of deleted namespaces",
 		  vz_cnt_lsp, vz_cnt_pw, vz_cnt_nh, vz_cnt_route, vz_cnt_kerr,
-		  vz_cnt_leaked);
+		  vz_cnt_leaked, vz_cnt_gone);
 	vz_nl_close(&vz_dp_nl);
 	return 0;
 }
@@ -1653,6 +1735,18 @@ static int vz_late_init(vz_event_loop *loop)
 	rv = dplane_provider_register(vz_prov_name, DPLANE_PRIO_PRE_KERNEL,
 				      DPLANE_PROV_FLAGS_DEFAULT, NULL,
 				      vz_process, vz_fini, NULL, NULL);
+	if (rv == 0 && vrf_is_backend_netns()) {
+		struct zebra_ns *zns = zebra_ns_lookup(NS_DEFAULT);
+
+		vz_default_dplane_sock = zns ? zns->netlink_dplane_out.sock : -1;
+		/* same priority as the kernel's, registered after it: runs
+		 * after it and before dplane_fpm_nl (POSTPROCESS) */
+		rv = dplane_provider_register(vz_prov_name_after_kernel,
+					      DPLANE_PRIO_KERNEL,
+					      DPLANE_PROV_FLAGS_DEFAULT, NULL,
+					      vz_process_after_kernel, NULL,
+					      NULL, NULL);
+	}
 	if (rv != 0) {
 		zlog_err("vmpls: dataplane provider registration failed: %d",
 			 rv);

@@ -279,7 +279,7 @@ grep -q "vmpls: MPLS turned on" "$W/pe1/zebra.log" &&
 	pass "zebra's log says the module turned MPLS on" || fail "no 'MPLS turned on' in zebra's log"
 
 # --- the FPM server restarts: zebra replays the VRF's routes in table T ----
-kill "$(cat "$W/pe2/fpm-dump.pid")"
+kill "$(cat "$W/pe2/fpm-dump.pid")" 2>/dev/null || true
 fpm_server_start pe2 replay
 # zebra retries every 3 s; its first tries may meet no listener while python starts.
 listening() { grep -q "^listening" "$W/pe2/replay-dump.out"; }
@@ -317,9 +317,17 @@ vrf_if_of() {
 	b=$(pe_do "$1" ip -n "$2" -o link show "$2" 2>/dev/null | awk -F': ' '/,UP/ {print $1}')
 	[[ -n $a && $a == "$b" ]] && echo "$a"
 }
+# zebra 8.4 and 10.3 crash (in dplane_fpm_nl's pthread) when a netns VRF goes
+# while its route deletes wait in the dataplane, unless the module hands them
+# another socket (vz_process_after_kernel)
+if kill -0 "$(cat "$W/pe1/zebra.pid")" 2>/dev/null; then
+	pass "pe1: zebra still runs after the VRF's namespace was deleted"
+else
+	fail "pe1: zebra died after the VRF's namespace was deleted: $(tail -3 "$W/pe1/zebra.log" | tr '\n' ' ')"
+fi
 pe_do pe1 ip netns add blue
 wait_for 5 "pe1: VRF blue created at runtime -> its VRF interface" vrf_if_of pe1 blue
-kill -9 "$(cat "$W/pe1/zebra.pid")"
+kill -9 "$(cat "$W/pe1/zebra.pid")" 2>/dev/null || true
 wait_for 5 "pe1: zebra killed (SIGKILL)" bash -c "! kill -0 $(cat "$W/pe1/zebra.pid")"
 vrf_if_of pe1 blue >/dev/null && echo "pe1: the killed zebra left VRF interface blue behind"
 zebra_start pe1
@@ -331,13 +339,13 @@ if [[ $(grep -c "VRF blue: VRF interface" "$W/pe1/zebra.log") -le 2 ]]; then
 else
 	fail "pe1: VRF interface blue made or removed repeatedly: $(grep -c "VRF blue: VRF interface" "$W/pe1/zebra.log") log lines"
 fi
-kill "$(cat "$W/pe1/zebra.pid")"
+kill "$(cat "$W/pe1/zebra.pid")" 2>/dev/null || true
 wait_for 5 "pe1: zebra stopped -> VRF interface blue gone" \
 	bash -c "! nsenter -t $(cat "$W/pe1/holder.pid") -m -n ip link show blue"
 
 # --- zebra stops: the other VRF interface goes too, and zebra exits cleanly -
 kill "$(cat "$W/pe2/bgpd.pid")" "$(cat "$W/pe2/staticd.pid")" 2>/dev/null || true
-kill "$(cat "$W/pe2/zebra.pid")"
+kill "$(cat "$W/pe2/zebra.pid")" 2>/dev/null || true
 wait_for 5 "pe2: zebra stopped -> VRF interface gone" \
 	bash -c "! nsenter -t $(cat "$W/pe2/holder.pid") -m -n ip link show red"
 wait_for 5 "pe2: zebra exited" bash -c "! kill -0 $(cat "$W/pe2/zebra.pid")"
