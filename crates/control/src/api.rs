@@ -719,8 +719,47 @@ pub struct Link {
     pub addresses: Vec<String>,
     /// Offloads it accepts at output (`tso4`, `tso6`, `uso`, `csum`, `mpls_gso`).
     pub offloads: Vec<String>,
+    /// Its interface's state: up with a carrier, up without one, down, or gone.
+    #[serde(default)]
+    pub state: LinkState,
     /// Its counters.
     pub stats: LinkStats,
+}
+
+/// A port's interface as `ip link` tells it: administratively up with a carrier (`UP`),
+/// up without one (`NO-CARRIER`), down (`DOWN`), or deleted under the port (`DETACHED`).
+/// Ports whose medium has no carrier to read (TAP, vhost-user, tunnels) are `UP` while
+/// attached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING-KEBAB-CASE")]
+pub enum LinkState {
+    #[default]
+    Up,
+    NoCarrier,
+    Down,
+    Detached,
+}
+
+impl LinkState {
+    /// The state of an interface administratively up or not, with a carrier or not
+    /// (`IFF_UP`, `IFF_RUNNING`).
+    pub fn of(admin_up: bool, carrier: bool) -> LinkState {
+        match (admin_up, carrier) {
+            (false, _) => LinkState::Down,
+            (true, false) => LinkState::NoCarrier,
+            (true, true) => LinkState::Up,
+        }
+    }
+
+    /// `ip link`'s flags in angle brackets, without the brackets.
+    pub fn flags_text(self) -> &'static str {
+        match self {
+            LinkState::Up => "UP",
+            LinkState::NoCarrier => "NO-CARRIER,UP",
+            LinkState::Down => "DOWN",
+            LinkState::Detached => "DETACHED",
+        }
+    }
 }
 
 /// Counters of one port: with the in-kernel fast path, totals of what the port's socket

@@ -20,7 +20,7 @@ pub fn vrfs(list: &[Vrf]) -> String {
 pub fn links(list: &[Link], stats: bool) -> String {
     let mut s = String::new();
     for l in list {
-        let state = if l.stats.detached { "DETACHED" } else { "UP" };
+        let state = l.state.flags_text();
         let _ = writeln!(
             s,
             "{}: {}: <{state}> mtu {} interface {} vrf {} mpls {}",
@@ -194,7 +194,8 @@ pub fn stats(st: &Stats, detail: bool) -> String {
 mod tests {
     use super::*;
     use crate::api::{
-        Counter, IpRoute, LinkStats, MplsAction, MplsRoute, Nexthop, PortCounters, Protocol, RouteType,
+        Counter, IpRoute, LinkState, LinkStats, MplsAction, MplsRoute, Nexthop, PortCounters, Protocol,
+        RouteType,
     };
 
     fn nh(g: &str, dev: &str, l: &[u32], w: u32) -> Nexthop {
@@ -245,6 +246,7 @@ mod tests {
             mpls: true,
             addresses: vec!["198.18.10.1/24".into()],
             offloads: vec![],
+            state: if stats.detached { LinkState::Detached } else { LinkState::Up },
             stats,
         };
         let healthy = links(&[link(LinkStats { rx_packets: 5, ..LinkStats::default() })], true);
@@ -258,6 +260,10 @@ mod tests {
                 .starts_with("1: core: <UP> mtu 1500 interface pe1-p vrf red mpls off\n")
         );
         assert!(!healthy.contains("reopened"), "{healthy}");
+        let unplugged = Link { state: LinkState::NoCarrier, ..link(LinkStats::default()) };
+        assert!(links(&[unplugged], false).starts_with("1: core: <NO-CARRIER,UP> mtu 1500"));
+        let down = Link { state: LinkState::Down, ..link(LinkStats::default()) };
+        assert!(links(&[down], false).starts_with("1: core: <DOWN> mtu 1500"));
         let hurt = LinkStats {
             rx_kernel_dropped: 3,
             errors: 2,
@@ -323,6 +329,7 @@ mod tests {
             mpls: true,
             addresses: vec![],
             offloads: vec![],
+            state: LinkState::Up,
             stats: t,
         };
         let text = links(std::slice::from_ref(&link), true);

@@ -187,6 +187,7 @@ impl Server {
                         .map(|c| c.addresses.iter().map(|(a, l)| format!("{a}/{l}")).collect())
                         .unwrap_or_default(),
                     offloads,
+                    state: interface_state(pc, snap.faults.get(i).is_some_and(|f| f.detached)),
                     stats: crate::stats::link_stats(&snap, i),
                 }
             })
@@ -306,25 +307,9 @@ impl Server {
         let snap = self.lp.snapshot()?;
         let t = self.tables();
         let cfg = t.config();
-        let ctl = vmpls_sys::iface::control_socket().ok();
         let port_up = |p: vmpls_fib::PortId| {
-            if snap.faults.get(usize::from(p)).is_some_and(|f| f.detached) {
-                return false;
-            }
-            let Some(pc) = cfg.ports.get(usize::from(p)) else { return false };
-            // An AF_PACKET port's interface in this namespace: administratively up with
-            // its carrier (IFF_RUNNING). Other kinds (and ports in a VRF's namespace)
-            // count as up while attached.
-            if pc.kind != vmpls_control::PortKind::AfPacket || pc.netns.is_some() {
-                return true;
-            }
-            let (Some(ctl), Some(name)) = (ctl.as_ref(), vmpls_sys::iface::IfName::new(&pc.interface)) else {
-                return false;
-            };
-            vmpls_sys::iface::flags(ctl, &name).is_ok_and(|f| {
-                let f = libc::c_int::from(f);
-                f & libc::IFF_UP != 0 && f & libc::IFF_RUNNING != 0
-            })
+            let detached = snap.faults.get(usize::from(p)).is_some_and(|f| f.detached);
+            interface_state(cfg.ports.get(usize::from(p)), detached) == api::LinkState::Up
         };
         let mut list = t.pw_status(port_up);
         for s in &mut list {
@@ -655,6 +640,33 @@ fn accept_loop(server: &Arc<Server>, listener: &UnixListener, reload: &EventFd) 
                 Err(e) => warn!(error = %e, "accept on the control socket failed"),
             }
         }
+    }
+}
+
+/// The state of a port's interface now: an AF_PACKET port's interface, in its namespace
+/// (the router's or its VRF's), administratively up or down, with its carrier or without
+/// (`IFF_RUNNING`); other kinds, whose medium has no carrier to read, are up while
+/// attached. An interface that cannot be asked counts as down.
+fn interface_state(port: Option<&vmpls_control::PortConfig>, detached: bool) -> api::LinkState {
+    if detached {
+        return api::LinkState::Detached;
+    }
+    let Some(pc) = port else { return api::LinkState::Down };
+    if pc.kind != vmpls_control::PortKind::AfPacket {
+        return api::LinkState::Up;
+    }
+    let Some(name) = vmpls_sys::iface::IfName::new(&pc.interface) else { return api::LinkState::Down };
+    let ask = || {
+        let ctl = vmpls_sys::iface::control_socket()?;
+        vmpls_sys::iface::flags(&ctl, &name)
+    };
+    let flags = crate::vrfs::System::default().run_in(pc.netns.as_deref(), ask).and_then(|r| r);
+    match flags {
+        Ok(f) => {
+            let f = libc::c_int::from(f);
+            api::LinkState::of(f & libc::IFF_UP != 0, f & libc::IFF_RUNNING != 0)
+        }
+        Err(_) => api::LinkState::Down,
     }
 }
 

@@ -101,6 +101,17 @@ fn wait_healed(lab: &mut Lab, phase: &str) -> Duration {
     took
 }
 
+/// The `state` of `port` in `router`'s `link show -j`.
+fn link_state(lab: &Lab, router: &str, port: &str) -> String {
+    let bin = router_binary();
+    let out =
+        lab.run(router, &[bin.to_str().unwrap(), "-r", router, "-j", "link", "show"], Duration::from_secs(5));
+    let links: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("-j link show: {e}: {}", output_text(&out)));
+    let link = links.as_array().and_then(|l| l.iter().find(|l| l["name"] == port));
+    link.and_then(|l| l["state"].as_str()).unwrap_or_else(|| panic!("no state of {port}: {links}")).to_owned()
+}
+
 fn ip_cmd(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
     assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
@@ -120,9 +131,13 @@ fn core_link_down_up_and_recreated_heals_without_restarting_routers() {
     let stats = lab.fresh_stats();
     assert!(count(&stats["p"], "east", "errors") >= 1, "the ENETDOWN is counted: {:?}", stats["p"]);
     assert!(!port(&stats["p"], "east")["detached"].as_bool().unwrap(), "down is not deleted");
+    // `link show` tells which end is down and which lost its carrier, as `ip link` does.
+    assert_eq!(link_state(&lab, "p", "east"), "DOWN");
+    assert_eq!(link_state(&lab, "pe2", "core"), "NO-CARRIER");
     // Up again: the kernel resumes the bound socket.
     lab.seed.topology().set_up("p", "p-pe2", true).unwrap();
     wait_healed(&mut lab, "p-pe2 up again");
+    assert_eq!((link_state(&lab, "p", "east"), link_state(&lab, "pe2", "core")), ("UP".into(), "UP".into()));
     let stats = lab.fresh_stats();
     assert_eq!(count(&stats["p"], "east", "reopened"), 0, "nothing to reopen after down/up");
 
