@@ -18,7 +18,8 @@
 //! - bad input: VMPLS_VRFS naming an interface that is no data interface exits 1 saying
 //!   so.
 //!
-//! The image is built on bookworm (FRR 8.4) or the suite `VMPLS_IMAGE_SUITE` names; the
+//! The image is built on its default suite (trixie, FRR 10.3) or the one `VMPLS_IMAGE_SUITE`
+//! names (bookworm: FRR 8.4); the
 //! host's IP forwarding must be as it was at the end. Needs root (skipped otherwise) and
 //! docker or podman. Everything is removed at the end, also on failure.
 
@@ -181,10 +182,7 @@ fn vpn_lab_in_vmpls_frr_containers_keeps_customers_apart() {
     let started = Instant::now();
     let forwarding = HostForwarding::read().unwrap();
     let engine = Engine::pick().expect("a container engine");
-    // On bookworm's FRR 8.4 unless VMPLS_IMAGE_SUITE says otherwise: on trixie's FRR
-    // 10.3, zebra -n and staticd crash in this lab (backtraces in the PEs' logs, in
-    // mgmtd's commit path; issue 24's note), so the VPN PE works on FRR 8.4 only for now.
-    let image = Image::build_on(&engine, Some("bookworm")).expect("building the image");
+    let image = Image::build(&engine).expect("building the image");
     let built = Instant::now();
     let (topo, dir) = vpn_topology();
     let lab =

@@ -18,20 +18,16 @@
 //! - zebra -n with a netns VRF removes its VRF interface and exits on SIGTERM without
 //!   the SIGSEGV FRR 8.4 has there.
 //!
-//! The same script refreshes the fixtures: `vpn-two-pe.sh frr/fixtures`.
+//! The same script refreshes the fixtures: `vpn-two-pe.sh frr/fixtures`. `frr10_vpn_zebra.rs`
+//! runs it against FRR 10.3.
 //!
 //! Needs root (skipped otherwise); installs Debian's frr if missing; the zebra module
 //! comes from `VMPLS_ZEBRA_MODULE` or `scripts/build-zebra-module`.
 
 mod frr_common;
 
-use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
-
-use frr_common::{is_root, zebra_module};
+use frr_common::{is_root, run_vpn_two_pe, zebra_module};
 use vmpls_lab::frr;
-use vmpls_lab::process::run_here_timeout;
 
 #[test]
 fn netns_vrfs_get_a_vrf_interface_table_id_and_vpn_label_pop() {
@@ -40,25 +36,5 @@ fn netns_vrfs_get_a_vrf_interface_table_id_and_vpn_label_pop() {
         return;
     }
     frr::ensure_frr_installed().unwrap();
-    let module = zebra_module();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../frr/zebra-module/tools/vpn-two-pe.sh");
-    let mut cmd = Command::new(&script);
-    cmd.env("VMPLS_ZEBRA_MODULE", &module);
-    // Every wait in the script is bounded (about 60 s in all if each one times out).
-    let out = run_here_timeout(cmd, Duration::from_secs(120)).unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}");
-    let passed = stdout.lines().filter(|l| l.starts_with("PASS: ")).count();
-    let failed: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL: ")).collect();
-    assert!(
-        out.status.success() && failed.is_empty(),
-        "{} ({}): {} checks failed:\n{}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-        script.display(),
-        out.status,
-        failed.len(),
-        failed.join("\n")
-    );
-    // A script that stopped early (e.g. at a `set -e` step) passes fewer checks.
-    assert!(passed >= 30, "only {passed} checks passed:\n{stdout}");
+    run_vpn_two_pe(&zebra_module(), None);
 }

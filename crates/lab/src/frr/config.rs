@@ -225,7 +225,8 @@ pub struct FrrOptions {
     pub bgp: Option<BgpOptions>,
     /// The router's private `/run/netns` (a directory of VRF namespaces): every daemon
     /// runs in a mount namespace with it mounted on `/run/netns`, and zebra takes each
-    /// namespace there as a VRF (`zebra -n`). `None`: no VRFs, the host's `/run/netns`.
+    /// namespace there as a VRF (`--vrfwnetns`: zebra's on FRR 8.4, every daemon's on FRR
+    /// 10). `None`: no VRFs, the host's `/run/netns`.
     pub netns_dir: Option<PathBuf>,
     /// A Debian root (`scripts/make-frr-root`, e.g. trixie's FRR 10.3) whose FRR runs
     /// instead of the host's: the daemons and vtysh run chrooted into it, the router's
@@ -509,11 +510,15 @@ impl FrrOptions {
         arg(VTY_GROUP);
         arg("-P");
         arg("0");
+        // netns VRFs: FRR 8.4 has the switch in zebra only (the others learn it from
+        // zebra); FRR 10 (the FRR with mgmtd here) has it in every daemon, and mgmtd needs
+        // it: without it, it names a VRF's interfaces without their VRF and zebra and
+        // staticd abort on them (frr/zebra-module/README.md).
+        if self.netns_dir.is_some() && (daemon == Daemon::Zebra || self.uses_mgmtd()) {
+            arg("--vrfwnetns");
+        }
         match daemon {
             Daemon::Zebra => {
-                if self.netns_dir.is_some() {
-                    arg("--vrfwnetns");
-                }
                 if let Some(m) = &zebra_module {
                     arg("-M");
                     arg(&m.to_string_lossy());
@@ -641,6 +646,12 @@ mod tests {
         let ldpd: Vec<String> =
             o.command_line(Daemon::Ldpd, dir).iter().map(|s| s.to_string_lossy().into_owned()).collect();
         assert!(ldpd.join(" ").ends_with("-P 0 --ctl_socket /w/pe1"), "{ldpd:?}");
+        // netns VRFs: zebra gets the switch; the others only where FRR has mgmtd (FRR 10)
+        o.netns_dir = Some("/w/pe1-netns".into());
+        let netns = |d| o.command_line(d, dir).iter().any(|a| a == "--vrfwnetns");
+        assert!(netns(Daemon::Zebra));
+        assert_eq!(netns(Daemon::Ldpd), o.uses_mgmtd());
+        o.netns_dir = None;
         // (an FRR with mgmtd on the host runs it too)
         let mgmtd = usize::from(!o.uses_mgmtd());
         assert_eq!(o.daemons(), Daemon::ALL[mgmtd..Daemon::ALL.len() - 2], "all but bgpd and isisd");
@@ -679,6 +690,13 @@ mod tests {
             let l = line(d);
             assert!(!l.contains(" -f "), "{l}");
             assert!(l.contains(&format!(" --log file:/run/vmpls/p/{}.log ", d.name())), "{l}");
+        }
+        // netns VRFs on an FRR with mgmtd: every daemon gets the switch
+        assert!(!line(Daemon::Mgmtd).contains("--vrfwnetns"));
+        o.netns_dir = Some("/run/vmpls/p-netns".into());
+        let line = |d| o.command_line(d, &inside).iter().any(|a| a == "--vrfwnetns");
+        for d in [Daemon::Mgmtd, Daemon::Zebra, Daemon::Staticd, Daemon::Ospfd, Daemon::Bgpd] {
+            assert!(line(d), "{} without --vrfwnetns", d.name());
         }
         fs::remove_dir_all(&root).unwrap();
     }

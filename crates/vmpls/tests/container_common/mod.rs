@@ -96,17 +96,11 @@ impl<'a> Image<'a> {
     /// default when unset). The build must leave the host's IP forwarding as it was: a
     /// bridge network turning it on changes every namespace created after it.
     pub fn build(engine: &'a Engine) -> anyhow::Result<Self> {
-        Self::build_on(engine, None)
-    }
-
-    /// [`Image::build`], on `suite` when `VMPLS_IMAGE_SUITE` does not name one.
-    pub fn build_on(engine: &'a Engine, suite: Option<&str>) -> anyhow::Result<Self> {
         let tag = format!("localhost/vmpls-frr:test-{}", std::process::id());
         let started = Instant::now();
         let mut cmd = Command::new(repo().join("scripts/build-image"));
         cmd.arg("--tag").arg(&tag).stderr(Stdio::inherit());
-        let suite =
-            std::env::var("VMPLS_IMAGE_SUITE").ok().filter(|s| !s.is_empty()).or(suite.map(String::from));
+        let suite = std::env::var("VMPLS_IMAGE_SUITE").ok().filter(|s| !s.is_empty());
         if let Some(suite) = &suite {
             cmd.arg("--suite").arg(suite);
         }

@@ -40,6 +40,36 @@ pub fn zebra_module() -> PathBuf {
     PathBuf::from(text.lines().last().expect("build-zebra-module printed nothing").trim())
 }
 
+/// Runs `frr/zebra-module/tools/vpn-two-pe.sh` (two PEs with netns VRFs, zebra -n with
+/// `module`, FPM captured) with the host's FRR or, with `frr_root`, the FRR of that Debian
+/// root (`scripts/make-frr-root`), and asserts that it passed every check.
+pub fn run_vpn_two_pe(module: &Path, frr_root: Option<&Path>) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../frr/zebra-module/tools/vpn-two-pe.sh");
+    let mut cmd = Command::new(&script);
+    cmd.env("VMPLS_ZEBRA_MODULE", module);
+    match frr_root {
+        Some(root) => cmd.env("VMPLS_FRR_ROOT", root),
+        None => cmd.env_remove("VMPLS_FRR_ROOT"),
+    };
+    // Every wait in the script is bounded (about 60 s in all if each one times out).
+    let out = vmpls_lab::process::run_here_timeout(cmd, Duration::from_secs(120)).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    let passed = stdout.lines().filter(|l| l.starts_with("PASS: ")).count();
+    let failed: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL: ")).collect();
+    assert!(
+        out.status.success() && failed.is_empty(),
+        "{} ({}): {} checks failed:\n{}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        script.display(),
+        out.status,
+        failed.len(),
+        failed.join("\n")
+    );
+    // A script that stopped early (e.g. at a `set -e` step) passes fewer checks.
+    assert!(passed >= 30, "only {passed} checks passed:\n{stdout}");
+}
+
 /// One router of the lab: its FRR and its vmpls.
 pub struct RouterSpec {
     pub name: &'static str,
