@@ -854,16 +854,22 @@ static void vz_vrf_if_create(struct vrf *vrf)
 		    vrf->name, vrf->name, ifindex, ifindex);
 }
 
-static void vz_vrf_if_remove(struct vz_vrf_if *v, const char *why)
+static void vz_vrf_if_unlink(struct vz_vrf_if *v)
 {
 	struct vz_vrf_if **pp;
-	int err;
 
 	for (pp = &vz_vrf_ifs; *pp; pp = &(*pp)->next)
 		if (*pp == v) {
 			*pp = v->next;
 			break;
 		}
+}
+
+/* deletes the pair and frees v (no longer in vz_vrf_ifs) */
+static void vz_vrf_if_delete(struct vz_vrf_if *v, const char *why)
+{
+	int err;
+
 	/* deleting one end of a veth deletes both */
 	frr_with_privs (&zserv_privs) {
 		err = vz_link_delete(v->ifindex);
@@ -876,6 +882,14 @@ static void vz_vrf_if_remove(struct vz_vrf_if *v, const char *why)
 			    v->name, why);
 	XFREE(MTYPE_TMP, v);
 }
+
+static void vz_vrf_if_remove(struct vz_vrf_if *v, const char *why)
+{
+	vz_vrf_if_unlink(v);
+	vz_vrf_if_delete(v, why);
+}
+
+static void vz_vrf_if_remove_later(struct vz_vrf_if *v);
 
 /*
  * The first interface zebra learns of a netns VRF (its namespace's `lo`, in
@@ -907,17 +921,21 @@ static int vz_if_del(struct interface *ifp)
 	if (!ifp->vrf || ifp->vrf->vrf_id == VRF_DEFAULT)
 		return 0;
 	v = vz_vrf_if_find(ifp->vrf->vrf_id);
-	if (v && strcmp(ifp->name, v->name) == 0)
-		vz_vrf_if_remove(v, "the VRF or its interface went away");
+	if (v && strcmp(ifp->name, v->name) == 0) {
+		vz_vrf_if_unlink(v);
+		vz_vrf_if_remove_later(v);
+	}
 	return 0;
 }
 
 static void vz_pwc_stop(void);
+static void vz_vrf_ifs_gone_flush(void);
 
 /* zebra's SIGTERM handler, first thing after the RA stop */
 static int vz_early_fini(void)
 {
 	vz_pwc_stop();
+	vz_vrf_ifs_gone_flush();
 	while (vz_vrf_ifs)
 		vz_vrf_if_remove(vz_vrf_ifs, "zebra stops");
 	vz_nl_close(&vz_main_nl);
@@ -1000,6 +1018,60 @@ static struct {
 } vz_pwc = {.fd = -1};
 
 static vz_event_loop *vz_loop;
+
+/*
+ * VRF interfaces whose VRF went away, deleted from the main loop's next
+ * round, not from the if_del hook: zebra_ns_delete() calls the hook while
+ * its sockets in the VRF's namespace are still open, and zebra 10 reads
+ * link messages on the dataplane pthread and handles them on the main one
+ * later; the link messages of the VRF's own end then reached zebra after
+ * the VRF was deleted, and if_get_by_name() made a VRF without a name with
+ * the dead VRF's id, under which the next namespace with that NSID was
+ * ignored ("NS notify : same NSID used by VRF ."): a VRF created after a
+ * VRF deleted got no VRF interface, no routes.  By the next round,
+ * zebra_ns_delete() has closed those sockets.
+ */
+static struct vz_vrf_if *vz_vrf_ifs_gone;
+static vz_event *vz_t_vrf_ifs_gone;
+
+static void vz_vrf_ifs_gone_flush(void)
+{
+	struct vz_vrf_if *v;
+
+	VZ_OFF(vz_t_vrf_ifs_gone);
+	while ((v = vz_vrf_ifs_gone)) {
+		struct vz_vrf_if *live;
+
+		vz_vrf_ifs_gone = v->next;
+		/* the same ifindex made anew meanwhile: not ours to delete */
+		for (live = vz_vrf_ifs; live; live = live->next)
+			if (live->ifindex == v->ifindex)
+				break;
+		if (live) {
+			XFREE(MTYPE_TMP, v);
+			continue;
+		}
+		vz_vrf_if_delete(v, "the VRF or its interface went away");
+	}
+}
+
+static void vz_vrf_ifs_gone_ev(vz_event *t)
+{
+	(void)t;
+	vz_vrf_ifs_gone_flush();
+}
+
+static void vz_vrf_if_remove_later(struct vz_vrf_if *v)
+{
+	v->next = vz_vrf_ifs_gone;
+	vz_vrf_ifs_gone = v;
+	if (!vz_loop) {
+		vz_vrf_ifs_gone_flush();
+		return;
+	}
+	vz_add_event(vz_loop, vz_vrf_ifs_gone_ev, NULL, 0,
+		     &vz_t_vrf_ifs_gone);
+}
 
 static void vz_pwc_connect(vz_event *t);
 static void vz_pwc_disconnect(const char *why);

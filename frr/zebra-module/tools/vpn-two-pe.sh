@@ -24,7 +24,10 @@
 #
 # With FIXTURE_DIR, the captured streams go there (vpn-pe1.fpm, vpn-pe2.fpm,
 # vpn-pe2-replay.fpm and a decoded .txt of each).  VMPLS_ZEBRA_MODULE: the module to load
-# (default: build it).
+# (default: build it).  VMPLS_FRR_ROOT: a Debian root (scripts/make-frr-root, e.g.
+# trixie's FRR 10.3) whose FRR runs instead of the host's, chrooted (the module then
+# comes from `scripts/build-zebra-module --root`; FRR >= 9 gets mgmtd, staticd's
+# configuration goes through it).
 #
 # How a PE runs its daemons with its own /run/netns (zebra -n takes every
 # namespace there as a VRF), the recipe `vmpls lab vpn` uses too:
@@ -40,11 +43,26 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 dump="$repo/frr/zebra-module/tools/fpm-dump.py"
 FRR=/usr/lib/frr
-SO=${VMPLS_ZEBRA_MODULE:-$("$repo/scripts/build-zebra-module" | tail -1)}
+ROOT=${VMPLS_FRR_ROOT:-}
+if [[ -n $ROOT ]]; then
+	ROOT=$(cd "$ROOT" && pwd)
+	[[ -x $ROOT$FRR/zebra ]] || { echo "vpn-two-pe.sh: no FRR in the root $ROOT" >&2; exit 1; }
+	SO=${VMPLS_ZEBRA_MODULE:-$("$repo/scripts/build-zebra-module" --root "$ROOT" | tail -1)}
+else
+	SO=${VMPLS_ZEBRA_MODULE:-$("$repo/scripts/build-zebra-module" | tail -1)}
+fi
 [[ -f $SO ]] || { echo "vpn-two-pe.sh: no module at $SO" >&2; exit 1; }
+# what the daemons see (inside the root): the module and the work directory
+SO_IN=${SO#"$ROOT"}
+[[ -z $ROOT || $SO_IN != "$SO" ]] || { echo "vpn-two-pe.sh: the module $SO is not inside $ROOT" >&2; exit 1; }
+# FRR 9 and later: staticd gets its configuration from mgmtd only
+MGMTD=0
+[[ -x $ROOT$FRR/mgmtd ]] && MGMTD=1
 
 id=$$
-W=$(mktemp -d /tmp/vz-vpn.XXXXXX)
+mkdir -p "$ROOT/run/vmpls"
+W=$(mktemp -d "$ROOT/run/vmpls/vz-vpn.XXXXXX")
+WI=${W#"$ROOT"}
 chmod 755 "$W"
 fixdir=${1:-}
 NAMESPACES=()
@@ -55,7 +73,7 @@ cleanup() {
 	local f p
 	# daemons first (zebra removes its VRF interfaces on the way out), then
 	# the holders of the private mount namespaces and the FPM servers
-	for f in "$W"/*/bgpd.pid "$W"/*/staticd.pid "$W"/*/zebra.pid; do
+	for f in "$W"/*/bgpd.pid "$W"/*/staticd.pid "$W"/*/zebra.pid "$W"/*/mgmtd.pid; do
 		[[ -f $f ]] && kill "$(cat "$f")" 2>/dev/null
 	done
 	sleep 1
@@ -65,6 +83,8 @@ cleanup() {
 		kill -0 "$p" 2>/dev/null && kill -9 "$p" 2>/dev/null
 	done
 	for n in "${NAMESPACES[@]}"; do ip netns del "$n" 2>/dev/null; done
+	# mgmtd's pathspaces
+	[[ $MGMTD == 1 ]] && rm -rf "$ROOT/run/frr/vz$id-pe1" "$ROOT/run/frr/vz$id-pe2"
 	[[ ${KEEP:-0} == 1 ]] || rm -rf "$W"
 }
 trap cleanup EXIT
@@ -100,7 +120,12 @@ netns_add() {
 }
 # pe_do PE CMD...: CMD in PE's network namespace and private mount namespace
 pe_do() { nsenter -t "$(cat "$W/$1/holder.pid")" -m -n -- "${@:2}"; }
-vtysh_pe() { pe_do "$1" vtysh --vty_socket "$W/$1" "${@:2}"; }
+# frr_do PE CMD...: the same, chrooted into the FRR root if there is one (FRR's
+# programs and the root's iproute2, whose /run/netns is the PE's)
+frr_do() {
+	if [[ -n $ROOT ]]; then pe_do "$1" chroot "$ROOT" "${@:2}"; else pe_do "$@"; fi
+}
+vtysh_pe() { frr_do "$1" vtysh --vty_socket "$WI/$1" "${@:2}"; }
 # decoded PE [STREAM]: PE's FPM stream (default: the first connection)
 decoded() { python3 "$dump" --decode "$W/$1/${2:-fpm.conn1.fpm}"; }
 
@@ -129,21 +154,36 @@ fpm_server_start() {
 	disown
 }
 
+# the options of every daemon of PE (paths as the daemons see them)
+common_args() {
+	local d="$WI/$1"
+	echo "--vty_socket $d -z $d/zserv.api -P 0"
+	[[ $MGMTD == 1 ]] && echo "-N vz$id-$1"
+	return 0
+}
 zebra_start() {
-	local d="$W/$1"
-	pe_do "$1" "$FRR/zebra" -n -d -f "$d/zebra.conf" -i "$d/zebra.pid" \
-		--vty_socket "$d" -z "$d/zserv.api" -P 0 \
-		--log "file:$d/zebra.log" -M "$SO" -M dplane_fpm_nl
+	local d="$WI/$1"
+	frr_do "$1" "$FRR/zebra" -n -d -f "$d/zebra.conf" -i "$d/zebra.pid" \
+		$(common_args "$1") --log "file:$d/zebra.log" -M "$SO_IN" -M dplane_fpm_nl
 }
 
 # --- one PE: private /run/netns with its VRF red, FPM server, FRR ----------
 # pe_start PE N CE_IF CE_PREFIX VPN_LABEL REMOTE_LO
 pe_start() {
-	local pe=$1 n=$2 ceif=$3 ceaddr=$4 vpnlabel=$5 remote=$6 d="$W/$1"
-	mkdir -p "$d"
-	chown frr:frr "$d"
+	local pe=$1 n=$2 ceif=$3 ceaddr=$4 vpnlabel=$5 remote=$6 d="$W/$1" di="$WI/$1"
+	mkdir -p "$d" "$ROOT/run/netns"
+	# with a root: the VRFs in the root's /run/netns, where its FRR looks, and the
+	# root's /proc, /sys (of the PE's namespace) and /dev, all private to the holder
 	ip netns exec "$(ns "$pe")" unshare --mount --propagation slave \
-		sh -c 'mount -t tmpfs vmpls-netns /run/netns && exec sleep 600' &
+		sh -c 'r=$1
+			# the root a mount point: `ip -n` remounts / (--make-rslave) in it
+			if [ -n "$r" ]; then mount --bind "$r" "$r" || exit 1; fi
+			mount -t tmpfs vmpls-netns "$r/run/netns" || exit 1
+			if [ -n "$r" ]; then
+				mount --rbind /proc "$r/proc" && mount -t sysfs sysfs "$r/sys" &&
+					mount --rbind /dev "$r/dev" || exit 1
+			fi
+			exec sleep 600' sh "$ROOT" &
 	echo $! >"$d/holder.pid"
 	disown
 	local i
@@ -151,26 +191,30 @@ pe_start() {
 		grep -q vmpls-netns "/proc/$(cat "$d/holder.pid")/mountinfo" 2>/dev/null && break
 		sleep 0.1
 	done
-	pe_do "$pe" ip netns add red
-	pe_do "$pe" ip link set "$ceif" netns red
-	pe_do "$pe" ip -n red addr add "$ceaddr" dev "$ceif"
-	pe_do "$pe" ip -n red link set "$ceif" up
+	frr_do "$pe" chown frr:frr "$di"
+	frr_do "$pe" ip netns add red
+	# FRR 10's bgpd gives zebra the VRF's VPN label only while the VRF's loopback
+	# is up (vpn_leak_zebra_vrf_label_update(): if_get_vrf_loopback())
+	frr_do "$pe" ip -n red link set lo up
+	frr_do "$pe" ip link set "$ceif" netns red
+	frr_do "$pe" ip -n red addr add "$ceaddr" dev "$ceif"
+	frr_do "$pe" ip -n red link set "$ceif" up
 
 	fpm_server_start "$pe" fpm
 
 	cat >"$d/zebra.conf" <<-EOF
 		hostname $pe
-		log file $d/zebra.log
+		log file $di/zebra.log
 		fpm address 127.0.0.1 port 2620
 		no fpm use-next-hop-groups
 	EOF
 	cat >"$d/staticd.conf" <<-EOF
 		hostname $pe
-		log file $d/staticd.log
+		log file $di/staticd.log
 	EOF
 	cat >"$d/bgpd.conf" <<-EOF
 		hostname $pe
-		log file $d/bgpd.log
+		log file $di/bgpd.log
 		router bgp 65000
 		 bgp router-id 198.18.255.$n
 		 no bgp default ipv4-unicast
@@ -194,11 +238,20 @@ pe_start() {
 		 exit-address-family
 		exit
 	EOF
-	chown frr:frr "$d"/*.conf
-	local common=(--vty_socket "$d" -z "$d/zserv.api" -P 0)
+	frr_do "$pe" sh -c "chown frr:frr $di/*.conf"
+	if [[ $MGMTD == 1 ]]; then
+		# mgmtd makes its pathspace directory there (a fresh root has none)
+		mkdir -p "$ROOT/run/frr"
+		frr_do "$pe" "$FRR/mgmtd" -d --log "file:$di/mgmtd.log" -i "$di/mgmtd.pid" $(common_args "$pe")
+	fi
 	zebra_start "$pe"
-	pe_do "$pe" "$FRR/staticd" -d -f "$d/staticd.conf" -i "$d/staticd.pid" "${common[@]}"
-	pe_do "$pe" "$FRR/bgpd" -d -f "$d/bgpd.conf" -i "$d/bgpd.pid" "${common[@]}"
+	if [[ $MGMTD == 1 ]]; then
+		# staticd refuses a file (-f): mgmtd gives it its configuration
+		frr_do "$pe" "$FRR/staticd" -d --log "file:$di/staticd.log" -i "$di/staticd.pid" $(common_args "$pe")
+	else
+		frr_do "$pe" "$FRR/staticd" -d -f "$di/staticd.conf" -i "$di/staticd.pid" $(common_args "$pe")
+	fi
+	frr_do "$pe" "$FRR/bgpd" -d -f "$di/bgpd.conf" -i "$di/bgpd.pid" $(common_args "$pe")
 }
 
 pe_start pe1 1 pe1-ce1 198.18.101.1/24 auto 198.18.255.2
@@ -212,8 +265,8 @@ vtysh_pe pe2 -c 'configure terminal' -c 'ip route 198.18.255.1/32 198.18.12.1 la
 # vrf_ifindex PE: "T" if red exists in both namespaces with one ifindex, up
 vrf_ifindex() {
 	local a b
-	a=$(pe_do "$1" ip -o link show red 2>/dev/null | awk -F': ' '/state UP|,UP/ {print $1}')
-	b=$(pe_do "$1" ip -n red -o link show red 2>/dev/null | awk -F': ' '/state UP|,UP/ {print $1}')
+	a=$(frr_do "$1" ip -o link show red 2>/dev/null | awk -F': ' '/state UP|,UP/ {print $1}')
+	b=$(frr_do "$1" ip -n red -o link show red 2>/dev/null | awk -F': ' '/state UP|,UP/ {print $1}')
 	[[ -n $a && $a == "$b" ]] && echo "$a"
 }
 for pe in pe1 pe2; do
@@ -270,7 +323,7 @@ if has pe1 "dst=198.18.10[12].0/24 .* table=254 "; then
 else
 	pass "pe1: no VRF route in table 254"
 fi
-if [[ -n $(pe_do pe1 ip -n red route show 198.18.102.0/24) ]]; then
+if [[ -n $(frr_do pe1 ip -n red route show 198.18.102.0/24) ]]; then
 	fail "pe1: the VPN route is in the VRF namespace's kernel"
 else
 	pass "pe1: the VPN route is not in the VRF namespace's kernel (FPM only)"
@@ -301,7 +354,7 @@ fi
 wait_for 15 "pe2: FPM reconnected -> VPN label pop, VPN route and connected route replayed in table $T2" replayed
 
 # --- the VRF deleted --------------------------------------------------------
-pe_do pe1 ip netns del red
+frr_do pe1 ip netns del red
 wait_for 5 "pe1: VRF deleted -> connected route deleted in table $T1" \
 	has pe1 "DELROUTE family=2\(inet\) dst=198.18.101.0/24 proto=[0-9]+\([a-z()]+\) table=$T1 "
 wait_for 5 "pe1: VRF deleted -> VPN route deleted in table $T1" \
@@ -313,11 +366,12 @@ wait_for 5 "pe1: VRF deleted -> VRF interface gone" \
 # vrf_if_of PE VRF: the VRF interface's ifindex if it is up in both namespaces
 vrf_if_of() {
 	local a b
-	a=$(pe_do "$1" ip -o link show "$2" 2>/dev/null | awk -F': ' '/,UP/ {print $1}')
-	b=$(pe_do "$1" ip -n "$2" -o link show "$2" 2>/dev/null | awk -F': ' '/,UP/ {print $1}')
+	a=$(frr_do "$1" ip -o link show "$2" 2>/dev/null | awk -F': ' '/,UP/ {print $1}')
+	b=$(frr_do "$1" ip -n "$2" -o link show "$2" 2>/dev/null | awk -F': ' '/,UP/ {print $1}')
 	[[ -n $a && $a == "$b" ]] && echo "$a"
 }
-pe_do pe1 ip netns add blue
+frr_do pe1 ip netns add blue
+frr_do pe1 ip -n blue link set lo up
 wait_for 5 "pe1: VRF blue created at runtime -> its VRF interface" vrf_if_of pe1 blue
 kill -9 "$(cat "$W/pe1/zebra.pid")"
 wait_for 5 "pe1: zebra killed (SIGKILL)" bash -c "! kill -0 $(cat "$W/pe1/zebra.pid")"
