@@ -58,6 +58,15 @@ SO_IN=${SO#"$ROOT"}
 # FRR 9 and later: staticd gets its configuration from mgmtd only
 MGMTD=0
 [[ -x $ROOT$FRR/mgmtd ]] && MGMTD=1
+# FRR 10: the netns VRF backend is every daemon's switch (-w), and mgmtd needs it (it
+# names the interfaces of the VRFs in the configuration it commits to zebra and staticd,
+# which abort on names without the VRF: netns_ifname_split()); FRR 8.4: zebra's only (-n)
+NETNS_ALL=0
+if [[ -n $ROOT ]]; then
+	chroot "$ROOT" "$FRR/staticd" --help 2>&1 | grep -q -- --vrfwnetns && NETNS_ALL=1
+else
+	"$FRR/staticd" --help 2>&1 | grep -q -- --vrfwnetns && NETNS_ALL=1
+fi
 
 id=$$
 mkdir -p "$ROOT/run/vmpls"
@@ -159,11 +168,14 @@ common_args() {
 	local d="$WI/$1"
 	echo "--vty_socket $d -z $d/zserv.api -P 0"
 	[[ $MGMTD == 1 ]] && echo "-N vz$id-$1"
+	[[ $NETNS_ALL == 1 ]] && echo "--vrfwnetns"
 	return 0
 }
 zebra_start() {
 	local d="$WI/$1"
-	frr_do "$1" "$FRR/zebra" -n -d -f "$d/zebra.conf" -i "$d/zebra.pid" \
+	local netns=-n
+	[[ $NETNS_ALL == 1 ]] && netns= # in common_args
+	frr_do "$1" "$FRR/zebra" $netns -d -f "$d/zebra.conf" -i "$d/zebra.pid" \
 		$(common_args "$1") --log "file:$d/zebra.log" -M "$SO_IN" -M dplane_fpm_nl
 }
 
@@ -260,6 +272,15 @@ pe_start pe2 2 pe2-ce2 198.18.102.1/24 5002 198.18.255.1
 # between the loopbacks (the kernel gets the module's plain copies)
 vtysh_pe pe1 -c 'configure terminal' -c 'ip route 198.18.255.2/32 198.18.12.2 label 100'
 vtysh_pe pe2 -c 'configure terminal' -c 'ip route 198.18.255.1/32 198.18.12.1 label 200'
+# an interface of the VRF configured through vtysh (on FRR 10: through mgmtd, which
+# must share zebra's VRF backend)
+vtysh_pe pe1 -c 'configure terminal' -c 'interface pe1-ce1 vrf red' -c 'description customer red' || true
+described() { vtysh_pe pe1 -c 'show interface pe1-ce1 vrf red' | grep -q "Description: customer red"; }
+if described; then
+	pass "pe1: an interface of VRF red configured through vtysh"
+else
+	fail "pe1: interface pe1-ce1 vrf red: configuring it through vtysh failed$(kill -0 "$(cat "$W/pe1/zebra.pid")" 2>/dev/null || echo ': zebra died')"
+fi
 
 # --- the VRF interfaces -----------------------------------------------------
 # vrf_ifindex PE: "T" if red exists in both namespaces with one ifindex, up
