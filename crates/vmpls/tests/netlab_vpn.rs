@@ -19,10 +19,10 @@
 //!   routers' kernels forward in no namespace, vmpls on each PE has both VRFs with
 //!   their interfaces, and p's vmpls switched the pings by label.
 //!
-//! The image is built on bookworm (FRR 8.4: FRR 10.3's zebra -n / staticd crash with
-//! netns VRFs is being fixed) unless `VMPLS_IMAGE_SUITE` names another; the checks in
-//! vpn.yml are ones FRR 8.4 answers. netlab as in `netlab_common`. Needs root (skipped
-//! otherwise) and docker or podman.
+//! The image is built on build-image's default suite (trixie, FRR 10.3) unless
+//! `VMPLS_IMAGE_SUITE` names another; the checks in vpn.yml are ones FRR 8.4 (bookworm)
+//! answers too. netlab as in `netlab_common`. Needs root (skipped otherwise) and docker
+//! or podman.
 mod container_common;
 mod netlab_common;
 
@@ -128,7 +128,7 @@ fn netlab_l3vpn_lab_in_vmpls_frr_containers_passes_netlab_initial_and_validate()
     let started = Instant::now();
     let netlab = NetlabLab::new("netlab-vpn-up", &vpn_topology());
     let engine = Engine::pick().expect("a container engine");
-    let image = Image::build_on(&engine, Some("bookworm")).expect("building the image");
+    let image = Image::build(&engine).expect("building the image");
     let lab = create_and_deploy(&netlab, &engine, &image.tag, "vpn");
     let shims = command_shims(netlab.scratch.path(), &engine);
     let router_logs = || logs_of(&lab, &ROUTERS);
