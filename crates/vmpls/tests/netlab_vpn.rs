@@ -132,6 +132,7 @@ fn netlab_l3vpn_lab_in_vmpls_frr_containers_passes_netlab_initial_and_validate()
     let lab = create_and_deploy(&netlab, &engine, &image.tag, "vpn");
     let shims = command_shims(netlab.scratch.path(), &engine);
     let router_logs = || logs_of(&lab, &ROUTERS);
+    eprintln!("image built, lab created and deployed: {:.0} s", started.elapsed().as_secs_f64());
 
     let initial = netlab.netlab(&["initial"], Some(&shims));
     let initial = initial.unwrap_or_else(|e| panic!("netlab initial: {e}\n{}", router_logs()));
@@ -145,6 +146,8 @@ fn netlab_l3vpn_lab_in_vmpls_frr_containers_passes_netlab_initial_and_validate()
             "{initial}"
         );
     }
+
+    eprintln!("netlab initial done: {:.0} s", started.elapsed().as_secs_f64());
 
     let validate = netlab.netlab(&["validate"], Some(&shims));
     let validate = validate.unwrap_or_else(|e| panic!("netlab validate: {e}\n{}", router_logs()));
