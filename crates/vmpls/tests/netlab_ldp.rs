@@ -20,8 +20,8 @@
 //!   the routers' kernels do not forward and r2's vmpls switched the pings by label.
 //!
 //! netlab comes from `VMPLS_NETLAB`, else `target/netlab-venv/bin/netlab`, installed
-//! there from PyPI (networklab, the version below) when missing. The lab needs root
-//! (skipped otherwise) and docker or podman.
+//! there from PyPI (networklab, the version `netlab_common` pins) when missing. The lab
+//! needs root (skipped otherwise) and docker or podman.
 mod container_common;
 mod netlab_common;
 

@@ -17,7 +17,10 @@
 //!   validate`: LDP, the VPNv4 session, each VRF's remote prefix in BGP, pings h1 -> h2
 //!   (red) and h3 -> h4 (blue), and no ping from red to blue nor from blue to red; the
 //!   routers' kernels forward in no namespace, vmpls on each PE has both VRFs with
-//!   their interfaces, and p's vmpls switched the pings by label.
+//!   their interfaces, and p's vmpls switched the pings by label;
+//! - bad input: an /etc/vmpls/vrfs the entrypoint cannot read as NAME=INTERFACE words, or
+//!   naming an interface that is no data interface, stops the container (exit 1) saying
+//!   so.
 //!
 //! The image is built on build-image's default suite (trixie, FRR 10.3) unless
 //! `VMPLS_IMAGE_SUITE` names another; the checks in vpn.yml are ones FRR 8.4 (bookworm)
@@ -171,4 +174,20 @@ fn netlab_l3vpn_lab_in_vmpls_frr_containers_passes_netlab_initial_and_validate()
     let switched: u64 = lab.vmpls_stats("p").unwrap().labels.iter().map(|l| l.packets).sum();
     assert!(switched > 0, "p's vmpls switched no labelled packet");
     eprintln!("netlab initial and validate passed, {:.0} s in all", started.elapsed().as_secs_f64());
+    drop(lab);
+
+    // Bad input: an /etc/vmpls/vrfs that is not NAME=INTERFACE words, and one naming an
+    // interface the router does not have, stop the container saying so.
+    for (content, said) in [
+        ("red eth2\n", "/etc/vmpls/vrfs: \"red\": NAME=INTERFACE[,INTERFACE...] expected"),
+        ("# a PE\nred=eth7\n", "/etc/vmpls/vrfs puts eth7 in VRF red, but eth7 is no data interface"),
+    ] {
+        let file = netlab.scratch.path().join("bad-vrfs");
+        std::fs::write(&file, content).unwrap();
+        let bind = format!("{}:/etc/vmpls/vrfs:ro", file.display());
+        let run = ["--network", "none", "--privileged", "-e", "VMPLS_INTERFACES=lo", "-v", &bind, &image.tag];
+        let (code, log) = engine.run_to_end(&run).unwrap();
+        assert_eq!(code, Some(1), "{content:?}: {log}");
+        assert!(log.contains(said), "{content:?}: {log}");
+    }
 }
