@@ -12,7 +12,7 @@
 //!   starts ospfd, bgpd and ldpd;
 //! - the same lab with OSPF segment routing instead of LDP: the sr scripts turn no
 //!   kernel MPLS sysctl on;
-//! - netlab refuses what the device does not declare (the vrf module, mpls.vpn);
+//! - netlab refuses what the device does not declare (VXLAN, OSPF inside a VRF);
 //! - the lab comes up: its containers (the vmpls-frr image built for the test) wired as
 //!   containerlab would (`container_common`), then netlab itself configures them
 //!   (`netlab initial`) and runs the lab's checks (`netlab validate`: OSPF adjacencies,
@@ -20,117 +20,22 @@
 //!   the routers' kernels do not forward and r2's vmpls switched the pings by label.
 //!
 //! netlab comes from `VMPLS_NETLAB`, else `target/netlab-venv/bin/netlab`, installed
-//! there from PyPI (networklab, the version below) when missing. The lab needs root
-//! (skipped otherwise) and docker or podman.
+//! there from PyPI (networklab, the version `netlab_common` pins) when missing. The lab
+//! needs root (skipped otherwise) and docker or podman.
 mod container_common;
+mod netlab_common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use container_common::{ClabLab, Engine, Image, is_root, parse_clab, repo};
-use vmpls_lab::process::run_here_timeout;
-use vmpls_testkit::TempDir;
-
-/// The netlab release the templates in `netlab/templates` wrap.
-const NETLAB_VERSION: &str = "26.10";
+use container_common::{Engine, Image, is_root, repo};
+use netlab_common::{
+    NetlabLab, active_lines, assert_bash_syntax, assert_kernel_does_not_forward, clab_node, command_shims,
+    create_and_deploy, logs_of, read,
+};
 
 /// The LDP lab users get (`netlab/examples/ldp.yml`): h1 -- r1 -- r2 -- r3 -- h2.
 fn ldp_topology() -> String {
     read(&repo().join("netlab/examples/ldp.yml"))
-}
-
-/// How long one netlab command may take: `create` takes seconds; `initial` and
-/// `validate` wait for the lab (validate's own waits are 40 s at most per check).
-const NETLAB_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// Runs `cmd` for at most `timeout`: its output (stdout and stderr), or an error with it.
-fn run(cmd: Command, timeout: Duration) -> Result<String, String> {
-    let shown = format!("{cmd:?}");
-    let out = run_here_timeout(cmd, timeout).map_err(|e| format!("{shown}: {e:#}"))?;
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    if out.status.success() { Ok(text) } else { Err(format!("{shown} exited with {}:\n{text}", out.status)) }
-}
-
-/// netlab's command, installed into `target/netlab-venv` (a Python venv) when missing.
-fn netlab() -> PathBuf {
-    if let Some(path) = std::env::var_os("VMPLS_NETLAB") {
-        return PathBuf::from(path);
-    }
-    let venv = repo().join("target/netlab-venv");
-    let netlab = venv.join("bin/netlab");
-    if !netlab.exists() {
-        let mut mkvenv = Command::new("python3");
-        mkvenv.arg("-m").arg("venv").arg(&venv);
-        run(mkvenv, Duration::from_secs(120)).expect("python3 -m venv");
-        let mut pip = Command::new(venv.join("bin/pip"));
-        pip.args(["install", "-q"]).arg(format!("networklab=={NETLAB_VERSION}"));
-        run(pip, Duration::from_secs(600)).expect("pip install networklab");
-    }
-    netlab
-}
-
-/// A netlab lab directory, `topology.yml` in it, and a home of its own where
-/// `netlab/install` put the device; all removed on drop.
-struct NetlabLab {
-    scratch: TempDir,
-    home: PathBuf,
-    dir: PathBuf,
-}
-
-impl NetlabLab {
-    fn new(tag: &str, topology: &str) -> NetlabLab {
-        let scratch = TempDir::new(tag);
-        let home = scratch.path().join("home");
-        let dir = scratch.path().join("lab");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut install = Command::new(repo().join("netlab/install"));
-        install.env("HOME", &home);
-        let said = run(install, Duration::from_secs(30)).expect("netlab/install");
-        assert!(said.contains(".netlab.yml includes"), "{said}");
-        std::fs::write(dir.join("topology.yml"), topology).unwrap();
-        NetlabLab { scratch, home, dir }
-    }
-
-    /// Runs `netlab ARGS` in the lab, `path_first` (if any) ahead in PATH.
-    fn netlab(&self, args: &[&str], path_first: Option<&Path>) -> Result<String, String> {
-        let mut cmd = Command::new(netlab());
-        cmd.args(args).current_dir(&self.dir).env("HOME", &self.home).env_remove("NETLAB_DEVICE");
-        if let Some(dir) = path_first {
-            let path = std::env::var_os("PATH").unwrap_or_default();
-            let mut dirs = vec![dir.to_path_buf()];
-            dirs.extend(std::env::split_paths(&path));
-            cmd.env("PATH", std::env::join_paths(dirs).unwrap());
-        }
-        run(cmd, NETLAB_TIMEOUT)
-    }
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
-}
-
-/// Fails unless `script` is valid bash.
-fn assert_bash_syntax(script: &Path) {
-    let mut bash = Command::new("bash");
-    bash.arg("-n").arg(script);
-    if let Err(e) = run(bash, Duration::from_secs(10)) {
-        panic!("{} is not valid bash: {e}", script.display());
-    }
-}
-
-/// The lines of a script that run (not comments), trimmed.
-fn active_lines(text: &str) -> Vec<&str> {
-    text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect()
-}
-
-/// The lines of node `name` in clab.yml (`topology.nodes.NAME`, indented by 4).
-fn clab_node(clab: &str, name: &str) -> String {
-    let head = format!("    {name}:");
-    let mut lines = clab.lines().skip_while(|l| *l != head);
-    assert!(lines.next().is_some(), "no node {name} in clab.yml:\n{clab}");
-    lines.take_while(|l| l.starts_with("      ")).collect::<Vec<_>>().join("\n")
 }
 
 #[test]
@@ -215,21 +120,21 @@ fn netlab_creates_an_ldp_lab_of_vmpls_routers_without_kernel_forwarding_or_kerne
 fn netlab_refuses_modules_the_vmpls_device_does_not_declare() {
     let netlab = NetlabLab::new(
         "netlab-refuse",
-        "provider: clab\ndefaults.device: vmpls\nmodule: [ ospf, vrf ]\n\
-         vrfs: { red: }\nnodes: { r1: { vrfs: { red: } }, r2: }\n\
-         links: [ r1-r2, { r1: { vrf: red } } ]\n",
+        "provider: clab\ndefaults.device: vmpls\nmodule: [ ospf, vlan, vxlan ]\n\
+         vlans: { red: { vni: 100 } }\nnodes: [ r1, r2 ]\n\
+         links: [ r1-r2, { r1: { vlan.access: red } } ]\n",
     );
-    let refused = netlab.netlab(&["create"], None).expect_err("netlab create of a VRF lab");
-    assert!(refused.contains("Device type vmpls (node r1) does not support module vrf"), "{refused}");
+    let refused = netlab.netlab(&["create"], None).expect_err("netlab create of a VXLAN lab");
+    assert!(refused.contains("Device type vmpls (node r1) does not support module vxlan"), "{refused}");
 
-    // BGP/MPLS L3VPN: not before vmpls has VRFs
+    // VRFs are network namespaces with BGP toward the VPN; OSPF inside a VRF is not offered
     let netlab = NetlabLab::new(
-        "netlab-refuse-vpn",
-        "provider: clab\ndefaults.device: vmpls\nmodule: [ ospf, bgp, mpls ]\nbgp.as: 65000\n\
-         mpls.ldp: true\nmpls.vpn: true\nnodes: [ r1, r2 ]\nlinks: [ r1-r2 ]\n",
+        "netlab-refuse-vrf-ospf",
+        "provider: clab\ndefaults.device: vmpls\nmodule: [ ospf, vrf ]\nvrfs: { red: { ospf: {} } }\n\
+         nodes: [ r1, r2 ]\nlinks: [ r1-r2, { r1: { vrf: red }, r2: { vrf: red } } ]\n",
     );
-    let refused = netlab.netlab(&["create"], None).expect_err("netlab create of an L3VPN lab");
-    assert!(refused.contains("Device vmpls used by r1 does not support MPLS/VPN"), "{refused}");
+    let refused = netlab.netlab(&["create"], None).expect_err("netlab create of OSPF in a VRF");
+    assert!(refused.contains("Device vmpls (node r1) does not support ospfv2 in VRFs"), "{refused}");
 }
 
 #[test]
@@ -254,31 +159,6 @@ fn netlab_creates_ospf_segment_routing_without_kernel_mpls() {
     }
 }
 
-/// Commands netlab runs that this host may lack, in a directory to put first in PATH:
-/// `docker` (netlab execs into the containers with it) running podman with this
-/// machine's options when the engine is podman, and `sudo` (the hosts' scripts run
-/// under `sudo ip netns exec`; the test is root already) when there is none.
-fn command_shims(dir: &Path, engine: &Engine) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let bin = dir.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let write = |name: &str, body: String| {
-        let path = bin.join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    };
-    if engine.cmd[0] != "docker" {
-        let words: Vec<String> = engine.cmd.iter().map(|w| format!("'{w}'")).collect();
-        write("docker", format!("exec {} \"$@\"", words.join(" ")));
-    }
-    let mut sudo = Command::new("sudo");
-    sudo.arg("-n").arg("true");
-    if run(sudo, Duration::from_secs(10)).is_err() {
-        write("sudo", "exec \"$@\"".to_string());
-    }
-    bin
-}
-
 #[test]
 fn netlab_ldp_lab_in_vmpls_frr_containers_passes_netlab_initial_and_validate() {
     if !is_root() {
@@ -287,22 +167,11 @@ fn netlab_ldp_lab_in_vmpls_frr_containers_passes_netlab_initial_and_validate() {
     }
     let started = Instant::now();
     let netlab = NetlabLab::new("netlab-up", &ldp_topology());
-    // netlab's containers are clab-NAME-NODE: a name of this run's own
-    let name = format!("vmnl-t{}", std::process::id());
-    netlab.netlab(&["create", "-s", &format!("name={name}")], None).unwrap_or_else(|e| panic!("{e}"));
-
     let engine = Engine::pick().expect("a container engine");
     let image = Image::build(&engine).expect("building the image");
-    let topo = parse_clab(&read(&netlab.dir.join("clab.yml"))).expect("netlab's clab.yml");
-    assert_eq!(topo.name, name);
-    let lab = ClabLab::deploy_as(&engine, topo, &netlab.dir, "vmpls-frr:latest", &image.tag, name)
-        .expect("deploying netlab's lab");
+    let lab = create_and_deploy(&netlab, &engine, &image.tag, "ldp");
     let shims = command_shims(netlab.scratch.path(), &engine);
-    let router_logs = || {
-        let logs: Vec<String> =
-            ["r1", "r2", "r3"].iter().map(|r| format!("--- {r}:\n{}", lab.log_tail(r, 30))).collect();
-        logs.join("\n")
-    };
+    let router_logs = || logs_of(&lab, &["r1", "r2", "r3"]);
 
     let initial = netlab.netlab(&["initial"], Some(&shims));
     let initial = initial.unwrap_or_else(|e| panic!("netlab initial: {e}\n{}", router_logs()));
@@ -322,18 +191,7 @@ fn netlab_ldp_lab_in_vmpls_frr_containers_passes_netlab_initial_and_validate() {
     assert!(validate.contains("Tests passed: 6"), "{validate}");
     for r in ["r1", "r2", "r3"] {
         lab.check_running(r).unwrap();
-        // netlab's own FRR templates would have turned it on: vmpls forwards
-        let forwarding = lab
-            .exec(
-                r,
-                &[
-                    "sh",
-                    "-c",
-                    "cat /proc/sys/net/ipv4/conf/*/forwarding /proc/sys/net/ipv6/conf/*/forwarding",
-                ],
-            )
-            .unwrap();
-        assert!(forwarding.lines().all(|l| l.trim() == "0"), "{r}'s kernel forwards: {forwarding}");
+        assert_kernel_does_not_forward(&lab, r);
     }
     // h1's pings to h2 crossed r2 labelled
     let switched: u64 = lab.vmpls_stats("r2").unwrap().labels.iter().map(|l| l.packets).sum();
