@@ -77,8 +77,8 @@ use aya::programs::{Link, ProgramError, SchedClassifier, SocketFilter, TcAttachT
 mod raw;
 
 use raw::{
-    Encoded, RawGroup, RawKey4, RawKey6, RawLabel, RawLabelStat, RawPort, RawPortStat, RawRoute, RawTunnel,
-    RawTunnelKey, counter,
+    Encoded, RawCrossing, RawGroup, RawKey4, RawKey6, RawLabel, RawLabelStat, RawPort, RawPortStat, RawRoute,
+    RawTunnel, RawTunnelKey, counter,
 };
 
 /// Where a frame goes: the out veth and the Ethernet header to write.
@@ -131,6 +131,22 @@ pub struct FastPort {
     /// Whether labelled frames from it are switched; the programs leave the others to
     /// the pipeline, which drops and counts them (`mpls_not_accepted`).
     pub accepts_mpls: bool,
+    /// The namespace its interface is in: 0 the router's (where the [`FastPath`] was
+    /// loaded), else a VRF's, the key of its [`Crossing`] in [`FastTables::crossings`].
+    pub netns: u8,
+}
+
+/// How frames cross between the router's namespace and a VRF's: the VRF interface, a
+/// veth pair with one end in each (both attached, see [`FastPath::attach_named`]). A frame
+/// received in one namespace whose out port is in the other is rewritten there and sent
+/// with `bpf_redirect_peer` into the VRF interface; at its other end the program sends it
+/// on to the out port (a hand-off on the same CPU, see `fp_handoff` in the program).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Crossing {
+    /// The VRF interface's ifindex in the router's namespace.
+    pub root_ifindex: u32,
+    /// Its peer's ifindex in the VRF's namespace.
+    pub vrf_ifindex: u32,
 }
 
 /// One next hop of a [`FastGroup`].
@@ -229,6 +245,10 @@ pub struct FastTables {
     pub routes_v6: BTreeMap<(u16, Ipv6Addr, u8), RouteEntry>,
     /// MPLS-in-UDP tunnels by [`tunnel_key`].
     pub tunnels: BTreeMap<u32, Tunnel>,
+    /// The VRF namespaces' crossings by namespace number ([`FastPort::netns`], 1..=255).
+    /// A frame whose out port is in another namespace than its in port and that has no
+    /// crossing (or would need two: VRF to VRF) is left to the pipeline.
+    pub crossings: BTreeMap<u8, Crossing>,
 }
 
 /// A change to some entries of the tables last applied ([`FastPath::update`]): each key
@@ -273,6 +293,9 @@ pub struct FastCounters {
     pub encap: u64,
     /// Frames received from an MPLS-in-UDP tunnel and switched.
     pub decap: u64,
+    /// Frames handed on at the far end of a [`Crossing`] (counted once more there: each
+    /// was counted as swapped, pushed, popped or forwarded where it was received).
+    pub crossed: u64,
 }
 
 /// Per-port counters of redirected frames, summed over CPUs.
@@ -394,6 +417,11 @@ pub enum FastPathError {
         /// What is wrong.
         why: &'static str,
     },
+    /// A crossing for namespace 0, which is the router's own.
+    #[error(
+        "VRF namespace 0 is the router's own namespace: it has no crossing (number VRF namespaces from 1)"
+    )]
+    RootCrossing,
     /// A route pushes labels with a fixed TTL of 0.
     #[error("route {prefix}: a fixed label TTL of 0 would be dropped by the next hop; use 1..=255 or None")]
     ZeroLabelTtl {
@@ -436,6 +464,7 @@ pub struct FastPath {
     tunnels_rx: BpfHashMap<MapData, RawTunnelKey, u32>,
     underlay: BpfHashMap<MapData, u32, u32>,
     groups: BpfHashMap<MapData, u32, RawGroup>,
+    crossings: BpfHashMap<MapData, u32, RawCrossing>,
     /// The next new group's id (never 0, never reused).
     next_group: u32,
     /// The last applied tables, encoded (all ports, attached or not).
@@ -645,6 +674,7 @@ impl FastPath {
             tunnels_rx: take_map(&mut ebpf, "fp_tunnel_rx")?,
             underlay: take_map(&mut ebpf, "fp_underlay")?,
             groups: take_map(&mut ebpf, "fp_groups")?,
+            crossings: take_map(&mut ebpf, "fp_crossings")?,
             next_group: 1,
             ebpf,
             wanted: Encoded::default(),
@@ -659,19 +689,26 @@ impl FastPath {
     /// thread's network namespace. Attaching an attached interface again does nothing.
     /// The port's entry in [`FastTables::ports`] takes effect only after this.
     pub fn attach(&mut self, ifname: &str) -> Result<(), FastPathError> {
+        self.attach_named(ifname, ifname)
+    }
+
+    /// [`FastPath::attach`] under the name `key` (what [`FastPath::detach`] takes): for
+    /// interfaces of other namespaces (a VRF's ports and VRF interface), attached from a
+    /// thread in that namespace, whose names may be taken here too.
+    pub fn attach_named(&mut self, key: &str, ifname: &str) -> Result<(), FastPathError> {
         let ifindex = ifindex(ifname)?;
-        if let Some(a) = self.attached.get(ifname) {
+        if let Some(a) = self.attached.get(key) {
             if a.ifindex == ifindex {
                 return Ok(());
             }
             // The interface was replaced: the old attachment went with it.
-            self.detach(ifname)?;
+            self.detach(key)?;
         }
         let tc: &mut SchedClassifier = program(&mut self.ebpf, TC_PROG)?;
         let attach_err = |source| FastPathError::Attach { ifname: ifname.to_owned(), source };
         let id = tc.attach(ifname, TcAttachType::Ingress).map_err(attach_err)?;
         let link = tc.take_link(id).map_err(attach_err)?;
-        self.attached.insert(ifname.to_owned(), Attached { ifindex, link });
+        self.attached.insert(key.to_owned(), Attached { ifindex, link });
         self.sync().map(drop)
     }
 
@@ -837,6 +874,15 @@ impl FastPath {
             self.ports.insert(i, p, 0).map_err(map_err("fp_ports", "updating"))?;
             self.installed.ports.insert(i, p);
         }
+        let cross_diff = raw::diff(&self.installed.crossings, &self.wanted.crossings);
+        for (k, c) in cross_diff.upsert {
+            self.crossings.insert(k, c, 0).map_err(map_err("fp_crossings", "updating"))?;
+            self.installed.crossings.insert(k, c);
+        }
+        for k in cross_diff.remove {
+            deleted(self.crossings.remove(&k)).map_err(map_err("fp_crossings", "deleting"))?;
+            self.installed.crossings.remove(&k);
+        }
         self.overflow = overflow;
         Ok(overflow)
     }
@@ -944,6 +990,7 @@ impl FastPath {
             redirect_failed: get(counter::REDIRECT_FAILED)?,
             encap: get(counter::ENCAP)?,
             decap: get(counter::DECAP)?,
+            crossed: get(counter::CROSSED)?,
         })
     }
 

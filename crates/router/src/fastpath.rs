@@ -260,7 +260,7 @@ fn fast_tables(
             Some(p) => {
                 let vrf = fib.port_vrf.get(id).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
                 let accepts_mpls = fib.accepts_mpls(id as PortId);
-                t.ports.insert(p.ifindex, FastPort { vrf, mac: p.mac, accepts_mpls });
+                t.ports.insert(p.ifindex, FastPort { vrf, mac: p.mac, accepts_mpls, netns: 0 });
             }
             None => {}
         }
@@ -908,8 +908,8 @@ mod tests {
             + "\n[[vrf]]\nname = \"cust\"\n";
         let fib = fib(&text);
         let (t, _) = fast_tables(&fib, &served(), &NeighborTable::new(NeighborConfig::default()), 255);
-        assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC, accepts_mpls: true }));
-        assert_eq!(t.ports.get(&9), Some(&FastPort { vrf: 1, mac: CE_MAC, accepts_mpls: false }));
+        assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC, accepts_mpls: true, netns: 0 }));
+        assert_eq!(t.ports.get(&9), Some(&FastPort { vrf: 1, mac: CE_MAC, accepts_mpls: false, netns: 0 }));
     }
 
     #[test]
@@ -923,7 +923,7 @@ mod tests {
         assert_eq!(t.labels.get(&2002), Some(&LabelEntry::PopIp { vrf: 0, uniform: true }));
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.1.0"), 24)), Some(&RouteEntry::Local));
         assert!(next_hops(&used).contains(&(0, "198.18.20.1".parse().unwrap())), "{used:?}");
-        assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC, accepts_mpls: true }));
+        assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC, accepts_mpls: true, netns: 0 }));
 
         n.learn(now, 0, "198.18.20.1".parse().unwrap(), P_MAC, true);
         n.learn(now, 1, "198.18.2.2".parse().unwrap(), HOST_MAC, true);
