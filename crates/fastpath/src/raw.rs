@@ -597,6 +597,7 @@ pub(crate) fn diff<K: Ord + Copy, V: PartialEq + Copy>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Crossing;
 
     fn enc(t: &FastTables) -> Result<Encoded, FastPathError> {
         encode(t, &Groups::default(), 1).map(|(e, _)| e)
