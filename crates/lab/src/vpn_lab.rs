@@ -717,6 +717,13 @@ impl VpnLab {
         Ok(st.drops.iter().filter(|c| c.name == name).map(|c| c.value).sum())
     }
 
+    /// The in-kernel fast path's counter `name` on `router` (`vmpls stats`: `push`, `pop`,
+    /// `crossed`, ...); 0 when it runs without the fast path.
+    pub fn fast_path_counter(&self, router: &str, name: &str) -> anyhow::Result<u64> {
+        let st: api::Stats = self.vmpls_typed(router, &["stats"])?;
+        Ok(st.fast_path.iter().filter(|c| c.name == name).map(|c| c.value).sum())
+    }
+
     /// vmpls's label table on `router` (`vmpls -j -f mpls route show`), ports named by
     /// their interfaces.
     pub fn vmpls_label_table(&self, router: &str) -> anyhow::Result<LabelTable> {
