@@ -1597,8 +1597,8 @@ fn run_lab(
         };
         modes.push(VpnModeResult { name: name.into(), flow, ratio: None, error });
     }
-    // The fast path serves the ports in the router's own namespace: the core's label
-    // switching at p and the PEs' core ports; the VRFs' ports stay with the pipeline.
+    // The fast path serves the core's label switching at p, the PEs' core ports and the
+    // customer ports in the VRFs' namespaces (across each VRF's interface).
     let name = "vmpls-vpn-red-tc";
     check_interrupt()?;
     let result = if converged_s.is_none() {
