@@ -301,13 +301,13 @@ struct {
 	__type(value, struct fp_port_stat);
 } fp_port_stats SEC(".maps");
 
-enum verdict { V_PASS = 0, V_SWAP, V_POP, V_FORWARD, V_PUSH, V_PHP };
+enum verdict { V_PASS = 0, V_SWAP, V_POP, V_FORWARD, V_PUSH, V_PHP, V_PHP_LABEL };
 
 struct decision {
 	__u32 verdict;   // V_*
 	__u32 candidate; // port known, untagged, PACKET_HOST, to the port's MAC
 	__u32 in_label;  // V_SWAP, V_POP
-	__u32 new_lse;   // V_SWAP: the rewritten top entry, host order
+	__u32 new_lse;   // V_SWAP: the rewritten top entry; V_PHP_LABEL: the next one; host order
 	__u32 ipver;     // V_POP, V_FORWARD, V_PUSH: 4 or 6
 	__u32 new_ttl;   // V_POP, V_FORWARD, V_PUSH: IP TTL / hop limit to write
 	__u32 nlabels;   // V_PUSH
@@ -731,6 +731,51 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 		return;
 	}
 
+	if (e->action == FP_LABEL_PHP && !(lse & 0x100)) {
+		// Penultimate-hop pop of a label with labels under it (a P router's pop of the
+		// transport label over a VPN label): the next entry goes on to `adj` as the top,
+		// its TTL the popped one's - 1 in the uniform model (the pipeline's rule). The
+		// stack must end within FP_MAX_STACK entries, over IPv4/IPv6, and skb->protocol
+		// be the inner packet's (adjust_room refuses others): frames another fast path
+		// pushed.
+		if ((e->adj.ifindex & FP_TUNNEL_BIT) || d->decap)
+			return;
+		__u32 depth = 0;
+		for (int i = 1; i < FP_MAX_STACK; i++) {
+			__u32 x;
+			if (bpf_skb_load_bytes(skb, mo + 4 * i, &x, 4))
+				return;
+			if (bpf_ntohl(x) & 0x100) {
+				depth = i + 1;
+				break;
+			}
+		}
+		if (!depth)
+			return;
+		__u32 next;
+		if (bpf_skb_load_bytes(skb, mo + 4, &next, 4))
+			return;
+		next = bpf_ntohl(next);
+		__u32 ver = ip_version(skb, mo + 4 * depth);
+		if ((ver != 4 && ver != 6) || !proto_is(skb, ver))
+			return;
+		if (!gso) {
+			if ((__u64)skb->len - mo - 4 > e->adj.mtu)
+				return;
+		} else {
+			struct ipinfo ip;
+			if (parse_ip(skb, mo + 4 * depth, ver, gso, &ip) || ip.l4proto != IPPROTO_TCP)
+				return;
+			if (l3_size(&ip, gso, 4 * (depth - 1)) > e->adj.mtu)
+				return;
+		}
+		d->verdict = V_PHP_LABEL;
+		d->in_label = label;
+		d->new_lse = e->uniform ? ((next & ~0xffu) | (ttl - 1)) : next;
+		d->adj = e->adj;
+		return;
+	}
+
 	// A pop needs skb->protocol to be the inner packet's (adjust_room refuses others),
 	// except after a tunnel, whose decapsulation sets it.
 	__u32 ver = ip_version(skb, mo + 4);
@@ -1124,6 +1169,14 @@ static __always_inline int act(struct __sk_buff *skb, const struct decision *d)
 		if (set_ttl(skb, FP_ETH_HLEN, d->ipver, d->new_ttl))
 			return -1;
 		return set_eth(skb, &d->adj, ip_et);
+	case V_PHP_LABEL: {
+		if (bpf_skb_adjust_room(skb, -4, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_FIXED_GSO))
+			return -1;
+		__u32 next = bpf_htonl(d->new_lse);
+		if (bpf_skb_store_bytes(skb, FP_ETH_HLEN, &next, 4, 0))
+			return -1;
+		return set_eth(skb, &d->adj, FP_ETH_P_MPLS_UC);
+	}
 	case V_FORWARD:
 		if (set_ttl(skb, FP_ETH_HLEN, d->ipver, d->new_ttl))
 			return -1;
@@ -1236,6 +1289,7 @@ int fp_tc(struct __sk_buff *skb)
 		break;
 	case V_POP:
 	case V_PHP:
+	case V_PHP_LABEL:
 		count(C_POP, 1);
 		label_stat(d.in_label, in_len);
 		break;

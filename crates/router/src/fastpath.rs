@@ -782,7 +782,11 @@ impl FastPathRuntime {
         p.ifindex = ifindex;
         let ifname = p.ifname.clone();
         let _ = self.fp.detach(&p.attach_key());
-        let r = self.fp.filter_socket(socket).map_err(anyhow::Error::from).and_then(|()| attach_port(&mut self.fp, p));
+        let r = self
+            .fp
+            .filter_socket(socket)
+            .map_err(anyhow::Error::from)
+            .and_then(|()| attach_port(&mut self.fp, p));
         match r {
             Ok(()) => info!(interface = %ifname, ifindex, "fast path attached again"),
             Err(e) => {
@@ -956,7 +960,14 @@ mod tests {
                 tunnel: None,
                 netns: None,
             }),
-            Some(FastPortInfo { ifname: "pe2-ce2".into(), ifindex: 9, mac: CE_MAC, mtu: 1500, tunnel: None, netns: None }),
+            Some(FastPortInfo {
+                ifname: "pe2-ce2".into(),
+                ifindex: 9,
+                mac: CE_MAC,
+                mtu: 1500,
+                tunnel: None,
+                netns: None,
+            }),
         ]
     }
 
@@ -1098,7 +1109,14 @@ mod tests {
             encap,
         };
         vec![
-            Some(FastPortInfo { ifname: "pe1-ce1".into(), ifindex: 9, mac: CE_MAC, mtu: 1500, tunnel: None, netns: None }),
+            Some(FastPortInfo {
+                ifname: "pe1-ce1".into(),
+                ifindex: 9,
+                mac: CE_MAC,
+                mtu: 1500,
+                tunnel: None,
+                netns: None,
+            }),
             Some(FastPortInfo {
                 ifname: "pe1-u".into(),
                 ifindex: vmpls_fastpath::tunnel_key(1),

@@ -13,13 +13,13 @@ use vmpls_ports::{AfPacketPort, Port};
 
 use crate::config::load_config_to_start;
 use crate::fastpath::{FastPathRuntime, FastPortInfo, PortNetns};
-use crate::vrfs::VrfNetns;
 use crate::forward::{ForwardingLoop, POOL_SIZE, change_neighbor};
 use crate::links::PortWatch;
 use crate::offloads::with_overrides;
 use crate::open::open_port;
 use crate::protocol::{LoopHandle, NeighborChange, PortFaults};
 use crate::signals::{RELOAD_FD, STOP_WAKE_FD, install_signal_handlers};
+use crate::vrfs::VrfNetns;
 
 /// Options of `vmpls run`.
 pub struct RunOptions {
@@ -198,7 +198,8 @@ pub(crate) fn fast_path_refuses(
 const NO_VRF_INTERFACE: &str = "its VRF has no VRF interface (a veth named like the VRF, one end in the router's namespace and its peer in the VRF's) for the programs to cross by";
 
 /// Why the fast path leaves a port whose ifindex another attached interface has.
-const IFINDEX_TAKEN: &str = "another namespace has an attached interface with its ifindex, and the programs tell ports by ifindex";
+const IFINDEX_TAKEN: &str =
+    "another namespace has an attached interface with its ifindex, and the programs tell ports by ifindex";
 
 /// The fast path's view of port `p` whose interface is in VRF namespace `ns`: a veth
 /// there, served across the VRF's interface (named like the VRF, a veth with an end in
@@ -228,7 +229,8 @@ fn vrf_namespace_port(
     if !veth {
         return Err("not a veth");
     }
-    let root_end = vmpls_sys::if_nametoindex(&vrf_interface).filter(|_| vmpls_fastpath::is_veth(&vrf_interface));
+    let root_end =
+        vmpls_sys::if_nametoindex(&vrf_interface).filter(|_| vmpls_fastpath::is_veth(&vrf_interface));
     let (Some(root_ifindex), Some(vrf_ifindex), true) = (root_end, vrf_end, vrf_end_veth) else {
         return Err(NO_VRF_INTERFACE);
     };

@@ -238,7 +238,9 @@ fn customers_reach_their_sites_and_never_each_other(fast_path: bool) {
         for pe in PE_NAMES {
             let c = |name| lab.fast_path_counter(pe, name).unwrap();
             let (push, pop, crossed, failed) = (c("push"), c("pop"), c("crossed"), c("redirect_failed"));
-            eprintln!("    {pe} fast path: push {push}, pop {pop}, crossed {crossed}, redirect_failed {failed}");
+            eprintln!(
+                "    {pe} fast path: push {push}, pop {pop}, crossed {crossed}, redirect_failed {failed}"
+            );
             assert!(push > 500, "{pe}: the programs pushed the VPN flows: push {push}");
             assert!(crossed >= push, "{pe}: crossed {crossed} (push {push}, pop {pop})");
             assert_eq!(failed, 0, "{pe}: redirect_failed");
