@@ -18,7 +18,9 @@
 //! MAC) to a port that is both in [`FastTables::ports`] and attached. Then:
 //! - MPLS, top label with TTL > 1 in [`FastTables::labels`]:
 //!   [`LabelEntry::Swap`] rewrites the label (TC and S kept, TTL - 1);
-//!   [`LabelEntry::Php`] (bottom of stack only) pops and sends the IP packet on;
+//!   [`LabelEntry::Php`] pops and sends the IP packet on (bottom of stack), or the
+//!   labels under it with the next one on top (its TTL the popped one's - 1 in the
+//!   uniform model; a frame another fast path sent, like a pop);
 //!   [`LabelEntry::PopIp`] (bottom of stack only) pops and forwards the IP packet by a
 //!   [`RouteEntry::Forward`] without labels in the entry's VRF. A pop needs
 //!   `skb->protocol` to be IPv4/IPv6 (`bpf_skb_adjust_room` refuses others), which holds
@@ -54,6 +56,14 @@
 //! frame keeps its offloads (a TCP super-frame, an inner checksum still to compute) for
 //! the underlay device to finish; over a veth-only underlay nothing finishes them, so
 //! there the receiving end must decapsulate in its programs too, not in a socket.
+//!
+//! Ports in VRF namespaces ([`FastPort::netns`], attached from a thread in their
+//! namespace with [`FastPath::attach_named`]): a frame whose out port is in another
+//! namespace than its in port is decided on and rewritten where it arrives, then crosses
+//! by the VRF's [`Crossing`] (a veth pair between the router's namespace and the VRF's):
+//! `bpf_redirect_peer` into it, and at its far end's ingress the program hands the frame
+//! on to the out port (a per-CPU hand-off: the kernel runs the far end's ingress at
+//! once, on the same CPU). VRF to VRF across two namespaces is left to the pipeline.
 //!
 //! Everything else (TTL expiry, ARP/ND, multicast, link-local, local routes, unknown
 //! labels and prefixes, frames too big, anything unparsed) goes to the router untouched.
@@ -189,11 +199,12 @@ pub enum LabelEntry {
         /// decrement. Otherwise (pipe) the label TTL is ignored.
         uniform: bool,
     },
-    /// Penultimate-hop pop, bottom of stack only: pop and send the IP packet to `adj`
-    /// (no IP hop here, the IP TTL is not decremented).
+    /// Penultimate-hop pop: pop and send the rest to `adj` (no IP hop here, the IP TTL
+    /// is not decremented): the IP packet at the bottom of the stack, else the labels
+    /// under it (a P router's pop of a transport label over a VPN label).
     Php {
-        /// Uniform TTL model: IP TTL = min(IP TTL, label TTL - 1). Otherwise (pipe) the
-        /// IP TTL stays.
+        /// Uniform TTL model: IP TTL = min(IP TTL, label TTL - 1), or the next label's
+        /// TTL = label TTL - 1. Otherwise (pipe) the IP TTL or next label's TTL stays.
         uniform: bool,
         /// Where to send.
         adj: Adjacency,
