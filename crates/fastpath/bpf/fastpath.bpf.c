@@ -69,7 +69,7 @@ struct fp_port {
 	__u32 vrf;
 	__u8 mac[6];
 	__u8 accepts_mpls; // 0: labelled frames are the pipeline's, which drops and counts them
-	__u8 pad;
+	__u8 netns;        // 0: the router's namespace, else a VRF's (its fp_crossings key)
 };
 
 struct fp_label {
@@ -140,6 +140,27 @@ struct fp_tunnel_key {
 	__u8 remote[16]; // the outer source
 };
 
+// How frames cross between the router's namespace and VRF namespace N (fp_crossings key
+// N): the VRF interface, a veth pair with one end in each. bpf_redirect_peer(root_ifindex)
+// from the router's namespace lands at vrf_ifindex's ingress in the VRF's, and
+// bpf_redirect_peer(vrf_ifindex) from the VRF's at root_ifindex's ingress here.
+struct fp_crossing {
+	__u32 root_ifindex;
+	__u32 vrf_ifindex;
+};
+
+// A frame on its way across (per CPU): fp_tc has rewritten it completely and redirected it
+// into the VRF interface; the kernel runs the program at the far end's ingress (`at`)
+// right away on this CPU (another round of __netif_receive_skb_core, no queue), which
+// sends it on to `out` with bpf_redirect_peer. `len` and `eth` tie it to that frame: a
+// hand-off whose frame was dropped on the way never matches another.
+struct fp_handoff {
+	__u32 at;
+	__u32 out;
+	__u32 len;
+	__u8 eth[12];
+};
+
 struct fp_label_stat {
 	__u64 frames;
 	__u64 bytes;
@@ -162,6 +183,7 @@ _Static_assert(sizeof(struct fp_nh) == 40, "fp_nh layout");
 _Static_assert(sizeof(struct fp_group) == 8 + 40 * FP_MAX_NH + FP_MAX_BUCKETS, "fp_group layout");
 _Static_assert(sizeof(struct fp_tunnel) == 48, "fp_tunnel layout");
 _Static_assert(sizeof(struct fp_tunnel_key) == 40, "fp_tunnel_key layout");
+_Static_assert(sizeof(struct fp_crossing) == 8, "fp_crossing layout");
 
 enum {
 	C_FRAMES_IN = 0,
@@ -174,6 +196,7 @@ enum {
 	C_REDIRECT_FAILED,
 	C_ENCAP,
 	C_DECAP,
+	C_CROSSED,
 	C_MAX
 };
 
@@ -243,6 +266,20 @@ struct {
 } fp_underlay SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct fp_crossing);
+} fp_crossings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_handoff);
+} fp_handoffs SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, C_MAX);
 	__type(key, __u32);
@@ -264,13 +301,13 @@ struct {
 	__type(value, struct fp_port_stat);
 } fp_port_stats SEC(".maps");
 
-enum verdict { V_PASS = 0, V_SWAP, V_POP, V_FORWARD, V_PUSH, V_PHP };
+enum verdict { V_PASS = 0, V_SWAP, V_POP, V_FORWARD, V_PUSH, V_PHP, V_PHP_LABEL };
 
 struct decision {
 	__u32 verdict;   // V_*
 	__u32 candidate; // port known, untagged, PACKET_HOST, to the port's MAC
 	__u32 in_label;  // V_SWAP, V_POP
-	__u32 new_lse;   // V_SWAP: the rewritten top entry, host order
+	__u32 new_lse;   // V_SWAP: the rewritten top entry; V_PHP_LABEL: the next one; host order
 	__u32 ipver;     // V_POP, V_FORWARD, V_PUSH: 4 or 6
 	__u32 new_ttl;   // V_POP, V_FORWARD, V_PUSH: IP TTL / hop limit to write
 	__u32 nlabels;   // V_PUSH
@@ -282,6 +319,9 @@ struct decision {
 	__u32 depth;     // V_SWAP into a tunnel: the stack's entries (all rewritten)
 	__u32 outer_csum; // decap: the outer UDP checksum is not zero
 	struct fp_tunnel tun; // adj is a tunnel (adj.ifindex & FP_TUNNEL_BIT): its entry
+	__u32 in_netns;  // the receiving port's fp_port.netns (0 for tunnels)
+	__u32 cross;     // not 0: the out port is in another namespace, redirect_peer to this
+	__u32 cross_at;  // cross: where the frame lands (the VRF interface's other end)
 };
 
 struct ipinfo {
@@ -691,6 +731,51 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 		return;
 	}
 
+	if (e->action == FP_LABEL_PHP && !(lse & 0x100)) {
+		// Penultimate-hop pop of a label with labels under it (a P router's pop of the
+		// transport label over a VPN label): the next entry goes on to `adj` as the top,
+		// its TTL the popped one's - 1 in the uniform model (the pipeline's rule). The
+		// stack must end within FP_MAX_STACK entries, over IPv4/IPv6, and skb->protocol
+		// be the inner packet's (adjust_room refuses others): frames another fast path
+		// pushed.
+		if ((e->adj.ifindex & FP_TUNNEL_BIT) || d->decap)
+			return;
+		__u32 depth = 0;
+		for (int i = 1; i < FP_MAX_STACK; i++) {
+			__u32 x;
+			if (bpf_skb_load_bytes(skb, mo + 4 * i, &x, 4))
+				return;
+			if (bpf_ntohl(x) & 0x100) {
+				depth = i + 1;
+				break;
+			}
+		}
+		if (!depth)
+			return;
+		__u32 next;
+		if (bpf_skb_load_bytes(skb, mo + 4, &next, 4))
+			return;
+		next = bpf_ntohl(next);
+		__u32 ver = ip_version(skb, mo + 4 * depth);
+		if ((ver != 4 && ver != 6) || !proto_is(skb, ver))
+			return;
+		if (!gso) {
+			if ((__u64)skb->len - mo - 4 > e->adj.mtu)
+				return;
+		} else {
+			struct ipinfo ip;
+			if (parse_ip(skb, mo + 4 * depth, ver, gso, &ip) || ip.l4proto != IPPROTO_TCP)
+				return;
+			if (l3_size(&ip, gso, 4 * (depth - 1)) > e->adj.mtu)
+				return;
+		}
+		d->verdict = V_PHP_LABEL;
+		d->in_label = label;
+		d->new_lse = e->uniform ? ((next & ~0xffu) | (ttl - 1)) : next;
+		d->adj = e->adj;
+		return;
+	}
+
 	// A pop needs skb->protocol to be the inner packet's (adjust_room refuses others),
 	// except after a tunnel, whose decapsulation sets it.
 	__u32 ver = ip_version(skb, mo + 4);
@@ -803,6 +888,30 @@ static __always_inline void decide_ip(struct __sk_buff *skb, struct decision *d,
 	d->adj = adj;
 }
 
+// The out port of a decision in another namespace than the receiving port: the frame
+// goes through that VRF's interface (fp_crossings), or, between two VRFs' namespaces (two
+// crossings), to the pipeline. Ports' ifindexes are unique among the attached interfaces
+// of all namespaces (userspace leaves a port whose index collides to the pipeline), so
+// the out port's entry tells its namespace.
+static __always_inline void decide_crossing(struct decision *d)
+{
+	if (d->verdict == V_PASS || (d->adj.ifindex & FP_TUNNEL_BIT))
+		return;
+	__u32 out = d->adj.ifindex;
+	struct fp_port *op = bpf_map_lookup_elem(&fp_ports, &out);
+	__u32 out_netns = op ? op->netns : 0;
+	if (out_netns == d->in_netns)
+		return;
+	__u32 vrf_netns = d->in_netns ? d->in_netns : out_netns;
+	struct fp_crossing *c = bpf_map_lookup_elem(&fp_crossings, &vrf_netns);
+	if ((d->in_netns && out_netns) || !c) {
+		d->verdict = V_PASS;
+		return;
+	}
+	d->cross = d->in_netns ? c->vrf_ifindex : c->root_ifindex;
+	d->cross_at = d->in_netns ? c->root_ifindex : c->vrf_ifindex;
+}
+
 // A frame on an underlay interface: a datagram of one of the tunnels (outer IPv4/IPv6
 // without options or fragments, UDP to the tunnel's port, from its remote to its local
 // address), whose label stack is then decided on as if received on the tunnel. Anything
@@ -869,6 +978,7 @@ static __always_inline void decide_underlay(struct __sk_buff *skb, struct decisi
 	d->decap = olen;
 	d->outer_csum = udp[6] || udp[7];
 	decide_mpls(skb, d, gso, FP_ETH_HLEN + olen);
+	decide_crossing(d);
 }
 
 // The one decision both programs take. Modifies nothing.
@@ -884,6 +994,7 @@ static __always_inline void decide(struct __sk_buff *skb, struct decision *d)
 		return;
 	}
 	d->rx_port = ifindex;
+	d->in_netns = port->netns;
 	__u8 eth[FP_ETH_HLEN];
 	if (bpf_skb_load_bytes(skb, 0, eth, FP_ETH_HLEN))
 		return;
@@ -904,6 +1015,7 @@ static __always_inline void decide(struct __sk_buff *skb, struct decision *d)
 	} else if (et == ETH_P_IPV6) {
 		decide_ip(skb, d, 6, vrf, gso);
 	}
+	decide_crossing(d);
 }
 
 // Writes the IP TTL / hop limit of the header at `off` (IPv4: with the checksum fixed).
@@ -1057,6 +1169,14 @@ static __always_inline int act(struct __sk_buff *skb, const struct decision *d)
 		if (set_ttl(skb, FP_ETH_HLEN, d->ipver, d->new_ttl))
 			return -1;
 		return set_eth(skb, &d->adj, ip_et);
+	case V_PHP_LABEL: {
+		if (bpf_skb_adjust_room(skb, -4, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_FIXED_GSO))
+			return -1;
+		__u32 next = bpf_htonl(d->new_lse);
+		if (bpf_skb_store_bytes(skb, FP_ETH_HLEN, &next, 4, 0))
+			return -1;
+		return set_eth(skb, &d->adj, FP_ETH_P_MPLS_UC);
+	}
 	case V_FORWARD:
 		if (set_ttl(skb, FP_ETH_HLEN, d->ipver, d->new_ttl))
 			return -1;
@@ -1085,9 +1205,38 @@ static __always_inline int act(struct __sk_buff *skb, const struct decision *d)
 	return -1;
 }
 
+// The far end of a crossing: the frame fp_tc handed off, as it left (see fp_handoff).
+static __always_inline int handed_off(struct __sk_buff *skb, __u32 *out)
+{
+	__u32 zero = 0;
+	struct fp_handoff *h = bpf_map_lookup_elem(&fp_handoffs, &zero);
+	if (!h || !h->at || h->at != skb->ifindex || h->len != skb->len)
+		return 0;
+	__u8 eth[12];
+	if (bpf_skb_load_bytes(skb, 0, eth, 12))
+		return 0;
+#pragma unroll
+	for (int i = 0; i < 12; i++)
+		if (eth[i] != h->eth[i])
+			return 0;
+	h->at = 0;
+	*out = h->out;
+	return 1;
+}
+
 SEC("classifier") // aya 0.14 names SCHED_CLS sections "classifier"
 int fp_tc(struct __sk_buff *skb)
 {
+	__u32 onward;
+	if (handed_off(skb, &onward)) {
+		long r = bpf_redirect_peer(onward, 0);
+		if (r != TC_ACT_REDIRECT) {
+			count(C_REDIRECT_FAILED, 1);
+			return TC_ACT_SHOT;
+		}
+		count(C_CROSSED, 1);
+		return r;
+	}
 	struct decision d = {};
 	decide(skb, &d);
 	if (!d.candidate)
@@ -1114,10 +1263,24 @@ int fp_tc(struct __sk_buff *skb)
 	int tunnel = d.adj.ifindex & FP_TUNNEL_BIT;
 	// Into a tunnel: the underlay interface's egress, the kernel's route and neighbour
 	// (resolved or not) for the outer destination; else the next veth's peer.
-	long r = tunnel ? bpf_redirect_neigh(d.tun.ifindex, NULL, 0, 0) : bpf_redirect_peer(d.adj.ifindex, 0);
+	// Into another namespace: the VRF interface's peer first, where this program
+	// finishes the hand-off.
+	long r = tunnel ? bpf_redirect_neigh(d.tun.ifindex, NULL, 0, 0)
+			: bpf_redirect_peer(d.cross ? d.cross : d.adj.ifindex, 0);
 	if (r != TC_ACT_REDIRECT) {
 		count(C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
+	}
+	if (d.cross) {
+		__u32 zero = 0;
+		struct fp_handoff *h = bpf_map_lookup_elem(&fp_handoffs, &zero);
+		if (!h || bpf_skb_load_bytes(skb, 0, h->eth, 12)) {
+			count(C_REDIRECT_FAILED, 1);
+			return TC_ACT_SHOT;
+		}
+		h->at = d.cross_at;
+		h->out = d.adj.ifindex;
+		h->len = out_len;
 	}
 	switch (d.verdict) {
 	case V_SWAP:
@@ -1126,6 +1289,7 @@ int fp_tc(struct __sk_buff *skb)
 		break;
 	case V_POP:
 	case V_PHP:
+	case V_PHP_LABEL:
 		count(C_POP, 1);
 		label_stat(d.in_label, in_len);
 		break;

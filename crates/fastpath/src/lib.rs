@@ -18,7 +18,9 @@
 //! MAC) to a port that is both in [`FastTables::ports`] and attached. Then:
 //! - MPLS, top label with TTL > 1 in [`FastTables::labels`]:
 //!   [`LabelEntry::Swap`] rewrites the label (TC and S kept, TTL - 1);
-//!   [`LabelEntry::Php`] (bottom of stack only) pops and sends the IP packet on;
+//!   [`LabelEntry::Php`] pops and sends the IP packet on (bottom of stack), or the
+//!   labels under it with the next one on top (its TTL the popped one's - 1 in the
+//!   uniform model; a frame another fast path sent, like a pop);
 //!   [`LabelEntry::PopIp`] (bottom of stack only) pops and forwards the IP packet by a
 //!   [`RouteEntry::Forward`] without labels in the entry's VRF. A pop needs
 //!   `skb->protocol` to be IPv4/IPv6 (`bpf_skb_adjust_room` refuses others), which holds
@@ -55,6 +57,14 @@
 //! the underlay device to finish; over a veth-only underlay nothing finishes them, so
 //! there the receiving end must decapsulate in its programs too, not in a socket.
 //!
+//! Ports in VRF namespaces ([`FastPort::netns`], attached from a thread in their
+//! namespace with [`FastPath::attach_named`]): a frame whose out port is in another
+//! namespace than its in port is decided on and rewritten where it arrives, then crosses
+//! by the VRF's [`Crossing`] (a veth pair between the router's namespace and the VRF's):
+//! `bpf_redirect_peer` into it, and at its far end's ingress the program hands the frame
+//! on to the out port (a per-CPU hand-off: the kernel runs the far end's ingress at
+//! once, on the same CPU). VRF to VRF across two namespaces is left to the pipeline.
+//!
 //! Everything else (TTL expiry, ARP/ND, multicast, link-local, local routes, unknown
 //! labels and prefixes, frames too big, anything unparsed) goes to the router untouched.
 //! The out port of every adjacency must be a veth ([`is_veth`]) in the netns where
@@ -77,8 +87,8 @@ use aya::programs::{Link, ProgramError, SchedClassifier, SocketFilter, TcAttachT
 mod raw;
 
 use raw::{
-    Encoded, RawGroup, RawKey4, RawKey6, RawLabel, RawLabelStat, RawPort, RawPortStat, RawRoute, RawTunnel,
-    RawTunnelKey, counter,
+    Encoded, RawCrossing, RawGroup, RawKey4, RawKey6, RawLabel, RawLabelStat, RawPort, RawPortStat, RawRoute,
+    RawTunnel, RawTunnelKey, counter,
 };
 
 /// Where a frame goes: the out veth and the Ethernet header to write.
@@ -131,6 +141,22 @@ pub struct FastPort {
     /// Whether labelled frames from it are switched; the programs leave the others to
     /// the pipeline, which drops and counts them (`mpls_not_accepted`).
     pub accepts_mpls: bool,
+    /// The namespace its interface is in: 0 the router's (where the [`FastPath`] was
+    /// loaded), else a VRF's, the key of its [`Crossing`] in [`FastTables::crossings`].
+    pub netns: u8,
+}
+
+/// How frames cross between the router's namespace and a VRF's: the VRF interface, a
+/// veth pair with one end in each (both attached, see [`FastPath::attach_named`]). A frame
+/// received in one namespace whose out port is in the other is rewritten there and sent
+/// with `bpf_redirect_peer` into the VRF interface; at its other end the program sends it
+/// on to the out port (a hand-off on the same CPU, see `fp_handoff` in the program).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Crossing {
+    /// The VRF interface's ifindex in the router's namespace.
+    pub root_ifindex: u32,
+    /// Its peer's ifindex in the VRF's namespace.
+    pub vrf_ifindex: u32,
 }
 
 /// One next hop of a [`FastGroup`].
@@ -173,11 +199,12 @@ pub enum LabelEntry {
         /// decrement. Otherwise (pipe) the label TTL is ignored.
         uniform: bool,
     },
-    /// Penultimate-hop pop, bottom of stack only: pop and send the IP packet to `adj`
-    /// (no IP hop here, the IP TTL is not decremented).
+    /// Penultimate-hop pop: pop and send the rest to `adj` (no IP hop here, the IP TTL
+    /// is not decremented): the IP packet at the bottom of the stack, else the labels
+    /// under it (a P router's pop of a transport label over a VPN label).
     Php {
-        /// Uniform TTL model: IP TTL = min(IP TTL, label TTL - 1). Otherwise (pipe) the
-        /// IP TTL stays.
+        /// Uniform TTL model: IP TTL = min(IP TTL, label TTL - 1), or the next label's
+        /// TTL = label TTL - 1. Otherwise (pipe) the IP TTL or next label's TTL stays.
         uniform: bool,
         /// Where to send.
         adj: Adjacency,
@@ -229,6 +256,10 @@ pub struct FastTables {
     pub routes_v6: BTreeMap<(u16, Ipv6Addr, u8), RouteEntry>,
     /// MPLS-in-UDP tunnels by [`tunnel_key`].
     pub tunnels: BTreeMap<u32, Tunnel>,
+    /// The VRF namespaces' crossings by namespace number ([`FastPort::netns`], 1..=255).
+    /// A frame whose out port is in another namespace than its in port and that has no
+    /// crossing (or would need two: VRF to VRF) is left to the pipeline.
+    pub crossings: BTreeMap<u8, Crossing>,
 }
 
 /// A change to some entries of the tables last applied ([`FastPath::update`]): each key
@@ -273,6 +304,9 @@ pub struct FastCounters {
     pub encap: u64,
     /// Frames received from an MPLS-in-UDP tunnel and switched.
     pub decap: u64,
+    /// Frames handed on at the far end of a [`Crossing`] (counted once more there: each
+    /// was counted as swapped, pushed, popped or forwarded where it was received).
+    pub crossed: u64,
 }
 
 /// Per-port counters of redirected frames, summed over CPUs.
@@ -394,6 +428,11 @@ pub enum FastPathError {
         /// What is wrong.
         why: &'static str,
     },
+    /// A crossing for namespace 0, which is the router's own.
+    #[error(
+        "VRF namespace 0 is the router's own namespace: it has no crossing (number VRF namespaces from 1)"
+    )]
+    RootCrossing,
     /// A route pushes labels with a fixed TTL of 0.
     #[error("route {prefix}: a fixed label TTL of 0 would be dropped by the next hop; use 1..=255 or None")]
     ZeroLabelTtl {
@@ -436,6 +475,7 @@ pub struct FastPath {
     tunnels_rx: BpfHashMap<MapData, RawTunnelKey, u32>,
     underlay: BpfHashMap<MapData, u32, u32>,
     groups: BpfHashMap<MapData, u32, RawGroup>,
+    crossings: BpfHashMap<MapData, u32, RawCrossing>,
     /// The next new group's id (never 0, never reused).
     next_group: u32,
     /// The last applied tables, encoded (all ports, attached or not).
@@ -645,6 +685,7 @@ impl FastPath {
             tunnels_rx: take_map(&mut ebpf, "fp_tunnel_rx")?,
             underlay: take_map(&mut ebpf, "fp_underlay")?,
             groups: take_map(&mut ebpf, "fp_groups")?,
+            crossings: take_map(&mut ebpf, "fp_crossings")?,
             next_group: 1,
             ebpf,
             wanted: Encoded::default(),
@@ -659,19 +700,26 @@ impl FastPath {
     /// thread's network namespace. Attaching an attached interface again does nothing.
     /// The port's entry in [`FastTables::ports`] takes effect only after this.
     pub fn attach(&mut self, ifname: &str) -> Result<(), FastPathError> {
+        self.attach_named(ifname, ifname)
+    }
+
+    /// [`FastPath::attach`] under the name `key` (what [`FastPath::detach`] takes): for
+    /// interfaces of other namespaces (a VRF's ports and VRF interface), attached from a
+    /// thread in that namespace, whose names may be taken here too.
+    pub fn attach_named(&mut self, key: &str, ifname: &str) -> Result<(), FastPathError> {
         let ifindex = ifindex(ifname)?;
-        if let Some(a) = self.attached.get(ifname) {
+        if let Some(a) = self.attached.get(key) {
             if a.ifindex == ifindex {
                 return Ok(());
             }
             // The interface was replaced: the old attachment went with it.
-            self.detach(ifname)?;
+            self.detach(key)?;
         }
         let tc: &mut SchedClassifier = program(&mut self.ebpf, TC_PROG)?;
         let attach_err = |source| FastPathError::Attach { ifname: ifname.to_owned(), source };
         let id = tc.attach(ifname, TcAttachType::Ingress).map_err(attach_err)?;
         let link = tc.take_link(id).map_err(attach_err)?;
-        self.attached.insert(ifname.to_owned(), Attached { ifindex, link });
+        self.attached.insert(key.to_owned(), Attached { ifindex, link });
         self.sync().map(drop)
     }
 
@@ -837,6 +885,15 @@ impl FastPath {
             self.ports.insert(i, p, 0).map_err(map_err("fp_ports", "updating"))?;
             self.installed.ports.insert(i, p);
         }
+        let cross_diff = raw::diff(&self.installed.crossings, &self.wanted.crossings);
+        for (k, c) in cross_diff.upsert {
+            self.crossings.insert(k, c, 0).map_err(map_err("fp_crossings", "updating"))?;
+            self.installed.crossings.insert(k, c);
+        }
+        for k in cross_diff.remove {
+            deleted(self.crossings.remove(&k)).map_err(map_err("fp_crossings", "deleting"))?;
+            self.installed.crossings.remove(&k);
+        }
         self.overflow = overflow;
         Ok(overflow)
     }
@@ -944,6 +1001,7 @@ impl FastPath {
             redirect_failed: get(counter::REDIRECT_FAILED)?,
             encap: get(counter::ENCAP)?,
             decap: get(counter::DECAP)?,
+            crossed: get(counter::CROSSED)?,
         })
     }
 

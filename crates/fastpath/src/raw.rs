@@ -38,6 +38,7 @@ pub(crate) mod counter {
     pub(crate) const REDIRECT_FAILED: u32 = 7;
     pub(crate) const ENCAP: u32 = 8;
     pub(crate) const DECAP: u32 = 9;
+    pub(crate) const CROSSED: u32 = 10;
 }
 
 /// `struct fp_adj`.
@@ -57,7 +58,7 @@ pub(crate) struct RawPort {
     pub vrf: u32,
     pub mac: [u8; 6],
     pub accepts_mpls: u8,
-    pub pad: u8,
+    pub netns: u8,
 }
 
 /// `struct fp_label`, the value of `fp_labels` (key: label).
@@ -155,6 +156,14 @@ pub(crate) struct RawTunnelKey {
     pub remote: [u8; 16],
 }
 
+/// `struct fp_crossing`, the value of `fp_crossings` (key: the VRF namespace's number).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct RawCrossing {
+    pub root_ifindex: u32,
+    pub vrf_ifindex: u32,
+}
+
 /// `struct fp_label_stat`, per CPU.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -187,6 +196,7 @@ const _: () = assert!(size_of::<RawLabelStat>() == 16);
 const _: () = assert!(size_of::<RawTunnel>() == 48);
 const _: () = assert!(size_of::<RawTunnelKey>() == 40);
 const _: () = assert!(size_of::<RawPortStat>() == 32);
+const _: () = assert!(size_of::<RawCrossing>() == 8);
 
 // SAFETY: each type is #[repr(C)], Copy, made only of integers and byte arrays, with no
 // padding (sizes asserted above), so every bit pattern is valid and every byte is
@@ -214,6 +224,8 @@ unsafe impl aya::Pod for RawPortStat {}
 unsafe impl aya::Pod for RawNh {}
 // SAFETY: as above.
 unsafe impl aya::Pod for RawGroup {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawCrossing {}
 
 /// The map entries a [`FastTables`] stands for. Route keys stay in the tables' form
 /// `(vrf, prefix, length)`; [`key4`] / [`key6`] give the trie key.
@@ -225,6 +237,7 @@ pub(crate) struct Encoded {
     pub routes_v6: BTreeMap<(u16, Ipv6Addr, u8), RawRoute>,
     pub tunnels: BTreeMap<u32, RawTunnel>,
     pub tunnels_rx: BTreeMap<RawTunnelKey, u32>,
+    pub crossings: BTreeMap<u32, RawCrossing>,
     pub groups: Groups,
 }
 
@@ -288,7 +301,7 @@ fn adj(a: &Adjacency) -> RawAdj {
 }
 
 fn port(p: &FastPort) -> RawPort {
-    RawPort { vrf: u32::from(p.vrf), mac: p.mac, accepts_mpls: u8::from(p.accepts_mpls), pad: 0 }
+    RawPort { vrf: u32::from(p.vrf), mac: p.mac, accepts_mpls: u8::from(p.accepts_mpls), netns: p.netns }
 }
 
 /// An address in the maps' 16 bytes (IPv4 in the first 4) and its family (4 or 6).
@@ -470,6 +483,13 @@ pub(crate) fn encode(t: &FastTables, prev: &Groups, mut next: u32) -> Result<(En
     for (ifindex, p) in &t.ports {
         e.ports.insert(*ifindex, port(p));
     }
+    for (netns, c) in &t.crossings {
+        if *netns == 0 {
+            return Err(FastPathError::RootCrossing);
+        }
+        let raw = RawCrossing { root_ifindex: c.root_ifindex, vrf_ifindex: c.vrf_ifindex };
+        e.crossings.insert(u32::from(*netns), raw);
+    }
     for (l, entry) in &t.labels {
         check_label(*l, "incoming label")?;
         let (mut raw, g) = label(entry)?;
@@ -577,6 +597,7 @@ pub(crate) fn diff<K: Ord + Copy, V: PartialEq + Copy>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Crossing;
 
     fn enc(t: &FastTables) -> Result<Encoded, FastPathError> {
         encode(t, &Groups::default(), 1).map(|(e, _)| e)
@@ -603,7 +624,8 @@ mod tests {
     #[test]
     fn encode_lays_out_labels_routes_and_ports() {
         let mut t = FastTables::default();
-        t.ports.insert(3, FastPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5], accepts_mpls: true });
+        t.ports.insert(3, FastPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5], accepts_mpls: true, netns: 2 });
+        t.crossings.insert(2, Crossing { root_ifindex: 20, vrf_ifindex: 21 });
         t.labels.insert(100, LabelEntry::Swap { out_label: 200, adj: adjacency() });
         t.labels.insert(101, LabelEntry::PopIp { vrf: 4, uniform: true });
         t.labels.insert(102, LabelEntry::Php { uniform: false, adj: adjacency() });
@@ -613,7 +635,8 @@ mod tests {
         );
         t.routes_v6.insert((2, "2001:db8::".parse().unwrap(), 32), RouteEntry::Local);
         let e = enc(&t).unwrap();
-        assert_eq!(e.ports[&3], RawPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5], accepts_mpls: 1, pad: 0 });
+        assert_eq!(e.ports[&3], RawPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5], accepts_mpls: 1, netns: 2 });
+        assert_eq!(e.crossings[&2], RawCrossing { root_ifindex: 20, vrf_ifindex: 21 });
         let swap = e.labels[&100];
         assert_eq!((swap.action, swap.out_label, swap.adj.ifindex, swap.adj.mtu), (LABEL_SWAP, 200, 7, 1500));
         assert_eq!(swap.adj.dmac, [2, 0, 0, 0, 0, 1]);

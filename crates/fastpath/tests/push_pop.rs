@@ -3,11 +3,10 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::time::{Duration, Instant};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
 
-use common::{End, Netns, PacketSocket, eth, fold, ipv4_udp, mac_str, sum16, veth};
+use common::{End, Netns, PacketSocket, eth, fold, ipv4_udp, mac_str, sum16, transfer, veth};
 use vmpls_fastpath::{Adjacency, FastPath, FastPort, FastTables, LabelEntry, RouteEntry};
 
 const H1: [u8; 6] = [0x02, 0xfb, 0, 0, 0, 0x11];
@@ -58,8 +57,8 @@ fn pe_tables(
     let core = Adjacency { ifindex: p, mtu: CORE_MTU, dst_mac: far_mac, src_mac: p_mac };
     let edge = Adjacency { ifindex: c, mtu: EDGE_MTU, dst_mac: host_mac, src_mac: c_mac };
     let mut t = FastTables::default();
-    t.ports.insert(c, FastPort { vrf: 0, mac: c_mac, accepts_mpls: true });
-    t.ports.insert(p, FastPort { vrf: 0, mac: p_mac, accepts_mpls: true });
+    t.ports.insert(c, FastPort { vrf: 0, mac: c_mac, accepts_mpls: true, netns: 0 });
+    t.ports.insert(p, FastPort { vrf: 0, mac: p_mac, accepts_mpls: true, netns: 0 });
     t.labels.insert(pop, LabelEntry::PopIp { vrf: 0, uniform: true });
     let to_far = |label_ttl| RouteEntry::Forward { labels: vec![push], label_ttl, adj: core };
     let to_host = RouteEntry::Forward { labels: vec![], label_ttl: None, adj: edge };
@@ -79,71 +78,6 @@ fn host_setup(h: &Netns, me: &Side, far: &Side, gw_mac: [u8; 6]) {
     h.ip(&["-6", "neigh", "add", &gw6, "lladdr", &mac_str(gw_mac), "dev", "e0", "nud", "permanent"]);
     h.ip(&["route", "add", &format!("{}/24", far.net), "via", &gw, "dev", "e0"]);
     h.ip(&["-6", "route", "add", &format!("{}/64", far.net6), "via", &gw6, "dev", "e0"]);
-}
-
-fn pattern(i: u64) -> u8 {
-    (i.wrapping_mul(2_654_435_761) >> 13) as u8
-}
-
-/// Sends `total` bytes from h1 to `server` (in h2) over the kernel's TCP; the server checks
-/// every byte and answers with the count. Returns it.
-fn transfer(h1: &Netns, h2: &Netns, server: SocketAddr, total: u64) -> u64 {
-    let listener = h2.run(|| TcpListener::bind(server).expect("bind in h2"));
-    listener.set_nonblocking(true).unwrap();
-    std::thread::scope(|s| {
-        let srv = s.spawn(move || {
-            let deadline = Instant::now() + Duration::from_secs(15);
-            let mut conn = loop {
-                match listener.accept() {
-                    Ok((c, _)) => break c,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(10))
-                    }
-                    Err(e) => panic!("accept: {e}"),
-                }
-            };
-            conn.set_nonblocking(false).unwrap();
-            conn.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-            let mut buf = vec![0u8; 1 << 16];
-            let mut got = 0u64;
-            loop {
-                let n = conn.read(&mut buf).expect("server read");
-                if n == 0 {
-                    break;
-                }
-                for (k, b) in buf[..n].iter().enumerate() {
-                    assert_eq!(*b, pattern(got + k as u64), "byte {} corrupted", got + k as u64);
-                }
-                got += n as u64;
-            }
-            conn.write_all(&got.to_be_bytes()).unwrap();
-            got
-        });
-        let cli = s.spawn(move || {
-            h1.enter();
-            let mut c = TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect from h1");
-            c.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
-            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-            let mut sent = 0u64;
-            let mut chunk = vec![0u8; 1 << 16];
-            while sent < total {
-                let n = chunk.len().min((total - sent) as usize);
-                for (k, b) in chunk[..n].iter_mut().enumerate() {
-                    *b = pattern(sent + k as u64);
-                }
-                c.write_all(&chunk[..n]).expect("client write");
-                sent += n as u64;
-            }
-            c.shutdown(Shutdown::Write).unwrap();
-            let mut ack = [0u8; 8];
-            c.read_exact(&mut ack).expect("the server's count");
-            u64::from_be_bytes(ack)
-        });
-        let at_server = srv.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-        let at_client = cli.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-        assert_eq!(at_server, at_client);
-        at_server
-    })
 }
 
 /// `name` from /proc/net/snmp and netstat (`Tcp:`-style header/value line pairs) or

@@ -61,8 +61,8 @@ impl Lab {
     /// Ports r0, r1 in VRF 0, and the given swaps toward b.
     fn tables(&self, swaps: &[(u32, u32)]) -> FastTables {
         let mut t = FastTables::default();
-        t.ports.insert(self.r0, FastPort { vrf: 0, mac: R0, accepts_mpls: true });
-        t.ports.insert(self.r1, FastPort { vrf: 0, mac: R1, accepts_mpls: true });
+        t.ports.insert(self.r0, FastPort { vrf: 0, mac: R0, accepts_mpls: true, netns: 0 });
+        t.ports.insert(self.r1, FastPort { vrf: 0, mac: R1, accepts_mpls: true, netns: 0 });
         for (i, o) in swaps {
             t.labels.insert(*i, LabelEntry::Swap { out_label: *o, adj: self.to_b() });
         }

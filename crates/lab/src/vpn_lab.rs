@@ -717,6 +717,13 @@ impl VpnLab {
         Ok(st.drops.iter().filter(|c| c.name == name).map(|c| c.value).sum())
     }
 
+    /// The in-kernel fast path's counter `name` on `router` (`vmpls stats`: `push`, `pop`,
+    /// `crossed`, ...); 0 when it runs without the fast path.
+    pub fn fast_path_counter(&self, router: &str, name: &str) -> anyhow::Result<u64> {
+        let st: api::Stats = self.vmpls_typed(router, &["stats"])?;
+        Ok(st.fast_path.iter().filter(|c| c.name == name).map(|c| c.value).sum())
+    }
+
     /// vmpls's label table on `router` (`vmpls -j -f mpls route show`), ports named by
     /// their interfaces.
     pub fn vmpls_label_table(&self, router: &str) -> anyhow::Result<LabelTable> {
@@ -1590,8 +1597,8 @@ fn run_lab(
         };
         modes.push(VpnModeResult { name: name.into(), flow, ratio: None, error });
     }
-    // The fast path serves the ports in the router's own namespace: the core's label
-    // switching at p and the PEs' core ports; the VRFs' ports stay with the pipeline.
+    // The fast path serves the core's label switching at p, the PEs' core ports and the
+    // customer ports in the VRFs' namespaces (across each VRF's interface).
     let name = "vmpls-vpn-red-tc";
     check_interrupt()?;
     let result = if converged_s.is_none() {

@@ -43,6 +43,47 @@ pub struct FastPortInfo {
     pub mtu: u32,
     /// An MPLS-in-UDP port: the tunnel the programs encapsulate into and decapsulate from.
     pub tunnel: Option<Tunnel>,
+    /// A port whose interface is in a VRF's namespace: that namespace and the VRF
+    /// interface frames cross it by.
+    pub netns: Option<PortNetns>,
+}
+
+/// The VRF namespace of a [`FastPortInfo`], and how the programs cross into it.
+#[derive(Debug, Clone)]
+pub struct PortNetns {
+    /// The namespace, held open.
+    pub ns: crate::vrfs::VrfNetns,
+    /// Its number in the programs' maps ([`FastPort::netns`]): 1 and up.
+    pub number: u8,
+    /// The VRF interface (a veth named like the VRF, one end here, one there).
+    pub vrf_interface: String,
+    /// Its ends' ifindexes.
+    pub crossing: vmpls_fastpath::Crossing,
+}
+
+impl PartialEq for PortNetns {
+    fn eq(&self, other: &Self) -> bool {
+        (self.ns.name.as_str(), self.number, &self.vrf_interface, self.crossing)
+            == (other.ns.name.as_str(), other.number, &other.vrf_interface, other.crossing)
+    }
+}
+
+impl Eq for PortNetns {}
+
+impl FastPortInfo {
+    /// The name it is attached under in the [`FastPath`]: the interface's, prefixed with
+    /// its namespace's for a VRF namespace's (its name may be taken in the router's).
+    fn attach_key(&self) -> String {
+        match &self.netns {
+            Some(n) => format!("{}/{}", n.ns.name, self.ifname),
+            None => self.ifname.clone(),
+        }
+    }
+
+    /// Runs `f` in the port's namespace.
+    fn run_in<R: Send>(&self, f: impl FnOnce() -> R + Send) -> std::io::Result<R> {
+        crate::vrfs::run_in(self.netns.as_ref().map(|n| &n.ns), f)
+    }
 }
 
 impl FastPortInfo {
@@ -260,7 +301,11 @@ fn fast_tables(
             Some(p) => {
                 let vrf = fib.port_vrf.get(id).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
                 let accepts_mpls = fib.accepts_mpls(id as PortId);
-                t.ports.insert(p.ifindex, FastPort { vrf, mac: p.mac, accepts_mpls });
+                let netns = p.netns.as_ref().map_or(0, |n| n.number);
+                t.ports.insert(p.ifindex, FastPort { vrf, mac: p.mac, accepts_mpls, netns });
+                if let Some(n) = &p.netns {
+                    t.crossings.insert(n.number, n.crossing);
+                }
             }
             None => {}
         }
@@ -629,6 +674,26 @@ fn unfilter_socket(socket: BorrowedFd<'_>) {
     }
 }
 
+/// Attaches the programs to port `p`'s interface, and for a port in a VRF's namespace
+/// also to both ends of the VRF's interface (once per end: attaching again does nothing).
+fn attach_port(fp: &mut FastPath, p: &FastPortInfo) -> anyhow::Result<()> {
+    let Some(n) = &p.netns else {
+        return fp.attach(&p.ifname).with_context(|| format!("attaching the fast path to {}", p.ifname));
+    };
+    let key = p.attach_key();
+    let (vrf_key, root_key) = (format!("{}/{}", n.ns.name, n.vrf_interface), format!("/{}", n.vrf_interface));
+    fp.attach_named(&root_key, &n.vrf_interface)
+        .with_context(|| format!("attaching the fast path to the VRF interface {}", n.vrf_interface))?;
+    n.ns.run(|| -> anyhow::Result<()> {
+        fp.attach_named(&vrf_key, &n.vrf_interface).with_context(|| {
+            format!("attaching the fast path to the VRF interface {} in its namespace", n.vrf_interface)
+        })?;
+        fp.attach_named(&key, &p.ifname)
+            .with_context(|| format!("attaching the fast path to {} in namespace {}", p.ifname, n.ns.name))
+    })
+    .with_context(|| format!("entering namespace {}", n.ns.name))?
+}
+
 /// The fast path of a running router: the loaded programs, the ports they serve, and
 /// what was last installed and counted.
 pub struct FastPathRuntime {
@@ -683,7 +748,7 @@ impl FastPathRuntime {
                 .with_context(|| format!("filtering the socket of {}", p.ifname))
                 .and_then(|()| {
                     filtered.push(*socket);
-                    fp.attach(&p.ifname).with_context(|| format!("attaching the fast path to {}", p.ifname))
+                    attach_port(&mut fp, p)
                 });
             if let Err(e) = attached {
                 // Leave the sockets as they were (dropping `fp` detaches the programs), so
@@ -716,8 +781,12 @@ impl FastPathRuntime {
         let Some(Some(p)) = self.ports.get_mut(usize::from(port)) else { return };
         p.ifindex = ifindex;
         let ifname = p.ifname.clone();
-        let _ = self.fp.detach(&ifname);
-        let r = self.fp.filter_socket(socket).and_then(|()| self.fp.attach(&ifname));
+        let _ = self.fp.detach(&p.attach_key());
+        let r = self
+            .fp
+            .filter_socket(socket)
+            .map_err(anyhow::Error::from)
+            .and_then(|()| attach_port(&mut self.fp, p));
         match r {
             Ok(()) => info!(interface = %ifname, ifindex, "fast path attached again"),
             Err(e) => {
@@ -744,7 +813,7 @@ impl FastPathRuntime {
     pub fn check_links(&mut self) {
         for (p, running) in self.ports.iter().zip(&mut self.running) {
             let Some(p) = p else { continue };
-            let now = vmpls_ports::AfPacketPort::interface_running(&p.ifname);
+            let now = p.run_in(|| vmpls_ports::AfPacketPort::interface_running(&p.ifname)).unwrap_or(false);
             if now != *running {
                 info!(interface = %p.ifname, running = now, "fast path: link state changed");
                 *running = now;
@@ -804,6 +873,7 @@ impl FastPathRuntime {
             ("redirect_failed", c.redirect_failed),
             ("encap", c.encap),
             ("decap", c.decap),
+            ("crossed", c.crossed),
             ("install_failed", self.installer.failures),
         ]
     }
@@ -888,8 +958,16 @@ mod tests {
                 mac: CORE_MAC,
                 mtu: 65535,
                 tunnel: None,
+                netns: None,
             }),
-            Some(FastPortInfo { ifname: "pe2-ce2".into(), ifindex: 9, mac: CE_MAC, mtu: 1500, tunnel: None }),
+            Some(FastPortInfo {
+                ifname: "pe2-ce2".into(),
+                ifindex: 9,
+                mac: CE_MAC,
+                mtu: 1500,
+                tunnel: None,
+                netns: None,
+            }),
         ]
     }
 
@@ -908,8 +986,8 @@ mod tests {
             + "\n[[vrf]]\nname = \"cust\"\n";
         let fib = fib(&text);
         let (t, _) = fast_tables(&fib, &served(), &NeighborTable::new(NeighborConfig::default()), 255);
-        assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC, accepts_mpls: true }));
-        assert_eq!(t.ports.get(&9), Some(&FastPort { vrf: 1, mac: CE_MAC, accepts_mpls: false }));
+        assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC, accepts_mpls: true, netns: 0 }));
+        assert_eq!(t.ports.get(&9), Some(&FastPort { vrf: 1, mac: CE_MAC, accepts_mpls: false, netns: 0 }));
     }
 
     #[test]
@@ -923,7 +1001,7 @@ mod tests {
         assert_eq!(t.labels.get(&2002), Some(&LabelEntry::PopIp { vrf: 0, uniform: true }));
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.1.0"), 24)), Some(&RouteEntry::Local));
         assert!(next_hops(&used).contains(&(0, "198.18.20.1".parse().unwrap())), "{used:?}");
-        assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC, accepts_mpls: true }));
+        assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC, accepts_mpls: true, netns: 0 }));
 
         n.learn(now, 0, "198.18.20.1".parse().unwrap(), P_MAC, true);
         n.learn(now, 1, "198.18.2.2".parse().unwrap(), HOST_MAC, true);
@@ -1031,13 +1109,21 @@ mod tests {
             encap,
         };
         vec![
-            Some(FastPortInfo { ifname: "pe1-ce1".into(), ifindex: 9, mac: CE_MAC, mtu: 1500, tunnel: None }),
+            Some(FastPortInfo {
+                ifname: "pe1-ce1".into(),
+                ifindex: 9,
+                mac: CE_MAC,
+                mtu: 1500,
+                tunnel: None,
+                netns: None,
+            }),
             Some(FastPortInfo {
                 ifname: "pe1-u".into(),
                 ifindex: vmpls_fastpath::tunnel_key(1),
                 mac: [0; 6],
                 mtu: 1472,
                 tunnel: Some(tunnel),
+                netns: None,
             }),
         ]
     }

@@ -12,7 +12,7 @@ use vmpls_fib::FibHandle;
 use vmpls_ports::{AfPacketPort, Port};
 
 use crate::config::load_config_to_start;
-use crate::fastpath::{FastPathRuntime, FastPortInfo};
+use crate::fastpath::{FastPathRuntime, FastPortInfo, PortNetns};
 use crate::forward::{ForwardingLoop, POOL_SIZE, change_neighbor};
 use crate::links::PortWatch;
 use crate::offloads::with_overrides;
@@ -140,7 +140,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         info!(address = ?addr, "serving metrics at /metrics");
     }
     info!(router = %cfg.router.name, ports = ports.len(), socket = %control.path().display(), poll = cfg.router.poll.name(), "forwarding");
-    let mut fast = start_fast_path(&cfg, &ports)?;
+    let mut fast = start_fast_path(&cfg, &ports, &netns)?;
     let stats_file = match &opts.stats_file {
         Some(path) => Some(
             crate::stats::StatsFileWriter::spawn(path.clone(), opts.stats_file_mode)
@@ -194,9 +194,92 @@ pub(crate) fn fast_path_refuses(
     }
 }
 
-/// Why the fast path leaves a port whose interface is in a VRF's namespace to the pipeline.
-const IN_A_VRF_NAMESPACE: &str =
-    "its interface is in a VRF's network namespace, and the programs' redirects cannot cross namespaces";
+/// Why the fast path leaves a port whose VRF has no VRF interface to the pipeline.
+const NO_VRF_INTERFACE: &str = "its VRF has no VRF interface (a veth named like the VRF, one end in the router's namespace and its peer in the VRF's) for the programs to cross by";
+
+/// Why the fast path leaves a port whose ifindex another attached interface has.
+const IFINDEX_TAKEN: &str =
+    "another namespace has an attached interface with its ifindex, and the programs tell ports by ifindex";
+
+/// The fast path's view of port `p` whose interface is in VRF namespace `ns`: a veth
+/// there, served across the VRF's interface (named like the VRF, a veth with an end in
+/// each namespace). `numbers`: the namespaces numbered so far (number = position + 1).
+fn vrf_namespace_port(
+    p: &vmpls_control::PortConfig,
+    info: &vmpls_dataplane::PortInfo,
+    ns: &VrfNetns,
+    numbers: &mut Vec<String>,
+) -> Result<FastPortInfo, &'static str> {
+    if p.kind != vmpls_control::PortKind::AfPacket {
+        return Err("not an AF_PACKET port");
+    }
+    let vrf_interface = p.vrf.clone();
+    let there = ns
+        .run(|| {
+            (
+                vmpls_fastpath::is_veth(&p.interface),
+                AfPacketPort::interface_index(&p.interface),
+                vmpls_fastpath::is_veth(&vrf_interface),
+                vmpls_sys::if_nametoindex(&vrf_interface),
+            )
+        })
+        .map_err(|_| "its VRF's namespace cannot be entered")?;
+    let (veth, ifindex, vrf_end_veth, vrf_end) = there;
+    let ifindex = ifindex.ok_or("no such interface")?;
+    if !veth {
+        return Err("not a veth");
+    }
+    let root_end =
+        vmpls_sys::if_nametoindex(&vrf_interface).filter(|_| vmpls_fastpath::is_veth(&vrf_interface));
+    let (Some(root_ifindex), Some(vrf_ifindex), true) = (root_end, vrf_end, vrf_end_veth) else {
+        return Err(NO_VRF_INTERFACE);
+    };
+    let number = match numbers.iter().position(|n| *n == ns.name) {
+        Some(i) => i + 1,
+        None => {
+            numbers.push(ns.name.clone());
+            numbers.len()
+        }
+    };
+    let number = u8::try_from(number).map_err(|_| "the fast path serves at most 255 VRF namespaces")?;
+    Ok(FastPortInfo {
+        ifname: p.interface.clone(),
+        ifindex,
+        mac: info.mac,
+        mtu: info.mtu,
+        tunnel: None,
+        netns: Some(PortNetns {
+            ns: ns.clone(),
+            number,
+            vrf_interface,
+            crossing: vmpls_fastpath::Crossing { root_ifindex, vrf_ifindex },
+        }),
+    })
+}
+
+/// The served ports (by index) whose ifindex is taken in another namespace by another
+/// served port or a VRF interface's end: the programs know ports by ifindex alone (a
+/// program cannot tell an interface's namespace), so such a VRF namespace's port is left
+/// to the pipeline. The router's own namespace keeps its ports.
+fn ifindex_collisions(served: &[Option<FastPortInfo>]) -> Vec<usize> {
+    let ns_of = |p: &FastPortInfo| p.netns.as_ref().map_or(0, |n| n.number);
+    let mut taken: Vec<(u32, u8)> = Vec::new();
+    for p in served.iter().flatten().filter(|p| p.tunnel.is_none()) {
+        taken.push((p.ifindex, ns_of(p)));
+        if let Some(n) = &p.netns {
+            taken.push((n.crossing.root_ifindex, 0));
+            taken.push((n.crossing.vrf_ifindex, n.number));
+        }
+    }
+    served
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, p.as_ref()?)))
+        .filter(|(_, p)| p.netns.is_some())
+        .filter(|(_, p)| taken.iter().any(|&(ifindex, ns)| ifindex == p.ifindex && ns != ns_of(p)))
+        .map(|(i, _)| i)
+        .collect()
+}
 
 /// Why the fast path leaves a pseudowire's attachment circuit to the pipeline.
 const PW_ATTACHMENT: &str = "it is a pseudowire's attachment circuit: pseudowires (encapsulation, control word, super-frames kept whole) run in the pipeline this release";
@@ -243,6 +326,7 @@ fn tunnel_port(
             underlay_ifindex: underlay,
             encap: encapsulates_in_the_kernel(local, mode),
         }),
+        netns: None,
     })
 }
 
@@ -266,7 +350,11 @@ fn encapsulates_in_the_kernel(local: std::net::IpAddr, mode: vmpls_control::Fast
 ///   and the pipeline serves every port.
 ///
 /// The ports the programs cannot serve stay with the pipeline alone in both modes.
-fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Option<FastPathRuntime>> {
+fn start_fast_path(
+    cfg: &Config,
+    ports: &[Box<dyn Port>],
+    netns: &[Option<VrfNetns>],
+) -> anyhow::Result<Option<FastPathRuntime>> {
     use vmpls_control::FastPathMode;
     let mode = cfg.router.fast_path;
     if mode == FastPathMode::Off {
@@ -276,6 +364,7 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
     let mut served = Vec::new();
     let mut sockets = Vec::new();
     let mut refused = Vec::new();
+    let mut numbers = Vec::new();
     for (i, (p, port)) in cfg.ports.iter().zip(ports).enumerate() {
         if let vmpls_control::PortKind::Udp { local, remote, port: udp_port, netns } = &p.kind {
             let served_port = match fast_path_refuses(&p.kind, false, is_own_netns(netns.as_deref())) {
@@ -295,16 +384,25 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
             }
             continue;
         }
-        if p.netns.is_some() {
-            served.push(None);
-            sockets.push(None);
-            refused.push(Some(IN_A_VRF_NAMESPACE));
-            continue;
-        }
         if cfg.pseudowires.iter().any(|pw| usize::from(pw.attachment) == i) {
             served.push(None);
             sockets.push(None);
             refused.push(Some(PW_ATTACHMENT));
+            continue;
+        }
+        if let Some(ns) = netns.get(i).and_then(Option::as_ref) {
+            match vrf_namespace_port(p, port.info(), ns, &mut numbers) {
+                Ok(info) => {
+                    served.push(Some(info));
+                    sockets.push(Some(port.as_fd()));
+                    refused.push(None);
+                }
+                Err(why) => {
+                    served.push(None);
+                    sockets.push(None);
+                    refused.push(Some(why));
+                }
+            }
             continue;
         }
         let veth = p.kind == vmpls_control::PortKind::AfPacket && vmpls_fastpath::is_veth(&p.interface);
@@ -319,6 +417,7 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
                     mac: info.mac,
                     mtu: info.mtu,
                     tunnel: None,
+                    netns: None,
                 }));
                 sockets.push(Some(port.as_fd()));
                 refused.push(None);
@@ -329,6 +428,11 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
                 refused.push(Some(why.unwrap_or("no such interface")));
             }
         }
+    }
+    for i in ifindex_collisions(&served) {
+        served[i] = None;
+        sockets[i] = None;
+        refused[i] = Some(IFINDEX_TAKEN);
     }
     let fast = if mode == FastPathMode::Auto && served.iter().all(Option::is_none) {
         info!(
@@ -362,6 +466,9 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
                 };
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, underlay = %underlay, "{how}")
             }
+            (None, Some(_)) if p.netns.is_some() => {
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, vrf = %p.vrf, netns = p.netns.as_deref().unwrap_or_default(), vrf_interface = %p.vrf, "forwarding: the in-kernel fast path, across the VRF interface between the VRF's namespace and the router's; the pipeline for what it leaves")
+            }
             (None, Some(_)) => {
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the in-kernel fast path, the pipeline for what it leaves")
             }
@@ -369,7 +476,7 @@ fn start_fast_path(cfg: &Config, ports: &[Box<dyn Port>]) -> anyhow::Result<Opti
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the pipeline (the fast path did not start)")
             }
             (Some(why), _) if p.netns.is_some() => {
-                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, vrf = %p.vrf, why, "forwarding: the pipeline (the fast path serves the router's own namespace)")
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, vrf = %p.vrf, why, "forwarding: the pipeline (the fast path serves a VRF namespace's veth ports across the VRF's interface)")
             }
             (Some(why), _) => {
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, why, "forwarding: the pipeline (the fast path serves AF_PACKET ports over veth and MPLS-in-UDP ports whose socket is in the router's namespace)")

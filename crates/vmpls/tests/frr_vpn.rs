@@ -78,6 +78,18 @@ fn vrf_interface_mac(lab: &VpnLab, pe: &str, vrf: &str, ifname: &str) -> [u8; 6]
 
 #[test]
 fn vpn_customers_reach_their_sites_and_never_each_other() {
+    customers_reach_their_sites_and_never_each_other(false);
+}
+
+/// The same with `fast-path = "tc"`: the customer ports live in the VRFs' namespaces and
+/// the programs cross into them by each VRF's interface; what the pipeline did before
+/// (labels pushed and popped) the programs do now, and isolation holds the same.
+#[test]
+fn vpn_customers_reach_their_sites_and_never_each_other_with_the_fast_path() {
+    customers_reach_their_sites_and_never_each_other(true);
+}
+
+fn customers_reach_their_sites_and_never_each_other(fast_path: bool) {
     if !is_root() {
         eprintln!("skipping frr_vpn: needs root (network namespaces, FRR daemons)");
         return;
@@ -85,14 +97,15 @@ fn vpn_customers_reach_their_sites_and_never_each_other() {
     frr::ensure_frr_installed().unwrap();
     let module = zebra_module();
     let t0 = Instant::now();
-    let work = WorkDir(std::env::temp_dir().join(format!("vmpls-frr-vpn-{}", std::process::id())));
+    let work =
+        WorkDir(std::env::temp_dir().join(format!("vmpls-frr-vpn-{}-{fast_path}", std::process::id())));
     let _ = std::fs::remove_dir_all(&work.0);
     std::fs::create_dir_all(&work.0).unwrap();
     let mut lab = VpnLab::build(Path::new(BIN), &work.0).unwrap();
     // zebra first: its module makes each VRF's interface, by which vmpls knows the VRF.
     lab.start_frr(&module).unwrap();
     lab.wait_vrf_interfaces(Duration::from_secs(10)).unwrap();
-    lab.start_vmpls(false, true).unwrap_or_else(|e| {
+    lab.start_vmpls(fast_path, true).unwrap_or_else(|e| {
         panic!("vmpls must open the customer-facing ports inside the VRFs' namespaces: {e:#}")
     });
     let took = lab.wait_frr_converged(Duration::from_secs(45)).unwrap();
@@ -216,5 +229,26 @@ fn vpn_customers_reach_their_sites_and_never_each_other() {
         eprintln!("    {from} -> {to}: {} MB intact, {:.2} Gbit/s", bytes / 1_000_000, r.gbps);
     }
     step(t0, "TCP intact through the VPN for red and blue");
+    if fast_path {
+        // The PEs' programs pushed the customers' traffic out of the VRFs and popped it
+        // into them (p's programs pop the transport label over the VPN label), every
+        // frame of it crossing a VRF interface; nothing failed on the way.
+        for pe in PE_NAMES {
+            let c = |name| lab.fast_path_counter(pe, name).unwrap();
+            let (push, pop, crossed, failed) = (c("push"), c("pop"), c("crossed"), c("redirect_failed"));
+            eprintln!(
+                "    {pe} fast path: push {push}, pop {pop}, crossed {crossed}, redirect_failed {failed}"
+            );
+            assert!(
+                push > 100 && pop > 100,
+                "{pe}: the programs carried the VPN flows: push {push} pop {pop}"
+            );
+            assert!(crossed >= push + pop, "{pe}: crossed {crossed} (push {push}, pop {pop})");
+            assert_eq!(failed, 0, "{pe}: redirect_failed");
+        }
+        let p_pops = lab.fast_path_counter("p", "pop").unwrap();
+        assert!(p_pops > 200, "p's programs popped the transport labels: {p_pops}");
+        step(t0, "the PEs' fast paths pushed and popped the VPN flows across the VRF interfaces");
+    }
     lab.cleanup().unwrap();
 }

@@ -3,6 +3,10 @@
 
 #![allow(dead_code)]
 
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
 // Each test binary uses some of these.
 #[allow(unused_imports)]
 pub use vmpls_testkit::{End, Netns, PacketSocket, mac_str, veth};
@@ -52,4 +56,69 @@ pub fn eth(dst: [u8; 6], src: [u8; 6], ethertype: u16, payload: &[u8]) -> Vec<u8
     f.extend_from_slice(&ethertype.to_be_bytes());
     f.extend_from_slice(payload);
     f
+}
+
+pub fn pattern(i: u64) -> u8 {
+    (i.wrapping_mul(2_654_435_761) >> 13) as u8
+}
+
+/// Sends `total` bytes from h1 to `server` (in h2) over the kernel's TCP; the server checks
+/// every byte and answers with the count. Returns it.
+pub fn transfer(h1: &Netns, h2: &Netns, server: SocketAddr, total: u64) -> u64 {
+    let listener = h2.run(|| TcpListener::bind(server).expect("bind in h2"));
+    listener.set_nonblocking(true).unwrap();
+    std::thread::scope(|s| {
+        let srv = s.spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            let mut conn = loop {
+                match listener.accept() {
+                    Ok((c, _)) => break c,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    Err(e) => panic!("accept: {e}"),
+                }
+            };
+            conn.set_nonblocking(false).unwrap();
+            conn.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            let mut got = 0u64;
+            loop {
+                let n = conn.read(&mut buf).expect("server read");
+                if n == 0 {
+                    break;
+                }
+                for (k, b) in buf[..n].iter().enumerate() {
+                    assert_eq!(*b, pattern(got + k as u64), "byte {} corrupted", got + k as u64);
+                }
+                got += n as u64;
+            }
+            conn.write_all(&got.to_be_bytes()).unwrap();
+            got
+        });
+        let cli = s.spawn(move || {
+            h1.enter();
+            let mut c = TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect from h1");
+            c.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut sent = 0u64;
+            let mut chunk = vec![0u8; 1 << 16];
+            while sent < total {
+                let n = chunk.len().min((total - sent) as usize);
+                for (k, b) in chunk[..n].iter_mut().enumerate() {
+                    *b = pattern(sent + k as u64);
+                }
+                c.write_all(&chunk[..n]).expect("client write");
+                sent += n as u64;
+            }
+            c.shutdown(Shutdown::Write).unwrap();
+            let mut ack = [0u8; 8];
+            c.read_exact(&mut ack).expect("the server's count");
+            u64::from_be_bytes(ack)
+        });
+        let at_server = srv.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        let at_client = cli.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        assert_eq!(at_server, at_client);
+        at_server
+    })
 }
