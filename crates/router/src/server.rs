@@ -589,17 +589,19 @@ impl crate::pw_channel::PwSink for Server {
         self.pw_frr(|t| t.pw_del_frr(name))
     }
 
-    /// Every pseudowire's state as `pw show` has it; none when the forwarding loop does
-    /// not answer (the channel then reports them down, "not in vmpls's tables").
-    fn pw_status(&self) -> Vec<crate::pw_channel::PwState> {
+    /// Every pseudowire's state as `pw show` has it; `None` when the forwarding loop does
+    /// not answer (it is stopping): the channel then sends nothing rather than a wrong
+    /// reason, and the module says "vmpls not connected" once the router is gone.
+    fn pw_status(&self) -> Option<Vec<crate::pw_channel::PwState>> {
         match self.pw_show() {
-            Ok(list) => list
-                .into_iter()
-                .map(|s| crate::pw_channel::PwState { name: s.name, up: s.up, reason: s.reason })
-                .collect(),
+            Ok(list) => Some(
+                list.into_iter()
+                    .map(|s| crate::pw_channel::PwState { name: s.name, up: s.up, reason: s.reason })
+                    .collect(),
+            ),
             Err(e) => {
                 warn!("the pseudowires' state cannot be read: {e:#}");
-                Vec::new()
+                None
             }
         }
     }
