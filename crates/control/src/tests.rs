@@ -1184,7 +1184,9 @@ fn fpm_users_are_user_names() {
 #[test]
 fn the_pseudowire_channel_is_on_by_default_on_loopback_or_off() {
     let text = |line: &str| {
-        format!("[router]\nname = \"r\"\n\n[frr]\n{line}\n\n[[port]]\nname = \"core\"\ninterface = \"t-core\"\n")
+        format!(
+            "[router]\nname = \"r\"\n\n[frr]\n{line}\n\n[[port]]\nname = \"core\"\ninterface = \"t-core\"\n"
+        )
     };
     let frr = |line: &str| Config::from_str(&text(line), Path::new("t.toml")).map(|c| c.frr.unwrap());
     assert_eq!(frr("").unwrap().pw_channel, Some("127.0.0.1:2621".parse().unwrap()));

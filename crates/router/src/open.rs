@@ -27,13 +27,12 @@ pub(crate) fn open_port(
     let port: Box<dyn Port> = match &p.kind {
         K::AfPacket => {
             let mut port =
-                crate::vrfs::run_in(netns, || AfPacketPort::open(id, &p.name, &p.interface, p.mtu)).map_err(
-                    |source| PortError::Io {
+                crate::vrfs::run_in(netns, || AfPacketPort::open(id, &p.name, &p.interface, p.mtu))
+                    .map_err(|source| PortError::Io {
                         ifname: p.interface.clone(),
                         op: "enter the VRF's network namespace",
                         source,
-                    },
-                )??;
+                    })??;
             if receive_every_frame {
                 port.receive_every_frame()?;
             }
