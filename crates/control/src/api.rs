@@ -857,36 +857,10 @@ pub enum NeighState {
     Permanent,
 }
 
-/// The encapsulation of a pseudowire (RFC 4446 PW types).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PwType {
-    /// Ethernet, raw mode (type 5, RFC 4448): the frame as it arrived, tags kept.
-    #[default]
-    Ethernet,
-    /// Ethernet tagged mode (type 4); carried as raw mode here.
-    EthernetTagged,
-}
-
-/// A point-to-point Ethernet pseudowire: what the file, the CLI or ldpd (through zebra)
-/// says of it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct PwSpec {
-    /// Its name: ldpd's `member pseudowire NAME`, the key everywhere.
-    pub name: String,
-    /// The label the far PE pushes: pop, control word off, out of the attachment.
-    pub local_label: u32,
-    /// The label pushed under the transport labels toward the far PE.
-    pub remote_label: u32,
-    /// The far PE's address; the transport is the router's route to it.
-    pub peer: IpAddr,
-    /// RFC 4385 control word.
-    pub control_word: bool,
-    /// The encapsulation.
-    #[serde(default)]
-    pub pw_type: PwType,
-}
+/// A point-to-point Ethernet pseudowire (what the file, the CLI or ldpd through zebra
+/// says of it) and its encapsulation: one type for the tables, the control protocol and
+/// the zebra module's channel, defined beside the channel's decoder.
+pub use vmpls_frr::pw::{PwSpec, PwType};
 
 /// Where a pseudowire came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -513,6 +513,9 @@ pub struct FrrConfig {
     /// line of the key; `None`: the `frr` user if the system has one. Resolved to user ids
     /// when the router starts (the passwd database is the system's, not the file's).
     pub fpm_users: Option<(Vec<String>, usize)>,
+    /// `pw-channel`: where the zebra module's pseudowire channel connects (a loopback
+    /// address and port); `None`: `"off"`, zebra's pseudowires are not taken.
+    pub pw_channel: Option<std::net::SocketAddr>,
 }
 
 impl FrrConfig {
@@ -521,6 +524,11 @@ impl FrrConfig {
     /// zebra's default FPM server address.
     pub const DEFAULT_FPM: std::net::SocketAddr =
         std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 2620);
+    /// The zebra module's default pseudowire channel (its `pw=127.0.0.1:2621`).
+    pub const DEFAULT_PW_CHANNEL: std::net::SocketAddr = std::net::SocketAddr::new(
+        std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        vmpls_frr::pw::DEFAULT_PORT,
+    );
     /// The default hold time.
     pub const DEFAULT_HOLD: std::time::Duration = std::time::Duration::from_secs(120);
     /// The default stale time.

@@ -43,6 +43,8 @@ mod error;
 mod prop_tests;
 mod pw;
 mod pw_set;
+#[cfg(test)]
+mod pw_tests;
 mod rib;
 mod txn;
 pub use bulk::{ShowChunk, ShowCursor};

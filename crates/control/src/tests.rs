@@ -1182,6 +1182,28 @@ fn fpm_users_are_user_names() {
 }
 
 #[test]
+fn the_pseudowire_channel_is_on_by_default_on_loopback_or_off() {
+    let text = |line: &str| {
+        format!(
+            "[router]\nname = \"r\"\n\n[frr]\n{line}\n\n[[port]]\nname = \"core\"\ninterface = \"t-core\"\n"
+        )
+    };
+    let frr = |line: &str| Config::from_str(&text(line), Path::new("t.toml")).map(|c| c.frr.unwrap());
+    assert_eq!(frr("").unwrap().pw_channel, Some("127.0.0.1:2621".parse().unwrap()));
+    assert_eq!(frr("pw-channel = \"off\"").unwrap().pw_channel, None);
+    assert_eq!(frr("pw-channel = \"[::1]:3000\"").unwrap().pw_channel, Some("[::1]:3000".parse().unwrap()));
+    for (bad, want) in [
+        ("pw-channel = \"198.18.0.1:2621\"", "not a loopback address"),
+        ("pw-channel = \"nowhere\"", "not an address and port"),
+        ("pw-channel = \"127.0.0.1:2620\"", "is FPM's address"),
+    ] {
+        let e = frr(bad).unwrap_err();
+        assert_eq!((e.line(), e.field()), (Some(5), Some("frr.pw-channel")), "{e}");
+        assert!(e.to_string().contains(want), "{e}");
+    }
+}
+
+#[test]
 fn label_stack_and_prefix_errors_are_typed_and_read_as_before() {
     assert_eq!(check_out_stack(&[16, 3], None), Err(LabelStackError::ImplicitNullInStack));
     assert_eq!(

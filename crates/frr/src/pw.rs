@@ -42,31 +42,36 @@ pub const MAX_LABEL: u32 = (1 << 20) - 1;
 /// Linux's IFNAMSIZ less the NUL: the PW's name is an interface's name in zebra.
 pub const MAX_NAME: usize = 15;
 
-/// A pseudowire as zebra has it: the control API's `PwSpec` (kebab-case in JSON).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A point-to-point Ethernet pseudowire: what the config file, the CLI or ldpd (through
+/// zebra and this channel) says of it. The one type for it: the control API
+/// (`vmpls_control::api::PwSpec`) and the tables use this one (kebab-case in JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct PwSpec {
-    /// zebra's name for it: ldpd's `member pseudowire NAME`, the key everywhere.
+    /// Its name: ldpd's `member pseudowire NAME` (an interface's name in zebra), the
+    /// key everywhere.
     pub name: String,
-    /// The label the far PE pushes (popped here: control word off, out the attachment).
+    /// The label the far PE pushes: popped here, control word off, out of the attachment.
     pub local_label: u32,
     /// The label pushed under the transport labels toward the far PE.
     pub remote_label: u32,
-    /// The far PE's address.
+    /// The far PE's address; the transport is the router's route to it.
     pub peer: IpAddr,
     /// RFC 4385 control word on the wire.
     pub control_word: bool,
-    /// RFC 4446 PW type.
+    /// The encapsulation (RFC 4446 PW type).
+    #[serde(default)]
     pub pw_type: PwType,
 }
 
 /// The PW types of RFC 4446 that vmpls carries (RFC 4448 Ethernet).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PwType {
     /// Type 5, raw mode: the frame as it came, VLAN tags and all.
+    #[default]
     Ethernet,
-    /// Type 4, tagged mode.
+    /// Type 4, tagged mode; carried as raw mode here.
     EthernetTagged,
 }
 

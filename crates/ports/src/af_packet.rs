@@ -226,6 +226,25 @@ impl AfPacketPort {
         iface::details(fd.as_fd(), &name).ok().map(|d| d.mtu)
     }
 
+    /// Puts the interface in promiscuous mode for as long as this socket is open (a
+    /// `PACKET_MR_PROMISC` membership: the kernel counts it, and drops it with the
+    /// socket, so nothing is left behind if the router dies). A pseudowire's attachment
+    /// circuit needs it: it carries every frame the customer sends, whatever the
+    /// destination MAC, and a NIC filters unicast for other addresses before any socket
+    /// sees them.
+    ///
+    /// # Errors
+    /// The kernel refused the membership.
+    pub fn receive_every_frame(&mut self) -> Result<(), PortError> {
+        packet::add_membership(self.fd.as_fd(), self.ifindex, packet::PACKET_MR_PROMISC).map_err(|source| {
+            PortError::Io {
+                ifname: self.ifname.clone(),
+                op: "receive every frame for the attachment circuit (PACKET_MR_PROMISC)",
+                source,
+            }
+        })
+    }
+
     /// Makes this port, just opened on a re-created interface (with `previous.mtu` as
     /// the MTU, or none), stand in for `previous`: the port the router had on the interface's earlier
     /// incarnation. It takes `previous`'s id, name, MAC and MTU, so neither the pipeline

@@ -1113,6 +1113,7 @@ mod tests {
             hold: FrrConfig::DEFAULT_HOLD,
             stale: FrrConfig::DEFAULT_STALE,
             fpm_users: None,
+            pw_channel: None,
         };
         // The loopback (index 1 in every namespace) as port 0.
         let vrfs = Arc::new(crate::vrf_lookup::DefaultVrfOnly::new(vec!["lo".into()]));
@@ -1158,6 +1159,7 @@ mod tests {
             hold: FrrConfig::DEFAULT_HOLD,
             stale: FrrConfig::DEFAULT_STALE,
             fpm_users: None,
+            pw_channel: None,
         };
         Session::new(tables, cfg, vec![0], vrfs, Arc::new(FrrStatus::default()))
     }
@@ -1204,6 +1206,7 @@ mod tests {
             hold: FrrConfig::DEFAULT_HOLD,
             stale: FrrConfig::DEFAULT_STALE,
             fpm_users: users.map(|u| (u.into_iter().map(String::from).collect(), 7)),
+            pw_channel: None,
         };
         let path = std::path::Path::new("r.toml");
         // Root always; the frr user by default when the system has one.

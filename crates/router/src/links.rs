@@ -31,6 +31,8 @@ pub(crate) struct Relink {
     pub(crate) mtu: Option<u32>,
     /// The VRF namespace the interface is in; `None`: the router's.
     pub(crate) netns: Option<VrfNetns>,
+    /// A pseudowire's attachment circuit: the reopened port receives every frame too.
+    pub(crate) receive_every_frame: bool,
 }
 
 impl Relink {
@@ -259,7 +261,12 @@ pub(crate) fn check_links(
             source,
         })
         .and_then(|r| r)
-        .and_then(|mut port| port.stand_in_for(&previous).map(|own| (port, own)));
+        .and_then(|mut port| {
+            if relink.receive_every_frame {
+                port.receive_every_frame()?;
+            }
+            port.stand_in_for(&previous).map(|own| (port, own))
+        });
         match reopened {
             Ok((port, (mac, mtu))) => {
                 let ifindex = port.ifindex();

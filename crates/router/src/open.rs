@@ -15,27 +15,34 @@ use crate::vrfs::VrfNetns;
 /// created if missing). For an AF_PACKET port, also how to find its interface again
 /// should it be deleted and created anew.
 /// An AF_PACKET port in a VRF's namespace (`netns`) is opened there: its socket stays
-/// bound to that namespace's interface.
+/// bound to that namespace's interface. `receive_every_frame`: a pseudowire's attachment
+/// circuit, whose socket puts the interface in promiscuous mode while it is open.
 pub(crate) fn open_port(
     id: PortId,
     p: &vmpls_control::PortConfig,
     netns: Option<&VrfNetns>,
+    receive_every_frame: bool,
 ) -> Result<(Box<dyn Port>, Option<Relink>), PortError> {
     use vmpls_control::PortKind as K;
     let port: Box<dyn Port> = match &p.kind {
         K::AfPacket => {
-            let port = crate::vrfs::run_in(netns, || AfPacketPort::open(id, &p.name, &p.interface, p.mtu))
-                .map_err(|source| PortError::Io {
-                ifname: p.interface.clone(),
-                op: "enter the VRF's network namespace",
-                source,
-            })??;
+            let mut port =
+                crate::vrfs::run_in(netns, || AfPacketPort::open(id, &p.name, &p.interface, p.mtu))
+                    .map_err(|source| PortError::Io {
+                        ifname: p.interface.clone(),
+                        op: "enter the VRF's network namespace",
+                        source,
+                    })??;
+            if receive_every_frame {
+                port.receive_every_frame()?;
+            }
             let relink = Relink {
                 ifname: p.interface.clone(),
                 ifindex: port.ifindex(),
                 offloads: p.offloads,
                 mtu: p.mtu,
                 netns: netns.cloned(),
+                receive_every_frame,
             };
             return Ok((Box::new(port), Some(relink)));
         }

@@ -71,8 +71,9 @@ pub trait PwSink: Send + Sync {
     /// # Errors
     /// The tables could not be changed; the reason.
     fn pw_del_frr(&self, name: &str) -> Result<(), String>;
-    /// Every pseudowire's state.
-    fn pw_status(&self) -> Vec<PwState>;
+    /// Every pseudowire's state; `None` when it cannot be read now (the forwarding loop
+    /// is stopping): no status is sent then, rather than a false one.
+    fn pw_status(&self) -> Option<Vec<PwState>>;
 }
 
 /// What the channel has seen, for `vmpls stats` and the logs.
@@ -363,8 +364,8 @@ impl Channel {
             return;
         }
         self.next_status = Instant::now() + STATUS_EVERY;
-        let states: HashMap<String, PwState> =
-            self.sink.pw_status().into_iter().map(|s| (s.name.clone(), s)).collect();
+        let Some(states) = self.sink.pw_status() else { return };
+        let states: HashMap<String, PwState> = states.into_iter().map(|s| (s.name.clone(), s)).collect();
         let mut names: Vec<&String> = self.known.keys().collect();
         names.sort();
         let mut lines = Vec::new();

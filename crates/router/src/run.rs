@@ -54,12 +54,21 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         .map(|(p, ns)| crate::kernel::PortInterface { name: p.interface.clone(), netns: ns.clone() })
         .collect();
     let mut fpm_listener = None;
+    let mut pw_listener = None;
+    let mut _pw_stand_ins = None;
     let kernel_addresses = match &cfg.frr {
         None => None,
         Some(frr) => {
             crate::kernel::check_forwarding_off(&port_interfaces)?;
             let allowed = crate::fpm::allowed_users(frr, &opts.config)?;
             fpm_listener = Some((crate::fpm::listen(frr)?, allowed));
+            if let Some(addr) = frr.pw_channel {
+                pw_listener = Some(crate::pw_channel::listen(addr)?);
+            }
+            // ldpd's `member pseudowire NAME` and zebra need an interface of that name
+            // before they signal the pseudowire; removed when the router stops.
+            let names: Vec<String> = cfg.pseudowires.iter().map(|p| p.name.clone()).collect();
+            _pw_stand_ins = Some(crate::pw_standin::StandIns::create(&names)?);
             let a = crate::kernel::read(&port_interfaces).context("reading the kernel's addresses")?;
             for (p, addrs) in cfg.ports.iter_mut().zip(&a.ports) {
                 p.addresses.clone_from(addrs);
@@ -92,7 +101,9 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let mut watch: Vec<PortWatch> = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         let id = PortId::try_from(i).context("too many ports")?;
-        let (port, relink) = open_port(id, p, netns[i].as_ref())
+        // A pseudowire's attachment circuit (raw Ethernet mode) takes every frame.
+        let attachment = cfg.pseudowires.iter().any(|pw| pw.attachment == id);
+        let (port, relink) = open_port(id, p, netns[i].as_ref(), attachment)
             .with_context(|| format!("opening port {:?} ({} {})", p.name, p.kind.name(), p.interface))?;
         let port = with_overrides(port, p.offloads);
         let info = port.info();
@@ -132,6 +143,11 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         crate::vrfs::spawn_rescan(vrfs.clone(), kernel, specs, server.clone())
             .context("starting the VRF scan")?;
         crate::kernel::spawn_watch(server.clone(), port_interfaces, addrs)?;
+        if let Some(pw) = pw_listener {
+            let channel = crate::pw_channel::spawn(server.clone(), pw, allowed.clone(), frr.hold)
+                .context("starting the pseudowire channel")?;
+            server.set_pw_channel_status(channel);
+        }
         server.set_frr_status(crate::fpm::spawn(server.clone(), frr, listener, allowed, vrfs)?);
     }
     if let Some(m) = metrics {

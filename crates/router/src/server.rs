@@ -51,6 +51,8 @@ pub struct Server {
     config_path: PathBuf,
     ports: Vec<PortInfo>,
     frr: std::sync::OnceLock<Arc<crate::fpm::FrrStatus>>,
+    /// FRR mode: the zebra module's pseudowire channel, when it is on.
+    pw_channel: std::sync::OnceLock<Arc<crate::pw_channel::PwChannelStatus>>,
     /// FRR mode: the kernel's VRFs as last scanned.
     vrfs: std::sync::OnceLock<Arc<crate::vrfs::Vrfs>>,
 }
@@ -72,6 +74,7 @@ impl Server {
             config_path,
             ports,
             frr: Default::default(),
+            pw_channel: Default::default(),
             vrfs: Default::default(),
         })
     }
@@ -344,6 +347,20 @@ impl Server {
         }
     }
 
+    /// A change to FRR's pseudowires (the module's channel), in force when it succeeds.
+    fn pw_frr(
+        &self,
+        f: impl FnOnce(
+            &mut vmpls_control::tables::Tables,
+        ) -> Result<vmpls_fib::Fib, vmpls_control::tables::TablesError>,
+    ) -> Result<(), String> {
+        let mut t = self.tables();
+        let fib = f(&mut t).map_err(|e| e.message())?;
+        self.fib.store(fib);
+        self.in_force();
+        Ok(())
+    }
+
     fn change(&self, change: Change, route: &api::RouteSpec) -> Reply<Answer> {
         let mut t = self.tables();
         match t.change(change, route) {
@@ -360,6 +377,11 @@ impl Server {
     /// Shows the FPM server's status in the stats.
     pub fn set_frr_status(&self, status: Arc<crate::fpm::FrrStatus>) {
         let _ = self.frr.set(status);
+    }
+
+    /// Shows the pseudowire channel's counters in the stats (with FRR's, `pw_channel_*`).
+    pub fn set_pw_channel_status(&self, status: Arc<crate::pw_channel::PwChannelStatus>) {
+        let _ = self.pw_channel.set(status);
     }
 
     /// FRR mode: the kernel's VRFs, for `vrf show`.
@@ -527,6 +549,49 @@ impl crate::fpm::RouteSink for Server {
     }
 }
 
+impl crate::pw_channel::PwSink for Server {
+    /// Replaces every FRR pseudowire (the module's sync), in force when this returns.
+    ///
+    /// # Errors
+    /// The tables refused the set; the running ones stay.
+    fn pw_sync_frr(&self, pws: Vec<api::PwSpec>) -> Result<(), String> {
+        self.pw_frr(|t| t.pw_sync_frr(pws))
+    }
+
+    /// Adds or changes one FRR pseudowire.
+    ///
+    /// # Errors
+    /// The tables refused it; the running ones stay.
+    fn pw_replace_frr(&self, pw: api::PwSpec) -> Result<(), String> {
+        self.pw_frr(|t| t.pw_replace_frr(pw))
+    }
+
+    /// Removes one FRR pseudowire.
+    ///
+    /// # Errors
+    /// The tables could not be made without it.
+    fn pw_del_frr(&self, name: &str) -> Result<(), String> {
+        self.pw_frr(|t| t.pw_del_frr(name))
+    }
+
+    /// Every pseudowire's state as `pw show` has it; `None` when the forwarding loop does
+    /// not answer (it is stopping): the channel then sends nothing rather than a wrong
+    /// reason, and the module says "vmpls not connected" once the router is gone.
+    fn pw_status(&self) -> Option<Vec<crate::pw_channel::PwState>> {
+        match self.pw_show() {
+            Ok(list) => Some(
+                list.into_iter()
+                    .map(|s| crate::pw_channel::PwState { name: s.name, up: s.up, reason: s.reason })
+                    .collect(),
+            ),
+            Err(e) => {
+                warn!("the pseudowires' state cannot be read: {e:#}");
+                None
+            }
+        }
+    }
+}
+
 impl crate::kernel::AddressSink for Server {
     /// Sets the addresses the kernel has on the ports and the loopback (FRR mode).
     ///
@@ -573,6 +638,12 @@ impl crate::metrics::StatsSource for Server {
         let snap = self.lp.snapshot()?;
         let mut stats = crate::stats::collect(&snap, &self.fib.load_full());
         stats.frr = self.frr.get().map(|f| f.counters(self.frr_counts())).unwrap_or_default();
+        if let Some(pw) = self.pw_channel.get() {
+            stats.frr.extend(pw.counters().into_iter().map(|mut c| {
+                c.name.insert_str(0, "pw_channel_");
+                c
+            }));
+        }
         Ok(stats)
     }
 }

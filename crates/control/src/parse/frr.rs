@@ -1,5 +1,5 @@
-//! `[frr]`: running under FRR, with zebra feeding routes over FPM. The FPM address (on
-//! loopback only), the hold and stale timers, and the keys that FRR mode refuses because
+//! `[frr]`: running under FRR, with zebra feeding routes over FPM. The FPM address and
+//! the zebra module's pseudowire channel (on loopback only), the hold and stale timers, and the keys that FRR mode refuses because
 //! the kernel then owns the addresses and every port is a kernel interface.
 
 use super::S;
@@ -36,6 +36,36 @@ pub(super) fn parse_frr(
                 ));
             }
             addr
+        }
+    };
+    let pw_channel = match &f.pw_channel {
+        None => Some(FrrConfig::DEFAULT_PW_CHANNEL),
+        Some(s) if s.get_ref() == "off" => None,
+        Some(s) => {
+            let addr: std::net::SocketAddr = s.get_ref().parse().map_err(|_| {
+                ctx.err(
+                    &s.span(),
+                    "frr.pw-channel",
+                    format!(
+                        "\"{}\" is not an address and port like 127.0.0.1:2621, nor \"off\"",
+                        s.get_ref()
+                    ),
+                )
+            })?;
+            if !addr.ip().is_loopback() {
+                return Err(ctx.err(
+                    &s.span(),
+                    "frr.pw-channel",
+                    format!(
+                        "{addr} is not a loopback address: the pseudowire channel has no authentication; \
+                         listen on 127.0.0.1 or ::1 (zebra runs in the router's own network namespace)"
+                    ),
+                ));
+            }
+            if addr == fpm {
+                return Err(ctx.err(&s.span(), "frr.pw-channel", format!("{addr} is FPM's address")));
+            }
+            Some(addr)
         }
     };
     let seconds = |v: &Option<S<i64>>, key: &str, default| match v {
@@ -77,5 +107,5 @@ pub(super) fn parse_frr(
              FRR's daemons can use it",
         ));
     }
-    Ok(FrrConfig { fpm, hold, stale, fpm_users })
+    Ok(FrrConfig { fpm, hold, stale, fpm_users, pw_channel })
 }

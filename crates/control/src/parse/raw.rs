@@ -54,6 +54,7 @@ pub(super) struct RawFrr {
     pub(super) hold_time: Option<S<i64>>,
     pub(super) stale_time: Option<S<i64>>,
     pub(super) fpm_users: Option<S<Vec<String>>>,
+    pub(super) pw_channel: Option<S<String>>,
 }
 
 #[derive(Deserialize)]

@@ -104,9 +104,15 @@ impl Tables {
         let row = |_: &Label, d: &Dest<crate::LabelConfig>| {
             d.selected_route().map(|e| self.show_label(&e.item, e.proto()))
         };
+        // The pseudowires' labels are few and not in the RIB: merged in label order.
+        let pw_rows = self.pw_label_rows();
         if let Some(d) = dst {
             let label: Label = d.parse().map_err(|_| format!("\"{d}\" is not a label"))?;
-            let rows = labels.get(&label).filter(|_| after.is_none()).and_then(|d| row(&label, d));
+            let rows = labels
+                .get(&label)
+                .filter(|_| after.is_none())
+                .and_then(|d| row(&label, d))
+                .or_else(|| pw_rows.get(&label).filter(|_| after.is_none()).cloned());
             return Ok(ShowChunk { rows: ShowRows::Mpls(rows.into_iter().collect()), next: None });
         }
         let start = match after {
@@ -114,8 +120,29 @@ impl Tables {
             Some(ShowCursor::Prefix(..)) => return Err("a prefix cursor for the label table".into()),
             None => Bound::Unbounded,
         };
-        let (rows, next) = chunk(labels.range((start, Bound::Unbounded)), max, row);
-        Ok(ShowChunk { rows: ShowRows::Mpls(rows), next: next.map(ShowCursor::Label) })
+        let mut routes = labels.range((start, Bound::Unbounded)).peekable();
+        let mut pws = pw_rows.range((start, Bound::Unbounded)).peekable();
+        let mut rows = Vec::with_capacity(max.min(4096));
+        let mut last = None;
+        loop {
+            // the smaller label of the two; a route wins a label both have
+            let next = match (routes.peek(), pws.peek()) {
+                (None, None) => break,
+                (Some((r, _)), Some((p, _))) if p < r => pws.next().map(|(l, r)| (*l, Some(r.clone()))),
+                (Some(_), _) => routes.next().map(|(l, d)| {
+                    let pw = pws.next_if(|(p, _)| *p == l).map(|(_, r)| r.clone());
+                    (*l, row(l, d).or(pw))
+                }),
+                (None, Some(_)) => pws.next().map(|(l, r)| (*l, Some(r.clone()))),
+            };
+            let Some((label, Some(r))) = next else { continue };
+            if rows.len() >= max {
+                return Ok(ShowChunk { rows: ShowRows::Mpls(rows), next: last.map(ShowCursor::Label) });
+            }
+            rows.push(r);
+            last = Some(label);
+        }
+        Ok(ShowChunk { rows: ShowRows::Mpls(rows), next: None })
     }
 
     /// The row `route show` prints for the route in force at `key` in `vrf`; `None` for

@@ -6,12 +6,14 @@
 //! Every change goes through the one transaction ([`Txn`]): the forwarding tables are
 //! made with the change, and if that fails the set is put back.
 
-use vmpls_fib::{Fib, PortId, RouteTarget};
+use std::collections::BTreeMap;
+
+use vmpls_fib::{Fib, Label, PortId, RouteTarget};
 
 use super::pw_set::PwSet;
 use super::txn::Txn;
 use super::{Tables, TablesError};
-use crate::api::{PwSpec, PwStatus};
+use crate::api::{MplsAction, MplsRoute, Nexthop, Protocol, PwOrigin, PwSpec, PwStatus};
 
 impl Tables {
     /// Changes the pseudowire set with `f` and makes the forwarding tables; on error
@@ -191,6 +193,42 @@ impl Tables {
                     tx_frames: 0,
                     tx_bytes: 0,
                 }
+            })
+            .collect()
+    }
+}
+
+impl Tables {
+    /// The label routes the pseudowires in force hold, as `route show table mpls` lists
+    /// them: the local label popped to the attachment (`LABEL dev PORT`, iproute2's
+    /// line for a pop out of an interface), pipe TTL, the protocol of who made the PW
+    /// (ldpd's through zebra: `ldp`).
+    pub(super) fn pw_label_rows(&self) -> BTreeMap<Label, MplsRoute> {
+        let Some(fib) = self.built.as_ref() else { return BTreeMap::new() };
+        fib.pseudowires
+            .iter()
+            .filter(|p| p.up)
+            .filter_map(|p| {
+                let port = p.attachment.and_then(|a| self.file.ports.get(usize::from(a)))?;
+                let protocol = match self.pws.get(&p.name)?.selected().1 {
+                    PwOrigin::Frr => Protocol::Ldp,
+                    PwOrigin::Config => Protocol::Static,
+                    PwOrigin::Cli => Protocol::Boot,
+                };
+                let row = MplsRoute {
+                    label: p.local_label,
+                    action: MplsAction::Forward,
+                    nexthops: vec![Nexthop {
+                        gateway: None,
+                        dev: Some(port.name.clone()),
+                        labels: Vec::new(),
+                        weight: 1,
+                    }],
+                    vrf: None,
+                    ttl_propagate: false,
+                    protocol,
+                };
+                Some((p.local_label, row))
             })
             .collect()
     }

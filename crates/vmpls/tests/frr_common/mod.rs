@@ -94,6 +94,10 @@ pub struct Lab {
     pub fast_path: bool,
     /// The pid of each router's vmpls.
     pub vmpls_pids: BTreeMap<String, u32>,
+    /// Lines added to a router's vmpls config (`[[pseudowire]]`...), by router.
+    pub vmpls_extra: BTreeMap<String, String>,
+    /// Lines added to a router's ldpd config (`l2vpn`...), by router.
+    pub ldpd_extra: BTreeMap<String, String>,
 }
 
 impl Drop for Lab {
@@ -123,6 +127,8 @@ impl Lab {
             sockets: BTreeMap::new(),
             fast_path: false,
             vmpls_pids: BTreeMap::new(),
+            vmpls_extra: BTreeMap::new(),
+            ldpd_extra: BTreeMap::new(),
         }
     }
 
@@ -144,6 +150,9 @@ impl Lab {
         );
         for p in &r.ports {
             cfg.push_str(&format!("\n[[port]]\nname = \"{p}\"\ninterface = \"{p}\"\n"));
+        }
+        if let Some(extra) = self.vmpls_extra.get(r.name) {
+            cfg.push_str(extra);
         }
         let path = self.dir.join(format!("{}.toml", r.name));
         std::fs::write(&path, cfg).unwrap();
@@ -187,6 +196,7 @@ impl Lab {
         o.ospfd_extra = r.ospfd_extra.clone();
         o.isis = r.isis.clone();
         o.isisd_extra = r.isisd_extra.clone();
+        o.ldpd_extra = self.ldpd_extra.get(r.name).cloned().unwrap_or_default();
         let router = FrrRouter::start(&self.topo, r.name, &self.dir.join("frr"), o).unwrap();
         self.frr.insert(r.name.to_string(), router);
     }
