@@ -64,14 +64,15 @@ impl VrfNetns {
     }
 
     /// The namespace to enter: the one held, unless the name now stands for another one
-    /// (another inode), which is then opened and held from now on. A name that is gone
-    /// keeps the one held.
+    /// (another inode of the same file system, nsfs), which is then opened and held from
+    /// now on. A name that is gone, or not (or no longer) a namespace (`ip netns delete`
+    /// unmounts before it unlinks), keeps the one held.
     fn current(&self) -> Arc<File> {
         let mut held = self.file.lock().unwrap_or_else(PoisonError::into_inner);
         let (Ok(now), Ok(was)) = (std::fs::metadata(&self.path), held.metadata()) else {
             return Arc::clone(&held);
         };
-        if (now.dev(), now.ino()) != (was.dev(), was.ino()) {
+        if now.dev() == was.dev() && now.ino() != was.ino() {
             match File::open(&self.path) {
                 Ok(f) => {
                     info!(vrf = %self.name, "the VRF's namespace was created again: its ports follow it");
