@@ -1998,6 +1998,38 @@ mod tests {
     }
 
     #[test]
+    fn variants_configure_a_route_reflector_and_ce_pe_ospf() {
+        let v = VpnVariant { route_reflector: true, blue_ospf: true };
+        let p = frr_options_with("p", v).unwrap().config(crate::frr::Daemon::Bgpd, Path::new("/x"));
+        for line in [
+            " address-family ipv4 vpn\n  neighbor 198.18.255.1 activate\n  neighbor 198.18.255.1 route-reflector-client\n",
+            "  neighbor 198.18.255.3 route-reflector-client\n",
+        ] {
+            assert!(p.contains(line), "{line:?} missing in\n{p}");
+        }
+        let pe1 = frr_options_with("pe1", v).unwrap();
+        let bgp = pe1.config(crate::frr::Daemon::Bgpd, Path::new("/x"));
+        assert!(bgp.contains(" neighbor 198.18.255.2 remote-as 65000\n"), "{bgp}");
+        assert!(!bgp.contains("198.18.255.3"), "no session with pe2 under a route reflector: {bgp}");
+        assert!(
+            bgp.contains("router bgp 65000 vrf blue\n") && bgp.contains("  redistribute ospf\n"),
+            "{bgp}"
+        );
+        let ospf = pe1.config(crate::frr::Daemon::Ospfd, Path::new("/x"));
+        assert!(
+            ospf.contains("router ospf vrf blue\n") && ospf.contains(" network 198.18.1.0/24 area 0\n"),
+            "{ospf}"
+        );
+        let statics = pe1.config(crate::frr::Daemon::Staticd, Path::new("/x"));
+        assert!(!statics.contains("vrf blue"), "blue's routes come from OSPF: {statics}");
+        let ce = frr_options_with("blue-ce1", v).unwrap();
+        assert_eq!(ce.ospf, [OspfInterface::p2p("blue-ce1-pe1")]);
+        assert!(ce.bgp.is_none());
+        assert_eq!(v.frr_ces(), ["red-ce1", "blue-ce1", "red-ce2", "blue-ce2"]);
+        assert_eq!(VpnVariant::default().frr_ces(), ["red-ce1", "red-ce2"]);
+    }
+
+    #[test]
     fn vmpls_configs_serve_core_and_customer_ports() {
         let c = vmpls_config("pe2", Path::new("/s"), false, true).unwrap();
         for port in [
