@@ -45,7 +45,7 @@
 //!
 //! [`VpnLab`] is the building block, also used by the integration test.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -106,6 +106,33 @@ pub enum CeRouting {
     Ebgp(u32),
     /// Static routes on the PE (to the CE's loopback).
     Static,
+    /// OSPF between the CE (ospfd in the CE's namespace) and the PE's `router ospf vrf
+    /// NAME`, redistributed into the VRF's BGP and BGP's routes back into OSPF.
+    Ospf,
+}
+
+/// A variant of the VPN lab's control plane (the topology and addresses stay the same).
+/// The default is what `vmpls lab vpn` runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VpnVariant {
+    /// p reflects the VPNv4 and VPNv6 routes (RFC 4456): pe1 and pe2 peer with p only,
+    /// as its `route-reflector-client`s, instead of with each other (the full mesh).
+    pub route_reflector: bool,
+    /// Blue's CEs speak OSPF with their PEs inside VRF blue ([`CeRouting::Ospf`])
+    /// instead of the PEs' static routes to their loopbacks.
+    pub blue_ospf: bool,
+}
+
+impl VpnVariant {
+    /// How `site`'s PE learns its routes in this variant.
+    pub fn routing(&self, site: &Site) -> CeRouting {
+        if self.blue_ospf && site.vrf == "blue" { CeRouting::Ospf } else { site.routing }
+    }
+
+    /// The CEs that run FRR in this variant (eBGP or OSPF with their PE).
+    pub fn frr_ces(&self) -> Vec<&'static str> {
+        SITES.iter().filter(|s| self.routing(s) != CeRouting::Static).map(|s| s.host).collect()
+    }
 }
 
 /// A customer site: a CE host on one PE, in one VRF.
@@ -340,18 +367,93 @@ pub fn vmpls_config(
     Ok(s)
 }
 
-/// FRR's options for `router` (`pe1`, `p`, `pe2`, or a red CE), without the paths the
-/// lab adds (module, private `/run/netns`).
+/// FRR's options for `router` (`pe1`, `p`, `pe2`, or a red CE) in the default variant,
+/// without the paths the lab adds (module, private `/run/netns`).
 pub fn frr_options(router: &str) -> anyhow::Result<FrrOptions> {
+    frr_options_with(router, VpnVariant::default())
+}
+
+/// The iBGP session of the default instance with `peer`'s loopback (VPNv4 and VPNv6).
+fn vpn_neighbor(peer: Ipv4Addr, route_reflector_client: bool) -> BgpNeighbor {
+    BgpNeighbor {
+        addr: IpAddr::V4(peer),
+        remote_as: ASN,
+        update_source: Some("lo".into()),
+        families: vec![BgpFamily::Ipv4Vpn, BgpFamily::Ipv6Vpn],
+        route_reflector_client,
+    }
+}
+
+/// The vtysh commands that make the CE-facing interface of each OSPF-speaking site of
+/// `router` point-to-point with the lab's timers. They cannot be in ospfd's file: FRR
+/// 8.4's ospfd reads it before zebra has told it about the namespace VRFs and puts
+/// `interface NAME vrf VRF` into the default VRF, where the interface is not.
+fn pe_ospf_vrf_interface_commands(router: &str, variant: VpnVariant) -> Vec<(&'static Site, Vec<String>)> {
+    let t = crate::frr::Timers::fast();
+    SITES
+        .iter()
+        .filter(|s| s.pe == router && variant.routing(s) == CeRouting::Ospf)
+        .map(|s| {
+            let commands = vec![
+                "configure terminal".to_string(),
+                format!("interface {} vrf {}", s.pe_if, s.vrf),
+                "ip ospf network point-to-point".to_string(),
+                format!("ip ospf hello-interval {}", t.ospf_hello),
+                format!("ip ospf dead-interval {}", t.ospf_dead),
+                format!("ip ospf retransmit-interval {}", t.ospf_retransmit),
+            ];
+            (s, commands)
+        })
+        .collect()
+}
+
+/// ospfd's lines for the PE side of OSPF-speaking sites of `router`: per VRF a `router
+/// ospf vrf NAME` on the site's subnet, BGP's (VPN) routes redistributed to the CEs
+/// (the interfaces: [`pe_ospf_vrf_interface_commands`]).
+fn pe_ospf_vrf_config(router: &str, router_id: Ipv4Addr, variant: VpnVariant) -> String {
+    let t = crate::frr::Timers::fast();
+    let mut c = String::new();
+    for s in SITES.iter().filter(|s| s.pe == router && variant.routing(s) == CeRouting::Ospf) {
+        let _ = writeln!(c, "router ospf vrf {}", s.vrf);
+        let _ = writeln!(c, " ospf router-id {router_id}");
+        let (delay, hold, max) = t.spf_throttle;
+        let _ = writeln!(c, " timers throttle spf {delay} {hold} {max}");
+        let _ = writeln!(c, " network {} area 0", prefix(s.pe_v4).network());
+        let _ = writeln!(c, " redistribute bgp");
+        let _ = writeln!(c, "exit\n!");
+    }
+    c
+}
+
+/// FRR's options for `router` (`pe1`, `p`, `pe2`, or a CE that runs FRR in `variant`),
+/// without the paths the lab adds (module, private `/run/netns`).
+pub fn frr_options_with(router: &str, variant: VpnVariant) -> anyhow::Result<FrrOptions> {
     if router == "p" {
-        return FrrOptions::seed("p");
+        let mut o = FrrOptions::seed("p")?;
+        if variant.route_reflector {
+            let clients = CORE.iter().filter(|c| PE_NAMES.contains(&c.0)).map(|c| vpn_neighbor(c.1, true));
+            o.bgp = Some(BgpOptions {
+                asn: ASN,
+                neighbors: clients.collect(),
+                redistribute_connected: false,
+                vrfs: Vec::new(),
+            });
+        }
+        return Ok(o);
     }
     if let Ok(s) = site(router) {
-        let CeRouting::Ebgp(asn) = s.routing else {
-            bail!("{router} runs no FRR (its PE has static routes to it)");
-        };
         let lo = s.loopback.ok_or_else(|| anyhow!("{router} has no loopback"))?;
         let IpAddr::V4(id) = prefix(lo).addr() else { bail!("{router}'s loopback is not IPv4") };
+        let asn = match variant.routing(s) {
+            CeRouting::Static => bail!("{router} runs no FRR (its PE has static routes to it)"),
+            CeRouting::Ospf => {
+                let mut o = FrrOptions::new(router, id);
+                o.fpm = None;
+                o.ospf = vec![OspfInterface::p2p(s.ce_if)];
+                return Ok(o);
+            }
+            CeRouting::Ebgp(asn) => asn,
+        };
         let mut o = FrrOptions::new(router, id);
         o.fpm = None;
         let mut neighbors = vec![BgpNeighbor {
@@ -359,6 +461,7 @@ pub fn frr_options(router: &str) -> anyhow::Result<FrrOptions> {
             remote_as: ASN,
             update_source: None,
             families: vec![BgpFamily::Ipv4Unicast],
+            route_reflector_client: false,
         }];
         if let Some((_, pe)) = s.v6 {
             neighbors.push(BgpNeighbor {
@@ -366,6 +469,7 @@ pub fn frr_options(router: &str) -> anyhow::Result<FrrOptions> {
                 remote_as: ASN,
                 update_source: None,
                 families: vec![BgpFamily::Ipv6Unicast],
+                route_reflector_client: false,
             });
         }
         o.bgp = Some(BgpOptions { asn, neighbors, redistribute_connected: true, vrfs: Vec::new() });
@@ -386,9 +490,9 @@ pub fn frr_options(router: &str) -> anyhow::Result<FrrOptions> {
             let neighbors = SITES
                 .iter()
                 .filter(|s| s.pe == router && s.vrf == v.name)
-                .filter_map(|s| match s.routing {
+                .filter_map(|s| match variant.routing(s) {
                     CeRouting::Ebgp(asn) => Some((s, asn)),
-                    CeRouting::Static => None,
+                    CeRouting::Static | CeRouting::Ospf => None,
                 })
                 .flat_map(|(s, asn)| {
                     let v4 = BgpNeighbor {
@@ -396,12 +500,14 @@ pub fn frr_options(router: &str) -> anyhow::Result<FrrOptions> {
                         remote_as: asn,
                         update_source: None,
                         families: vec![BgpFamily::Ipv4Unicast],
+                        route_reflector_client: false,
                     };
                     let v6 = s.v6.map(|(ce, _)| BgpNeighbor {
                         addr: prefix(ce).addr(),
                         remote_as: asn,
                         update_source: None,
                         families: vec![BgpFamily::Ipv6Unicast],
+                        route_reflector_client: false,
                     });
                     std::iter::once(v4).chain(v6)
                 })
@@ -413,22 +519,24 @@ pub fn frr_options(router: &str) -> anyhow::Result<FrrOptions> {
                 rt_export: vec![v.rt_export.to_string()],
                 neighbors,
                 ipv6: v.ipv6,
+                redistribute_ospf: SITES
+                    .iter()
+                    .any(|s| s.pe == router && s.vrf == v.name && variant.routing(s) == CeRouting::Ospf),
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // With a route reflector the PE's one session is with p (its loopback), else with
+    // the other PE.
+    let peer = if variant.route_reflector { core("p")?.1 } else { other };
     o.bgp = Some(BgpOptions {
         asn: ASN,
-        neighbors: vec![BgpNeighbor {
-            addr: IpAddr::V4(other),
-            remote_as: ASN,
-            update_source: Some("lo".into()),
-            families: vec![BgpFamily::Ipv4Vpn, BgpFamily::Ipv6Vpn],
-        }],
+        neighbors: vec![vpn_neighbor(peer, false)],
         redistribute_connected: false,
         vrfs,
     });
+    o.ospfd_extra = pe_ospf_vrf_config(router, *id, variant);
     let mut statics = String::new();
-    for s in SITES.iter().filter(|s| s.pe == router && s.routing == CeRouting::Static) {
+    for s in SITES.iter().filter(|s| s.pe == router && variant.routing(s) == CeRouting::Static) {
         if let Some(lo) = s.loopback {
             let _ = writeln!(statics, "vrf {}\n ip route {lo} {}\nexit-vrf", s.vrf, prefix(s.ce_v4).addr());
         }
@@ -449,6 +557,8 @@ pub struct VpnLab {
     vmpls: RouterSet,
     vmpls_bin: PathBuf,
     work_dir: PathBuf,
+    variant: VpnVariant,
+    zebra_module: Option<PathBuf>,
 }
 
 impl VpnLab {
@@ -458,6 +568,12 @@ impl VpnLab {
     /// kernel-routed baseline line. No daemon runs yet. Configs and logs go to
     /// `work_dir`.
     pub fn build(vmpls_bin: &Path, work_dir: &Path) -> anyhow::Result<Self> {
+        Self::build_with(vmpls_bin, work_dir, VpnVariant::default())
+    }
+
+    /// [`VpnLab::build`] for FRR configured as `variant` says (used from
+    /// [`VpnLab::start_frr`] on).
+    pub fn build_with(vmpls_bin: &Path, work_dir: &Path, variant: VpnVariant) -> anyhow::Result<Self> {
         require_root()?;
         let mut lab = Self {
             frr: Vec::new(),
@@ -466,6 +582,8 @@ impl VpnLab {
             vmpls: RouterSet::new(),
             vmpls_bin: vmpls_bin.to_path_buf(),
             work_dir: work_dir.to_path_buf(),
+            variant,
+            zebra_module: None,
         };
         let topo = &mut lab.topo;
         for (name, _, ports) in &CORE {
@@ -505,13 +623,22 @@ impl VpnLab {
     /// Moves the PE's end of the site's link into its VRF and sets the addresses; the
     /// CE's addresses, loopback and routes.
     fn build_site(&self, s: &Site) -> anyhow::Result<()> {
+        self.attach_site(s)?;
+        self.build_ce(s)
+    }
+
+    /// Moves the PE's end of the site's link from the PE's namespace into its VRF and
+    /// sets its addresses there.
+    /// `keep_addr_on_down`: a PE-CE link set down and up again keeps its IPv6 addresses,
+    /// as on a router (the kernel's default flushes them).
+    fn attach_site(&self, s: &Site) -> anyhow::Result<()> {
         let vrf_ns = self.netns_dir(s.pe)?.ns_path(s.vrf);
         let mut mv = Command::new("ip");
         mv.args(["link", "set", s.pe_if, "netns"]).arg(&vrf_ns);
         run_ok(self.topo.run(s.pe, mv)?, &format!("moving {} into VRF {} of {}", s.pe_if, s.vrf, s.pe))?;
         let mut script = format!(
             "set -e; ip link set lo up; sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0; \
-             ip address add {} dev {if_}; ",
+             sysctl -qw net.ipv6.conf.all.keep_addr_on_down=1; ip address add {} dev {if_}; ",
             s.pe_v4,
             if_ = s.pe_if
         );
@@ -520,7 +647,11 @@ impl VpnLab {
         }
         let _ = write!(script, "ip link set {} up", s.pe_if);
         self.vrf_sh(s.pe, s.vrf, &script)?;
+        Ok(())
+    }
 
+    /// The CE's addresses, loopback and routes.
+    fn build_ce(&self, s: &Site) -> anyhow::Result<()> {
         let topo = &self.topo;
         topo.add_address(s.host, s.ce_if, prefix(s.ce_v4))?;
         topo.add_default_route(s.host, prefix(s.pe_v4).addr())?;
@@ -572,6 +703,43 @@ impl VpnLab {
         Ok(())
     }
 
+    /// Deletes VRF `vrf` of PE `pe` at runtime, as an operator would: its CE-facing
+    /// interfaces go back to the PE's own namespace (down, without addresses), then its
+    /// namespace is deleted.
+    pub fn delete_vrf(&mut self, pe: &str, vrf: &str) -> anyhow::Result<()> {
+        let pe_ns = crate::netns::path(self.topo.ns(pe)?);
+        for s in SITES.iter().filter(|s| s.pe == pe && s.vrf == vrf) {
+            let script = format!(
+                "ip link set {if_} down && ip link set {if_} netns {}",
+                pe_ns.display(),
+                if_ = s.pe_if
+            );
+            self.vrf_sh(pe, vrf, &script)?;
+        }
+        self.vrf_dirs
+            .iter_mut()
+            .find(|(n, _)| n == pe)
+            .map(|(_, d)| d)
+            .ok_or_else(|| anyhow!("{pe} has no VRFs"))?
+            .remove(vrf)
+    }
+
+    /// Creates VRF `vrf` of PE `pe` again after [`VpnLab::delete_vrf`]: a new namespace,
+    /// the CE-facing interfaces moved into it with their addresses.
+    pub fn create_vrf(&mut self, pe: &str, vrf: &str) -> anyhow::Result<()> {
+        vrf_def(vrf)?;
+        self.vrf_dirs
+            .iter_mut()
+            .find(|(n, _)| n == pe)
+            .map(|(_, d)| d)
+            .ok_or_else(|| anyhow!("{pe} has no VRFs"))?
+            .add(vrf)?;
+        for s in SITES.iter().filter(|s| s.pe == pe && s.vrf == vrf) {
+            self.attach_site(s)?;
+        }
+        Ok(())
+    }
+
     /// The private `/run/netns` of PE `pe`.
     pub fn netns_dir(&self, pe: &str) -> anyhow::Result<&NetnsDir> {
         self.vrf_dirs.iter().find(|(n, _)| n == pe).map(|(_, d)| d).ok_or_else(|| anyhow!("{pe} has no VRFs"))
@@ -597,23 +765,78 @@ impl VpnLab {
     }
 
     /// Starts FRR on pe1, p, pe2 (the PEs with `zebra -n` in their private
-    /// `/run/netns`) and on the red CEs (zebra and bgpd).
+    /// `/run/netns`) and on the CEs that route with their PE (the red ones: zebra and
+    /// bgpd; in [`VpnVariant::blue_ospf`] the blue ones: zebra and ospfd).
     pub fn start_frr(&mut self, zebra_module: &Path) -> anyhow::Result<()> {
-        let ebgp_ces = SITES.iter().filter(|s| matches!(s.routing, CeRouting::Ebgp(_))).map(|s| s.host);
-        let names: Vec<&str> = ROUTER_NAMES.into_iter().chain(ebgp_ces).collect();
+        self.zebra_module = Some(zebra_module.to_path_buf());
+        let names: Vec<&str> = ROUTER_NAMES.into_iter().chain(self.variant.frr_ces()).collect();
         for name in names {
-            let mut o = frr_options(name)?;
-            if ROUTER_NAMES.contains(&name) {
-                o.zebra_module = Some(zebra_module.to_path_buf());
-            }
-            if let Ok(d) = self.netns_dir(name) {
-                o.netns_dir = Some(d.path().to_path_buf());
-            }
-            let r = FrrRouter::start(&self.topo, name, &self.work_dir, o)
-                .with_context(|| format!("starting FRR on {name}"))?;
-            self.frr.push(r);
+            self.start_frr_on(name)?;
         }
         Ok(())
+    }
+
+    fn start_frr_on(&mut self, name: &str) -> anyhow::Result<()> {
+        let mut o = frr_options_with(name, self.variant)?;
+        if ROUTER_NAMES.contains(&name) {
+            o.zebra_module = Some(self.zebra_module.clone().ok_or_else(|| anyhow!("FRR was never started"))?);
+        }
+        if let Ok(d) = self.netns_dir(name) {
+            o.netns_dir = Some(d.path().to_path_buf());
+        }
+        let r = FrrRouter::start(&self.topo, name, &self.work_dir, o)
+            .with_context(|| format!("starting FRR on {name}"))?;
+        // ospfd learns the VRFs from zebra shortly after it started: until then the
+        // interface is not in the VRF and the commands would go to the default VRF.
+        for (site, commands) in pe_ospf_vrf_interface_commands(name, self.variant) {
+            let (ifname, vrf) = (site.pe_if, site.vrf);
+            let start = Instant::now();
+            loop {
+                let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+                r.vtysh(&commands)?;
+                let shown = r.vtysh(&[&format!("show ip ospf vrf {vrf} interface {ifname}")])?;
+                if shown.contains("POINTOPOINT") {
+                    break;
+                }
+                if start.elapsed() >= Duration::from_secs(10) {
+                    bail!("{name}: ospfd did not take {ifname} of VRF {vrf} within 10 s: {shown}");
+                }
+                check_interrupt()?;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+        self.frr.push(r);
+        Ok(())
+    }
+
+    /// Restarts FRR on `router` as a whole (every daemon stopped, then started again
+    /// with the same configs), the way the README says to restart zebra.
+    pub fn restart_frr(&mut self, router: &str) -> anyhow::Result<()> {
+        let i = self
+            .frr
+            .iter()
+            .position(|r| r.options().hostname == router)
+            .ok_or_else(|| anyhow!("FRR does not run on {router:?}"))?;
+        let mut old = self.frr.remove(i);
+        if let Err(e) = old.stop() {
+            // zebra -n of FRR 8.4 crashes on SIGTERM: a stop that ended it counts.
+            tracing::debug!("stopping FRR of {router}: {e:#}");
+        }
+        drop(old);
+        self.start_frr_on(router)
+    }
+
+    /// The variant FRR runs in.
+    pub fn variant(&self) -> VpnVariant {
+        self.variant
+    }
+
+    /// Sets the PE's end of `host`'s link (in the PE's VRF namespace) up or down; the
+    /// CE's end loses its carrier with it.
+    pub fn set_site_link(&self, host: &str, up: bool) -> anyhow::Result<()> {
+        let s = site(host)?;
+        self.vrf_sh(s.pe, s.vrf, &format!("ip link set {} {}", s.pe_if, if up { "up" } else { "down" }))
+            .map(drop)
     }
 
     /// FRR of `router`.
@@ -815,6 +1038,15 @@ impl VpnLab {
             return Ok(missing);
         }
         if !PE_NAMES.contains(&router) {
+            if self.variant.route_reflector {
+                let up = frr.bgp_established("ipv4 vpn")?;
+                if up < PE_NAMES.len() {
+                    missing.push(format!(
+                        "{router}: {up} of {} VPNv4 sessions (route reflector)",
+                        PE_NAMES.len()
+                    ));
+                }
+            }
             return Ok(missing);
         }
         if frr.bgp_established("ipv4 vpn")? < 1 {
@@ -861,6 +1093,70 @@ impl VpnLab {
                         diff(&frr, &vmpls).into_iter().map(|l| format!("{router} vrf {} route {l}", v.name)),
                     ),
                     Err(e) => d.push(format!("{router} vrf {}: {e:#}", v.name)),
+                }
+            }
+        }
+        Ok(d)
+    }
+
+    /// How vmpls's VPN routes on PE `router` differ from BGP's VPN table, per VRF and
+    /// family: the prefixes `show bgp ipv4 vpn` (`ipv6 vpn`) holds under the route
+    /// distinguishers of the other PE's VRFs whose route target this VRF imports must be
+    /// exactly the routes vmpls pushes a VPN label for in this VRF, each with the label
+    /// of BGP's best path in the VRF (`show bgp vrf VRF ipv4 unicast PREFIX`:
+    /// `remoteLabel`) at the bottom. Empty when they agree.
+    pub fn bgp_vpn_differences(&self, router: &str) -> anyhow::Result<Vec<String>> {
+        let frr = self.frr(router)?;
+        let other = PE_NAMES.iter().find(|&&p| p != router).ok_or_else(|| anyhow!("no other PE"))?;
+        let other_id = core(other)?.1;
+        let mut d = Vec::new();
+        let vmpls_routes: Vec<(String, RouteTable)> = vrfs_of(router)
+            .iter()
+            .map(|v| Ok((v.name.to_string(), self.vmpls_vrf_routes(router, v.name)?)))
+            .collect::<anyhow::Result<_>>()?;
+        for ipv6 in [false, true] {
+            let family = if ipv6 { "ipv6" } else { "ipv4" };
+            let vpn = frr.bgp_vpn_routes(ipv6)?;
+            for v in vrfs_of(router).into_iter().filter(|v| v.ipv6 || !ipv6) {
+                let mut want = BTreeSet::new();
+                for w in vrfs_of(other).into_iter().filter(|w| v.rt_import.contains(&w.rt_export)) {
+                    let rd = rd(other_id, w.name)?;
+                    want.extend(vpn.get(&rd).into_iter().flatten().map(|p| p.to_string()));
+                }
+                let vmpls =
+                    &vmpls_routes.iter().find(|(n, _)| n == v.name).ok_or_else(|| anyhow!("no VRF"))?.1;
+                let labelled: BTreeMap<&String, BTreeSet<u32>> = vmpls
+                    .iter()
+                    .filter(|(p, hops)| p.contains(':') == ipv6 && hops.iter().any(|h| !h.labels.is_empty()))
+                    .map(|(p, hops)| (p, hops.iter().filter_map(|h| h.labels.last().copied()).collect()))
+                    .collect();
+                for p in labelled.keys().filter(|p| !want.contains(p.as_str())) {
+                    d.push(format!(
+                        "{router} vrf {}: vmpls pushes a VPN label for {p}, not in show bgp {family} vpn",
+                        v.name
+                    ));
+                }
+                for p in &want {
+                    let Some(labels) = labelled.get(p) else {
+                        d.push(format!(
+                            "{router} vrf {}: {p} of show bgp {family} vpn has no labelled route in vmpls",
+                            v.name
+                        ));
+                        continue;
+                    };
+                    let best =
+                        frr.vtysh_json(&format!("show bgp vrf {} {family} unicast {p} json", v.name))?;
+                    let label = best["paths"]
+                        .as_array()
+                        .and_then(|paths| paths.iter().find(|p| p["bestpath"]["overall"] == true))
+                        .and_then(|p| p["remoteLabel"].as_u64())
+                        .and_then(|l| u32::try_from(l).ok());
+                    if label.is_none() || labels.iter().any(|l| Some(*l) != label) {
+                        d.push(format!(
+                            "{router} vrf {}: {p}: BGP's best path has label {label:?}, vmpls pushes {labels:?}",
+                            v.name
+                        ));
+                    }
                 }
             }
         }
@@ -1706,6 +2002,38 @@ mod tests {
         let ce = frr_options("red-ce1").unwrap().config(crate::frr::Daemon::Bgpd, Path::new("/x"));
         assert!(ce.contains("router bgp 65101\n") && ce.contains("  redistribute connected\n"), "{ce}");
         assert!(frr_options("blue-ce1").is_err());
+    }
+
+    #[test]
+    fn variants_configure_a_route_reflector_and_ce_pe_ospf() {
+        let v = VpnVariant { route_reflector: true, blue_ospf: true };
+        let p = frr_options_with("p", v).unwrap().config(crate::frr::Daemon::Bgpd, Path::new("/x"));
+        for line in [
+            " address-family ipv4 vpn\n  neighbor 198.18.255.1 activate\n  neighbor 198.18.255.1 route-reflector-client\n",
+            "  neighbor 198.18.255.3 route-reflector-client\n",
+        ] {
+            assert!(p.contains(line), "{line:?} missing in\n{p}");
+        }
+        let pe1 = frr_options_with("pe1", v).unwrap();
+        let bgp = pe1.config(crate::frr::Daemon::Bgpd, Path::new("/x"));
+        assert!(bgp.contains(" neighbor 198.18.255.2 remote-as 65000\n"), "{bgp}");
+        assert!(!bgp.contains("198.18.255.3"), "no session with pe2 under a route reflector: {bgp}");
+        assert!(
+            bgp.contains("router bgp 65000 vrf blue\n") && bgp.contains("  redistribute ospf\n"),
+            "{bgp}"
+        );
+        let ospf = pe1.config(crate::frr::Daemon::Ospfd, Path::new("/x"));
+        assert!(
+            ospf.contains("router ospf vrf blue\n") && ospf.contains(" network 198.18.1.0/24 area 0\n"),
+            "{ospf}"
+        );
+        let statics = pe1.config(crate::frr::Daemon::Staticd, Path::new("/x"));
+        assert!(!statics.contains("vrf blue"), "blue's routes come from OSPF: {statics}");
+        let ce = frr_options_with("blue-ce1", v).unwrap();
+        assert_eq!(ce.ospf, [OspfInterface::p2p("blue-ce1-pe1")]);
+        assert!(ce.bgp.is_none());
+        assert_eq!(v.frr_ces(), ["red-ce1", "blue-ce1", "red-ce2", "blue-ce2"]);
+        assert_eq!(VpnVariant::default().frr_ces(), ["red-ce1", "red-ce2"]);
     }
 
     #[test]

@@ -231,7 +231,10 @@ pub(crate) fn check_links(
         };
         let name = ports[i].info().name.clone();
         let (now_index, now_mtu) = relink.interface_now();
-        if now_index == Some(relink.ifindex) {
+        // An interface seen gone and now back under its old index (moved out of a VRF's
+        // namespace and into the namespace created again keeps its index) needs the
+        // reopen all the same: the socket lost its binding when it left.
+        if now_index == Some(relink.ifindex) && !w.faults.detached {
             follow_mtu(dp, i as PortId, &name, relink, now_mtu, &mut changes);
             continue;
         }

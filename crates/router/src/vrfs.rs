@@ -10,9 +10,10 @@
 
 use std::fs::File;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use netlink_packet_route::RouteNetlinkMessage;
@@ -32,12 +33,18 @@ const RESERVED_TABLES: [u32; 4] = [0, 253, 254, 255];
 
 /// A VRF's network namespace, held open from the start: a port's socket lives in it, and
 /// the kernel's reads for the port (addresses, forwarding, its interface's index and MTU)
-/// go to the same namespace even after its name is gone from [`NETNS_DIR`].
+/// go to the same namespace even after its name is gone from [`NETNS_DIR`]. When the
+/// name is back on another namespace (the VRF deleted and created again), that one is
+/// opened and held instead, for every clone: the port's interface comes back in it.
 #[derive(Debug, Clone)]
 pub struct VrfNetns {
     /// Its name under [`NETNS_DIR`] (the VRF's).
     pub name: String,
-    file: Arc<File>,
+    /// The namespace's file under `dir`.
+    path: PathBuf,
+    /// The namespace held; shared by the clones (a port's, the address reader's), so
+    /// that the first to see the name on a new namespace moves them all.
+    file: Arc<Mutex<Arc<File>>>,
 }
 
 impl VrfNetns {
@@ -46,7 +53,35 @@ impl VrfNetns {
     /// # Errors
     /// There is no such namespace.
     pub fn open(name: &str) -> io::Result<VrfNetns> {
-        Ok(VrfNetns { name: name.to_owned(), file: Arc::new(File::open(Path::new(NETNS_DIR).join(name))?) })
+        Self::open_in(Path::new(NETNS_DIR), name)
+    }
+
+    /// Opens namespace `name` of `dir`.
+    fn open_in(dir: &Path, name: &str) -> io::Result<VrfNetns> {
+        let path = dir.join(name);
+        let file = File::open(&path)?;
+        Ok(VrfNetns { name: name.to_owned(), path, file: Arc::new(Mutex::new(Arc::new(file))) })
+    }
+
+    /// The namespace to enter: the one held, unless the name now stands for another one
+    /// (another inode of the same file system, nsfs), which is then opened and held from
+    /// now on. A name that is gone, or not (or no longer) a namespace (`ip netns delete`
+    /// unmounts before it unlinks), keeps the one held.
+    fn current(&self) -> Arc<File> {
+        let mut held = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        let (Ok(now), Ok(was)) = (std::fs::metadata(&self.path), held.metadata()) else {
+            return Arc::clone(&held);
+        };
+        if now.dev() == was.dev() && now.ino() != was.ino() {
+            match File::open(&self.path) {
+                Ok(f) => {
+                    info!(vrf = %self.name, "the VRF's namespace was created again: its ports follow it");
+                    *held = Arc::new(f);
+                }
+                Err(e) => warn!(vrf = %self.name, error = %e, "opening the VRF's new namespace"),
+            }
+        }
+        Arc::clone(&held)
     }
 
     /// Runs `f` inside it, on a thread of its own.
@@ -54,7 +89,7 @@ impl VrfNetns {
     /// # Errors
     /// The namespace cannot be entered.
     pub fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> io::Result<R> {
-        vmpls_sys::netns::run_in(&self.file, f)
+        vmpls_sys::netns::run_in(&self.current(), f)
     }
 }
 
@@ -574,6 +609,32 @@ pub fn spawn_rescan(
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    /// A VRF deleted and created again under its name is a new namespace (another
+    /// inode): every clone (a port's, the address reader's) moves to it; while the name
+    /// is gone, the one held stays. Plain files stand in for the namespace files.
+    #[test]
+    fn vrf_netns_follows_its_name_to_a_new_namespace() {
+        let dir = std::env::temp_dir().join(format!("vmpls-vrf-netns-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("blue");
+        std::fs::write(&path, "first").unwrap();
+        let ns = VrfNetns::open_in(&dir, "blue").unwrap();
+        let port_copy = ns.clone();
+        let first = ns.current().metadata().unwrap().ino();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(ns.current().metadata().unwrap().ino(), first, "a deleted name keeps the namespace held");
+        // Another file takes the name (another inode: the first is still open).
+        std::fs::write(&path, "second").unwrap();
+        let second = std::fs::metadata(&path).unwrap().ino();
+        assert_ne!(second, first);
+        assert_eq!(port_copy.current().metadata().unwrap().ino(), second, "the new namespace is entered");
+        assert_eq!(ns.current().metadata().unwrap().ino(), second, "and held for every clone");
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut &*ns.current(), &mut text).unwrap();
+        assert_eq!(text, "second");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// Namespaces with their interfaces (name -> index); `None` is the router's.
     #[derive(Default)]

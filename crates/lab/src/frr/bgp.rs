@@ -39,6 +39,9 @@ pub struct BgpNeighbor {
     pub update_source: Option<String>,
     /// The families activated on it.
     pub families: Vec<BgpFamily>,
+    /// `neighbor ADDR route-reflector-client` in each of its families (we reflect its
+    /// routes to the other clients: RFC 4456).
+    pub route_reflector_client: bool,
 }
 
 /// A customer VRF's BGP instance (`router bgp ASN vrf NAME`): its connected and static
@@ -59,6 +62,8 @@ pub struct BgpVrf {
     pub neighbors: Vec<BgpNeighbor>,
     /// Whether IPv6 unicast is exported and imported too (VPNv6).
     pub ipv6: bool,
+    /// `redistribute ospf` too: the VRF's CEs speak OSPF with its `router ospf vrf NAME`.
+    pub redistribute_ospf: bool,
 }
 
 /// What bgpd runs: the default instance and the VRF instances.
@@ -96,6 +101,9 @@ impl BgpOptions {
             }
             for n in active {
                 let _ = writeln!(c, "  neighbor {} activate", n.addr);
+                if n.route_reflector_client {
+                    let _ = writeln!(c, "  neighbor {} route-reflector-client", n.addr);
+                }
             }
             let _ = writeln!(c, " exit-address-family");
         }
@@ -112,6 +120,9 @@ impl BgpOptions {
                 let _ = writeln!(c, " address-family {}", family.keyword());
                 let _ = writeln!(c, "  redistribute connected");
                 let _ = writeln!(c, "  redistribute static");
+                if v.redistribute_ospf && family == BgpFamily::Ipv4Unicast {
+                    let _ = writeln!(c, "  redistribute ospf");
+                }
                 for n in v.neighbors.iter().filter(|n| n.families.contains(&family)) {
                     let _ = writeln!(c, "  neighbor {} activate", n.addr);
                 }
