@@ -184,6 +184,12 @@ impl Dataplane {
         }
     }
 
+    /// Whether `port`'s link is up as last told ([`set_port_link`](Dataplane::set_port_link));
+    /// a port never told of counts as up.
+    pub fn port_link_up(&self, port: PortId) -> bool {
+        !self.vpls.link_down.get(usize::from(port)).copied().unwrap_or(false)
+    }
+
     /// The VPLS instances' MAC tables at `now` (instance by instance, MAC order), for
     /// `bridge fdb show`.
     pub fn vpls_fdb(&mut self, now: Instant) -> Vec<FdbEntry> {
