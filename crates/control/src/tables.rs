@@ -191,11 +191,9 @@ impl Tables {
     pub fn built(config: Config) -> Result<(Tables, Fib), crate::ConfigError> {
         let mut fib = config.build_fib()?;
         let (path, pws) = (config.path.clone(), pw_set::pws_of(&config));
-        pw_set::install(&pws, &mut fib).map_err(|source| crate::ConfigError::Build {
-            path,
-            line: None,
-            source,
-        })?;
+        let installed =
+            pw_set::install(&pws, &mut fib).and_then(|()| vpls_set::install(&config.vpls, &mut fib));
+        installed.map_err(|source| crate::ConfigError::Build { path, line: None, source })?;
         let mut tables = Tables::new(config);
         tables.built = Some(fib.clone());
         Ok((tables, fib))

@@ -114,3 +114,114 @@ impl Tables {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use vmpls_fib::LabelAction;
+
+    use crate::tables::Tables;
+    use crate::{Config, ConfigError};
+
+    const BASE: &str = r#"[router]
+name = "pe1"
+addresses = ["198.18.255.1"]
+
+[[port]]
+name = "ce1"
+interface = "t-ce1"
+
+[[port]]
+name = "ce2"
+interface = "t-ce2"
+
+[[port]]
+name = "core"
+interface = "t-core"
+addresses = ["198.18.10.1/24"]
+
+[[route]]
+prefix = "198.18.255.2/32"
+via = "198.18.10.2"
+port = "core"
+"#;
+
+    const BLUE: &str = r#"
+[[vpls]]
+name = "blue"
+attachments = ["ce1", "ce2"]
+flood-rate = 500
+
+[[vpls.pseudowire]]
+name = "blue-pe2"
+local-label = 1021
+remote-label = 1012
+peer = "198.18.255.2"
+
+[[vpls.pseudowire]]
+name = "blue-pe3"
+local-label = 1031
+remote-label = 1013
+peer = "198.18.255.3"
+control-word = false
+"#;
+
+    fn parse(extra: &str) -> Result<Config, ConfigError> {
+        Config::from_str(&format!("{BASE}{extra}"), Path::new("t.toml"))
+    }
+
+    #[test]
+    fn a_vpls_instance_is_parsed_with_its_defaults() {
+        let c = parse(BLUE).unwrap();
+        let v = &c.vpls[0];
+        assert_eq!((v.name.as_str(), v.attachments.as_slice()), ("blue", &[0, 1][..]));
+        assert_eq!((v.mac_limit, v.flood_rate, v.mac_aging_s), (4096, 500, 300));
+        assert_eq!(v.pseudowires.len(), 2);
+        assert!(v.pseudowires[0].control_word && !v.pseudowires[1].control_word);
+        assert_eq!(v.pseudowires[1].peer, "198.18.255.3".parse::<std::net::IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn bad_vpls_configs_are_refused_with_the_reason() {
+        let cases: [(&str, &str); 6] = [
+            ("[[vpls]]\nname = \"b\"\nattachments = [\"core\"]\n", "has addresses"),
+            ("[[vpls]]\nname = \"b\"\nattachments = [\"nope\"]\n", "no port named \"nope\""),
+            ("[[vpls]]\nname = \"b\"\nattachments = []\n", "at least one attachment"),
+            (
+                "[[vpls]]\nname = \"b\"\nattachments = [\"ce1\"]\n[[vpls]]\nname = \"c\"\nattachments = [\"ce1\"]\n",
+                "already an attachment circuit of VPLS \"b\"",
+            ),
+            ("[[vpls]]\nname = \"b\"\nattachments = [\"ce1\"]\nmac-limit = 0\n", "out of range"),
+            (
+                "[[vpls]]\nname = \"b\"\nattachments = [\"ce1\"]\n[[vpls.pseudowire]]\nname = \"x\"\nlocal-label = 1000\nremote-label = 1000\npeer = \"198.18.255.2\"\n[[vpls.pseudowire]]\nname = \"y\"\nlocal-label = 1000\nremote-label = 1001\npeer = \"198.18.255.3\"\n",
+                "already the local label",
+            ),
+        ];
+        for (extra, needle) in cases {
+            let e = parse(extra).expect_err(extra).to_string();
+            assert!(e.contains(needle), "{extra}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_instances_go_into_the_forwarding_tables_after_the_pseudowires() {
+        let (t, fib) = Tables::built(parse(BLUE).unwrap()).unwrap();
+        assert_eq!(fib.vpls.len(), 1);
+        let vi = &fib.vpls[0];
+        assert_eq!((vi.name.as_str(), vi.attachments.as_slice(), vi.flood_rate), ("blue", &[0, 1][..], 500));
+        assert_eq!(fib.port_vpls, vec![Some(0), Some(0), None]);
+        for (&pw, label) in vi.pseudowires.iter().zip([1021, 1031]) {
+            let p = &fib.pseudowires[usize::from(pw)];
+            assert_eq!((p.local_label, p.attachment, p.up), (label, None, true));
+            assert_eq!(fib.pw_vpls(pw), Some(0));
+            let route = fib.labels.get(label).expect("local label installed");
+            assert_eq!(route.action, LabelAction::Pseudowire { pw });
+        }
+        let status = t.vpls_status(|_| true, |_| 7);
+        assert_eq!(status[0].macs, 7);
+        // 198.18.255.3 has no route: that pseudowire is down, with the reason.
+        let down: Vec<_> = status[0].pseudowires.iter().map(|p| (p.up, p.reason.clone())).collect();
+        assert_eq!(down, vec![(true, None), (false, Some("no route to peer".into()))]);
+    }
+}
