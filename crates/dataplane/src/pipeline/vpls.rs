@@ -244,17 +244,16 @@ impl Dataplane {
             Learned::LimitReached => self.counters.event(Event::VplsMacLimit, 1),
             Learned::Refreshed | Learned::NotUnicast => {}
         }
-        if is_station(dst) {
-            if let Some(to) = bridge.macs.lookup(dst, b.now) {
-                if to == from {
-                    return self.discard(DropReason::VplsFiltered, pkt, b.pool);
-                }
-                if matches!((from, to), (Member::Pw(_), Member::Pw(_))) {
-                    return self.discard(DropReason::VplsSplitHorizon, pkt, b.pool);
-                }
-                if usable(fib, vi, &self.vpls.link_down, to) {
-                    return self.vpls_send(b, pkt, to);
-                }
+        let known = if is_station(dst) { bridge.macs.lookup(dst, b.now) } else { None };
+        if let Some(to) = known {
+            if to == from {
+                return self.discard(DropReason::VplsFiltered, pkt, b.pool);
+            }
+            if matches!((from, to), (Member::Pw(_), Member::Pw(_))) {
+                return self.discard(DropReason::VplsSplitHorizon, pkt, b.pool);
+            }
+            if usable(fib, vi, &self.vpls.link_down, to) {
+                return self.vpls_send(b, pkt, to);
             }
         }
         if let Some(bucket) = &mut bridge.flood
