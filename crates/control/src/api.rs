@@ -225,6 +225,14 @@ pub enum Request {
         /// Its name.
         name: String,
     },
+    /// List the VPLS instances with their members' state (`vpls show`): [`VplsStatus`]es.
+    VplsShow,
+    /// List the VPLS instances' MAC tables (`bridge fdb show`): [`FdbEntry`]s.
+    FdbShow {
+        /// Only this instance's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vpls: Option<String>,
+    },
     /// Counters.
     Stats,
     /// Read the config file again and apply the difference.
@@ -400,6 +408,10 @@ pub enum Answer {
     Vrfs(Vec<Vrf>),
     /// `pw-show`.
     Pseudowires(Vec<PwStatus>),
+    /// `vpls-show`.
+    Vpls(Vec<VplsStatus>),
+    /// `fdb-show`.
+    Fdb(Vec<FdbEntry>),
     /// `neigh-show`.
     Neighbors(Vec<Neighbor>),
     /// `stats`.
@@ -1224,6 +1236,70 @@ pub fn check_neighbor_mac(mac: Mac) -> Result<Mac, String> {
         return Err(format!("{mac} is not a unicast MAC address (a neighbour has one)"));
     }
     Ok(mac)
+}
+
+/// A VPLS instance and its members' state (`vpls-show`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct VplsStatus {
+    /// Its name.
+    pub name: String,
+    /// Its attachment circuits.
+    pub attachments: Vec<VplsAttachment>,
+    /// Its pseudowires.
+    pub pseudowires: Vec<VplsPseudowire>,
+    /// MACs it learns at most.
+    pub mac_limit: u32,
+    /// Frames a second it floods at most; 0: no limit.
+    pub flood_rate: u32,
+    /// Seconds a MAC stays learned without being seen.
+    pub mac_aging: u32,
+    /// MACs learned now.
+    pub macs: u64,
+}
+
+/// An attachment circuit of a VPLS instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct VplsAttachment {
+    /// The port's name.
+    pub port: String,
+    /// Its link is up.
+    pub up: bool,
+}
+
+/// A pseudowire of a VPLS instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct VplsPseudowire {
+    /// Its labels, peer and encapsulation.
+    pub spec: PwSpec,
+    /// Forwarding: installed and a route to the peer.
+    pub up: bool,
+    /// Why not, when not up: "label in use", "no route to peer".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One learned MAC of a VPLS instance (`fdb-show`), as `bridge -j fdb show` lists an
+/// entry: `ifname` for an attachment circuit, `pw` for a pseudowire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FdbEntry {
+    /// The station's address.
+    #[serde(with = "mac_text")]
+    pub mac: Mac,
+    /// The attachment circuit it was learned on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ifname: Option<String>,
+    /// The pseudowire it was learned on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pw: Option<String>,
+    /// The VPLS instance (the bridge).
+    pub master: String,
+    /// As `bridge`'s: empty for a learned entry.
+    pub state: String,
+    /// Seconds since a frame from it was last seen (`bridge -s`'s `updated`).
+    pub updated: u64,
 }
 
 /// A [`Mac`] as its text `02:00:5e:10:00:01` in JSON (`#[serde(with = "mac_text")]`).

@@ -441,6 +441,8 @@ pub struct Config {
     pub neighbors: Vec<StaticNeighborConfig>,
     /// `[[pseudowire]]`s, in file order.
     pub pseudowires: Vec<PseudowireConfig>,
+    /// `[[vpls]]`s, in file order: index = the FIB's VPLS instance index.
+    pub vpls: Vec<VplsConfig>,
 }
 
 /// A `[[pseudowire]]`: a point-to-point Ethernet pseudowire (VPWS, RFC 4448).
@@ -464,6 +466,42 @@ pub struct PseudowireConfig {
     pub static_spec: Option<api::PwSpec>,
     /// `control-word`.
     pub control_word: bool,
+    /// Line of `name`.
+    pub line: usize,
+}
+
+/// A `[[vpls]]`: a VPLS instance (RFC 4762), a bridge over its attachment circuits and
+/// its static pseudowires to the other PEs (a full mesh: split horizon).
+///
+/// ```toml
+/// [[vpls]]
+/// name = "blue"
+/// attachments = ["ce1", "ce2"]   # [[port]]s without addresses: raw Ethernet mode
+/// mac-limit = 4096               # MACs learned at most (default 4096)
+/// flood-rate = 1000              # frames/s flooded at most (default 0: no limit)
+/// mac-aging = 300                # seconds (default 300)
+///
+/// [[vpls.pseudowire]]            # one per other PE, as [[pseudowire]] has them
+/// name = "blue-pe2"
+/// local-label = 1002
+/// remote-label = 2001
+/// peer = "198.18.255.2"
+/// control-word = true            # default true
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VplsConfig {
+    /// Its name.
+    pub name: String,
+    /// The attachment circuits.
+    pub attachments: Vec<PortId>,
+    /// The pseudowires to the other PEs of the instance.
+    pub pseudowires: Vec<api::PwSpec>,
+    /// `mac-limit`.
+    pub mac_limit: u32,
+    /// `flood-rate` (frames a second; 0: no limit).
+    pub flood_rate: u32,
+    /// `mac-aging` (seconds).
+    pub mac_aging_s: u32,
     /// Line of `name`.
     pub line: usize,
 }

@@ -96,6 +96,53 @@ pub fn pseudowires(list: &[crate::api::PwStatus]) -> String {
     s
 }
 
+/// `vpls show`: an instance a line (name, MACs, limits), then its members indented.
+pub fn vpls(list: &[crate::api::VplsStatus]) -> String {
+    let mut s = String::new();
+    for v in list {
+        let rate = if v.flood_rate == 0 { "unlimited".to_string() } else { v.flood_rate.to_string() };
+        let _ = writeln!(
+            s,
+            "{} macs {}/{} mac-aging {} flood-rate {rate}",
+            v.name, v.macs, v.mac_limit, v.mac_aging
+        );
+        for a in &v.attachments {
+            let _ = writeln!(s, "    attachment {} {}", a.port, if a.up { "up" } else { "down" });
+        }
+        for p in &v.pseudowires {
+            let state = if p.up { "up" } else { "down" };
+            let cw = if p.spec.control_word { "on" } else { "off" };
+            let _ = write!(s, "    pw {} {state}", p.spec.name);
+            if let Some(r) = &p.reason {
+                let _ = write!(s, " ({r})");
+            }
+            let _ = writeln!(
+                s,
+                " local-label {} remote-label {} peer {} control-word {cw}",
+                p.spec.local_label, p.spec.remote_label, p.spec.peer
+            );
+        }
+    }
+    s
+}
+
+/// `bridge fdb show`, as iproute2's `bridge fdb show` prints learned entries:
+/// `MAC dev PORT master VPLS` (`MAC pw NAME master VPLS` for a pseudowire).
+pub fn fdb(list: &[crate::api::FdbEntry]) -> String {
+    let mut s = String::new();
+    for e in list {
+        match (&e.ifname, &e.pw) {
+            (_, Some(pw)) => {
+                let _ = writeln!(s, "{} pw {pw} master {}", e.mac, e.master);
+            }
+            (dev, None) => {
+                let _ = writeln!(s, "{} dev {} master {}", e.mac, dev.as_deref().unwrap_or("-"), e.master);
+            }
+        }
+    }
+    s
+}
+
 /// `neigh show`.
 pub fn neighbors(list: &[Neighbor]) -> String {
     let mut s = String::new();

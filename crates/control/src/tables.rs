@@ -47,6 +47,7 @@ mod pw_set;
 mod pw_tests;
 mod rib;
 mod txn;
+mod vpls_set;
 pub use bulk::{ShowChunk, ShowCursor};
 pub use error::TablesError;
 use rib::{Derived, Entry, Rib, Source};
@@ -190,11 +191,9 @@ impl Tables {
     pub fn built(config: Config) -> Result<(Tables, Fib), crate::ConfigError> {
         let mut fib = config.build_fib()?;
         let (path, pws) = (config.path.clone(), pw_set::pws_of(&config));
-        pw_set::install(&pws, &mut fib).map_err(|source| crate::ConfigError::Build {
-            path,
-            line: None,
-            source,
-        })?;
+        let installed =
+            pw_set::install(&pws, &mut fib).and_then(|()| vpls_set::install(&config.vpls, &mut fib));
+        installed.map_err(|source| crate::ConfigError::Build { path, line: None, source })?;
         let mut tables = Tables::new(config);
         tables.built = Some(fib.clone());
         Ok((tables, fib))
@@ -404,6 +403,7 @@ impl Tables {
             .build_fib_with(self.rib.selected_routes(), self.rib.selected_labels())
             .map_err(TablesError::Build)?;
         pw_set::install(&self.pws, &mut fib)
+            .and_then(|()| vpls_set::install(&self.file.vpls, &mut fib))
             .map_err(|source| TablesError::Fib { what: "pseudowires".into(), source })?;
         Ok(fib)
     }
@@ -933,6 +933,9 @@ fn restart_needed(old: &Config, new: &Config) -> Option<String> {
     }
     if old.pseudowires != new.pseudowires {
         return Some("[[pseudowire]] changed".into());
+    }
+    if old.vpls != new.vpls {
+        return Some("[[vpls]] changed".into());
     }
     if old.router.control_socket != new.router.control_socket {
         return Some("router.control-socket changed".into());

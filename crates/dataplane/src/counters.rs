@@ -41,6 +41,16 @@ reasons! {
         PwDown => "pw_down",
         /// A frame for a pseudowire without an attachment circuit.
         PwNoAttachment => "pw_no_attachment",
+        /// A VPLS frame for a MAC learned on the member it came from (a bridge filters it).
+        VplsFiltered => "vpls_filtered",
+        /// A VPLS frame from a pseudowire for a MAC learned on another pseudowire: split
+        /// horizon (the ingress PE sends to every PE itself).
+        VplsSplitHorizon => "vpls_split_horizon",
+        /// A VPLS frame to flood (unknown unicast, broadcast, multicast) over the
+        /// instance's flood rate.
+        VplsFloodRate => "vpls_flood_rate",
+        /// A VPLS frame to flood with no other member in force to flood it to.
+        VplsNoMember => "vpls_no_member",
         /// Addressed to another station's MAC.
         OtherHost => "other_host",
         /// 802.1Q tagged: no VLAN sub-interfaces are configured.
@@ -131,6 +141,18 @@ reasons! {
         PwEncap => "pw_encapsulated",
         /// Frames from a pseudowire sent out of its attachment circuit.
         PwDecap => "pw_decapsulated",
+        /// Source MACs a VPLS instance learned.
+        VplsMacLearned => "vpls_mac_learned",
+        /// Source MACs seen on another member of their VPLS instance than before.
+        VplsMacMoved => "vpls_mac_moved",
+        /// Frames whose new source MAC was not learned: the instance holds its MAC
+        /// limit (the frame is forwarded all the same).
+        VplsMacLimit => "vpls_mac_limit",
+        /// VPLS frames flooded (each once, whatever the number of copies).
+        VplsFlooded => "vpls_flooded",
+        /// MACs withdrawn: their attachment circuit went down, their pseudowire went
+        /// down or left the instance.
+        VplsMacWithdrawn => "vpls_mac_withdrawn",
         /// Top label swapped.
         LabelSwap => "label_swap",
         /// Label popped (PHP, egress, explicit null).

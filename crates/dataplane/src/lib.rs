@@ -7,6 +7,7 @@ pub mod fragment;
 pub mod gro;
 pub mod gso;
 pub mod hash;
+pub mod mac_table;
 pub mod neighbor;
 pub mod packet;
 pub mod pipeline;
@@ -15,6 +16,6 @@ pub mod rate;
 
 pub use counters::{Counters, DropReason, Event};
 pub use packet::{Packet, PacketPool, PortId};
-pub use pipeline::{Dataplane, DataplaneConfig, HostStack, Output, POOL_LOW_WATER};
+pub use pipeline::{Dataplane, DataplaneConfig, FdbDev, FdbEntry, HostStack, Output, POOL_LOW_WATER};
 pub use port::{PortCaps, PortInfo};
 pub use rate::TokenBucket;

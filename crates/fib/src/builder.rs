@@ -270,10 +270,13 @@ impl FibBuilder {
             port_vrf: self.ports.iter().map(|p| p.vrf).collect(),
             port_accepts_mpls: self.ports.iter().map(|p| p.accepts_mpls).collect(),
             port_pw: vec![None; self.ports.len()],
+            port_vpls: vec![None; self.ports.len()],
             port_addrs: self.ports.into_iter().map(|p| p.addrs).collect(),
             router_v4: self.router_v4,
             router_v6: self.router_v6,
             pseudowires: Vec::new(),
+            vpls: Vec::new(),
+            pw_vpls: Vec::new(),
         })
     }
 }

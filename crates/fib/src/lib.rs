@@ -17,6 +17,7 @@ mod error;
 mod label;
 mod lpm;
 mod nexthop;
+mod vpls;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -28,6 +29,7 @@ pub use error::FibError;
 pub use label::{LabelAction, LabelRoute, LabelTable};
 pub use lpm::{Lpm, LpmKey};
 pub use nexthop::{MAX_NEXTHOPS, Nexthop, NexthopGroup};
+pub use vpls::VplsInstance;
 
 /// Index of a port in the router's port list.
 pub type PortId = u16;
@@ -155,6 +157,14 @@ pub struct Fib {
     /// (index into [`pseudowires`](Fib::pseudowires)). Such a port is in raw Ethernet
     /// mode: every frame it receives rides the pseudowire.
     pub port_pw: Vec<Option<u16>>,
+    /// The VPLS instances.
+    pub vpls: Vec<VplsInstance>,
+    /// Per port (index = [`PortId`]): the VPLS instance whose attachment circuit it is
+    /// (index into [`vpls`](Fib::vpls)); raw Ethernet mode, bridged.
+    pub port_vpls: Vec<Option<u16>>,
+    /// Per pseudowire (index into [`pseudowires`](Fib::pseudowires)): the VPLS instance
+    /// it belongs to; frames from it are bridged instead of sent to an attachment.
+    pub pw_vpls: Vec<Option<u16>>,
 }
 
 /// A point-to-point Ethernet pseudowire (RFC 4448) as the pipeline uses it.
@@ -199,6 +209,9 @@ impl Default for Fib {
             router_v6: None,
             pseudowires: Vec::new(),
             port_pw: Vec::new(),
+            vpls: Vec::new(),
+            port_vpls: Vec::new(),
+            pw_vpls: Vec::new(),
         }
     }
 }
@@ -403,7 +416,10 @@ impl Fib {
             && self.port_addrs == old.port_addrs
             && (self.router_v4, self.router_v6) == (old.router_v4, old.router_v6)
             && self.pseudowires == old.pseudowires
-            && self.port_pw == old.port_pw;
+            && self.port_pw == old.port_pw
+            && self.vpls == old.vpls
+            && self.port_vpls == old.port_vpls
+            && self.pw_vpls == old.pw_vpls;
         if !same_frame {
             return None;
         }

@@ -115,6 +115,13 @@ impl<'a> ForwardingLoop<'a> {
                 }
                 let _ = reply.try_send(r);
             }
+            LoopRequest::Vpls(reply) => {
+                let view = crate::protocol::VplsView {
+                    fdb: dp.vpls_fdb(Instant::now()),
+                    link_up: (0..self.ports.len()).map(|i| dp.port_link_up(i as PortId)).collect(),
+                };
+                let _ = reply.try_send(view);
+            }
         }
     }
 

@@ -216,6 +216,28 @@ fn follow_medium_mtu(dp: &mut Dataplane, id: PortId, port: &dyn Port, changes: &
 /// Follows each interface's MTU ([`follow_mtu`]) and each tunnel's path MTU
 /// ([`follow_medium_mtu`]). Also puts muted ports back in the poll set. Bounded: one name
 /// lookup and one MTU query per port, and one open per port whose interface came back.
+/// Hands the pipeline the link state (administratively up with a carrier) of a VPLS
+/// attachment circuit: one that goes down has its MACs withdrawn and is left out of
+/// floods until it is back. Ports of no VPLS are not asked about.
+fn follow_vpls_link(dp: &mut Dataplane, id: PortId, name: &str, relink: &Relink) {
+    if relink.netns.is_some() || dp.fib().load().port_vpls(id).is_none() {
+        return;
+    }
+    let (Ok(ctl), Some(ifname)) =
+        (vmpls_sys::iface::control_socket(), vmpls_sys::iface::IfName::new(&relink.ifname))
+    else {
+        return;
+    };
+    let up = vmpls_sys::iface::flags(&ctl, &ifname).is_ok_and(|f| {
+        let f = libc::c_int::from(f);
+        f & libc::IFF_UP != 0 && f & libc::IFF_RUNNING != 0
+    });
+    if up != dp.port_link_up(id) {
+        info!(port = %name, up, "VPLS attachment circuit link changed");
+        dp.set_port_link(id, up);
+    }
+}
+
 pub(crate) fn check_links(
     dp: &mut Dataplane,
     ports: &mut [Box<dyn Port>],
@@ -236,6 +258,7 @@ pub(crate) fn check_links(
         // reopen all the same: the socket lost its binding when it left.
         if now_index == Some(relink.ifindex) && !w.faults.detached {
             follow_mtu(dp, i as PortId, &name, relink, now_mtu, &mut changes);
+            follow_vpls_link(dp, i as PortId, &name, relink);
             continue;
         }
         // Deleted (a socket bound to it is unbound for good), and maybe back.

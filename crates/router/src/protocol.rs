@@ -59,6 +59,18 @@ pub enum LoopRequest {
     FibStored(SyncSender<()>),
     /// Set or remove a static neighbour; answered with what went wrong, if anything.
     Neighbor(NeighborChange, SyncSender<Result<(), String>>),
+    /// The VPLS instances' MAC tables and the ports' links as the pipeline knows them.
+    Vpls(SyncSender<VplsView>),
+}
+
+/// What the loop knows of the VPLS instances.
+#[derive(Debug, Clone, Default)]
+pub struct VplsView {
+    /// The MAC tables, instance by instance.
+    pub fdb: Vec<vmpls_dataplane::FdbEntry>,
+    /// Per port (index = port id): its link is up as last checked (ports that are no
+    /// VPLS attachment circuit count as up).
+    pub link_up: Vec<bool>,
 }
 
 /// A change of the neighbour table from the control side (`neigh add`, `neigh del`,
@@ -101,6 +113,17 @@ impl LoopHandle {
     pub fn snapshot(&self) -> anyhow::Result<Snapshot> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.send(LoopRequest::Snapshot(tx))?;
+        rx.recv_timeout(LOOP_ANSWER_TIMEOUT)
+            .map_err(|_| anyhow::anyhow!("the forwarding loop did not answer"))
+    }
+
+    /// The VPLS instances' MAC tables and the attachment circuits' links, now.
+    ///
+    /// # Errors
+    /// The loop stopped or did not answer in time.
+    pub fn vpls(&self) -> anyhow::Result<VplsView> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.send(LoopRequest::Vpls(tx))?;
         rx.recv_timeout(LOOP_ANSWER_TIMEOUT)
             .map_err(|_| anyhow::anyhow!("the forwarding loop did not answer"))
     }

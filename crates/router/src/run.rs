@@ -101,8 +101,9 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let mut watch: Vec<PortWatch> = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         let id = PortId::try_from(i).context("too many ports")?;
-        // A pseudowire's attachment circuit (raw Ethernet mode) takes every frame.
-        let attachment = cfg.pseudowires.iter().any(|pw| pw.attachment == id);
+        // A pseudowire's or a VPLS's attachment circuit (raw Ethernet mode) takes every frame.
+        let attachment = cfg.pseudowires.iter().any(|pw| pw.attachment == id)
+            || cfg.vpls.iter().any(|v| v.attachments.contains(&id));
         let (port, relink) = open_port(id, p, netns[i].as_ref(), attachment)
             .with_context(|| format!("opening port {:?} ({} {})", p.name, p.kind.name(), p.interface))?;
         let port = with_overrides(port, p.offloads);
@@ -298,7 +299,7 @@ fn ifindex_collisions(served: &[Option<FastPortInfo>]) -> Vec<usize> {
 }
 
 /// Why the fast path leaves a pseudowire's attachment circuit to the pipeline.
-const PW_ATTACHMENT: &str = "it is a pseudowire's attachment circuit: pseudowires (encapsulation, control word, super-frames kept whole) run in the pipeline this release";
+const PW_ATTACHMENT: &str = "it is an attachment circuit of a pseudowire or a VPLS: pseudowires (encapsulation, control word, super-frames kept whole) and VPLS bridging run in the pipeline this release";
 
 /// Whether `netns` (a name under `/run/netns`, or `None`: the router's) is the namespace
 /// the router runs in.
@@ -400,7 +401,8 @@ fn start_fast_path(
             }
             continue;
         }
-        if cfg.pseudowires.iter().any(|pw| usize::from(pw.attachment) == i) {
+        let vpls_attachment = cfg.vpls.iter().any(|v| v.attachments.iter().any(|&a| usize::from(a) == i));
+        if vpls_attachment || cfg.pseudowires.iter().any(|pw| usize::from(pw.attachment) == i) {
             served.push(None);
             sockets.push(None);
             refused.push(Some(PW_ATTACHMENT));

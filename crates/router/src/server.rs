@@ -33,6 +33,7 @@ use crate::metrics::StatsSource;
 use crate::protocol::LoopHandle;
 
 mod bulk;
+mod vpls;
 
 /// Frames queued per capture before new ones are lost.
 const CAPTURE_QUEUE: usize = 1024;
@@ -271,6 +272,11 @@ impl Server {
                 return self.pw_change(|t| t.pw_replace_cli(pw.clone(), attachment.as_deref()), &pw.name);
             }
             Request::PwDel { name } => return self.pw_change(|t| t.pw_del_cli(name), name),
+            Request::VplsShow => self.vpls_show().map(Answer::Vpls).map_err(unavailable),
+            Request::FdbShow { vpls } => match self.fdb_show(vpls.as_deref()) {
+                Ok(list) => Ok(Answer::Fdb(list)),
+                Err(e) => Err(ControlError::invalid(format!("{e:#}"))),
+            },
             Request::Stats => self.stats().map(|s| Answer::Stats(Box::new(s))).map_err(unavailable),
             Request::Reload => self.reload_logged("request").map(Answer::Reloaded),
             Request::Capture { .. } => Err(ControlError::invalid("capture needs its own connection")),

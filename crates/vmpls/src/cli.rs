@@ -118,6 +118,63 @@ pub fn pw(g: &Globals, args: &[String]) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `vmpls vpls show [NAME]`.
+///
+/// # Errors
+/// See [`CliError`].
+pub fn vpls(g: &Globals, args: &[String]) -> Result<(), CliError> {
+    let name = show_args("vpls", args)?;
+    let data = connect(g)?.request(&Request::VplsShow)?;
+    let mut list: Vec<vmpls_control::api::VplsStatus> = decode(data)?;
+    if let Some(n) = &name {
+        list.retain(|v| &v.name == n);
+        if list.is_empty() {
+            return Err(CliError::Router(format!("no VPLS named \"{n}\"")));
+        }
+    }
+    if g.json {
+        let v = serde_json::to_value(&list).map_err(|e| usage(e.to_string()))?;
+        return print_json(g, &v);
+    }
+    print!("{}", show::vpls(&list));
+    Ok(())
+}
+
+/// `vmpls bridge fdb show [vpls NAME]` (`br NAME`, `master NAME` as aliases of `vpls`).
+///
+/// # Errors
+/// See [`CliError`].
+pub fn bridge(g: &Globals, args: &[String]) -> Result<(), CliError> {
+    let mut it = args.iter().map(String::as_str);
+    match it.next() {
+        Some("fdb") => {}
+        Some(other) => return Err(usage(format!("unknown bridge object \"{other}\"; expected fdb"))),
+        None => return Err(usage("expected \"bridge fdb show [vpls NAME]\"")),
+    }
+    match it.next() {
+        None | Some("show" | "list" | "ls" | "lst" | "sh") => {}
+        Some(other) => return Err(usage(format!("unknown fdb command \"{other}\"; expected show"))),
+    }
+    let mut vpls = None;
+    while let Some(w) = it.next() {
+        match w {
+            "vpls" | "br" | "master" => {
+                let n = it.next().ok_or_else(|| usage(format!("\"{w}\" needs a VPLS name after it")))?;
+                vpls = Some(n.to_string());
+            }
+            other => return Err(usage(format!("either \"{other}\" is duplicate, or it is garbage"))),
+        }
+    }
+    let data = connect(g)?.request(&Request::FdbShow { vpls })?;
+    let list: Vec<vmpls_control::api::FdbEntry> = decode(data)?;
+    if g.json {
+        let v = serde_json::to_value(&list).map_err(|e| usage(e.to_string()))?;
+        return print_json(g, &v);
+    }
+    print!("{}", show::fdb(&list));
+    Ok(())
+}
+
 /// `vmpls link show [[dev] PORT]`.
 ///
 /// # Errors

@@ -144,6 +144,18 @@ enum Command {
         #[arg(trailing_var_arg = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// VPLS instances of a running router: attachment circuits, pseudowires, limits.
+    Vpls {
+        /// show [NAME]
+        #[arg(trailing_var_arg = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// The VPLS instances' MAC tables, as iproute2's `bridge fdb show` lists a bridge's.
+    Bridge {
+        /// fdb show [vpls NAME]
+        #[arg(trailing_var_arg = true, num_args = 0..)]
+        args: Vec<String>,
+    },
     /// Counters of a running router: per port, drops by reason, events (-s: all).
     Stats,
     /// Make a running router read its config again and apply the difference.
@@ -271,6 +283,8 @@ fn run_client(cli: &Cli, command: &Command) -> ExitCode {
         Command::Neigh { args } => cli::neigh(&g, args),
         Command::Vrf { args } => cli::vrf(&g, args),
         Command::Pw { args } => cli::pw(&g, args),
+        Command::Vpls { args } => cli::vpls(&g, args),
+        Command::Bridge { args } => cli::bridge(&g, args),
         Command::Stats => cli::stats(&g),
         Command::Reload => cli::reload(&g),
         Command::Capture { port, write, count, filter } => capture::run(

@@ -17,6 +17,7 @@ mod raw;
 mod router;
 mod routes;
 mod values;
+mod vpls;
 mod vrfs;
 
 use std::collections::HashMap;
@@ -81,6 +82,7 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     };
     let neighbors = neighbors::parse_neighbors(&ctx, &raw.neighbor, &ports)?;
     let pseudowires = pseudowires::parse_pseudowires(&ctx, &raw.pseudowire, &ports, &labels, frr.is_some())?;
+    let vpls = vpls::parse_vpls(&ctx, &raw.vpls, &ports, &labels, &pseudowires, frr.is_some())?;
 
     Ok(Config {
         path: path.to_path_buf(),
@@ -93,5 +95,6 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         frr,
         neighbors,
         pseudowires,
+        vpls,
     })
 }

@@ -24,6 +24,33 @@ pub(super) struct RawFile {
     pub(super) neighbor: Vec<RawNeighbor>,
     #[serde(default)]
     pub(super) pseudowire: Vec<RawPseudowire>,
+    #[serde(default)]
+    pub(super) vpls: Vec<RawVpls>,
+}
+
+/// `[[vpls]]`: a VPLS instance.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawVpls {
+    pub(super) name: S<String>,
+    #[serde(default)]
+    pub(super) attachments: Vec<S<String>>,
+    pub(super) mac_limit: Option<S<i64>>,
+    pub(super) flood_rate: Option<S<i64>>,
+    pub(super) mac_aging: Option<S<i64>>,
+    #[serde(default)]
+    pub(super) pseudowire: Vec<RawVplsPseudowire>,
+}
+
+/// `[[vpls.pseudowire]]`: a static pseudowire of a VPLS instance.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct RawVplsPseudowire {
+    pub(super) name: S<String>,
+    pub(super) local_label: S<i64>,
+    pub(super) remote_label: S<i64>,
+    pub(super) peer: S<String>,
+    pub(super) control_word: Option<S<bool>>,
 }
 
 /// `[[pseudowire]]`: a VPWS.

@@ -45,6 +45,11 @@ mod pw;
 mod pw_tests;
 #[cfg(test)]
 mod tests;
+mod vpls;
+#[cfg(test)]
+mod vpls_tests;
+
+pub use vpls::{FdbDev, FdbEntry};
 
 const ETH: usize = ethernet::HEADER_LEN;
 /// Most label stack entries one frame may carry; deeper stacks are dropped. The control
@@ -222,6 +227,8 @@ pub struct Dataplane {
     /// Per port: a point-to-point port (a tunnel), whose next hops need no neighbour
     /// resolution.
     point_to_point: Vec<bool>,
+    /// The VPLS instances' bridges (MAC tables, flood limits) and attachment links.
+    vpls: vpls::VplsState,
 }
 
 impl Dataplane {
@@ -241,6 +248,7 @@ impl Dataplane {
             scratch: Vec::new(),
             gro_scratch: Vec::new(),
             point_to_point: vec![false; n],
+            vpls: vpls::VplsState::default(),
         }
     }
 
@@ -395,6 +403,7 @@ impl Dataplane {
         out: &mut Output,
     ) {
         let fib = self.fib.load_full();
+        self.vpls_follow(&fib);
         if frames.len() > 1 {
             let ports = &self.ports;
             let gro = gro::coalesce(frames, &mut self.gro_scratch, pool, |p| gro_eligible(&fib, ports, p));
@@ -416,6 +425,7 @@ impl Dataplane {
     /// Processes one received frame.
     pub fn process(&mut self, now: Instant, pkt: Packet, pool: &mut PacketPool, out: &mut Output) {
         let fib = self.fib.load_full();
+        self.vpls_follow(&fib);
         self.input(&mut Batch { fib: &fib, now, pool, out }, pkt);
     }
 
@@ -480,6 +490,10 @@ impl Dataplane {
         // An attachment circuit is in raw Ethernet mode: every frame rides its pseudowire.
         if let Some((pw, _)) = b.fib.attachment_pw(in_port) {
             return self.pw_ingress(b, pkt, pw);
+        }
+        // So is a VPLS attachment circuit: every frame is bridged.
+        if let Some(inst) = b.fib.port_vpls(in_port) {
+            return self.vpls_from_ac(b, pkt, inst);
         }
         let Ok(frame) = ethernet::Frame::new_checked(pkt.frame()) else {
             return self.discard(DropReason::TruncatedEthernet, pkt, b.pool);

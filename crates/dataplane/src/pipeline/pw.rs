@@ -38,7 +38,13 @@ fn inner_l3(frame: &[u8]) -> usize {
 
 impl Dataplane {
     /// A frame from attachment circuit `pkt.port` of pseudowire `pw`.
-    pub(super) fn pw_ingress(&mut self, b: &mut Batch<'_>, mut pkt: Packet, pw: u16) {
+    pub(super) fn pw_ingress(&mut self, b: &mut Batch<'_>, pkt: Packet, pw: u16) {
+        self.pw_send(b, pkt, pw, true);
+    }
+
+    /// Sends a customer's Ethernet frame into pseudowire `pw` (from its attachment
+    /// circuit, `from_attachment`: counted as the pseudowire's, or bridged by a VPLS).
+    pub(super) fn pw_send(&mut self, b: &mut Batch<'_>, mut pkt: Packet, pw: u16, from_attachment: bool) {
         let fib = b.fib;
         let Some(entry) = fib.pseudowires.get(usize::from(pw)).filter(|e| e.up) else {
             return self.discard(DropReason::PwDown, pkt, b.pool);
@@ -63,7 +69,7 @@ impl Dataplane {
         let overhead = LSE * (labels + 1) + cw;
         let mtu = port.mtu as usize;
         let ac = pkt.port;
-        if let Some(c) = self.counters.pw_tx.get_mut(usize::from(ac)) {
+        if let Some(c) = self.counters.pw_tx.get_mut(usize::from(ac)).filter(|_| from_attachment) {
             c[0] += 1;
             c[1] += pkt.len() as u64;
         }
@@ -140,10 +146,14 @@ impl Dataplane {
         if !top.bottom {
             return self.discard(DropReason::PwLabelNotBottom, pkt, b.pool);
         }
-        let entry = b.fib.pseudowires.get(usize::from(pw));
-        let Some((ac, control_word)) = entry.and_then(|e| Some((e.attachment?, e.control_word))) else {
+        let Some(entry) = b.fib.pseudowires.get(usize::from(pw)) else {
             return self.discard(DropReason::PwNoAttachment, pkt, b.pool);
         };
+        let vpls = b.fib.pw_vpls(pw);
+        if entry.attachment.is_none() && vpls.is_none() {
+            return self.discard(DropReason::PwNoAttachment, pkt, b.pool);
+        }
+        let control_word = entry.control_word;
         let mut strip = ETH + LSE;
         if control_word {
             match pw_cw::ControlWord::new_checked(pkt.frame().get(strip..).unwrap_or(&[])) {
@@ -162,15 +172,21 @@ impl Dataplane {
         }
         let _ = pkt.pull_front(strip);
         pkt.offload.shift(-(strip as isize));
-        pkt.port = ac;
         self.counters.event(Event::PwDecap, 1);
-        self.ac_output(b, pkt);
+        match (vpls, entry.attachment) {
+            (Some(inst), _) => self.vpls_from_pw(b, pkt, inst, pw),
+            (None, Some(ac)) => {
+                pkt.port = ac;
+                self.ac_output(b, pkt);
+            }
+            (None, None) => self.discard(DropReason::PwNoAttachment, pkt, b.pool),
+        }
     }
 
     /// Sends a customer's frame out of its attachment circuit as it is (no Ethernet
     /// rewrite): a super-frame whole if the port takes it, else cut; a jumbo frame that
     /// crossed the core in place of a super-frame gets its GSO metadata back.
-    fn ac_output(&mut self, b: &mut Batch<'_>, mut pkt: Packet) {
+    pub(super) fn ac_output(&mut self, b: &mut Batch<'_>, mut pkt: Packet) {
         let id = pkt.port;
         let Some(port) = self.ports.get(usize::from(id)) else {
             return self.discard(DropReason::NoSuchPort, pkt, b.pool);
