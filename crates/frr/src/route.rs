@@ -461,6 +461,9 @@ fn route(key: RouteKey, body: &[u8]) -> Result<Route, Skip> {
             None => nexthops.push(top.nexthop(mpls)?),
         }
     }
+    // The route is kept as long as zebra has it: a vector grown by pushes holds room for
+    // four next hops (224 bytes for one), most routes have one.
+    nexthops.shrink_to_fit();
     Ok(Route { key, protocol: u8::from(h.protocol), kind, nexthops })
 }
 

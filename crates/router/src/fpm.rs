@@ -65,6 +65,11 @@ pub const READ_BUDGET: usize = 4 * 1024 * 1024;
 /// The most the read buffer holds: what is left of a frame (under the largest frame)
 /// and one read.
 pub const MAX_BUFFERED: usize = fpm::MAX_FRAME_LEN + READ_CHUNK;
+/// After a table change this large (a table walk of zebra's), the memory its translation
+/// and transaction held for a moment goes back to the system: thousands of routes
+/// leave megabytes free in the allocator's heap, which would stay in the router's
+/// resident size for good.
+const TRIM_AFTER_CHANGES: usize = 10_000;
 /// The first wait before a failed table change is tried again; it doubles up to
 /// [`RETRY_MAX`] while the tables keep refusing.
 const RETRY_FIRST: Duration = Duration::from_secs(1);
@@ -262,8 +267,9 @@ struct Session {
     vrfs: Arc<dyn VrfLookup>,
     /// The lookup's generation the RIB was last translated with.
     vrfs_generation: u64,
-    /// The VRF each route of a table other than 254 is installed in now.
-    installed_vrf: HashMap<RouteKey, String>,
+    /// The VRF each route of a table other than 254 is installed in now (the name shared
+    /// by the routes of a flush: a table of many VRF routes holds no copy per route).
+    installed_vrf: HashMap<RouteKey, Arc<str>>,
     status: Arc<FrrStatus>,
     rib: Rib,
     conn: Option<TcpStream>,
@@ -583,18 +589,8 @@ impl Session {
     /// tables take them, and a refusal is tried again later ([`RETRY_FIRST`], doubling).
     fn flush(&mut self) {
         // An IPv6 route over the IPv4 core takes its gateway from the default VRF's IPv4
-        // next hops (Translator::ipv4_core_gateway): when those change, it is taken again.
-        let core_changed = self
-            .rib
-            .pending_changes()
-            .iter()
-            .any(|(k, _)| k.table == MAIN_TABLE && matches!(k.dest, Dest::Prefix(IpAddr::V4(_), _)));
-        if core_changed {
-            self.rib.mark_changed(|r| {
-                matches!(r.key.dest, Dest::Prefix(IpAddr::V6(_), _))
-                    && r.nexthops.iter().any(|n| n.gateway.is_none() && !n.labels.is_empty())
-            });
-        }
+        // next hops (Translator::ipv4_core_gateway): the RIB marks it changed when those
+        // gateways change.
         let vrfs = self.vrfs.clone();
         let mut t = Translator::new(&*vrfs).with_rib(&self.rib);
         // A route leaving a VRF (gone, or its table now another's) is removed there
@@ -602,14 +598,18 @@ impl Session {
         let mut moved_away = Vec::new();
         let mut changes = Vec::new();
         let mut installed = Vec::new();
-        let mut vrf_of_table = HashMap::new();
+        let mut vrf_of_table: HashMap<u32, Option<Arc<str>>> = HashMap::new();
+        let default_vrf: Arc<str> = Arc::from(DEFAULT_VRF_NAME);
         for (key, route) in self.rib.pending_changes() {
             // Connected routes (the kernel's, protocol 2) come from the kernel's
             // addresses, which vmpls reads itself.
             let route = route.filter(|r| r.protocol != RTPROT_KERNEL);
             let vrf = match key.table {
-                MAIN_TABLE => Some(DEFAULT_VRF_NAME.to_string()),
-                table => vrf_of_table.entry(table).or_insert_with(|| vrfs.vrf_of_table(table)).clone(),
+                MAIN_TABLE => Some(default_vrf.clone()),
+                table => vrf_of_table
+                    .entry(table)
+                    .or_insert_with(|| vrfs.vrf_of_table(table).map(Arc::from))
+                    .clone(),
             };
             match key.dest {
                 Dest::Prefix(prefix, len) => {
@@ -617,7 +617,12 @@ impl Session {
                         if let Some(old) = self.installed_vrf.get(&key)
                             && vrf.as_ref() != Some(old)
                         {
-                            moved_away.push(FrrChange::Route { vrf: old.clone(), prefix, len, route: None });
+                            moved_away.push(FrrChange::Route {
+                                vrf: old.to_string(),
+                                prefix,
+                                len,
+                                route: None,
+                            });
                         }
                         installed.push((key, vrf.clone().filter(|_| route.is_some())));
                     }
@@ -669,6 +674,9 @@ impl Session {
                     warn!("a route from zebra is not installed: {r}");
                 }
                 info!(changes = n, in_force_ms = t.elapsed().as_millis() as u64, "routes from zebra applied");
+                if n >= TRIM_AFTER_CHANGES {
+                    crate::run::return_freed_memory();
+                }
             }
             Err(e) => {
                 self.status.apply_failures.fetch_add(1, Ordering::Relaxed);
@@ -749,9 +757,6 @@ fn connected_over(rib: &Rib, table: u32, ifindex: u32, addr: IpAddr) -> bool {
     })
 }
 
-/// IPv4 gateways by (interface index, labels) of the default VRF's next hops.
-type CoreGateways = HashMap<(u32, Vec<u32>), BTreeSet<IpAddr>>;
-
 /// What a flush could not place, to count and log once the translation is done.
 struct Leftovers {
     unusable: u64,
@@ -767,9 +772,6 @@ struct Translator<'a> {
     rib: Option<&'a Rib>,
     /// The VRF tables zebra has routes in (with their VRF), listed once a flush needs them.
     vrf_tables: Option<Vec<(u32, String)>>,
-    /// The IPv4 gateways of the default VRF's next hops by (interface, labels), built
-    /// once a flush needs them: the core next hops an IPv6 route over IPv4 resolved to.
-    core_gateways: Option<CoreGateways>,
     /// The port of each (VRF namespace, interface index) asked so far in this flush.
     ports: HashMap<(Option<String>, u32), Option<PortId>>,
     /// Routes left with no next hop on a port.
@@ -788,7 +790,6 @@ impl<'a> Translator<'a> {
             vrfs,
             rib: None,
             vrf_tables: None,
-            core_gateways: None,
             ports: HashMap::new(),
             unusable: 0,
             unknown_tables: Vec::new(),
@@ -860,25 +861,9 @@ impl<'a> Translator<'a> {
             return None;
         };
         let rib = self.rib?;
-        let index = self.core_gateways.get_or_insert_with(|| {
-            let mut index = CoreGateways::new();
-            for route in rib.routes() {
-                if route.key.table != MAIN_TABLE || !matches!(route.key.dest, Dest::Prefix(IpAddr::V4(_), _))
-                {
-                    continue;
-                }
-                for m in &route.nexthops {
-                    if let (Some(g @ IpAddr::V4(_)), Some(i)) = (m.gateway, m.ifindex) {
-                        index.entry((i, m.labels.clone())).or_default().insert(g);
-                    }
-                }
-            }
-            index
-        });
-        let gateways =
-            (0..=n.labels.len()).rev().find_map(|k| index.get(&(ifindex, n.labels[..k].to_vec())))?;
-        let mut it = gateways.iter();
-        match (it.next(), it.next()) {
+        let mut gateways =
+            (0..=n.labels.len()).rev().find_map(|k| rib.core_gateways(ifindex, &n.labels[..k]))?;
+        match (gateways.next(), gateways.next()) {
             (Some(&g), None) => Some(g),
             _ => None,
         }

@@ -93,6 +93,7 @@ impl<'a> Txn<'a> {
             _ => return t.build_fib(),
         };
         let mut fib = built.clone();
+        let mut groups = crate::NexthopGroups::default();
         for s in &self.log {
             match s {
                 // A VRF gone from the config has no table in the forwarding tables to
@@ -105,7 +106,7 @@ impl<'a> Txn<'a> {
                         .rib
                         .dest(vrf, (*addr, *len))
                         .and_then(|d| d.selected_route())
-                        .map(|e| crate::prefix_route(&e.item))
+                        .map(|e| groups.prefix_route(&e.item))
                         .transpose();
                     route
                         .and_then(|r| fib.set_prefix_route(t.vrf_id(vrf)?, *addr, *len, r))
