@@ -32,10 +32,6 @@ use vmpls_lab::{IpPrefix, Topology};
 /// How long ldpd may take to bring the PW up (sessions, then the PW's label mapping).
 const PW_UP: Duration = Duration::from_secs(30);
 
-fn step(t0: Instant, what: &str) {
-    eprintln!("[{:6.2} s] {what}", t0.elapsed().as_secs_f64());
-}
-
 /// Polls `f` every 200 ms until it is true, for at most `limit`.
 fn wait(lab: &mut Lab, what: &str, limit: Duration, mut f: impl FnMut(&Lab) -> bool) -> Duration {
     let t0 = Instant::now();

@@ -27,31 +27,14 @@
 mod frr_common;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use frr_common::{BIN, is_root, zebra_module};
+use frr_common::{BIN, WorkDir, is_root, step, zebra_module};
 use vmpls_lab::frr;
 use vmpls_lab::ping::{PingOptions, ping};
 use vmpls_lab::traffic::{FlowOptions, Limit};
 use vmpls_lab::vpn_lab::{PE_NAMES, ROUTER_NAMES, VpnLab, VpnVariant, ce_addr, loopback};
-
-/// Removes the work directory at the end unless the test failed.
-struct WorkDir(PathBuf);
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("logs kept in {}", self.0.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-fn step(t0: Instant, what: &str) {
-    eprintln!("[{:6.2} s] {what}", t0.elapsed().as_secs_f64());
-}
 
 const REACH: Duration = Duration::from_secs(10);
 

@@ -23,6 +23,24 @@ pub fn is_root() -> bool {
     vmpls_sys::process::is_root()
 }
 
+/// A work directory, removed at the end unless the test failed (its path is printed then).
+pub struct WorkDir(pub PathBuf);
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("logs kept in {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Prints a step of a test with the seconds since `t0`.
+pub fn step(t0: Instant, what: &str) {
+    eprintln!("[{:6.2} s] {what}", t0.elapsed().as_secs_f64());
+}
+
 /// Our zebra module: `VMPLS_ZEBRA_MODULE`, or what `scripts/build-zebra-module` builds
 /// (the last line of its stdout).
 pub fn zebra_module() -> PathBuf {
