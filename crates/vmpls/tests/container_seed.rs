@@ -146,8 +146,18 @@ fn seed_lab_in_vmpls_frr_containers_forwards_over_ldp() {
             break;
         }
         if Instant::now() > deadline {
-            let logs: Vec<String> =
-                routers.iter().map(|r| format!("--- {r}:\n{}", lab.log_tail(r, 30))).collect();
+            // The kernel's and zebra's view of the interfaces too: a core link without its
+            // address (seen once under load) shows here.
+            let logs: Vec<String> = routers
+                .iter()
+                .map(|r| {
+                    let kernel = lab.exec(r, &["ip", "-br", "addr"]).unwrap_or_else(|e| format!("{e:#}"));
+                    let zebra = lab
+                        .exec(r, &["vtysh", "-c", "show interface brief"])
+                        .unwrap_or_else(|e| format!("{e:#}"));
+                    format!("--- {r}:\n{kernel}\n{zebra}\n{}", lab.log_tail(r, 60))
+                })
+                .collect();
             panic!("not converged in 90 s: {states:#?}\n{}", logs.join("\n"));
         }
         std::thread::sleep(Duration::from_millis(500));
