@@ -847,7 +847,7 @@ fn time_exceeded_sent_down_the_lsp_is_routed_back_to_the_ce_by_the_egress_pe_in_
         vec![(1001, 253, false), (4001, 253, true)],
         "red's route back: transport over pe1's VPN label"
     );
-    let ip_len = h.header_len() as usize;
+    let ip_len = h.header_len();
     assert_eq!(back.l3[ip_len..], from_p.l3[ip_len..], "the ICMP message unchanged");
     assert_eq!(
         extension_stack(back.icmpv4().extension()),
