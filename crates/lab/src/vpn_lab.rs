@@ -630,7 +630,12 @@ impl VpnLab {
     /// Moves the PE's end of the site's link from the PE's namespace into its VRF and
     /// sets its addresses there.
     /// `keep_addr_on_down`: a PE-CE link set down and up again keeps its IPv6 addresses,
-    /// as on a router (the kernel's default flushes them).
+    /// as on a router (the kernel's default flushes them). An IPv6 blackhole default
+    /// route behind the main table (table 250, rule 32767, where zebra does not look): the
+    /// namespace's kernel sees the CE's frames too and has no route for the VPN's
+    /// prefixes (labelled routes over the core cannot be installed there); IPv4 with
+    /// forwarding off drops those packets silently, IPv6 would answer each "no route"
+    /// (`!N` in a CE's traceroute, before vmpls's time exceeded).
     fn attach_site(&self, s: &Site) -> anyhow::Result<()> {
         let vrf_ns = self.netns_dir(s.pe)?.ns_path(s.vrf);
         let mut mv = Command::new("ip");
@@ -638,7 +643,9 @@ impl VpnLab {
         run_ok(self.topo.run(s.pe, mv)?, &format!("moving {} into VRF {} of {}", s.pe_if, s.vrf, s.pe))?;
         let mut script = format!(
             "set -e; ip link set lo up; sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0; \
-             sysctl -qw net.ipv6.conf.all.keep_addr_on_down=1; ip address add {} dev {if_}; ",
+             sysctl -qw net.ipv6.conf.all.keep_addr_on_down=1; ip address add {} dev {if_}; \
+             ip -6 route replace blackhole default table 250; \
+             ip -6 rule show | grep -q 'lookup 250' || ip -6 rule add priority 32767 lookup 250; ",
             s.pe_v4,
             if_ = s.pe_if
         );

@@ -198,6 +198,20 @@ fn customers_reach_their_sites_and_never_each_other(fast_path: bool) {
     assert_eq!(hops[2].labels, [vpn], "pe2 quotes red's VPN label: {}", hops[2].line);
     assert!(hops[0].labels.is_empty() && hops[3].labels.is_empty(), "{hops:#?}");
     step(t0, "traceroute -e from red-ce1 shows p and pe2 with their labels");
+    // 6VPE: the PEs answer from their IPv6 addresses in red (their loopbacks and the core
+    // have none); p has no IPv6 address to answer from (the core is IPv4 only; Linux
+    // drops the IPv4-mapped sources some 6PE routers use), so its hop is not checked.
+    let hops = lab.traceroute("red-ce1", ce_addr_v6("red-ce2").unwrap()).unwrap();
+    for h in &hops {
+        eprintln!("    {}", h.line);
+    }
+    assert_eq!(hops.len(), 4, "{hops:#?}");
+    let addr = |i: usize| hops[i].addr.map(|a| a.to_string());
+    assert_eq!(addr(0).as_deref(), Some("2001:db8:1::1"), "pe1's address in red: {hops:#?}");
+    assert_eq!(addr(2).as_deref(), Some("2001:db8:2::1"), "pe2's address in red: {hops:#?}");
+    assert_eq!(hops[3].addr, Some(ce_addr_v6("red-ce2").unwrap()), "{hops:#?}");
+    assert_eq!(hops[2].labels.len(), 1, "pe2 quotes red's IPv6 VPN label: {}", hops[2].line);
+    step(t0, "traceroute -e over 6VPE: the PEs answer from red's IPv6 addresses");
 
     // --- A customer port refuses labelled frames: red-ce1 sends blue's VPN label at
     // pe1 with an echo request for blue-ce1's address.
