@@ -745,6 +745,148 @@ fn label_ttl_expiry_at_p_quotes_a_two_label_stack() {
     assert_eq!(extension_stack(icmp.extension()), vec![word(1003, 1, false), word(5000, 9, true)]);
 }
 
+/// Red's VPN label at pe2 (pops into VRF red), under p's transport label.
+const RED_VPN_LABEL: u32 = 3000;
+
+/// A traceroute probe from a CE across a BGP/MPLS VPN (issue 23): at p the transport
+/// label's TTL runs out, and p has no route to the customer's address. The time exceeded
+/// goes on down the LSP (RFC 3032 section 2.3.2) under both received labels, toward the
+/// same next hop, and quotes them (RFC 4950).
+#[test]
+fn vpn_label_ttl_expiry_at_p_sends_time_exceeded_down_the_lsp_under_both_labels() {
+    let mut r = Router::p();
+    let probe = ipv4_udp(CE1, CE2, 1, &pattern(32, 7));
+    let p = only(&r.send(P_WEST, &to_p(&[(1002, 1), (RED_VPN_LABEL, 1)], &probe)), P_EAST);
+    assert_eq!((p.src, p.dst, p.ethertype), (P_EAST_MAC, PE2_CORE_MAC, 0x8847), "the LSP's next hop");
+    // Fresh TTLs (255), then switched as the probe would have been: 1002 swapped to 2002
+    // (its TTL decremented), the VPN label carried under it.
+    assert_eq!(p.stack(), vec![(2002, 254, false), (RED_VPN_LABEL, 255, true)]);
+    let h = p.ipv4();
+    assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.255.2"), v4(CE1)), "from p, to the customer");
+    let icmp = p.icmpv4();
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::TIME_EXCEEDED, 0));
+    assert_eq!(&icmp.data()[..probe.len()], &probe[..], "quotes the datagram");
+    assert_eq!(
+        extension_stack(icmp.extension()),
+        vec![word(1002, 1, false), word(RED_VPN_LABEL, 1, true)],
+        "the received stack, both labels"
+    );
+    r.assert_only_drop(DropReason::LabelTtlExpired, 1);
+    assert_eq!((r.events(Event::IcmpTimeExceeded), r.events(Event::IcmpAlongLsp)), (1, 1));
+}
+
+/// The same where p is the penultimate hop of the transport LSP (LDP's implicit null):
+/// the error leaves under the VPN label alone, as the probe would have.
+#[test]
+fn vpn_label_ttl_expiry_at_a_penultimate_p_sends_time_exceeded_under_the_vpn_label() {
+    let mut r = p_with(|b| {
+        b.add_label_route(1005, swap_route(single(P_EAST, "198.18.20.2", &[]))).unwrap();
+    });
+    let probe = ipv4_udp(CE1, CE2, 1, &pattern(32, 7));
+    let p = only(&r.send(P_WEST, &to_p(&[(1005, 1), (RED_VPN_LABEL, 1)], &probe)), P_EAST);
+    assert_eq!((p.dst, p.ethertype), (PE2_CORE_MAC, 0x8847));
+    assert_eq!(p.stack(), vec![(RED_VPN_LABEL, 254, true)], "transport popped, uniform TTL");
+    assert_eq!(p.ipv4().dst_addr(), v4(CE1));
+    assert_eq!(p.icmpv4().msg_type(), icmpv4::msg_type::TIME_EXCEEDED);
+    assert_eq!(
+        extension_stack(p.icmpv4().extension()),
+        vec![word(1005, 1, false), word(RED_VPN_LABEL, 1, true)]
+    );
+    r.assert_only_drop(DropReason::LabelTtlExpired, 1);
+    assert_eq!(r.events(Event::IcmpAlongLsp), 1);
+}
+
+/// pe2 with red's site in VRF red: 2002 pops (the transport), 3000 pops into red, and
+/// red's way back to ce1's subnet pushes p's label 1001 over pe1's VPN label 4001.
+fn pe2_with_red_vrf() -> Router {
+    let mut b = vmpls_fib::Fib::builder();
+    b.router_v4(v4("198.18.255.3"));
+    let red = b.add_vrf("red").unwrap();
+    b.add_port("core", DEFAULT_VRF, &[(ip("198.18.20.2"), 24)]).unwrap();
+    b.add_port("ce2", red, &[(ip("198.18.2.1"), 24)]).unwrap();
+    b.add_label_route(2002, pop_route()).unwrap();
+    b.add_label_route(
+        RED_VPN_LABEL,
+        vmpls_fib::LabelRoute {
+            action: LabelAction::PopAndLookup { vrf: red },
+            ttl_model: TtlModel::Uniform,
+        },
+    )
+    .unwrap();
+    b.add_prefix_route(
+        red,
+        ip("198.18.1.0"),
+        24,
+        push_route(single(PE2_CORE, "198.18.20.1", &[1001, 4001]), TtlModel::Uniform),
+    )
+    .unwrap();
+    let mut r = Router::new(b, pe2_ports());
+    r.learn(PE2_CORE, "198.18.20.1", P_EAST_MAC);
+    r.learn(PE2_CE2, CE2, CE2_MAC);
+    r
+}
+
+/// p's error, sent down the LSP, reaches the egress PE, which pops it into the
+/// customer's VRF and routes it back to the CE over the VPN, untouched but for the TTL:
+/// the hop a CE's traceroute shows for p.
+#[test]
+fn time_exceeded_sent_down_the_lsp_is_routed_back_to_the_ce_by_the_egress_pe_in_its_vrf() {
+    let mut p = Router::p();
+    let probe = ipv4_udp(CE1, CE2, 1, &pattern(32, 7));
+    let out = p.send(P_WEST, &to_p(&[(1002, 1), (RED_VPN_LABEL, 1)], &probe));
+    assert_eq!(out.len(), 1);
+    let from_p = out[0].parse();
+    let mut pe2 = pe2_with_red_vrf();
+    let back = only(&pe2.send(PE2_CORE, &out[0].frame), PE2_CORE);
+    assert_eq!((back.src, back.dst, back.ethertype), (PE2_CORE_MAC, P_EAST_MAC, 0x8847));
+    let h = back.ipv4();
+    assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.255.2"), v4(CE1)), "still p's error");
+    assert_eq!(h.ttl(), 253, "254 after the swap at p, kept through both pops (uniform), then routed");
+    assert_eq!(
+        back.stack(),
+        vec![(1001, 253, false), (4001, 253, true)],
+        "red's route back: transport over pe1's VPN label"
+    );
+    let ip_len = h.header_len();
+    assert_eq!(back.l3[ip_len..], from_p.l3[ip_len..], "the ICMP message unchanged");
+    assert_eq!(
+        extension_stack(back.icmpv4().extension()),
+        vec![word(1002, 1, false), word(RED_VPN_LABEL, 1, true)]
+    );
+    pe2.assert_no_drops();
+}
+
+/// At the egress PE the VPN label's TTL runs out: the error is routed in the label's VRF
+/// back over the VPN, from the VRF's own address, not the core's router address (which
+/// the customer cannot reach, and which may be one of its own).
+#[test]
+fn vpn_label_ttl_expiry_at_the_egress_pe_answers_from_the_vrfs_address() {
+    let mut r = pe2_with_red_vrf();
+    let probe = ipv4_udp(CE1, CE2, 1, &pattern(32, 7));
+    let p = only(&r.send(PE2_CORE, &to_pe2(&[(RED_VPN_LABEL, 1)], &probe)), PE2_CORE);
+    assert_eq!(p.stack().iter().map(|e| e.0).collect::<Vec<_>>(), [1001, 4001], "red's way back");
+    let h = p.ipv4();
+    assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.2.1"), v4(CE1)), "from red's address");
+    let icmp = p.icmpv4();
+    assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::TIME_EXCEEDED, 0));
+    assert_eq!(extension_stack(icmp.extension()), vec![word(RED_VPN_LABEL, 1, true)]);
+    r.assert_only_drop(DropReason::LabelTtlExpired, 1);
+    assert_eq!(r.events(Event::IcmpAlongLsp), 0, "routed, not sent along an LSP");
+}
+
+/// A CE's probe expiring at its PE is answered from the PE's address in the CE's VRF.
+#[test]
+fn ip_ttl_expiry_in_a_vrf_answers_from_the_ports_address() {
+    let mut r = pe2_with_red_vrf();
+    let probe = ipv4_udp(CE2, CE1, 1, &pattern(32, 7));
+    let p = only(&r.send(PE2_CE2, &ipv4_frame(PE2_CE2_MAC, CE2_MAC, &probe)), PE2_CE2);
+    assert_eq!((p.dst, p.ethertype), (CE2_MAC, 0x0800));
+    let h = p.ipv4();
+    assert_eq!((h.src_addr(), h.dst_addr()), (v4("198.18.2.1"), v4(CE2)));
+    assert_eq!(p.icmpv4().msg_type(), icmpv4::msg_type::TIME_EXCEEDED);
+    r.assert_only_drop(DropReason::IpTtlExpired, 1);
+}
+
 #[test]
 fn ip_ttl_expiry_at_ingress_pe_sends_time_exceeded_back_to_the_customer() {
     let mut r = Router::pe1();

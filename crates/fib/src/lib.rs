@@ -276,6 +276,36 @@ impl Fib {
     pub fn source_v6_for(&self, port: PortId) -> Option<Ipv6Addr> {
         self.router_v6.or_else(|| self.port_v6(port))
     }
+
+    /// Source address for ICMP the router sends in `vrf` about a packet that arrived on
+    /// `port`: in the default VRF as [`source_v4_for`](Fib::source_v4_for); in a
+    /// customer's VRF an address of that VRF (the port's own if the port is in it, else
+    /// the first of the VRF's ports that has one), as a router with a VRF device answers:
+    /// the router address belongs to the provider's core, which the customer cannot reach
+    /// and whose addresses may be the customer's too. The router address only when the VRF
+    /// has none.
+    pub fn source_v4_in(&self, vrf: VrfId, port: PortId) -> Option<Ipv4Addr> {
+        self.vrf_source(vrf, port, |a| a.v4.first().map(|&(a, _)| a)).or_else(|| self.source_v4_for(port))
+    }
+
+    /// [`source_v4_in`](Fib::source_v4_in) for ICMPv6.
+    pub fn source_v6_in(&self, vrf: VrfId, port: PortId) -> Option<Ipv6Addr> {
+        self.vrf_source(vrf, port, |a| a.v6.first().map(|&(a, _)| a)).or_else(|| self.source_v6_for(port))
+    }
+
+    /// The address `first` picks of `port` if it is in `vrf`, else of the first port of
+    /// `vrf` that has one; `None` in the default VRF.
+    fn vrf_source<A>(&self, vrf: VrfId, port: PortId, first: impl Fn(&PortAddrs) -> Option<A>) -> Option<A> {
+        if vrf == DEFAULT_VRF {
+            return None;
+        }
+        let in_vrf = |p: usize| self.port_vrf.get(p) == Some(&vrf);
+        let own = usize::from(port);
+        let own = if in_vrf(own) { self.port_addrs.get(own).and_then(&first) } else { None };
+        own.or_else(|| {
+            (0..self.port_addrs.len()).filter(|&p| in_vrf(p)).find_map(|p| first(&self.port_addrs[p]))
+        })
+    }
 }
 
 /// The entries that may differ between two versions of a [`Fib`], from
@@ -578,6 +608,39 @@ mod tests {
         assert!(fib.is_local_v6("2001:db8:10::1".parse().unwrap()));
         assert!(fib.is_local_v6("2001:db8:ff::1".parse().unwrap()));
         assert!(!fib.is_local_v6("2001:db8:10::2".parse().unwrap()));
+    }
+
+    #[test]
+    fn source_addresses_in_a_vrf_are_the_vrfs_own() {
+        let v4 = |d| IpAddr::V4(Ipv4Addr::new(198, 18, d, 1));
+        let mut b = FibBuilder::new();
+        b.router_v4(Ipv4Addr::new(198, 18, 255, 1));
+        b.router_v6("2001:db8:ff::1".parse().unwrap());
+        let red = b.add_vrf("red").unwrap();
+        let blue = b.add_vrf("blue").unwrap();
+        let empty = b.add_vrf("empty").unwrap();
+        b.add_port("core", DEFAULT_VRF, &[(v4(10), 24)]).unwrap();
+        b.add_port("red-bare", red, &[]).unwrap();
+        b.add_port("red-a", red, &[(v4(1), 24), (IpAddr::V6("2001:db8:1::1".parse().unwrap()), 64)]).unwrap();
+        b.add_port("red-b", red, &[(v4(2), 24)]).unwrap();
+        b.add_port("blue", blue, &[(v4(1), 24)]).unwrap();
+        let fib = b.build().unwrap();
+        let router = Some(Ipv4Addr::new(198, 18, 255, 1));
+        // The default VRF: the router address, as before.
+        assert_eq!(fib.source_v4_in(DEFAULT_VRF, 0), router);
+        assert_eq!(fib.source_v4_in(DEFAULT_VRF, 3), router);
+        // A VRF's port answers with its own address.
+        assert_eq!(fib.source_v4_in(red, 3), Some(Ipv4Addr::new(198, 18, 2, 1)));
+        assert_eq!(fib.source_v4_in(blue, 4), Some(Ipv4Addr::new(198, 18, 1, 1)));
+        // From the core or an address-less port: the VRF's first address.
+        assert_eq!(fib.source_v4_in(red, 0), Some(Ipv4Addr::new(198, 18, 1, 1)));
+        assert_eq!(fib.source_v4_in(red, 1), Some(Ipv4Addr::new(198, 18, 1, 1)));
+        assert_eq!(fib.source_v6_in(red, 3), Some("2001:db8:1::1".parse().unwrap()));
+        // Never another VRF's address: a port of blue does not source red's errors.
+        assert_eq!(fib.source_v4_in(red, 4), Some(Ipv4Addr::new(198, 18, 1, 1)));
+        assert_eq!(fib.source_v6_in(blue, 4), Some("2001:db8:ff::1".parse().unwrap()));
+        // A VRF without addresses: the router's.
+        assert_eq!(fib.source_v4_in(empty, 0), router);
     }
 
     use crate::lpm::tests::Rng;

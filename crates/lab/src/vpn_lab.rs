@@ -630,7 +630,12 @@ impl VpnLab {
     /// Moves the PE's end of the site's link from the PE's namespace into its VRF and
     /// sets its addresses there.
     /// `keep_addr_on_down`: a PE-CE link set down and up again keeps its IPv6 addresses,
-    /// as on a router (the kernel's default flushes them).
+    /// as on a router (the kernel's default flushes them). An IPv6 blackhole default
+    /// route behind the main table (table 250, rule 32767, where zebra does not look): the
+    /// namespace's kernel sees the CE's frames too and has no route for the VPN's
+    /// prefixes (labelled routes over the core cannot be installed there); IPv4 with
+    /// forwarding off drops those packets silently, IPv6 would answer each "no route"
+    /// (`!N` in a CE's traceroute, before vmpls's time exceeded).
     fn attach_site(&self, s: &Site) -> anyhow::Result<()> {
         let vrf_ns = self.netns_dir(s.pe)?.ns_path(s.vrf);
         let mut mv = Command::new("ip");
@@ -638,7 +643,9 @@ impl VpnLab {
         run_ok(self.topo.run(s.pe, mv)?, &format!("moving {} into VRF {} of {}", s.pe_if, s.vrf, s.pe))?;
         let mut script = format!(
             "set -e; ip link set lo up; sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0; \
-             sysctl -qw net.ipv6.conf.all.keep_addr_on_down=1; ip address add {} dev {if_}; ",
+             sysctl -qw net.ipv6.conf.all.keep_addr_on_down=1; ip address add {} dev {if_}; \
+             ip -6 route replace blackhole default table 250; \
+             ip -6 rule show | grep -q 'lookup 250' || ip -6 rule add priority 32767 lookup 250; ",
             s.pe_v4,
             if_ = s.pe_if
         );
@@ -1714,6 +1721,23 @@ const REACH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Below this a flow counts as stalled.
 const STALLED_GBPS: f64 = 0.01;
 
+/// `traceroute -e` across the VPN: every hop answered (p too, whose error goes down the
+/// LSP to the egress PE, RFC 3032 section 2.3.2), the core hop quoting the transport
+/// and the VPN label (RFC 4950), and the last hop is `to`.
+fn check_vpn_traceroute(hops: &[TraceHop], to: IpAddr) -> anyhow::Result<()> {
+    let lines = || hops.iter().map(|h| h.line.as_str()).collect::<Vec<_>>();
+    if hops.last().and_then(|h| h.addr) != Some(to) {
+        bail!("did not reach {to}: {:?}", lines());
+    }
+    if let Some(h) = hops.iter().find(|h| h.addr.is_none()) {
+        bail!("hop {} did not answer: {:?}", h.ttl, lines());
+    }
+    if !hops.iter().any(|h| h.labels.len() == 2) {
+        bail!("no hop quotes the transport and the VPN label: {:?}", lines());
+    }
+    Ok(())
+}
+
 /// Runs the VPN lab (see the [module documentation](self)) and returns its report;
 /// `progress` gets human-readable lines. Cleans up on return, error and Ctrl-C; the
 /// work directory is kept when something failed.
@@ -1859,11 +1883,7 @@ fn run_lab(
     }
     let traceroute = match lab.traceroute("red-ce1", ce_addr("red-ce2")?) {
         Ok(hops) => {
-            let r = if hops.last().and_then(|h| h.addr) == Some(ce_addr("red-ce2")?) {
-                Ok(())
-            } else {
-                Err(anyhow!("did not reach red-ce2: {:?}", hops.iter().map(|h| &h.line).collect::<Vec<_>>()))
-            };
+            let r = check_vpn_traceroute(&hops, ce_addr("red-ce2")?);
             check("traceroute -e red-ce1 -> red-ce2".into(), r, progress)?;
             hops.into_iter().map(|h| h.line).collect()
         }
@@ -1956,6 +1976,20 @@ fn flow_problem(f: &FlowResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_vpn_traceroute_check_wants_every_hop_and_the_core_hops_two_labels() {
+        let to = ce_addr("red-ce2").unwrap();
+        let good = " 1  198.18.1.1  0.268 ms\n 2  198.18.255.2 <MPLS:L=17,E=0,S=0,T=1/L=80,E=0,S=1,T=1>  0.518 ms\n 3  198.18.2.1 <MPLS:L=80,E=0,S=1,T=1>  0.786 ms\n 4  198.18.2.2  0.800 ms\n";
+        check_vpn_traceroute(&crate::frr_lab::parse_traceroute(good), to).unwrap();
+        let star = good.replace("198.18.255.2 <MPLS:L=17,E=0,S=0,T=1/L=80,E=0,S=1,T=1>  0.518 ms", "*");
+        let e = check_vpn_traceroute(&crate::frr_lab::parse_traceroute(&star), to).unwrap_err();
+        assert!(e.to_string().contains("hop 2 did not answer"), "{e}");
+        let one_label = good.replace("L=17,E=0,S=0,T=1/", "");
+        assert!(check_vpn_traceroute(&crate::frr_lab::parse_traceroute(&one_label), to).is_err());
+        let short: String = good.lines().take(3).map(|l| format!("{l}\n")).collect();
+        assert!(check_vpn_traceroute(&crate::frr_lab::parse_traceroute(&short), to).is_err());
+    }
 
     #[test]
     fn hub_and_spoke_prefixes() {

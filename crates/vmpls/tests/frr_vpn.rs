@@ -14,6 +14,8 @@
 //! - labels on the wire: a packet socket on p's link to pe1 sees the transport label
 //!   (p's LDP label for pe2's loopback) over the VPN label pe2's bgpd bound
 //!   (`show bgp vrf red ipv4 unicast PREFIX json`), which pe2's label table pops into red;
+//! - `traceroute -e` from red-ce1 shows every hop, p with the transport and VPN labels
+//!   it received (its error goes on down the LSP to pe2, which routes it in red);
 //! - a labelled frame from a customer port (red-ce1 sending blue's VPN label) is refused
 //!   and counted (`mpls_not_accepted`), and blue sees nothing of it;
 //! - content-checked TCP per customer through the VPN.
@@ -175,6 +177,41 @@ fn customers_reach_their_sites_and_never_each_other(fast_path: bool) {
     assert!(!rows.is_empty(), "no labelled echo request on p-pe1");
     assert!(rows.iter().all(|r| r[0] == want), "labels on p-pe1: {rows:?}, want transport,VPN = {want}");
     step(t0, &format!("labels on the wire: {want} (LDP transport, red's VPN label)"));
+
+    // --- traceroute -e from red-ce1: every hop answers. p cannot reach red-ce1 (its
+    // default VRF has no customer routes): its time exceeded goes on down the LSP under
+    // the stack it received (RFC 3032 section 2.3.2), and pe2 pops it into red and routes
+    // it back; it quotes both labels (RFC 4950). The PEs answer from their addresses in
+    // red, not from their loopbacks in the core; pe2 quotes red's VPN label.
+    let hops = lab.traceroute("red-ce1", ce_addr("red-ce2").unwrap()).unwrap();
+    for h in &hops {
+        eprintln!("    {}", h.line);
+    }
+    let owners: [&[&str]; 4] =
+        [&["198.18.1.1"], &["198.18.10.2", "198.18.20.1", "198.18.255.2"], &["198.18.2.1"], &["198.18.2.2"]];
+    assert_eq!(hops.len(), 4, "{hops:#?}");
+    for (h, owner) in hops.iter().zip(owners) {
+        let a = h.addr.unwrap_or_else(|| panic!("hop {} did not answer: {hops:#?}", h.ttl));
+        assert!(owner.contains(&a.to_string().as_str()), "hop {}: {a} is not one of {owner:?}", h.ttl);
+    }
+    assert_eq!(hops[1].labels, [p_binding, vpn], "p quotes transport and VPN label: {}", hops[1].line);
+    assert_eq!(hops[2].labels, [vpn], "pe2 quotes red's VPN label: {}", hops[2].line);
+    assert!(hops[0].labels.is_empty() && hops[3].labels.is_empty(), "{hops:#?}");
+    step(t0, "traceroute -e from red-ce1 shows p and pe2 with their labels");
+    // 6VPE: the PEs answer from their IPv6 addresses in red (their loopbacks and the core
+    // have none); p has no IPv6 address to answer from (the core is IPv4 only; Linux
+    // drops the IPv4-mapped sources some 6PE routers use), so its hop is not checked.
+    let hops = lab.traceroute("red-ce1", ce_addr_v6("red-ce2").unwrap()).unwrap();
+    for h in &hops {
+        eprintln!("    {}", h.line);
+    }
+    assert_eq!(hops.len(), 4, "{hops:#?}");
+    let addr = |i: usize| hops[i].addr.map(|a| a.to_string());
+    assert_eq!(addr(0).as_deref(), Some("2001:db8:1::1"), "pe1's address in red: {hops:#?}");
+    assert_eq!(addr(2).as_deref(), Some("2001:db8:2::1"), "pe2's address in red: {hops:#?}");
+    assert_eq!(hops[3].addr, Some(ce_addr_v6("red-ce2").unwrap()), "{hops:#?}");
+    assert_eq!(hops[2].labels.len(), 1, "pe2 quotes red's IPv6 VPN label: {}", hops[2].line);
+    step(t0, "traceroute -e over 6VPE: the PEs answer from red's IPv6 addresses");
 
     // --- A customer port refuses labelled frames: red-ce1 sends blue's VPN label at
     // pe1 with an echo request for blue-ce1's address.

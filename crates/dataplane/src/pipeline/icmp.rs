@@ -1,6 +1,7 @@
 //! ICMP errors the router originates: time exceeded, unreachable, fragmentation needed
 //! and packet too big, with the received label stack (RFC 4950), rate-limited.
 
+use vmpls_fib::VrfId;
 use vmpls_wire::ethernet::EtherType;
 use vmpls_wire::{icmpv4, icmpv6, ip, ipv4, ipv6};
 
@@ -38,7 +39,7 @@ impl Dataplane {
         stack: &[u32],
     ) {
         let Some(original) = pkt.frame().get(l3..) else { return };
-        let Some(icmp) = self.build_icmp_error(b, ctx.in_port, original, kind, stack) else {
+        let Some(icmp) = self.build_icmp_error(b, ctx.in_port, ctx.vrf, original, kind, stack) else {
             return;
         };
         match kind {
@@ -55,13 +56,15 @@ impl Dataplane {
     }
 
     /// Builds Ethernet (addresses filled at output) + IP + ICMP error about `original`
-    /// (an IPv4 or IPv6 packet from its header on), from the router's address. `None` when
+    /// (an IPv4 or IPv6 packet from its header on), from the router's address, or in a
+    /// customer's VRF `vrf` from an address of that VRF ([`vmpls_fib::Fib::source_v4_in`]). `None` when
     /// no error may be sent: about an ICMP error, a non-first fragment, a multicast or
     /// unspecified source, over the rate limit, or with no source address configured.
     pub(super) fn build_icmp_error(
         &mut self,
         b: &mut Batch<'_>,
         in_port: PortId,
+        vrf: VrfId,
         original: &[u8],
         kind: IcmpKind,
         stack: &[u32],
@@ -85,7 +88,7 @@ impl Dataplane {
         let ttl = self.config.default_ttl;
         let len = if v6 {
             let orig = ipv6::Packet::new_unchecked(original);
-            let Some(src) = b.fib.source_v6_for(in_port) else {
+            let Some(src) = b.fib.source_v6_in(vrf, in_port) else {
                 self.counters.drop(DropReason::IcmpSuppressed);
                 b.pool.put(pkt);
                 return None;
@@ -118,7 +121,7 @@ impl Dataplane {
             ETH + ipv6::HEADER_LEN + n
         } else {
             let orig = ipv4::Packet::new_unchecked(original);
-            let Some(src) = b.fib.source_v4_for(in_port) else {
+            let Some(src) = b.fib.source_v4_in(vrf, in_port) else {
                 self.counters.drop(DropReason::IcmpSuppressed);
                 b.pool.put(pkt);
                 return None;

@@ -339,7 +339,7 @@ impl Dataplane {
         let in_port = pkt.port;
         let Some(original) = pkt.frame().get(l3_offset(pkt.frame())..) else { return };
         let Some(mut icmp) =
-            self.build_icmp_error(b, in_port, original, IcmpKind::TimeExceeded, received.words())
+            self.build_icmp_error(b, in_port, vrf, original, IcmpKind::TimeExceeded, received.words())
         else {
             return;
         };

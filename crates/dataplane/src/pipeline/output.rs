@@ -8,7 +8,7 @@ use vmpls_wire::ethernet::{self, EtherType};
 use vmpls_wire::{ip, ipv4, ipv6, mpls, virtio_net};
 
 use super::mpls::write_entry;
-use super::{Batch, Dataplane, ETH, Hop, IcmpKind, IpContext, l3_offset, set_ethertype};
+use super::{Batch, Dataplane, ETH, Hop, IcmpKind, IpContext, l3_offset, port_vrf, set_ethertype};
 use crate::counters::{DropReason, Event};
 use crate::hash::ip_flow_hash;
 use crate::neighbor::Resolution;
@@ -191,7 +191,8 @@ impl Dataplane {
         kind: IcmpKind,
     ) {
         let Some(original) = pkt.frame().get(l3..) else { return };
-        let Some(mut icmp) = self.build_icmp_error(b, pkt.port, original, kind, &[]) else {
+        let vrf = port_vrf(b.fib, pkt.port);
+        let Some(mut icmp) = self.build_icmp_error(b, pkt.port, vrf, original, kind, &[]) else {
             return;
         };
         self.counters.event(Event::IcmpTooBig, 1);
