@@ -25,11 +25,11 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use frr_common::{is_root, zebra_module};
+use frr_common::{is_root, run_check_script, zebra_module};
 use serde_json::Value;
 use vmpls_frr::pw::{PwSpec, PwType};
 use vmpls_lab::frr;
-use vmpls_lab::process::{SignalTarget, Supervised, run_here_timeout};
+use vmpls_lab::process::{SignalTarget, Supervised};
 use vmpls_router::pw_channel::{self, PwSink, PwState};
 use vmpls_router::pw_standin::StandIns;
 use vmpls_testkit::Netns;
@@ -46,20 +46,7 @@ fn ldpd_signals_the_pw_and_its_status_follows_vmpls() {
     let mut cmd = Command::new(&script);
     cmd.env("VMPLS_ZEBRA_MODULE", &module);
     // Every wait in the script is bounded (about 250 s in all if each one times out).
-    let out = run_here_timeout(cmd, Duration::from_secs(300)).unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}");
-    let passed = stdout.lines().filter(|l| l.starts_with("PASS: ")).count();
-    let failed: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL: ")).collect();
-    assert!(
-        out.status.success() && failed.is_empty(),
-        "{} ({}): {} checks failed:\n{}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-        script.display(),
-        out.status,
-        failed.len(),
-        failed.join("\n")
-    );
+    let (stdout, passed) = run_check_script(cmd, &script, Duration::from_secs(300));
     // A script that stopped early (e.g. at a `set -e` step) passes fewer checks and
     // never says it is done.
     assert!(

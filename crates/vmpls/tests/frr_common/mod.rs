@@ -70,8 +70,17 @@ pub fn run_vpn_two_pe(module: &Path, frr_root: Option<&Path>) {
         None => cmd.env_remove("VMPLS_FRR_ROOT"),
     };
     // Every wait in the script is bounded (about 60 s in all if each one times out).
-    let out = vmpls_lab::process::run_here_timeout(cmd, Duration::from_secs(120)).unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (stdout, passed) = run_check_script(cmd, &script, Duration::from_secs(120));
+    // A script that stopped early (e.g. at a `set -e` step) passes fewer checks.
+    assert!(passed >= 30, "only {passed} checks passed:\n{stdout}");
+}
+
+/// Runs one of the zebra module's check scripts (frr/zebra-module/tools/*.sh: lines
+/// `PASS: ...` / `FAIL: ...`) within `limit`, asserts it exited 0 with no failed check,
+/// and gives its output and the number of checks passed.
+pub fn run_check_script(cmd: Command, script: &Path, limit: Duration) -> (String, usize) {
+    let out = vmpls_lab::process::run_here_timeout(cmd, limit).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
     let passed = stdout.lines().filter(|l| l.starts_with("PASS: ")).count();
@@ -84,8 +93,7 @@ pub fn run_vpn_two_pe(module: &Path, frr_root: Option<&Path>) {
         failed.len(),
         failed.join("\n")
     );
-    // A script that stopped early (e.g. at a `set -e` step) passes fewer checks.
-    assert!(passed >= 30, "only {passed} checks passed:\n{stdout}");
+    (stdout, passed)
 }
 
 /// One router of the lab: its FRR and its vmpls.
