@@ -216,6 +216,16 @@ fn follow_medium_mtu(dp: &mut Dataplane, id: PortId, port: &dyn Port, changes: &
 /// Follows each interface's MTU ([`follow_mtu`]) and each tunnel's path MTU
 /// ([`follow_medium_mtu`]). Also puts muted ports back in the poll set. Bounded: one name
 /// lookup and one MTU query per port, and one open per port whose interface came back.
+/// The state of interface `ifname` of the calling thread's namespace now: administratively
+/// up or down, with its carrier or without (`IFF_UP`, `IFF_RUNNING`), as `ip link` says.
+pub(crate) fn interface_state(ifname: &str) -> std::io::Result<vmpls_control::api::LinkState> {
+    let name = vmpls_sys::iface::IfName::new(ifname)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not an interface name"))?;
+    let ctl = vmpls_sys::iface::control_socket()?;
+    let f = libc::c_int::from(vmpls_sys::iface::flags(&ctl, &name)?);
+    Ok(vmpls_control::api::LinkState::of(f & libc::IFF_UP != 0, f & libc::IFF_RUNNING != 0))
+}
+
 /// Hands the pipeline the link state (administratively up with a carrier) of a VPLS
 /// attachment circuit: one that goes down has its MACs withdrawn and is left out of
 /// floods until it is back. Ports of no VPLS are not asked about.
@@ -223,15 +233,10 @@ fn follow_vpls_link(dp: &mut Dataplane, id: PortId, name: &str, relink: &Relink)
     if relink.netns.is_some() || dp.fib().load().port_vpls(id).is_none() {
         return;
     }
-    let (Ok(ctl), Some(ifname)) =
-        (vmpls_sys::iface::control_socket(), vmpls_sys::iface::IfName::new(&relink.ifname))
-    else {
-        return;
+    let up = match interface_state(&relink.ifname) {
+        Ok(state) => state == vmpls_control::api::LinkState::Up,
+        Err(_) => return,
     };
-    let up = vmpls_sys::iface::flags(&ctl, &ifname).is_ok_and(|f| {
-        let f = libc::c_int::from(f);
-        f & libc::IFF_UP != 0 && f & libc::IFF_RUNNING != 0
-    });
     if up != dp.port_link_up(id) {
         info!(port = %name, up, "VPLS attachment circuit link changed");
         dp.set_port_link(id, up);

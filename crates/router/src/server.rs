@@ -732,19 +732,10 @@ fn interface_state(port: Option<&vmpls_control::PortConfig>, detached: bool) -> 
     if pc.kind != vmpls_control::PortKind::AfPacket {
         return api::LinkState::Up;
     }
-    let Some(name) = vmpls_sys::iface::IfName::new(&pc.interface) else { return api::LinkState::Down };
-    let ask = || {
-        let ctl = vmpls_sys::iface::control_socket()?;
-        vmpls_sys::iface::flags(&ctl, &name)
-    };
-    let flags = crate::vrfs::System::default().run_in(pc.netns.as_deref(), ask).and_then(|r| r);
-    match flags {
-        Ok(f) => {
-            let f = libc::c_int::from(f);
-            api::LinkState::of(f & libc::IFF_UP != 0, f & libc::IFF_RUNNING != 0)
-        }
-        Err(_) => api::LinkState::Down,
-    }
+    crate::vrfs::System::default()
+        .run_in(pc.netns.as_deref(), || crate::links::interface_state(&pc.interface))
+        .and_then(|r| r)
+        .unwrap_or(api::LinkState::Down)
 }
 
 #[cfg(test)]
