@@ -289,6 +289,9 @@ pub struct VhostUserStats {
     pub frontend_fds_closed: u64,
     /// Frontends disconnected for mapping more than [`MAX_MEM_REGIONS`] memory regions.
     pub frontend_too_many_regions: u64,
+    /// Times the guest's transmit queue woke the port: once when the queue starts, then on
+    /// the guest's kicks (none while the router polls the port with the kicks off).
+    pub tx_queue_wakeups: u64,
 }
 
 /// Options of a vhost-user port.
@@ -331,6 +334,8 @@ struct Shared {
     /// Shared with the relay threads: [`VhostUserStats::frontend_fds_closed`].
     fds_closed: Arc<AtomicU64>,
     too_many_regions: AtomicU64,
+    /// [`VhostUserStats::tx_queue_wakeups`], counted after the eventfd is written.
+    tx_queue_wakeups: AtomicU64,
 }
 
 impl Shared {
@@ -431,6 +436,7 @@ impl VhostUserBackend for NetBackend {
         }
         if usize::from(device_event) == TX_QUEUE {
             self.shared.wake();
+            self.shared.tx_queue_wakeups.fetch_add(1, Ordering::Release);
         }
         Ok(())
     }
@@ -563,6 +569,7 @@ impl VhostUserPort {
                 disconnections: AtomicU64::new(0),
                 fds_closed: Arc::new(AtomicU64::new(0)),
                 too_many_regions: AtomicU64::new(0),
+                tx_queue_wakeups: AtomicU64::new(0),
             });
             let thread_shared = shared.clone();
             let daemon_name = name.to_owned();
@@ -625,6 +632,7 @@ impl VhostUserPort {
             disconnections: self.shared.disconnections.load(Ordering::Relaxed),
             frontend_fds_closed: self.shared.fds_closed.load(Ordering::Relaxed),
             frontend_too_many_regions: self.shared.too_many_regions.load(Ordering::Relaxed),
+            tx_queue_wakeups: self.shared.tx_queue_wakeups.load(Ordering::Acquire),
             ..self.vstats
         }
     }

@@ -343,6 +343,17 @@ fn a_polled_port_keeps_the_guests_kicks_off_and_misses_no_frame_when_polling_sto
     guest.transmit([0; 12], &frame(60));
     assert_eq!(receive(&mut port, &mut pool, Duration::from_secs(5)).expect("a kicked frame").len(), 60);
     assert!(!guest.kicks_off(), "kicks off while the router sleeps");
+    // `receive` may have found the frame before the port's worker thread took the kick;
+    // its eventfd write would then land during the polling below. Wait for both wake-ups
+    // (the transmit queue's start, then the kick), and take them with an empty receive.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while port.vhost_stats().tx_queue_wakeups < 2 {
+        assert!(Instant::now() < deadline, "{:?}", port.vhost_stats());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    port.recv_batch(&mut pool, &mut got, 64).unwrap();
+    assert!(got.is_empty());
+    assert!(!vmpls_testkit::wait_readable(&port, Duration::ZERO), "the wake-ups were not taken");
 
     // Polled: the kicks go off, and frames queued without one are received all the same.
     assert!(!port.set_polling(true));
