@@ -270,6 +270,10 @@ struct Session {
     /// The VRF each route of a table other than 254 is installed in now (the name shared
     /// by the routes of a flush: a table of many VRF routes holds no copy per route).
     installed_vrf: HashMap<RouteKey, Arc<str>>,
+    /// VRF routes installed with a next hop left out (out of no port that could be
+    /// placed): taken again when later routes of a VRF table come, since a leaked next
+    /// hop is placed by the route it was copied from, which zebra may send after it.
+    unplaced: HashSet<RouteKey>,
     status: Arc<FrrStatus>,
     rib: Rib,
     conn: Option<TcpStream>,
@@ -310,6 +314,7 @@ impl Session {
             vrfs,
             vrfs_generation,
             installed_vrf: HashMap::new(),
+            unplaced: HashSet::new(),
             status,
             rib: Rib::new(),
             conn: None,
@@ -591,6 +596,16 @@ impl Session {
         // An IPv6 route over the IPv4 core takes its gateway from the default VRF's IPv4
         // next hops (Translator::ipv4_core_gateway): the RIB marks it changed when those
         // gateways change.
+        if !self.unplaced.is_empty()
+            && self
+                .rib
+                .pending_changes()
+                .iter()
+                .any(|(k, _)| k.table != MAIN_TABLE && !self.unplaced.contains(k))
+        {
+            let unplaced = &self.unplaced;
+            self.rib.mark_changed(|r| unplaced.contains(&r.key));
+        }
         let vrfs = self.vrfs.clone();
         let mut t = Translator::new(&*vrfs).with_rib(&self.rib);
         // A route leaving a VRF (gone, or its table now another's) is removed there
@@ -598,6 +613,8 @@ impl Session {
         let mut moved_away = Vec::new();
         let mut changes = Vec::new();
         let mut installed = Vec::new();
+        // Each VRF route of this flush, and whether a next hop of it was left out.
+        let mut placed = Vec::new();
         let mut vrf_of_table: HashMap<u32, Option<Arc<str>>> = HashMap::new();
         let default_vrf: Arc<str> = Arc::from(DEFAULT_VRF_NAME);
         for (key, route) in self.rib.pending_changes() {
@@ -627,7 +644,13 @@ impl Session {
                         installed.push((key, vrf.clone().filter(|_| route.is_some())));
                     }
                     match vrf {
-                        Some(vrf) => changes.push(t.route(&vrf, key.table != MAIN_TABLE, prefix, len, route)),
+                        Some(vrf) => {
+                            let left_out = t.off_port_nexthops;
+                            changes.push(t.route(&vrf, key.table != MAIN_TABLE, prefix, len, route));
+                            if key.table != MAIN_TABLE {
+                                placed.push((key, t.off_port_nexthops > left_out));
+                            }
+                        }
                         None if route.is_some() => t.unknown_tables.push(key.table),
                         None => {}
                     }
@@ -648,6 +671,13 @@ impl Session {
         let counts = (left.unusable, left.unknown_tables.len() as u64, left.unknown_interfaces.len() as u64);
         let applied = |s: &mut Session, refused: u64| {
             s.rib.mark_applied();
+            for (key, left_out) in placed {
+                if left_out {
+                    s.unplaced.insert(key);
+                } else {
+                    s.unplaced.remove(&key);
+                }
+            }
             for (key, vrf) in installed {
                 match vrf {
                     Some(vrf) => s.installed_vrf.insert(key, vrf),
@@ -782,6 +812,8 @@ struct Translator<'a> {
     unknown_interfaces: Vec<(u32, u32)>,
     /// Next hops of VRF routes out of no port: (VRF, ifindex).
     off_ports: BTreeSet<(String, u32)>,
+    /// How many next hops [`Translator::off_ports`] stands for.
+    off_port_nexthops: u64,
 }
 
 impl<'a> Translator<'a> {
@@ -795,6 +827,7 @@ impl<'a> Translator<'a> {
             unknown_tables: Vec::new(),
             unknown_interfaces: Vec::new(),
             off_ports: BTreeSet::new(),
+            off_port_nexthops: 0,
         }
     }
 
@@ -837,6 +870,7 @@ impl<'a> Translator<'a> {
             let Some(port) = in_vrf.or_else(|| self.port(None, ifindex)).or_else(|| leaked(self)) else {
                 if let Some(v) = vrf {
                     self.off_ports.insert((v.to_string(), ifindex));
+                    self.off_port_nexthops += 1;
                 }
                 continue;
             };
@@ -1584,6 +1618,30 @@ mod tests {
         let orphan = prefix_route(1000, "198.18.205.1/32", 186, vec![nh("198.18.2.2", 3, &[])]);
         assert!(t.nexthops(Some("common"), &orphan).is_empty());
         assert_eq!(t.off_ports, BTreeSet::from([("common".to_string(), 3)]));
+    }
+
+    #[test]
+    fn a_leaked_route_sent_before_the_route_it_was_copied_from_is_placed_when_that_comes() {
+        let vrfs = Arc::new(FakeVrfs::default());
+        vrfs.set(|st| {
+            st.tables = HashMap::from([(1000, "common".into()), (1002, "red".into())]);
+            st.ports = HashMap::from([((Some("common".into()), 5), 1), ((Some("red".into()), 3), 3)]);
+        });
+        let tables = Arc::new(Tables::default());
+        let mut s = session_with(tables.clone(), vrfs);
+        let ce = |table, dst: &str| prefix_route(table, dst, 186, vec![nh("198.18.2.2", 3, &[])]);
+        // common's copy of red's CE route first: out of index 3, which is no port of
+        // common's, and red's table does not hold the route yet.
+        s.rib.apply(Update::Add(ce(1000, "198.18.203.1/32")));
+        s.flush();
+        assert!(!tables.keys().contains(&"common 198.18.203.1/32".to_string()), "{:?}", tables.keys());
+        // red's connected subnet and its own route come: the copy is taken again.
+        s.rib.apply(Update::Add(prefix_route(1002, "198.18.2.0/24", RTPROT_KERNEL, vec![dev(3)])));
+        s.rib.apply(Update::Add(ce(1002, "198.18.203.1/32")));
+        s.flush();
+        let leaked = format!("{:?}", tables.get("common 198.18.203.1/32"));
+        assert!(leaked.contains("port: 3"), "{leaked}");
+        assert!(s.unplaced.is_empty());
     }
 
     #[test]
