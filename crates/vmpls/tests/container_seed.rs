@@ -270,6 +270,21 @@ fn vmpls_frr_image_refuses_bad_input_with_a_reason() {
     );
     assert!(!log.contains("Read-only file system"), "the refusal is one clear line: {log}");
 
+    // A mounted /etc/vmpls/vmpls.toml is the one vmpls runs: a wrong one stops the
+    // container with vmpls's reason, at its line, before FRR starts.
+    let dir = TempDir::new("container-config");
+    let config = dir.path().join("vmpls.toml");
+    std::fs::write(&config, "[router]\nname = \"r1\"\nfast-paht = \"off\"\n").unwrap();
+    let bind = format!("{}:/etc/vmpls/vmpls.toml:ro", config.display());
+    let (code, log) = engine
+        .run_to_end(&["--network", "none", "--privileged", "-e", "VMPLS_INTERFACES=lo", "-v", &bind, tag])
+        .unwrap();
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("vmpls config: /etc/vmpls/vmpls.toml (mounted)"), "{log}");
+    assert!(log.contains("/etc/vmpls/vmpls.toml:3:1: unknown field `fast-paht`"), "{log}");
+    assert!(log.contains("vmpls refuses /etc/vmpls/vmpls.toml"), "{log}");
+    assert!(!log.contains("applied /etc/frr/frr.conf"), "FRR started around a refused config: {log}");
+
     // A module of another FRR (its version string is what the entrypoint reads first;
     // zebra's own refusal is the frr tests' business).
     let dir = TempDir::new("container-module");
