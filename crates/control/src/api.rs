@@ -492,6 +492,27 @@ pub enum RouteType {
     Unicast,
     /// Drop.
     Blackhole,
+    /// Drop and answer with ICMP host unreachable (IPv6: no route).
+    Unreachable,
+    /// Drop and answer with ICMP administratively prohibited.
+    Prohibit,
+}
+
+impl RouteType {
+    /// Whether routes of this type have next hops.
+    pub fn forwards(self) -> bool {
+        self == RouteType::Unicast
+    }
+
+    /// The type's word in `ip route` lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            RouteType::Unicast => "unicast",
+            RouteType::Blackhole => "blackhole",
+            RouteType::Unreachable => "unreachable",
+            RouteType::Prohibit => "prohibit",
+        }
+    }
 }
 
 /// Where a route came from (iproute2's `proto`, with FRR's names for its daemons).
@@ -704,6 +725,31 @@ pub struct Vrf {
     /// Where it came from: `netns` (a network namespace holding an interface named like
     /// it), `device` (a kernel `vrf` device), `config` (the file's `[[vrf]]`).
     pub origin: String,
+    /// What crossed it; `None` when the forwarding loop did not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<VrfStats>,
+}
+
+/// A VRF's traffic: what its ports (the customers' side) moved, and what arrived from
+/// the core under the labels that pop into it (its VPN labels). Made from the port and
+/// label counters, so the in-kernel fast path's frames are in them too.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VrfStats {
+    /// Frames received on its ports.
+    pub rx_packets: u64,
+    /// Bytes received on its ports.
+    pub rx_bytes: u64,
+    /// Frames sent out of its ports.
+    pub tx_packets: u64,
+    /// Bytes sent out of its ports.
+    pub tx_bytes: u64,
+    /// Frames that arrived under its labels (popped, then looked up in it).
+    pub label_packets: u64,
+    /// Bytes of those, Ethernet header on.
+    pub label_bytes: u64,
+    /// Its labels (those that pop into it), ascending.
+    #[serde(default)]
+    pub labels: Vec<u32>,
 }
 
 /// A port (`link-show`).
@@ -1000,6 +1046,19 @@ pub struct Stats {
     /// empty when the router runs without `[frr]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub frr: Vec<Counter>,
+    /// Per VRF but the default one: what its ports and its labels moved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vrfs: Vec<VrfCounters>,
+}
+
+/// One VRF's traffic, by name (`stats`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VrfCounters {
+    /// The VRF.
+    pub vrf: String,
+    /// Its traffic.
+    #[serde(flatten)]
+    pub stats: VrfStats,
 }
 
 /// Frames and bytes one incoming label's route switched.
@@ -1027,6 +1086,24 @@ impl Stats {
     /// All drops, summed.
     pub fn total_drops(&self) -> u64 {
         self.drops.iter().map(|c| c.value).sum()
+    }
+
+    /// The traffic of the VRF with these ports and these labels (those that pop into it).
+    pub fn vrf(&self, ports: &[String], mut labels: Vec<u32>) -> VrfStats {
+        labels.sort_unstable();
+        let mut v = VrfStats::default();
+        for p in self.ports.iter().filter(|p| ports.contains(&p.name)) {
+            v.rx_packets += p.link.rx_packets;
+            v.rx_bytes += p.link.rx_bytes;
+            v.tx_packets += p.link.tx_packets;
+            v.tx_bytes += p.link.tx_bytes;
+        }
+        for l in self.labels.iter().filter(|l| labels.binary_search(&l.label).is_ok()) {
+            v.label_packets += l.packets;
+            v.label_bytes += l.bytes;
+        }
+        v.labels = labels;
+        v
     }
 }
 

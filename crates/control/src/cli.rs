@@ -36,7 +36,7 @@ Usage: vmpls [-r ROUTER | --socket PATH] [-j] [-p] [-4|-6] route { add | del | r
        vmpls ... -f mpls route { add | del | replace } LABEL_ROUTE
        vmpls ... -f mpls route show [ LABEL ]
        vmpls ... -f mpls route flush { all | SELECTOR ... }
-ROUTE := [ unicast | blackhole ] PREFIX [ vrf NAME ] [ ttl-propagate { enabled | disabled } ]
+ROUTE := [ unicast | blackhole | unreachable | prohibit ] PREFIX [ vrf NAME ] [ ttl-propagate { enabled | disabled } ]
          [ proto NAME ] NH | nexthop NH [ nexthop NH ... ]
 SELECTOR := [ root | match | exact ] PREFIX | LABEL | vrf { NAME | all } | dev PORT
             | via ADDRESS | proto NAME
@@ -350,8 +350,13 @@ fn parse_ip(w: &mut Words, family: Option<Family>, op: Op) -> Result<RouteSpec, 
             continue;
         }
         match word {
-            "blackhole" | "unicast" if dst.is_none() && kind.is_none() => {
-                kind = Some(if word == "blackhole" { RouteType::Blackhole } else { RouteType::Unicast });
+            "blackhole" | "unreachable" | "prohibit" | "unicast" if dst.is_none() && kind.is_none() => {
+                kind = Some(match word {
+                    "blackhole" => RouteType::Blackhole,
+                    "unreachable" => RouteType::Unreachable,
+                    "prohibit" => RouteType::Prohibit,
+                    _ => RouteType::Unicast,
+                });
             }
             "vrf" | "table" => vrf = Some(w.arg(word, "a VRF name")?.to_string()),
             "ttl-propagate" => ttl = ttl_propagate(w)?,
@@ -640,6 +645,13 @@ mod tests {
         assert!(
             matches!(r, Request::RouteAdd { route: RouteSpec::Inet(ref x) } if x.kind == RouteType::Blackhole)
         );
+        for (word, kind) in [("unreachable", RouteType::Unreachable), ("prohibit", RouteType::Prohibit)] {
+            let r = parse(Some(Family::Inet6), &format!("add {word} 2001:db8:9::/64 vrf red")).unwrap();
+            assert!(
+                matches!(r, Request::RouteAdd { route: RouteSpec::Inet6(ref x) } if x.kind == kind && x.vrf == "red"),
+                "{word}: {r:?}"
+            );
+        }
     }
 
     #[test]

@@ -46,8 +46,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 use vmpls_fib::{
-    Fib, FibBuilder, Label, LabelAction, LabelRoute, Nexthop, NexthopGroup, PortId, PrefixRoute, RouteTarget,
-    TtlModel,
+    Fib, FibBuilder, Label, LabelAction, LabelRoute, Nexthop, NexthopGroup, PortId, PrefixRoute, Reject,
+    RouteTarget, TtlModel,
 };
 
 pub use error::{ConfigError, LabelStackError, PrefixError};
@@ -268,6 +268,8 @@ pub enum RouteAction {
     Forward(Vec<NexthopConfig>),
     /// Drop (`blackhole = true`).
     Blackhole,
+    /// Drop and answer with an ICMP unreachable (`reject = "unreachable" | "prohibit"`).
+    Reject(Reject),
 }
 
 /// A `[[route]]`.
@@ -702,6 +704,7 @@ impl<'a> NexthopGroups<'a> {
     pub(crate) fn prefix_route(&mut self, r: &'a RouteConfig) -> Result<PrefixRoute, vmpls_fib::FibError> {
         let target = match &r.action {
             RouteAction::Blackhole => RouteTarget::Blackhole,
+            RouteAction::Reject(r) => RouteTarget::Reject(*r),
             RouteAction::Forward(nhs) => RouteTarget::Forward(self.get(nhs)?),
         };
         Ok(PrefixRoute { target, ttl_model: r.ttl_model })

@@ -5,13 +5,34 @@ use std::fmt::Write;
 
 use crate::api::{Link, NeighState, Neighbor, Stats, Vrf};
 
-/// `vrf show`: a line a VRF, its ports last.
-pub fn vrfs(list: &[Vrf]) -> String {
+/// `vrf show`: a line a VRF, its ports last; `-s` adds each VRF's traffic: its ports' (RX, TX) and what arrived under
+/// its labels (LABELS).
+pub fn vrfs(list: &[Vrf], stats: bool) -> String {
     let mut s = format!("{:<16} {:>10} {:<7} {:>8}  interfaces\n", "name", "table", "origin", "routes");
     for v in list {
         let table = v.table.map_or_else(|| "-".to_string(), |t| t.to_string());
         let ports = if v.interfaces.is_empty() { "-".to_string() } else { v.interfaces.join(" ") };
         let _ = writeln!(s, "{:<16} {:>10} {:<7} {:>8}  {ports}", v.name, table, v.origin, v.routes);
+        if !stats {
+            continue;
+        }
+        let Some(t) = &v.stats else {
+            let _ = writeln!(s, "    no counters: the forwarding loop did not answer");
+            continue;
+        };
+        let labels = if t.labels.is_empty() {
+            "-".to_string()
+        } else {
+            t.labels.iter().map(u32::to_string).collect::<Vec<_>>().join(" ")
+        };
+        let _ = writeln!(s, "    {:<8} {:>12} {:>10}", "", "bytes", "packets");
+        let _ = writeln!(s, "    {:<8} {:>12} {:>10}", "RX:", t.rx_bytes, t.rx_packets);
+        let _ = writeln!(s, "    {:<8} {:>12} {:>10}", "TX:", t.tx_bytes, t.tx_packets);
+        let _ = writeln!(
+            s,
+            "    {:<8} {:>12} {:>10}  labels {labels}",
+            "LABELS:", t.label_bytes, t.label_packets
+        );
     }
     s
 }
@@ -210,6 +231,22 @@ pub fn stats(st: &Stats, detail: bool) -> String {
             let _ = writeln!(s, "  {:<10} {:>12} {:>14}", l.label, l.packets, l.bytes);
         }
     }
+    if !st.vrfs.is_empty() {
+        let _ = writeln!(s, "vrfs:");
+        let _ = writeln!(
+            s,
+            "  {:<12} {:>12} {:>14} {:>12} {:>14} {:>12} {:>14}",
+            "vrf", "rx packets", "rx bytes", "tx packets", "tx bytes", "label pkts", "label bytes"
+        );
+        for v in &st.vrfs {
+            let t = &v.stats;
+            let _ = writeln!(
+                s,
+                "  {:<12} {:>12} {:>14} {:>12} {:>14} {:>12} {:>14}",
+                v.vrf, t.rx_packets, t.rx_bytes, t.tx_packets, t.tx_bytes, t.label_packets, t.label_bytes
+            );
+        }
+    }
     if !st.fast_path.is_empty() {
         let _ = writeln!(s, "fast path:");
         for c in &st.fast_path {
@@ -269,15 +306,88 @@ mod tests {
             interfaces: vec!["ce1".into(), "ce2".into()],
             routes: 4,
             origin: "netns".into(),
+            stats: Some(crate::api::VrfStats {
+                rx_packets: 3,
+                rx_bytes: 300,
+                tx_packets: 2,
+                tx_bytes: 200,
+                label_packets: 2,
+                label_bytes: 216,
+                labels: vec![80, 81],
+            }),
         };
-        let cust =
-            Vrf { name: "cust".into(), table: None, interfaces: vec![], routes: 0, origin: "config".into() };
+        let cust = Vrf {
+            name: "cust".into(),
+            table: None,
+            interfaces: vec![],
+            routes: 0,
+            origin: "config".into(),
+            stats: None,
+        };
+        let head = "name                  table origin    routes  interfaces\n\
+                    red                    1001 netns          4  ce1 ce2\n";
+        let tail = "cust                      - config         0  -\n";
+        assert_eq!(vrfs(&[red.clone(), cust.clone()], false), format!("{head}{tail}"));
         assert_eq!(
-            vrfs(&[red, cust]),
-            "name                  table origin    routes  interfaces\n\
-             red                    1001 netns          4  ce1 ce2\n\
-             cust                      - config         0  -\n"
+            vrfs(&[red, cust], true),
+            format!(
+                "{head}                    bytes    packets\n\
+                 \x20   RX:               300          3\n\
+                 \x20   TX:               200          2\n\
+                 \x20   LABELS:           216          2  labels 80 81\n\
+                 {tail}    no counters: the forwarding loop did not answer\n"
+            )
         );
+    }
+
+    #[test]
+    fn a_vrfs_traffic_is_its_ports_and_its_labels() {
+        use crate::api::{LabelCounter, LinkStats, PortCounters};
+        let port = |name: &str, rx: u64, tx: u64| PortCounters {
+            name: name.into(),
+            link: LinkStats {
+                rx_packets: rx,
+                rx_bytes: rx * 100,
+                tx_packets: tx,
+                tx_bytes: tx * 100,
+                ..LinkStats::default()
+            },
+            pipeline_rx: 0,
+            pipeline_tx: 0,
+            fast_path_rx: 0,
+            fast_path_tx: 0,
+        };
+        let stats = Stats {
+            ports: vec![port("core", 50, 40), port("ce1", 3, 2), port("ce2", 1, 1)],
+            drops: vec![],
+            events: vec![],
+            neighbors: 0,
+            neighbors_reachable: 0,
+            label_routes: 3,
+            prefix_routes: 0,
+            labels: vec![
+                LabelCounter { label: 16, packets: 30, bytes: 3000 },
+                LabelCounter { label: 80, packets: 2, bytes: 216 },
+                LabelCounter { label: 81, packets: 1, bytes: 108 },
+            ],
+            fast_path: vec![],
+            frr: vec![],
+            vrfs: Vec::new(),
+        };
+        let red = stats.vrf(&["ce1".into(), "ce2".into()], vec![81, 80]);
+        assert_eq!(
+            red,
+            crate::api::VrfStats {
+                rx_packets: 4,
+                rx_bytes: 400,
+                tx_packets: 3,
+                tx_bytes: 300,
+                label_packets: 3,
+                label_bytes: 324,
+                labels: vec![80, 81],
+            }
+        );
+        assert_eq!(stats.vrf(&[], vec![]), crate::api::VrfStats::default());
     }
 
     #[test]
@@ -357,6 +467,7 @@ mod tests {
             labels: vec![],
             fast_path: vec![],
             frr: vec![],
+            vrfs: Vec::new(),
         };
         let text = stats(&st, false);
         assert!(
@@ -411,6 +522,10 @@ mod tests {
         assert_eq!(c.to_string(), "198.18.1.0/24 dev ce1 proto kernel scope link src 198.18.1.1");
         let b = IpRoute { kind: RouteType::Blackhole, ..route("198.18.9.0/24", vec![], Protocol::Boot) };
         assert_eq!(b.to_string(), "blackhole 198.18.9.0/24");
+        let u = IpRoute { kind: RouteType::Unreachable, ..route("198.18.9.0/24", vec![], Protocol::Static) };
+        assert_eq!(u.to_string(), "unreachable 198.18.9.0/24 proto static");
+        let p = IpRoute { kind: RouteType::Prohibit, ..route("2001:db8:9::/64", vec![], Protocol::Boot) };
+        assert_eq!(p.to_string(), "prohibit 2001:db8:9::/64");
         let m = route(
             "198.18.2.0/24",
             vec![nh("198.18.10.2", "a", &[100], 2), nh("198.18.11.2", "b", &[101], 1)],
@@ -470,6 +585,7 @@ mod tests {
             labels: vec![crate::api::LabelCounter { label: 1002, packets: 5, bytes: 740 }],
             fast_path: Vec::new(),
             frr: Vec::new(),
+            vrfs: Vec::new(),
         };
         let short = stats(&st, false);
         assert!(!short.contains("fast path"), "{short}");
@@ -488,6 +604,24 @@ mod tests {
             stats(&fast, false).contains("fast path:\n  swap                         7\n"),
             "{}",
             stats(&fast, false)
+        );
+        assert!(!short.contains("vrfs:"), "{short}");
+        let red = crate::api::VrfCounters {
+            vrf: "red".into(),
+            stats: crate::api::VrfStats {
+                rx_packets: 3,
+                label_packets: 2,
+                label_bytes: 216,
+                ..Default::default()
+            },
+        };
+        let with_vrf = stats(&Stats { vrfs: vec![red], ..fast }, false);
+        assert!(with_vrf.contains("vrfs:\n  vrf "), "{with_vrf}");
+        let line = with_vrf.lines().find(|l| l.starts_with("  red ")).unwrap_or_default();
+        assert_eq!(
+            line.split_whitespace().collect::<Vec<_>>(),
+            ["red", "3", "0", "0", "0", "2", "216"],
+            "{with_vrf}"
         );
     }
 }

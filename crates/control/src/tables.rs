@@ -24,7 +24,7 @@ use std::net::IpAddr;
 
 use vmpls_fib::{
     DEFAULT_VRF_NAME, FIRST_UNRESERVED, Fib, IMPLICIT_NULL, Label, LabelAction, LabelRoute, MAX_LABEL,
-    MAX_NEXTHOPS, PortId, TtlModel, VrfId,
+    MAX_NEXTHOPS, PortId, Reject, TtlModel, VrfId,
 };
 
 use vmpls_wire::prefix::{mask, max_len};
@@ -610,7 +610,7 @@ impl Tables {
             let selects = |(a, len): &(IpAddr, u8), e: &Entry<RouteConfig>| {
                 let nhs: &[NexthopConfig] = match &e.item.action {
                     RouteAction::Forward(nhs) => nhs,
-                    RouteAction::Blackhole => &[],
+                    RouteAction::Blackhole | RouteAction::Reject(_) => &[],
                 };
                 dst.is_none_or(|(net, l)| match filter.dst_match {
                     PrefixMatch::Exact => (*a, *len) == (net, l),
@@ -697,6 +697,8 @@ impl Tables {
     fn show_ip(&self, r: &RouteConfig, origin: Protocol) -> IpRoute {
         let (kind, nexthops) = match &r.action {
             RouteAction::Blackhole => (RouteType::Blackhole, Vec::new()),
+            RouteAction::Reject(Reject::Unreachable) => (RouteType::Unreachable, Vec::new()),
+            RouteAction::Reject(Reject::Prohibit) => (RouteType::Prohibit, Vec::new()),
             RouteAction::Forward(nhs) => (RouteType::Unicast, self.show_nexthops(nhs)),
         };
         IpRoute {
@@ -769,11 +771,15 @@ impl Tables {
             }
         }
         let action = match r.kind {
-            RouteType::Blackhole => {
+            RouteType::Blackhole | RouteType::Unreachable | RouteType::Prohibit => {
                 if !r.nexthops.is_empty() {
-                    return Err("a blackhole route takes no next hop".into());
+                    return Err(format!("a {} route takes no next hop", r.kind.name()).into());
                 }
-                RouteAction::Blackhole
+                match r.kind {
+                    RouteType::Unreachable => RouteAction::Reject(Reject::Unreachable),
+                    RouteType::Prohibit => RouteAction::Reject(Reject::Prohibit),
+                    _ => RouteAction::Blackhole,
+                }
             }
             RouteType::Unicast => {
                 if r.nexthops.is_empty() {

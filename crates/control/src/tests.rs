@@ -214,6 +214,36 @@ fn duplicate_prefix_in_a_vrf_is_rejected() {
 }
 
 #[test]
+fn reject_routes_come_from_the_file_and_bad_ones_are_refused() {
+    use vmpls_fib::Reject;
+    let ok = "[[route]]\nprefix = \"198.18.2.0/24\"\nreject = \"unreachable\"\n\n[[route]]\nprefix = \"198.18.3.0/24\"\nreject = \"prohibit\"\n";
+    let fib = parse(ok).unwrap().build_fib().unwrap();
+    assert_eq!(
+        fib.vrfs[0].lookup(ip("198.18.2.1")).unwrap().target,
+        RouteTarget::Reject(Reject::Unreachable)
+    );
+    assert_eq!(fib.vrfs[0].lookup(ip("198.18.3.1")).unwrap().target, RouteTarget::Reject(Reject::Prohibit));
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nreject = \"refuse\"\n",
+        3,
+        "route.reject",
+        &["unknown reject \"refuse\"", "\"unreachable\"", "\"prohibit\""],
+    );
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nreject = \"unreachable\"\nvia = \"198.18.10.2\"\n",
+        4,
+        "route.via",
+        &["a rejecting route takes no next hop"],
+    );
+    assert_err(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nblackhole = true\nreject = \"prohibit\"\n",
+        4,
+        "route.reject",
+        &["either a blackhole", "or rejects"],
+    );
+}
+
+#[test]
 fn route_over_a_connected_subnet_is_rejected() {
     assert_err(
         "[[route]]\nprefix = \"2001:db8:1::/64\"\nblackhole = true\n",

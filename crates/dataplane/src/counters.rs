@@ -87,6 +87,10 @@ reasons! {
         NoRoute => "no_route",
         /// A blackhole route matched.
         Blackhole => "blackhole",
+        /// An `unreachable` route matched (ICMP host unreachable sent).
+        UnreachableRoute => "unreachable_route",
+        /// A `prohibit` route matched (ICMP administratively prohibited sent).
+        ProhibitedRoute => "prohibited_route",
         /// Multicast or broadcast IP destination: not routed.
         IpMulticast => "ip_multicast",
         /// Addressed to the router, but not something it answers.

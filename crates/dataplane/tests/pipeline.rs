@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use fixtures::*;
 use vmpls_dataplane::{DropReason, Event, Output, Packet, PortCaps};
-use vmpls_fib::{DEFAULT_VRF, LabelAction, Nexthop, NexthopGroup, TtlModel};
+use vmpls_fib::{DEFAULT_VRF, LabelAction, Nexthop, NexthopGroup, PrefixRoute, RouteTarget, TtlModel};
 use vmpls_wire::{arp, icmpv4, icmpv6, ipv4, tcp, virtio_net};
 
 fn ip(s: &str) -> std::net::IpAddr {
@@ -900,6 +900,52 @@ fn ip_ttl_expiry_at_ingress_pe_sends_time_exceeded_back_to_the_customer() {
     assert_eq!(icmp.rfc4884_length(), 0, "no label stack to quote");
     assert_eq!(icmp.data(), &probe[..]);
     r.assert_only_drop(DropReason::IpTtlExpired, 1);
+}
+
+/// pe1 with a more specific route than the LSP's to CE2 (the lower half of its subnet,
+/// which holds CE2's addresses) that does `target`.
+fn pe1_routing_ce2_to(target: RouteTarget) -> Router {
+    pe1_with(|b| {
+        b.add_prefix_route(DEFAULT_VRF, ip("198.18.2.0"), 25, PrefixRoute::new(target.clone())).unwrap();
+        b.add_prefix_route(DEFAULT_VRF, ip("2001:db8:2::"), 96, PrefixRoute::new(target)).unwrap();
+    })
+}
+
+#[test]
+fn reject_routes_answer_with_the_unreachable_linux_sends_and_blackholes_stay_silent() {
+    use vmpls_fib::Reject;
+    // Linux's codes for its route types: unreachable is host unreachable (IPv6 no route),
+    // prohibit administratively prohibited (IPv4 13, IPv6 1).
+    for (reject, code4, code6, reason) in [
+        (Reject::Unreachable, icmpv4::unreachable_code::HOST_UNREACHABLE, 0, DropReason::UnreachableRoute),
+        (
+            Reject::Prohibit,
+            icmpv4::unreachable_code::ADMIN_PROHIBITED,
+            icmpv6::unreachable_code::ADMIN_PROHIBITED,
+            DropReason::ProhibitedRoute,
+        ),
+    ] {
+        let mut r = pe1_routing_ce2_to(RouteTarget::Reject(reject));
+        let probe = ipv4_udp(CE1, CE2, 64, &pattern(32, 7));
+        let p = only(&r.send(PE1_CE1, &from_ce1(&probe)), PE1_CE1);
+        assert_eq!((p.dst, p.ethertype), (CE1_MAC, 0x0800));
+        assert_eq!((p.ipv4().src_addr(), p.ipv4().dst_addr()), (v4("198.18.255.1"), v4(CE1)));
+        let icmp = p.icmpv4();
+        assert_eq!((icmp.msg_type(), icmp.code()), (icmpv4::msg_type::DST_UNREACHABLE, code4), "{reject:?}");
+        assert_eq!(icmp.data(), &probe[..], "{reject:?} quotes the packet");
+        r.assert_only_drop(reason, 1);
+
+        let probe = ipv6_tcp(CE1_V6, CE2_V6, 64, 1, 2, &pattern(16, 1));
+        let p = only(&r.send(PE1_CE1, &from_ce1_v6(&probe)), PE1_CE1);
+        assert_eq!(p.ipv6().dst_addr(), v6(CE1_V6));
+        let icmp = p.icmpv6();
+        assert_eq!((icmp.msg_type(), icmp.code()), (icmpv6::msg_type::DST_UNREACHABLE, code6), "{reject:?}");
+        assert_eq!(icmp.data(), &probe[..]);
+        r.assert_only_drop(reason, 2);
+    }
+    let mut r = pe1_routing_ce2_to(RouteTarget::Blackhole);
+    assert!(r.send(PE1_CE1, &from_ce1(&ipv4_udp(CE1, CE2, 64, &pattern(32, 7)))).is_empty());
+    r.assert_only_drop(DropReason::Blackhole, 1);
 }
 
 #[test]

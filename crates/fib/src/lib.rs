@@ -78,6 +78,28 @@ pub enum RouteTarget {
     Forward(NexthopGroup),
     /// Drop silently (the data plane counts the drops).
     Blackhole,
+    /// Drop and tell the sender with an ICMP destination unreachable (iproute2's
+    /// `unreachable` and `prohibit` routes, FRR's `reject`).
+    Reject(Reject),
+}
+
+/// Which ICMP error a rejecting route answers with, as Linux does for its route types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reject {
+    /// `unreachable`: host unreachable (ICMP code 1), for IPv6 no route (code 0).
+    Unreachable,
+    /// `prohibit`: communication administratively prohibited (ICMP code 13, IPv6 code 1).
+    Prohibit,
+}
+
+impl Reject {
+    /// The route type's name as iproute2 spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reject::Unreachable => "unreachable",
+            Reject::Prohibit => "prohibit",
+        }
+    }
 }
 
 /// A prefix table entry.
@@ -362,7 +384,7 @@ impl Fib {
                         return Err(FibError::UnknownPort { port: nh.port });
                     }
                 }
-                RouteTarget::Blackhole => {}
+                RouteTarget::Blackhole | RouteTarget::Reject(_) => {}
                 RouteTarget::Local | RouteTarget::Connected { .. } => {
                     return Err(FibError::DuplicatePrefix {
                         vrf,

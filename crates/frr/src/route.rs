@@ -81,8 +81,12 @@ pub struct Nexthop {
 pub enum Kind {
     /// Forward through the next hops.
     Unicast,
-    /// Drop (blackhole, unreachable and prohibit routes alike).
+    /// Drop silently (`blackhole`, FRR's `Null0` and `blackhole`).
     Blackhole,
+    /// Drop and answer ICMP host unreachable (`unreachable`, FRR's `reject`).
+    Unreachable,
+    /// Drop and answer ICMP administratively prohibited (`prohibit`).
+    Prohibit,
 }
 
 /// A route zebra wants installed.
@@ -437,7 +441,9 @@ fn route(key: RouteKey, body: &[u8]) -> Result<Route, Skip> {
     }
     let kind = match h.kind {
         RouteType::Unicast => Kind::Unicast,
-        RouteType::BlackHole | RouteType::Unreachable | RouteType::Prohibit => Kind::Blackhole,
+        RouteType::BlackHole => Kind::Blackhole,
+        RouteType::Unreachable => Kind::Unreachable,
+        RouteType::Prohibit => Kind::Prohibit,
         other => {
             return Err(skip(Unsupported::RouteType, format!("route type {other:?} for {:?}", key.dest)));
         }
@@ -640,6 +646,8 @@ pub mod encode {
             kind: match route.kind {
                 Kind::Unicast => RouteType::Unicast,
                 Kind::Blackhole => RouteType::BlackHole,
+                Kind::Unreachable => RouteType::Unreachable,
+                Kind::Prohibit => RouteType::Prohibit,
             },
             ..RouteHeader::default()
         };
@@ -747,6 +755,14 @@ mod tests {
             kind: Kind::Blackhole,
             nexthops: vec![],
         });
+        for kind in [Kind::Unreachable, Kind::Prohibit] {
+            round_trip(&Route {
+                key: RouteKey { table: MAIN_TABLE, dest: Dest::Prefix(v4("198.18.9.0"), 24) },
+                protocol: 196,
+                kind,
+                nexthops: vec![],
+            });
+        }
     }
 
     #[test]

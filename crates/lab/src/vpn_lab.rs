@@ -904,7 +904,8 @@ impl VpnLab {
         Ok(())
     }
 
-    /// Runs the vmpls CLI against `router` with `-j` and returns its JSON.
+    /// Runs the vmpls CLI against `router` with `-j` and returns its JSON (`null` for
+    /// the commands that print nothing, `route add` ...).
     pub fn vmpls_cli(&self, router: &str, args: &[&str]) -> anyhow::Result<Value> {
         let socket = self.vmpls.socket(router).ok_or_else(|| anyhow!("vmpls does not run on {router:?}"))?;
         let mut cmd = Command::new(&self.vmpls_bin);
@@ -916,6 +917,9 @@ impl VpnLab {
                 out.status,
                 String::from_utf8_lossy(&out.stderr).trim()
             );
+        }
+        if out.stdout.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Value::Null);
         }
         serde_json::from_slice(&out.stdout).with_context(|| {
             format!("vmpls -j {args:?} on {router}: {}", String::from_utf8_lossy(&out.stdout))
@@ -945,6 +949,17 @@ impl VpnLab {
     pub fn drop_counter(&self, router: &str, name: &str) -> anyhow::Result<u64> {
         let st: api::Stats = self.vmpls_typed(router, &["stats"])?;
         Ok(st.drops.iter().filter(|c| c.name == name).map(|c| c.value).sum())
+    }
+
+    /// The traffic of VRF `vrf` on `pe` as vmpls counts it (`vmpls -j vrf show`: its
+    /// ports and the labels that pop into it).
+    pub fn vrf_traffic(&self, pe: &str, vrf: &str) -> anyhow::Result<api::VrfStats> {
+        let list: Vec<api::Vrf> = self.vmpls_typed(pe, &["vrf", "show"])?;
+        let v = list
+            .into_iter()
+            .find(|v| v.name == vrf)
+            .ok_or_else(|| anyhow!("{pe}: vmpls has no VRF {vrf:?}"))?;
+        v.stats.ok_or_else(|| anyhow!("{pe}: vmpls gave no counters for VRF {vrf:?}"))
     }
 
     /// The in-kernel fast path's counter `name` on `router` (`vmpls stats`: `push`, `pop`,

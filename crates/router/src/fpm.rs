@@ -45,7 +45,7 @@ use tracing::{error, info, warn};
 use vmpls_control::api::Protocol;
 use vmpls_control::tables::FrrChange;
 use vmpls_control::{FrrConfig, LabelConfigAction, NexthopConfig, RouteAction};
-use vmpls_fib::{DEFAULT_VRF_NAME, PortId};
+use vmpls_fib::{DEFAULT_VRF_NAME, PortId, Reject};
 use vmpls_frr::route::MAIN_TABLE;
 use vmpls_frr::{Dest, Kind, Rib, Route, RouteKey, Unsupported, Update, fpm};
 use vmpls_sys::event::PollSet;
@@ -964,6 +964,8 @@ impl<'a> Translator<'a> {
         let route = route.and_then(|r| {
             let action = match r.kind {
                 Kind::Blackhole => RouteAction::Blackhole,
+                Kind::Unreachable => RouteAction::Reject(Reject::Unreachable),
+                Kind::Prohibit => RouteAction::Reject(Reject::Prohibit),
                 Kind::Unicast => {
                     let nhs = self.nexthops(in_vrf.then_some(vrf), r);
                     if nhs.is_empty() {

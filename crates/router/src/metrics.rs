@@ -17,6 +17,8 @@
 //! | `vmpls_label_packets_total`, `vmpls_label_bytes_total` | `label` | frames and bytes switched per incoming label |
 //! | `vmpls_fast_path_total` | `counter` | the in-kernel fast path (`fast-path = "tc"`): `swap`, `push`, `pop`, `ip_forward`, `passed`, `bytes`, ... (its frames are also in the events and label counters) |
 //! | `vmpls_port_fast_path_rx_packets_total`, `_tx_packets_total` | `port` | frames the fast path took from and sent out of each port |
+//! | `vmpls_vrf_rx_packets_total`, `_rx_bytes_total`, `_tx_packets_total`, `_tx_bytes_total` | `vrf` | frames and bytes of each VRF's ports (all VRFs but the default) |
+//! | `vmpls_vrf_label_packets_total`, `_label_bytes_total` | `vrf` | frames and bytes that arrived under the labels that pop into the VRF (its VPN labels) |
 //! | `vmpls_info` | `router` | 1 |
 //!
 //! Each client is served on a thread of its own (at most [`MAX_CLIENTS`] at once; one
@@ -42,7 +44,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
-use vmpls_control::api::{Counter, LabelCounter, PortCounters, Stats};
+use vmpls_control::api::{Counter, LabelCounter, PortCounters, Stats, VrfStats};
 
 /// Parses `--metrics`: `ADDR:PORT`, or `PORT` / `:PORT` for loopback.
 ///
@@ -180,6 +182,39 @@ fn encode_stats(enc: &mut DescriptorEncoder, router: &str, st: &Stats) -> fmt::R
     let per_label = |f: fn(&LabelCounter) -> u64| st.labels.iter().map(move |l| (l.label.to_string(), f(l)));
     counters(enc, "label_packets", "Frames switched per incoming label", "label", per_label(|l| l.packets))?;
     counters(enc, "label_bytes", "Bytes switched per incoming label", "label", per_label(|l| l.bytes))?;
+    if !st.vrfs.is_empty() {
+        let per_vrf = |f: fn(&VrfStats) -> u64| st.vrfs.iter().map(move |v| (v.vrf.clone(), f(&v.stats)));
+        counters(
+            enc,
+            "vrf_rx_packets",
+            "Frames received on the VRF's ports",
+            "vrf",
+            per_vrf(|v| v.rx_packets),
+        )?;
+        counters(enc, "vrf_rx_bytes", "Bytes received on the VRF's ports", "vrf", per_vrf(|v| v.rx_bytes))?;
+        counters(
+            enc,
+            "vrf_tx_packets",
+            "Frames sent out of the VRF's ports",
+            "vrf",
+            per_vrf(|v| v.tx_packets),
+        )?;
+        counters(enc, "vrf_tx_bytes", "Bytes sent out of the VRF's ports", "vrf", per_vrf(|v| v.tx_bytes))?;
+        counters(
+            enc,
+            "vrf_label_packets",
+            "Frames that arrived under the labels popping into the VRF",
+            "vrf",
+            per_vrf(|v| v.label_packets),
+        )?;
+        counters(
+            enc,
+            "vrf_label_bytes",
+            "Bytes that arrived under the labels popping into the VRF",
+            "vrf",
+            per_vrf(|v| v.label_bytes),
+        )?;
+    }
     let incomplete = st.neighbors.saturating_sub(st.neighbors_reachable);
     gauges(
         enc,
@@ -478,6 +513,7 @@ mod tests {
                 labels: Vec::new(),
                 fast_path: Vec::new(),
                 frr: Vec::new(),
+                vrfs: Vec::new(),
             })
         }
     }
@@ -628,6 +664,7 @@ mod tests {
             labels: vec![vmpls_control::api::LabelCounter { label: 1002, packets: 5, bytes: 740 }],
             fast_path: vec![C { name: "swap".into(), value: 88 }],
             frr: Vec::new(),
+            vrfs: Vec::new(),
         };
         struct Fixed(Stats);
         impl StatsSource for Fixed {

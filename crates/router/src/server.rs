@@ -398,18 +398,21 @@ impl Server {
     /// `vrf show`: in FRR mode the kernel's VRFs as last scanned, else the file's; each
     /// with its ports and how many destinations it routes.
     fn vrf_list(&self) -> Vec<api::Vrf> {
+        // Before the tables' lock: the counters are a round trip to the forwarding loop.
+        let stats = self.stats().ok();
         let t = self.tables();
         let counts = t.route_counts();
         let cfg = t.config();
-        let ports_of = |vrf: &str| -> Vec<String> {
-            cfg.ports.iter().filter(|p| p.vrf == vrf).map(|p| p.name.clone()).collect()
-        };
         let row = |name: &str, table: Option<u32>, origin: &str| api::Vrf {
             name: name.to_string(),
             table,
-            interfaces: ports_of(name),
+            interfaces: cfg.ports.iter().filter(|p| p.vrf == name).map(|p| p.name.clone()).collect(),
             routes: counts.get(name).copied().unwrap_or(0),
             origin: origin.to_string(),
+            stats: stats
+                .as_ref()
+                .and_then(|s| s.vrfs.iter().find(|v| v.vrf == name))
+                .map(|v| v.stats.clone()),
         };
         match self.vrfs.get() {
             Some(vrfs) => {
@@ -417,6 +420,33 @@ impl Server {
             }
             None => cfg.vrfs.iter().skip(1).map(|name| row(name, None, "config")).collect(),
         }
+    }
+
+    /// Each VRF's traffic but the default's, from the port and label counters of `stats`:
+    /// its ports, and the labels that pop into it in the FIB in force.
+    fn vrf_traffic(&self, stats: &Stats) -> Vec<api::VrfCounters> {
+        let fib = self.fib.load_full();
+        let t = self.tables();
+        let cfg = t.config();
+        // The FIB's VRF ids are the config's VRF positions; 0 is the default VRF.
+        let mut labels: Vec<Vec<u32>> = vec![Vec::new(); cfg.vrfs.len()];
+        for (label, route) in fib.labels.iter() {
+            if let vmpls_fib::LabelAction::PopAndLookup { vrf } = route.action
+                && let Some(of_vrf) = labels.get_mut(usize::from(vrf))
+            {
+                of_vrf.push(label);
+            }
+        }
+        cfg.vrfs
+            .iter()
+            .zip(labels)
+            .skip(1)
+            .map(|(name, labels)| {
+                let ports: Vec<String> =
+                    cfg.ports.iter().filter(|p| &p.vrf == name).map(|p| p.name.clone()).collect();
+                api::VrfCounters { vrf: name.clone(), stats: stats.vrf(&ports, labels) }
+            })
+            .collect()
     }
 
     /// How many routes and label routes from FRR the router holds.
@@ -644,6 +674,7 @@ impl crate::metrics::StatsSource for Server {
         let snap = self.lp.snapshot()?;
         let mut stats = crate::stats::collect(&snap, &self.fib.load_full());
         stats.frr = self.frr.get().map(|f| f.counters(self.frr_counts())).unwrap_or_default();
+        stats.vrfs = self.vrf_traffic(&stats);
         if let Some(pw) = self.pw_channel.get() {
             stats.frr.extend(pw.counters().into_iter().map(|mut c| {
                 c.name.insert_str(0, "pw_channel_");

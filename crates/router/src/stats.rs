@@ -93,6 +93,7 @@ pub fn collect(snap: &Snapshot, fib: &Fib) -> Stats {
             .collect(),
         fast_path: snap.fast_path.iter().map(|&(name, value)| Counter { name: name.into(), value }).collect(),
         frr: Vec::new(),
+        vrfs: Vec::new(),
     }
 }
 

@@ -214,7 +214,7 @@ pub fn vrf(g: &Globals, args: &[String]) -> Result<(), CliError> {
         let v = serde_json::to_value(&list).map_err(|e| usage(e.to_string()))?;
         return print_json(g, &v);
     }
-    print!("{}", show::vrfs(&list));
+    print!("{}", show::vrfs(&list, g.stats));
     Ok(())
 }
 

@@ -150,6 +150,68 @@ fn customers_reach_their_sites_and_never_each_other(fast_path: bool) {
     }
     step(t0, "red and blue never reach each other");
 
+    // --- Reject routes in a VRF: staticd's `reject` (zebra's unreachable route) and a
+    // `prohibit` route from vmpls's CLI answer red-ce1 with the errors Linux sends for
+    // those route types, from pe1's addresses in red; counted as their drop reasons.
+    let pe1 = lab.frr("pe1").unwrap();
+    pe1.vtysh(&[
+        "configure terminal",
+        "ip route 198.18.99.0/24 reject vrf red",
+        "ipv6 route 2001:db8:99::/64 reject vrf red",
+    ])
+    .unwrap();
+    lab.vmpls_cli("pe1", &["route", "add", "prohibit", "198.18.98.0/24", "vrf", "red"]).unwrap();
+    for route in ["198.18.96.0/22 via 198.18.1.1", "2001:db8:99::/64 via 2001:db8:1::1"] {
+        let mut ip = std::process::Command::new("ip");
+        ip.args(["route", "add"]).args(route.split(' '));
+        let out = lab.topology().run_timeout("red-ce1", ip, Duration::from_secs(5)).unwrap();
+        assert!(out.status.success(), "red-ce1: ip route add {route}: {out:?}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let kind_of = |lab: &VpnLab, family: &str, dst: &str| -> Option<String> {
+        let v = lab.vmpls_cli("pe1", &[family, "route", "show", "vrf", "red"]).unwrap();
+        let r = v.as_array()?.iter().find(|r| r["dst"] == dst)?;
+        Some(r["type"].as_str().unwrap_or("unicast").to_string())
+    };
+    while kind_of(&lab, "-4", "198.18.99.0/24").is_none() || kind_of(&lab, "-6", "2001:db8:99::/64").is_none()
+    {
+        assert!(Instant::now() < deadline, "vmpls on pe1 never got staticd's reject routes in red");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(kind_of(&lab, "-4", "198.18.99.0/24").as_deref(), Some("unreachable"));
+    assert_eq!(kind_of(&lab, "-6", "2001:db8:99::/64").as_deref(), Some("unreachable"));
+    assert_eq!(kind_of(&lab, "-4", "198.18.98.0/24").as_deref(), Some("prohibit"));
+    let (unreachable0, prohibited0) = (
+        lab.drop_counter("pe1", "unreachable_route").unwrap(),
+        lab.drop_counter("pe1", "prohibited_route").unwrap(),
+    );
+    for (dst, want) in [
+        ("198.18.99.1", "From 198.18.1.1 icmp_seq=1 Destination Host Unreachable"),
+        ("198.18.98.1", "From 198.18.1.1 icmp_seq=1 Packet filtered"),
+        ("2001:db8:99::1", "From 2001:db8:1::1 icmp_seq=1 Destination unreachable: No route"),
+    ] {
+        let mut ping = std::process::Command::new("ping");
+        ping.args(["-n", "-c", "1", "-W", "2", dst]);
+        let out = lab.topology().run_timeout("red-ce1", ping, Duration::from_secs(10)).unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(want), "red-ce1 ping {dst}: want {want:?}, got {text}");
+    }
+    assert_eq!(lab.drop_counter("pe1", "unreachable_route").unwrap() - unreachable0, 2);
+    assert_eq!(lab.drop_counter("pe1", "prohibited_route").unwrap() - prohibited0, 1);
+    lab.vmpls_cli("pe1", &["route", "del", "prohibit", "198.18.98.0/24", "vrf", "red"]).unwrap();
+    lab.frr("pe1")
+        .unwrap()
+        .vtysh(&[
+            "configure terminal",
+            "no ip route 198.18.99.0/24 reject vrf red",
+            "no ipv6 route 2001:db8:99::/64 reject vrf red",
+        ])
+        .unwrap();
+    step(
+        t0,
+        "reject routes in red answer host unreachable, packet filtered and no route from pe1's red addresses",
+    );
+
     // --- Labels on the wire: p's link to pe1 carries red's requests with p's LDP label
     // for pe2's loopback over the VPN label pe2's bgpd bound to red.
     let vpn = vpn_label(&lab, "pe1", "red", "198.18.2.0/24");
@@ -239,16 +301,37 @@ fn customers_reach_their_sites_and_never_each_other(fast_path: bool) {
     step(t0, &format!("{FRAMES} labelled frames from a customer port refused (mpls_not_accepted)"));
 
     // --- Content-checked TCP per customer through the VPN (the same addresses).
-    for (from, to) in [("red-ce1", "red-ce2"), ("blue-ce1", "blue-ce2")] {
+    // Each flow is in its own VRF's counters on pe2 (under its VPN labels in, out of its
+    // ports) and in none of the other VRF's.
+    for (from, to, vrf, other) in
+        [("red-ce1", "red-ce2", "red", "blue"), ("blue-ce1", "blue-ce2", "blue", "red")]
+    {
         let bytes = 20_000_000;
+        let (own0, other0) = (lab.vrf_traffic("pe2", vrf).unwrap(), lab.vrf_traffic("pe2", other).unwrap());
         let opts = FlowOptions { limit: Limit::Bytes(bytes), ..FlowOptions::default() };
         let r = lab
             .run_flow(from, to, &opts)
             .unwrap_or_else(|e| panic!("{from} -> {to}: {e:#}\n{}", lab.vmpls_logs(20)));
         assert!(r.content_ok && r.bytes_received == bytes, "{from} -> {to}: {r:?}");
         eprintln!("    {from} -> {to}: {} MB intact, {:.2} Gbit/s", bytes / 1_000_000, r.gbps);
+        let (own, other1) = (lab.vrf_traffic("pe2", vrf).unwrap(), lab.vrf_traffic("pe2", other).unwrap());
+        let (label_in, port_out) = (own.label_bytes - own0.label_bytes, own.tx_bytes - own0.tx_bytes);
+        eprintln!(
+            "    pe2 vrf {vrf}: {label_in} bytes in under labels {:?}, {port_out} out of its ports",
+            own.labels
+        );
+        assert!(label_in >= bytes && port_out >= bytes, "pe2 vrf {vrf} counts the flow: {own0:?} -> {own:?}");
+        assert!(
+            own.labels.contains(&vpn_label(&lab, "pe1", vrf, "198.18.2.0/24")),
+            "{vrf}'s labels: {own:?}"
+        );
+        assert!(
+            other1.label_bytes - other0.label_bytes < bytes / 100
+                && other1.tx_bytes - other0.tx_bytes < bytes / 100,
+            "pe2 vrf {other} counted {vrf}'s flow: {other0:?} -> {other1:?}"
+        );
     }
-    step(t0, "TCP intact through the VPN for red and blue");
+    step(t0, "TCP intact through the VPN for red and blue, each in its own VRF's counters");
     if fast_path {
         // The PEs' programs pushed the customers' traffic out of the VRFs and popped it
         // into them (p's programs pop the transport label over the VPN label), every

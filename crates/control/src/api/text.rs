@@ -11,7 +11,7 @@
 use std::fmt::{self, Write};
 use std::net::IpAddr;
 
-use super::{IpRoute, MplsAction, MplsRoute, Nexthop, Protocol, RouteType};
+use super::{IpRoute, MplsAction, MplsRoute, Nexthop, Protocol};
 
 fn labels(l: &[u32]) -> String {
     l.iter().map(u32::to_string).collect::<Vec<_>>().join("/")
@@ -67,8 +67,8 @@ fn dst_word(dst: &str) -> &str {
 fn ip_route_line(r: &IpRoute) -> String {
     let mut s = String::new();
     let dst = dst_word(&r.dst);
-    if r.kind == RouteType::Blackhole {
-        let _ = write!(s, "blackhole {dst}{}", proto(r.protocol));
+    if !r.kind.forwards() {
+        let _ = write!(s, "{} {dst}{}", r.kind.name(), proto(r.protocol));
     } else if let [n] = r.nexthops.as_slice() {
         let _ = write!(s, "{dst}{}{}", nexthop_words(n, false), proto(r.protocol));
         if n.weight != 1 {

@@ -164,6 +164,7 @@ pub(super) struct RawRoute {
     pub(super) weight: Option<S<i64>>,
     pub(super) nexthops: Option<S<Vec<RawRouteNexthop>>>,
     pub(super) blackhole: Option<S<bool>>,
+    pub(super) reject: Option<S<String>>,
     pub(super) ttl_model: Option<S<String>>,
 }
 

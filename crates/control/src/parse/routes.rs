@@ -14,6 +14,7 @@ use super::values::{parse_prefix, parse_ttl};
 use super::vrfs::vrf_of;
 use super::{Origin, Prefixes};
 use crate::{ConfigError, RouteAction, RouteConfig};
+use vmpls_fib::Reject;
 
 /// The `[[route]]`s in file order, each recorded in `prefixes`.
 pub(super) fn parse_routes(
@@ -61,7 +62,8 @@ pub(super) fn parse_routes(
     Ok(routes)
 }
 
-/// What route `r` to `net/len` (at `line`) does: `blackhole = true` with no next hop,
+/// What route `r` to `net/len` (at `line`) does: `blackhole = true` or `reject = "..."`
+/// with no next hop,
 /// a `nexthops = [...]` list with no inline next hop, or one inline next hop.
 fn route_action(
     ctx: &Ctx,
@@ -77,22 +79,41 @@ fn route_action(
         weight: r.weight.as_ref(),
     };
     let inline_field = inline_first(&inline, "route", "push");
-    if r.blackhole.as_ref().is_some_and(|b| *b.get_ref()) {
+    let blackhole = r.blackhole.as_ref().is_some_and(|b| *b.get_ref());
+    let reject = match &r.reject {
+        None => None,
+        Some(s) => Some(match s.get_ref().as_str() {
+            "unreachable" => Reject::Unreachable,
+            "prohibit" => Reject::Prohibit,
+            other => {
+                return Err(ctx.err(
+                    &s.span(),
+                    "route.reject",
+                    format!("unknown reject {other:?}: \"unreachable\" (ICMP host unreachable) or \"prohibit\" (administratively prohibited)"),
+                ));
+            }
+        }),
+    };
+    if let (true, Some(s)) = (blackhole, &r.reject) {
+        return Err(ctx.err(
+            &s.span(),
+            "route.reject",
+            "a route is either a blackhole (silent) or rejects (with an ICMP error); remove one",
+        ));
+    }
+    if blackhole || reject.is_some() {
+        let (what, field) = match reject {
+            None => ("a blackhole route", "blackhole = true"),
+            Some(_) => ("a rejecting route", "reject"),
+        };
+        let why = format!("{what} takes no next hop; remove this or {field}");
         if let Some((field, span)) = inline_field {
-            return Err(ctx.err(
-                &span,
-                &field,
-                "a blackhole route takes no next hop; remove this or blackhole = true",
-            ));
+            return Err(ctx.err(&span, &field, why));
         }
         if let Some(n) = &r.nexthops {
-            return Err(ctx.err(
-                &n.span(),
-                "route.nexthops",
-                "a blackhole route takes no next hop; remove this or blackhole = true",
-            ));
+            return Err(ctx.err(&n.span(), "route.nexthops", why));
         }
-        Ok(RouteAction::Blackhole)
+        Ok(reject.map_or(RouteAction::Blackhole, RouteAction::Reject))
     } else if let Some(list) = &r.nexthops {
         if let Some((field, span)) = inline_field {
             return Err(ctx.err(
@@ -130,7 +151,7 @@ fn route_action(
         Err(ctx.err_line(
             line,
             "route.prefix",
-            format!("route {net}/{len} has no next hop{hint}: add via = \"...\" (and port = \"...\"), nexthops = [...], or blackhole = true"),
+            format!("route {net}/{len} has no next hop{hint}: add via = \"...\" (and port = \"...\"), nexthops = [...], blackhole = true or reject = \"unreachable\""),
         ))
     }
 }

@@ -256,7 +256,7 @@ impl Tables {
                         let Some(old) = old else {
                             return Err(format!("no route to {what}").into());
                         };
-                        let given = r.kind == RouteType::Blackhole || !r.nexthops.is_empty();
+                        let given = !r.kind.forwards() || !r.nexthops.is_empty();
                         if given && old.item.action != route.action {
                             return Err(format!(
                                 "the route to {what} is not the one given: it is `{}`",

@@ -243,6 +243,7 @@ fn fib_words(cfg: &Config, net: Ipv4Addr, len: u8, target: &RouteTarget) -> Opti
         RouteTarget::Local => return None,
         RouteTarget::Connected { port: p } => format!("dev {}", port(*p)),
         RouteTarget::Blackhole => "blackhole".into(),
+        RouteTarget::Reject(r) => r.name().into(),
         RouteTarget::Forward(g) => {
             let nhs: Vec<String> = g
                 .nexthops()
@@ -257,7 +258,7 @@ fn fib_words(cfg: &Config, net: Ipv4Addr, len: u8, target: &RouteTarget) -> Opti
 
 fn shown_words(r: &IpRoute) -> String {
     let to = match r.kind {
-        RouteType::Blackhole => "blackhole".to_string(),
+        RouteType::Blackhole | RouteType::Unreachable | RouteType::Prohibit => r.kind.name().to_string(),
         RouteType::Unicast if r.protocol == Protocol::Kernel => {
             format!("dev {}", r.nexthops[0].dev.as_deref().unwrap_or_default())
         }

@@ -1,7 +1,7 @@
 //! ICMP errors the router originates: time exceeded, unreachable, fragmentation needed
 //! and packet too big, with the received label stack (RFC 4950), rate-limited.
 
-use vmpls_fib::VrfId;
+use vmpls_fib::{Reject, VrfId};
 use vmpls_wire::ethernet::EtherType;
 use vmpls_wire::{icmpv4, icmpv6, ip, ipv4, ipv6};
 
@@ -103,6 +103,12 @@ impl Dataplane {
                 IcmpKind::PortUnreachable => {
                     icmpv6::ErrorKind6::Unreachable { code: icmpv6::unreachable_code::PORT_UNREACHABLE }
                 }
+                IcmpKind::Rejected(Reject::Unreachable) => {
+                    icmpv6::ErrorKind6::Unreachable { code: icmpv6::unreachable_code::NO_ROUTE }
+                }
+                IcmpKind::Rejected(Reject::Prohibit) => {
+                    icmpv6::ErrorKind6::Unreachable { code: icmpv6::unreachable_code::ADMIN_PROHIBITED }
+                }
             };
             let area = pkt.receive_area();
             let Ok(n) = icmpv6::emit_error(
@@ -135,6 +141,12 @@ impl Dataplane {
                 }
                 IcmpKind::PortUnreachable => {
                     icmpv4::ErrorKind::Unreachable { code: icmpv4::unreachable_code::PORT_UNREACHABLE }
+                }
+                IcmpKind::Rejected(Reject::Unreachable) => {
+                    icmpv4::ErrorKind::Unreachable { code: icmpv4::unreachable_code::HOST_UNREACHABLE }
+                }
+                IcmpKind::Rejected(Reject::Prohibit) => {
+                    icmpv4::ErrorKind::Unreachable { code: icmpv4::unreachable_code::ADMIN_PROHIBITED }
                 }
             };
             let ident = self.next_ident();

@@ -22,7 +22,7 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
-use vmpls_fib::{Fib, FibHandle, VrfId};
+use vmpls_fib::{Fib, FibHandle, Reject, VrfId};
 use vmpls_wire::ethernet::{self, EtherType};
 
 use crate::counters::{Counters, DropReason, Event};
@@ -175,9 +175,13 @@ impl Output {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum IcmpKind {
     TimeExceeded,
-    TooBig { mtu: u32 },
+    TooBig {
+        mtu: u32,
+    },
     NetUnreachable,
     PortUnreachable,
+    /// What a rejecting route answers.
+    Rejected(Reject),
 }
 
 /// Where an IP packet came from, for TTL handling and ICMP.

@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use vmpls_fib::{PrefixRoute, RouteTarget, TtlModel};
+use vmpls_fib::{PrefixRoute, Reject, RouteTarget, TtlModel};
 use vmpls_wire::ethernet::{self, EtherType};
 use vmpls_wire::{ip, ipv4, ipv6, mpls, virtio_net};
 
@@ -46,6 +46,17 @@ impl Dataplane {
         let hop = match &route.target {
             RouteTarget::Local => unreachable!("the callers deliver local routes"),
             RouteTarget::Blackhole => return self.discard(DropReason::Blackhole, pkt, b.pool),
+            RouteTarget::Reject(reject) => {
+                self.counters.drop(match reject {
+                    Reject::Unreachable => DropReason::UnreachableRoute,
+                    Reject::Prohibit => DropReason::ProhibitedRoute,
+                });
+                if !ctx.originated {
+                    self.icmp_error_reply(b, &pkt, ctx, IcmpKind::Rejected(*reject), &[]);
+                }
+                b.pool.put(pkt);
+                return;
+            }
             RouteTarget::Connected { port } => Hop { port: *port, addr: dst, labels: &[] },
             RouteTarget::Forward(group) => {
                 let nh =
