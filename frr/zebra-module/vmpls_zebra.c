@@ -766,6 +766,29 @@ static void vz_vrf_set_table(struct zebra_vrf *zvrf, uint32_t table_id)
 	zvrf->table_id = table_id;
 }
 
+static void vz_vrf_lsps_recheck_later(void);
+static void vz_vrf_lsps_recheck_stop(void);
+
+/*
+ * zread_vrf_label() drops bgpd's VPN label for good when it does not find the
+ * VRF's interface by name in the VRF (bgpd does not send it again): for a VRF
+ * created while zebra and bgpd run, bgpd's label comes as soon as zebra
+ * announces the VRF, often before zebra has read the new pair's links from
+ * netlink.  So the VRF's end is made known to zebra at once, as an interface
+ * configured before it exists (netlink fills it in when its link comes, as it
+ * does for those); the LSP's next hop, our end, is only usable once netlink
+ * brought it, and the LSPs are evaluated again then.
+ */
+static void vz_vrf_if_announce(struct vrf *vrf, ifindex_t ifindex)
+{
+	struct interface *ifp;
+
+	ifp = if_get_by_name(vrf->name, vrf->vrf_id, vrf->name);
+	if (ifp->ifindex == IFINDEX_INTERNAL)
+		if_set_index(ifp, ifindex);
+	vz_vrf_lsps_recheck_later();
+}
+
 static void vz_vrf_if_create(struct vrf *vrf)
 {
 	struct ns *ns = vrf->ns_ctxt;
@@ -854,6 +877,8 @@ static void vz_vrf_if_create(struct vrf *vrf)
 	vz_vrf_set_table(zvrf, ifindex);
 	zlog_notice("vmpls: VRF %s: VRF interface %s (ifindex %d here and in the VRF's namespace), table id %d",
 		    vrf->name, vrf->name, ifindex, ifindex);
+	/* after v is listed: if_get_by_name() calls the if_add hook */
+	vz_vrf_if_announce(vrf, ifindex);
 }
 
 static void vz_vrf_if_unlink(struct vz_vrf_if *v)
@@ -937,6 +962,7 @@ static void vz_vrf_ifs_gone_flush(void);
 static int vz_early_fini(void)
 {
 	vz_pwc_stop();
+	vz_vrf_lsps_recheck_stop();
 	vz_vrf_ifs_gone_flush();
 	while (vz_vrf_ifs)
 		vz_vrf_if_remove(vz_vrf_ifs, "zebra stops");
@@ -1073,6 +1099,53 @@ static void vz_vrf_if_remove_later(struct vz_vrf_if *v)
 	}
 	vz_add_event(vz_loop, vz_vrf_ifs_gone_ev, NULL, 0,
 		     &vz_t_vrf_ifs_gone);
+}
+
+/*
+ * The VPN labels' LSPs point at our ends of the VRF pairs; zebra evaluated
+ * them when bgpd's label came, maybe before netlink brought those ends, and
+ * does not look again by itself.  Every second, up to VZ_LSP_RECHECKS times,
+ * until every VRF interface here is operative: then once more.
+ */
+#define VZ_LSP_RECHECKS 10
+static vz_event *vz_t_lsps;
+static int vz_lsp_rechecks;
+
+static void vz_vrf_lsps_recheck_ev(vz_event *t)
+{
+	struct vz_vrf_if *v;
+	struct interface *ifp;
+	struct zebra_vrf *def_zvrf = zebra_vrf_lookup_by_id(VRF_DEFAULT);
+
+	(void)t;
+	for (v = vz_vrf_ifs; v; v = v->next) {
+		ifp = if_lookup_by_index(v->ifindex, VRF_DEFAULT);
+		if (!ifp || !if_is_operative(ifp))
+			break;
+	}
+	if (v && ++vz_lsp_rechecks < VZ_LSP_RECHECKS) {
+		vz_add_timer(vz_loop, vz_vrf_lsps_recheck_ev, NULL, 1, &vz_t_lsps);
+		return;
+	}
+	if (v)
+		zlog_warn("vmpls: VRF %s: its VRF interface (ifindex %d) is not up here after %d s; its VPN label's LSP may stay out",
+			  v->name, v->ifindex, VZ_LSP_RECHECKS);
+	if (def_zvrf)
+		zebra_mpls_lsp_schedule(def_zvrf);
+}
+
+static void vz_vrf_lsps_recheck_later(void)
+{
+	if (!vz_loop)
+		return;
+	vz_lsp_rechecks = 0;
+	VZ_OFF(vz_t_lsps);
+	vz_add_timer(vz_loop, vz_vrf_lsps_recheck_ev, NULL, 1, &vz_t_lsps);
+}
+
+static void vz_vrf_lsps_recheck_stop(void)
+{
+	VZ_OFF(vz_t_lsps);
 }
 
 static void vz_pwc_connect(vz_event *t);

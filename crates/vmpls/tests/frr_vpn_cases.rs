@@ -11,9 +11,10 @@
 //!   pe2 while red-ce1 pings red-ce2 every 20 ms (the loss and the time until vmpls holds
 //!   what zebra sent again are printed, not asserted).
 //! - `vrf_deleted_and_created_again`: VRF blue of pe1 deleted at runtime (its namespace;
-//!   its interface back in pe1's own) and created again. Ignored for now: the tables
-//!   agree again, the port is reopened in the new namespace, but blue's traffic does not
-//!   cross pe1 afterwards (see the attribute).
+//!   its interface back in pe1's own) and created again: vmpls follows, blue's traffic
+//!   crosses pe1 again under the new VPN label (bgpd sends it as soon as zebra announces
+//!   the VRF; the zebra module makes the VRF's interface known to zebra at once so that
+//!   zebra does not drop it, and has zebra evaluate the LSPs again when the pair is up).
 //!
 //! After each step vmpls's tables equal zebra's entry for entry (label table, every
 //! VRF's routes: `VpnLab::vmpls_differences`) and its VPN routes equal BGP's VPN table
@@ -269,8 +270,6 @@ fn pe_ce_link_down_and_frr_restart_under_traffic() {
 }
 
 #[test]
-#[ignore = "after the VRF is created again vmpls's tables equal zebra's and BGP's and the port \
-            is reopened in the new namespace, but blue-ce1 does not reach blue-ce2 yet"]
 fn vrf_deleted_and_created_again() {
     let Some((mut lab, _work, t0)) = start_lab("vpn-vrf", VpnVariant::default()) else { return };
     ping_all(&mut lab, &[("blue-ce1", "blue-ce2")]);
