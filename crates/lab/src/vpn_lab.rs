@@ -121,6 +121,24 @@ pub struct VpnVariant {
     /// Blue's CEs speak OSPF with their PEs inside VRF blue ([`CeRouting::Ospf`])
     /// instead of the PEs' static routes to their loopbacks.
     pub blue_ospf: bool,
+    /// OSPF segment routing instead of LDP carries the VPN routes across the core:
+    /// prefix SIDs on the core's loopbacks ([`SR_GLOBAL_BLOCK`], index the loopback's
+    /// last byte, penultimate-hop popping), no ldpd.
+    pub segment_routing: bool,
+}
+
+/// The SRGB of every core router in [`VpnVariant::segment_routing`].
+pub const SR_GLOBAL_BLOCK: (u32, u32) = (16000, 23999);
+
+/// ospfd's lines that make `loopback`'s router an OSPF segment routing node with a prefix
+/// SID for its loopback ([`VpnVariant::segment_routing`]).
+fn ospf_segment_routing(loopback: Ipv4Addr) -> String {
+    let (first, last) = SR_GLOBAL_BLOCK;
+    format!(
+        "router ospf\n capability opaque\n router-info area\n segment-routing on\n \
+         segment-routing global-block {first} {last}\n segment-routing prefix {loopback}/32 index {}\nexit\n",
+        loopback.octets()[3]
+    )
 }
 
 impl VpnVariant {
@@ -430,6 +448,10 @@ fn pe_ospf_vrf_config(router: &str, router_id: Ipv4Addr, variant: VpnVariant) ->
 pub fn frr_options_with(router: &str, variant: VpnVariant) -> anyhow::Result<FrrOptions> {
     if router == "p" {
         let mut o = FrrOptions::seed("p")?;
+        if variant.segment_routing {
+            o.ldp.clear();
+            o.ospfd_extra.push_str(&ospf_segment_routing(core("p")?.1));
+        }
         if variant.route_reflector {
             let clients = CORE.iter().filter(|c| PE_NAMES.contains(&c.0)).map(|c| vpn_neighbor(c.1, true));
             o.bgp = Some(BgpOptions {
@@ -535,6 +557,10 @@ pub fn frr_options_with(router: &str, variant: VpnVariant) -> anyhow::Result<Frr
         vrfs,
     });
     o.ospfd_extra = pe_ospf_vrf_config(router, *id, variant);
+    if variant.segment_routing {
+        o.ldp.clear();
+        o.ospfd_extra.push_str(&ospf_segment_routing(*id));
+    }
     let mut statics = String::new();
     for s in SITES.iter().filter(|s| s.pe == router && variant.routing(s) == CeRouting::Static) {
         if let Some(lo) = s.loopback {
@@ -1054,7 +1080,8 @@ impl VpnLab {
         let frr = self.frr(router)?;
         let mut missing = Vec::new();
         let want = frr.expected();
-        let up = frr.ldp_sessions_operational()?;
+        // Without ldpd (segment routing) there is no LDP session to wait for or ask about.
+        let up = if want.ldp_operational > 0 { frr.ldp_sessions_operational()? } else { 0 };
         if up < want.ldp_operational {
             missing.push(format!("{router}: {up} of {} LDP sessions up", want.ldp_operational));
             return Ok(missing);
@@ -1303,7 +1330,11 @@ impl VpnLab {
                 };
                 Ok(VpnRouterResult {
                     name: name.to_string(),
-                    ldp_sessions_up: frr.ldp_sessions_operational()?,
+                    ldp_sessions_up: if frr.options().ldp.is_empty() {
+                        0
+                    } else {
+                        frr.ldp_sessions_operational()?
+                    },
                     vpn_sessions_up: if pe { frr.bgp_established("ipv4 vpn")? } else { 0 },
                     vpnv4_routes: if pe { count(false)? } else { 0 },
                     vpnv6_routes: if pe { count(true)? } else { 0 },
@@ -2023,6 +2054,24 @@ mod tests {
     }
 
     #[test]
+    fn the_segment_routing_variant_runs_no_ldpd_and_gives_each_loopback_a_sid() {
+        let v = VpnVariant { segment_routing: true, ..VpnVariant::default() };
+        for (router, index) in [("pe1", 1), ("p", 2), ("pe2", 3)] {
+            let o = frr_options_with(router, v).unwrap();
+            assert!(o.ldp.is_empty(), "{router}: {:?}", o.ldp);
+            let ospf = o.config(crate::frr::Daemon::Ospfd, Path::new("/x"));
+            for line in [
+                " segment-routing on\n".to_string(),
+                " segment-routing global-block 16000 23999\n".to_string(),
+                format!(" segment-routing prefix 198.18.255.{index}/32 index {index}\n"),
+            ] {
+                assert!(ospf.contains(&line), "{router}: {line:?} missing in\n{ospf}");
+            }
+        }
+        assert!(!frr_options("pe1").unwrap().ldp.is_empty(), "LDP by default");
+    }
+
+    #[test]
     fn pe_configs_have_the_vpn() {
         let pe1 = frr_options("pe1").unwrap();
         let bgp = pe1.config(crate::frr::Daemon::Bgpd, Path::new("/x"));
@@ -2055,7 +2104,7 @@ mod tests {
 
     #[test]
     fn variants_configure_a_route_reflector_and_ce_pe_ospf() {
-        let v = VpnVariant { route_reflector: true, blue_ospf: true };
+        let v = VpnVariant { route_reflector: true, blue_ospf: true, ..VpnVariant::default() };
         let p = frr_options_with("p", v).unwrap().config(crate::frr::Daemon::Bgpd, Path::new("/x"));
         for line in [
             " address-family ipv4 vpn\n  neighbor 198.18.255.1 activate\n  neighbor 198.18.255.1 route-reflector-client\n",

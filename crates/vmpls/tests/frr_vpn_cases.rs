@@ -10,6 +10,7 @@
 //!   routes withdrawn from pe1's VRF red) and up again; then FRR restarted as a whole on
 //!   pe2 while red-ce1 pings red-ce2 every 20 ms (the loss and the time until vmpls holds
 //!   what zebra sent again are printed, not asserted).
+//! - `vpn_over_ospf_segment_routing`: OSPF prefix SIDs instead of LDP as the transport.
 //! - `vrf_deleted_and_created_again`: VRF blue of pe1 deleted at runtime (its namespace;
 //!   its interface back in pe1's own) and created again: vmpls follows, blue's traffic
 //!   crosses pe1 again under the new VPN label (bgpd sends it as soon as zebra announces
@@ -133,7 +134,7 @@ fn transfer(lab: &VpnLab, from: &str, to: &str) {
 
 #[test]
 fn route_reflector_and_ce_pe_ospf() {
-    let variant = VpnVariant { route_reflector: true, blue_ospf: true };
+    let variant = VpnVariant { route_reflector: true, blue_ospf: true, ..VpnVariant::default() };
     let Some((mut lab, _work, t0)) = start_lab("vpn-rr-ospf", variant) else { return };
 
     // --- The route reflector: each PE has its one VPN session with p, p has two.
@@ -194,6 +195,45 @@ fn route_reflector_and_ce_pe_ospf() {
     transfer(&lab, "blue-ce1", "blue-ce2");
     transfer(&lab, "red-ce2", "red-ce1");
     step(t0, "pings, isolation and TCP through the reflected VPN");
+    lab.cleanup().unwrap();
+}
+
+/// The VPN over OSPF segment routing instead of LDP: the same customers, routes and
+/// checks, the VPN label under the far PE's prefix SID.
+#[test]
+fn vpn_over_ospf_segment_routing() {
+    let variant = VpnVariant { segment_routing: true, ..VpnVariant::default() };
+    let Some((mut lab, _work, t0)) = start_lab("vpn-sr", variant) else { return };
+    let (srgb, _) = vmpls_lab::vpn_lab::SR_GLOBAL_BLOCK;
+    // pe1 reaches pe2's loopback (index 3) under 16003; p pops it (PHP) toward pe2 and
+    // pops 16001 toward pe1; no LDP label anywhere.
+    for r in ROUTER_NAMES {
+        let ldp = lab.frr(r).unwrap().vtysh(&["show mpls ldp neighbor"]);
+        assert!(ldp.is_err(), "{r} runs no ldpd: {ldp:?}");
+    }
+    let p = lab.vmpls_label_table("p").unwrap();
+    assert!(p.contains_key(&(srgb + 1)) && p.contains_key(&(srgb + 3)), "p's SR labels: {p:?}");
+    for (pe, prefix, far_pe) in [("pe1", "198.18.2.0/24", 3), ("pe2", "198.18.1.0/24", 1)] {
+        let routes = lab.vmpls_vrf_routes(pe, "red").unwrap();
+        let hops = routes.get(prefix).unwrap_or_else(|| panic!("{pe} vrf red has no {prefix}: {routes:?}"));
+        let labels: Vec<&Vec<u32>> = hops.iter().map(|h| &h.labels).collect();
+        assert!(
+            hops.iter().all(|h| h.labels.len() == 2 && h.labels[0] == srgb + far_pe),
+            "{pe} vrf red {prefix}: the far PE's SID over the VPN label, got {labels:?}"
+        );
+    }
+    step(t0, "the VPN routes push the far PE's prefix SID over the VPN label");
+    ping_all(
+        &mut lab,
+        &[("red-ce1", "red-ce2"), ("red-ce2", "red-ce1"), ("blue-ce1", "blue-ce2"), ("blue-ce2", "blue-ce1")],
+    );
+    lab.check_ping("red-ce1", vmpls_lab::vpn_lab::ce_addr_v6("red-ce2").unwrap(), REACH).unwrap();
+    lab.check_ping("blue-ce1", ce_addr("svc").unwrap(), REACH).unwrap();
+    lab.check_isolated("red-ce1", loopback("blue-ce2").unwrap(), &["blue-ce1", "blue-ce2"])
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    transfer(&lab, "red-ce1", "red-ce2");
+    transfer(&lab, "blue-ce2", "blue-ce1");
+    step(t0, "pings (6VPE too), isolation and TCP through the VPN over segment routing");
     lab.cleanup().unwrap();
 }
 
