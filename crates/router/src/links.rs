@@ -208,14 +208,6 @@ fn follow_medium_mtu(dp: &mut Dataplane, id: PortId, port: &dyn Port, changes: &
     changes.mtu.push((id, mtu));
 }
 
-/// Checks the interfaces of the AF_PACKET ports: one whose interface was deleted and
-/// created again (a new index under the same name) is opened anew on it, standing in for
-/// the port it replaces (same MAC and MTU, see [`AfPacketPort::stand_in_for`]), so the
-/// pipeline and the neighbours on the link go on as before. A down interface needs
-/// nothing: the kernel keeps the socket bound and resumes it when the interface comes up.
-/// Follows each interface's MTU ([`follow_mtu`]) and each tunnel's path MTU
-/// ([`follow_medium_mtu`]). Also puts muted ports back in the poll set. Bounded: one name
-/// lookup and one MTU query per port, and one open per port whose interface came back.
 /// The state of interface `ifname` of the calling thread's namespace now: administratively
 /// up or down, with its carrier or without (`IFF_UP`, `IFF_RUNNING`), as `ip link` says.
 pub(crate) fn interface_state(ifname: &str) -> std::io::Result<vmpls_control::api::LinkState> {
@@ -243,6 +235,14 @@ fn follow_vpls_link(dp: &mut Dataplane, id: PortId, name: &str, relink: &Relink)
     }
 }
 
+/// Checks the interfaces of the AF_PACKET ports: one whose interface was deleted and
+/// created again (a new index under the same name) is opened anew on it, standing in for
+/// the port it replaces (same MAC and MTU, see [`AfPacketPort::stand_in_for`]), so the
+/// pipeline and the neighbours on the link go on as before. A down interface needs
+/// nothing: the kernel keeps the socket bound and resumes it when the interface comes up.
+/// Follows each interface's MTU ([`follow_mtu`]) and each tunnel's path MTU
+/// ([`follow_medium_mtu`]). Also puts muted ports back in the poll set. Bounded: one name
+/// lookup and one MTU query per port, and one open per port whose interface came back.
 pub(crate) fn check_links(
     dp: &mut Dataplane,
     ports: &mut [Box<dyn Port>],

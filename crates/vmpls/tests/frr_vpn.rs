@@ -16,9 +16,13 @@
 //!   (`show bgp vrf red ipv4 unicast PREFIX json`), which pe2's label table pops into red;
 //! - `traceroute -e` from red-ce1 shows every hop, p with the transport and VPN labels
 //!   it received (its error goes on down the LSP to pe2, which routes it in red);
+//! - ICMP errors inside the VPN, from the PEs' addresses in red: staticd's `reject` route
+//!   and a CLI `prohibit` route in red answer host unreachable, packet filtered and IPv6
+//!   no route; a packet too big for pe2's (narrowed) red port gets fragmentation needed;
 //! - a labelled frame from a customer port (red-ce1 sending blue's VPN label) is refused
 //!   and counted (`mpls_not_accepted`), and blue sees nothing of it;
-//! - content-checked TCP per customer through the VPN.
+//! - content-checked TCP per customer through the VPN, each flow in its own VRF's counters
+//!   on pe2 (`vrf show`: under its VPN labels, out of its ports) and not in the other's.
 //!
 //! Needs root (skipped otherwise); installs Debian's `frr` if missing. The zebra module
 //! comes from `VMPLS_ZEBRA_MODULE`, else `scripts/build-zebra-module` builds it.
@@ -211,6 +215,34 @@ fn customers_reach_their_sites_and_never_each_other(fast_path: bool) {
         t0,
         "reject routes in red answer host unreachable, packet filtered and no route from pe1's red addresses",
     );
+
+    // --- Too big inside the VPN: pe2's red port narrowed to 1400 bytes; a 1478-byte
+    // packet with DF from red-ce1 crosses the core whole and pe2, popping it into red,
+    // answers fragmentation needed from its address in red, back over the VPN.
+    lab.vrf_sh("pe2", "red", "ip link set pe2-red mtu 1400").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let links = lab.vmpls_cli("pe2", &["link", "show"]).unwrap();
+        let mtu =
+            links.as_array().and_then(|l| l.iter().find(|p| p["name"] == "red")).map(|p| p["mtu"].clone());
+        if mtu == Some(serde_json::json!(1400)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "vmpls on pe2 does not follow pe2-red's MTU: {mtu:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let too_big0 = lab.drop_counter("pe2", "mtu_exceeded").unwrap();
+    let mut ping = std::process::Command::new("ping");
+    ping.args(["-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1450", "198.18.2.2"]);
+    let out = lab.topology().run_timeout("red-ce1", ping, Duration::from_secs(10)).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("From 198.18.2.1 icmp_seq=1 Frag needed and DF set (mtu = 1400)"),
+        "red-ce1's 1478-byte ping with DF: pe2 answers from its red address: {text}"
+    );
+    assert_eq!(lab.drop_counter("pe2", "mtu_exceeded").unwrap() - too_big0, 1);
+    lab.vrf_sh("pe2", "red", "ip link set pe2-red mtu 1500").unwrap();
+    step(t0, "too big for pe2's red port: fragmentation needed from pe2's address in red");
 
     // --- Labels on the wire: p's link to pe1 carries red's requests with p's LDP label
     // for pe2's loopback over the VPN label pe2's bgpd bound to red.
