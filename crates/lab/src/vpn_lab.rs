@@ -56,7 +56,9 @@ use anyhow::{Context, anyhow, bail};
 use serde_json::Value;
 use vmpls_control::api;
 
-use crate::frr::{BgpFamily, BgpNeighbor, BgpOptions, BgpVrf, FrrOptions, FrrRouter, OspfInterface};
+use crate::frr::{
+    BgpFamily, BgpNeighbor, BgpOptions, BgpVrf, FrrOptions, FrrRouter, IsisInterface, OspfInterface,
+};
 use crate::frr_lab::{LabelHop, LabelTable, RouteHop, RouteTable, TraceHop, diff, strip_imp_null};
 use crate::netns::NetnsDir;
 use crate::ping::{PingOptions, ping};
@@ -121,24 +123,55 @@ pub struct VpnVariant {
     /// Blue's CEs speak OSPF with their PEs inside VRF blue ([`CeRouting::Ospf`])
     /// instead of the PEs' static routes to their loopbacks.
     pub blue_ospf: bool,
-    /// OSPF segment routing instead of LDP carries the VPN routes across the core:
-    /// prefix SIDs on the core's loopbacks ([`SR_GLOBAL_BLOCK`], index the loopback's
-    /// last byte, penultimate-hop popping), no ldpd.
-    pub segment_routing: bool,
+    /// What carries the VPN routes across the core.
+    pub transport: Transport,
 }
 
-/// The SRGB of every core router in [`VpnVariant::segment_routing`].
+/// The core's label distribution in a [`VpnVariant`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Transport {
+    /// OSPF for the loopbacks and links, LDP for their labels.
+    #[default]
+    Ldp,
+    /// OSPF with segment routing: prefix SIDs on the core's loopbacks
+    /// ([`SR_GLOBAL_BLOCK`], index the loopback's last byte, penultimate-hop popping),
+    /// no ldpd.
+    OspfSr,
+    /// IS-IS (level 2) with segment routing instead of OSPF, SIDs as with
+    /// [`Transport::OspfSr`]; no ospfd, no ldpd.
+    IsisSr,
+}
+
+/// The SRGB of every core router with a segment routing [`Transport`].
 pub const SR_GLOBAL_BLOCK: (u32, u32) = (16000, 23999);
 
-/// ospfd's lines that make `loopback`'s router an OSPF segment routing node with a prefix
-/// SID for its loopback ([`VpnVariant::segment_routing`]).
-fn ospf_segment_routing(loopback: Ipv4Addr) -> String {
+/// The segment routing lines for ospfd or isisd (`router`: `router ospf`, `router isis
+/// 1`) that give `loopback`'s router a prefix SID for its loopback.
+fn segment_routing(router: &str, loopback: Ipv4Addr) -> String {
     let (first, last) = SR_GLOBAL_BLOCK;
+    let ospf_only = if router == "router ospf" { " capability opaque\n router-info area\n" } else { "" };
     format!(
-        "router ospf\n capability opaque\n router-info area\n segment-routing on\n \
-         segment-routing global-block {first} {last}\n segment-routing prefix {loopback}/32 index {}\nexit\n",
+        "{router}\n{ospf_only} segment-routing on\n segment-routing global-block {first} {last}\n \
+         segment-routing prefix {loopback}/32 index {}\nexit\n",
         loopback.octets()[3]
     )
+}
+
+/// Makes core router `o` (loopback `loopback`, core ports `ports`) use `transport`.
+fn use_transport(o: &mut FrrOptions, transport: Transport, loopback: Ipv4Addr, ports: &[&str]) {
+    match transport {
+        Transport::Ldp => {}
+        Transport::OspfSr => {
+            o.ldp.clear();
+            o.ospfd_extra.push_str(&segment_routing("router ospf", loopback));
+        }
+        Transport::IsisSr => {
+            o.ldp.clear();
+            o.ospf.clear();
+            o.isis = ports.iter().map(|p| IsisInterface::p2p(p)).collect();
+            o.isisd_extra = segment_routing("router isis 1", loopback);
+        }
+    }
 }
 
 impl VpnVariant {
@@ -448,10 +481,9 @@ fn pe_ospf_vrf_config(router: &str, router_id: Ipv4Addr, variant: VpnVariant) ->
 pub fn frr_options_with(router: &str, variant: VpnVariant) -> anyhow::Result<FrrOptions> {
     if router == "p" {
         let mut o = FrrOptions::seed("p")?;
-        if variant.segment_routing {
-            o.ldp.clear();
-            o.ospfd_extra.push_str(&ospf_segment_routing(core("p")?.1));
-        }
+        let (_, loopback, ports) = core("p")?;
+        let ports: Vec<&str> = ports.iter().map(|p| p.0).collect();
+        use_transport(&mut o, variant.transport, *loopback, &ports);
         if variant.route_reflector {
             let clients = CORE.iter().filter(|c| PE_NAMES.contains(&c.0)).map(|c| vpn_neighbor(c.1, true));
             o.bgp = Some(BgpOptions {
@@ -557,10 +589,8 @@ pub fn frr_options_with(router: &str, variant: VpnVariant) -> anyhow::Result<Frr
         vrfs,
     });
     o.ospfd_extra = pe_ospf_vrf_config(router, *id, variant);
-    if variant.segment_routing {
-        o.ldp.clear();
-        o.ospfd_extra.push_str(&ospf_segment_routing(*id));
-    }
+    let core_ports: Vec<&str> = ports.iter().map(|p| p.0).collect();
+    use_transport(&mut o, variant.transport, *id, &core_ports);
     let mut statics = String::new();
     for s in SITES.iter().filter(|s| s.pe == router && variant.routing(s) == CeRouting::Static) {
         if let Some(lo) = s.loopback {
@@ -2054,8 +2084,16 @@ mod tests {
     }
 
     #[test]
-    fn the_segment_routing_variant_runs_no_ldpd_and_gives_each_loopback_a_sid() {
-        let v = VpnVariant { segment_routing: true, ..VpnVariant::default() };
+    fn the_segment_routing_variants_run_no_ldpd_and_give_each_loopback_a_sid() {
+        let isis = VpnVariant { transport: Transport::IsisSr, ..VpnVariant::default() };
+        for (router, index) in [("pe1", 1), ("p", 2), ("pe2", 3)] {
+            let o = frr_options_with(router, isis).unwrap();
+            assert!(o.ldp.is_empty() && o.ospf.is_empty() && !o.isis.is_empty(), "{router}: {o:?}");
+            let conf = o.config(crate::frr::Daemon::Isisd, Path::new("/x"));
+            let sid = format!(" segment-routing prefix 198.18.255.{index}/32 index {index}\n");
+            assert!(conf.contains(&sid) && conf.contains("router isis 1\n segment-routing on\n"), "{conf}");
+        }
+        let v = VpnVariant { transport: Transport::OspfSr, ..VpnVariant::default() };
         for (router, index) in [("pe1", 1), ("p", 2), ("pe2", 3)] {
             let o = frr_options_with(router, v).unwrap();
             assert!(o.ldp.is_empty(), "{router}: {:?}", o.ldp);

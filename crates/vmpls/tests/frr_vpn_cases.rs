@@ -10,7 +10,8 @@
 //!   routes withdrawn from pe1's VRF red) and up again; then FRR restarted as a whole on
 //!   pe2 while red-ce1 pings red-ce2 every 20 ms (the loss and the time until vmpls holds
 //!   what zebra sent again are printed, not asserted).
-//! - `vpn_over_ospf_segment_routing`: OSPF prefix SIDs instead of LDP as the transport.
+//! - `vpn_over_ospf_segment_routing`, `vpn_over_isis_segment_routing`: OSPF or IS-IS
+//!   prefix SIDs instead of LDP as the transport.
 //! - `vrf_deleted_and_created_again`: VRF blue of pe1 deleted at runtime (its namespace;
 //!   its interface back in pe1's own) and created again: vmpls follows, blue's traffic
 //!   crosses pe1 again under the new VPN label (bgpd sends it as soon as zebra announces
@@ -36,7 +37,7 @@ use frr_common::{BIN, WorkDir, is_root, step, zebra_module};
 use vmpls_lab::frr;
 use vmpls_lab::ping::{PingOptions, ping};
 use vmpls_lab::traffic::{FlowOptions, Limit};
-use vmpls_lab::vpn_lab::{PE_NAMES, ROUTER_NAMES, VpnLab, VpnVariant, ce_addr, loopback};
+use vmpls_lab::vpn_lab::{PE_NAMES, ROUTER_NAMES, Transport, VpnLab, VpnVariant, ce_addr, loopback};
 
 const REACH: Duration = Duration::from_secs(10);
 
@@ -202,8 +203,19 @@ fn route_reflector_and_ce_pe_ospf() {
 /// checks, the VPN label under the far PE's prefix SID.
 #[test]
 fn vpn_over_ospf_segment_routing() {
-    let variant = VpnVariant { segment_routing: true, ..VpnVariant::default() };
-    let Some((mut lab, _work, t0)) = start_lab("vpn-sr", variant) else { return };
+    vpn_over_segment_routing("vpn-ospf-sr", Transport::OspfSr);
+}
+
+/// The same over IS-IS segment routing (netlab's `sr` module): no OSPF in the core, the
+/// IS-IS hellos (LLC frames) cross vmpls's ports to isisd.
+#[test]
+fn vpn_over_isis_segment_routing() {
+    vpn_over_segment_routing("vpn-isis-sr", Transport::IsisSr);
+}
+
+fn vpn_over_segment_routing(name: &str, transport: Transport) {
+    let variant = VpnVariant { transport, ..VpnVariant::default() };
+    let Some((mut lab, _work, t0)) = start_lab(name, variant) else { return };
     let (srgb, _) = vmpls_lab::vpn_lab::SR_GLOBAL_BLOCK;
     // pe1 reaches pe2's loopback (index 3) under 16003; p pops it (PHP) toward pe2 and
     // pops 16001 toward pe1; no LDP label anywhere.
