@@ -504,6 +504,22 @@ impl RouteType {
         self == RouteType::Unicast
     }
 
+    /// The type named `word` in `ip route` lines ([`RouteType::name`]).
+    pub fn from_name(word: &str) -> Option<RouteType> {
+        [RouteType::Unicast, RouteType::Blackhole, RouteType::Unreachable, RouteType::Prohibit]
+            .into_iter()
+            .find(|t| t.name() == word)
+    }
+
+    /// What a route of this type rejects with, if it rejects.
+    pub fn reject(self) -> Option<vmpls_fib::Reject> {
+        match self {
+            RouteType::Unreachable => Some(vmpls_fib::Reject::Unreachable),
+            RouteType::Prohibit => Some(vmpls_fib::Reject::Prohibit),
+            RouteType::Unicast | RouteType::Blackhole => None,
+        }
+    }
+
     /// The type's word in `ip route` lines.
     pub fn name(self) -> &'static str {
         match self {
@@ -511,6 +527,15 @@ impl RouteType {
             RouteType::Blackhole => "blackhole",
             RouteType::Unreachable => "unreachable",
             RouteType::Prohibit => "prohibit",
+        }
+    }
+}
+
+impl From<vmpls_fib::Reject> for RouteType {
+    fn from(r: vmpls_fib::Reject) -> Self {
+        match r {
+            vmpls_fib::Reject::Unreachable => RouteType::Unreachable,
+            vmpls_fib::Reject::Prohibit => RouteType::Prohibit,
         }
     }
 }

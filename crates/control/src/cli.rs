@@ -350,13 +350,8 @@ fn parse_ip(w: &mut Words, family: Option<Family>, op: Op) -> Result<RouteSpec, 
             continue;
         }
         match word {
-            "blackhole" | "unreachable" | "prohibit" | "unicast" if dst.is_none() && kind.is_none() => {
-                kind = Some(match word {
-                    "blackhole" => RouteType::Blackhole,
-                    "unreachable" => RouteType::Unreachable,
-                    "prohibit" => RouteType::Prohibit,
-                    _ => RouteType::Unicast,
-                });
+            w if dst.is_none() && kind.is_none() && RouteType::from_name(w).is_some() => {
+                kind = RouteType::from_name(w);
             }
             "vrf" | "table" => vrf = Some(w.arg(word, "a VRF name")?.to_string()),
             "ttl-propagate" => ttl = ttl_propagate(w)?,

@@ -24,7 +24,7 @@ use std::net::IpAddr;
 
 use vmpls_fib::{
     DEFAULT_VRF_NAME, FIRST_UNRESERVED, Fib, IMPLICIT_NULL, Label, LabelAction, LabelRoute, MAX_LABEL,
-    MAX_NEXTHOPS, PortId, Reject, TtlModel, VrfId,
+    MAX_NEXTHOPS, PortId, TtlModel, VrfId,
 };
 
 use vmpls_wire::prefix::{mask, max_len};
@@ -697,8 +697,7 @@ impl Tables {
     fn show_ip(&self, r: &RouteConfig, origin: Protocol) -> IpRoute {
         let (kind, nexthops) = match &r.action {
             RouteAction::Blackhole => (RouteType::Blackhole, Vec::new()),
-            RouteAction::Reject(Reject::Unreachable) => (RouteType::Unreachable, Vec::new()),
-            RouteAction::Reject(Reject::Prohibit) => (RouteType::Prohibit, Vec::new()),
+            RouteAction::Reject(r) => (RouteType::from(*r), Vec::new()),
             RouteAction::Forward(nhs) => (RouteType::Unicast, self.show_nexthops(nhs)),
         };
         IpRoute {
@@ -775,11 +774,7 @@ impl Tables {
                 if !r.nexthops.is_empty() {
                     return Err(format!("a {} route takes no next hop", r.kind.name()).into());
                 }
-                match r.kind {
-                    RouteType::Unreachable => RouteAction::Reject(Reject::Unreachable),
-                    RouteType::Prohibit => RouteAction::Reject(Reject::Prohibit),
-                    _ => RouteAction::Blackhole,
-                }
+                r.kind.reject().map_or(RouteAction::Blackhole, RouteAction::Reject)
             }
             RouteType::Unicast => {
                 if r.nexthops.is_empty() {

@@ -93,6 +93,14 @@ pub enum Reject {
 }
 
 impl Reject {
+    /// Every kind.
+    pub const ALL: [Reject; 2] = [Reject::Unreachable, Reject::Prohibit];
+
+    /// The kind named `name` ([`Reject::name`]).
+    pub fn from_name(name: &str) -> Option<Reject> {
+        Reject::ALL.into_iter().find(|r| r.name() == name)
+    }
+
     /// The route type's name as iproute2 spells it.
     pub fn name(self) -> &'static str {
         match self {

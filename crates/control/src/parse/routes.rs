@@ -82,17 +82,16 @@ fn route_action(
     let blackhole = r.blackhole.as_ref().is_some_and(|b| *b.get_ref());
     let reject = match &r.reject {
         None => None,
-        Some(s) => Some(match s.get_ref().as_str() {
-            "unreachable" => Reject::Unreachable,
-            "prohibit" => Reject::Prohibit,
-            other => {
+        Some(s) => match Reject::from_name(s.get_ref()) {
+            Some(r) => Some(r),
+            None => {
                 return Err(ctx.err(
                     &s.span(),
                     "route.reject",
-                    format!("unknown reject {other:?}: \"unreachable\" (ICMP host unreachable) or \"prohibit\" (administratively prohibited)"),
+                    format!("unknown reject {:?}: \"unreachable\" (ICMP host unreachable) or \"prohibit\" (administratively prohibited)", s.get_ref()),
                 ));
             }
-        }),
+        },
     };
     if let (true, Some(s)) = (blackhole, &r.reject) {
         return Err(ctx.err(
