@@ -14,6 +14,7 @@ header included), then one netlink message (host byte order).
 """
 
 import argparse
+import errno
 import ipaddress
 import os
 import select
@@ -165,7 +166,17 @@ def serve(args):
     host, port = args.listen.rsplit(":", 1)
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind((host, int(port)))
+    # A server that replaces another (a restart under test) may start while the old
+    # one still listens: it closes within its 0.2 s select, later under load.
+    bind_deadline = time.monotonic() + 10
+    while True:
+        try:
+            srv.bind((host, int(port)))
+            break
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE or time.monotonic() > bind_deadline:
+                raise
+            time.sleep(0.1)
     srv.listen(4)
     deadline = time.monotonic() + args.max_seconds
     stop = []

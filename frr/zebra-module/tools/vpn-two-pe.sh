@@ -353,11 +353,15 @@ grep -q "vmpls: MPLS turned on" "$W/pe1/zebra.log" &&
 	pass "zebra's log says the module turned MPLS on" || fail "no 'MPLS turned on' in zebra's log"
 
 # --- the FPM server restarts: zebra replays the VRF's routes in table T ----
-kill "$(cat "$W/pe2/fpm-dump.pid")" 2>/dev/null || true
+old_server=$(cat "$W/pe2/fpm-dump.pid")
+kill "$old_server" 2>/dev/null || true
+# the new server cannot bind while the old one still listens (once in CI under load)
+wait_for 10 "pe2: the first FPM server stopped" bash -c "! kill -0 $old_server 2>/dev/null"
 fpm_server_start pe2 replay
 # zebra retries every 3 s; its first tries may meet no listener while python starts.
 listening() { grep -q "^listening" "$W/pe2/replay-dump.out"; }
 wait_for 15 "pe2: the restarted FPM server listens" listening
+listening || { echo "--- pe2 replay-dump.out"; cat "$W/pe2/replay-dump.out"; }
 replayed() {
 	local text
 	text=$(decoded pe2 replay.conn1.fpm) || return 1
