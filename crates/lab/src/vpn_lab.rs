@@ -427,7 +427,7 @@ pub fn frr_options(router: &str) -> anyhow::Result<FrrOptions> {
 /// The iBGP session of the default instance with `peer`'s loopback (VPNv4 and VPNv6).
 fn vpn_neighbor(peer: Ipv4Addr, route_reflector_client: bool) -> BgpNeighbor {
     BgpNeighbor {
-        addr: IpAddr::V4(peer),
+        peer: IpAddr::V4(peer).into(),
         remote_as: ASN,
         update_source: Some("lo".into()),
         families: vec![BgpFamily::Ipv4Vpn, BgpFamily::Ipv6Vpn],
@@ -511,7 +511,7 @@ pub fn frr_options_with(router: &str, variant: VpnVariant) -> anyhow::Result<Frr
         let mut o = FrrOptions::new(router, id);
         o.fpm = None;
         let mut neighbors = vec![BgpNeighbor {
-            addr: prefix(s.pe_v4).addr(),
+            peer: prefix(s.pe_v4).addr().into(),
             remote_as: ASN,
             update_source: None,
             families: vec![BgpFamily::Ipv4Unicast],
@@ -519,7 +519,7 @@ pub fn frr_options_with(router: &str, variant: VpnVariant) -> anyhow::Result<Frr
         }];
         if let Some((_, pe)) = s.v6 {
             neighbors.push(BgpNeighbor {
-                addr: prefix(pe).addr(),
+                peer: prefix(pe).addr().into(),
                 remote_as: ASN,
                 update_source: None,
                 families: vec![BgpFamily::Ipv6Unicast],
@@ -550,14 +550,14 @@ pub fn frr_options_with(router: &str, variant: VpnVariant) -> anyhow::Result<Frr
                 })
                 .flat_map(|(s, asn)| {
                     let v4 = BgpNeighbor {
-                        addr: prefix(s.ce_v4).addr(),
+                        peer: prefix(s.ce_v4).addr().into(),
                         remote_as: asn,
                         update_source: None,
                         families: vec![BgpFamily::Ipv4Unicast],
                         route_reflector_client: false,
                     };
                     let v6 = s.v6.map(|(ce, _)| BgpNeighbor {
-                        addr: prefix(ce).addr(),
+                        peer: prefix(ce).addr().into(),
                         remote_as: asn,
                         update_source: None,
                         families: vec![BgpFamily::Ipv6Unicast],

@@ -24,7 +24,7 @@
 //!
 //! Modules depend downwards only: `run` starts everything; `server` talks to the loop
 //! through [`protocol`]; [`fpm`], [`kernel`] and [`metrics`] reach the server through
-//! traits it implements ([`fpm::RouteSink`], [`kernel::AddressSink`],
+//! traits it implements ([`fpm::RouteSink`], [`kernel::KernelSink`],
 //! [`metrics::StatsSource`]), so none of them imports it; `forward` uses `links`,
 //! [`capture`] and [`stats`] (the one [`vmpls_control::api::Stats`] schema).
 

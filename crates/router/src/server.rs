@@ -628,7 +628,7 @@ impl crate::pw_channel::PwSink for Server {
     }
 }
 
-impl crate::kernel::AddressSink for Server {
+impl crate::kernel::KernelSink for Server {
     /// Sets the addresses the kernel has on the ports and the loopback (FRR mode).
     ///
     /// # Errors
@@ -641,6 +641,14 @@ impl crate::kernel::AddressSink for Server {
         self.fib.store(fib);
         self.in_force();
         Ok(())
+    }
+
+    /// Applies one change of the kernel's static neighbours in the forwarding loop.
+    ///
+    /// # Errors
+    /// The loop refused it (a MAC that is no unicast one) or did not answer.
+    fn change_kernel_neighbor(&self, change: crate::protocol::NeighborChange) -> Result<(), String> {
+        self.lp.neighbor(change).map_err(|e| format!("{e:#}"))?
     }
 }
 

@@ -28,11 +28,38 @@ impl BgpFamily {
     }
 }
 
+/// Whom a BGP session is with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BgpPeer {
+    /// The peer's address.
+    Address(IpAddr),
+    /// Whoever is at the other end of an interface (`neighbor IF interface`): BGP
+    /// unnumbered, the session over IPv6 link-local addresses learned from router
+    /// advertisements, IPv4 routes with IPv6 next hops (RFC 8950).
+    Interface(String),
+}
+
+impl From<IpAddr> for BgpPeer {
+    fn from(addr: IpAddr) -> Self {
+        BgpPeer::Address(addr)
+    }
+}
+
+impl std::fmt::Display for BgpPeer {
+    /// As `neighbor` names it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BgpPeer::Address(a) => write!(f, "{a}"),
+            BgpPeer::Interface(i) => f.write_str(i),
+        }
+    }
+}
+
 /// One BGP session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BgpNeighbor {
-    /// The peer's address.
-    pub addr: IpAddr,
+    /// The peer.
+    pub peer: BgpPeer,
     /// The peer's AS (the same as ours: iBGP).
     pub remote_as: u32,
     /// `neighbor ADDR update-source IF` (iBGP between loopbacks: `lo`).
@@ -100,9 +127,9 @@ impl BgpOptions {
                 let _ = writeln!(c, "  redistribute connected");
             }
             for n in active {
-                let _ = writeln!(c, "  neighbor {} activate", n.addr);
+                let _ = writeln!(c, "  neighbor {} activate", n.peer);
                 if n.route_reflector_client {
-                    let _ = writeln!(c, "  neighbor {} route-reflector-client", n.addr);
+                    let _ = writeln!(c, "  neighbor {} route-reflector-client", n.peer);
                 }
             }
             let _ = writeln!(c, " exit-address-family");
@@ -124,7 +151,7 @@ impl BgpOptions {
                     let _ = writeln!(c, "  redistribute ospf");
                 }
                 for n in v.neighbors.iter().filter(|n| n.families.contains(&family)) {
-                    let _ = writeln!(c, "  neighbor {} activate", n.addr);
+                    let _ = writeln!(c, "  neighbor {} activate", n.peer);
                 }
                 let _ = writeln!(c, "  label vpn export auto");
                 let _ = writeln!(c, "  rd vpn export {}", v.rd);
@@ -147,11 +174,12 @@ fn instance_head(c: &mut String, router_id: Ipv4Addr, neighbors: &[BgpNeighbor])
     let _ = writeln!(c, " no bgp default ipv4-unicast");
     let _ = writeln!(c, " timers bgp 1 3");
     for n in neighbors {
-        let _ = writeln!(c, " neighbor {} remote-as {}", n.addr, n.remote_as);
+        let interface = if matches!(n.peer, BgpPeer::Interface(_)) { " interface" } else { "" };
+        let _ = writeln!(c, " neighbor {}{interface} remote-as {}", n.peer, n.remote_as);
         if let Some(source) = &n.update_source {
-            let _ = writeln!(c, " neighbor {} update-source {source}", n.addr);
+            let _ = writeln!(c, " neighbor {} update-source {source}", n.peer);
         }
-        let _ = writeln!(c, " neighbor {} timers connect 1", n.addr);
-        let _ = writeln!(c, " neighbor {} advertisement-interval 0", n.addr);
+        let _ = writeln!(c, " neighbor {} timers connect 1", n.peer);
+        let _ = writeln!(c, " neighbor {} advertisement-interval 0", n.peer);
     }
 }

@@ -63,7 +63,7 @@ mod config;
 mod daemons;
 mod vtysh;
 
-pub use bgp::{BgpFamily, BgpNeighbor, BgpOptions, BgpVrf};
+pub use bgp::{BgpFamily, BgpNeighbor, BgpOptions, BgpPeer, BgpVrf};
 pub use config::{Daemon, FrrOptions, IsisInterface, OspfInterface, Timers};
 pub use daemons::{FrrRouter, process_running};
 pub use vtysh::{
