@@ -46,8 +46,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 use vmpls_fib::{
-    Fib, FibBuilder, Label, LabelAction, LabelRoute, Nexthop, NexthopGroup, PortId, PrefixRoute, Reject,
-    RouteTarget, TtlModel,
+    Fib, FibBuilder, Label, LabelAcceptance, LabelAction, LabelRoute, Nexthop, NexthopGroup, PortId,
+    PrefixRoute, Reject, RouteTarget, TtlModel,
 };
 
 pub use error::{ConfigError, LabelStackError, PrefixError};
@@ -225,7 +225,7 @@ pub struct PortConfig {
     /// Offloads forced on or off at output, over what the port reports (`offloads`).
     pub offloads: OffloadOverrides,
     /// `mpls`: whether labelled frames from the port are switched, as the file says;
-    /// `None`: the default ([`Config::port_accepts_mpls`] decides).
+    /// `None`: the default ([`Config::port_label_acceptance`] decides).
     pub mpls: Option<bool>,
 }
 
@@ -594,16 +594,23 @@ impl Config {
         parse::parse(text, path)
     }
 
-    /// Whether labelled frames arriving on `port` are switched: its `mpls` key, else the
+    /// When labelled frames arriving on `port` are switched: its `mpls` key, else the
     /// default, decided here and nowhere else. The label table is global, so a port that
     /// accepts labels reaches into every VRF a label pops into: by default only the core
-    /// accepts them, that is ports in the default VRF and MPLS-in-UDP tunnels (which
-    /// carry nothing else). FRR mode has the same default for now; it is where a finer
-    /// rule (the ports a label protocol runs on) belongs.
-    pub fn port_accepts_mpls(&self, port: &PortConfig) -> bool {
-        port.mpls.unwrap_or_else(|| {
-            matches!(port.kind, PortKind::Udp { .. }) || port.vrf == vmpls_fib::DEFAULT_VRF_NAME
-        })
+    /// accepts them. Without FRR the core is the default VRF's ports and MPLS-in-UDP
+    /// tunnels (which carry nothing else). In FRR mode a default-VRF port accepts them
+    /// while zebra's labels leave by it, that is where LDP or segment routing runs (they
+    /// exchange labels per adjacency, both ways): a customer of the default VRF (a plain
+    /// IP customer, a peer) cannot send labels in, a VPN label least of all.
+    pub fn port_label_acceptance(&self, port: &PortConfig) -> LabelAcceptance {
+        match port.mpls {
+            Some(true) => LabelAcceptance::Always,
+            Some(false) => LabelAcceptance::Never,
+            None if matches!(port.kind, PortKind::Udp { .. }) => LabelAcceptance::Always,
+            None if port.vrf != vmpls_fib::DEFAULT_VRF_NAME => LabelAcceptance::Never,
+            None if self.frr.is_some() => LabelAcceptance::WhileLabelsLeave,
+            None => LabelAcceptance::Always,
+        }
     }
 
     /// The port named `name` and its id.
@@ -649,7 +656,8 @@ impl Config {
         for p in &self.ports {
             let vrf = vrf_id(&b, &p.vrf, p.interface_line)?;
             let id = b.add_port(&p.name, vrf, &p.addresses).map_err(err(Some(p.interface_line)))?;
-            b.set_port_accepts_mpls(id, self.port_accepts_mpls(p)).map_err(err(Some(p.interface_line)))?;
+            b.set_port_label_acceptance(id, self.port_label_acceptance(p))
+                .map_err(err(Some(p.interface_line)))?;
         }
         if let Some(a) = self.router.v4 {
             b.router_v4(a);

@@ -456,8 +456,8 @@ impl Tables {
         sum.other_changed = self.file.vrfs != new.vrfs
             || (self.file.router.v4, self.file.router.v6) != (new.router.v4, new.router.v6)
             || self.file.ports.iter().zip(&new.ports).any(|(a, b)| {
-                (&a.vrf, &a.addresses, self.file.port_accepts_mpls(a))
-                    != (&b.vrf, &b.addresses, new.port_accepts_mpls(b))
+                (&a.vrf, &a.addresses, self.file.port_label_acceptance(a))
+                    != (&b.vrf, &b.addresses, new.port_label_acceptance(b))
             });
         let routes = std::mem::take(&mut new.routes);
         let labels = std::mem::take(&mut new.labels);
@@ -1660,6 +1660,62 @@ mod frr_tests {
             v4.lookup("198.18.12.9".parse().unwrap()).map(|r| &r.2.target),
             Some(RouteTarget::Forward(_))
         ));
+    }
+
+    #[test]
+    fn in_frr_mode_a_default_vrf_port_accepts_labels_while_zebras_labels_leave_by_it() {
+        let text = "[router]\nname = \"r\"\n\n[frr]\n\n[[port]]\nname = \"core\"\ninterface = \"lo\"\n\n\
+                    [[port]]\nname = \"ce\"\ninterface = \"lo2\"\n\n[[port]]\nname = \"opened\"\ninterface = \"lo3\"\nmpls = true\n";
+        let mut t = Tables::new(Config::from_str(text, std::path::Path::new("r.toml")).unwrap());
+        let fib = t
+            .set_kernel_addresses(
+                vec![
+                    vec![("198.18.11.1".parse().unwrap(), 24)],
+                    vec![("198.18.1.1".parse().unwrap(), 24)],
+                    vec![],
+                ],
+                (Some("198.18.255.1".parse().unwrap()), None),
+            )
+            .unwrap();
+        assert_eq!(fib.port_accepts_mpls, vec![false, false, true], "no label protocol yet");
+        let hop = |port: PortId, via: &str, labels: Vec<Label>| NexthopConfig {
+            port,
+            via: Some(via.parse().unwrap()),
+            labels,
+            weight: 1,
+        };
+        let lsp = |label: Label, route: Option<Vec<NexthopConfig>>| FrrChange::Label {
+            label,
+            route: route.map(|nhs| (LabelConfigAction::Forward(nhs), Protocol::Ldp)),
+        };
+        let route = |prefix: &str, route: Option<Vec<NexthopConfig>>| FrrChange::Route {
+            vrf: DEFAULT_VRF_NAME.into(),
+            prefix: prefix.parse().unwrap(),
+            len: 24,
+            route: route.map(|nhs| (RouteAction::Forward(nhs), Protocol::Ldp)),
+        };
+        // LDP's penultimate-hop pop toward the core neighbour: labels leave by the core.
+        let fib = t.apply_frr(vec![lsp(16, Some(vec![hop(0, "198.18.11.2", vec![])]))]).unwrap().fib;
+        assert_eq!(fib.port_accepts_mpls, vec![true, false, true]);
+        // A plain route out of the customer's port opens nothing; a labelled one does.
+        let fib =
+            t.apply_frr(vec![route("198.18.50.0", Some(vec![hop(1, "198.18.1.2", vec![])]))]).unwrap().fib;
+        assert_eq!(fib.port_accepts_mpls, vec![true, false, true]);
+        let fib =
+            t.apply_frr(vec![route("198.18.60.0", Some(vec![hop(1, "198.18.1.2", vec![100])]))]).unwrap().fib;
+        assert_eq!(fib.port_accepts_mpls, vec![true, true, true]);
+        // Moved to the core, then the LSP gone: each port follows, counted per route.
+        let fib = t
+            .apply_frr(vec![
+                route("198.18.60.0", Some(vec![hop(0, "198.18.11.2", vec![100])])),
+                lsp(16, None),
+            ])
+            .unwrap()
+            .fib;
+        assert_eq!(fib.port_accepts_mpls, vec![true, false, true]);
+        let fib = t.apply_frr(vec![route("198.18.60.0", None)]).unwrap().fib;
+        assert_eq!(fib.port_accepts_mpls, vec![false, false, true], "no labels leave: none come in");
+        assert_eq!(fib.port_accepts_mpls, t.build_fib().unwrap().port_accepts_mpls, "as a whole build says");
     }
 
     #[test]

@@ -391,17 +391,18 @@ fn only_core_ports_accept_labels_unless_the_port_says_otherwise() {
                  [[port]]\nname = \"core2\"\ninterface = \"t-core2\"\nmpls = false\n\n\
                  [[port]]\nname = \"tunnel\"\nkind = \"udp\"\nlocal = \"198.18.100.1\"\nremote = \"198.18.100.2\"\nvrf = \"red\"\n";
     let cfg = parse(extra).unwrap();
-    let accepts: Vec<(&str, Option<bool>, bool)> =
-        cfg.ports.iter().map(|p| (p.name.as_str(), p.mpls, cfg.port_accepts_mpls(p))).collect();
+    let accepts: Vec<(&str, Option<bool>, LabelAcceptance)> =
+        cfg.ports.iter().map(|p| (p.name.as_str(), p.mpls, cfg.port_label_acceptance(p))).collect();
+    use LabelAcceptance::{Always, Never};
     assert_eq!(
         accepts,
         vec![
-            ("ce1", None, true),
-            ("core", None, true),
-            ("red1", None, false),
-            ("red2", Some(true), true),
-            ("core2", Some(false), false),
-            ("tunnel", None, true),
+            ("ce1", None, Always),
+            ("core", None, Always),
+            ("red1", None, Never),
+            ("red2", Some(true), Always),
+            ("core2", Some(false), Never),
+            ("tunnel", None, Always),
         ]
     );
     let fib = cfg.build_fib().unwrap();
@@ -1264,7 +1265,7 @@ fn frr_mode_puts_a_port_in_the_vrf_the_kernel_has_its_interface_in() {
     assert_eq!(cfg.vrfs, ["default", "blue", "red"], "the kernel's VRFs join the file's, once");
     let (_, ce1) = cfg.port("ce1").unwrap();
     assert_eq!((ce1.vrf.as_str(), ce1.netns.as_deref()), ("red", Some("red")));
-    assert!(!cfg.port_accepts_mpls(ce1), "a VRF port refuses labels");
+    assert_eq!(cfg.port_label_acceptance(ce1), LabelAcceptance::Never, "a VRF port refuses labels");
     let (_, core) = cfg.port("core").unwrap();
     assert_eq!((core.vrf.as_str(), core.netns.as_deref()), ("default", None));
     cfg.build_fib().unwrap();

@@ -5,8 +5,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use vmpls_wire::prefix::mask;
 
 use crate::{
-    DEFAULT_VRF_NAME, FIRST_UNRESERVED, Fib, FibError, Label, LabelAction, LabelRoute, LabelTable, LpmKey,
-    MAX_LABEL, NexthopGroup, PortAddrs, PortId, PrefixRoute, RouteTarget, Vrf, VrfId,
+    DEFAULT_VRF_NAME, FIRST_UNRESERVED, Fib, FibError, Label, LabelAcceptance, LabelAction, LabelRoute,
+    LabelTable, LpmKey, MAX_LABEL, NexthopGroup, PortAddrs, PortId, PrefixRoute, RouteTarget, Vrf, VrfId,
 };
 
 #[derive(Debug, Clone)]
@@ -14,7 +14,7 @@ struct PortSpec {
     name: String,
     vrf: VrfId,
     addrs: PortAddrs,
-    accepts_mpls: bool,
+    label_acceptance: LabelAcceptance,
 }
 
 /// Collects ports, router addresses and routes, then [`build`](FibBuilder::build)s a
@@ -101,7 +101,8 @@ impl FibBuilder {
     /// Adds a port in `vrf` with its addresses (address, prefix length) and returns its
     /// id; ids count up from 0 in the order ports are added. A port in the default VRF
     /// accepts labelled frames, a port in another VRF (a customer's) does not;
-    /// [`set_port_accepts_mpls`](FibBuilder::set_port_accepts_mpls) decides otherwise.
+    /// [`set_port_accepts_mpls`](FibBuilder::set_port_accepts_mpls) and
+    /// [`set_port_label_acceptance`](FibBuilder::set_port_label_acceptance) decide otherwise.
     ///
     /// # Errors
     /// Unknown VRF, a prefix length too long, an address that cannot be a host's
@@ -126,7 +127,11 @@ impl FibBuilder {
             name: name.to_string(),
             vrf,
             addrs: pa,
-            accepts_mpls: vrf == crate::DEFAULT_VRF,
+            label_acceptance: if vrf == crate::DEFAULT_VRF {
+                LabelAcceptance::Always
+            } else {
+                LabelAcceptance::Never
+            },
         });
         Ok(id)
     }
@@ -136,8 +141,21 @@ impl FibBuilder {
     /// # Errors
     /// [`FibError::UnknownPort`].
     pub fn set_port_accepts_mpls(&mut self, port: PortId, accepts: bool) -> Result<&mut Self, FibError> {
+        let acceptance = if accepts { LabelAcceptance::Always } else { LabelAcceptance::Never };
+        self.set_port_label_acceptance(port, acceptance)
+    }
+
+    /// Sets when labelled frames arriving on `port` are switched.
+    ///
+    /// # Errors
+    /// [`FibError::UnknownPort`].
+    pub fn set_port_label_acceptance(
+        &mut self,
+        port: PortId,
+        acceptance: LabelAcceptance,
+    ) -> Result<&mut Self, FibError> {
         let spec = self.ports.get_mut(usize::from(port)).ok_or(FibError::UnknownPort { port })?;
-        spec.accepts_mpls = accepts;
+        spec.label_acceptance = acceptance;
         Ok(self)
     }
 
@@ -254,6 +272,13 @@ impl FibBuilder {
         if let Some(a) = self.router_v6 {
             add_local(&mut default.v6, crate::DEFAULT_VRF, a)?;
         }
+        let mut labels_out = vec![0u32; self.ports.len()];
+        let ports_out = self.labels.iter().flat_map(|(_, r)| crate::label_route_labels_out(r));
+        let ports_out =
+            ports_out.chain(self.routes.iter().flat_map(|(_, _, _, r)| crate::prefix_route_labels_out(r)));
+        for p in ports_out {
+            labels_out[usize::from(p)] += 1;
+        }
         for (vrf, addr, len, route) in self.routes {
             let table = &mut vrfs[usize::from(vrf)];
             let dup = match addr {
@@ -268,7 +293,14 @@ impl FibBuilder {
             labels: self.labels,
             vrfs,
             port_vrf: self.ports.iter().map(|p| p.vrf).collect(),
-            port_accepts_mpls: self.ports.iter().map(|p| p.accepts_mpls).collect(),
+            port_accepts_mpls: self
+                .ports
+                .iter()
+                .zip(&labels_out)
+                .map(|(p, &n)| p.label_acceptance.accepts(n))
+                .collect(),
+            port_label_acceptance: self.ports.iter().map(|p| p.label_acceptance).collect(),
+            port_labels_out: labels_out,
             port_pw: vec![None; self.ports.len()],
             port_vpls: vec![None; self.ports.len()],
             port_addrs: self.ports.into_iter().map(|p| p.addrs).collect(),

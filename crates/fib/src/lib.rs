@@ -172,8 +172,15 @@ pub struct Fib {
     pub port_vrf: Vec<VrfId>,
     /// Whether each port accepts labelled frames (index = [`PortId`]). The label table is
     /// global: a label that pops into a VRF reaches into it from any port that accepts
-    /// labels, so a customer's port must not.
+    /// labels, so a customer's port must not. Follows [`port_label_acceptance`]
+    /// (Fib::port_label_acceptance) and [`port_labels_out`](Fib::port_labels_out).
     pub port_accepts_mpls: Vec<bool>,
+    /// When each port accepts labelled frames (index = [`PortId`]).
+    pub port_label_acceptance: Vec<LabelAcceptance>,
+    /// Per port (index = [`PortId`]): how many label routes and labelled prefix routes
+    /// have a next hop on it, kept by [`Fib::set_prefix_route`] and
+    /// [`Fib::set_label_route`].
+    pub port_labels_out: Vec<u32>,
     /// The addresses of each port (index = [`PortId`]).
     pub port_addrs: Vec<PortAddrs>,
     /// Source of IPv4 ICMP the router originates.
@@ -195,6 +202,52 @@ pub struct Fib {
     /// Per pseudowire (index into [`pseudowires`](Fib::pseudowires)): the VPLS instance
     /// it belongs to; frames from it are bridged instead of sent to an attachment.
     pub pw_vpls: Vec<Option<u16>>,
+}
+
+/// When a port switches the labelled frames it receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelAcceptance {
+    /// Always: the core without FRR, MPLS-in-UDP tunnels, `mpls = true`.
+    Always,
+    /// Never: `mpls = false`, a customer VRF's port by default.
+    Never,
+    /// While the tables switch labels out of it (a label route, or a prefix route pushing
+    /// labels, has a next hop on it). The label protocols (LDP, segment routing) exchange
+    /// labels over an adjacency both ways, so the ports that labels leave by are those
+    /// they run on, and a neighbour that sends labels in is one that labels go out to.
+    WhileLabelsLeave,
+}
+
+impl LabelAcceptance {
+    /// Whether a port accepts labels with `labels_out` routes switching labels out of it.
+    #[inline]
+    pub fn accepts(self, labels_out: u32) -> bool {
+        match self {
+            LabelAcceptance::Always => true,
+            LabelAcceptance::Never => false,
+            LabelAcceptance::WhileLabelsLeave => labels_out > 0,
+        }
+    }
+}
+
+/// The ports a prefix route switches labels out of: those of its next hops that push
+/// labels, each once per next hop.
+pub(crate) fn prefix_route_labels_out(r: &PrefixRoute) -> impl Iterator<Item = PortId> + '_ {
+    let hops = match &r.target {
+        RouteTarget::Forward(g) => g.nexthops(),
+        _ => &[],
+    };
+    hops.iter().filter(|n| !n.labels.is_empty()).map(|n| n.port)
+}
+
+/// The ports a label route switches labels out of: those of all its next hops (a swap,
+/// or a penultimate-hop pop toward the neighbour that advertised implicit null).
+pub(crate) fn label_route_labels_out(r: &LabelRoute) -> impl Iterator<Item = PortId> + '_ {
+    let hops = match &r.action {
+        LabelAction::Forward(g) => g.nexthops(),
+        _ => &[],
+    };
+    hops.iter().map(|n| n.port)
 }
 
 /// A point-to-point Ethernet pseudowire (RFC 4448) as the pipeline uses it.
@@ -234,6 +287,8 @@ impl Default for Fib {
             vrfs: vec![Vrf::new(DEFAULT_VRF_NAME)],
             port_vrf: Vec::new(),
             port_accepts_mpls: Vec::new(),
+            port_label_acceptance: Vec::new(),
+            port_labels_out: Vec::new(),
             port_addrs: Vec::new(),
             router_v4: None,
             router_v6: None,
@@ -364,6 +419,31 @@ fn derived(r: &PrefixRoute) -> bool {
 }
 
 impl Fib {
+    /// Counts the ports in `removed` out and those in `added` in
+    /// ([`port_labels_out`](Fib::port_labels_out)) and follows their acceptance of labels.
+    fn count_labels_out(&mut self, removed: &[PortId], added: &[PortId]) {
+        for &p in removed {
+            if let Some(n) = self.port_labels_out.get_mut(usize::from(p)) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        for &p in added {
+            if let Some(n) = self.port_labels_out.get_mut(usize::from(p)) {
+                *n += 1;
+            }
+        }
+        for &p in removed.iter().chain(added) {
+            let i = usize::from(p);
+            if let (Some(a), Some(&n), Some(out)) = (
+                self.port_label_acceptance.get(i),
+                self.port_labels_out.get(i),
+                self.port_accepts_mpls.get_mut(i),
+            ) {
+                *out = a.accepts(n);
+            }
+        }
+    }
+
     /// Sets (`Some`) or removes (`None`) the route of one prefix in place, with the checks
     /// [`FibBuilder::build`] makes. Meant for a copy of the FIB in force (`clone` is cheap:
     /// the tables share their storage), to be stored as the next version: the change then
@@ -414,18 +494,17 @@ impl Fib {
                 }
             };
         }
+        let removed: Vec<PortId> = existing.map(|r| prefix_route_labels_out(r).collect()).unwrap_or_default();
+        let added: Vec<PortId> =
+            route.as_ref().map(|r| prefix_route_labels_out(r).collect()).unwrap_or_default();
         match (addr, route) {
-            (IpAddr::V4(a), Some(r)) => table.v4.insert(a, len, r).map(drop),
-            (IpAddr::V6(a), Some(r)) => table.v6.insert(a, len, r).map(drop),
-            (IpAddr::V4(a), None) => {
-                table.v4.remove(a, len);
-                Ok(())
-            }
-            (IpAddr::V6(a), None) => {
-                table.v6.remove(a, len);
-                Ok(())
-            }
+            (IpAddr::V4(a), Some(r)) => table.v4.insert(a, len, r).map(drop)?,
+            (IpAddr::V6(a), Some(r)) => table.v6.insert(a, len, r).map(drop)?,
+            (IpAddr::V4(a), None) => drop(table.v4.remove(a, len)),
+            (IpAddr::V6(a), None) => drop(table.v6.remove(a, len)),
         }
+        self.count_labels_out(&removed, &added);
+        Ok(())
     }
 
     /// Sets (`Some`) or removes (`None`) the route of one incoming label in place, with the
@@ -440,8 +519,11 @@ impl Fib {
         if label < FIRST_UNRESERVED {
             return Err(FibError::ReservedLabel { label });
         }
+        let removed: Vec<PortId> =
+            self.labels.get(label).map(|r| label_route_labels_out(r).collect()).unwrap_or_default();
         let Some(route) = route else {
             self.labels.remove(label);
+            self.count_labels_out(&removed, &[]);
             return Ok(());
         };
         match &route.action {
@@ -461,7 +543,10 @@ impl Fib {
                 }
             }
         }
-        self.labels.try_insert(label, route).map(drop)
+        let added: Vec<PortId> = label_route_labels_out(&route).collect();
+        self.labels.try_insert(label, route)?;
+        self.count_labels_out(&removed, &added);
+        Ok(())
     }
 
     /// The entries that may differ from `old`, if this FIB was made from `old` by
@@ -473,6 +558,7 @@ impl Fib {
         let same_frame = self.vrfs.len() == old.vrfs.len()
             && self.port_vrf == old.port_vrf
             && self.port_accepts_mpls == old.port_accepts_mpls
+            && self.port_label_acceptance == old.port_label_acceptance
             && self.port_addrs == old.port_addrs
             && (self.router_v4, self.router_v6) == (old.router_v4, old.router_v6)
             && self.pseudowires == old.pseudowires
@@ -604,6 +690,47 @@ mod tests {
         }
         assert!(loads.load(Ordering::Relaxed) >= 2000, "readers did not run");
         assert_eq!(handle.load_full().labels.iter().next().map(|(l, _)| l), Some(16 + g));
+    }
+
+    #[test]
+    fn a_port_that_accepts_labels_while_they_leave_follows_each_route_set_in_place() {
+        let mut b = FibBuilder::new();
+        let core =
+            b.add_port("core", DEFAULT_VRF, &[(IpAddr::V4(Ipv4Addr::new(198, 18, 10, 1)), 24)]).unwrap();
+        let ce = b.add_port("ce", DEFAULT_VRF, &[(IpAddr::V4(Ipv4Addr::new(198, 18, 1, 1)), 24)]).unwrap();
+        b.set_port_label_acceptance(core, LabelAcceptance::WhileLabelsLeave).unwrap();
+        b.set_port_label_acceptance(ce, LabelAcceptance::WhileLabelsLeave).unwrap();
+        let mut fib = b.build().unwrap();
+        assert_eq!(fib.port_accepts_mpls, [false, false]);
+        let group = |port: PortId, labels: Vec<Label>| {
+            let via = Some(IpAddr::V4(Ipv4Addr::new(198, 18, if port == core { 10 } else { 1 }, 2)));
+            NexthopGroup::new(vec![Nexthop { port, via, labels, weight: 1 }]).unwrap()
+        };
+        let swap = |port| LabelRoute {
+            action: LabelAction::Forward(group(port, vec![17])),
+            ttl_model: TtlModel::Pipe,
+        };
+        let push = |port, labels| PrefixRoute::new(RouteTarget::Forward(group(port, labels)));
+        let net = IpAddr::V4(Ipv4Addr::new(198, 18, 60, 0));
+
+        fib.set_label_route(16, Some(swap(core))).unwrap();
+        assert_eq!(fib.port_accepts_mpls, [true, false]);
+        fib.set_label_route(16, Some(swap(core))).unwrap();
+        fib.set_label_route(16, Some(swap(ce))).unwrap();
+        assert_eq!((&fib.port_accepts_mpls[..], &fib.port_labels_out[..]), (&[false, true][..], &[0, 1][..]));
+        fib.set_prefix_route(DEFAULT_VRF, net, 24, Some(push(core, vec![]))).unwrap();
+        assert_eq!(fib.port_accepts_mpls, [false, true], "an IP route switches no label out");
+        fib.set_prefix_route(DEFAULT_VRF, net, 24, Some(push(core, vec![100]))).unwrap();
+        assert_eq!(fib.port_accepts_mpls, [true, true]);
+        fib.set_label_route(16, None).unwrap();
+        fib.set_prefix_route(DEFAULT_VRF, net, 24, None).unwrap();
+        assert_eq!(
+            (&fib.port_accepts_mpls[..], &fib.port_labels_out[..]),
+            (&[false, false][..], &[0, 0][..])
+        );
+        // A refused change counts nothing.
+        assert!(fib.set_label_route(1, Some(swap(core))).is_err());
+        assert_eq!(fib.port_labels_out, [0, 0]);
     }
 
     #[test]

@@ -158,6 +158,7 @@ impl Server {
     fn links(&self) -> anyhow::Result<Vec<api::Link>> {
         let snap = self.lp.snapshot()?;
         let cfg = self.tables().config().clone();
+        let fib = self.fib.load_full();
         Ok(self
             .ports
             .iter()
@@ -186,7 +187,8 @@ impl Server {
                     mtu: p.mtu,
                     address: api::Mac(p.mac),
                     vrf: pc.map(|c| c.vrf.clone()).unwrap_or_default(),
-                    mpls: pc.is_some_and(|c| cfg.port_accepts_mpls(c)),
+                    // As the tables in force say: in FRR mode it follows zebra's labels.
+                    mpls: fib.accepts_mpls(p.id),
                     addresses: pc
                         .map(|c| c.addresses.iter().map(|(a, l)| format!("{a}/{l}")).collect())
                         .unwrap_or_default(),

@@ -5,6 +5,8 @@
 //! - LDP sessions come up and every vmpls label table equals FRR's `show mpls table`
 //!   entry for entry (in label, out labels, next hop), the routes too (pe1 pushes p's
 //!   label for ce2's subnet);
+//! - the ports LDP runs on take labels, the customer's does not: frames from ce1 under
+//!   a real label of pe1's are refused (`mpls_not_accepted`) and never reach ce2;
 //! - the labels on the core links are the ones LDP bound (tshark on captures);
 //! - `traceroute -e` shows every hop, p with the label it received;
 //! - content-checked TCP flows cross the LSP with and without `fast-path = "tc"`;
@@ -16,7 +18,7 @@
 //! Needs root (skipped otherwise); installs Debian's `frr` if missing. The zebra module
 //! comes from `VMPLS_ZEBRA_MODULE`, else `scripts/build-zebra-module` builds it.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -25,6 +27,7 @@ use vmpls_lab::IpPrefix;
 use vmpls_lab::capture::{Capture, tshark_fields};
 use vmpls_lab::frr::{self, Daemon};
 use vmpls_lab::frr_lab::{FrrLab, LabelHop, ROUTER_NAMES, RouteHop, ce1_addr, ce2_addr, expected_lsps};
+use vmpls_lab::inject::{self, ETHERTYPE_MPLS};
 use vmpls_lab::ping::{PingOptions, ping};
 use vmpls_lab::traffic::{FlowOptions, Limit};
 
@@ -102,6 +105,26 @@ fn local_label(lab: &FrrLab, router: &str, fec: &str) -> u32 {
         .unwrap_or_else(|| panic!("{router}: no local label for {fec}: {bindings:?}"))
 }
 
+/// The drop counter `name` of `router`'s vmpls (0 if it never counted).
+fn drops(lab: &FrrLab, router: &str, name: &str) -> u64 {
+    let stats = lab.vmpls_cli(router, &["stats"]).unwrap();
+    let list = stats["drops"].as_array().cloned().unwrap_or_default();
+    list.iter().filter(|c| c["name"] == name).filter_map(|c| c["value"].as_u64()).sum()
+}
+
+/// The echo requests `host`'s kernel received (`Icmp: InEchos`).
+fn in_echos(lab: &FrrLab, host: &str) -> u64 {
+    let snmp = lab
+        .topology()
+        .in_host(host, || std::fs::read_to_string("/proc/thread-self/net/snmp"))
+        .unwrap()
+        .unwrap();
+    let mut icmp = snmp.lines().filter(|l| l.starts_with("Icmp:"));
+    let (names, values) = (icmp.next().unwrap(), icmp.next().unwrap());
+    let i = names.split_whitespace().position(|n| n == "InEchos").unwrap();
+    values.split_whitespace().nth(i).unwrap().parse().unwrap()
+}
+
 fn assert_in_sync(lab: &FrrLab, when: &str) {
     for r in ROUTER_NAMES {
         let d = lab.table_differences(r).unwrap();
@@ -173,6 +196,38 @@ fn vmpls_forwards_what_frr_computes() {
     let p_ce1 = remote_label(&lab, "pe2", "198.18.1.0/24");
     assert_eq!(p_ce1, local_label(&lab, "p", "198.18.1.0/24"));
     step(t0, "tables equal");
+
+    // --- Which ports take labels in FRR mode: those LDP runs on (labels leave by them).
+    // pe1's core port does; its customer port does not, in the default VRF though it is:
+    // ce1 sending pe1's own label for ce2's subnet (which pe1 swaps toward p) is refused.
+    let links = lab.vmpls_cli("pe1", &["link", "show"]).unwrap();
+    let mpls_of =
+        |port: &str| links.as_array().unwrap().iter().find(|l| l["name"] == port).unwrap()["mpls"].clone();
+    assert_eq!((mpls_of("core"), mpls_of("ce1")), (true.into(), false.into()), "pe1's ports: {links}");
+    let pe1_ce2 = local_label(&lab, "pe1", "198.18.2.0/24");
+    let ce1_ns = lab.topology().ns("ce1").unwrap().to_string();
+    let ce1_mac = inject::interface_mac(&ce1_ns, "ce1-pe1").unwrap();
+    let pe1_mac = inject::interface_mac(lab.topology().ns("pe1").unwrap(), "pe1-ce1").unwrap();
+    let echo = inject::icmpv4(8, 0, [0x12, 0x34, 0, 1], b"labelled by a customer");
+    let (src, dst) = (Ipv4Addr::new(198, 18, 1, 2), Ipv4Addr::new(198, 18, 2, 2));
+    let mut payload = inject::mpls_entry(pe1_ce2, 0, true, 64).to_vec();
+    payload.extend_from_slice(&inject::ipv4_packet(src, dst, 64, 1, 7, 0, &echo));
+    let frame = inject::ethernet(pe1_mac, ce1_mac, ETHERTYPE_MPLS, &payload);
+    const FRAMES: u64 = 5;
+    let refused_before = drops(&lab, "pe1", "mpls_not_accepted");
+    let echos_before = in_echos(&lab, "ce2");
+    inject::send_frames(&ce1_ns, "ce1-pe1", &vec![frame; FRAMES as usize]).unwrap();
+    let (refused, _) = until("pe1 refusing ce1's labelled frames", Duration::from_secs(5), || {
+        let n = drops(&lab, "pe1", "mpls_not_accepted") - refused_before;
+        (n >= FRAMES).then_some(n)
+    });
+    assert_eq!(refused, FRAMES);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(in_echos(&lab, "ce2"), echos_before, "a labelled frame from ce1 reached ce2");
+    step(
+        t0,
+        &format!("{FRAMES} frames with LDP label {pe1_ce2} from ce1 refused; the core port takes labels"),
+    );
 
     // --- The labels on the wire are the ones LDP bound: captures on p's two links
     // during a ping ce1 -> ce2 (requests labelled pe1 -> p, replies pe2 -> p).
