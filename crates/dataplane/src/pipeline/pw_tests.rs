@@ -21,9 +21,20 @@ fn ip(s: &str) -> IpAddr {
 }
 
 fn pe(control_word: bool, core_mtu: u32, caps: PortCaps) -> Dataplane {
+    pe_with_core_labels(control_word, core_mtu, caps, vmpls_fib::LabelAcceptance::Always)
+}
+
+/// As [`pe`], the core port accepting labels as `core` says.
+fn pe_with_core_labels(
+    control_word: bool,
+    core_mtu: u32,
+    caps: PortCaps,
+    core: vmpls_fib::LabelAcceptance,
+) -> Dataplane {
     let mut b = Fib::builder();
     b.add_port("ce", DEFAULT_VRF, &[]).unwrap();
-    b.add_port("core", DEFAULT_VRF, &[(ip("198.18.60.1"), 24)]).unwrap();
+    let core_port = b.add_port("core", DEFAULT_VRF, &[(ip("198.18.60.1"), 24)]).unwrap();
+    b.set_port_label_acceptance(core_port, core).unwrap();
     let nh = Nexthop::new(1, Some(ip("198.18.60.2")), vec![3001]);
     let to_peer = PrefixRoute {
         target: RouteTarget::Forward(NexthopGroup::new(vec![nh]).unwrap()),
@@ -161,6 +172,23 @@ fn decap_sends_the_inner_frame_out_unchanged() {
     assert_eq!(out.tx[0][0].frame(), &inner[..]);
     assert_eq!(dp.counters().events(Event::PwDecap), 1);
     assert_eq!(dp.counters().label_list().collect::<Vec<_>>(), vec![(1000, 1, f.len() as u64)]);
+}
+
+#[test]
+fn a_pseudowire_label_is_taken_only_from_a_port_that_takes_labels() {
+    let mut rest = vec![0, 0, 0, 0];
+    rest.extend_from_slice(&customer_frame(None, 10));
+    let frame = core_frame(&[(1000, true)], &rest);
+    // `mpls = false` on the port: the pseudowire's label is no way into the circuit.
+    let mut dp = pe_with_core_labels(true, 1500, PortCaps::default(), vmpls_fib::LabelAcceptance::Never);
+    assert_eq!(run(&mut dp, Packet::from_frame(1, &frame)).len(), 0);
+    assert_eq!(dp.counters().drops(DropReason::MplsNotAccepted), 1);
+    assert_eq!(dp.counters().events(Event::PwDecap), 0);
+    // FRR mode: the core takes labels because the transport to the far PE leaves by it.
+    let mut dp =
+        pe_with_core_labels(true, 1500, PortCaps::default(), vmpls_fib::LabelAcceptance::WhileLabelsLeave);
+    assert_eq!(run(&mut dp, Packet::from_frame(1, &frame)).tx[0].len(), 1);
+    assert_eq!(dp.counters().events(Event::PwDecap), 1);
 }
 
 fn core_frame(entries: &[(u32, bool)], rest: &[u8]) -> Vec<u8> {
