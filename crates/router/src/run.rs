@@ -299,7 +299,7 @@ fn ifindex_collisions(served: &[Option<FastPortInfo>]) -> Vec<usize> {
 }
 
 /// Why the fast path leaves a pseudowire's attachment circuit to the pipeline.
-const PW_ATTACHMENT: &str = "it is an attachment circuit of a pseudowire or a VPLS: pseudowires (encapsulation, control word, super-frames kept whole) and VPLS bridging run in the pipeline this release";
+const PW_ATTACHMENT: &str = "it is an attachment circuit of a pseudowire or a VPLS: the kernel's helper that makes room for headers (bpf_skb_adjust_room) takes only IPv4 and IPv6 packets, so a circuit's VLAN-tagged and non-IP frames (ARP, LLDP, IS-IS) could not ride the pseudowire there and would overtake or trail its IP frames through the pipeline; pseudowires (control word, super-frames kept whole) and VPLS bridging run in the pipeline";
 
 /// Whether `netns` (a name under `/run/netns`, or `None`: the router's) is the namespace
 /// the router runs in.
