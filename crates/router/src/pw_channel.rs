@@ -17,9 +17,12 @@
 //!   over [`vmpls_frr::pw::MAX_LINE`] or a module that stops reading its status closes
 //!   it (the module reconnects within a second and syncs again).
 //! - zebra away (connection lost): its pseudowires keep forwarding for the hold time
-//!   (`[frr] hold`), then are removed; the module's sync on reconnect replaces them.
+//!   (`[frr] hold`), then are removed. A new zebra's sync brings its pseudowires; those
+//!   the old one had and the new one did not name keep forwarding for the stale time
+//!   (`[frr] stale-time`, as FPM's routes do: a zebra restarted alone hears from ldpd
+//!   again only over time), then are removed unless it installs them meanwhile.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
@@ -151,12 +154,13 @@ pub fn spawn(
     listener: TcpListener,
     allowed: Vec<u32>,
     hold: Duration,
+    stale: Duration,
 ) -> anyhow::Result<Arc<PwChannelStatus>> {
     let status = Arc::new(PwChannelStatus::default());
     let st = status.clone();
     info!(address = ?listener.local_addr().ok(), users = ?allowed, "waiting for the zebra module's pseudowire channel");
     std::thread::Builder::new().name("pw-channel".into()).spawn(move || {
-        Channel::new(sink, allowed, hold, st).run(&listener);
+        Channel::new(sink, allowed, (hold, stale), st).run(&listener);
     })?;
     Ok(status)
 }
@@ -165,6 +169,7 @@ struct Channel {
     sink: Arc<dyn PwSink>,
     allowed: Vec<u32>,
     hold: Duration,
+    stale_time: Duration,
     status: Arc<PwChannelStatus>,
     conn: Option<TcpStream>,
     lines: LineBuffer,
@@ -177,6 +182,11 @@ struct Channel {
     lost_at: Option<Instant>,
     /// FRR pseudowires are held by the tables (nothing to remove after the hold).
     holding: bool,
+    /// zebra's pseudowires as last given to the tables, by name, across connections.
+    installed: HashMap<String, PwSpec>,
+    /// Those a new zebra has not named since it connected, kept until `stale_until`.
+    stale: HashSet<String>,
+    stale_until: Option<Instant>,
     next_status: Instant,
 }
 
@@ -184,13 +194,14 @@ impl Channel {
     fn new(
         sink: Arc<dyn PwSink>,
         allowed: Vec<u32>,
-        hold: Duration,
+        (hold, stale_time): (Duration, Duration),
         status: Arc<PwChannelStatus>,
     ) -> Channel {
         Channel {
             sink,
             allowed,
             hold,
+            stale_time,
             status,
             conn: None,
             lines: LineBuffer::new(),
@@ -200,6 +211,9 @@ impl Channel {
             bad_logged: 0,
             lost_at: None,
             holding: false,
+            installed: HashMap::new(),
+            stale: HashSet::new(),
+            stale_until: None,
             next_status: Instant::now(),
         }
     }
@@ -249,6 +263,11 @@ impl Channel {
         self.status.connected.store(true, Ordering::Relaxed);
         info!(%peer, "the zebra module connected on the pseudowire channel");
         self.conn = Some(stream);
+        self.connected();
+    }
+
+    /// A new connection's state: nothing read or sent on it yet.
+    fn connected(&mut self) {
         self.lines.clear();
         self.out.clear();
         self.known.clear();
@@ -314,15 +333,32 @@ impl Channel {
                 let names: Vec<String> = pws.iter().map(|p| p.name.clone()).collect();
                 info!(pseudowires = names.len(), "zebra's pseudowires (sync)");
                 self.refused.clear();
-                if let Err(why) = self.sink.pw_sync_frr(pws.clone()) {
+                // What an earlier zebra gave and this one did not name stays for the
+                // stale time: it may still be on its way from ldpd.
+                let mut stale: Vec<PwSpec> =
+                    self.installed.values().filter(|p| !names.contains(&p.name)).cloned().collect();
+                stale.sort_by(|a, b| a.name.cmp(&b.name));
+                if !stale.is_empty() {
+                    let kept: Vec<&str> = stale.iter().map(|p| p.name.as_str()).collect();
+                    info!(
+                        pseudowires = ?kept,
+                        stale_s = self.stale_time.as_secs(),
+                        "zebra did not name these pseudowires again; they keep forwarding for the stale time"
+                    );
+                }
+                let set: Vec<PwSpec> = pws.into_iter().chain(stale.iter().cloned()).collect();
+                if let Err(why) = self.sink.pw_sync_frr(set.clone()) {
                     // one by one, so that one refused PW does not keep the others out
                     self.status.apply_failures.fetch_add(1, Ordering::Relaxed);
                     warn!("zebra's pseudowires refused as a set ({why}); taking them one by one");
                     let _ = self.sink.pw_sync_frr(Vec::new());
-                    for p in pws {
+                    for p in set.iter().cloned() {
                         self.replace(p);
                     }
                 }
+                self.installed = set.into_iter().map(|p| (p.name.clone(), p)).collect();
+                self.stale = stale.into_iter().map(|p| p.name).collect();
+                self.stale_until = (!self.stale.is_empty()).then(|| Instant::now() + self.stale_time);
                 self.holding = true;
                 self.known = names.into_iter().map(|n| (n, None)).collect();
                 self.send_status(true);
@@ -330,6 +366,8 @@ impl Channel {
             FromModule::Install(p) => {
                 let name = p.name.clone();
                 self.refused.remove(&name);
+                self.stale.remove(&name);
+                self.installed.insert(name.clone(), p.clone());
                 self.replace(p);
                 self.holding = true;
                 self.known.insert(name, None);
@@ -338,6 +376,8 @@ impl Channel {
             FromModule::Uninstall(name) => {
                 self.refused.remove(&name);
                 self.known.remove(&name);
+                self.stale.remove(&name);
+                self.installed.remove(&name);
                 if let Err(why) = self.sink.pw_del_frr(&name) {
                     self.status.apply_failures.fetch_add(1, Ordering::Relaxed);
                     warn!(pw = name, "zebra's pseudowire could not be removed: {why}");
@@ -434,12 +474,33 @@ impl Channel {
         if self.conn.is_some() && Instant::now() >= self.next_status {
             self.send_status(false);
         }
+        if self.stale_until.is_some_and(|t| Instant::now() >= t) {
+            self.stale_until = None;
+            let mut gone: Vec<String> = self.stale.drain().collect();
+            gone.sort();
+            for name in gone {
+                self.installed.remove(&name);
+                match self.sink.pw_del_frr(&name) {
+                    Ok(()) => warn!(
+                        pw = name,
+                        "zebra did not give this pseudowire again within the stale time; removed"
+                    ),
+                    Err(why) => {
+                        self.status.apply_failures.fetch_add(1, Ordering::Relaxed);
+                        warn!(pw = name, "a stale pseudowire could not be removed: {why}");
+                    }
+                }
+            }
+        }
         if let Some(t) = self.lost_at
             && t.elapsed() >= self.hold
         {
             self.lost_at = None;
             if std::mem::take(&mut self.holding) {
                 self.refused.clear();
+                self.installed.clear();
+                self.stale.clear();
+                self.stale_until = None;
                 match self.sink.pw_sync_frr(Vec::new()) {
                     Ok(()) => {
                         warn!("zebra stayed away longer than the hold time; its pseudowires are removed")
@@ -451,5 +512,90 @@ impl Channel {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// The tables' FRR pseudowires, by name, as the sink's calls leave them.
+    #[derive(Default)]
+    struct Tables(Mutex<HashMap<String, PwSpec>>);
+
+    impl PwSink for Tables {
+        fn pw_sync_frr(&self, pws: Vec<PwSpec>) -> Result<(), String> {
+            *self.0.lock().unwrap() = pws.into_iter().map(|p| (p.name.clone(), p)).collect();
+            Ok(())
+        }
+        fn pw_replace_frr(&self, pw: PwSpec) -> Result<(), String> {
+            self.0.lock().unwrap().insert(pw.name.clone(), pw);
+            Ok(())
+        }
+        fn pw_del_frr(&self, name: &str) -> Result<(), String> {
+            self.0.lock().unwrap().remove(name);
+            Ok(())
+        }
+        fn pw_status(&self) -> Option<Vec<PwState>> {
+            Some(Vec::new())
+        }
+    }
+
+    impl Tables {
+        fn names(&self) -> Vec<String> {
+            let mut n: Vec<String> = self.0.lock().unwrap().keys().cloned().collect();
+            n.sort();
+            n
+        }
+    }
+
+    /// A module line: `op` with the pseudowires `names` (labels 16, 17...).
+    fn line(op: &str, names: &[&str]) -> Vec<u8> {
+        let pw = |i: usize, n: &str| {
+            format!(
+                r#"{{"name":"{n}","local-label":{},"remote-label":{},"peer":"198.18.255.3","control-word":true,"pw-type":"ethernet"}}"#,
+                16 + i,
+                100 + i
+            )
+        };
+        let text = match op {
+            "sync" => {
+                let all: Vec<String> = names.iter().enumerate().map(|(i, n)| pw(i, n)).collect();
+                format!(r#"{{"op":"sync","pws":[{}]}}"#, all.join(","))
+            }
+            _ => format!(r#"{{"op":"{op}","pw":{}}}"#, pw(0, names[0])),
+        };
+        text.into_bytes()
+    }
+
+    #[test]
+    fn a_new_zebra_keeps_what_the_old_one_had_for_the_stale_time_then_only_what_it_gave() {
+        let tables = Arc::new(Tables::default());
+        let status = Arc::new(PwChannelStatus::default());
+        let times = (Duration::from_secs(120), Duration::from_secs(30));
+        let mut ch = Channel::new(tables.clone(), Vec::new(), times, status);
+        ch.line(&line("sync", &["mpw0", "mpw1"]));
+        assert_eq!(tables.names(), ["mpw0", "mpw1"]);
+
+        // zebra restarted alone: it syncs before ldpd has given it anything again
+        ch.lost("zebra stopped");
+        ch.connected();
+        ch.line(&line("sync", &[]));
+        assert_eq!(tables.names(), ["mpw0", "mpw1"], "held through the stale time");
+        ch.line(&line("install", &["mpw1"]));
+        ch.timers();
+        assert_eq!(tables.names(), ["mpw0", "mpw1"], "not before the stale time is over");
+        ch.stale_until = Some(Instant::now());
+        ch.timers();
+        assert_eq!(tables.names(), ["mpw1"], "mpw0 was not given again: removed; mpw1 stays");
+        assert!(ch.stale.is_empty() && ch.stale_until.is_none());
+
+        // the first sync of a router that holds none: nothing stale, the set as given
+        let fresh = Arc::new(Tables::default());
+        let mut ch = Channel::new(fresh.clone(), Vec::new(), times, Arc::new(PwChannelStatus::default()));
+        ch.line(&line("sync", &["mpw2"]));
+        assert_eq!((fresh.names(), ch.stale_until), (vec!["mpw2".to_string()], None));
     }
 }

@@ -145,7 +145,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
             .context("starting the VRF scan")?;
         crate::kernel::spawn_watch(server.clone(), port_interfaces, addrs)?;
         if let Some(pw) = pw_listener {
-            let channel = crate::pw_channel::spawn(server.clone(), pw, allowed.clone(), frr.hold)
+            let channel = crate::pw_channel::spawn(server.clone(), pw, allowed.clone(), frr.hold, frr.stale)
                 .context("starting the pseudowire channel")?;
             server.set_pw_channel_status(channel);
         }

@@ -12,7 +12,10 @@
 //!   the inner frame is the CEs' own;
 //! - a CE frame to a MAC nobody has still crosses (the attachment is promiscuous);
 //! - the attachment circuit down: FRR shows the PW down and vmpls says why; up again;
-//! - vmpls stopped on pe1: FRR shows the PW down; restarted: up again and forwarding.
+//! - vmpls stopped on pe1: FRR shows the PW down; restarted: up again and forwarding;
+//! - zebra restarted on pe1 under pings: vmpls holds the PW through its absence and the
+//!   stale time after its empty sync, pings cross; ldpd restarted then signals it again
+//!   and vmpls has it once, with ldpd's labels.
 //!
 //! Needs root (skipped otherwise); installs Debian's `frr` if missing. The zebra module
 //! comes from `VMPLS_ZEBRA_MODULE`, else `scripts/build-zebra-module` builds it.
@@ -313,4 +316,52 @@ fn ldpd_signals_a_pseudowire_that_vmpls_carries() {
         assert!(zlog.contains(want), "pe1's zebra log lacks {want:?}:\n{zlog}");
     }
     assert!(!zlog.contains("not in vmpls's tables"), "a stopping vmpls sent a false reason:\n{zlog}");
+
+    // zebra restarted on pe1 under traffic: while it is away vmpls keeps the pseudowire
+    // (the hold time), and the new zebra, whose first sync lacks it (FRR 8.4's ldpd does
+    // not give a restarted zebra its pseudowires again), does not take it away before
+    // the stale time (30 s): pings keep crossing.
+    let before = vmpls_pw(&lab, "pe1");
+    let pinger = {
+        let ns = lab.ns("ce1");
+        std::thread::spawn(move || {
+            let out = std::process::Command::new("ip")
+                .args(["netns", "exec", &ns, "ping", "-c", "40", "-i", "0.2", "-W", "1", "198.18.50.2"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1000));
+    lab.frr.get_mut("pe1").unwrap().restart_zebra().unwrap();
+    let pings = pinger.join().unwrap();
+    let received: u32 = pings
+        .lines()
+        .find_map(|l| l.split(", ").find_map(|f| f.strip_suffix(" received")?.parse().ok()))
+        .unwrap_or(0);
+    assert!(received >= 36, "pings across the PW while zebra restarted: {pings}");
+    assert_eq!(vmpls_pw(&lab, "pe1")["spec"], before["spec"], "held as it was");
+    step(t0, &format!("zebra restarted on pe1: vmpls held mpw0, {received}/40 pings crossed"));
+    // ldpd restarted too (FRR restarted as a whole does that): it signals the pseudowire
+    // again, the new zebra installs it, and vmpls has it with ldpd's labels, once.
+    lab.frr.get_mut("pe1").unwrap().restart_daemon(Daemon::Ldpd).unwrap();
+    let t = wait(&mut lab, "ldpd restarted on pe1: mpw0 up in FRR and vmpls", PW_UP, |lab| {
+        frr_vc_status(lab, "pe1") == "up"
+            && frr_vc_status(lab, "pe2") == "up"
+            && vmpls_pw(lab, "pe1")["up"] == true
+    });
+    let (local, remote) = ldp_pw_labels(&lab, "pe1");
+    let after = vmpls_pw(&lab, "pe1");
+    assert_eq!(
+        (after["spec"]["local-label"].as_u64(), after["spec"]["remote-label"].as_u64()),
+        (Some(local), Some(remote)),
+        "{after}"
+    );
+    let all = lab.cli("pe1", &["pw", "show"]);
+    assert_eq!(all.as_array().map(Vec::len), Some(1), "nothing stale: {all}");
+    assert!(
+        (0..10).any(|_| ping(&lab, "ce1", "198.18.50.2", "2")),
+        "no ping through the PW after the resync"
+    );
+    step(t0, &format!("ldpd restarted: mpw0 resynchronised in vmpls with ldpd's labels ({t:.1?})"));
 }

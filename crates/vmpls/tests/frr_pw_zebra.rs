@@ -130,8 +130,11 @@ fn the_router_channel_serves_zebra() {
     let frr_uid = vmpls_sys::cred::user_id("frr").unwrap().expect("user frr");
     // the thread made in the namespace stays there (its peer checks ask that kernel)
     let s2: Arc<dyn PwSink> = sink.clone();
-    let status =
-        ns.run(move || pw_channel::spawn(s2, listener, vec![0, frr_uid], Duration::from_secs(1))).unwrap();
+    let status = ns
+        .run(move || {
+            pw_channel::spawn(s2, listener, vec![0, frr_uid], Duration::from_secs(1), Duration::from_secs(1))
+        })
+        .unwrap();
 
     let mut zebra = Command::new("ip");
     zebra.args(["netns", "exec", ns.name(), "/usr/lib/frr/zebra", "-f"]).arg(format!("{dir}/zebra.conf"));

@@ -235,6 +235,23 @@ impl FrrRouter {
         result
     }
 
+    /// Stops `daemon` and starts it again with the same arguments, as watchfrr does after
+    /// it died; zebra has [`FrrRouter::restart_zebra`].
+    ///
+    /// # Errors
+    /// `daemon` is zebra or does not run here, or it did not come back.
+    pub fn restart_daemon(&mut self, daemon: Daemon) -> anyhow::Result<()> {
+        anyhow::ensure!(daemon != Daemon::Zebra, "zebra is restarted with restart_zebra");
+        anyhow::ensure!(
+            self.pid(daemon).is_some(),
+            "{} does not run on {}",
+            daemon.name(),
+            self.options.hostname
+        );
+        self.stop_daemon(daemon)?;
+        self.start_daemon(daemon)
+    }
+
     /// Stops every daemon (the routing daemons first, zebra last). Safe to call twice.
     pub fn stop(&mut self) -> anyhow::Result<()> {
         let mut first_err = None;
