@@ -24,6 +24,10 @@ use crate::vrfs::VrfNetns;
 const RTNLGRP_NEIGH: u32 = 3;
 const RTNLGRP_IPV4_IFADDR: u32 = 5;
 const RTNLGRP_IPV6_IFADDR: u32 = 9;
+/// The least time between two reads of the addresses and neighbours.
+const MIN_READ_GAP: Duration = Duration::from_millis(200);
+/// Event messages drained per socket and turn (the rest wake the next turn).
+const MAX_EVENTS_DRAINED: usize = 4096;
 /// How often the addresses and neighbours are read again even without a change event
 /// (events can be lost when the socket's queue overflows).
 const REREAD_EVERY: Duration = Duration::from_secs(5);
@@ -385,12 +389,21 @@ pub fn spawn_watch(
             let ready = vmpls_sys::event::readable(&events, Duration::from_secs(1));
             let event = ready.iter().any(|&r| r);
             for (socket, _) in events.iter_mut().zip(&ready).filter(|(_, r)| **r) {
-                rx.clear();
                 // Drain what is queued; the content does not matter, the dump does.
-                let _ = socket.recv(&mut rx, libc::MSG_DONTWAIT);
+                for _ in 0..MAX_EVENTS_DRAINED {
+                    rx.clear();
+                    if socket.recv(&mut rx, libc::MSG_DONTWAIT).is_err() {
+                        break;
+                    }
+                }
             }
             if !event && last_read.is_some_and(|t| t.elapsed() < REREAD_EVERY) {
                 continue;
+            }
+            // Events in a burst (hosts ARPing the router's kernel make neighbours) come
+            // together into one read.
+            if let Some(wait) = last_read.and_then(|t| MIN_READ_GAP.checked_sub(t.elapsed())) {
+                std::thread::sleep(wait);
             }
             last_read = Some(Instant::now());
             match read_neighbors(&interfaces) {
