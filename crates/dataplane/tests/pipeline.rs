@@ -273,6 +273,35 @@ fn unresolved_ipv6_next_hop_sends_neighbor_solicitation_and_releases_on_advert()
     r.assert_no_drops();
 }
 
+/// BGP unnumbered (RFC 8950): an IPv6 route via the neighbour's link-local address. It
+/// is asked for from the port's own link-local address (formed from its MAC), not from
+/// its global one, and the advertisement to that address releases the packet.
+#[test]
+fn a_link_local_next_hop_is_asked_for_from_the_ports_link_local_address() {
+    let peer = v6("fe80::5c2e:3bff:fe86:59be");
+    let mut b = pe1_builder();
+    b.add_prefix_route(
+        DEFAULT_VRF,
+        ip("2001:db8:7::"),
+        64,
+        push_route(single(PE1_CORE, "fe80::5c2e:3bff:fe86:59be", &[]), TtlModel::Uniform),
+    )
+    .unwrap();
+    let mut r = Router::new(b, pe1_ports());
+    let ip = ipv6_tcp(CE1_V6, "2001:db8:7::2", 64, 1, 2, &pattern(50, 3));
+    let p = only(&r.send(PE1_CE1, &from_ce1_v6(&ip)), PE1_CORE);
+    let own = icmpv6::link_local_from_mac(PE1_CORE_MAC);
+    let h = p.ipv6();
+    assert_eq!((h.src_addr(), h.dst_addr()), (own, icmpv6::solicited_node_multicast(peer)));
+    let ns = icmpv6::NdRepr::parse(&p.icmpv6()).unwrap();
+    assert_eq!(ns, icmpv6::NdRepr::NeighborSolicit { target: peer, source_mac: Some(PE1_CORE_MAC) });
+    let na = neighbor_advert(P_WEST_MAC, peer, own, PE1_CORE_MAC);
+    let p = only(&r.send(PE1_CORE, &na), PE1_CORE);
+    assert_eq!((p.dst, p.src), (P_WEST_MAC, PE1_CORE_MAC));
+    assert_ipv6_forwarded(&p, &ip, 63);
+    r.assert_no_drops();
+}
+
 /// 6PE / 6VPE (RFC 4798, RFC 4659): an IPv6 route whose labelled next hop is an IPv4
 /// address of the IPv4 core. The neighbour is found by ARP on the core port, and the IPv6
 /// packet leaves under the labels to that neighbour's MAC.

@@ -11,8 +11,9 @@
 //! as its own (`kernel::read_neighbors`).
 //!
 //! Checked: the session comes up; vmpls holds r2's subnet via 169.254.0.1 on r1-r2 and
-//! the neighbour with r2's MAC, PERMANENT; h1 pings h2 and a content-checked TCP flow
-//! crosses r1 while r1's kernel forwards nothing; the neighbour removed from the kernel
+//! the neighbour with r2's MAC, PERMANENT; h1 pings h2 (IPv4, and IPv6 via r2's
+//! link-local address, which vmpls asks for from the port's own link-local address) and
+//! a content-checked TCP flow crosses r1 while r1's kernel forwards nothing; the neighbour removed from the kernel
 //! is removed from vmpls and comes back with it; all again with the fast path.
 //!
 //! Needs root (skipped otherwise); installs Debian's frr if missing; the zebra module
@@ -38,7 +39,7 @@ fn bgp(asn: u32, interface: &str, remote_as: u32) -> BgpOptions {
             peer: BgpPeer::Interface(interface.to_string()),
             remote_as,
             update_source: None,
-            families: vec![BgpFamily::Ipv4Unicast],
+            families: vec![BgpFamily::Ipv4Unicast, BgpFamily::Ipv6Unicast],
             route_reflector_client: false,
         }],
         redistribute_connected: true,
@@ -95,11 +96,21 @@ fn ping_and_flow(lab: &mut Lab, mode: &str) {
         )
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    if !text.contains(" 3 received") {
+    let out6 = lab
+        .topo
+        .run_timeout(
+            "h1",
+            cmd(&["ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", "2001:db8:2::2"]),
+            Duration::from_secs(15),
+        )
+        .unwrap();
+    let text6 = String::from_utf8_lossy(&out6.stdout);
+    if !text.contains(" 3 received") || !text6.contains(" 3 received") {
         let routes = lab.cli("r1", &["route", "show"]);
+        let routes6 = lab.cli("r1", &["-6", "route", "show"]);
         let neighbors = lab.cli("r1", &["neigh", "show"]);
         panic!(
-            "{mode}: ping h1 -> h2 over BGP unnumbered: {text}\nr1's routes: {routes}\nr1's neighbours: {neighbors}"
+            "{mode}: ping h1 -> h2 over BGP unnumbered: {text}\n{text6}\nr1's routes: {routes} {routes6}\nr1's neighbours: {neighbors}"
         );
     }
     let opts = FlowOptions {
@@ -134,11 +145,17 @@ fn bgp_unnumbered_routes_forward_through_the_kernels_static_neighbour() {
         ("r1", "r1-h1", "198.18.1.1/24"),
         ("r2", "r2-h2", "198.18.2.1/24"),
         ("h2", "h2-r2", "198.18.2.2/24"),
+        ("h1", "h1-r1", "2001:db8:1::2/64"),
+        ("r1", "r1-h1", "2001:db8:1::1/64"),
+        ("r2", "r2-h2", "2001:db8:2::1/64"),
+        ("h2", "h2-r2", "2001:db8:2::2/64"),
     ] {
         t.add_address(host, ifname, addr.parse::<IpPrefix>().unwrap()).unwrap();
     }
     t.add_default_route("h1", ip("198.18.1.1")).unwrap();
     t.add_default_route("h2", ip("198.18.2.1")).unwrap();
+    t.add_default_route("h1", ip("2001:db8:1::1")).unwrap();
+    t.add_default_route("h2", ip("2001:db8:2::1")).unwrap();
     t.set_forwarding("r2", true).unwrap();
     let mut lab = Lab::new("frr-unnumbered", t);
 

@@ -138,6 +138,14 @@ pub fn solicited_node_multicast(addr: Ipv6Addr) -> Ipv6Addr {
     Ipv6Addr::from([0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff, o[13], o[14], o[15]])
 }
 
+/// The link-local address an interface with MAC `mac` forms by itself: `fe80::/64` and
+/// the modified EUI-64 interface identifier (RFC 4291 appendix A, RFC 2464 section 4),
+/// what Linux gives an Ethernet interface by default (`addr_gen_mode` 0).
+pub fn link_local_from_mac(mac: [u8; 6]) -> Ipv6Addr {
+    let m = mac;
+    Ipv6Addr::from([0xfe, 0x80, 0, 0, 0, 0, 0, 0, m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
+}
+
 /// The Ethernet multicast address for an IPv6 multicast address: `33:33` and its low 32
 /// bits (RFC 2464 section 7).
 pub fn multicast_mac(addr: Ipv6Addr) -> [u8; 6] {
@@ -1183,6 +1191,14 @@ mod tests {
         assert_eq!(&p.data()[..128], &original[..128]);
         assert!(p.verify_checksum(B6, A6));
         assert_eq!(emit_error(&mut buf[..n - 1], kind, original, &STACK[1..], B6, A6), Err(Error::Truncated));
+    }
+
+    #[test]
+    fn link_local_from_mac_is_the_one_linux_forms() {
+        // A veth's MAC and the link-local address its kernel formed (and zebra named as
+        // a BGP unnumbered next hop), read from a lab run.
+        let mac = [0x5e, 0x2e, 0x3b, 0x86, 0x59, 0xbe];
+        assert_eq!(link_local_from_mac(mac), "fe80::5c2e:3bff:fe86:59be".parse::<Ipv6Addr>().unwrap());
     }
 
     #[test]

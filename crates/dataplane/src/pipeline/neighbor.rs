@@ -132,9 +132,10 @@ impl Dataplane {
     pub(super) fn send_solicit(&mut self, b: &mut Batch<'_>, port: PortId, addr: IpAddr) {
         let Some(info) = self.ports.get(usize::from(port)) else { return };
         let mac = info.mac;
+        // IPv6 always has one: the port's link-local address.
         let has_source = match addr {
             IpAddr::V4(_) => b.fib.port_v4(port).is_some(),
-            IpAddr::V6(_) => b.fib.port_v6(port).is_some(),
+            IpAddr::V6(_) => true,
         };
         if !has_source {
             return;
@@ -159,7 +160,14 @@ impl Dataplane {
                 }
             }
             IpAddr::V6(target) => {
-                let Some(src) = b.fib.port_v6(port) else { return };
+                // A link-local next hop (BGP unnumbered, RFC 8950; any router on a link
+                // without global addresses) is asked from the port's own link-local
+                // address, formed from its MAC as the kernel forms it; a global one from
+                // the port's address where it has one.
+                let src = match b.fib.port_v6(port) {
+                    Some(global) if !target.is_unicast_link_local() => global,
+                    _ => icmpv6::link_local_from_mac(mac),
+                };
                 let dst = icmpv6::solicited_node_multicast(target);
                 let Some(mut p) = b.pool.get() else {
                     self.counters.drop(DropReason::NoBuffer);
