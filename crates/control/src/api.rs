@@ -976,6 +976,9 @@ pub struct PwStatus {
     /// The attachment port, if one is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attachment: Option<String>,
+    /// The VPLS instance it is a member of (no attachment of its own then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vpls: Option<String>,
     /// Who made it.
     pub origin: PwOrigin,
     /// The labels, peer and encapsulation; `None`: a `[[pseudowire]]` ldpd has not
@@ -1374,11 +1377,17 @@ pub struct VplsAttachment {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct VplsPseudowire {
-    /// Its labels, peer and encapsulation.
-    pub spec: PwSpec,
-    /// Forwarding: installed and a route to the peer.
+    /// Its name.
+    pub name: String,
+    /// Who gave its labels: the config (static) or FRR (ldpd through zebra).
+    pub origin: PwOrigin,
+    /// Its labels, peer and encapsulation; `None`: ldpd has not signalled it yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<PwSpec>,
+    /// Forwarding: installed, an attachment circuit up and a route to the peer.
     pub up: bool,
-    /// Why not, when not up: "label in use", "no route to peer".
+    /// Why not, when not up: "not signalled", "label in use", "attachment down", "no
+    /// route to peer".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }

@@ -484,8 +484,8 @@ pub struct PseudowireConfig {
 /// mac-aging = 300                # seconds (default 300)
 ///
 /// [[vpls.pseudowire]]            # one per other PE, as [[pseudowire]] has them
-/// name = "blue-pe2"
-/// local-label = 1002
+/// name = "blue-pe2"              # with [frr] and no labels: ldpd's `member pseudowire`
+/// local-label = 1002             # static only: the label the far PE pushes
 /// remote-label = 2001
 /// peer = "198.18.255.2"
 /// control-word = true            # default true
@@ -496,14 +496,29 @@ pub struct VplsConfig {
     pub name: String,
     /// The attachment circuits.
     pub attachments: Vec<PortId>,
-    /// The pseudowires to the other PEs of the instance.
-    pub pseudowires: Vec<api::PwSpec>,
+    /// The pseudowires to the other PEs of the instance, in file order.
+    pub pseudowires: Vec<VplsPseudowireConfig>,
     /// `mac-limit`.
     pub mac_limit: u32,
     /// `flood-rate` (frames a second; 0: no limit).
     pub flood_rate: u32,
     /// `mac-aging` (seconds).
     pub mac_aging_s: u32,
+    /// Line of `name`.
+    pub line: usize,
+}
+
+/// A `[[vpls.pseudowire]]`: a member pseudowire of a VPLS instance, static (labels and
+/// peer in the file) or, with `[frr]` and neither, signalled by ldpd (its name is ldpd's
+/// `member pseudowire NAME` of `l2vpn NAME type vpls`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VplsPseudowireConfig {
+    /// Its name, unique among all pseudowires.
+    pub name: String,
+    /// The static pseudowire; `None`: ldpd signals it (FRR mode).
+    pub static_spec: Option<api::PwSpec>,
+    /// `control-word`.
+    pub control_word: bool,
     /// Line of `name`.
     pub line: usize,
 }

@@ -99,7 +99,14 @@ pub fn pseudowires(list: &[crate::api::PwStatus]) -> String {
         if let Some(r) = &p.reason {
             let _ = write!(s, " ({r})");
         }
-        let _ = write!(s, " attachment {}", p.attachment.as_deref().unwrap_or("-"));
+        match &p.vpls {
+            Some(v) => {
+                let _ = write!(s, " vpls {v}");
+            }
+            None => {
+                let _ = write!(s, " attachment {}", p.attachment.as_deref().unwrap_or("-"));
+            }
+        }
         if let Some(spec) = &p.spec {
             let cw = if spec.control_word { "on" } else { "off" };
             let _ = write!(
@@ -132,16 +139,19 @@ pub fn vpls(list: &[crate::api::VplsStatus]) -> String {
         }
         for p in &v.pseudowires {
             let state = if p.up { "up" } else { "down" };
-            let cw = if p.spec.control_word { "on" } else { "off" };
-            let _ = write!(s, "    pw {} {state}", p.spec.name);
+            let _ = write!(s, "    pw {} {state}", p.name);
             if let Some(r) = &p.reason {
                 let _ = write!(s, " ({r})");
             }
-            let _ = writeln!(
-                s,
-                " local-label {} remote-label {} peer {} control-word {cw}",
-                p.spec.local_label, p.spec.remote_label, p.spec.peer
-            );
+            if let Some(spec) = &p.spec {
+                let cw = if spec.control_word { "on" } else { "off" };
+                let _ = write!(
+                    s,
+                    " local-label {} remote-label {} peer {} control-word {cw}",
+                    spec.local_label, spec.remote_label, spec.peer
+                );
+            }
+            let _ = writeln!(s, " origin {}", p.origin);
         }
     }
     s

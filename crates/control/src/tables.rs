@@ -192,7 +192,7 @@ impl Tables {
         let mut fib = config.build_fib()?;
         let (path, pws) = (config.path.clone(), pw_set::pws_of(&config));
         let installed =
-            pw_set::install(&pws, &mut fib).and_then(|()| vpls_set::install(&config.vpls, &mut fib));
+            pw_set::install(&pws, &mut fib).and_then(|()| vpls_set::install(&config.vpls, &pws, &mut fib));
         installed.map_err(|source| crate::ConfigError::Build { path, line: None, source })?;
         let mut tables = Tables::new(config);
         tables.built = Some(fib.clone());
@@ -403,7 +403,7 @@ impl Tables {
             .build_fib_with(self.rib.selected_routes(), self.rib.selected_labels())
             .map_err(TablesError::Build)?;
         pw_set::install(&self.pws, &mut fib)
-            .and_then(|()| vpls_set::install(&self.file.vpls, &mut fib))
+            .and_then(|()| vpls_set::install(&self.file.vpls, &self.pws, &mut fib))
             .map_err(|source| TablesError::Fib { what: "pseudowires".into(), source })?;
         Ok(fib)
     }

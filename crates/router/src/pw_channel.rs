@@ -9,7 +9,10 @@
 //! (zebra's), anyone else is closed at once, counted and logged, and changes nothing.
 //!
 //! - `sync` (after each connect) replaces every FRR pseudowire; `install` adds or changes
-//!   one; `uninstall` removes one. Each goes to the tables through [`PwSink`].
+//!   one; `uninstall` removes one. Each goes to the tables through [`PwSink`]: a
+//!   point-to-point `[[pseudowire]]` or a VPLS instance's `[[vpls.pseudowire]]` of the
+//!   same name alike. One whose name the config has not is counted (`unknown`), logged,
+//!   and reported down; it is never carried.
 //! - Status: after a sync, every PW the module named; afterwards, each one whose state
 //!   ([`PwSink::pw_status`], read every [`STATUS_EVERY`]) changed. A PW the tables refused
 //!   is down with the tables' reason.
@@ -77,6 +80,12 @@ pub trait PwSink: Send + Sync {
     /// Every pseudowire's state; `None` when it cannot be read now (the forwarding loop
     /// is stopping): no status is sent then, rather than a false one.
     fn pw_status(&self) -> Option<Vec<PwState>>;
+    /// Whether the config has a pseudowire of this name (a `[[pseudowire]]`, a
+    /// `[[vpls.pseudowire]]`) for zebra's to fill in; one it has not is still handed to
+    /// the tables (shown, down, never carried) and counted as `unknown`.
+    fn pw_declared(&self, _name: &str) -> bool {
+        true
+    }
 }
 
 /// What the channel has seen, for `vmpls stats` and the logs.
@@ -96,6 +105,8 @@ pub struct PwChannelStatus {
     pub bad_lines: AtomicU64,
     /// Changes the tables refused.
     pub apply_failures: AtomicU64,
+    /// Pseudowires zebra gave whose name the config has no pseudowire of.
+    pub unknown: AtomicU64,
     /// Status lines sent.
     pub status_sent: AtomicU64,
 }
@@ -118,6 +129,7 @@ impl PwChannelStatus {
             c("messages", &self.messages),
             c("bad_lines", &self.bad_lines),
             c("apply_failures", &self.apply_failures),
+            c("unknown", &self.unknown),
             c("status_sent", &self.status_sent),
         ]
     }
@@ -332,6 +344,9 @@ impl Channel {
             FromModule::Sync(pws) => {
                 let names: Vec<String> = pws.iter().map(|p| p.name.clone()).collect();
                 info!(pseudowires = names.len(), "zebra's pseudowires (sync)");
+                for n in &names {
+                    self.check_declared(n);
+                }
                 self.refused.clear();
                 // What an earlier zebra gave and this one did not name stays for the
                 // stale time: it may still be on its way from ldpd.
@@ -352,8 +367,9 @@ impl Channel {
                     self.status.apply_failures.fetch_add(1, Ordering::Relaxed);
                     warn!("zebra's pseudowires refused as a set ({why}); taking them one by one");
                     let _ = self.sink.pw_sync_frr(Vec::new());
+                    // the sync's names were checked above, the stale ones when given
                     for p in set.iter().cloned() {
-                        self.replace(p);
+                        self.replace_checked(p);
                     }
                 }
                 self.installed = set.into_iter().map(|p| (p.name.clone(), p)).collect();
@@ -389,6 +405,24 @@ impl Channel {
     }
 
     fn replace(&mut self, p: PwSpec) {
+        self.check_declared(&p.name);
+        self.replace_checked(p);
+    }
+
+    /// Counts and logs zebra's pseudowire `name` if the config has none of that name
+    /// (ldpd's `member pseudowire` names no `[[pseudowire]]` or `[[vpls.pseudowire]]`).
+    fn check_declared(&self, name: &str) {
+        if !self.sink.pw_declared(name) {
+            self.status.unknown.fetch_add(1, Ordering::Relaxed);
+            warn!(
+                pw = name,
+                "zebra's pseudowire has no [[pseudowire]] or [[vpls.pseudowire]] of its name in the config: not carried, reported down (counted as unknown)"
+            );
+        }
+    }
+
+    /// As `replace`, the name checked already (by the sync).
+    fn replace_checked(&mut self, p: PwSpec) {
         let name = p.name.clone();
         info!(pw = name, local_label = p.local_label, remote_label = p.remote_label, peer = %p.peer, control_word = p.control_word, "zebra's pseudowire");
         if let Err(why) = self.sink.pw_replace_frr(p) {

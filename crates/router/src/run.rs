@@ -66,8 +66,16 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
                 pw_listener = Some(crate::pw_channel::listen(addr)?);
             }
             // ldpd's `member pseudowire NAME` and zebra need an interface of that name
-            // before they signal the pseudowire; removed when the router stops.
-            let names: Vec<String> = cfg.pseudowires.iter().map(|p| p.name.clone()).collect();
+            // before they signal the pseudowire; removed when the router stops. Every
+            // `[[pseudowire]]` (ldpd's in FRR mode) and each VPLS member ldpd signals.
+            let vpls_members =
+                cfg.vpls.iter().flat_map(|v| &v.pseudowires).filter(|m| m.static_spec.is_none());
+            let names: Vec<String> = cfg
+                .pseudowires
+                .iter()
+                .map(|p| p.name.clone())
+                .chain(vpls_members.map(|m| m.name.clone()))
+                .collect();
             _pw_stand_ins = Some(crate::pw_standin::StandIns::create(&names)?);
             let a = crate::kernel::read(&port_interfaces).context("reading the kernel's addresses")?;
             for (p, addrs) in cfg.ports.iter_mut().zip(&a.ports) {

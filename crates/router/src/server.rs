@@ -615,6 +615,10 @@ impl crate::pw_channel::PwSink for Server {
     /// Every pseudowire's state as `pw show` has it; `None` when the forwarding loop does
     /// not answer (it is stopping): the channel then sends nothing rather than a wrong
     /// reason, and the module says "vmpls not connected" once the router is gone.
+    fn pw_declared(&self, name: &str) -> bool {
+        self.tables().pw_declared(name)
+    }
+
     fn pw_status(&self) -> Option<Vec<crate::pw_channel::PwState>> {
         match self.pw_show() {
             Ok(list) => Some(

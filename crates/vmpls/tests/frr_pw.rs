@@ -35,26 +35,9 @@ use vmpls_lab::{IpPrefix, Topology};
 /// How long ldpd may take to bring the PW up (sessions, then the PW's label mapping).
 const PW_UP: Duration = Duration::from_secs(30);
 
-/// Polls `f` every 200 ms until it is true, for at most `limit`.
-fn wait(lab: &mut Lab, what: &str, limit: Duration, mut f: impl FnMut(&Lab) -> bool) -> Duration {
-    let t0 = Instant::now();
-    loop {
-        lab.check_running();
-        if f(lab) {
-            return t0.elapsed();
-        }
-        assert!(t0.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 /// mpw0 in FRR's `show l2vpn atom vc json` on `pe` ("up", "down"...; "" if absent).
 fn frr_vc_status(lab: &Lab, pe: &str) -> String {
-    lab.frr(pe)
-        .vtysh_json("show l2vpn atom vc json")
-        .ok()
-        .and_then(|v| v["mpw0"]["status"].as_str().map(str::to_owned))
-        .unwrap_or_default()
+    frr_pw_status(lab, pe, "mpw0")
 }
 
 /// mpw0 in vmpls's `pw show` on `pe`.
@@ -70,14 +53,6 @@ fn ldp_pw_labels(lab: &Lab, pe: &str) -> (u64, u64) {
     let v = lab.frr(pe).vtysh_json("show l2vpn atom binding json").unwrap();
     let b = v.as_object().and_then(|o| o.values().next()).unwrap_or_else(|| panic!("{pe}: no binding: {v}"));
     (b["localLabel"].as_u64().unwrap(), b["remoteLabel"].as_u64().unwrap())
-}
-
-fn ping(lab: &Lab, from: &str, to: &str, count: &str) -> bool {
-    let out = lab
-        .topo
-        .run_timeout(from, cmd(&["ping", "-c", count, "-i", "0.2", "-W", "1", to]), Duration::from_secs(15))
-        .unwrap();
-    out.status.success()
 }
 
 /// Frames of the capture as tshark decodes them with `label` as an Ethernet PW with

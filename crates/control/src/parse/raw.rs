@@ -42,14 +42,15 @@ pub(super) struct RawVpls {
     pub(super) pseudowire: Vec<RawVplsPseudowire>,
 }
 
-/// `[[vpls.pseudowire]]`: a static pseudowire of a VPLS instance.
+/// `[[vpls.pseudowire]]`: a pseudowire of a VPLS instance, static or (with `[frr]`,
+/// without labels and peer) signalled by ldpd.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub(super) struct RawVplsPseudowire {
     pub(super) name: S<String>,
-    pub(super) local_label: S<i64>,
-    pub(super) remote_label: S<i64>,
-    pub(super) peer: S<String>,
+    pub(super) local_label: Option<S<i64>>,
+    pub(super) remote_label: Option<S<i64>>,
+    pub(super) peer: Option<S<String>>,
     pub(super) control_word: Option<S<bool>>,
 }
 

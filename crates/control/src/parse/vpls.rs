@@ -1,7 +1,9 @@
 //! `[[vpls]]`: VPLS instances (RFC 4762). A unique name, its attachment circuits (ports
-//! without addresses, in raw Ethernet mode, attached to nothing else), its static
-//! pseudowires (`[[vpls.pseudowire]]`, as `[[pseudowire]]` has them, names and local
-//! labels unique among all pseudowires and `[[label]]`s), and its limits.
+//! without addresses, in raw Ethernet mode, attached to nothing else), its pseudowires
+//! (`[[vpls.pseudowire]]`, as `[[pseudowire]]` has them, names and local labels unique
+//! among all pseudowires and `[[label]]`s), and its limits. A member pseudowire is static
+//! (local-label, remote-label and peer) or, with `[frr]` and none of the three, signalled
+//! by ldpd; one instance may have both kinds.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -13,7 +15,7 @@ use super::ctx::Ctx;
 use super::pseudowires::MAX_PW_NAME;
 use super::raw::RawVpls;
 use crate::api::{PwSpec, PwType};
-use crate::{ConfigError, LabelConfig, PortConfig, PseudowireConfig, VplsConfig};
+use crate::{ConfigError, LabelConfig, PortConfig, PseudowireConfig, VplsConfig, VplsPseudowireConfig};
 
 /// `mac-limit` when absent.
 pub(crate) const DEFAULT_MAC_LIMIT: u32 = 4096;
@@ -62,6 +64,51 @@ fn label_of(ctx: &Ctx, v: &S<i64>, field: &str) -> Result<u32, ConfigError> {
         ));
     }
     Ok(n as u32)
+}
+
+/// A static member's spec: its labels (the local one unique among all pseudowires and
+/// `[[label]]`s; `local` holds those taken, with their line) and its peer.
+#[allow(clippy::too_many_arguments)]
+fn static_member(
+    ctx: &Ctx,
+    name: &str,
+    l: &S<i64>,
+    rl: &S<i64>,
+    p: &S<String>,
+    control_word: bool,
+    labels: &[LabelConfig],
+    local: &mut HashMap<u32, usize>,
+) -> Result<PwSpec, ConfigError> {
+    let local_label = label_of(ctx, l, "vpls.pseudowire.local-label")?;
+    let remote_label = label_of(ctx, rl, "vpls.pseudowire.remote-label")?;
+    if let Some(first) = local.insert(local_label, ctx.line(&l.span())) {
+        return Err(ctx.err(
+            &l.span(),
+            "vpls.pseudowire.local-label",
+            format!("label {local_label} is already the local label of the pseudowire at line {first}"),
+        ));
+    }
+    if let Some(lc) = labels.iter().find(|lc| lc.label == local_label) {
+        return Err(ctx.err(
+            &l.span(),
+            "vpls.pseudowire.local-label",
+            format!("label {local_label} is already a [[label]] at line {}", lc.line),
+        ));
+    }
+    let peer: IpAddr = p.get_ref().trim().parse().map_err(|_| {
+        ctx.err(&p.span(), "vpls.pseudowire.peer", format!("\"{}\" is not an IP address", p.get_ref()))
+    })?;
+    if peer.is_unspecified() || peer.is_multicast() {
+        return Err(ctx.err(&p.span(), "vpls.pseudowire.peer", format!("{peer} cannot be a PE's address")));
+    }
+    Ok(PwSpec {
+        name: name.to_string(),
+        local_label,
+        remote_label,
+        peer,
+        control_word,
+        pw_type: PwType::Ethernet,
+    })
 }
 
 /// The `[[vpls]]`s in file order.
@@ -158,45 +205,38 @@ pub(super) fn parse_vpls(
                     format!("pseudowire \"{pw_name}\" is already defined at line {first}"),
                 ));
             }
-            let local_label = label_of(ctx, &p.local_label, "vpls.pseudowire.local-label")?;
-            let remote_label = label_of(ctx, &p.remote_label, "vpls.pseudowire.remote-label")?;
-            if let Some(first) = local.insert(local_label, ctx.line(&p.local_label.span())) {
-                return Err(ctx.err(
-                    &p.local_label.span(),
-                    "vpls.pseudowire.local-label",
-                    format!(
-                        "label {local_label} is already the local label of the pseudowire at line {first}"
-                    ),
-                ));
-            }
-            if let Some(lc) = labels.iter().find(|lc| lc.label == local_label) {
-                return Err(ctx.err(
-                    &p.local_label.span(),
-                    "vpls.pseudowire.local-label",
-                    format!("label {local_label} is already a [[label]] at line {}", lc.line),
-                ));
-            }
-            let peer: IpAddr = p.peer.get_ref().trim().parse().map_err(|_| {
-                ctx.err(
-                    &p.peer.span(),
-                    "vpls.pseudowire.peer",
-                    format!("\"{}\" is not an IP address", p.peer.get_ref()),
-                )
-            })?;
-            if peer.is_unspecified() || peer.is_multicast() {
-                return Err(ctx.err(
-                    &p.peer.span(),
-                    "vpls.pseudowire.peer",
-                    format!("{peer} cannot be a PE's address"),
-                ));
-            }
-            pseudowires.push(PwSpec {
+            let pw_line = ctx.line(&p.name.span());
+            let control_word = p.control_word.as_ref().is_none_or(|c| *c.get_ref());
+            let static_spec = match (p.local_label.as_ref(), p.remote_label.as_ref(), p.peer.as_ref()) {
+                (None, None, None) if frr => None,
+                (Some(l), Some(rl), Some(peer)) => {
+                    Some(static_member(ctx, &pw_name, l, rl, peer, control_word, labels, &mut local)?)
+                }
+                (None, None, None) => {
+                    return Err(ctx.err_line(
+                        pw_line,
+                        "vpls.pseudowire",
+                        format!(
+                            "pseudowire \"{pw_name}\" needs local-label, remote-label and peer (or [frr], for ldpd to signal it)"
+                        ),
+                    ));
+                }
+                _ => {
+                    return Err(ctx.err_line(
+                        pw_line,
+                        "vpls.pseudowire",
+                        format!(
+                            "pseudowire \"{pw_name}\" gives only some of local-label, remote-label and peer: all three \
+                             (static) or, with [frr], none (ldpd signals it)"
+                        ),
+                    ));
+                }
+            };
+            pseudowires.push(VplsPseudowireConfig {
                 name: pw_name,
-                local_label,
-                remote_label,
-                peer,
-                control_word: p.control_word.as_ref().is_none_or(|c| *c.get_ref()),
-                pw_type: PwType::Ethernet,
+                static_spec,
+                control_word,
+                line: pw_line,
             });
         }
         out.push(VplsConfig {

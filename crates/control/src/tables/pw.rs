@@ -1,6 +1,9 @@
 //! The pseudowires in the tables: one entry a name, holding what each source says of it
-//! (the file's `[[pseudowire]]`, the CLI's `pw add`, ldpd's through zebra), the one in
-//! force chosen as for routes (the CLI's, then the file's, then FRR's). Set into the
+//! (the file's `[[pseudowire]]` or `[[vpls.pseudowire]]`, the CLI's `pw add`, ldpd's
+//! through zebra), the one in force chosen as for routes (the CLI's, then the file's,
+//! then FRR's). ldpd's pseudowire fills in the file's of its name, point-to-point or a
+//! VPLS instance's member alike; one whose name the file has not is kept and shown, down
+//! ([`NOT_IN_CONFIG`]), and never carried. Set into the
 //! forwarding tables after the routes: a pseudowire's local label becomes a label route
 //! of [`LabelAction::Pseudowire`] unless a route holds the label ("label in use").
 //! Every change goes through the one transaction ([`Txn`]): the forwarding tables are
@@ -10,7 +13,7 @@ use std::collections::BTreeMap;
 
 use vmpls_fib::{Fib, Label, PortId, RouteTarget};
 
-use super::pw_set::PwSet;
+use super::pw_set::{PwEntry, PwSet};
 use super::txn::Txn;
 use super::{Tables, TablesError};
 use crate::api::{MplsAction, MplsRoute, Nexthop, Protocol, PwOrigin, PwSpec, PwStatus};
@@ -65,6 +68,7 @@ impl Tables {
             return Err(format!("label {} is in use by a label route", spec.local_label).into());
         }
         let name = spec.name.clone();
+        self.not_a_vpls_member(&name)?;
         self.pw_change(move |pws| {
             if let Some((other, _)) = pws.iter().find(|(n, e)| {
                 **n != name && e.selected().0.is_some_and(|s| s.local_label == spec.local_label)
@@ -94,6 +98,7 @@ impl Tables {
     /// # Errors
     /// No such pseudowire, or one only FRR made (ldpd removes it).
     pub fn pw_del_cli(&mut self, name: &str) -> Result<Fib, TablesError> {
+        self.not_a_vpls_member(name)?;
         self.pw_change(|pws| {
             let Some(e) = pws.get_mut(name) else {
                 return Err(format!("no pseudowire named \"{name}\"").into());
@@ -111,6 +116,18 @@ impl Tables {
             pws.remove(name);
             Ok(())
         })
+    }
+
+    /// Refuses a CLI change to a VPLS instance's member (the file's, restart to change).
+    fn not_a_vpls_member(&self, name: &str) -> Result<(), TablesError> {
+        match self.pws.get(name).and_then(|e| e.vpls).and_then(|i| self.file.vpls.get(i)) {
+            Some(v) => Err(format!(
+                "pseudowire \"{name}\" is a member of VPLS \"{}\" (line {}): change it in the config",
+                v.name, v.line
+            )
+            .into()),
+            None => Ok(()),
+        }
     }
 
     /// Replaces every pseudowire FRR gave (sent after the module (re)connects).
@@ -156,34 +173,22 @@ impl Tables {
     }
 
     /// Every pseudowire with its state against the forwarding tables in force and the
-    /// ports' state (`port_up`: the port is open and its link up). Counters are zero:
-    /// the caller adds the pipeline's.
+    /// ports' state (`port_up`: the port is open and its link up): the point-to-point
+    /// ones and the VPLS instances' members (with their instance's name). Counters are
+    /// zero: the caller adds the pipeline's.
     pub fn pw_status(&self, port_up: impl Fn(PortId) -> bool) -> Vec<PwStatus> {
-        let fib = self.built.as_ref();
         self.pws
             .iter()
             .map(|(name, e)| {
                 let (spec, origin) = e.selected();
-                let installed = fib.is_some_and(|f| f.pseudowires.iter().any(|p| p.name == *name && p.up));
-                let route_to_peer = |peer| {
-                    fib.and_then(|f| f.vrfs.first()).and_then(|v| v.lookup(peer)).is_some_and(|r| {
-                        matches!(r.target, RouteTarget::Forward(_) | RouteTarget::Connected { .. })
-                    })
-                };
-                let reason = match (e.attachment, spec) {
-                    (None, _) => Some("no attachment configured"),
-                    (_, None) => Some("not signalled"),
-                    (_, Some(_)) if !installed => Some("label in use"),
-                    (Some(p), _) if !port_up(p) => Some("attachment down"),
-                    (_, Some(s)) if !route_to_peer(s.peer) => Some("no route to peer"),
-                    _ => None,
-                };
+                let reason = self.pw_down_reason(name, e, &port_up);
                 PwStatus {
                     name: name.clone(),
                     attachment: e
                         .attachment
                         .and_then(|p| self.file.ports.get(usize::from(p)))
                         .map(|p| p.name.clone()),
+                    vpls: e.vpls.and_then(|i| self.file.vpls.get(i)).map(|v| v.name.clone()),
                     origin,
                     spec: spec.cloned(),
                     up: reason.is_none(),
@@ -196,7 +201,48 @@ impl Tables {
             })
             .collect()
     }
+
+    /// Whether the config has a pseudowire `name` (a `[[pseudowire]]`, a
+    /// `[[vpls.pseudowire]]`) or the CLI made one: something ldpd's of that name can be.
+    pub fn pw_declared(&self, name: &str) -> bool {
+        self.pws.get(name).is_some_and(|e| e.in_file || e.attachment.is_some() || e.vpls.is_some())
+    }
+
+    /// Why pseudowire `name` does not forward, or `None` if it does: against the
+    /// forwarding tables in force and the ports' links. A VPLS member's attachment is
+    /// down when every attachment circuit of its instance is.
+    pub(super) fn pw_down_reason(
+        &self,
+        name: &str,
+        e: &PwEntry,
+        port_up: &impl Fn(PortId) -> bool,
+    ) -> Option<&'static str> {
+        let fib = self.built.as_ref();
+        let (spec, _) = e.selected();
+        let installed = fib.is_some_and(|f| f.pseudowires.iter().any(|p| p.name == *name && p.up));
+        let route_to_peer = |peer| {
+            fib.and_then(|f| f.vrfs.first())
+                .and_then(|v| v.lookup(peer))
+                .is_some_and(|r| matches!(r.target, RouteTarget::Forward(_) | RouteTarget::Connected { .. }))
+        };
+        let attachment_up = match (e.attachment, e.vpls.and_then(|i| self.file.vpls.get(i))) {
+            (Some(p), _) => Some(port_up(p)),
+            (None, Some(v)) => Some(v.attachments.iter().any(|&p| port_up(p))),
+            (None, None) => None,
+        };
+        match (attachment_up, spec) {
+            (None, _) => Some(NOT_IN_CONFIG),
+            (_, None) => Some("not signalled"),
+            (_, Some(_)) if !installed => Some("label in use"),
+            (Some(false), _) => Some("attachment down"),
+            (_, Some(s)) if !route_to_peer(s.peer) => Some("no route to peer"),
+            _ => None,
+        }
+    }
 }
+
+/// The reason a pseudowire FRR gave is down when the config has none of its name.
+pub(crate) const NOT_IN_CONFIG: &str = "no [[pseudowire]] or [[vpls.pseudowire]] of that name";
 
 impl Tables {
     /// The label routes the pseudowires in force hold, as `route show table mpls` lists

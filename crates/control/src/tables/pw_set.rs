@@ -1,6 +1,10 @@
 //! The pseudowire set the tables hold, and how it goes into the forwarding tables: below
 //! the transaction (which sets it after the routes of every change) and the pseudowire
-//! changes (`pw`), which go through that transaction.
+//! changes (`pw`), which go through that transaction. The set holds every pseudowire by
+//! name: the point-to-point ones (`[[pseudowire]]`, the CLI's) and the VPLS instances'
+//! members (`[[vpls.pseudowire]]`, marked with their instance), so that ldpd's through
+//! zebra fill in either kind alike; `install` sets the point-to-point ones, `vpls_set`
+//! the members.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +18,9 @@ use crate::api::{PwOrigin, PwSpec};
 pub(crate) struct PwEntry {
     /// The attachment: the file's `[[pseudowire]]`'s, or the CLI's.
     pub(super) attachment: Option<PortId>,
+    /// A member of the file's VPLS instance of this index (`[[vpls.pseudowire]]`): no
+    /// attachment of its own, set into the FIB with its instance.
+    pub(super) vpls: Option<usize>,
     /// Declared in the file (with or without a static part).
     pub(super) in_file: bool,
     pub(super) file: Option<PwSpec>,
@@ -44,27 +51,39 @@ impl PwEntry {
 /// The pseudowire set, by name.
 pub(crate) type PwSet = BTreeMap<String, PwEntry>;
 
-/// The set the file declares.
+/// The set the file declares: its `[[pseudowire]]`s and its VPLS instances' members.
 pub(crate) fn pws_of(config: &Config) -> PwSet {
-    config
-        .pseudowires
-        .iter()
-        .map(|p| {
+    let vpws = config.pseudowires.iter().map(|p| {
+        let e = PwEntry {
+            attachment: Some(p.attachment),
+            vpls: None,
+            in_file: true,
+            file: p.static_spec.clone(),
+            cli: None,
+            frr: None,
+        };
+        (p.name.clone(), e)
+    });
+    let members = config.vpls.iter().enumerate().flat_map(|(i, v)| {
+        v.pseudowires.iter().map(move |m| {
             let e = PwEntry {
-                attachment: Some(p.attachment),
+                attachment: None,
+                vpls: Some(i),
                 in_file: true,
-                file: p.static_spec.clone(),
+                file: m.static_spec.clone(),
                 cli: None,
                 frr: None,
             };
-            (p.name.clone(), e)
+            (m.name.clone(), e)
         })
-        .collect()
+    });
+    vpws.chain(members).collect()
 }
 
-/// Sets the pseudowires of `pws` into `fib` (built or edited from the routes): the
-/// pseudowire list, the attachment ports, the local labels no route holds. The label
-/// routes of the pseudowires `fib` had before are removed first.
+/// Sets the point-to-point pseudowires of `pws` into `fib` (built or edited from the
+/// routes): the pseudowire list, the attachment ports, the local labels no route holds.
+/// The label routes of the pseudowires `fib` had before (VPLS members too) are removed
+/// first; the VPLS members are `vpls_set`'s to set.
 pub(crate) fn install(pws: &PwSet, fib: &mut Fib) -> Result<(), vmpls_fib::FibError> {
     for old in std::mem::take(&mut fib.pseudowires) {
         let ours = fib
@@ -76,11 +95,10 @@ pub(crate) fn install(pws: &PwSet, fib: &mut Fib) -> Result<(), vmpls_fib::FibEr
         }
     }
     fib.port_pw = vec![None; fib.port_vrf.len()];
-    for (name, e) in pws {
+    // One FRR gave that the file does not have (no attachment) is not guessed at: shown
+    // (`pw show`), never in the FIB, where it would move the members' indexes.
+    for (name, e) in pws.iter().filter(|(_, e)| e.vpls.is_none() && e.attachment.is_some()) {
         let (spec, _) = e.selected();
-        if e.attachment.is_none() && spec.is_none() {
-            continue;
-        }
         let Ok(idx) = u16::try_from(fib.pseudowires.len()) else { break };
         let attachment = e.attachment.filter(|&p| usize::from(p) < fib.port_pw.len());
         let (local_label, remote_label, peer, control_word, signalled) = match spec {

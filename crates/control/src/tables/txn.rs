@@ -125,7 +125,7 @@ impl<'a> Txn<'a> {
         }
         // A label route set above may have taken a pseudowire's label, or given it back.
         super::pw_set::install(&t.pws, &mut fib)
-            .and_then(|()| super::vpls_set::install(&t.file.vpls, &mut fib))
+            .and_then(|()| super::vpls_set::install(&t.file.vpls, &t.pws, &mut fib))
             .map_err(|source| TablesError::Fib { what: "pseudowires".into(), source })?;
         Ok(fib)
     }

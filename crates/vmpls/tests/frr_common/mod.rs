@@ -1,6 +1,7 @@
-//! What the FRR tests with their own topologies share (`frr_sr.rs`, `frr_failover.rs`):
-//! a lab of FRR routers with vmpls in FRR mode on any topology, and the comparison of
-//! vmpls's tables with FRR's.
+//! What the FRR tests with their own topologies share (`frr_sr.rs`, `frr_failover.rs`,
+//! `frr_pw.rs`, `frr_vpls.rs`): a lab of FRR routers with vmpls in FRR mode on any
+//! topology, the comparison of vmpls's tables with FRR's, bounded waits, ping, and FRR's
+//! view of its pseudowires.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -438,4 +439,37 @@ pub fn wait_tables_equal(lab: &mut Lab, routers: &[&str], timeout: Duration, wha
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Polls `f` every 200 ms until it is true, for at most `limit` (failing if a vmpls or
+/// an FRR daemon exited meanwhile); returns how long it took.
+pub fn wait(lab: &mut Lab, what: &str, limit: Duration, mut f: impl FnMut(&Lab) -> bool) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        lab.check_running();
+        if f(lab) {
+            return t0.elapsed();
+        }
+        assert!(t0.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `ping -c COUNT` from host `from` to `to`, within 15 s: whether it had answers.
+pub fn ping(lab: &Lab, from: &str, to: &str, count: &str) -> bool {
+    let out = lab
+        .topo
+        .run_timeout(from, cmd(&["ping", "-c", count, "-i", "0.2", "-W", "1", to]), Duration::from_secs(15))
+        .unwrap();
+    out.status.success()
+}
+
+/// Pseudowire `name` in FRR's `show l2vpn atom vc json` on `pe` ("up", "down"...; ""
+/// if absent).
+pub fn frr_pw_status(lab: &Lab, pe: &str, name: &str) -> String {
+    lab.frr(pe)
+        .vtysh_json("show l2vpn atom vc json")
+        .ok()
+        .and_then(|v| v[name]["status"].as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
