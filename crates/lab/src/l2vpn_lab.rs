@@ -821,12 +821,19 @@ impl L2vpnLabReport {
             );
         }
         if !self.fdb.is_empty() {
-            let _ = writeln!(s, "\nvmpls bridge fdb show vpls {VPLS}, per PE:\n```");
+            let _ = writeln!(
+                s,
+                "\n| PE | MAC (vmpls bridge fdb show vpls {VPLS}) | learned on | CE |\n|----|-----|------------|----|"
+            );
             for (r, e, host) in &self.fdb {
-                let host = host.as_deref().map(|h| format!("   # {h}")).unwrap_or_default();
-                let _ = writeln!(s, "{r}: {} {} master {}{host}", e.mac, fdb_where(e), e.master);
+                let _ = writeln!(
+                    s,
+                    "| {r} | {} | {} | {} |",
+                    e.mac,
+                    fdb_where(e),
+                    host.as_deref().unwrap_or("-")
+                );
             }
-            s.push_str("```\n");
         }
         let _ = writeln!(
             s,
