@@ -45,7 +45,6 @@ use serde_json::Value;
 use vmpls_control::api;
 
 use crate::frr::{FrrOptions, FrrRouter, ensure_frr_installed};
-use crate::ping::{PingOptions, ping};
 use crate::report::{self, JsonDetail, Measured, ModeRow};
 use crate::routers::{LogMode, RouterSet};
 use crate::seed::{CE1_V4, CE2_V4, prefix};
@@ -366,20 +365,7 @@ impl FrrLab {
 
     /// Runs the vmpls CLI against `router` with `-j` and returns its JSON.
     pub fn vmpls_cli(&self, router: &str, args: &[&str]) -> anyhow::Result<Value> {
-        let socket = self.vmpls.socket(router).ok_or_else(|| anyhow!("vmpls does not run on {router:?}"))?;
-        let mut cmd = Command::new(&self.vmpls_bin);
-        cmd.arg("--socket").arg(socket).arg("-j").args(args);
-        let out = crate::process::run_here_timeout(cmd, Duration::from_secs(10))?;
-        if !out.status.success() {
-            bail!(
-                "vmpls -j {args:?} on {router} failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        serde_json::from_slice(&out.stdout).with_context(|| {
-            format!("vmpls -j {args:?} on {router}: {}", String::from_utf8_lossy(&out.stdout))
-        })
+        self.vmpls.cli_json(&self.vmpls_bin, router, args)
     }
 
     /// A counter of the FPM server of `router` (`connected`, `connections`, ...).
@@ -555,29 +541,9 @@ impl FrrLab {
 
     /// Waits until `from` gets an echo reply from `to`, then checks 3 of 3 replies.
     pub fn check_ping(&mut self, from: &str, to: IpAddr, timeout: Duration) -> anyhow::Result<()> {
-        let start = Instant::now();
-        let once = PingOptions {
-            count: 1,
-            timeout: Duration::from_millis(300),
-            stop_after: Some(1),
-            ..PingOptions::default()
-        };
         let ns = self.topo.ns(from)?.to_string();
-        loop {
-            check_interrupt()?;
-            self.check_running()?;
-            if ping(&ns, to, &once)?.received > 0 {
-                break;
-            }
-            if start.elapsed() >= timeout {
-                bail!("{from} cannot reach {to} after {timeout:?}");
-            }
-        }
-        let r = ping(&ns, to, &PingOptions::default())?;
-        if r.received != r.sent {
-            bail!("ping {from} -> {to}: {} of {} replies (ICMP errors: {:?})", r.received, r.sent, r.errors);
-        }
-        Ok(())
+        crate::ping::ping_until_answered(&ns, to, timeout, &mut || self.check_running())
+            .with_context(|| format!("ping {from} -> {to}"))
     }
 
     /// `traceroute -e -n` from `from` to `to`: the hops in order.

@@ -31,6 +31,8 @@
 //! - [`vpn_lab`]: the BGP/MPLS VPN lab: red and blue customers with overlapping
 //!   addresses and a common-services VRF over the FRR seed core, VRFs as network
 //!   namespaces in a private `/run/netns` per PE.
+//! - [`l2vpn_lab`]: the L2VPN lab: a VPWS and a three-site VPLS signalled by FRR's
+//!   ldpd over the FRR seed core with a third PE.
 //! - [`seed`]: the seed lab, ce1 -- pe1 -- p -- pe2 -- ce2, measured in several modes
 //!   (kernel IP routing, vmpls MPLS) in one run.
 //!
@@ -47,6 +49,7 @@ pub mod frr;
 pub mod frr_lab;
 pub mod hosts;
 pub mod inject;
+pub mod l2vpn_lab;
 pub mod netns;
 mod nl;
 pub mod ping;

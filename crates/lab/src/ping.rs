@@ -133,6 +133,39 @@ pub fn ping(ns: &str, dst: IpAddr, opts: &PingOptions) -> anyhow::Result<PingRes
     netns::in_netns(ns, || ping_here(dst, opts))?
 }
 
+/// Waits (up to `timeout`) until `dst` answers one echo request from namespace `ns`
+/// (ARP or neighbour discovery first), calling `alive` between attempts (to fail early
+/// when a router died), then checks that 3 of 3 requests are answered.
+pub fn ping_until_answered(
+    ns: &str,
+    dst: IpAddr,
+    timeout: Duration,
+    alive: &mut dyn FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let once = PingOptions {
+        count: 1,
+        timeout: Duration::from_millis(300),
+        stop_after: Some(1),
+        ..PingOptions::default()
+    };
+    loop {
+        check_interrupt()?;
+        alive()?;
+        if ping(ns, dst, &once)?.received > 0 {
+            break;
+        }
+        if start.elapsed() >= timeout {
+            anyhow::bail!("no answer from {dst} after {timeout:?}");
+        }
+    }
+    let r = ping(ns, dst, &PingOptions::default())?;
+    if r.received != r.sent {
+        anyhow::bail!("{} of {} replies from {dst} (ICMP errors: {:?})", r.received, r.sent, r.errors);
+    }
+    Ok(())
+}
+
 /// Pings `dst` from the calling thread's network namespace.
 pub fn ping_here(dst: IpAddr, opts: &PingOptions) -> anyhow::Result<PingResult> {
     let id =

@@ -105,6 +105,27 @@ impl RouterSet {
         self.routers.iter().find(|r| r.name == name).and_then(|r| r.socket.as_deref())
     }
 
+    /// Runs the vmpls CLI `binary` against router `name`'s control socket with `-j` and
+    /// returns its JSON (`null` for the commands that print nothing).
+    pub fn cli_json(&self, binary: &Path, name: &str, args: &[&str]) -> anyhow::Result<serde_json::Value> {
+        let socket = self.socket(name).ok_or_else(|| anyhow::anyhow!("vmpls does not run on {name:?}"))?;
+        let mut cmd = Command::new(binary);
+        cmd.arg("--socket").arg(socket).arg("-j").args(args);
+        let out = crate::process::run_here_timeout(cmd, Duration::from_secs(10))?;
+        if !out.status.success() {
+            bail!(
+                "vmpls -j {args:?} on {name} failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        if out.stdout.iter().all(u8::is_ascii_whitespace) {
+            return Ok(serde_json::Value::Null);
+        }
+        serde_json::from_slice(&out.stdout)
+            .with_context(|| format!("vmpls -j {args:?} on {name}: {}", String::from_utf8_lossy(&out.stdout)))
+    }
+
     /// The last `lines` lines of every router's log, for error messages.
     pub fn logs(&self, lines: usize) -> String {
         let mut s = String::new();

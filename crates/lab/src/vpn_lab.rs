@@ -735,35 +735,8 @@ impl VpnLab {
         Ok(())
     }
 
-    /// The kernel-routed line k-ce1 -- k-pe1 -- k-p -- k-pe2 -- k-ce2 with red's
-    /// addresses and the lab's MTUs, static routes, IP forwarding on in the middle.
     fn build_baseline(&mut self) -> anyhow::Result<()> {
-        let topo = &mut self.topo;
-        for h in BASELINE_HOSTS {
-            topo.add_host_with(h, HostOptions { ipv6: false })?;
-        }
-        let links: [(&str, &str, &str, &str, &str, &str, u32); 4] = [
-            ("k-ce1", "k-ce1-pe1", "198.18.1.2/24", "k-pe1", "k-pe1-ce1", "198.18.1.1/24", CUSTOMER_MTU),
-            ("k-pe1", "k-pe1-p", "198.18.10.1/24", "k-p", "k-p-pe1", "198.18.10.2/24", CORE_MTU),
-            ("k-p", "k-p-pe2", "198.18.20.1/24", "k-pe2", "k-pe2-p", "198.18.20.2/24", CORE_MTU),
-            ("k-pe2", "k-pe2-ce2", "198.18.2.1/24", "k-ce2", "k-ce2-pe2", "198.18.2.2/24", CUSTOMER_MTU),
-        ];
-        for (a, a_if, a_addr, b, b_if, b_addr, mtu) in links {
-            topo.add_link(a, a_if, b, b_if, mtu)?;
-            topo.add_address(a, a_if, prefix(a_addr))?;
-            topo.add_address(b, b_if, prefix(b_addr))?;
-        }
-        let ip = |s: &str| -> IpAddr { prefix(s).addr() };
-        topo.add_default_route("k-ce1", ip("198.18.1.1/24"))?;
-        topo.add_default_route("k-ce2", ip("198.18.2.1/24"))?;
-        topo.add_route("k-pe1", prefix("198.18.2.0/24"), ip("198.18.10.2/24"))?;
-        topo.add_route("k-p", prefix("198.18.1.0/24"), ip("198.18.10.1/24"))?;
-        topo.add_route("k-p", prefix("198.18.2.0/24"), ip("198.18.20.2/24"))?;
-        topo.add_route("k-pe2", prefix("198.18.1.0/24"), ip("198.18.20.1/24"))?;
-        for h in ["k-pe1", "k-p", "k-pe2"] {
-            topo.set_forwarding(h, true)?;
-        }
-        Ok(())
+        build_kernel_baseline(&mut self.topo)
     }
 
     /// Deletes VRF `vrf` of PE `pe` at runtime, as an operator would: its CE-facing
@@ -963,23 +936,7 @@ impl VpnLab {
     /// Runs the vmpls CLI against `router` with `-j` and returns its JSON (`null` for
     /// the commands that print nothing, `route add` ...).
     pub fn vmpls_cli(&self, router: &str, args: &[&str]) -> anyhow::Result<Value> {
-        let socket = self.vmpls.socket(router).ok_or_else(|| anyhow!("vmpls does not run on {router:?}"))?;
-        let mut cmd = Command::new(&self.vmpls_bin);
-        cmd.arg("--socket").arg(socket).arg("-j").args(args);
-        let out = crate::process::run_here_timeout(cmd, Duration::from_secs(10))?;
-        if !out.status.success() {
-            bail!(
-                "vmpls -j {args:?} on {router} failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        if out.stdout.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&out.stdout).with_context(|| {
-            format!("vmpls -j {args:?} on {router}: {}", String::from_utf8_lossy(&out.stdout))
-        })
+        self.vmpls.cli_json(&self.vmpls_bin, router, args)
     }
 
     fn vmpls_typed<T: for<'de> serde::Deserialize<'de>>(
@@ -1381,29 +1338,9 @@ impl VpnLab {
 
     /// Waits until `from` gets an echo reply from `to`, then checks 3 of 3 replies.
     pub fn check_ping(&mut self, from: &str, to: IpAddr, timeout: Duration) -> anyhow::Result<()> {
-        let start = Instant::now();
-        let once = PingOptions {
-            count: 1,
-            timeout: Duration::from_millis(300),
-            stop_after: Some(1),
-            ..PingOptions::default()
-        };
         let ns = self.topo.ns(from)?.to_string();
-        loop {
-            check_interrupt()?;
-            self.check_running()?;
-            if ping(&ns, to, &once)?.received > 0 {
-                break;
-            }
-            if start.elapsed() >= timeout {
-                bail!("{from} cannot reach {to} after {timeout:?}");
-            }
-        }
-        let r = ping(&ns, to, &PingOptions::default())?;
-        if r.received != r.sent {
-            bail!("ping {from} -> {to}: {} of {} replies (ICMP errors: {:?})", r.received, r.sent, r.errors);
-        }
-        Ok(())
+        crate::ping::ping_until_answered(&ns, to, timeout, &mut || self.check_running())
+            .with_context(|| format!("ping {from} -> {to}"))
     }
 
     /// Sends 3 echo requests from `from` to `to`; returns the replies and, for each
@@ -1472,7 +1409,7 @@ impl VpnLab {
 
     /// The content-checked TCP flow from `from` to `to`'s address on its link.
     pub fn run_flow(&self, from: &str, to: &str, opts: &FlowOptions) -> anyhow::Result<FlowResult> {
-        let dst = if BASELINE_HOSTS.contains(&to) { prefix("198.18.2.2/24").addr() } else { ce_addr(to)? };
+        let dst = if BASELINE_HOSTS.contains(&to) { KERNEL_BASELINE_DST.parse()? } else { ce_addr(to)? };
         run_flow(self.topo.ns(from)?, self.topo.ns(to)?, dst, opts, &mut |_| {})
     }
 
@@ -1502,6 +1439,43 @@ impl Drop for VpnLab {
         let _ = self.cleanup();
     }
 }
+
+/// The kernel-routed line k-ce1 -- k-pe1 -- k-p -- k-pe2 -- k-ce2 (the baseline of the
+/// VPN and L2VPN labs) in `topo`: red's addresses, the labs' MTUs (1500 to the CEs,
+/// 65535 in the core), static routes, IP forwarding on in the middle. k-ce2 is at
+/// [`KERNEL_BASELINE_DST`].
+pub(crate) fn build_kernel_baseline(topo: &mut Topology) -> anyhow::Result<()> {
+    for h in BASELINE_HOSTS {
+        topo.add_host_with(h, HostOptions { ipv6: false })?;
+    }
+    let links: [(&str, &str, &str, &str, &str, &str, u32); 4] = [
+        ("k-ce1", "k-ce1-pe1", "198.18.1.2/24", "k-pe1", "k-pe1-ce1", "198.18.1.1/24", CUSTOMER_MTU),
+        ("k-pe1", "k-pe1-p", "198.18.10.1/24", "k-p", "k-p-pe1", "198.18.10.2/24", CORE_MTU),
+        ("k-p", "k-p-pe2", "198.18.20.1/24", "k-pe2", "k-pe2-p", "198.18.20.2/24", CORE_MTU),
+        ("k-pe2", "k-pe2-ce2", "198.18.2.1/24", "k-ce2", "k-ce2-pe2", "198.18.2.2/24", CUSTOMER_MTU),
+    ];
+    for (a, a_if, a_addr, b, b_if, b_addr, mtu) in links {
+        topo.add_link(a, a_if, b, b_if, mtu)?;
+        topo.add_address(a, a_if, prefix(a_addr))?;
+        topo.add_address(b, b_if, prefix(b_addr))?;
+    }
+    let ip = |s: &str| -> IpAddr { prefix(s).addr() };
+    topo.add_default_route("k-ce1", ip("198.18.1.1/24"))?;
+    topo.add_default_route("k-ce2", ip("198.18.2.1/24"))?;
+    topo.add_route("k-pe1", prefix("198.18.2.0/24"), ip("198.18.10.2/24"))?;
+    topo.add_route("k-p", prefix("198.18.1.0/24"), ip("198.18.10.1/24"))?;
+    topo.add_route("k-p", prefix("198.18.2.0/24"), ip("198.18.20.2/24"))?;
+    topo.add_route("k-pe2", prefix("198.18.1.0/24"), ip("198.18.20.1/24"))?;
+    for h in ["k-pe1", "k-p", "k-pe2"] {
+        topo.set_forwarding(h, true)?;
+    }
+    Ok(())
+}
+
+/// The address of k-ce2 in the kernel-routed baseline ([`build_kernel_baseline`]).
+pub(crate) const KERNEL_BASELINE_DST: &str = "198.18.2.2";
+/// The baseline's hosts a flow runs between: (sender, receiver at [`KERNEL_BASELINE_DST`]).
+pub(crate) const KERNEL_BASELINE_ENDS: (&str, &str) = ("k-ce1", "k-ce2");
 
 /// Fails with the command's output unless it succeeded; returns its stdout.
 fn run_ok(out: std::process::Output, what: &str) -> anyhow::Result<String> {
@@ -2036,7 +2010,7 @@ fn run_lab(
 }
 
 /// Why a flow counts as failed, if it does.
-fn flow_problem(f: &FlowResult) -> Option<String> {
+pub(crate) fn flow_problem(f: &FlowResult) -> Option<String> {
     if !f.content_ok {
         Some(match f.first_mismatch {
             Some(at) => format!("received data differs from what was sent, first at byte {at}"),

@@ -367,6 +367,7 @@ impl Channel {
                     self.status.apply_failures.fetch_add(1, Ordering::Relaxed);
                     warn!("zebra's pseudowires refused as a set ({why}); taking them one by one");
                     let _ = self.sink.pw_sync_frr(Vec::new());
+                    // the sync's names were checked above, the stale ones when given
                     for p in set.iter().cloned() {
                         self.replace_checked(p);
                     }

@@ -218,6 +218,22 @@ enum LabCommand {
         #[arg(long, value_name = "PATH")]
         zebra_module: Option<PathBuf>,
     },
+    /// Ethernet pseudowires signalled by FRR's ldpd over the FRR seed core with a third
+    /// PE: a VPWS ce1 <-> ce2 and a VPLS of three sites, the CEs of each in one subnet;
+    /// waits for every pseudowire up in FRR and vmpls with the same labels, checks ARP,
+    /// ping and the FDB, and runs a TCP flow through each beside kernel IP routing.
+    L2vpn {
+        /// Seconds each TCP flow runs.
+        #[arg(long, default_value_t = 5)]
+        duration: u64,
+        /// Print JSON instead of Markdown tables.
+        #[arg(long)]
+        json: bool,
+        /// The zebra module. Default: $VMPLS_ZEBRA_MODULE, else the one built next to
+        /// this binary.
+        #[arg(long, value_name = "PATH")]
+        zebra_module: Option<PathBuf>,
+    },
 }
 
 /// The `vmpls` binary the labs run as their routers: the one beside this binary.
@@ -293,6 +309,9 @@ fn main() -> ExitCode {
         Command::Lab { lab: LabCommand::Vpn { duration, json, zebra_module } } => {
             lab_vpn(Duration::from_secs(*duration), *json, zebra_module.clone())
         }
+        Command::Lab { lab: LabCommand::L2vpn { duration, json, zebra_module } } => {
+            lab_l2vpn(Duration::from_secs(*duration), *json, zebra_module.clone())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -364,6 +383,25 @@ fn lab_vpn(duration: Duration, json: bool, module: Option<PathBuf>) -> anyhow::R
     }
     if !report.ok() {
         anyhow::bail!("some checks or flows failed (see above)");
+    }
+    Ok(())
+}
+
+fn lab_l2vpn(duration: Duration, json: bool, module: Option<PathBuf>) -> anyhow::Result<()> {
+    vmpls_lab::install_interrupt_handler()?;
+    let opts = vmpls_lab::l2vpn_lab::L2vpnLabOptions {
+        vmpls: router_binary()?,
+        duration,
+        zebra_module: zebra_module(module)?,
+    };
+    let report = vmpls_lab::l2vpn_lab::run_l2vpn_lab(&opts, &mut |line| eprintln!("{line}"))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    } else {
+        print!("{}", report.to_markdown());
+    }
+    if !report.ok() {
+        anyhow::bail!("some pseudowires, checks or flows failed (see above)");
     }
     Ok(())
 }

@@ -95,7 +95,7 @@ enum Command {
     /// installed beside `vmpls`).
     #[command(disable_help_flag = true)]
     Lab {
-        /// seed | frr, then their options (`vmpls lab --help`).
+        /// seed | frr | vpn | l2vpn, then their options (`vmpls lab --help`).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<std::ffi::OsString>,
     },
