@@ -4,8 +4,9 @@
 //! CE once, a frame to an unknown MAC flooded to every other CE exactly once (split
 //! horizon: pe1 does not relay what pe2 sent it to pe3, or it would arrive twice), the
 //! MACs in `bridge fdb show` on the right attachment circuit or pseudowire (text and
-//! `-j`), the MAC limit counted, and an attachment circuit going down withdrawing its
-//! MACs. Needs root.
+//! `-j`), the MAC limit counted, a MAC moving to another site and back, a broadcast
+//! storm held to pe2's flood rate while known unicast crosses, and an attachment circuit
+//! going down withdrawing its MACs. Needs root.
 //!
 //! ```text
 //!   ce1a (.11) ─┐                               198.18.50.0/24 across
@@ -33,7 +34,7 @@ fn core_net(a: u8, b: u8) -> u8 {
     }
 }
 
-fn config(me: u8, socket: &Path, mac_limit: u32) -> String {
+fn config(me: u8, socket: &Path, mac_limit: u32, flood_rate: u32) -> String {
     let mut c = format!(
         r#"[router]
 name = "pe{me}"
@@ -56,7 +57,7 @@ fast-path = "off"
     }
     let quoted: Vec<String> = acs.iter().map(|a| format!("\"{a}\"")).collect();
     c += &format!(
-        "\n[[vpls]]\nname = \"blue\"\nattachments = [{}]\nmac-limit = {mac_limit}\nmac-aging = 300\n",
+        "\n[[vpls]]\nname = \"blue\"\nattachments = [{}]\nmac-limit = {mac_limit}\nmac-aging = 300\nflood-rate = {flood_rate}\n",
         quoted.join(", ")
     );
     for peer in [1u8, 2, 3].into_iter().filter(|&p| p != me) {
@@ -106,6 +107,9 @@ fn counter(socket: &Path, name: &str) -> u64 {
     let stats: vmpls_control::api::Stats = serde_json::from_value(json(socket, &["stats"])).unwrap();
     stats.drop(name).or(stats.event(name)).unwrap_or(0)
 }
+
+/// pe2's `flood-rate`, frames a second.
+const FLOOD_RATE: u32 = 200;
 
 /// The CEs: (host, interface, address).
 const CES: [(&str, &str, &str); 4] = [
@@ -160,7 +164,9 @@ fn static_vpls_of_three_pes_bridges_learns_floods_with_split_horizon_and_withdra
         let name = format!("pe{me}");
         let socket = work.0.join(format!("{name}.ctl"));
         let cfg = work.0.join(format!("{name}.toml"));
-        std::fs::write(&cfg, config(me, &socket, if me == 1 { 4 } else { 100 })).unwrap();
+        // pe2 floods at most FLOOD_RATE frames a second (the storm below comes from ce2).
+        let (limit, rate) = if me == 1 { (4, 0) } else { (100, if me == 2 { FLOOD_RATE } else { 0 }) };
+        std::fs::write(&cfg, config(me, &socket, limit, rate)).unwrap();
         let log = work.0.join(format!("{name}.log"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_vmpls"));
         cmd.arg("run")
@@ -260,6 +266,70 @@ fn static_vpls_of_three_pes_bridges_learns_floods_with_split_horizon_and_withdra
     assert!(!text.contains("02:5e:00:00:00:42"), "{text}");
     let v = json(&sockets[0], &["vpls", "show"]);
     assert_eq!((v[0]["macs"].as_u64(), v[0]["mac-limit"].as_u64()), (Some(4), Some(4)), "{v}");
+
+    // ce2's MAC speaks from ce3's site: it moves, at pe1, to the pseudowire to pe3; when
+    // ce2 speaks again from its own site it moves back.
+    let moved_before = counter(&sockets[0], "vpls_mac_moved");
+    let from_ce3 =
+        inject::ethernet([0xff; 6], macs[2], 0x88b5, b"vmpls-vpls-mac-move-0123456789abcdefghijklmnopqr");
+    inject::send_frames(topo.ns("ce3").unwrap(), "ce3-pe", &[from_ce3]).unwrap();
+    let where_is_ce2 = |want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let text = ok(&sockets[0], &["bridge", "fdb", "show"]);
+            if text.contains(&format!("{} {want} master blue\n", mac(2))) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "ce2's MAC not on {want} at pe1:\n{text}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    where_is_ce2("pw blue-pe3");
+    assert!(counter(&sockets[0], "vpls_mac_moved") > moved_before);
+    let r = ping(topo.ns("ce2").unwrap(), "198.18.50.11".parse().unwrap(), &opts).expect("ping");
+    assert_eq!(r.received, 2, "ce2 after its MAC came back: {r:?}");
+    where_is_ce2("pw blue-pe2");
+
+    // A broadcast storm from ce2: pe2 floods at most FLOOD_RATE a second (and a bucket
+    // of as many), counts the rest as vpls_flood_rate, and ce2's known unicast to ce1a
+    // keeps crossing meanwhile.
+    const STORM: usize = 20_000;
+    let storm_marker = *b"vmpls-vpls-storm";
+    let storm: Vec<Vec<u8>> = (0..STORM)
+        .map(|i| {
+            let mut p = storm_marker.to_vec();
+            p.extend_from_slice(&(i as u32).to_be_bytes());
+            p.resize(46, 0);
+            inject::ethernet([0xff; 6], macs[2], 0x88b5, &p)
+        })
+        .collect();
+    let limited_before = counter(&sockets[1], "vpls_flood_rate");
+    let storm_start = Instant::now();
+    let pinger = {
+        let ns = topo.ns("ce2").unwrap().to_string();
+        std::thread::spawn(move || {
+            let opts = PingOptions {
+                count: 20,
+                interval: Duration::from_millis(20),
+                timeout: Duration::from_secs(2),
+                ..PingOptions::default()
+            };
+            ping(&ns, "198.18.50.11".parse().unwrap(), &opts).expect("ping")
+        })
+    };
+    let got = delivered(&topo, 2, &storm, &storm_marker);
+    let storm_s = storm_start.elapsed().as_secs_f64();
+    let during = pinger.join().unwrap();
+    let limited = counter(&sockets[1], "vpls_flood_rate") - limited_before;
+    eprintln!(
+        "storm of {STORM} broadcasts from ce2 in {storm_s:.2} s: delivered {got:?}, {limited} over the rate"
+    );
+    let most = (f64::from(FLOOD_RATE) * (1.0 + storm_s)) as usize + 10;
+    for (i, (h, _, _)) in CES.iter().enumerate().filter(|(i, _)| *i != 2) {
+        assert!(got[i] >= 1 && got[i] <= most, "{h} got {} of the storm, at most {most} allowed", got[i]);
+    }
+    assert!(limited as usize >= STORM - most, "pe2 counted {limited} floods over the rate");
+    assert!(during.received >= 18, "ce2's unicast to ce1a during the storm: {during:?}");
 
     // ce1b's link goes down: pe1 withdraws its MAC and shows the circuit down.
     topo.set_up("ce1b", "ce1b-pe", false).unwrap();
