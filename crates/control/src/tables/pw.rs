@@ -60,6 +60,13 @@ impl Tables {
                     )
                     .into());
                 }
+                if let Some(v) = self.file.vpls.iter().find(|v| v.attachments.contains(&id)) {
+                    return Err(format!(
+                        "port \"{name}\" is an attachment circuit of VPLS \"{}\" (line {}); a port serves one service",
+                        v.name, v.line
+                    )
+                    .into());
+                }
                 Some(id)
             }
             None => None,

@@ -448,8 +448,11 @@ peer = "198.18.255.3"
         assert_eq!(member_status(&t, "blue-pe4", true), (true, None, PwOrigin::Config));
         let e = t.pw_del_cli("blue-pe4").unwrap_err().to_string();
         assert!(e.contains("is a member of VPLS \"blue\" (line 19)"), "{e}");
-        let e = t.pw_replace_cli(frr_pw("blue-pe3", 900, 901, "198.18.255.3"), Some("ce1")).unwrap_err();
+        let e = t.pw_replace_cli(frr_pw("blue-pe3", 900, 901, "198.18.255.3"), None).unwrap_err();
         assert!(e.to_string().contains("is a member of VPLS \"blue\""), "{e}");
+        // nor can a point-to-point pseudowire take one of the instance's circuits
+        let e = t.pw_replace_cli(frr_pw("p2p", 900, 901, "198.18.255.3"), Some("ce1")).unwrap_err();
+        assert!(e.to_string().contains("port \"ce1\" is an attachment circuit of VPLS \"blue\""), "{e}");
     }
 
     #[test]
