@@ -49,11 +49,12 @@ use serde_json::Value;
 use vmpls_control::api;
 
 use crate::frr::{FrrOptions, FrrRouter, OspfInterface};
-use crate::report::{self, JsonDetail, Measured, ModeRow};
+use crate::report::{self, JsonDetail, ModeRow};
 use crate::routers::{LogMode, RouterSet};
+use crate::seed::ModeResult;
 use crate::topology::{HostOptions, Topology};
 use crate::traffic::{FlowOptions, FlowResult, Limit, run_flow};
-use crate::vpn_lab::{KERNEL_BASELINE_DST, KERNEL_BASELINE_ENDS, VpnModeResult, flow_problem};
+use crate::vpn_lab::{KERNEL_BASELINE_DST, KERNEL_BASELINE_ENDS, flow_problem};
 use crate::{IpPrefix, check_interrupt, interrupted, is_interrupted, require_root};
 
 /// MTU of the customer links (ldpd's default l2vpn MTU, which both ends must signal).
@@ -724,7 +725,7 @@ pub struct L2vpnLabReport {
     /// VPLS `blue`'s FDB: (PE, entry, the CE whose MAC it is).
     pub fdb: Vec<(String, api::FdbEntry, Option<String>)>,
     /// The flows.
-    pub modes: Vec<VpnModeResult>,
+    pub modes: Vec<ModeResult>,
     /// The work directory, if kept (after a failure).
     pub work_dir: Option<PathBuf>,
 }
@@ -862,15 +863,7 @@ impl L2vpnLabReport {
     }
 
     fn rows(&self) -> Vec<ModeRow<'_>> {
-        self.modes
-            .iter()
-            .map(|m| ModeRow {
-                name: &m.name,
-                measured: m.flow.as_ref().map(Measured::from),
-                ratio: m.ratio,
-                error: m.error.as_deref(),
-            })
-            .collect()
+        self.modes.iter().map(ModeResult::row).collect()
     }
 }
 
@@ -1046,7 +1039,7 @@ fn run_lab(
             Err(e) if is_interrupted(&e) || interrupted() => return Err(e),
             Err(e) => (None, Some(format!("{e:#}"))),
         };
-        modes.push(VpnModeResult { name: name.into(), flow, ratio: None, error });
+        modes.push(ModeResult { name: name.into(), flow, ratio: None, error });
     }
     let gbps: Vec<Option<f64>> = modes.iter().map(|m| m.flow.as_ref().map(|f| f.gbps)).collect();
     for (m, ratio) in modes.iter_mut().zip(report::ratios(&gbps, |_| Some(0))) {

@@ -244,6 +244,16 @@ impl ModeResult {
     pub fn gbps(&self) -> Option<f64> {
         self.flow.as_ref().map(|f| f.gbps)
     }
+
+    /// Its row in a lab's table.
+    pub fn row(&self) -> ModeRow<'_> {
+        ModeRow {
+            name: &self.name,
+            measured: self.flow.as_ref().map(Measured::from),
+            ratio: self.ratio,
+            error: self.error.as_deref(),
+        }
+    }
 }
 
 /// The result of `vmpls lab seed`.
@@ -262,15 +272,7 @@ impl SeedReport {
     }
 
     fn rows(&self) -> Vec<ModeRow<'_>> {
-        self.modes
-            .iter()
-            .map(|m| ModeRow {
-                name: &m.name,
-                measured: m.flow.as_ref().map(Measured::from),
-                ratio: m.ratio,
-                error: m.error.as_deref(),
-            })
-            .collect()
+        self.modes.iter().map(ModeResult::row).collect()
     }
 
     /// The seed's table in Markdown: mode, Gbit/s, retransmits, ratio to kernel-ip (for

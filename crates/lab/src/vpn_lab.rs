@@ -62,8 +62,9 @@ use crate::frr::{
 use crate::frr_lab::{LabelHop, LabelTable, RouteHop, RouteTable, TraceHop, diff, strip_imp_null};
 use crate::netns::NetnsDir;
 use crate::ping::{PingOptions, ping};
-use crate::report::{self, JsonDetail, Measured, ModeRow};
+use crate::report::{self, JsonDetail, ModeRow};
 use crate::routers::{LogMode, RouterSet};
+use crate::seed::ModeResult;
 use crate::topology::{HostOptions, Topology};
 use crate::traffic::{FlowOptions, FlowResult, Limit, run_flow};
 use crate::{IpPrefix, check_interrupt, interrupted, is_interrupted, require_root};
@@ -1587,19 +1588,6 @@ pub struct VrfResult {
     pub routes_vmpls: Option<usize>,
 }
 
-/// One mode (a flow) of the report.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VpnModeResult {
-    /// `kernel-ip`, `vmpls-vpn-red`, `vmpls-vpn-blue`, `vmpls-vpn-red-tc`.
-    pub name: String,
-    /// The flow's measurements; `None` if it failed.
-    pub flow: Option<FlowResult>,
-    /// Throughput relative to kernel-ip.
-    pub ratio: Option<f64>,
-    /// Why it failed.
-    pub error: Option<String>,
-}
-
 /// The result of `vmpls lab vpn`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VpnLabReport {
@@ -1617,7 +1605,7 @@ pub struct VpnLabReport {
     /// `traceroute -e` red-ce1 -> red-ce2.
     pub traceroute: Vec<String>,
     /// The flows.
-    pub modes: Vec<VpnModeResult>,
+    pub modes: Vec<ModeResult>,
     /// The work directory, if kept (after a failure).
     pub work_dir: Option<PathBuf>,
 }
@@ -1737,15 +1725,7 @@ impl VpnLabReport {
     }
 
     fn rows(&self) -> Vec<ModeRow<'_>> {
-        self.modes
-            .iter()
-            .map(|m| ModeRow {
-                name: &m.name,
-                measured: m.flow.as_ref().map(Measured::from),
-                ratio: m.ratio,
-                error: m.error.as_deref(),
-            })
-            .collect()
+        self.modes.iter().map(ModeResult::row).collect()
     }
 }
 
@@ -1961,7 +1941,7 @@ fn run_lab(
             Err(e) if is_interrupted(&e) || interrupted() => return Err(e),
             Err(e) => (None, Some(format!("{e:#}"))),
         };
-        modes.push(VpnModeResult { name: name.into(), flow, ratio: None, error });
+        modes.push(ModeResult { name: name.into(), flow, ratio: None, error });
     }
     // The fast path serves the core's label switching at p, the PEs' core ports and the
     // customer ports in the VRFs' namespaces (across each VRF's interface).
@@ -1982,10 +1962,10 @@ fn run_lab(
         Ok(f) => {
             progress(&format!("{name}: {:.2} Gbit/s, {} retransmits", f.gbps, f.retransmits));
             let error = flow_problem(&f);
-            modes.push(VpnModeResult { name: name.into(), flow: Some(f), ratio: None, error });
+            modes.push(ModeResult { name: name.into(), flow: Some(f), ratio: None, error });
         }
         Err(e) if is_interrupted(&e) || interrupted() => return Err(e),
-        Err(e) => modes.push(VpnModeResult {
+        Err(e) => modes.push(ModeResult {
             name: name.into(),
             flow: None,
             ratio: None,
