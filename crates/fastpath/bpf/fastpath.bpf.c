@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 //
-// vmpls in-kernel MPLS fast path (TC ingress + bpf_redirect_peer on veth).
+// vmpls in-kernel MPLS fast path (TC ingress; bpf_redirect_peer on veth, bpf_redirect to
+// the egress of any other Ethernet device).
 //
 // Two programs share one decision function and the maps below:
-//   fp_tc    (SEC "classifier", SCHED_CLS, tcx ingress on the router's veth ports): swaps, pops,
+//   fp_tc    (SEC "classifier", SCHED_CLS, tcx ingress on the router's ports): swaps, pops,
 //            pushes or IP-forwards the frames the maps describe and hands them on with
-//            bpf_redirect_peer(out veth); everything else TC_ACT_OK (the router's slow path).
+//            bpf_redirect_peer(out veth), or bpf_redirect(out device) for a port whose
+//            fp_port.transmit is set (TAP, virtio-net, physical NICs: no peer to land in);
+//            everything else TC_ACT_OK (the router's slow path).
 //   fp_sock  (SEC "socket", SOCKET_FILTER, SO_ATTACH_BPF on the router's AF_PACKET SOCK_RAW
 //            socket): AF_PACKET taps run before tc ingress, so this returns 0 (drop)
 //            exactly for the frames fp_tc will redirect and keeps everything else.
@@ -59,7 +62,7 @@
 #endif
 
 struct fp_adj {
-	__u32 ifindex; // out veth in this netns; its peer receives the frame
+	__u32 ifindex; // out port in this netns: its veth peer receives the frame, or it sends it
 	__u32 mtu;     // L3 bytes the out port takes
 	__u8 dmac[6];
 	__u8 smac[6];
@@ -70,6 +73,13 @@ struct fp_port {
 	__u8 mac[6];
 	__u8 accepts_mpls; // 0: labelled frames are the pipeline's, which drops and counts them
 	__u8 netns;        // 0: the router's namespace, else a VRF's (its fp_crossings key)
+	// 1: frames leave by the device's own transmit (bpf_redirect to its egress), not into
+	// a veth peer's ingress. There the kernel builds segments by skb->protocol and the
+	// device's features, which for a labelled super-frame means MPLS GSO the kernel may
+	// lack (and that skb->protocol, still IP after a push, would mislead): labelled
+	// super-frames to such a port are the pipeline's, which segments them itself.
+	__u8 transmit;
+	__u8 pad[3];
 };
 
 struct fp_label {
@@ -174,7 +184,7 @@ struct fp_port_stat {
 };
 
 _Static_assert(sizeof(struct fp_adj) == 20, "fp_adj layout");
-_Static_assert(sizeof(struct fp_port) == 12, "fp_port layout");
+_Static_assert(sizeof(struct fp_port) == 16, "fp_port layout");
 _Static_assert(sizeof(struct fp_label) == 40, "fp_label layout");
 _Static_assert(sizeof(struct fp_key4) == 12, "fp_key4 layout");
 _Static_assert(sizeof(struct fp_key6) == 24, "fp_key6 layout");
@@ -322,6 +332,7 @@ struct decision {
 	__u32 in_netns;  // the receiving port's fp_port.netns (0 for tunnels)
 	__u32 cross;     // not 0: the out port is in another namespace, redirect_peer to this
 	__u32 cross_at;  // cross: where the frame lands (the VRF interface's other end)
+	__u32 transmit;  // the out port's fp_port.transmit: bpf_redirect to its egress
 };
 
 struct ipinfo {
@@ -888,18 +899,28 @@ static __always_inline void decide_ip(struct __sk_buff *skb, struct decision *d,
 	d->adj = adj;
 }
 
-// The out port of a decision in another namespace than the receiving port: the frame
-// goes through that VRF's interface (fp_crossings), or, between two VRFs' namespaces (two
-// crossings), to the pipeline. Ports' ifindexes are unique among the attached interfaces
-// of all namespaces (userspace leaves a port whose index collides to the pipeline), so
-// the out port's entry tells its namespace.
-static __always_inline void decide_crossing(struct decision *d)
+// How a decision's frame reaches its out port. A port in another namespace than the
+// receiving port is reached through that VRF's interface (fp_crossings), or, between two
+// VRFs' namespaces (two crossings), by the pipeline. Ports' ifindexes are unique among the
+// attached interfaces of all namespaces (userspace leaves a port whose index collides to
+// the pipeline), so the out port's entry tells its namespace. A port that transmits
+// (fp_port.transmit) takes no labelled super-frame, and is reached from its own namespace
+// only (a crossing's far end hands frames on to a veth peer).
+static __always_inline void decide_delivery(struct decision *d, __u32 gso)
 {
 	if (d->verdict == V_PASS || (d->adj.ifindex & FP_TUNNEL_BIT))
 		return;
 	__u32 out = d->adj.ifindex;
 	struct fp_port *op = bpf_map_lookup_elem(&fp_ports, &out);
 	__u32 out_netns = op ? op->netns : 0;
+	if (op && op->transmit) {
+		int labelled = d->verdict == V_SWAP || d->verdict == V_PUSH || d->verdict == V_PHP_LABEL;
+		if (out_netns != d->in_netns || (gso && labelled)) {
+			d->verdict = V_PASS;
+			return;
+		}
+		d->transmit = 1;
+	}
 	if (out_netns == d->in_netns)
 		return;
 	__u32 vrf_netns = d->in_netns ? d->in_netns : out_netns;
@@ -978,7 +999,7 @@ static __always_inline void decide_underlay(struct __sk_buff *skb, struct decisi
 	d->decap = olen;
 	d->outer_csum = udp[6] || udp[7];
 	decide_mpls(skb, d, gso, FP_ETH_HLEN + olen);
-	decide_crossing(d);
+	decide_delivery(d, gso);
 }
 
 // The one decision both programs take. Modifies nothing.
@@ -1015,7 +1036,7 @@ static __always_inline void decide(struct __sk_buff *skb, struct decision *d)
 	} else if (et == ETH_P_IPV6) {
 		decide_ip(skb, d, 6, vrf, gso);
 	}
-	decide_crossing(d);
+	decide_delivery(d, gso);
 }
 
 // Writes the IP TTL / hop limit of the header at `off` (IPv4: with the checksum fixed).
@@ -1262,11 +1283,12 @@ int fp_tc(struct __sk_buff *skb)
 	__u64 out_len = skb->len;
 	int tunnel = d.adj.ifindex & FP_TUNNEL_BIT;
 	// Into a tunnel: the underlay interface's egress, the kernel's route and neighbour
-	// (resolved or not) for the outer destination; else the next veth's peer.
-	// Into another namespace: the VRF interface's peer first, where this program
-	// finishes the hand-off.
-	long r = tunnel ? bpf_redirect_neigh(d.tun.ifindex, NULL, 0, 0)
-			: bpf_redirect_peer(d.cross ? d.cross : d.adj.ifindex, 0);
+	// (resolved or not) for the outer destination; to a transmitting port, its egress;
+	// else the next veth's peer. Into another namespace: the VRF interface's peer first,
+	// where this program finishes the hand-off.
+	long r = tunnel	    ? bpf_redirect_neigh(d.tun.ifindex, NULL, 0, 0)
+		 : d.transmit ? bpf_redirect(d.adj.ifindex, 0)
+			      : bpf_redirect_peer(d.cross ? d.cross : d.adj.ifindex, 0);
 	if (r != TC_ACT_REDIRECT) {
 		count(C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;

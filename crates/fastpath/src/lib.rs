@@ -1,10 +1,11 @@
-//! vmpls's in-kernel MPLS fast path on veth: TC eBPF programs that swap, pop, push and
-//! IP-forward frames and hand them to the next hop with `bpf_redirect_peer`, keeping GSO
-//! super-frames whole (research/tc-fastpath/README.md has the measurements behind it).
+//! vmpls's in-kernel MPLS fast path: TC eBPF programs that swap, pop, push and
+//! IP-forward frames and hand them to the next hop with `bpf_redirect_peer` (veth) or
+//! `bpf_redirect` (any other Ethernet device), keeping GSO super-frames whole (research/tc-fastpath/README.md has the measurements behind it).
 //!
 //! vmpls stays the control plane and the slow path. [`FastPath::load`] loads one eBPF
 //! object holding
-//! - `fp_tc`, attached with [`FastPath::attach`] at tcx ingress of each veth port;
+//! - `fp_tc`, attached with [`FastPath::attach`] at TC ingress of each port (tcx from
+//!   Linux 6.6, a clsact qdisc's filter before);
 //! - `fp_sock`, a socket filter that [`FastPath::filter_socket`] puts on the router's
 //!   AF_PACKET `SOCK_RAW` socket: packet taps run before tc ingress, so without it the
 //!   router would also see (and forward a second time) every frame the fast path
@@ -65,10 +66,16 @@
 //! on to the out port (a per-CPU hand-off: the kernel runs the far end's ingress at
 //! once, on the same CPU). VRF to VRF across two namespaces is left to the pipeline.
 //!
+//! Ports that are not veth ([`Delivery::Transmit`]: TAP, virtio-net inside a guest,
+//! physical NICs): frames leave by `bpf_redirect` to the device's egress. Labelled
+//! super-frames to them are left to the pipeline (see [`Delivery`]); so are frames whose
+//! out port is such a device in another namespace than the in port.
+//!
 //! Everything else (TTL expiry, ARP/ND, multicast, link-local, local routes, unknown
 //! labels and prefixes, frames too big, anything unparsed) goes to the router untouched.
-//! The out port of every adjacency must be a veth ([`is_veth`]) in the netns where
-//! [`FastPath::attach`] runs, or a tunnel whose underlay interface is there.
+//! The out port of every adjacency must be an Ethernet device ([`delivery_to`]) in the
+//! netns where [`FastPath::attach`] runs (veth also in VRF namespaces), or a tunnel whose
+//! underlay interface is there.
 //!
 //! The programs detach when the [`FastPath`] is dropped or the process exits: a dead
 //! router stops forwarding.
@@ -144,6 +151,24 @@ pub struct FastPort {
     /// The namespace its interface is in: 0 the router's (where the [`FastPath`] was
     /// loaded), else a VRF's, the key of its [`Crossing`] in [`FastTables::crossings`].
     pub netns: u8,
+    /// How frames the programs send out of it get there.
+    pub delivery: Delivery,
+}
+
+/// How the programs hand a frame to its out port.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Delivery {
+    /// A veth: `bpf_redirect_peer` lands the frame at its peer's ingress in one step, and
+    /// super-frames, labelled or not, arrive whole.
+    #[default]
+    VethPeer,
+    /// Any other Ethernet device (TAP, virtio-net, a physical NIC): `bpf_redirect` to its
+    /// egress, where the kernel segments by `skb->protocol` and the device's features. A
+    /// labelled super-frame would need MPLS GSO the kernel may lack (and `skb->protocol`
+    /// is still IP after a push), so the programs leave those to the pipeline, which
+    /// segments them; unlabelled super-frames (routed, or popped) leave whole. A
+    /// transmitting port is reached from its own namespace only.
+    Transmit,
 }
 
 /// How frames cross between the router's namespace and a VRF's: the VRF interface, a
@@ -717,6 +742,12 @@ impl FastPath {
         }
         let tc: &mut SchedClassifier = program(&mut self.ebpf, TC_PROG)?;
         let attach_err = |source| FastPathError::Attach { ifname: ifname.to_owned(), source };
+        // Before tcx (Linux 6.6) the program is a filter of the interface's clsact qdisc,
+        // which must exist first; one that exists already (EEXIST) is used as it is.
+        use aya::util::KernelVersion;
+        if KernelVersion::current().is_ok_and(|v| v < KernelVersion::new(6, 6, 0)) {
+            let _ = aya::programs::tc::qdisc_add_clsact(ifname);
+        }
         let id = tc.attach(ifname, TcAttachType::Ingress).map_err(attach_err)?;
         let link = tc.take_link(id).map_err(attach_err)?;
         self.attached.insert(key.to_owned(), Attached { ifindex, link });
@@ -1089,6 +1120,22 @@ pub fn is_veth(ifname: &str) -> bool {
     vmpls_sys::IfName::new(ifname)
         .and_then(|n| vmpls_sys::iface::driver(&n).ok())
         .is_some_and(|d| d == "veth")
+}
+
+/// How the programs would hand frames to `ifname`, an interface in the calling thread's
+/// namespace: a veth by its peer, any other Ethernet device (TAP, virtio-net, physical) by
+/// its transmit; why not, for anything else (no Ethernet header to rewrite).
+pub fn delivery_to(ifname: &str) -> Result<Delivery, &'static str> {
+    let name = vmpls_sys::IfName::new(ifname).ok_or("not an interface name")?;
+    if is_veth(ifname) {
+        return Ok(Delivery::VethPeer);
+    }
+    let ctl = vmpls_sys::iface::control_socket().map_err(|_| "no socket to ask the kernel with")?;
+    match vmpls_sys::iface::hw_addr(&ctl, &name) {
+        Ok((libc::ARPHRD_ETHER, _)) => Ok(Delivery::Transmit),
+        Ok(_) => Err("not an Ethernet interface"),
+        Err(_) => Err("no such interface"),
+    }
 }
 
 #[cfg(test)]

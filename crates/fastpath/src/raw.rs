@@ -8,8 +8,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use vmpls_wire::mpls::MAX_LABEL;
 
 use crate::{
-    Adjacency, FastGroup, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry, RouteEntry,
-    Tunnel,
+    Adjacency, Delivery, FastGroup, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry,
+    RouteEntry, Tunnel,
 };
 
 /// The most labels a route may push.
@@ -59,6 +59,8 @@ pub(crate) struct RawPort {
     pub mac: [u8; 6],
     pub accepts_mpls: u8,
     pub netns: u8,
+    pub transmit: u8,
+    pub pad: [u8; 3],
 }
 
 /// `struct fp_label`, the value of `fp_labels` (key: label).
@@ -185,7 +187,7 @@ pub(crate) struct RawPortStat {
 // The C side has the same sizes as _Static_assert; none of these has padding, which Pod
 // requires (every byte initialised).
 const _: () = assert!(size_of::<RawAdj>() == 20);
-const _: () = assert!(size_of::<RawPort>() == 12);
+const _: () = assert!(size_of::<RawPort>() == 16);
 const _: () = assert!(size_of::<RawLabel>() == 40);
 const _: () = assert!(size_of::<RawKey4>() + 4 == 12);
 const _: () = assert!(size_of::<RawKey6>() + 4 == 24);
@@ -301,7 +303,14 @@ fn adj(a: &Adjacency) -> RawAdj {
 }
 
 fn port(p: &FastPort) -> RawPort {
-    RawPort { vrf: u32::from(p.vrf), mac: p.mac, accepts_mpls: u8::from(p.accepts_mpls), netns: p.netns }
+    RawPort {
+        vrf: u32::from(p.vrf),
+        mac: p.mac,
+        accepts_mpls: u8::from(p.accepts_mpls),
+        netns: p.netns,
+        transmit: u8::from(p.delivery == Delivery::Transmit),
+        pad: [0; 3],
+    }
 }
 
 /// An address in the maps' 16 bytes (IPv4 in the first 4) and its family (4 or 6).
@@ -624,7 +633,26 @@ mod tests {
     #[test]
     fn encode_lays_out_labels_routes_and_ports() {
         let mut t = FastTables::default();
-        t.ports.insert(3, FastPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5], accepts_mpls: true, netns: 2 });
+        t.ports.insert(
+            3,
+            FastPort {
+                vrf: 9,
+                mac: [2, 1, 2, 3, 4, 5],
+                accepts_mpls: true,
+                netns: 2,
+                delivery: Delivery::VethPeer,
+            },
+        );
+        t.ports.insert(
+            4,
+            FastPort {
+                vrf: 0,
+                mac: [2, 1, 2, 3, 4, 6],
+                accepts_mpls: true,
+                netns: 0,
+                delivery: Delivery::Transmit,
+            },
+        );
         t.crossings.insert(2, Crossing { root_ifindex: 20, vrf_ifindex: 21 });
         t.labels.insert(100, LabelEntry::Swap { out_label: 200, adj: adjacency() });
         t.labels.insert(101, LabelEntry::PopIp { vrf: 4, uniform: true });
@@ -635,7 +663,11 @@ mod tests {
         );
         t.routes_v6.insert((2, "2001:db8::".parse().unwrap(), 32), RouteEntry::Local);
         let e = enc(&t).unwrap();
-        assert_eq!(e.ports[&3], RawPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5], accepts_mpls: 1, netns: 2 });
+        assert_eq!(
+            e.ports[&3],
+            RawPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5], accepts_mpls: 1, netns: 2, transmit: 0, pad: [0; 3] }
+        );
+        assert_eq!((e.ports[&4].transmit, e.ports[&4].netns), (1, 0));
         assert_eq!(e.crossings[&2], RawCrossing { root_ifindex: 20, vrf_ifindex: 21 });
         let swap = e.labels[&100];
         assert_eq!((swap.action, swap.out_label, swap.adj.ifindex, swap.adj.mtu), (LABEL_SWAP, 200, 7, 1500));

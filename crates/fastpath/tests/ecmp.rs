@@ -13,8 +13,8 @@ use std::time::Duration;
 use common::{End, Netns, PacketSocket, eth, ipv4_udp, lse, veth};
 use vmpls_dataplane::hash::{ip_flow_hash, mpls_flow_hash};
 use vmpls_fastpath::{
-    Adjacency, FastGroup, FastNexthop, FastPath, FastPort, FastTables, FastTablesChange, LabelEntry,
-    RouteEntry,
+    Adjacency, Delivery, FastGroup, FastNexthop, FastPath, FastPort, FastTables, FastTablesChange,
+    LabelEntry, RouteEntry,
 };
 use vmpls_fib::{Nexthop, NexthopGroup};
 
@@ -104,7 +104,8 @@ fn ecmp_picks_the_pipelines_next_hop_for_every_flow_and_keeps_the_weights() {
     let mut t = FastTables::default();
     for i in [r0, r1, r2] {
         let mac = [(r0, R0), (r1, R1), (r2, R2)].iter().find(|(x, _)| *x == i).unwrap().1;
-        t.ports.insert(i, FastPort { vrf: 0, mac, accepts_mpls: true, netns: 0 });
+        t.ports
+            .insert(i, FastPort { vrf: 0, mac, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer });
     }
     t.labels.insert(100, LabelEntry::Multipath { uniform: true, group: fast_group(&swap, to) });
     t.routes_v4.insert(

@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use common::{End, Netns, PacketSocket, eth, fold, ipv4_udp, mac_str, sum16, transfer, veth};
-use vmpls_fastpath::{Adjacency, FastPath, FastPort, FastTables, LabelEntry, RouteEntry};
+use vmpls_fastpath::{Adjacency, Delivery, FastPath, FastPort, FastTables, LabelEntry, RouteEntry};
 
 const H1: [u8; 6] = [0x02, 0xfb, 0, 0, 0, 0x11];
 const PE1C: [u8; 6] = [0x02, 0xfb, 0, 0, 1, 0x01];
@@ -57,8 +57,14 @@ fn pe_tables(
     let core = Adjacency { ifindex: p, mtu: CORE_MTU, dst_mac: far_mac, src_mac: p_mac };
     let edge = Adjacency { ifindex: c, mtu: EDGE_MTU, dst_mac: host_mac, src_mac: c_mac };
     let mut t = FastTables::default();
-    t.ports.insert(c, FastPort { vrf: 0, mac: c_mac, accepts_mpls: true, netns: 0 });
-    t.ports.insert(p, FastPort { vrf: 0, mac: p_mac, accepts_mpls: true, netns: 0 });
+    t.ports.insert(
+        c,
+        FastPort { vrf: 0, mac: c_mac, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
+    );
+    t.ports.insert(
+        p,
+        FastPort { vrf: 0, mac: p_mac, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
+    );
     t.labels.insert(pop, LabelEntry::PopIp { vrf: 0, uniform: true });
     let to_far = |label_ttl| RouteEntry::Forward { labels: vec![push], label_ttl, adj: core };
     let to_host = RouteEntry::Forward { labels: vec![], label_ttl: None, adj: edge };

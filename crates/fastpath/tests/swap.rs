@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use common::{End, Netns, PacketSocket, eth, ipv4_udp, lse, veth};
 use vmpls_fastpath::{
-    Adjacency, FastPath, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry, RouteEntry,
+    Adjacency, Delivery, FastPath, FastPathError, FastPort, FastTables, FastTablesChange, LabelEntry,
+    RouteEntry,
 };
 
 const A0: [u8; 6] = [0x02, 0xfa, 0, 0, 0, 1];
@@ -61,8 +62,14 @@ impl Lab {
     /// Ports r0, r1 in VRF 0, and the given swaps toward b.
     fn tables(&self, swaps: &[(u32, u32)]) -> FastTables {
         let mut t = FastTables::default();
-        t.ports.insert(self.r0, FastPort { vrf: 0, mac: R0, accepts_mpls: true, netns: 0 });
-        t.ports.insert(self.r1, FastPort { vrf: 0, mac: R1, accepts_mpls: true, netns: 0 });
+        t.ports.insert(
+            self.r0,
+            FastPort { vrf: 0, mac: R0, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
+        );
+        t.ports.insert(
+            self.r1,
+            FastPort { vrf: 0, mac: R1, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
+        );
         for (i, o) in swaps {
             t.labels.insert(*i, LabelEntry::Swap { out_label: *o, adj: self.to_b() });
         }

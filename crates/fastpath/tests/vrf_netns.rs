@@ -18,7 +18,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use common::{End, Netns, PacketSocket, eth, fold, ipv4_udp, lse, mac_str, sum16, transfer, veth};
-use vmpls_fastpath::{Adjacency, Crossing, FastPath, FastPort, FastTables, LabelEntry, RouteEntry};
+use vmpls_fastpath::{Adjacency, Crossing, Delivery, FastPath, FastPort, FastTables, LabelEntry, RouteEntry};
 
 const CE: [u8; 6] = [0x02, 0xfc, 0, 0, 0, 0x11];
 const PE1C: [u8; 6] = [0x02, 0xfc, 0, 0, 1, 0x01];
@@ -50,8 +50,20 @@ fn pe1_tables(c0: u32, p0: u32, labels: Vec<u32>) -> FastTables {
     let core = Adjacency { ifindex: p0, mtu: CORE_MTU, dst_mac: PW, src_mac: PE1P };
     let edge = Adjacency { ifindex: c0, mtu: EDGE_MTU, dst_mac: CE, src_mac: PE1C };
     let mut t = FastTables::default();
-    t.ports.insert(c0, FastPort { vrf: RED_VRF, mac: PE1C, accepts_mpls: false, netns: RED_NETNS });
-    t.ports.insert(p0, FastPort { vrf: 0, mac: PE1P, accepts_mpls: true, netns: 0 });
+    t.ports.insert(
+        c0,
+        FastPort {
+            vrf: RED_VRF,
+            mac: PE1C,
+            accepts_mpls: false,
+            netns: RED_NETNS,
+            delivery: Delivery::VethPeer,
+        },
+    );
+    t.ports.insert(
+        p0,
+        FastPort { vrf: 0, mac: PE1P, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
+    );
     t.crossings.insert(RED_NETNS, Crossing { root_ifindex: RED_IFINDEX, vrf_ifindex: RED_IFINDEX });
     t.labels.insert(VPN_AT_PE1, LabelEntry::PopIp { vrf: RED_VRF, uniform: true });
     t.routes_v4.insert(
@@ -66,8 +78,10 @@ fn pe1_tables(c0: u32, p0: u32, labels: Vec<u32>) -> FastTables {
 /// p: penultimate-hop pops of both transport labels (uniform), the VPN label below.
 fn p_tables(w0: u32, e0: u32) -> FastTables {
     let mut t = FastTables::default();
-    t.ports.insert(w0, FastPort { vrf: 0, mac: PW, accepts_mpls: true, netns: 0 });
-    t.ports.insert(e0, FastPort { vrf: 0, mac: PE, accepts_mpls: true, netns: 0 });
+    t.ports
+        .insert(w0, FastPort { vrf: 0, mac: PW, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer });
+    t.ports
+        .insert(e0, FastPort { vrf: 0, mac: PE, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer });
     let to_pe2 = Adjacency { ifindex: e0, mtu: CORE_MTU, dst_mac: PE2P, src_mac: PE };
     let to_pe1 = Adjacency { ifindex: w0, mtu: CORE_MTU, dst_mac: PE1P, src_mac: PW };
     t.labels.insert(TRANSPORT, LabelEntry::Php { uniform: true, adj: to_pe2 });
@@ -79,8 +93,14 @@ fn pe2_tables(c0: u32, p0: u32) -> FastTables {
     let core = Adjacency { ifindex: p0, mtu: CORE_MTU, dst_mac: PE, src_mac: PE2P };
     let edge = Adjacency { ifindex: c0, mtu: EDGE_MTU, dst_mac: H2, src_mac: PE2C };
     let mut t = FastTables::default();
-    t.ports.insert(c0, FastPort { vrf: 0, mac: PE2C, accepts_mpls: false, netns: 0 });
-    t.ports.insert(p0, FastPort { vrf: 0, mac: PE2P, accepts_mpls: true, netns: 0 });
+    t.ports.insert(
+        c0,
+        FastPort { vrf: 0, mac: PE2C, accepts_mpls: false, netns: 0, delivery: Delivery::VethPeer },
+    );
+    t.ports.insert(
+        p0,
+        FastPort { vrf: 0, mac: PE2P, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
+    );
     t.labels.insert(VPN_AT_PE2, LabelEntry::PopIp { vrf: 0, uniform: true });
     let to_ce = RouteEntry::Forward { labels: vec![TRANSPORT_BACK, VPN_AT_PE1], label_ttl: None, adj: core };
     t.routes_v4.insert((0, Ipv4Addr::new(198, 18, 1, 0), 24), to_ce);

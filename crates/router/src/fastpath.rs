@@ -35,9 +35,9 @@ const MAX_PUSH: usize = 4;
 /// whose socket is in the router's namespace (`tunnel`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FastPortInfo {
-    /// The interface: the veth, or a tunnel's underlay interface.
+    /// The interface (a veth or another Ethernet device), or a tunnel's underlay interface.
     pub ifname: String,
-    /// The veth's index, or a tunnel's [`vmpls_fastpath::tunnel_key`].
+    /// The interface's index, or a tunnel's [`vmpls_fastpath::tunnel_key`].
     pub ifindex: u32,
     pub mac: [u8; 6],
     pub mtu: u32,
@@ -46,6 +46,8 @@ pub struct FastPortInfo {
     /// A port whose interface is in a VRF's namespace: that namespace and the VRF
     /// interface frames cross it by.
     pub netns: Option<PortNetns>,
+    /// How the programs hand frames to the interface.
+    pub delivery: vmpls_fastpath::Delivery,
 }
 
 /// The VRF namespace of a [`FastPortInfo`], and how the programs cross into it.
@@ -302,7 +304,10 @@ fn fast_tables(
                 let vrf = fib.port_vrf.get(id).copied().unwrap_or(vmpls_fib::DEFAULT_VRF);
                 let accepts_mpls = fib.accepts_mpls(id as PortId);
                 let netns = p.netns.as_ref().map_or(0, |n| n.number);
-                t.ports.insert(p.ifindex, FastPort { vrf, mac: p.mac, accepts_mpls, netns });
+                t.ports.insert(
+                    p.ifindex,
+                    FastPort { vrf, mac: p.mac, accepts_mpls, netns, delivery: p.delivery },
+                );
                 if let Some(n) = &p.netns {
                     t.crossings.insert(n.number, n.crossing);
                 }
@@ -929,6 +934,8 @@ impl FastPathRuntime {
 
 #[cfg(test)]
 mod tests {
+    use vmpls_fastpath::Delivery;
+
     use std::net::{Ipv4Addr, Ipv6Addr};
     use std::path::Path;
 
@@ -959,6 +966,7 @@ mod tests {
                 mtu: 65535,
                 tunnel: None,
                 netns: None,
+                delivery: Delivery::VethPeer,
             }),
             Some(FastPortInfo {
                 ifname: "pe2-ce2".into(),
@@ -967,6 +975,7 @@ mod tests {
                 mtu: 1500,
                 tunnel: None,
                 netns: None,
+                delivery: Delivery::VethPeer,
             }),
         ]
     }
@@ -986,8 +995,26 @@ mod tests {
             + "\n[[vrf]]\nname = \"cust\"\n";
         let fib = fib(&text);
         let (t, _) = fast_tables(&fib, &served(), &NeighborTable::new(NeighborConfig::default()), 255);
-        assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC, accepts_mpls: true, netns: 0 }));
-        assert_eq!(t.ports.get(&9), Some(&FastPort { vrf: 1, mac: CE_MAC, accepts_mpls: false, netns: 0 }));
+        assert_eq!(
+            t.ports.get(&7),
+            Some(&FastPort {
+                vrf: 0,
+                mac: CORE_MAC,
+                accepts_mpls: true,
+                netns: 0,
+                delivery: Delivery::VethPeer
+            })
+        );
+        assert_eq!(
+            t.ports.get(&9),
+            Some(&FastPort {
+                vrf: 1,
+                mac: CE_MAC,
+                accepts_mpls: false,
+                netns: 0,
+                delivery: Delivery::VethPeer
+            })
+        );
     }
 
     #[test]
@@ -1001,7 +1028,16 @@ mod tests {
         assert_eq!(t.labels.get(&2002), Some(&LabelEntry::PopIp { vrf: 0, uniform: true }));
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.1.0"), 24)), Some(&RouteEntry::Local));
         assert!(next_hops(&used).contains(&(0, "198.18.20.1".parse().unwrap())), "{used:?}");
-        assert_eq!(t.ports.get(&7), Some(&FastPort { vrf: 0, mac: CORE_MAC, accepts_mpls: true, netns: 0 }));
+        assert_eq!(
+            t.ports.get(&7),
+            Some(&FastPort {
+                vrf: 0,
+                mac: CORE_MAC,
+                accepts_mpls: true,
+                netns: 0,
+                delivery: Delivery::VethPeer
+            })
+        );
 
         n.learn(now, 0, "198.18.20.1".parse().unwrap(), P_MAC, true);
         n.learn(now, 1, "198.18.2.2".parse().unwrap(), HOST_MAC, true);
@@ -1116,6 +1152,7 @@ mod tests {
                 mtu: 1500,
                 tunnel: None,
                 netns: None,
+                delivery: Delivery::VethPeer,
             }),
             Some(FastPortInfo {
                 ifname: "pe1-u".into(),
@@ -1124,6 +1161,7 @@ mod tests {
                 mtu: 1472,
                 tunnel: Some(tunnel),
                 netns: None,
+                delivery: Delivery::VethPeer,
             }),
         ]
     }

@@ -198,19 +198,18 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
 }
 
 /// Why the in-kernel fast path cannot serve a port, or `None` if it can: the programs
-/// hand frames on with `bpf_redirect_peer`, which only veth has, and attach to interfaces
-/// the router reads with AF_PACKET (TAP and vhost-user frames never pass TC ingress). An
+/// attach to interfaces the router reads with AF_PACKET (TAP and vhost-user ports' frames
+/// never pass TC ingress), Ethernet ones (`delivery`: [`vmpls_fastpath::delivery_to`]). An
 /// MPLS-in-UDP port is served when its socket is in the router's own namespace
 /// (`own_netns`): a TC program redirects only to interfaces of its namespace, and sits on
 /// the underlay interface there to take the tunnel's datagrams.
 pub(crate) fn fast_path_refuses(
     kind: &vmpls_control::PortKind,
-    veth: bool,
+    delivery: Result<vmpls_fastpath::Delivery, &'static str>,
     own_netns: bool,
 ) -> Option<&'static str> {
     match kind {
-        vmpls_control::PortKind::AfPacket if veth => None,
-        vmpls_control::PortKind::AfPacket => Some("not a veth"),
+        vmpls_control::PortKind::AfPacket => delivery.err(),
         vmpls_control::PortKind::Udp { .. } if own_netns => None,
         vmpls_control::PortKind::Udp { .. } => {
             Some("the tunnel's socket is in another network namespace (netns)")
@@ -252,7 +251,9 @@ fn vrf_namespace_port(
     let (veth, ifindex, vrf_end_veth, vrf_end) = there;
     let ifindex = ifindex.ok_or("no such interface")?;
     if !veth {
-        return Err("not a veth");
+        return Err(
+            "not a veth (a VRF namespace's ports are served by veth only: frames cross into it by veth peers)",
+        );
     }
     let root_end =
         vmpls_sys::if_nametoindex(&vrf_interface).filter(|_| vmpls_fastpath::is_veth(&vrf_interface));
@@ -279,6 +280,7 @@ fn vrf_namespace_port(
             vrf_interface,
             crossing: vmpls_fastpath::Crossing { root_ifindex, vrf_ifindex },
         }),
+        delivery: vmpls_fastpath::Delivery::VethPeer,
     })
 }
 
@@ -352,6 +354,7 @@ fn tunnel_port(
             encap: encapsulates_in_the_kernel(local, mode),
         }),
         netns: None,
+        delivery: vmpls_fastpath::Delivery::VethPeer,
     })
 }
 
@@ -392,10 +395,11 @@ fn start_fast_path(
     let mut numbers = Vec::new();
     for (i, (p, port)) in cfg.ports.iter().zip(ports).enumerate() {
         if let vmpls_control::PortKind::Udp { local, remote, port: udp_port, netns } = &p.kind {
-            let served_port = match fast_path_refuses(&p.kind, false, is_own_netns(netns.as_deref())) {
-                Some(why) => Err(why),
-                None => tunnel_port(i, *local, *remote, *udp_port, port.info().mtu, mode),
-            };
+            let served_port =
+                match fast_path_refuses(&p.kind, Err("a tunnel"), is_own_netns(netns.as_deref())) {
+                    Some(why) => Err(why),
+                    None => tunnel_port(i, *local, *remote, *udp_port, port.info().mtu, mode),
+                };
             sockets.push(None);
             match served_port {
                 Ok(info) => {
@@ -431,11 +435,12 @@ fn start_fast_path(
             }
             continue;
         }
-        let veth = p.kind == vmpls_control::PortKind::AfPacket && vmpls_fastpath::is_veth(&p.interface);
+        let delivery = vmpls_fastpath::delivery_to(&p.interface);
         let ifindex = AfPacketPort::interface_index(&p.interface);
-        let why = fast_path_refuses(&p.kind, veth, true).or(ifindex.is_none().then_some("no such interface"));
-        match (why, ifindex) {
-            (None, Some(ifindex)) => {
+        let why =
+            fast_path_refuses(&p.kind, delivery, true).or(ifindex.is_none().then_some("no such interface"));
+        match (why, ifindex, delivery) {
+            (None, Some(ifindex), Ok(delivery)) => {
                 let info = port.info();
                 served.push(Some(FastPortInfo {
                     ifname: p.interface.clone(),
@@ -444,11 +449,12 @@ fn start_fast_path(
                     mtu: info.mtu,
                     tunnel: None,
                     netns: None,
+                    delivery,
                 }));
                 sockets.push(Some(port.as_fd()));
                 refused.push(None);
             }
-            (why, _) => {
+            (why, _, _) => {
                 served.push(None);
                 sockets.push(None);
                 refused.push(Some(why.unwrap_or("no such interface")));
@@ -608,16 +614,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_fast_path_serves_af_packet_ports_over_veth_only() {
+    fn the_fast_path_serves_af_packet_ports_on_ethernet_interfaces() {
         use vmpls_control::PortKind;
-        assert_eq!(fast_path_refuses(&PortKind::AfPacket, true, true), None);
-        assert_eq!(fast_path_refuses(&PortKind::AfPacket, false, true), Some("not a veth"));
+        use vmpls_fastpath::Delivery;
+        assert_eq!(fast_path_refuses(&PortKind::AfPacket, Ok(Delivery::VethPeer), true), None);
+        assert_eq!(fast_path_refuses(&PortKind::AfPacket, Ok(Delivery::Transmit), true), None);
+        let not_ethernet = Err("not an Ethernet interface");
         assert_eq!(
-            fast_path_refuses(&PortKind::Tap { mac: None }, true, true),
+            fast_path_refuses(&PortKind::AfPacket, not_ethernet, true),
+            Some("not an Ethernet interface")
+        );
+        assert_eq!(
+            fast_path_refuses(&PortKind::Tap { mac: None }, Ok(Delivery::Transmit), true),
             Some("not an AF_PACKET port")
         );
         let vhost = PortKind::VhostUser { socket: "/run/x.sock".into(), mac: None, socket_group: None };
-        assert_eq!(fast_path_refuses(&vhost, false, true), Some("not an AF_PACKET port"));
+        assert_eq!(fast_path_refuses(&vhost, Ok(Delivery::VethPeer), true), Some("not an AF_PACKET port"));
+        // The loopback interface has no Ethernet header to rewrite.
+        assert_eq!(vmpls_fastpath::delivery_to("lo"), Err("not an Ethernet interface"));
+        assert_eq!(vmpls_fastpath::delivery_to("vmpls-no-if"), Err("no such interface"));
     }
 
     #[test]
@@ -639,8 +654,8 @@ mod tests {
             port: 6635,
             netns: netns.map(str::to_owned),
         };
-        assert_eq!(fast_path_refuses(&udp(None), false, true), None);
-        let why = fast_path_refuses(&udp(Some("h1")), false, false).unwrap();
+        assert_eq!(fast_path_refuses(&udp(None), Err("a tunnel"), true), None);
+        let why = fast_path_refuses(&udp(Some("h1")), Err("a tunnel"), false).unwrap();
         assert!(why.contains("another network namespace"), "{why}");
         assert!(is_own_netns(None));
         assert!(!is_own_netns(Some("vmpls-no-such-netns")));
