@@ -410,8 +410,14 @@ static __always_inline int parse_ip(struct __sk_buff *skb, __u32 off, __u32 ver,
 		__u32 hlen = (h[0] & 0x0f) * 4;
 		if (hlen < 20)
 			return -1;
-		if (hlen > 20 && bpf_skb_load_bytes(skb, off + 20, h + 20, hlen - 20))
-			return -1;
+		// The options a word at a time, each load of constant size: a variable length
+		// loses its bounds in older verifiers (Linux 6.1 refuses `hlen - 20` spilled
+		// and reloaded as possibly negative).
+#pragma unroll
+		for (__u32 i = 0; i < 10; i++) {
+			if (20 + 4 * i < hlen && bpf_skb_load_bytes(skb, off + 20 + 4 * i, h + 20 + 4 * i, 4))
+				return -1;
+		}
 		// header checksum: the ones' complement sum over the header must be 0xffff
 		// (the unused tail of h is zero and adds nothing)
 		__u32 sum = 0;

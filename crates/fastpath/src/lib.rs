@@ -797,6 +797,19 @@ impl FastPath {
         sock.attach(socket).map_err(FastPathError::SocketFilter)
     }
 
+    /// [`FastPath::filter_socket`], raising `net.core.optmem_max` to
+    /// [`OPTMEM_FOR_FILTER`] if the kernel refused the filter for want of socket option
+    /// memory, and trying once more. Returns the limit it replaced, if it raised it.
+    pub fn filter_socket_raising_optmem(&self, socket: BorrowedFd<'_>) -> Result<Option<u64>, FastPathError> {
+        match self.filter_socket(socket) {
+            Err(e) if e.is_out_of_option_memory() => {
+                let Ok(Some(old)) = raise_optmem_max() else { return Err(e) };
+                self.filter_socket(socket).map(|()| Some(old))
+            }
+            r => r.map(|()| None),
+        }
+    }
+
     /// Makes the maps equal to `tables`: writes what changed since the last call and
     /// deletes what is gone (with its label counters). Invalid tables (label > 1048575,
     /// more than 4 labels, prefix length beyond the family, host bits set, fixed label
@@ -1120,6 +1133,41 @@ pub fn is_veth(ifname: &str) -> bool {
     vmpls_sys::IfName::new(ifname)
         .and_then(|n| vmpls_sys::iface::driver(&n).ok())
         .is_some_and(|d| d == "veth")
+}
+
+/// What `net.core.optmem_max` must allow for the socket filter: the kernel charges a
+/// filter's size (8 bytes an instruction, some thousands of them) to the socket's option
+/// memory, which kernels before 6.9 limit to 20 KiB by default (`SO_ATTACH_BPF` then
+/// fails with `ENOMEM`); 128 KiB is the default of later ones.
+pub const OPTMEM_FOR_FILTER: u64 = 131_072;
+
+const OPTMEM_MAX: &str = "/proc/sys/net/core/optmem_max";
+
+/// Raises `net.core.optmem_max` to [`OPTMEM_FOR_FILTER`] if it is lower; returns the
+/// value it replaced, or `None` if it was high enough.
+pub fn raise_optmem_max() -> std::io::Result<Option<u64>> {
+    let old: u64 = std::fs::read_to_string(OPTMEM_MAX)?
+        .trim()
+        .parse()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    if old >= OPTMEM_FOR_FILTER {
+        return Ok(None);
+    }
+    std::fs::write(OPTMEM_MAX, OPTMEM_FOR_FILTER.to_string())?;
+    Ok(Some(old))
+}
+
+impl FastPathError {
+    /// Whether this is the kernel refusing the socket filter for want of socket option
+    /// memory (`ENOMEM` from `SO_ATTACH_BPF`: see [`OPTMEM_FOR_FILTER`]).
+    pub fn is_out_of_option_memory(&self) -> bool {
+        use aya::programs::SocketFilterError;
+        matches!(
+            self,
+            FastPathError::SocketFilter(ProgramError::SocketFilterError(SocketFilterError::SetsockoptError { io_error, .. }))
+                if io_error.raw_os_error() == Some(libc::ENOMEM)
+        )
+    }
 }
 
 /// How the programs would hand frames to `ifname`, an interface in the calling thread's

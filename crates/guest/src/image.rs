@@ -25,8 +25,18 @@ use crate::cpio::Archive;
 use crate::{GuestError, Result};
 
 /// Modules loaded at boot, in this order (dependencies are added before each).
-pub const DEFAULT_MODULES: &[&str] =
-    &["virtio_pci", "virtio_net", "veth", "dummy", "mpls_router", "mpls_iptunnel"];
+pub const DEFAULT_MODULES: &[&str] = &[
+    "virtio_pci",
+    "virtio_net",
+    "veth",
+    "dummy",
+    "mpls_router",
+    "mpls_iptunnel",
+    // TC's clsact qdisc and BPF classifier: vmpls's fast path attaches through them on
+    // kernels before tcx (6.6), such as the guest's.
+    "sch_ingress",
+    "cls_bpf",
+];
 
 /// Host programs copied into the guest with their libraries.
 pub const DEFAULT_PROGRAMS: &[&str] = &["ip", "iperf3", "ethtool"];

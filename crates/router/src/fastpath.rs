@@ -670,6 +670,19 @@ fn covers6(net: Ipv6Addr, len: u8, a: Ipv6Addr) -> bool {
 
 /// Takes the fast path's filter off a packet socket (`SO_DETACH_BPF`); a socket without
 /// one is left as it is (`SO_DETACH_FILTER`, the same option).
+/// Puts the socket filter on a port's socket, raising the kernel's limit on socket option
+/// memory where it is below what the filter takes (kernels before 6.9), with a log line.
+fn filter_socket(fp: &FastPath, socket: BorrowedFd<'_>) -> Result<(), vmpls_fastpath::FastPathError> {
+    if let Some(old) = fp.filter_socket_raising_optmem(socket)? {
+        info!(
+            from = old,
+            to = vmpls_fastpath::OPTMEM_FOR_FILTER,
+            "raised net.core.optmem_max: the kernel charges the fast path's socket filter to it"
+        );
+    }
+    Ok(())
+}
+
 fn unfilter_socket(socket: BorrowedFd<'_>) {
     // SO_DETACH_BPF ignores its value.
     if let Err(e) = vmpls_sys::sockopt::set_int(socket, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, 0)
@@ -748,8 +761,7 @@ impl FastPathRuntime {
                 continue;
             }
             let (Some(p), Some(socket)) = (p, socket) else { continue };
-            let attached = fp
-                .filter_socket(*socket)
+            let attached = filter_socket(&fp, *socket)
                 .with_context(|| format!("filtering the socket of {}", p.ifname))
                 .and_then(|()| {
                     filtered.push(*socket);
@@ -787,9 +799,7 @@ impl FastPathRuntime {
         p.ifindex = ifindex;
         let ifname = p.ifname.clone();
         let _ = self.fp.detach(&p.attach_key());
-        let r = self
-            .fp
-            .filter_socket(socket)
+        let r = filter_socket(&self.fp, socket)
             .map_err(anyhow::Error::from)
             .and_then(|()| attach_port(&mut self.fp, p));
         match r {

@@ -501,6 +501,11 @@ fn start_fast_path(
             (None, Some(_)) if p.netns.is_some() => {
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, vrf = %p.vrf, netns = p.netns.as_deref().unwrap_or_default(), vrf_interface = %p.vrf, "forwarding: the in-kernel fast path, across the VRF interface between the VRF's namespace and the router's; the pipeline for what it leaves")
             }
+            (None, Some(_))
+                if vmpls_fastpath::delivery_to(&p.interface) == Ok(vmpls_fastpath::Delivery::Transmit) =>
+            {
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the in-kernel fast path, out by the device's transmit (not a veth); the pipeline for what it leaves, and for labelled super-frames to this port (the kernel would need MPLS GSO to cut them)")
+            }
             (None, Some(_)) => {
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the in-kernel fast path, the pipeline for what it leaves")
             }
@@ -511,7 +516,7 @@ fn start_fast_path(
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, vrf = %p.vrf, why, "forwarding: the pipeline (the fast path serves a VRF namespace's veth ports across the VRF's interface)")
             }
             (Some(why), _) => {
-                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, why, "forwarding: the pipeline (the fast path serves AF_PACKET ports over veth and MPLS-in-UDP ports whose socket is in the router's namespace)")
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, why, "forwarding: the pipeline (the fast path serves AF_PACKET ports on Ethernet interfaces and MPLS-in-UDP ports whose socket is in the router's namespace)")
             }
         }
     }

@@ -6,7 +6,10 @@
 //! ```
 //!
 //! pe1 pushes 1002, p (in the guest) swaps it to 2002, pe2 pops; back 1001 -> 2001.
-//! Checked: ping both ways and a content-checked TCP transfer ce1 -> ce2 through the guest.
+//! Checked: ping both ways and a content-checked TCP transfer ce1 -> ce2 through the guest,
+//! once with every router's pipeline and once with the in-kernel fast path wherever it
+//! serves: on the PEs' TAP ports (the host side of QEMU's tap backend) and on the guest's
+//! virtio-net NICs, where frames leave by `bpf_redirect` to the device, not a veth peer.
 //! Needs root and QEMU (TCG is enough); the `vmpls` binary is copied into the guest.
 
 use std::net::IpAddr;
@@ -15,12 +18,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use vmpls_guest::{ExtraFile, Guest, GuestCache, GuestConfig, GuestImage, Nic};
+use vmpls_lab::stats::RouterStats;
 use vmpls_lab::topology::{HostOptions, Topology};
 use vmpls_lab::traffic::{FlowOptions, Limit, run_flow};
 
 const PE1: &str = r#"
 [router]
-fast-path = "off"
+fast-path = "FAST_PATH"
 name = "pe1"
 addresses = ["198.18.255.1"]
 
@@ -47,7 +51,7 @@ action = "pop"
 
 const PE2: &str = r#"
 [router]
-fast-path = "off"
+fast-path = "FAST_PATH"
 name = "pe2"
 addresses = ["198.18.255.3"]
 
@@ -79,7 +83,7 @@ sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
 for i in eth0 eth1; do sysctl -qw net.ipv6.conf.$i.disable_ipv6=1; ip link set $i up; done
 cat > /tmp/p.toml <<'EOF'
 [router]
-fast-path = "off"
+fast-path = "FAST_PATH"
 name = "p"
 addresses = ["198.18.255.2"]
 
@@ -111,7 +115,16 @@ vmpls run --config /tmp/p.toml --socket /tmp/p.sock > /tmp/vmpls.log 2>&1 &
 pid=$!
 sleep 1
 kill -0 $pid 2>/dev/null || { cat /tmp/vmpls.log > /dev/console; fail "vmpls did not start"; }
+# Running once it says what serves each port (the fast path takes a while to load).
+retry 120 sh -c 'grep -q "the pipeline serves every port" /tmp/vmpls.log || [ "$(grep -c "forwarding: " /tmp/vmpls.log)" -ge 2 ]' \
+    || fail "vmpls did not say what serves its ports"
+grep -i "forwarding: \|fast path" /tmp/vmpls.log | while read -r line; do result "LOG $line"; done
 result "vmpls running"
+# The router's counters every 2 s, one JSON line each, for the host to read.
+while kill -0 $pid 2>/dev/null; do
+    result "STATS $(vmpls --socket /tmp/p.sock -j stats 2>&1 | tr -d '\n')"
+    sleep 2
+done
 wait $pid
 cat /tmp/vmpls.log > /dev/console
 fail "vmpls exited"
@@ -155,8 +168,34 @@ fn ping(topo: &Topology, host: &str, dst: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `vmpls -j stats` of a router on the host.
+fn host_stats(work: &Path, name: &str) -> RouterStats {
+    let out = Command::new(env!("CARGO_BIN_EXE_vmpls"))
+        .arg("--socket")
+        .arg(work.join(format!("{name}.sock")))
+        .args(["-j", "stats"])
+        .output()
+        .unwrap();
+    RouterStats::parse(&String::from_utf8_lossy(&out.stdout))
+        .unwrap_or_else(|e| panic!("{name}'s stats: {e:#}: {out:?}"))
+}
+
+/// The guest router's last counters on the result channel.
+fn guest_stats(results: &str) -> Option<RouterStats> {
+    results.lines().rev().find_map(|l| RouterStats::parse(l.strip_prefix("STATS ")?).ok())
+}
+
 #[test]
 fn vmpls_in_a_guest_switches_labels_between_two_host_pes() {
+    run("off");
+}
+
+#[test]
+fn the_fast_path_serves_tap_ports_and_a_guests_virtio_nics() {
+    run("auto");
+}
+
+fn run(fast_path: &str) {
     let started = Instant::now();
     let image = GuestImage::build(&GuestCache::default_location()).expect("guest image");
     let work = std::env::temp_dir().join(format!("vmpls-guest-p-{}", std::process::id()));
@@ -181,7 +220,7 @@ fn vmpls_in_a_guest_switches_labels_between_two_host_pes() {
         GuestConfig {
             name: "p".into(),
             nics: vec![Nic::tap("t1"), Nic::tap("t2")],
-            script: P_SCRIPT.into(),
+            script: P_SCRIPT.replace("FAST_PATH", fast_path),
             netns: Some(ns),
             memory_mib: 768,
             files: vec![ExtraFile::program(&vmpls, "/usr/bin/vmpls")],
@@ -190,8 +229,10 @@ fn vmpls_in_a_guest_switches_labels_between_two_host_pes() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     // Both PEs in one namespace, each on its own interfaces.
-    let logs =
-        [start_router(&mut topo, "h", "pe1", &work, PE1), start_router(&mut topo, "h", "pe2", &work, PE2)];
+    let logs = [
+        start_router(&mut topo, "h", "pe1", &work, &PE1.replace("FAST_PATH", fast_path)),
+        start_router(&mut topo, "h", "pe2", &work, &PE2.replace("FAST_PATH", fast_path)),
+    ];
     let logs_text = || {
         logs.iter()
             .map(|l| format!("{}:\n{}", l.display(), Topology::log_tail(l, 20)))
@@ -216,14 +257,72 @@ fn vmpls_in_a_guest_switches_labels_between_two_host_pes() {
         .unwrap_or_else(|e| panic!("flow: {e:#}\n{}", logs_text()));
     assert!(flow.content_ok, "{flow:?}");
     assert_eq!(flow.bytes_received, 4 << 20, "{flow:?}");
+    let back: IpAddr = "198.18.1.2".parse().unwrap();
+    let reverse = run_flow(topo.ns("ce2").unwrap(), topo.ns("ce1").unwrap(), back, &opts, &mut |_| {})
+        .unwrap_or_else(|e| panic!("flow ce2 -> ce1: {e:#}\n{}", logs_text()));
+    assert!(reverse.content_ok && reverse.bytes_received == 4 << 20, "{reverse:?}");
     assert!(topo.exited_child().is_none(), "a PE exited:\n{}", logs_text());
     assert!(!p.results().contains("VMPLS-GUEST-FAIL"), "{}", p.results());
+    if fast_path != "off" {
+        check_fast_path(&mut p, &work, &logs_text);
+    }
     eprintln!(
-        "P in a guest: pings and 4 MiB ce1 -> ce2 at {:.3} Gbit/s; {:?} in all",
+        "P in a guest ({fast_path}): pings and 4 MiB ce1 -> ce2 at {:.3} Gbit/s, back at {:.3}; {:?} in all",
         flow.gbps,
+        reverse.gbps,
         started.elapsed()
     );
     drop(p);
     topo.cleanup().unwrap();
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// With the fast path on: the programs loaded on every port (TAP on the host, virtio-net
+/// in the guest) and switched the LSP's frames, nothing failed to redirect, and labelled
+/// super-frames to a TAP went to the pipeline, which cut them (pe1's push of ce1's TCP).
+/// Both flows have run: pe2 pushed the first one's ACKs and left the second one's
+/// super-frames to its pipeline.
+fn check_fast_path(p: &mut Guest, work: &Path, logs_text: &dyn Fn() -> String) {
+    let (pe1, pe2) = (host_stats(work, "pe1"), host_stats(work, "pe2"));
+    // The guest's next report comes within 2 s.
+    let before = p.results().lines().filter(|l| l.starts_with("STATS ")).count();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while p.results().lines().filter(|l| l.starts_with("STATS ")).count() <= before
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let guest =
+        guest_stats(&p.results()).unwrap_or_else(|| panic!("no stats from the guest:\n{}", p.results()));
+    let context = || {
+        format!(
+            "pe1 {:?}\np {:?}\npe2 {:?}\n{}\n{}",
+            pe1.fast_path,
+            guest.fast_path,
+            pe2.fast_path,
+            p.results(),
+            logs_text()
+        )
+    };
+    for (name, s) in [("pe1", &pe1), ("p", &guest), ("pe2", &pe2)] {
+        assert_eq!(s.fast("redirect_failed"), 0, "{name}: {}", context());
+    }
+    // p swaps the data (segments pe1's pipeline cut) and the ACKs on virtio-net.
+    assert!(guest.fast("swap") >= 1000, "p: {}", context());
+    // pe2 pushes the ACKs into its TAP; pe1 pushed what ce1 sent unsegmented (pings, the
+    // handshake) and left the labelled super-frames to its pipeline.
+    assert!(pe2.fast("push") >= 50, "pe2: {}", context());
+    assert!(pe1.fast("push") >= 3 && pe1.fast("passed") > 0, "pe1: {}", context());
+    assert!(pe1.event("gso_superframes_segmented") > 0, "pe1 events {:?}", pe1.events);
+    // The data crossed labelled: pe2's only label is 2002, which p swaps in, and pe2's
+    // pipeline popped it (a labelled frame a device received is MPLS to the kernel, and
+    // adjust_room pops only IP skbs), after GRO: fewer pops than segments).
+    assert!(pe2.event("label_pop") >= 100, "pe2 events {:?}", pe2.events);
+    for line in ["eth0", "eth1"] {
+        assert!(
+            p.results().lines().any(|l| l.starts_with("LOG ") && l.contains(line)),
+            "the guest's log names the fast path on {line}: {}",
+            p.results()
+        );
+    }
 }
