@@ -672,8 +672,20 @@ fn covers6(net: Ipv6Addr, len: u8, a: Ipv6Addr) -> bool {
 /// one is left as it is (`SO_DETACH_FILTER`, the same option).
 /// Puts the socket filter on a port's socket, raising the kernel's limit on socket option
 /// memory where it is below what the filter takes (kernels before 6.9), with a log line.
-fn filter_socket(fp: &FastPath, socket: BorrowedFd<'_>) -> Result<(), vmpls_fastpath::FastPathError> {
-    if let Some(old) = fp.filter_socket_raising_optmem(socket)? {
+fn filter_socket(fp: &FastPath, socket: BorrowedFd<'_>) -> anyhow::Result<()> {
+    let raised = fp.filter_socket_raising_optmem(socket).map_err(|e| {
+        let out_of_memory = e.is_out_of_option_memory();
+        let e = anyhow::Error::from(e);
+        if out_of_memory {
+            e.context(format!(
+                "net.core.optmem_max is below what the socket filter takes and cannot be raised from here (it can only from the initial network namespace): sysctl -w net.core.optmem_max={} there",
+                vmpls_fastpath::OPTMEM_FOR_FILTER
+            ))
+        } else {
+            e
+        }
+    })?;
+    if let Some(old) = raised {
         info!(
             from = old,
             to = vmpls_fastpath::OPTMEM_FOR_FILTER,
@@ -799,9 +811,7 @@ impl FastPathRuntime {
         p.ifindex = ifindex;
         let ifname = p.ifname.clone();
         let _ = self.fp.detach(&p.attach_key());
-        let r = filter_socket(&self.fp, socket)
-            .map_err(anyhow::Error::from)
-            .and_then(|()| attach_port(&mut self.fp, p));
+        let r = filter_socket(&self.fp, socket).and_then(|()| attach_port(&mut self.fp, p));
         match r {
             Ok(()) => info!(interface = %ifname, ifindex, "fast path attached again"),
             Err(e) => {

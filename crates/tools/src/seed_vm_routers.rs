@@ -30,7 +30,10 @@
 //!   65521 (virtio-net allows up to 65535, a TAP 65521, and the bridge forwards no more
 //!   than its ports' MTU): vmpls pushes labels on whole super-frames and sends them as
 //!   single frames, where the kernel must still cut
-//!   every labelled super-frame into `gso_size` segments (virtio-net has no MPLS GSO).
+//!   every labelled super-frame into `gso_size` segments (virtio-net has no MPLS GSO);
+//! - `vmpls-mpls-tc`, `vmpls-mpls-64k-tc`: those two with `fast-path = "tc"`: the in-kernel
+//!   fast path on the guests' virtio-net NICs (out by `bpf_redirect` to the NIC), the
+//!   pipeline for what it leaves (labelled super-frames, pops of frames a NIC received).
 //!
 //! In each mode the host checks the path (ping ce1 -> ce2), sends a content-checked
 //! transfer ce1 -> ce2 while dumpcap watches the guests' core TAPs (in MPLS modes the
@@ -131,21 +134,33 @@ pub enum RouterMode {
     VmplsMpls,
     /// vmpls with core NICs at MTU 65521.
     VmplsMpls64k,
+    /// vmpls with its in-kernel fast path on the guests' NICs.
+    VmplsMplsTc,
+    /// The same with core NICs at MTU 65521.
+    VmplsMpls64kTc,
 }
 
 impl RouterMode {
     /// Every mode, in report order.
-    pub const ALL: [RouterMode; 5] = [
+    pub const ALL: [RouterMode; 7] = [
         RouterMode::KernelIp,
         RouterMode::KernelMpls,
         RouterMode::KernelMpls64k,
         RouterMode::VmplsMpls,
         RouterMode::VmplsMpls64k,
+        RouterMode::VmplsMplsTc,
+        RouterMode::VmplsMpls64kTc,
     ];
 
     /// What `vmpls lab seed --vm-routers` runs without `--modes`.
-    pub const DEFAULT: [RouterMode; 4] =
-        [RouterMode::KernelIp, RouterMode::KernelMpls, RouterMode::VmplsMpls, RouterMode::VmplsMpls64k];
+    pub const DEFAULT: [RouterMode; 6] = [
+        RouterMode::KernelIp,
+        RouterMode::KernelMpls,
+        RouterMode::VmplsMpls,
+        RouterMode::VmplsMpls64k,
+        RouterMode::VmplsMplsTc,
+        RouterMode::VmplsMpls64kTc,
+    ];
 
     /// The name in the report and in `--modes`.
     pub fn name(self) -> &'static str {
@@ -155,19 +170,33 @@ impl RouterMode {
             RouterMode::KernelMpls64k => "kernel-mpls-64k",
             RouterMode::VmplsMpls => "vmpls-mpls",
             RouterMode::VmplsMpls64k => "vmpls-mpls-64k",
+            RouterMode::VmplsMplsTc => "vmpls-mpls-tc",
+            RouterMode::VmplsMpls64kTc => "vmpls-mpls-64k-tc",
         }
     }
 
     /// The guests' core NIC MTU.
     pub fn core_mtu(self) -> u32 {
         match self {
-            RouterMode::KernelMpls64k | RouterMode::VmplsMpls64k => HOST_CORE_MTU,
+            RouterMode::KernelMpls64k | RouterMode::VmplsMpls64k | RouterMode::VmplsMpls64kTc => {
+                HOST_CORE_MTU
+            }
             _ => 1500,
         }
     }
 
     fn vmpls(self) -> bool {
-        matches!(self, RouterMode::VmplsMpls | RouterMode::VmplsMpls64k)
+        matches!(
+            self,
+            RouterMode::VmplsMpls
+                | RouterMode::VmplsMpls64k
+                | RouterMode::VmplsMplsTc
+                | RouterMode::VmplsMpls64kTc
+        )
+    }
+
+    fn fast_path(self) -> bool {
+        matches!(self, RouterMode::VmplsMplsTc | RouterMode::VmplsMpls64kTc)
     }
 
     fn mpls(self) -> bool {
@@ -228,7 +257,7 @@ impl VmRoutersOptions {
 /// The seed configs a mode's routers use: the MPLS ones, or the IP-only ones for
 /// kernel-ip.
 fn mode_configs(mode: RouterMode) -> Vec<(String, String)> {
-    let params = SeedParams { ip_only: !mode.mpls(), ..SeedParams::default() };
+    let params = SeedParams { ip_only: !mode.mpls(), fast_path: mode.fast_path(), ..SeedParams::default() };
     router_configs(&params).into_iter().map(|c| (c.router, c.toml)).collect()
 }
 
@@ -324,6 +353,12 @@ fn guest_script(
     let mut s =
         String::from("sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0\n");
     let configs = mode_configs(mode);
+    if mode.fast_path() {
+        // The socket filter needs more option memory than Linux 6.1 allows by default,
+        // and the limit can only be raised from the initial namespace, where the PEs'
+        // routers do not run.
+        let _ = writeln!(s, "sysctl -qw net.core.optmem_max={}", vmpls_fastpath::OPTMEM_FOR_FILTER);
+    }
     for ns in routers.iter().filter(|_| nics.iter().any(|n| !n.2.is_empty())) {
         let _ = writeln!(s, "ip netns add {ns} || fail \"ip netns add {ns}\"\nip -n {ns} link set lo up");
     }
@@ -837,7 +872,14 @@ mod tests {
         assert!(!s.contains("netns"), "{s}");
         assert!(s.contains("ip -f mpls route add 1002 as 2002"), "{s}");
         assert!(!s.contains("perf record"), "{s}");
+        let s = guest_script(RouterMode::VmplsMpls64kTc, &PE_NICS, &["pe1", "pe2"], None).unwrap();
+        assert!(
+            s.contains("fast-path = \"tc\"") && s.contains("ip -n pe1 link set pe1-p mtu 65521 up"),
+            "{s}"
+        );
+        assert!(s.contains("sysctl -qw net.core.optmem_max=131072"), "{s}");
         let s = guest_script(RouterMode::VmplsMpls, &P_NICS, &["p"], Some(10)).unwrap();
+        assert!(s.contains("fast-path = \"off\"") && !s.contains("optmem_max"), "{s}");
         let (profile, ready) = (s.find("perf record -a -F 99").unwrap(), s.find("result READY").unwrap());
         assert!(profile < ready && s.contains("-- sleep 10 "), "{s}");
     }
