@@ -333,6 +333,7 @@ struct decision {
 	__u32 cross;     // not 0: the out port is in another namespace, redirect_peer to this
 	__u32 cross_at;  // cross: where the frame lands (the VRF interface's other end)
 	__u32 transmit;  // the out port's fp_port.transmit: bpf_redirect to its egress
+	__u32 tcp_data;  // V_PUSH of a single TCP segment with payload (see decide_delivery)
 };
 
 struct ipinfo {
@@ -340,7 +341,7 @@ struct ipinfo {
 	__u32 ttl;
 	__u32 l3len;   // IP header length (IPv6: the fixed 40 bytes)
 	__u32 l4len;   // TCP/UDP header length, GSO frames only
-	__u32 l4proto; // GSO frames only
+	__u32 l4proto; // the IP header's protocol
 	__u32 tot_len; // IPv4 total length, IPv6 40 + payload length
 	__u8 daddr[16];
 };
@@ -432,6 +433,7 @@ static __always_inline int parse_ip(struct __sk_buff *skb, __u32 off, __u32 ver,
 		ip->l3len = hlen;
 		ip->tot_len = ((__u32)h[2] << 8) | h[3];
 		__builtin_memcpy(ip->daddr, h + 16, 4);
+		ip->l4proto = h[9];
 		if (!gso) {
 			// Exactly the frame: a packet with link padding behind it is the pipeline's,
 			// which trims the padding, as the kernel does, before forwarding.
@@ -442,7 +444,6 @@ static __always_inline int parse_ip(struct __sk_buff *skb, __u32 off, __u32 ver,
 		// GSO: the segments' headers are these; fragments are never GSO
 		if ((h[6] & 0x3f) || h[7])
 			return -1;
-		ip->l4proto = h[9];
 	} else if (ver == 6) {
 		__u8 h[40];
 		if (bpf_skb_load_bytes(skb, off, h, 40))
@@ -453,12 +454,13 @@ static __always_inline int parse_ip(struct __sk_buff *skb, __u32 off, __u32 ver,
 		ip->l3len = 40;
 		ip->tot_len = 40 + (((__u32)h[4] << 8) | h[5]);
 		__builtin_memcpy(ip->daddr, h + 24, 16);
+		ip->l4proto = h[6];
 		if (!gso) {
 			if ((__u64)off + ip->tot_len != skb->len)
 				return -1;
 			return 0;
 		}
-		ip->l4proto = h[6]; // extension headers: not parsed, such GSO frames pass
+		// extension headers: not parsed, such GSO frames pass
 	} else {
 		return -1;
 	}
@@ -887,6 +889,12 @@ static __always_inline void decide_ip(struct __sk_buff *skb, struct decision *d,
 		return;
 	if (l3_size(&ip, gso, 4 * n) > adj.mtu)
 		return;
+	if (n && !gso && ip.l4proto == IPPROTO_TCP) {
+		__u8 doff;
+		if (bpf_skb_load_bytes(skb, FP_ETH_HLEN + ip.l3len + 12, &doff, 1))
+			return;
+		d->tcp_data = ip.tot_len > ip.l3len + (doff >> 4) * 4;
+	}
 	__u32 new_ttl = ip.ttl - 1;
 	__u32 lttl = r->label_ttl ? (r->label_ttl & 0xff) : new_ttl;
 #pragma unroll
@@ -911,7 +919,10 @@ static __always_inline void decide_ip(struct __sk_buff *skb, struct decision *d,
 // attached interfaces of all namespaces (userspace leaves a port whose index collides to
 // the pipeline), so the out port's entry tells its namespace. A port that transmits
 // (fp_port.transmit) takes no labelled super-frame, and is reached from its own namespace
-// only (a crossing's far end hands frames on to a veth peer).
+// only (a crossing's far end hands frames on to a veth peer). Nor does it take the single
+// TCP segments with data a push would label: their flow's super-frames go through the
+// pipeline, and a segment sent meanwhile in the kernel would overtake them (reordering
+// the flow; pure ACKs carry no data to reorder).
 static __always_inline void decide_delivery(struct decision *d, __u32 gso)
 {
 	if (d->verdict == V_PASS || (d->adj.ifindex & FP_TUNNEL_BIT))
@@ -921,7 +932,7 @@ static __always_inline void decide_delivery(struct decision *d, __u32 gso)
 	__u32 out_netns = op ? op->netns : 0;
 	if (op && op->transmit) {
 		int labelled = d->verdict == V_SWAP || d->verdict == V_PUSH || d->verdict == V_PHP_LABEL;
-		if (out_netns != d->in_netns || (gso && labelled)) {
+		if (out_netns != d->in_netns || (labelled && (gso || d->tcp_data))) {
 			d->verdict = V_PASS;
 			return;
 		}

@@ -166,8 +166,10 @@ pub enum Delivery {
     /// egress, where the kernel segments by `skb->protocol` and the device's features. A
     /// labelled super-frame would need MPLS GSO the kernel may lack (and `skb->protocol`
     /// is still IP after a push), so the programs leave those to the pipeline, which
-    /// segments them; unlabelled super-frames (routed, or popped) leave whole. A
-    /// transmitting port is reached from its own namespace only.
+    /// segments them; unlabelled super-frames (routed, or popped) leave whole. Pushes of
+    /// single TCP segments with data go to the pipeline too, behind their flow's
+    /// super-frames, which they would otherwise overtake. A transmitting port is reached
+    /// from its own namespace only.
     Transmit,
 }
 

@@ -18,7 +18,7 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{End, Netns, mac_str, transfer, veth};
+use common::{End, Netns, PacketSocket, mac_str, transfer, veth};
 use vmpls_dataplane::{Packet, PacketPool};
 use vmpls_fastpath::{Adjacency, Delivery, FastPath, FastPort, FastTables, LabelEntry, RouteEntry};
 use vmpls_ports::{AfPacketPort, Port, TapOptions, TapPort};
@@ -178,4 +178,88 @@ fn a_tap_port_takes_pushes_from_its_ingress_and_popped_super_frames_to_its_reade
         (seen.frames.load(Ordering::Relaxed), seen.super_frames.load(Ordering::Relaxed));
     assert_eq!(frames, tap_stats.tx_frames, "every frame the programs sent into the TAP reached its reader");
     assert!(super_frames > 0, "popped super-frames reach the TAP's reader whole ({frames} frames)");
+}
+
+/// An IPv4/TCP packet 198.18.0.1 -> `dst` (ACK, 20-byte header) with `payload` bytes.
+fn ipv4_tcp(dst: [u8; 4], payload: usize) -> Vec<u8> {
+    let mut p = common::ipv4_udp(dst, 64, payload + 12);
+    p[9] = 6;
+    p[10..12].fill(0);
+    let c = !common::fold(common::sum16(&p[..20]));
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p[32] = 0x50; // data offset: 5 words
+    p[33] = 0x10; // ACK
+    p
+}
+
+#[test]
+fn a_push_into_a_tap_takes_single_frames_and_leaves_tcp_data_to_the_pipeline() {
+    let pe1 = Netns::without_ipv6("ftpp1");
+    let src = Netns::new("ftpps");
+    veth(
+        End { ns: &pe1, ifname: "p0", mac: Some(PE1P) },
+        End { ns: &src, ifname: "s0", mac: Some(PE2P) },
+        CORE_MTU,
+    );
+    let tap_opts = TapOptions { mtu: Some(EDGE_MTU), mac: Some(H1), mpls_gso: false };
+    let mut tap = pe1.run(|| TapPort::create(0, "c0", "c0", &tap_opts).expect("TAP c0 in pe1"));
+    pe1.ip(&["link", "set", "c0", "address", &mac_str(PE1C)]);
+    let (c1, p1) = (pe1.ifindex("c0"), pe1.ifindex("p0"));
+    let mut t = FastTables::default();
+    t.ports.insert(
+        c1,
+        FastPort { vrf: 0, mac: PE1C, accepts_mpls: true, netns: 0, delivery: Delivery::Transmit },
+    );
+    t.ports.insert(
+        p1,
+        FastPort { vrf: 0, mac: PE1P, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
+    );
+    let into_tap = Adjacency { ifindex: c1, mtu: EDGE_MTU, dst_mac: H1, src_mac: PE1C };
+    t.routes_v4.insert(
+        (0, Ipv4Addr::new(198, 18, 3, 0), 24),
+        RouteEntry::Forward { labels: vec![3000], label_ttl: None, adj: into_tap },
+    );
+    let fp = pe1.run(|| {
+        let mut fp = FastPath::load().expect("load");
+        fp.attach("c0").unwrap();
+        fp.attach("p0").unwrap();
+        fp.apply(&t).unwrap();
+        fp
+    });
+    let s0 = src.ifindex("s0");
+    let tx = src.run(|| PacketSocket::open_index(s0));
+    let dst = [198, 18, 3, 9];
+    let sent = [
+        ("UDP", common::ipv4_udp(dst, 64, 100), true),
+        ("a pure ACK", ipv4_tcp(dst, 0), true),
+        ("a TCP segment with data", ipv4_tcp(dst, 100), false),
+    ];
+    let mut pool = PacketPool::new(64);
+    for (what, ip, pushed) in &sent {
+        let before = fp.counters().unwrap();
+        tx.send(&common::eth(PE1P, PE2P, 0x0800, ip));
+        let mut got: Vec<Packet> = Vec::new();
+        for _ in 0..15 {
+            std::thread::sleep(Duration::from_millis(20));
+            tap.recv_batch(&mut pool, &mut got, 64).unwrap();
+        }
+        let after = fp.counters().unwrap();
+        let labelled: Vec<&[u8]> =
+            got.iter().map(Packet::frame).filter(|f| f[12..14] == [0x88, 0x47]).collect();
+        if *pushed {
+            assert_eq!(labelled.len(), 1, "{what}: one labelled frame in the TAP, got {got:?}");
+            assert_eq!(labelled[0][14..17], [0x00, 0xbb, 0x81], "{what}: label 3000, bottom of stack");
+            let pushed_ip = &labelled[0][18..];
+            assert_eq!((pushed_ip.len(), pushed_ip[8]), (ip.len(), 63), "{what}: the packet whole, TTL - 1");
+            assert_eq!(pushed_ip[12..], ip[12..], "{what}: addresses and payload as sent");
+            assert_eq!(after.push - before.push, 1, "{what}: {after:?}");
+        } else {
+            assert!(labelled.is_empty(), "{what}: left to the pipeline, not pushed into the TAP: {got:?}");
+            assert_eq!((after.push - before.push, after.passed - before.passed), (0, 1), "{what}: {after:?}");
+        }
+        for p in got.drain(..) {
+            pool.put(p);
+        }
+    }
+    drop(tap);
 }
