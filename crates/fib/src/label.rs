@@ -71,6 +71,15 @@ impl LabelTable {
         chunk.routes[label % CHUNK].as_ref()
     }
 
+    /// The slot of `label` in the direct index, without reading it (for a prefetch);
+    /// `None` when no chunk holds it.
+    #[inline]
+    pub(crate) fn slot(&self, label: Label) -> Option<&Option<LabelRoute>> {
+        let label = label as usize;
+        let chunk = self.chunks.get(label / CHUNK)?.as_ref()?;
+        Some(&chunk.routes[label % CHUNK])
+    }
+
     /// Sets the route for `label` and returns the previous one.
     ///
     /// # Panics
