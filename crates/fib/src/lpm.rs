@@ -173,6 +173,13 @@ impl<A: LpmKey, V> Lpm<A, V> {
     }
 }
 
+impl<V> Default for Node<V> {
+    /// An unused slot.
+    fn default() -> Self {
+        Node { key: 0, len: 0, value: None, children: [NONE; 2] }
+    }
+}
+
 impl<V> Node<V> {
     /// The value of the prefix this node holds; `None` for a branch point.
     #[inline]
