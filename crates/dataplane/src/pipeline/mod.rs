@@ -211,6 +211,18 @@ struct Batch<'a> {
     now: Instant,
     pool: &'a mut PacketPool,
     out: &'a mut Output,
+    /// The IPv4 route the lookup stage found for the frame being processed
+    /// ([`prefetch_routes`]), taken by its IPv4 input.
+    route_hint: Option<RouteHint<'a>>,
+}
+
+/// What the lookup stage of a batch found for one frame: the result of looking `dst` up
+/// in `vrf` (in the batch's FIB), so the frame's IPv4 input need not look again.
+#[derive(Debug, Clone, Copy)]
+struct RouteHint<'a> {
+    vrf: VrfId,
+    dst: std::net::Ipv4Addr,
+    route: Option<&'a vmpls_fib::PrefixRoute>,
 }
 
 /// The router's forwarding state and logic. Owned by one forwarding thread.
@@ -321,7 +333,7 @@ impl Dataplane {
         self.count_refused_neighbors();
         if probe {
             let fib = self.fib.load_full();
-            self.send_solicit(&mut Batch { fib: &fib, now, pool, out }, port, addr);
+            self.send_solicit(&mut Batch { fib: &fib, now, pool, out, route_hint: None }, port, addr);
         }
     }
 
@@ -343,7 +355,7 @@ impl Dataplane {
         out: &mut Output,
     ) -> Result<(), crate::neighbor::StaticNeighborError> {
         let fib = self.fib.load_full();
-        self.set_static(&mut Batch { fib: &fib, now, pool, out }, port, addr, mac, false)
+        self.set_static(&mut Batch { fib: &fib, now, pool, out, route_hint: None }, port, addr, mac, false)
     }
 
     /// As [`set_static_neighbor`](Dataplane::set_static_neighbor), changing the MAC of a
@@ -361,7 +373,7 @@ impl Dataplane {
         out: &mut Output,
     ) -> Result<(), crate::neighbor::StaticNeighborError> {
         let fib = self.fib.load_full();
-        self.set_static(&mut Batch { fib: &fib, now, pool, out }, port, addr, mac, true)
+        self.set_static(&mut Batch { fib: &fib, now, pool, out, route_hint: None }, port, addr, mac, true)
     }
 
     fn set_static(
@@ -416,31 +428,48 @@ impl Dataplane {
         }
         // Taken from the back of a reversed batch, so what is left stays in order.
         frames.reverse();
-        let mut b = Batch { fib: &fib, now, pool, out };
-        let ahead = frames.len() > 1 && fib.prefetch_pays();
-        'batch: while !frames.is_empty() {
-            // A window of frames at a time: first the lookups of all of them, one read at
-            // a time with their misses overlapped, then each frame the usual way.
-            let window = frames.len().min(LOOKAHEAD);
-            if ahead && window > 1 {
-                prefetch_routes(b.fib, &frames[frames.len() - window..]);
-            }
-            for _ in 0..window {
-                let Some(pkt) = frames.pop() else { break 'batch };
+        let mut b = Batch { fib: &fib, now, pool, out, route_hint: None };
+        if frames.len() > 1 && fib.prefetch_pays() {
+            self.process_staged(&mut b, frames);
+        } else {
+            while let Some(pkt) = frames.pop() {
                 self.input(&mut b, pkt);
                 if b.pool.available() < POOL_LOW_WATER && !frames.is_empty() {
-                    break 'batch;
+                    break;
                 }
             }
         }
         frames.reverse();
     }
 
+    /// [`process_batch`](Dataplane::process_batch) through large tables (a reversed
+    /// batch, taken from the back): a window of frames at a time, first the lookup stage
+    /// of all of them ([`prefetch_routes`]: their misses overlapped), then each frame the
+    /// usual way, with the IPv4 route the stage found.
+    fn process_staged<'a>(&mut self, b: &mut Batch<'a>, frames: &mut Vec<Packet>) {
+        while !frames.is_empty() {
+            let window = frames.len().min(LOOKAHEAD);
+            let mut hints = [None; LOOKAHEAD];
+            prefetch_routes(b.fib, &frames[frames.len() - window..], &mut hints);
+            // The window is the end of the reversed batch: its last frame goes first.
+            for hint in hints[..window].iter().rev() {
+                let Some(pkt) = frames.pop() else { return };
+                b.route_hint = *hint;
+                self.input(b, pkt);
+                if b.pool.available() < POOL_LOW_WATER && !frames.is_empty() {
+                    b.route_hint = None;
+                    return;
+                }
+            }
+        }
+        b.route_hint = None;
+    }
+
     /// Processes one received frame.
     pub fn process(&mut self, now: Instant, pkt: Packet, pool: &mut PacketPool, out: &mut Output) {
         let fib = self.fib.load_full();
         self.vpls_follow(&fib);
-        self.input(&mut Batch { fib: &fib, now, pool, out }, pkt);
+        self.input(&mut Batch { fib: &fib, now, pool, out, route_hint: None }, pkt);
     }
 
     /// When [`poll`](Dataplane::poll) next has work (neighbour requests to repeat, held
@@ -458,7 +487,7 @@ impl Dataplane {
     pub fn poll(&mut self, now: Instant, pool: &mut PacketPool, out: &mut Output) {
         let fib = self.fib.load_full();
         let expiry = self.neighbors.poll(now);
-        let mut b = Batch { fib: &fib, now, pool, out };
+        let mut b = Batch { fib: &fib, now, pool, out, route_hint: None };
         for (port, addr) in expiry.probes {
             self.send_solicit(&mut b, port, addr);
         }
@@ -568,10 +597,13 @@ const LOOKAHEAD: usize = 32;
 /// the next hop, its labels), so that the cache misses of all of them are in flight at
 /// once instead of one after the other as each frame is processed. A hint only: the
 /// frames are then processed as before, in order, and their lookups find the tables in
-/// cache. At most [`LOOKAHEAD`] frames.
-fn prefetch_routes(fib: &Fib, frames: &[Packet]) {
+/// cache. Last, the IPv4 routes are looked up (from cache, all frames' reads overlapped)
+/// into `hints`, which the frames' IPv4 input takes instead of looking up again. At most
+/// [`LOOKAHEAD`] frames.
+fn prefetch_routes<'a>(fib: &'a Fib, frames: &[Packet], hints: &mut [Option<RouteHint<'a>>; LOOKAHEAD]) {
     let mut ahead = [vmpls_fib::RoutePrefetch::default(); LOOKAHEAD];
-    for (a, pkt) in ahead.iter_mut().zip(frames) {
+    let mut keys = [None; LOOKAHEAD];
+    for ((a, key), pkt) in ahead.iter_mut().zip(&mut keys).zip(frames) {
         let f = pkt.frame();
         let Some(&[t0, t1, b0, b1, b2, ..]) = f.get(ETH - 2..) else { continue };
         *a = match EtherType::from(u16::from_be_bytes([t0, t1])) {
@@ -580,7 +612,9 @@ fn prefetch_routes(fib: &Fib, frames: &[Packet]) {
             // The destination address: bytes 16 to 19 of the header.
             EtherType::Ipv4 => match f.get(ETH + 16..ETH + 20) {
                 Some(&[d0, d1, d2, d3]) => {
-                    fib.prefetch_ipv4(port_vrf(fib, pkt.port), std::net::Ipv4Addr::new(d0, d1, d2, d3))
+                    let (vrf, dst) = (port_vrf(fib, pkt.port), std::net::Ipv4Addr::new(d0, d1, d2, d3));
+                    *key = Some((vrf, dst));
+                    fib.prefetch_ipv4(vrf, dst)
                 }
                 _ => continue,
             },
@@ -590,6 +624,11 @@ fn prefetch_routes(fib: &Fib, frames: &[Packet]) {
     let ahead = &mut ahead[..frames.len().min(LOOKAHEAD)];
     // One pass a dependent read: each step reads what the previous pass prefetched.
     while ahead.iter_mut().fold(false, |more, a| a.step() | more) {}
+    for (hint, key) in hints.iter_mut().zip(keys) {
+        *hint = key.and_then(|(vrf, dst)| {
+            Some(RouteHint { vrf, dst, route: fib.vrf(vrf)?.v4.lookup(dst).map(|(_, _, r)| r) })
+        });
+    }
 }
 
 /// The VRF of the port a frame arrived on.
