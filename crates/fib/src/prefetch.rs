@@ -26,7 +26,11 @@ use crate::{
 /// A route lookup in progress, one read ahead of the caller: see the [module
 /// documentation](self). `RoutePrefetch::default()` has nothing to do.
 #[derive(Clone, Copy, Default)]
-pub struct RoutePrefetch<'a>(Step<'a>);
+pub struct RoutePrefetch<'a> {
+    step: Step<'a>,
+    /// An IPv4 lookup's result, once its trie node was read (or found missing).
+    ipv4: Option<Option<&'a PrefixRoute>>,
+}
 
 #[derive(Clone, Copy, Default)]
 enum Step<'a> {
@@ -49,7 +53,7 @@ enum Step<'a> {
 impl fmt::Debug for RoutePrefetch<'_> {
     /// The step only: the tables it points into are not printed.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let step = match self.0 {
+        let step = match self.step {
             Step::Done => "done",
             Step::Index24 { .. } => "index24",
             Step::Index8 { .. } => "index8",
@@ -84,7 +88,7 @@ impl Fib {
         match self.labels.slot(label) {
             Some(slot) => {
                 hint(slot);
-                RoutePrefetch(Step::Label(slot))
+                RoutePrefetch { step: Step::Label(slot), ipv4: None }
             }
             None => RoutePrefetch::default(),
         }
@@ -98,36 +102,41 @@ impl Fib {
         let Some(lpm) = self.vrf(vrf).map(|v| &v.v4) else { return RoutePrefetch::default() };
         let Some(dir) = lpm.dir() else { return RoutePrefetch::default() };
         let addr = u32::from(addr);
-        RoutePrefetch(match dir.entry24(addr) {
+        let mut p = RoutePrefetch::default();
+        p.step = match dir.entry24(addr) {
             Some(entry) => {
                 hint(entry);
                 Step::Index24 { lpm, dir, addr, entry }
             }
-            None => Step::node(lpm, dir.finish(addr, 0)),
-        })
+            None => p.node(lpm, dir.finish(addr, 0)),
+        };
+        p
     }
 }
 
-impl RoutePrefetch<'_> {
+impl<'a> RoutePrefetch<'a> {
     /// Reads what the last step prefetched and prefetches the next read of the lookup.
     /// Returns whether there is more to do: false once the last read was prefetched
     /// (then the next step does nothing).
     #[inline]
     pub fn step(&mut self) -> bool {
-        self.0 = match self.0 {
+        self.step = match self.step {
             Step::Done => return false,
             Step::Index24 { lpm, dir, addr, entry } => match dir.entry8(addr, *entry) {
                 Ok(entry) => {
                     hint(entry);
                     Step::Index8 { lpm, dir, addr, entry }
                 }
-                Err(node) => Step::node(lpm, node),
+                Err(node) => self.node(lpm, node),
             },
-            Step::Index8 { lpm, dir, addr, entry } => Step::node(lpm, dir.finish(addr, *entry)),
-            Step::Node(node) => match node.value() {
-                Some(PrefixRoute { target: RouteTarget::Forward(group), .. }) => Step::group(group),
-                _ => Step::Done,
-            },
+            Step::Index8 { lpm, dir, addr, entry } => self.node(lpm, dir.finish(addr, *entry)),
+            Step::Node(node) => {
+                self.ipv4 = Some(node.value());
+                match node.value() {
+                    Some(PrefixRoute { target: RouteTarget::Forward(group), .. }) => Step::group(group),
+                    _ => Step::Done,
+                }
+            }
             Step::Label(slot) => match slot {
                 Some(LabelRoute { action: LabelAction::Forward(group), .. }) => Step::group(group),
                 _ => Step::Done,
@@ -140,20 +149,32 @@ impl RoutePrefetch<'_> {
             Step::Group(group) => Step::labels(group.first()),
             Step::Nexthop(nh) => Step::labels(nh),
         };
-        !matches!(self.0, Step::Done)
+        !matches!(self.step, Step::Done)
     }
-}
 
-impl<'a> Step<'a> {
-    /// The trie node `node` of `lpm` requested.
+    /// What [`Lpm::lookup`] gives for the address of [`Fib::prefetch_ipv4`], once the
+    /// steps have read its trie node (all of them have when [`step`](Self::step) returns
+    /// false): `Some(route)`, or `Some(None)` for no route. `None` before that, and for a
+    /// label or a VRF that does not exist.
     #[inline]
-    fn node(lpm: &'a Lpm<Ipv4Addr, PrefixRoute>, node: Option<u32>) -> Step<'a> {
-        let Some(i) = node else { return Step::Done };
+    pub fn ipv4_route(&self) -> Option<Option<&'a PrefixRoute>> {
+        self.ipv4
+    }
+
+    /// The trie node `node` of `lpm` requested; no node, no route.
+    #[inline]
+    fn node(&mut self, lpm: &'a Lpm<Ipv4Addr, PrefixRoute>, node: Option<u32>) -> Step<'a> {
+        let Some(i) = node else {
+            self.ipv4 = Some(None);
+            return Step::Done;
+        };
         let node = lpm.node(i);
         hint(node);
         Step::Node(node)
     }
+}
 
+impl<'a> Step<'a> {
     /// The group requested.
     #[inline]
     fn group(group: &'a NexthopGroup) -> Step<'a> {
@@ -213,7 +234,7 @@ mod tests {
 
     /// Steps a lookup takes after it starts, each reading what the one before requested.
     fn steps(mut p: super::RoutePrefetch<'_>) -> usize {
-        if matches!(p.0, super::Step::Done) {
+        if matches!(p.step, super::Step::Done) {
             return 0;
         }
         let mut n = 1;
@@ -258,5 +279,16 @@ mod tests {
         assert_eq!(steps(fib.prefetch_ipv4(DEFAULT_VRF, "10.0.0.1".parse().unwrap())), 3);
         assert_eq!(steps(fib.prefetch_ipv4(DEFAULT_VRF, "192.0.2.1".parse().unwrap())), 0, "no route");
         assert_eq!(steps(fib.prefetch_ipv4(99, "198.18.1.1".parse().unwrap())), 0, "no such VRF");
+
+        // The lookup's result, as Lpm::lookup gives it.
+        let v4 = &fib.vrf(DEFAULT_VRF).unwrap().v4;
+        for a in ["198.18.1.1", "198.18.2.200", "198.18.2.1", "10.0.0.1", "10.0.0.7", "192.0.2.1"] {
+            let a: Ipv4Addr = a.parse().unwrap();
+            let mut p = fib.prefetch_ipv4(DEFAULT_VRF, a);
+            while p.step() {}
+            assert_eq!(p.ipv4_route(), Some(v4.lookup(a).map(|(_, _, r)| r)), "{a}");
+        }
+        assert_eq!(fib.prefetch_ipv4(99, "198.18.1.1".parse().unwrap()).ipv4_route(), None);
+        assert_eq!(fib.prefetch_label(100).ipv4_route(), None);
     }
 }

@@ -34,7 +34,7 @@ impl Dataplane {
         }
         let Some(vrf) = b.fib.vrf(ctx.vrf) else { return self.discard(DropReason::NoRoute, pkt, b.pool) };
         // The lookup stage's result, if it looked this very key up (in this FIB).
-        let route = match b.route_hint.take() {
+        let route = match b.route_hint {
             Some(h) if h.vrf == ctx.vrf && h.dst == dst => h.route,
             _ => vrf.v4.lookup(dst).map(|(_, _, r)| r),
         };

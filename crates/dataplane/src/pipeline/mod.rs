@@ -212,7 +212,7 @@ struct Batch<'a> {
     pool: &'a mut PacketPool,
     out: &'a mut Output,
     /// The IPv4 route the lookup stage found for the frame being processed
-    /// ([`prefetch_routes`]), taken by its IPv4 input.
+    /// ([`prefetch_routes`]), which its IPv4 input uses if the VRF and destination match.
     route_hint: Option<RouteHint<'a>>,
 }
 
@@ -597,9 +597,8 @@ const LOOKAHEAD: usize = 32;
 /// the next hop, its labels), so that the cache misses of all of them are in flight at
 /// once instead of one after the other as each frame is processed. A hint only: the
 /// frames are then processed as before, in order, and their lookups find the tables in
-/// cache. Last, the IPv4 routes are looked up (from cache, all frames' reads overlapped)
-/// into `hints`, which the frames' IPv4 input takes instead of looking up again. At most
-/// [`LOOKAHEAD`] frames.
+/// cache. The IPv4 routes the lookups found go into `hints`, which the frames' IPv4 input
+/// takes instead of looking up again. At most [`LOOKAHEAD`] frames.
 fn prefetch_routes<'a>(fib: &'a Fib, frames: &[Packet], hints: &mut [Option<RouteHint<'a>>; LOOKAHEAD]) {
     let mut ahead = [vmpls_fib::RoutePrefetch::default(); LOOKAHEAD];
     let mut keys = [None; LOOKAHEAD];
@@ -624,10 +623,8 @@ fn prefetch_routes<'a>(fib: &'a Fib, frames: &[Packet], hints: &mut [Option<Rout
     let ahead = &mut ahead[..frames.len().min(LOOKAHEAD)];
     // One pass a dependent read: each step reads what the previous pass prefetched.
     while ahead.iter_mut().fold(false, |more, a| a.step() | more) {}
-    for (hint, key) in hints.iter_mut().zip(keys) {
-        *hint = key.and_then(|(vrf, dst)| {
-            Some(RouteHint { vrf, dst, route: fib.vrf(vrf)?.v4.lookup(dst).map(|(_, _, r)| r) })
-        });
+    for ((hint, key), a) in hints.iter_mut().zip(keys).zip(ahead) {
+        *hint = key.zip(a.ipv4_route()).map(|((vrf, dst), route)| RouteHint { vrf, dst, route });
     }
 }
 
