@@ -585,9 +585,9 @@ impl Dataplane {
 }
 
 /// Frames whose lookups [`prefetch_routes`] takes together: enough to cover a cache
-/// miss's latency with the steps of the other frames' lookups (a miss costs about as much
-/// as 30 steps), few enough that what the first frames' steps brought in is still in the
-/// first-level cache when they are processed.
+/// miss's latency with the steps of the other frames' lookups, few enough that what the
+/// steps brought in is still in cache when the frames are processed. 8, 16 and 64 measured
+/// alike (BENCHMARKS.md).
 const LOOKAHEAD: usize = 32;
 
 /// The lookup stage of a batch, as VPP's graph nodes and DPDK's pipelines stage theirs:
