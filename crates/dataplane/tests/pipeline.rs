@@ -2353,3 +2353,93 @@ fn kernel_mode_is_is_hellos_are_left_to_isisd_and_own_mode_counts_them_unknown()
     assert!(r.send(P_WEST, &hello).is_empty());
     assert_eq!(r.drops(DropReason::UnknownEthertype), 1);
 }
+
+/// pe1 with tables large enough for the lookup stage of a batch
+/// ([`vmpls_fib::PREFETCH_MIN_ROUTES`] routes of each kind): 198.19.0.0 + i/32 pushes
+/// label 20000 + i, label 10000 + i is swapped for 100000 + i, both toward p.
+fn pe1_large() -> Router {
+    let mut b = pe1_builder();
+    for i in 0..vmpls_fib::PREFETCH_MIN_ROUTES as u32 {
+        let dst = IpAddr::V4(std::net::Ipv4Addr::from(0xc613_0000 + i));
+        let push = push_route(single(PE1_CORE, "198.18.10.2", &[20_000 + i]), TtlModel::Uniform);
+        b.add_prefix_route(DEFAULT_VRF, dst, 32, push).unwrap();
+        b.add_label_route(10_000 + i, swap_route(single(PE1_CORE, "198.18.10.2", &[100_000 + i]))).unwrap();
+    }
+    let mut r = Router::new(b, pe1_ports());
+    r.resolve_all_pe1();
+    r
+}
+
+/// Moves the frames of `out` to the end of `sent`, the frames each port sent in order.
+fn drain(out: &mut Output, sent: &mut [Vec<Vec<u8>>]) {
+    for (tx, sent) in out.tx.iter_mut().zip(sent) {
+        sent.extend(tx.drain(..).map(|p| p.frame().to_vec()));
+    }
+}
+
+#[test]
+fn a_batch_through_large_tables_goes_out_as_its_frames_one_by_one() {
+    // What the lookup stage reads ahead (routed and labelled frames spread over the
+    // tables), and what it must not trip on or change: no route, TTL 1 (ICMP errors),
+    // unknown and reserved labels, frames cut short in the headers it reads.
+    let udp = |dst: &str, ttl: u8, seed: u8| ipv4_udp(CE1, dst, ttl, &pattern(20, seed));
+    let mut frames: Vec<(u16, Vec<u8>)> = Vec::new();
+    for i in 0..150u32 {
+        let dst = std::net::Ipv4Addr::from(0xc613_0000 + i * 53).to_string();
+        frames.push((PE1_CE1, from_ce1(&udp(&dst, 64, i as u8))));
+        let label = 10_000 + i * 53;
+        frames.push((PE1_CORE, mpls_frame(PE1_CORE_MAC, P_WEST_MAC, &[(label, 64)], &udp(CE2, 64, i as u8))));
+        match i % 10 {
+            0 => frames.push((PE1_CE1, from_ce1(&udp("203.0.113.1", 64, 1)))),
+            1 => frames.push((PE1_CE1, from_ce1(&udp(&dst, 1, 2)))),
+            2 => {
+                frames.push((PE1_CORE, mpls_frame(PE1_CORE_MAC, P_WEST_MAC, &[(label, 1)], &udp(CE2, 64, 3))))
+            }
+            3 => frames
+                .push((PE1_CORE, mpls_frame(PE1_CORE_MAC, P_WEST_MAC, &[(999_999, 64)], &udp(CE2, 64, 4)))),
+            4 => frames.push((PE1_CORE, mpls_frame(PE1_CORE_MAC, P_WEST_MAC, &[(7, 64)], &udp(CE2, 64, 5)))),
+            5 => frames.push((PE1_CE1, from_ce1(&udp(&dst, 64, 6))[..30].to_vec())),
+            6 => frames
+                .push((PE1_CORE, mpls_frame(PE1_CORE_MAC, P_WEST_MAC, &[(label, 64)], &[])[..16].to_vec())),
+            7 => frames.push((PE1_CE1, vec![1, 2, 3])),
+            _ => {}
+        }
+    }
+    let mut batched = pe1_large();
+    let mut alone = pe1_large();
+    let (mut out_batched, mut out_alone) = (Output::new(2), Output::new(2));
+    let (mut sent_batched, mut sent_alone) = (vec![Vec::new(); 2], vec![Vec::new(); 2]);
+    for chunk in frames.chunks(64) {
+        let mut batch: Vec<Packet> = chunk.iter().map(|(port, f)| Packet::from_frame(*port, f)).collect();
+        while !batch.is_empty() {
+            batched.dp.process_batch(batched.now, &mut batch, &mut batched.pool, &mut out_batched);
+            drain(&mut out_batched, &mut sent_batched);
+        }
+        for (port, f) in chunk {
+            alone.dp.process(alone.now, Packet::from_frame(*port, f), &mut alone.pool, &mut out_alone);
+            drain(&mut out_alone, &mut sent_alone);
+        }
+    }
+    for port in 0..2 {
+        assert_eq!(sent_batched[port].len(), sent_alone[port].len(), "frames out of port {port}");
+        let first_difference = sent_batched[port].iter().zip(&sent_alone[port]).position(|(a, b)| a != b);
+        assert_eq!(first_difference, None, "port {port}: frames differ");
+    }
+    assert_eq!(format!("{:?}", batched.dp.counters()), format!("{:?}", alone.dp.counters()));
+    // Every routed and every labelled frame went through (the labelled ones with TTL 1
+    // send their time exceeded along the LSP: 15 more swaps).
+    assert_eq!(batched.events(Event::LabelPush), 150);
+    assert_eq!(batched.events(Event::LabelSwap), 165);
+    for reason in [
+        DropReason::NoRoute,
+        DropReason::IpTtlExpired,
+        DropReason::LabelTtlExpired,
+        DropReason::UnknownLabel,
+        DropReason::ReservedLabel,
+        DropReason::BadIpv4Header,
+        DropReason::TruncatedLabelStack,
+        DropReason::TruncatedEthernet,
+    ] {
+        assert_eq!(batched.drops(reason), 15, "{reason:?}");
+    }
+}

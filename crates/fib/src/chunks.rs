@@ -3,7 +3,9 @@
 //! version in time that does not grow with the table.
 //!
 //! Cloning copies one pointer per chunk; the first write to a chunk that another version
-//! still shares copies that chunk only ([`Arc::make_mut`]). Two versions can be compared
+//! still shares copies that chunk only ([`Arc::make_mut`]). A chunk is one allocation with
+//! its entries in it (`Arc<[T]>`, filled with `T::default()` past the end), so reaching an
+//! entry reads the chunk's pointer and then the entry, nothing in between. Two versions can be compared
 //! chunk by chunk: chunks that are the same allocation hold the same entries, so a diff
 //! costs time in proportion to what changed ([`Chunks::changed`]).
 
@@ -17,7 +19,8 @@ const CHUNK_BITS: u32 = CHUNK_LEN.trailing_zeros();
 /// A growable vector of `T` in shared chunks of [`CHUNK_LEN`].
 #[derive(Debug)]
 pub(crate) struct Chunks<T> {
-    chunks: Vec<Arc<Vec<T>>>,
+    /// Each of [`CHUNK_LEN`] entries.
+    chunks: Vec<Arc<[T]>>,
     len: usize,
 }
 
@@ -33,7 +36,7 @@ impl<T> Default for Chunks<T> {
     }
 }
 
-impl<T: Clone> Chunks<T> {
+impl<T: Clone + Default> Chunks<T> {
     /// Number of entries.
     #[inline]
     pub(crate) fn len(&self) -> usize {
@@ -62,11 +65,10 @@ impl<T: Clone> Chunks<T> {
     pub(crate) fn push(&mut self, value: T) -> usize {
         let i = self.len;
         if i & (CHUNK_LEN - 1) == 0 {
-            self.chunks.push(Arc::new(Vec::with_capacity(CHUNK_LEN)));
+            self.chunks.push((0..CHUNK_LEN).map(|_| T::default()).collect());
         }
-        let last = self.chunks.last_mut().expect("a chunk was just made for this index");
-        Arc::make_mut(last).push(value);
         self.len += 1;
+        *self.get_mut(i) = value;
         i
     }
 

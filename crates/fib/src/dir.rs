@@ -62,10 +62,38 @@ impl Dir {
     /// The trie node of the longest prefix containing `a`.
     #[inline]
     pub(crate) fn lookup(&self, a: u32) -> Option<u32> {
-        let mut e = self.get24(a >> 8);
-        if e & EXT != 0 {
-            e = *self.tbl8.get(((e & !EXT) as usize) << 8 | (a & 0xff) as usize);
+        let e = self.entry24(a).copied().unwrap_or(0);
+        match self.entry8(a, e) {
+            Ok(&e) => self.finish(a, e),
+            Err(node) => node,
         }
+    }
+
+    /// The first read of [`lookup`](Dir::lookup): the /24's entry of `a`, if its chunk of
+    /// `tbl24` exists (else the lookup reads only `short`, which stays in cache).
+    #[inline]
+    pub(crate) fn entry24(&self, a: u32) -> Option<&u32> {
+        let slot = (a >> 8) as usize;
+        match self.tbl24.get(slot / CHUNK24) {
+            Some(Some(chunk)) => Some(&chunk[slot % CHUNK24]),
+            _ => None,
+        }
+    }
+
+    /// The second read of [`lookup`](Dir::lookup), given the /24's entry `e`: the `tbl8`
+    /// entry of `a` if `e` points to a group, else `Err` with the lookup's result.
+    #[inline]
+    pub(crate) fn entry8(&self, a: u32, e: u32) -> Result<&u32, Option<u32>> {
+        if e & EXT != 0 {
+            Ok(self.tbl8.get(((e & !EXT) as usize) << 8 | (a & 0xff) as usize))
+        } else {
+            Err(self.finish(a, e))
+        }
+    }
+
+    /// The lookup's result from the last entry it read (`short` when that one has no match).
+    #[inline]
+    pub(crate) fn finish(&self, a: u32, mut e: u32) -> Option<u32> {
         if e == 0 {
             e = self.short[(a >> 24) as usize];
         }

@@ -37,12 +37,13 @@ pub struct LabelRoute {
 /// Labels per chunk of the table.
 const CHUNK: usize = crate::chunks::CHUNK_LEN;
 
-/// One chunk of the direct index: the routes of `CHUNK` consecutive labels.
+/// One chunk of the direct index: the routes of `CHUNK` consecutive labels, in the
+/// chunk's own allocation (a lookup reads the chunk's pointer, then the route).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct LabelChunk {
     /// Labels with a route in this chunk.
     used: usize,
-    routes: Vec<Option<LabelRoute>>,
+    routes: [Option<LabelRoute>; CHUNK],
 }
 
 /// Routes by incoming label: a direct array indexed by label, like the kernel's
@@ -71,6 +72,15 @@ impl LabelTable {
         chunk.routes[label % CHUNK].as_ref()
     }
 
+    /// The slot of `label` in the direct index, without reading it (for a prefetch);
+    /// `None` when no chunk holds it.
+    #[inline]
+    pub(crate) fn slot(&self, label: Label) -> Option<&Option<LabelRoute>> {
+        let label = label as usize;
+        let chunk = self.chunks.get(label / CHUNK)?.as_ref()?;
+        Some(&chunk.routes[label % CHUNK])
+    }
+
     /// Sets the route for `label` and returns the previous one.
     ///
     /// # Panics
@@ -95,8 +105,8 @@ impl LabelTable {
         if c >= self.chunks.len() {
             self.chunks.resize(c + 1, None);
         }
-        let chunk =
-            self.chunks[c].get_or_insert_with(|| Arc::new(LabelChunk { used: 0, routes: vec![None; CHUNK] }));
+        let chunk = self.chunks[c]
+            .get_or_insert_with(|| Arc::new(LabelChunk { used: 0, routes: std::array::from_fn(|_| None) }));
         let chunk = Arc::make_mut(chunk);
         let old = chunk.routes[i].replace(route);
         if old.is_none() {

@@ -77,7 +77,7 @@ fn common_len(a: u128, b: u128) -> u8 {
 const NONE: u32 = u32::MAX;
 
 #[derive(Debug, Clone, PartialEq)]
-struct Node<V> {
+pub(crate) struct Node<V> {
     /// The prefix, masked to `len` bits.
     key: u128,
     len: u8,
@@ -173,9 +173,31 @@ impl<A: LpmKey, V> Lpm<A, V> {
     }
 }
 
+impl<V> Default for Node<V> {
+    /// An unused slot.
+    fn default() -> Self {
+        Node { key: 0, len: 0, value: None, children: [NONE; 2] }
+    }
+}
+
+impl<V> Node<V> {
+    /// The value of the prefix this node holds; `None` for a branch point.
+    #[inline]
+    pub(crate) fn value(&self) -> Option<&V> {
+        self.value.as_ref()
+    }
+}
+
 impl<A: LpmKey, V: Clone> Lpm<A, V> {
-    fn node(&self, i: u32) -> &Node<V> {
+    #[inline]
+    pub(crate) fn node(&self, i: u32) -> &Node<V> {
         self.nodes.get(i as usize)
+    }
+
+    /// The direct index (IPv4 tables only).
+    #[inline]
+    pub(crate) fn dir(&self) -> Option<&Dir> {
+        self.dir.as_deref()
     }
 
     fn node_mut(&mut self, i: u32) -> &mut Node<V> {

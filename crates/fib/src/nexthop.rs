@@ -48,9 +48,27 @@ pub struct NexthopGroup(Arc<Group>);
 
 #[derive(Debug, PartialEq, Eq)]
 struct Group {
-    nexthops: Box<[Nexthop]>,
-    /// Index into `nexthops` for each bucket.
+    nexthops: Nexthops,
+    /// Index into the next hops for each bucket.
     buckets: Box<[u8]>,
+}
+
+/// A group's next hops: a single one inline, so that forwarding by a single-path group
+/// (the common case) reads the group and not a second allocation after it.
+#[derive(Debug, PartialEq, Eq)]
+enum Nexthops {
+    One(Nexthop),
+    Many(Box<[Nexthop]>),
+}
+
+impl Nexthops {
+    #[inline]
+    fn as_slice(&self) -> &[Nexthop] {
+        match self {
+            Nexthops::One(nh) => std::slice::from_ref(nh),
+            Nexthops::Many(nhs) => nhs,
+        }
+    }
 }
 
 impl NexthopGroup {
@@ -82,7 +100,11 @@ impl NexthopGroup {
             }
         }
         let buckets = bucket_table(&nexthops).into_boxed_slice();
-        Ok(NexthopGroup(Arc::new(Group { nexthops: nexthops.into_boxed_slice(), buckets })))
+        let nexthops = match <[Nexthop; 1]>::try_from(nexthops) {
+            Ok([nh]) => Nexthops::One(nh),
+            Err(nhs) => Nexthops::Many(nhs.into_boxed_slice()),
+        };
+        Ok(NexthopGroup(Arc::new(Group { nexthops, buckets })))
     }
 
     /// A group of one next hop.
@@ -98,17 +120,31 @@ impl NexthopGroup {
     #[inline]
     pub fn select(&self, hash: u32) -> &Nexthop {
         let g = &*self.0;
-        if g.nexthops.len() == 1 {
-            return &g.nexthops[0];
-        }
+        let nhs = match &g.nexthops {
+            Nexthops::One(nh) => return nh,
+            Nexthops::Many(nhs) => nhs,
+        };
         // Multiply-shift maps the 32-bit hash onto [0, buckets) without a division.
         let i = ((u64::from(mix(hash)) * g.buckets.len() as u64) >> 32) as usize;
-        &g.nexthops[usize::from(g.buckets[i])]
+        &nhs[usize::from(g.buckets[i])]
+    }
+
+    /// What [`select`](NexthopGroup::select) reads first: the group itself, with the next
+    /// hop of a single-path group (for a prefetch; nothing is read).
+    #[inline]
+    pub(crate) fn header(&self) -> &impl Sized {
+        &*self.0
+    }
+
+    /// The first next hop: the one a single-path group selects. Reads the group.
+    #[inline]
+    pub(crate) fn first(&self) -> &Nexthop {
+        &self.0.nexthops.as_slice()[0]
     }
 
     /// The next hops, in the order given.
     pub fn nexthops(&self) -> &[Nexthop] {
-        &self.0.nexthops
+        self.0.nexthops.as_slice()
     }
 
     /// The selection table [`select`](NexthopGroup::select) reads: an index into
@@ -120,7 +156,7 @@ impl NexthopGroup {
 
     /// Whether the group has more than one next hop.
     pub fn is_multipath(&self) -> bool {
-        self.0.nexthops.len() > 1
+        matches!(self.0.nexthops, Nexthops::Many(_))
     }
 }
 

@@ -33,7 +33,11 @@ impl Dataplane {
             return self.discard(DropReason::IpMulticast, pkt, b.pool);
         }
         let Some(vrf) = b.fib.vrf(ctx.vrf) else { return self.discard(DropReason::NoRoute, pkt, b.pool) };
-        let route = vrf.v4.lookup(dst).map(|(_, _, r)| r);
+        // The lookup stage's result, if it looked this very key up (in this FIB).
+        let route = match b.route_hint {
+            Some(h) if h.vrf == ctx.vrf && h.dst == dst => h.route,
+            _ => vrf.v4.lookup(dst).map(|(_, _, r)| r),
+        };
         if matches!(route.map(|r| &r.target), Some(RouteTarget::Local)) {
             return self.ipv4_local(b, pkt, ctx);
         }

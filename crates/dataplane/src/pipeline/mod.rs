@@ -211,6 +211,18 @@ struct Batch<'a> {
     now: Instant,
     pool: &'a mut PacketPool,
     out: &'a mut Output,
+    /// The IPv4 route the lookup stage found for the frame being processed
+    /// ([`prefetch_routes`]), which its IPv4 input uses if the VRF and destination match.
+    route_hint: Option<RouteHint<'a>>,
+}
+
+/// What the lookup stage of a batch found for one frame: the result of looking `dst` up
+/// in `vrf` (in the batch's FIB), so the frame's IPv4 input need not look again.
+#[derive(Debug, Clone, Copy)]
+struct RouteHint<'a> {
+    vrf: VrfId,
+    dst: std::net::Ipv4Addr,
+    route: Option<&'a vmpls_fib::PrefixRoute>,
 }
 
 /// The router's forwarding state and logic. Owned by one forwarding thread.
@@ -321,7 +333,7 @@ impl Dataplane {
         self.count_refused_neighbors();
         if probe {
             let fib = self.fib.load_full();
-            self.send_solicit(&mut Batch { fib: &fib, now, pool, out }, port, addr);
+            self.send_solicit(&mut Batch { fib: &fib, now, pool, out, route_hint: None }, port, addr);
         }
     }
 
@@ -343,7 +355,7 @@ impl Dataplane {
         out: &mut Output,
     ) -> Result<(), crate::neighbor::StaticNeighborError> {
         let fib = self.fib.load_full();
-        self.set_static(&mut Batch { fib: &fib, now, pool, out }, port, addr, mac, false)
+        self.set_static(&mut Batch { fib: &fib, now, pool, out, route_hint: None }, port, addr, mac, false)
     }
 
     /// As [`set_static_neighbor`](Dataplane::set_static_neighbor), changing the MAC of a
@@ -361,7 +373,7 @@ impl Dataplane {
         out: &mut Output,
     ) -> Result<(), crate::neighbor::StaticNeighborError> {
         let fib = self.fib.load_full();
-        self.set_static(&mut Batch { fib: &fib, now, pool, out }, port, addr, mac, true)
+        self.set_static(&mut Batch { fib: &fib, now, pool, out, route_hint: None }, port, addr, mac, true)
     }
 
     fn set_static(
@@ -416,21 +428,48 @@ impl Dataplane {
         }
         // Taken from the back of a reversed batch, so what is left stays in order.
         frames.reverse();
-        let mut b = Batch { fib: &fib, now, pool, out };
-        while let Some(pkt) = frames.pop() {
-            self.input(&mut b, pkt);
-            if b.pool.available() < POOL_LOW_WATER && !frames.is_empty() {
-                break;
+        let mut b = Batch { fib: &fib, now, pool, out, route_hint: None };
+        if frames.len() > 1 && fib.prefetch_pays() {
+            self.process_staged(&mut b, frames);
+        } else {
+            while let Some(pkt) = frames.pop() {
+                self.input(&mut b, pkt);
+                if b.pool.available() < POOL_LOW_WATER && !frames.is_empty() {
+                    break;
+                }
             }
         }
         frames.reverse();
+    }
+
+    /// [`process_batch`](Dataplane::process_batch) through large tables (a reversed
+    /// batch, taken from the back): a window of frames at a time, first the lookup stage
+    /// of all of them ([`prefetch_routes`]: their misses overlapped), then each frame the
+    /// usual way, with the IPv4 route the stage found.
+    fn process_staged<'a>(&mut self, b: &mut Batch<'a>, frames: &mut Vec<Packet>) {
+        while !frames.is_empty() {
+            let window = frames.len().min(LOOKAHEAD);
+            let mut hints = [None; LOOKAHEAD];
+            prefetch_routes(b.fib, &frames[frames.len() - window..], &mut hints);
+            // The window is the end of the reversed batch: its last frame goes first.
+            for hint in hints[..window].iter().rev() {
+                let Some(pkt) = frames.pop() else { return };
+                b.route_hint = *hint;
+                self.input(b, pkt);
+                if b.pool.available() < POOL_LOW_WATER && !frames.is_empty() {
+                    b.route_hint = None;
+                    return;
+                }
+            }
+        }
+        b.route_hint = None;
     }
 
     /// Processes one received frame.
     pub fn process(&mut self, now: Instant, pkt: Packet, pool: &mut PacketPool, out: &mut Output) {
         let fib = self.fib.load_full();
         self.vpls_follow(&fib);
-        self.input(&mut Batch { fib: &fib, now, pool, out }, pkt);
+        self.input(&mut Batch { fib: &fib, now, pool, out, route_hint: None }, pkt);
     }
 
     /// When [`poll`](Dataplane::poll) next has work (neighbour requests to repeat, held
@@ -448,7 +487,7 @@ impl Dataplane {
     pub fn poll(&mut self, now: Instant, pool: &mut PacketPool, out: &mut Output) {
         let fib = self.fib.load_full();
         let expiry = self.neighbors.poll(now);
-        let mut b = Batch { fib: &fib, now, pool, out };
+        let mut b = Batch { fib: &fib, now, pool, out, route_hint: None };
         for (port, addr) in expiry.probes {
             self.send_solicit(&mut b, port, addr);
         }
@@ -542,6 +581,50 @@ impl Dataplane {
             }
             _ => self.discard(DropReason::UnknownEthertype, pkt, b.pool),
         }
+    }
+}
+
+/// Frames whose lookups [`prefetch_routes`] takes together: enough to cover a cache
+/// miss's latency with the steps of the other frames' lookups, few enough that what the
+/// steps brought in is still in cache when the frames are processed. 8, 16 and 64 measured
+/// alike (BENCHMARKS.md).
+const LOOKAHEAD: usize = 32;
+
+/// The lookup stage of a batch, as VPP's graph nodes and DPDK's pipelines stage theirs:
+/// each frame's top label or IPv4 destination is read without checks, and its route
+/// lookup is taken one dependent read at a time for all frames together
+/// ([`vmpls_fib::RoutePrefetch`]: the index entries, the trie node, the next-hop group,
+/// the next hop, its labels), so that the cache misses of all of them are in flight at
+/// once instead of one after the other as each frame is processed. A hint only: the
+/// frames are then processed as before, in order, and their lookups find the tables in
+/// cache. The IPv4 routes the lookups found go into `hints`, which the frames' IPv4 input
+/// takes instead of looking up again. At most [`LOOKAHEAD`] frames.
+fn prefetch_routes<'a>(fib: &'a Fib, frames: &[Packet], hints: &mut [Option<RouteHint<'a>>; LOOKAHEAD]) {
+    let mut ahead = [vmpls_fib::RoutePrefetch::default(); LOOKAHEAD];
+    let mut keys = [None; LOOKAHEAD];
+    for ((a, key), pkt) in ahead.iter_mut().zip(&mut keys).zip(frames) {
+        let f = pkt.frame();
+        let Some(&[t0, t1, b0, b1, b2, ..]) = f.get(ETH - 2..) else { continue };
+        *a = match EtherType::from(u16::from_be_bytes([t0, t1])) {
+            // The label: the top 20 bits of the entry.
+            EtherType::Mpls => fib.prefetch_label(u32::from_be_bytes([0, b0, b1, b2]) >> 4),
+            // The destination address: bytes 16 to 19 of the header.
+            EtherType::Ipv4 => match f.get(ETH + 16..ETH + 20) {
+                Some(&[d0, d1, d2, d3]) => {
+                    let (vrf, dst) = (port_vrf(fib, pkt.port), std::net::Ipv4Addr::new(d0, d1, d2, d3));
+                    *key = Some((vrf, dst));
+                    fib.prefetch_ipv4(vrf, dst)
+                }
+                _ => continue,
+            },
+            _ => continue,
+        };
+    }
+    let ahead = &mut ahead[..frames.len().min(LOOKAHEAD)];
+    // One pass a dependent read: each step reads what the previous pass prefetched.
+    while ahead.iter_mut().fold(false, |more, a| a.step() | more) {}
+    for ((hint, key), a) in hints.iter_mut().zip(keys).zip(ahead) {
+        *hint = key.zip(a.ipv4_route()).map(|((vrf, dst), route)| RouteHint { vrf, dst, route });
     }
 }
 

@@ -132,7 +132,7 @@ fn run(dp: &mut Dataplane, now: Instant, cached: bool, pool: &mut PacketPool) ->
         } else {
             let fib = dp.fib.load_full();
             dp.counters.rx_frames[usize::from(pkt.port)] += 1;
-            dp.mpls_input(&mut Batch { fib: &fib, now, pool, out: &mut out }, pkt, false);
+            dp.mpls_input(&mut Batch { fib: &fib, now, pool, out: &mut out, route_hint: None }, pkt, false);
         }
     }
     let mut sent = Vec::new();
