@@ -8,10 +8,25 @@ use vmpls_dataplane::{Packet, PacketPool};
 use vmpls_ports::{MemifOptions, MemifPort, MemifRole, Port};
 use vmpls_wire::virtio_net;
 
-fn socket_path(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("vmpls-memif-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("memif.sock")
+/// A directory of the test's own for the socket, removed on drop (also on failure).
+struct SocketDir(std::path::PathBuf);
+
+impl SocketDir {
+    fn new(tag: &str) -> SocketDir {
+        let dir = std::env::temp_dir().join(format!("vmpls-memif-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        SocketDir(dir)
+    }
+
+    fn socket(&self) -> std::path::PathBuf {
+        self.0.join("memif.sock")
+    }
+}
+
+impl Drop for SocketDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Turns both ports (the control sockets) until both are connected, within 5 s.
@@ -45,7 +60,8 @@ fn frame(len: usize, seed: u8) -> Packet {
 
 #[test]
 fn frames_cross_both_ways_and_a_super_frame_crosses_whole_with_its_offload() {
-    let path = socket_path("both");
+    let dir = SocketDir::new("both");
+    let path = dir.socket();
     let mut pool = PacketPool::new(256);
     let mut server = MemifPort::open(0, "srv", &MemifOptions::new(&path, MemifRole::Server, 7)).unwrap();
     let mut client = MemifPort::open(1, "cli", &MemifOptions::new(&path, MemifRole::Client, 7)).unwrap();
@@ -86,7 +102,8 @@ fn frames_cross_both_ways_and_a_super_frame_crosses_whole_with_its_offload() {
 
 #[test]
 fn the_client_reconnects_when_the_server_comes_back() {
-    let path = socket_path("again");
+    let dir = SocketDir::new("again");
+    let path = dir.socket();
     let mut pool = PacketPool::new(64);
     // The client first: nobody listens yet.
     let mut client = MemifPort::open(0, "cli", &MemifOptions::new(&path, MemifRole::Client, 0)).unwrap();
@@ -114,7 +131,8 @@ fn the_client_reconnects_when_the_server_comes_back() {
 
 #[test]
 fn a_client_asking_for_another_id_is_refused() {
-    let path = socket_path("id");
+    let dir = SocketDir::new("id");
+    let path = dir.socket();
     let mut pool = PacketPool::new(64);
     let mut server = MemifPort::open(0, "srv", &MemifOptions::new(&path, MemifRole::Server, 1)).unwrap();
     let mut client = MemifPort::open(1, "cli", &MemifOptions::new(&path, MemifRole::Client, 2)).unwrap();

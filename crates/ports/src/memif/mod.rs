@@ -20,8 +20,9 @@
 //! (the router reads [`Port::info`]'s caps every turn).
 //!
 //! The port's descriptor ([`AsFd`]) is an epoll set of the listening socket (server),
-//! the control connection, the receive ring's interrupt eventfd and, for a client, a
-//! one-second timer that retries the connection while the server is away. While the
+//! the control connection, the receive ring's interrupt eventfd and a one-second timer
+//! (a client retries the connection on it while the server is away; both look at the
+//! receive ring again, in case the peer missed that its interrupts were wanted). While the
 //! router polls ([`Port::set_polling`]) the receive ring's interrupts are masked
 //! (`MEMIF_RING_FLAG_MASK_INT`) and the control socket is looked at every
 //! [`CONTROL_CHECK_EVERY`] calls.
@@ -212,7 +213,7 @@ pub struct MemifPort {
     opts: MemifOptions,
     epoll: OwnedFd,
     listener: Option<OwnedFd>,
-    timer: Option<OwnedFd>,
+    timer: OwnedFd,
     state: State,
     stats: PortStats,
     mstats: MemifStats,
@@ -384,29 +385,34 @@ impl MemifPort {
             mtu,
             caps: memif_caps(false),
         };
-        let (listener, timer) = match opts.role {
+        let listener = match opts.role {
             MemifRole::Server => {
                 let l = listen(&opts.socket).map_err(io_err("listen on the memif socket"))?;
                 add(l.as_fd(), LISTENER)?;
-                (Some(l), None)
+                Some(l)
             }
-            MemifRole::Client => {
-                use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
-                let t = rustix::time::timerfd_create(
-                    TimerfdClockId::Monotonic,
-                    TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
-                )
-                .map_err(|e| io_err("create a timer")(e.into()))?;
-                let every = Timespec { tv_sec: RETRY_EVERY.as_secs() as i64, tv_nsec: 0 };
-                rustix::time::timerfd_settime(
-                    &t,
-                    TimerfdTimerFlags::empty(),
-                    &Itimerspec { it_interval: every, it_value: every },
-                )
-                .map_err(|e| io_err("arm a timer")(e.into()))?;
-                add(t.as_fd(), TIMER)?;
-                (None, Some(t))
-            }
+            MemifRole::Client => None,
+        };
+        // Every second: a client retries the connection while the server is away; both
+        // look at the receive ring once more, since a peer may miss our unmasking of
+        // interrupts (DPDK reads the ring flags right after publishing, with no fence),
+        // and a frame must not wait for the next one to be received.
+        let timer = {
+            use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
+            let t = rustix::time::timerfd_create(
+                TimerfdClockId::Monotonic,
+                TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+            )
+            .map_err(|e| io_err("create a timer")(e.into()))?;
+            let every = Timespec { tv_sec: RETRY_EVERY.as_secs() as i64, tv_nsec: 0 };
+            rustix::time::timerfd_settime(
+                &t,
+                TimerfdTimerFlags::empty(),
+                &Itimerspec { it_interval: every, it_value: every },
+            )
+            .map_err(|e| io_err("arm a timer")(e.into()))?;
+            add(t.as_fd(), TIMER)?;
+            t
         };
         let mut port = MemifPort {
             info,
@@ -471,10 +477,8 @@ impl MemifPort {
                     }
                 }
                 TIMER => {
-                    if let Some(t) = &self.timer {
-                        drain(t.as_fd());
-                    }
-                    if matches!(self.state, State::Idle) {
+                    drain(self.timer.as_fd());
+                    if matches!(self.state, State::Idle) && self.opts.role == MemifRole::Client {
                         self.try_connect();
                     }
                 }
@@ -684,6 +688,10 @@ impl MemifPort {
     fn polling_flags(&mut self, on: bool) {
         if let State::Up(l) = &self.state {
             l.rx.set_flags(&l.regions, if on { ring::RING_FLAG_MASK_INT } else { 0 });
+            // The flag's store before the ring's index is read again (`set_polling`):
+            // else a frame the peer publishes meanwhile, seeing the old flag, would
+            // come with no interrupt and go unseen until the next one.
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         }
     }
 }

@@ -1,0 +1,316 @@
+//! memif ports against real peers: DPDK's testpmd with `net_memif`, and another vmpls.
+//!
+//! ```text
+//! (a) h1 --veth-- [ r: push 1062 ] ==memif== testpmd (macswap)
+//!                 [ r: pop 1062  ] --veth-- h2          (and back the same way)
+//! (b) h1 --veth-- [ r1: push 1072 ] ==memif== [ r2: pop ] --veth-- h2   (and back)
+//! ```
+//!
+//! (a) every frame the router sends over the memif comes back through testpmd and is
+//! counted on both sides, and a content-checked TCP flow crosses that hairpin (the
+//! pipeline segments the hosts' super-frames, since DPDK takes no offloads); (b) two
+//! routers find each other by ARP over the memif, TCP crosses both ways content-checked,
+//! and the hosts' super-frames cross the memif whole (bytes per frame far above the MTU,
+//! nothing segmented).
+//!
+//! Needs root. (a) needs `dpdk-testpmd` (Debian `dpdk-dev`, which scripts/test installs)
+//! and is skipped with a message without it; it runs testpmd with `--no-huge` (memif's
+//! memory is memfds), so no hugepages are needed. Namespaces are `mf<pid>-<n>-HOST`,
+//! addresses in 198.18.0.0/15; everything goes when the test ends, also on failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use vmpls_lab::traffic::{FlowOptions, Limit, run_flow};
+use vmpls_lab::{IpPrefix, Topology, topology::HostOptions};
+use vmpls_tools::testpmd::{TESTPMD, Testpmd, TestpmdOptions};
+
+const VMPLS: &str = env!("CARGO_BIN_EXE_vmpls");
+const PMD_MAC: &str = "02:00:00:00:6d:02";
+
+fn prefix(s: &str) -> IpPrefix {
+    s.parse().unwrap()
+}
+
+/// A work directory of its own, removed on drop.
+struct Work(PathBuf);
+
+impl Work {
+    fn new(tag: &str) -> Work {
+        let dir = std::env::temp_dir().join(format!("vmpls-memif-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Work(dir)
+    }
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Hosts h1 and h2, routers `routers`, h1 linked to the first router and h2 to the last
+/// (h1 198.18.61.2/24, h2 198.18.62.2/24, gateways .1).
+fn topology(routers: &[&str]) -> Topology {
+    vmpls_lab::require_root().expect("the memif tests need root");
+    let mut topo = Topology::with_prefix("mf");
+    topo.add_host("h1").unwrap();
+    topo.add_host("h2").unwrap();
+    for r in routers {
+        topo.add_host_with(r, HostOptions { ipv6: false }).unwrap();
+    }
+    let (first, last) = (routers[0], routers[routers.len() - 1]);
+    topo.add_link("h1", "h1-r", first, "r-h1", 1500).unwrap();
+    topo.add_link(last, "r-h2", "h2", "h2-r", 1500).unwrap();
+    for (h, ifname, net) in [("h1", "h1-r", 61), ("h2", "h2-r", 62)] {
+        topo.add_address(h, ifname, prefix(&format!("198.18.{net}.2/24"))).unwrap();
+        topo.add_default_route(h, format!("198.18.{net}.1").parse().unwrap()).unwrap();
+    }
+    topo
+}
+
+/// Starts `vmpls run` with `config` in `router`'s namespace and waits for its control socket.
+fn start_router(topo: &mut Topology, work: &Path, router: &str, config: &str) {
+    let cfg = work.join(format!("{router}.toml"));
+    std::fs::write(&cfg, config).unwrap();
+    let mut cmd = Command::new(VMPLS);
+    cmd.args(["run", "--config"]).arg(&cfg).stdin(Stdio::null()).stdout(Stdio::null());
+    cmd.stderr(std::fs::File::create(work.join(format!("{router}.log"))).unwrap());
+    topo.spawn(router, "vmpls", cmd, Some(work.join(format!("{router}.log")))).unwrap();
+    let ctl = work.join(format!("{router}.ctl"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ctl.exists() {
+        assert!(Instant::now() < deadline, "{router} did not start:\n{}", log(work, router));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn log(work: &Path, router: &str) -> String {
+    std::fs::read_to_string(work.join(format!("{router}.log"))).unwrap_or_default()
+}
+
+/// One port's counters (`vmpls -j stats`).
+fn port_stats(work: &Path, router: &str, port: &str) -> serde_json::Value {
+    let out = Command::new(VMPLS)
+        .arg("--socket")
+        .arg(work.join(format!("{router}.ctl")))
+        .args(["-j", "stats"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["ports"].as_array().and_then(|a| a.iter().find(|p| p["name"] == port)).cloned().unwrap()
+}
+
+fn count(port: &serde_json::Value, key: &str) -> u64 {
+    port[key].as_u64().unwrap_or_else(|| panic!("no counter {key} in {port}"))
+}
+
+/// Pings `to` from `from` until one answer comes, within `within`.
+fn wait_for_path(topo: &Topology, from: &str, to: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        let mut ping = Command::new("ping");
+        ping.args(["-c1", "-W1", to]);
+        if topo.run_timeout(from, ping, Duration::from_secs(3)).is_ok_and(|o| o.status.success()) {
+            return true;
+        }
+    }
+    false
+}
+
+/// A content-checked TCP flow of `bytes` from `from` to `to`.
+fn flow(topo: &Topology, from: &str, to_host: &str, to: &str, bytes: u64, logs: &dyn Fn() -> String) {
+    let opts = FlowOptions {
+        limit: Limit::Bytes(bytes),
+        deadline: Some(Duration::from_secs(30)),
+        ..FlowOptions::default()
+    };
+    let r =
+        run_flow(topo.ns(from).unwrap(), topo.ns(to_host).unwrap(), to.parse().unwrap(), &opts, &mut |_| {})
+            .unwrap_or_else(|e| panic!("flow {from} -> {to}: {e:#}\n{}", logs()));
+    assert!(r.content_ok && r.bytes_received == bytes, "{from} -> {to}: {r:?}\n{}", logs());
+}
+
+fn testpmd_present() -> bool {
+    Command::new(TESTPMD).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+}
+
+#[test]
+fn frames_sent_to_testpmd_over_memif_come_back_counted_and_tcp_crosses_the_hairpin() {
+    if !testpmd_present() {
+        eprintln!(
+            "SKIPPED: {TESTPMD} not found (Debian package dpdk-dev); the memif test against DPDK needs it"
+        );
+        return;
+    }
+    let work = Work::new("pmd");
+    let dir = work.0.display().to_string();
+    let mut topo = topology(&["r"]);
+    let config = format!(
+        r#"[router]
+name = "mf-r"
+fast-path = "off"
+control-socket = "{dir}/r.ctl"
+
+[[port]]
+name = "h1"
+interface = "r-h1"
+addresses = ["198.18.61.1/24"]
+
+[[port]]
+name = "h2"
+interface = "r-h2"
+addresses = ["198.18.62.1/24"]
+
+[[port]]
+name = "m"
+kind = "memif"
+socket = "{dir}/m.sock"
+role = "server"
+addresses = ["198.18.60.1/24"]
+
+# testpmd answers no ARP.
+[[neighbor]]
+address = "198.18.60.2"
+lladdr = "{PMD_MAC}"
+port = "m"
+
+# Toward each host: labelled out to testpmd, which sends it back; popped to the host.
+[[route]]
+prefix = "198.18.62.2/32"
+push = [1062]
+via = "198.18.60.2"
+port = "m"
+
+[[route]]
+prefix = "198.18.61.2/32"
+push = [1061]
+via = "198.18.60.2"
+port = "m"
+
+[[label]]
+in = 1062
+action = "pop"
+via = "198.18.62.2"
+port = "h2"
+
+[[label]]
+in = 1061
+action = "pop"
+via = "198.18.61.2"
+port = "h1"
+"#
+    );
+    start_router(&mut topo, &work.0, "r", &config);
+    let opts = TestpmdOptions {
+        name: "pmd".into(),
+        lcores: "0@0,1@1".into(),
+        vdevs: vec![format!(
+            "net_memif0,role=client,socket={dir}/m.sock,socket-abstract=no,id=0,mac={PMD_MAC}"
+        )],
+        mem_mb: 256,
+        args: vec!["--forward-mode=macswap".into(), "--total-num-mbufs=8192".into()],
+        commands: vec![],
+    };
+    let mut pmd = Testpmd::start_without_hugepages(&work.0, &opts).unwrap();
+    pmd.wait_for(Testpmd::READY, Duration::from_secs(30)).unwrap();
+    let logs = || format!("router:\n{}\ntestpmd:\n{}", log(&work.0, "r"), pmd.log_tail(20));
+    assert!(
+        wait_for_path(&topo, "h1", "198.18.62.2", Duration::from_secs(15)),
+        "no path through testpmd\n{}",
+        logs()
+    );
+    assert!(log(&work.0, "r").contains("memif connected"), "{}", logs());
+    flow(&topo, "h1", "h2", "198.18.62.2", 8 << 20, &logs);
+    flow(&topo, "h2", "h1", "198.18.61.2", 8 << 20, &logs);
+    // The hosts' stacks may still send a late ACK or FIN: wait until the memif's
+    // counters stand still for a second, then stop testpmd and compare.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut m = port_stats(&work.0, "r", "m");
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = port_stats(&work.0, "r", "m");
+        if now == m || Instant::now() > deadline {
+            break;
+        }
+        m = now;
+    }
+    let pmd_counts = pmd.stop_forwarding().unwrap()[&0];
+    assert_eq!(port_stats(&work.0, "r", "m"), m, "the memif stood still while testpmd stopped");
+    let (sent, back) = (count(&m, "tx_packets"), count(&m, "rx_packets"));
+    assert!(sent > 5000, "the flows crossed the memif: {m}");
+    let router_log = log(&work.0, "r");
+    assert_eq!(
+        pmd_counts.rx_packets, sent,
+        "testpmd received every frame the router sent: {m}\n{router_log}"
+    );
+    assert_eq!(pmd_counts.tx_packets, back, "the router received every frame testpmd sent back: {m}");
+    assert_eq!(sent, back, "every frame came back");
+    assert_eq!(count(&m, "tx_dropped") + count(&m, "rx_dropped"), 0, "{m}");
+    drop(pmd);
+}
+
+#[test]
+fn two_routers_joined_by_memif_carry_tcp_both_ways_and_super_frames_cross_whole() {
+    let work = Work::new("lsp");
+    let dir = work.0.display().to_string();
+    let mut topo = topology(&["r1", "r2"]);
+    let router = |name: &str, host_net: u8, role: &str, me: u8, peer: u8, far_net: u8| {
+        format!(
+            r#"[router]
+name = "mf-{name}"
+fast-path = "off"
+control-socket = "{dir}/{name}.ctl"
+
+[[port]]
+name = "host"
+interface = "{ifname}"
+addresses = ["198.18.{host_net}.1/24"]
+
+[[port]]
+name = "m"
+kind = "memif"
+socket = "{dir}/m.sock"
+role = "{role}"
+addresses = ["198.18.70.{me}/24"]
+
+# Toward the far host: push; from the far router: pop and route.
+[[route]]
+prefix = "198.18.{far_net}.0/24"
+push = [10{far_net}]
+via = "198.18.70.{peer}"
+port = "m"
+
+[[label]]
+in = 10{host_net}
+action = "pop"
+"#,
+            ifname = if host_net == 61 { "r-h1" } else { "r-h2" },
+        )
+    };
+    start_router(&mut topo, &work.0, "r1", &router("r1", 61, "server", 1, 2, 62));
+    start_router(&mut topo, &work.0, "r2", &router("r2", 62, "client", 2, 1, 61));
+    let logs = || format!("r1:\n{}\nr2:\n{}", log(&work.0, "r1"), log(&work.0, "r2"));
+    assert!(
+        wait_for_path(&topo, "h1", "198.18.62.2", Duration::from_secs(15)),
+        "no path over the memif\n{}",
+        logs()
+    );
+    flow(&topo, "h1", "h2", "198.18.62.2", 32 << 20, &logs);
+    flow(&topo, "h2", "h1", "198.18.61.2", 32 << 20, &logs);
+    let (m1, m2) = (port_stats(&work.0, "r1", "m"), port_stats(&work.0, "r2", "m"));
+    // The hosts' TCP super-frames cross labelled and whole: on average several MTUs a
+    // frame, none cut by the memif port.
+    for (m, dir) in [(&m1, "tx"), (&m2, "rx"), (&m2, "tx"), (&m1, "rx")] {
+        let per_frame = count(m, &format!("{dir}_bytes")) / count(m, &format!("{dir}_packets")).max(1);
+        eprintln!("memif {dir}: {per_frame} bytes a frame on average");
+        assert!(per_frame > 3000, "{dir}: {per_frame} bytes a frame: {m}");
+    }
+    assert_eq!(count(&m1, "tx_segments") + count(&m2, "tx_segments"), 0);
+    assert_eq!(count(&m1, "tx_packets"), count(&m2, "rx_packets"), "r2 received what r1 sent: {m1} {m2}");
+    assert_eq!(count(&m2, "tx_packets"), count(&m1, "rx_packets"), "r1 received what r2 sent: {m1} {m2}");
+}
