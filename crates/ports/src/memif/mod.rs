@@ -35,6 +35,13 @@ mod proto;
 mod ring;
 mod shm;
 
+/// Decodes the hex the captures in the tests are written in (spaces and newlines apart).
+#[cfg(test)]
+fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -51,6 +58,7 @@ use vmpls_wire::virtio_net;
 use self::proto::{AddRing, Message, Name};
 use self::ring::{ClientLayout, Descriptor};
 use self::shm::{Region, RingAt};
+use crate::vhost_user::derived_mac;
 use crate::{MIN_MTU, Port, PortError, PortStats};
 
 /// The application name vmpls sends in HELLO and INIT; a peer whose name starts with it
@@ -230,17 +238,6 @@ impl std::fmt::Debug for MemifPort {
             .field("connected", &matches!(self.state, State::Up(_)))
             .finish()
     }
-}
-
-/// A locally administered unicast MAC derived from `seed` (FNV-1a).
-fn derived_mac(seed: &[u8]) -> [u8; 6] {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in seed {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    let b = h.to_be_bytes();
-    [0x02, b[3], b[4], b[5], b[6], b[7]]
 }
 
 fn seqpacket() -> io::Result<OwnedFd> {

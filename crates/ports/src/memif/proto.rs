@@ -381,12 +381,7 @@ impl Message {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Decodes hex as the captures below are written.
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-    }
+    use crate::memif::hex;
 
     /// Pads a capture's leading bytes with the zeros that followed them on the wire.
     fn message(prefix: &str) -> Vec<u8> {

@@ -196,11 +196,7 @@ impl ClientLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-    }
+    use crate::memif::hex;
 
     // The region DPDK 22.11.11's testpmd (`role=client`, defaults) created, as it was when
     // it sent CONNECT: the server-to-client ring's header (cookie, flags = interrupts
