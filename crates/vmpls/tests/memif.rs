@@ -71,20 +71,22 @@ fn topology(routers: &[&str]) -> Topology {
     topo
 }
 
-/// Starts `vmpls run` with `config` in `router`'s namespace and waits for its control socket.
-fn start_router(topo: &mut Topology, work: &Path, router: &str, config: &str) {
+/// Starts `vmpls run` with `config` in `router`'s namespace and waits for its control
+/// socket; returns its pid.
+fn start_router(topo: &mut Topology, work: &Path, router: &str, config: &str) -> u32 {
     let cfg = work.join(format!("{router}.toml"));
     std::fs::write(&cfg, config).unwrap();
     let mut cmd = Command::new(VMPLS);
     cmd.args(["run", "--config"]).arg(&cfg).stdin(Stdio::null()).stdout(Stdio::null());
     cmd.stderr(std::fs::File::create(work.join(format!("{router}.log"))).unwrap());
-    topo.spawn(router, "vmpls", cmd, Some(work.join(format!("{router}.log")))).unwrap();
+    let pid = topo.spawn(router, "vmpls", cmd, Some(work.join(format!("{router}.log")))).unwrap();
     let ctl = work.join(format!("{router}.ctl"));
     let deadline = Instant::now() + Duration::from_secs(10);
     while !ctl.exists() {
         assert!(Instant::now() < deadline, "{router} did not start:\n{}", log(work, router));
         std::thread::sleep(Duration::from_millis(20));
     }
+    pid
 }
 
 fn log(work: &Path, router: &str) -> String {
@@ -254,12 +256,28 @@ port = "h1"
     drop(pmd);
 }
 
-#[test]
-fn two_routers_joined_by_memif_carry_tcp_both_ways_and_super_frames_cross_whole() {
-    let work = Work::new("lsp");
+/// How the two routers of the chain are joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    Memif,
+    /// An AF_PACKET veth pair, for comparison.
+    Veth,
+}
+
+/// h1 - r1 = r2 - h2, r1 and r2 joined by `link` (r1's port `m` the memif server), the
+/// LSP r1 -> r2 label 1062 and back 1061, both popped at the far router. Returns the
+/// topology and the routers' pids.
+fn two_router_chain(work: &Work, link: Link) -> (Topology, [u32; 2]) {
     let dir = work.0.display().to_string();
     let mut topo = topology(&["r1", "r2"]);
+    if link == Link::Veth {
+        topo.add_link("r1", "r1-r2", "r2", "r2-r1", 1500).unwrap();
+    }
     let router = |name: &str, host_net: u8, role: &str, me: u8, peer: u8, far_net: u8| {
+        let attach = match link {
+            Link::Memif => format!("kind = \"memif\"\nsocket = \"{dir}/m.sock\"\nrole = \"{role}\""),
+            Link::Veth => format!("interface = \"{name}-r{peer}\""),
+        };
         format!(
             r#"[router]
 name = "mf-{name}"
@@ -273,9 +291,7 @@ addresses = ["198.18.{host_net}.1/24"]
 
 [[port]]
 name = "m"
-kind = "memif"
-socket = "{dir}/m.sock"
-role = "{role}"
+{attach}
 addresses = ["198.18.70.{me}/24"]
 
 # Toward the far host: push; from the far router: pop and route.
@@ -292,9 +308,20 @@ action = "pop"
             ifname = if host_net == 61 { "r-h1" } else { "r-h2" },
         )
     };
-    start_router(&mut topo, &work.0, "r1", &router("r1", 61, "server", 1, 2, 62));
-    start_router(&mut topo, &work.0, "r2", &router("r2", 62, "client", 2, 1, 61));
-    let logs = || format!("r1:\n{}\nr2:\n{}", log(&work.0, "r1"), log(&work.0, "r2"));
+    let r1 = start_router(&mut topo, &work.0, "r1", &router("r1", 61, "server", 1, 2, 62));
+    let r2 = start_router(&mut topo, &work.0, "r2", &router("r2", 62, "client", 2, 1, 61));
+    (topo, [r1, r2])
+}
+
+fn chain_logs(work: &Work) -> String {
+    format!("r1:\n{}\nr2:\n{}", log(&work.0, "r1"), log(&work.0, "r2"))
+}
+
+#[test]
+fn two_routers_joined_by_memif_carry_tcp_both_ways_and_super_frames_cross_whole() {
+    let work = Work::new("lsp");
+    let (topo, _) = two_router_chain(&work, Link::Memif);
+    let logs = || chain_logs(&work);
     assert!(
         wait_for_path(&topo, "h1", "198.18.62.2", Duration::from_secs(15)),
         "no path over the memif\n{}",
@@ -313,4 +340,49 @@ action = "pop"
     assert_eq!(count(&m1, "tx_segments") + count(&m2, "tx_segments"), 0);
     assert_eq!(count(&m1, "tx_packets"), count(&m2, "rx_packets"), "r2 received what r1 sent: {m1} {m2}");
     assert_eq!(count(&m2, "tx_packets"), count(&m1, "rx_packets"), "r1 received what r2 sent: {m1} {m2}");
+}
+
+/// The measurement in BENCHMARKS.md, not a check: one TCP flow h1 -> h2 for 5 s through
+/// the two-router chain joined by memif, then by a veth pair, in one run: Gbit/s, the
+/// routers' CPU seconds (utime + stime of both), and per CPU-second of the routers the
+/// Gbit and the frames that crossed the link between them.
+/// `cargo test --release -p vmpls --test memif -- --ignored --nocapture --test-threads=1`
+#[test]
+#[ignore = "a measurement: run it by name with --ignored"]
+fn measure_two_router_chain_memif_against_veth() {
+    let mut rows = Vec::new();
+    for link in [Link::Memif, Link::Veth] {
+        let work = Work::new(&format!("bench-{link:?}"));
+        let (topo, pids) = two_router_chain(&work, link);
+        let logs = || chain_logs(&work);
+        assert!(wait_for_path(&topo, "h1", "198.18.62.2", Duration::from_secs(15)), "no path\n{}", logs());
+        let cpu = || pids.iter().map(|&p| vmpls_sys::process::cpu_seconds(p).unwrap()).sum::<f64>();
+        let frames = || count(&port_stats(&work.0, "r1", "m"), "tx_packets");
+        let (cpu0, frames0) = (cpu(), frames());
+        let opts = FlowOptions { limit: Limit::Duration(Duration::from_secs(5)), ..FlowOptions::default() };
+        let r = run_flow(
+            topo.ns("h1").unwrap(),
+            topo.ns("h2").unwrap(),
+            "198.18.62.2".parse().unwrap(),
+            &opts,
+            &mut |_| {},
+        )
+        .unwrap_or_else(|e| panic!("{link:?}: {e:#}\n{}", logs()));
+        assert!(r.content_ok, "{r:?}");
+        let (cpu_s, link_frames) = (cpu() - cpu0, frames() - frames0);
+        rows.push(format!(
+            "| {link:?} | {:.2} | {cpu_s:.2} | {:.2} | {:.0} | {} |",
+            r.gbps,
+            r.gbps * r.seconds / cpu_s,
+            link_frames as f64 / cpu_s,
+            (r.bytes_received / link_frames.max(1)),
+        ));
+    }
+    println!(
+        "| link r1 -> r2 | Gbit/s | routers' CPU s | Gbit per CPU-s | link frames per CPU-s | bytes a link frame |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for row in rows {
+        println!("{row}");
+    }
 }
