@@ -379,7 +379,7 @@ fn measure_two_router_chain_memif_against_veth() {
         ));
     }
     println!(
-        "| link r1 -> r2 | Gbit/s | routers' CPU s | Gbit per CPU-s | link frames per CPU-s | bytes a link frame |"
+        "| link r1 -> r2 | Gbit/s | routers' CPU s | Gbit per CPU-s | link frames per CPU-s | TCP payload bytes a link frame |"
     );
     println!("|---|---|---|---|---|---|");
     for row in rows {
