@@ -605,7 +605,7 @@ impl MemifPort {
                 if size > MAX_REGION_LEN {
                     return Err(format!("region {index} is larger than 4 GiB"));
                 }
-                let region = Region::map(fd.as_fd(), size as usize)
+                let region = Region::map_peers(fd.as_fd(), size as usize)
                     .map_err(|e| format!("mapping region {index}: {e}"))?;
                 h.regions.push(region);
                 ack(h)
@@ -1122,5 +1122,145 @@ impl Port for MemifPort {
 
     fn polls_rings(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! A hostile client played by hand against a server port: what it sends or writes
+    //! wrong is a counted drop or a disconnect, and the port serves the next client.
+
+    use super::*;
+
+    struct Fake {
+        sock: OwnedFd,
+    }
+
+    impl Fake {
+        fn connect(path: &Path) -> Fake {
+            let sock = seqpacket().unwrap();
+            rustix::net::connect(&sock, &unix_addr(path).unwrap()).unwrap();
+            Fake { sock }
+        }
+
+        fn send(&self, msg: &Message, fd: Option<BorrowedFd<'_>>) {
+            send_message(self.sock.as_fd(), msg, fd).unwrap();
+        }
+
+        /// The server's next message, turning the server meanwhile (within 2 s).
+        fn expect(&self, server: &mut MemifPort, pool: &mut PacketPool) -> Message {
+            let deadline = std::time::Instant::now() + Duration::from_secs(2);
+            loop {
+                turn(server, pool);
+                if let Some((m, _)) = recv_message(self.sock.as_fd()).unwrap() {
+                    return m.unwrap();
+                }
+                assert!(std::time::Instant::now() < deadline, "no answer from the server");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
+
+    fn turn(server: &mut MemifPort, pool: &mut PacketPool) -> usize {
+        let mut out = Vec::new();
+        let n = server.recv_batch(pool, &mut out, 64).unwrap();
+        for p in out {
+            pool.put(p);
+        }
+        n
+    }
+
+    fn server(tag: &str) -> (MemifPort, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("vmpls-memif-unit-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        (MemifPort::open(0, "s", &MemifOptions::new(&path, MemifRole::Server, 0)).unwrap(), path)
+    }
+
+    #[test]
+    fn an_unknown_message_disconnects_and_the_next_client_is_served() {
+        let (mut s, path) = server("unknown");
+        let mut pool = PacketPool::new(8);
+        let fake = Fake::connect(&path);
+        assert!(matches!(fake.expect(&mut s, &mut pool), Message::Hello(_)));
+        let mut junk = [0u8; proto::MESSAGE_LEN];
+        junk[0] = 99;
+        rustix::net::send(&fake.sock, &junk, rustix::net::SendFlags::empty()).unwrap();
+        assert!(matches!(fake.expect(&mut s, &mut pool), Message::Disconnect { .. }));
+        assert_eq!(s.memif_stats().protocol_errors, 1);
+        // A message before INIT is refused too; a new client is greeted again.
+        let fake = Fake::connect(&path);
+        assert!(matches!(fake.expect(&mut s, &mut pool), Message::Hello(_)));
+        fake.send(&Message::Connect { if_name: Name::new("x") }, None);
+        assert!(matches!(fake.expect(&mut s, &mut pool), Message::Disconnect { .. }));
+        assert_eq!(s.memif_stats().protocol_errors, 2);
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
+    fn a_descriptor_outside_the_region_is_dropped_and_a_runaway_index_disconnects() {
+        let (mut s, path) = server("hostile");
+        let mut pool = PacketPool::new(8);
+        let fake = Fake::connect(&path);
+        assert!(matches!(fake.expect(&mut s, &mut pool), Message::Hello(_)));
+        let layout = ClientLayout { log2_ring_size: 4, buffer_size: 2048, rings_per_direction: 1 };
+        let (region, region_fd) = Region::create("test", layout.region_len()).unwrap();
+        let regions = vec![region];
+        let ring = |c2s| RingAt { region: 0, offset: layout.ring_offset(c2s, 0), log2_size: 4 };
+        let (c2s, s2c) = (ring(true), ring(false));
+        c2s.init(&regions);
+        s2c.init(&regions);
+        let (k1, k2) = (eventfd().unwrap(), eventfd().unwrap());
+        let init = proto::Init {
+            version: proto::VERSION,
+            id: 0,
+            mode: proto::MODE_ETHERNET,
+            secret: [0; proto::SECRET_LEN],
+            name: Name::new("fake"),
+        };
+        let add_ring = |c2s| AddRing {
+            c2s,
+            index: 0,
+            region: 0,
+            offset: layout.ring_offset(c2s, 0) as u32,
+            log2_ring_size: 4,
+            private_hdr_size: 0,
+        };
+        for (msg, fd) in [
+            (Message::Init(init), None),
+            (Message::AddRegion { index: 0, size: layout.region_len() as u64 }, Some(region_fd.as_fd())),
+            (Message::AddRing(add_ring(true)), Some(k1.as_fd())),
+            (Message::AddRing(add_ring(false)), Some(k2.as_fd())),
+        ] {
+            fake.send(&msg, fd);
+            assert_eq!(fake.expect(&mut s, &mut pool), Message::Ack, "after {msg:?}");
+        }
+        fake.send(&Message::Connect { if_name: Name::new("fake0") }, None);
+        assert!(matches!(fake.expect(&mut s, &mut pool), Message::Connected { .. }));
+        assert!(s.is_connected());
+
+        // A frame whose buffer runs past the end of the region: dropped, counted, read past.
+        let outside = Descriptor {
+            region: 0,
+            offset: (layout.region_len() - 10) as u32,
+            length: 100,
+            ..Descriptor::default()
+        };
+        c2s.set_descriptor(&regions, 0, &outside);
+        // And one naming a region that does not exist.
+        c2s.set_descriptor(&regions, 1, &Descriptor { region: 3, length: 60, ..Descriptor::default() });
+        c2s.set_head(&regions, 2);
+        assert_eq!(turn(&mut s, &mut pool), 0);
+        assert_eq!(s.memif_stats().rx_bad_descriptor, 2);
+        assert_eq!(c2s.tail(&regions), 2, "the server moved past them");
+        assert!(s.is_connected());
+
+        // A head 17 ahead in a ring of 16: a broken peer, disconnected.
+        c2s.set_head(&regions, 2 + 17);
+        turn(&mut s, &mut pool);
+        assert!(!s.is_connected());
+        assert_eq!(s.memif_stats().protocol_errors, 1);
+        assert!(matches!(fake.expect(&mut s, &mut pool), Message::Disconnect { .. }));
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 }

@@ -27,8 +27,22 @@ impl std::fmt::Debug for Region {
 }
 
 impl Region {
-    /// Maps `len` bytes of the memfd `fd` (a region the peer created), shared.
-    pub(super) fn map(fd: BorrowedFd<'_>, len: usize) -> io::Result<Region> {
+    /// Maps `len` bytes of the memfd `fd` (a region the peer created), shared. The file
+    /// must be sealed against shrinking (DPDK and libmemif seal theirs): a peer that cut
+    /// it under our mapping would make our next read of it a SIGBUS.
+    pub(super) fn map_peers(fd: BorrowedFd<'_>, len: usize) -> io::Result<Region> {
+        let seals = rustix::fs::fcntl_get_seals(fd)?;
+        if !seals.contains(rustix::fs::SealFlags::SHRINK) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the region's memory file is not sealed against shrinking (F_SEAL_SHRINK)",
+            ));
+        }
+        Region::map(fd, len)
+    }
+
+    /// Maps `len` bytes of `fd`, shared.
+    fn map(fd: BorrowedFd<'_>, len: usize) -> io::Result<Region> {
         if len == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty region"));
         }
