@@ -142,14 +142,24 @@ fn testpmd_present() -> bool {
 }
 
 #[test]
-fn frames_sent_to_testpmd_over_memif_come_back_counted_and_tcp_crosses_the_hairpin() {
+fn frames_sent_to_a_testpmd_client_over_memif_come_back_counted_and_tcp_crosses_the_hairpin() {
+    testpmd_hairpin("server");
+}
+
+#[test]
+fn frames_sent_to_a_testpmd_server_over_memif_come_back_counted_and_tcp_crosses_the_hairpin() {
+    testpmd_hairpin("client");
+}
+
+/// The hairpin through testpmd, the router being the memif's `router_role`.
+fn testpmd_hairpin(router_role: &str) {
     if !testpmd_present() {
         eprintln!(
             "SKIPPED: {TESTPMD} not found (Debian package dpdk-dev); the memif test against DPDK needs it"
         );
         return;
     }
-    let work = Work::new("pmd");
+    let work = Work::new(&format!("pmd-{router_role}"));
     let dir = work.0.display().to_string();
     let mut topo = topology(&["r"]);
     let config = format!(
@@ -172,7 +182,7 @@ addresses = ["198.18.62.1/24"]
 name = "m"
 kind = "memif"
 socket = "{dir}/m.sock"
-role = "server"
+role = "{router_role}"
 addresses = ["198.18.60.1/24"]
 
 # testpmd answers no ARP.
@@ -208,11 +218,12 @@ port = "h1"
 "#
     );
     start_router(&mut topo, &work.0, "r", &config);
+    let pmd_role = if router_role == "server" { "client" } else { "server" };
     let opts = TestpmdOptions {
-        name: "pmd".into(),
+        name: format!("pmd-{router_role}"),
         lcores: "0@0,1@1".into(),
         vdevs: vec![format!(
-            "net_memif0,role=client,socket={dir}/m.sock,socket-abstract=no,id=0,mac={PMD_MAC}"
+            "net_memif0,role={pmd_role},socket={dir}/m.sock,socket-abstract=no,id=0,mac={PMD_MAC}"
         )],
         mem_mb: 256,
         args: vec!["--forward-mode=macswap".into(), "--total-num-mbufs=8192".into()],
@@ -220,6 +231,15 @@ port = "h1"
     };
     let mut pmd = Testpmd::start_without_hugepages(&work.0, &opts).unwrap();
     pmd.wait_for(Testpmd::READY, Duration::from_secs(30)).unwrap();
+    // Known, not understood yet: with testpmd the client, a frame the router sends in
+    // the first moments after the handshake is now and then (1 run in 3 or 4) never
+    // counted by testpmd. Waiting half a second after the connection removed it in 8
+    // runs of 8; the counts are then exact.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !log(&work.0, "r").contains("memif connected") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
     let logs = || format!("router:\n{}\ntestpmd:\n{}", log(&work.0, "r"), pmd.log_tail(20));
     assert!(
         wait_for_path(&topo, "h1", "198.18.62.2", Duration::from_secs(15)),
@@ -248,7 +268,7 @@ port = "h1"
     let router_log = log(&work.0, "r");
     assert_eq!(
         pmd_counts.rx_packets, sent,
-        "testpmd received every frame the router sent: {m}\n{router_log}"
+        "testpmd received every frame the router sent: {pmd_counts:?} {m}\n{router_log}"
     );
     assert_eq!(pmd_counts.tx_packets, back, "the router received every frame testpmd sent back: {m}");
     assert_eq!(sent, back, "every frame came back");
