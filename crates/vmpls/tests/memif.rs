@@ -231,10 +231,11 @@ port = "h1"
     };
     let mut pmd = Testpmd::start_without_hugepages(&work.0, &opts).unwrap();
     pmd.wait_for(Testpmd::READY, Duration::from_secs(30)).unwrap();
-    // Known, not understood yet: with testpmd the client, a frame the router sends in
-    // the first moments after the handshake is now and then (1 run in 3 or 4) never
-    // counted by testpmd. Waiting half a second after the connection removed it in 8
-    // runs of 8; the counts are then exact.
+    // DPDK's memif_connect sets both rings' indices to 0 when its side of the handshake
+    // completes; a DPDK client does it on our CONNECTED, so a frame the router sends in
+    // that instant is lost (the port then goes on from the reset index,
+    // `peer_ring_resets`). Frames sent in the first moments would make the counts
+    // differ by one now and then: the traffic starts half a second after the handshake.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !log(&work.0, "r").contains("memif connected") && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));

@@ -156,6 +156,9 @@ pub struct MemifStats {
     pub tx_offload_refused: u64,
     /// Frames not sent because no peer was connected (also in `tx_dropped`).
     pub tx_not_connected: u64,
+    /// Times the peer moved our own transmit index (DPDK resets the rings as it
+    /// completes the handshake): we went on from where it put it.
+    pub peer_ring_resets: u64,
 }
 
 /// A connection being set up.
@@ -675,6 +678,11 @@ impl MemifPort {
             vnet,
             layout,
         }));
+        if let State::Up(link) = &self.state {
+            // A DPDK server emptied the rings as it took our CONNECT: give it our
+            // buffers now, not at the first receive, or it cannot send until then.
+            link.refill();
+        }
         self.info.caps = memif_caps(vnet);
         self.mstats.connects += 1;
         let polling = self.polling;
@@ -906,28 +914,33 @@ impl Link {
             // Server: the client may reuse what we read.
             None => self.rx.set_tail(&self.regions, cur),
             // Client: hand the read buffers back to the server, empty.
-            Some(layout) => {
-                let head = self.rx.head(&self.regions);
-                let target = cur.wrapping_add(layout.ring_size());
-                let mut slot = head;
-                while slot != target {
-                    let d = Descriptor {
-                        region: 0,
-                        length: layout.buffer_size,
-                        offset: layout.buffer_offset(false, 0, slot & (layout.ring_size() - 1)) as u32,
-                        ..Descriptor::default()
-                    };
-                    self.rx.set_descriptor(&self.regions, slot, &d);
-                    slot = slot.wrapping_add(1);
-                }
-                self.rx.set_head(&self.regions, target);
-            }
+            Some(_) => self.refill(),
         }
         if cur != end {
             // More than one batch waits: stay readable so an interrupt-driven loop comes back.
             kick(self.rx_kick.as_fd());
         }
         Ok(got)
+    }
+
+    /// Client: hands every buffer of the server-to-client ring not holding an unread
+    /// frame back to the server, empty (descriptors rewritten whole: what the server
+    /// wrote there is not trusted), up to a ring's worth past what we read.
+    fn refill(&self) {
+        let Some(layout) = self.layout else { return };
+        let target = self.rx_next.wrapping_add(layout.ring_size());
+        let mut slot = self.rx.head(&self.regions);
+        while slot != target {
+            let d = Descriptor {
+                region: 0,
+                length: layout.buffer_size,
+                offset: layout.buffer_offset(false, 0, slot & (layout.ring_size() - 1)) as u32,
+                ..Descriptor::default()
+            };
+            self.rx.set_descriptor(&self.regions, slot, &d);
+            slot = slot.wrapping_add(1);
+        }
+        self.rx.set_head(&self.regions, target);
     }
 
     /// Writes `bytes` (the header, then the frame) into descriptors from `slot` on, at
@@ -986,6 +999,17 @@ impl Link {
         mstats: &mut MemifStats,
     ) -> Result<(), String> {
         let size = self.tx.size();
+        // Our own index of the transmit ring (the client's head, the server's tail) is
+        // ours alone to move, but DPDK's memif_connect sets both indices of both rings
+        // to 0 when its side of the handshake completes: for a DPDK client, after our
+        // CONNECTED went out and we may have sent already. Start again from where the
+        // ring says (frames sent before the reset are lost; none are sent twice).
+        let own =
+            if self.layout.is_some() { self.tx.head(&self.regions) } else { self.tx.tail(&self.regions) };
+        if own != self.tx_next {
+            mstats.peer_ring_resets += 1;
+            self.tx_next = own;
+        }
         // Descriptors we may fill: the client up to the server's tail plus the ring, the
         // server up to the client's head.
         let mut free = match self.layout {
