@@ -137,6 +137,31 @@ fn flow(topo: &Topology, from: &str, to_host: &str, to: &str, bytes: u64, logs: 
     assert!(r.content_ok && r.bytes_received == bytes, "{from} -> {to}: {r:?}\n{}", logs());
 }
 
+/// The `[router]` section of router `name` (`mf-NAME`, control socket `DIR/NAME.ctl`),
+/// the userspace pipeline only (`fast-path = "off"`: memif is not a veth).
+fn router_section(dir: &str, name: &str) -> String {
+    format!("[router]\nname = \"mf-{name}\"\nfast-path = \"off\"\ncontrol-socket = \"{dir}/{name}.ctl\"\n")
+}
+
+/// Starts a testpmd without hugepages on a memif `net_memif0,role=ROLE,socket=SOCKET`
+/// (path, not abstract) with `args`, and waits until it forwards.
+fn start_testpmd(work: &Path, name: &str, lcores: &str, role: &str, socket: &str, args: &[&str]) -> Testpmd {
+    let dir = work.display();
+    let opts = TestpmdOptions {
+        name: name.into(),
+        lcores: lcores.into(),
+        vdevs: vec![format!(
+            "net_memif0,role={role},socket={dir}/{socket},socket-abstract=no,id=0,mac={PMD_MAC}"
+        )],
+        mem_mb: 256,
+        args: args.iter().map(|a| a.to_string()).chain(["--total-num-mbufs=8192".to_string()]).collect(),
+        commands: vec![],
+    };
+    let mut t = Testpmd::start_without_hugepages(work, &opts).unwrap();
+    t.wait_for(Testpmd::READY, Duration::from_secs(30)).unwrap();
+    t
+}
+
 fn testpmd_present() -> bool {
     Command::new(TESTPMD).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
 }
@@ -162,12 +187,9 @@ fn testpmd_hairpin(router_role: &str) {
     let work = Work::new(&format!("pmd-{router_role}"));
     let dir = work.0.display().to_string();
     let mut topo = topology(&["r"]);
+    let header = router_section(&dir, "r");
     let config = format!(
-        r#"[router]
-name = "mf-r"
-fast-path = "off"
-control-socket = "{dir}/r.ctl"
-
+        r#"{header}
 [[port]]
 name = "h1"
 interface = "r-h1"
@@ -219,18 +241,14 @@ port = "h1"
     );
     start_router(&mut topo, &work.0, "r", &config);
     let pmd_role = if router_role == "server" { "client" } else { "server" };
-    let opts = TestpmdOptions {
-        name: format!("pmd-{router_role}"),
-        lcores: "0@0,1@1".into(),
-        vdevs: vec![format!(
-            "net_memif0,role={pmd_role},socket={dir}/m.sock,socket-abstract=no,id=0,mac={PMD_MAC}"
-        )],
-        mem_mb: 256,
-        args: vec!["--forward-mode=macswap".into(), "--total-num-mbufs=8192".into()],
-        commands: vec![],
-    };
-    let mut pmd = Testpmd::start_without_hugepages(&work.0, &opts).unwrap();
-    pmd.wait_for(Testpmd::READY, Duration::from_secs(30)).unwrap();
+    let mut pmd = start_testpmd(
+        &work.0,
+        &format!("pmd-{router_role}"),
+        "0@0,1@1",
+        pmd_role,
+        "m.sock",
+        &["--forward-mode=macswap"],
+    );
     // DPDK's memif_connect sets both rings' indices to 0 when its side of the handshake
     // completes; a DPDK client does it on our CONNECTED, so a frame the router sends in
     // that instant is lost (the port then goes on from the reset index,
@@ -299,12 +317,9 @@ fn two_router_chain(work: &Work, link: Link) -> (Topology, [u32; 2]) {
             Link::Memif => format!("kind = \"memif\"\nsocket = \"{dir}/m.sock\"\nrole = \"{role}\""),
             Link::Veth => format!("interface = \"{name}-r{peer}\""),
         };
+        let header = router_section(&dir, name);
         format!(
-            r#"[router]
-name = "mf-{name}"
-fast-path = "off"
-control-socket = "{dir}/{name}.ctl"
-
+            r#"{header}
 [[port]]
 name = "host"
 interface = "{ifname}"
@@ -406,4 +421,104 @@ fn measure_two_router_chain_memif_against_veth() {
     for row in rows {
         println!("{row}");
     }
+}
+
+/// The measurement in BENCHMARKS.md, not a check: 64-byte frames through one router
+/// between two memif ports, each a testpmd (client) of its own: testpmd `txonly` sends
+/// IPv4/UDP to port a for 5 s, the router pushes a label and sends out port b to a
+/// `rxonly` testpmd. Frames in and out, the router's CPU seconds, frames per CPU-second.
+/// `cargo test --release -p vmpls --test memif -- --ignored --nocapture --test-threads=1`
+#[test]
+#[ignore = "a measurement: run it by name with --ignored"]
+fn measure_64_byte_frames_between_two_memif_ports() {
+    if !testpmd_present() {
+        eprintln!("SKIPPED: {TESTPMD} not found");
+        return;
+    }
+    let work = Work::new("bench64");
+    let dir = work.0.display().to_string();
+    let mut topo = Topology::with_prefix("mf");
+    topo.add_host_with("r", HostOptions { ipv6: false }).unwrap();
+    let header = router_section(&dir, "r");
+    let config = format!(
+        r#"{header}
+[[port]]
+name = "a"
+kind = "memif"
+socket = "{dir}/a.sock"
+role = "server"
+mac = "02:00:00:00:aa:01"
+addresses = ["198.18.63.1/24"]
+
+[[port]]
+name = "b"
+kind = "memif"
+socket = "{dir}/b.sock"
+role = "server"
+addresses = ["198.18.64.1/24"]
+
+[[neighbor]]
+address = "198.18.64.2"
+lladdr = "{PMD_MAC}"
+port = "b"
+
+[[route]]
+prefix = "198.18.65.0/24"
+push = [1065]
+via = "198.18.64.2"
+port = "b"
+"#
+    );
+    let pid = start_router(&mut topo, &work.0, "r", &config);
+    let pmd = |name: &str, lcores: &str, sock: &str, args: &[&str]| {
+        start_testpmd(&work.0, name, lcores, "client", sock, args)
+    };
+    let rx = pmd("rx", "0@0,1@1", "b.sock", &["--forward-mode=rxonly"]);
+    let tx = pmd(
+        "tx",
+        "0@1,1@0",
+        "a.sock",
+        &[
+            "--forward-mode=txonly",
+            "--eth-peer=0,02:00:00:00:aa:01",
+            "--tx-ip=198.18.63.2,198.18.65.2",
+            "--txpkts=64",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let (cpu0, a0, b0) = (
+        vmpls_sys::process::cpu_seconds(pid).unwrap(),
+        count(&port_stats(&work.0, "r", "a"), "rx_packets"),
+        count(&port_stats(&work.0, "r", "b"), "tx_packets"),
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let (cpu1, a1, b1) = (
+        vmpls_sys::process::cpu_seconds(pid).unwrap(),
+        count(&port_stats(&work.0, "r", "a"), "rx_packets"),
+        count(&port_stats(&work.0, "r", "b"), "tx_packets"),
+    );
+    let sent = tx.stop().unwrap()[&0];
+    std::thread::sleep(Duration::from_millis(500));
+    let received = rx.stop().unwrap()[&0];
+    let (a, b) = (port_stats(&work.0, "r", "a"), port_stats(&work.0, "r", "b"));
+    let cpu = cpu1 - cpu0;
+    println!("| 5 s window | router CPU s | frames in | frames out | M frames in / CPU-s |");
+    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| memif a -> b, 64-byte | {cpu:.2} | {} | {} | {:.2} |",
+        a1 - a0,
+        b1 - b0,
+        (a1 - a0) as f64 / cpu / 1e6
+    );
+    println!(
+        "whole run: testpmd sent {} (tx_dropped {}), port a received {} (rx_dropped {}), port b sent {} \
+         (tx_dropped {}), testpmd received {}",
+        sent.tx_packets,
+        sent.tx_dropped,
+        count(&a, "rx_packets"),
+        count(&a, "rx_dropped"),
+        count(&b, "tx_packets"),
+        count(&b, "tx_dropped"),
+        received.rx_packets
+    );
 }
