@@ -163,19 +163,44 @@ pub enum PortKind {
         /// the underlay; `None`: the router's own.
         netns: Option<String>,
     },
+    /// A memif (`kind = "memif"`): shared memory with another process on this host
+    /// (VPP, a DPDK application with `net_memif`, another vmpls router), set up over the
+    /// Unix socket `socket`.
+    Memif {
+        /// `socket`: the control socket's path (absolute).
+        socket: PathBuf,
+        /// `role`: `"client"` (the default, as DPDK's `net_memif`: connects, creates the
+        /// shared memory) or `"server"` (listens: VPP's default, DPDK's `role=server`).
+        role: MemifRole,
+        /// `id`: the interface id both ends give (0 unless given).
+        id: u32,
+        /// `mac`: the router's MAC on the port; `None`: derived from the socket and id.
+        mac: Option<[u8; 6]>,
+    },
+}
+
+/// `role` of a memif port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemifRole {
+    /// Connects to the socket and creates the shared memory.
+    #[default]
+    Client,
+    /// Listens on the socket.
+    Server,
 }
 
 /// The UDP port of MPLS-in-UDP (RFC 7510, IANA).
 pub const MPLS_UDP_PORT: u16 = 6635;
 
 impl PortKind {
-    /// The name the config file uses: `af-packet`, `tap` or `vhost-user`.
+    /// The name the config file uses: `af-packet`, `tap`, `vhost-user`, `udp` or `memif`.
     pub fn name(&self) -> &'static str {
         match self {
             PortKind::AfPacket => "af-packet",
             PortKind::Tap { .. } => "tap",
             PortKind::VhostUser { .. } => "vhost-user",
             PortKind::Udp { .. } => "udp",
+            PortKind::Memif { .. } => "memif",
         }
     }
 

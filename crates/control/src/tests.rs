@@ -554,7 +554,7 @@ fn unknown_enum_values_are_rejected() {
         "[[port]]\nname = \"x\"\ninterface = \"t-x\"\nkind = \"af-xdp\"\n",
         4,
         "port.kind",
-        &["\"af-xdp\"", "\"af-packet\", \"tap\", \"vhost-user\" or \"udp\""],
+        &["\"af-xdp\"", "\"af-packet\", \"tap\", \"vhost-user\", \"udp\" or \"memif\""],
     );
 }
 
@@ -752,6 +752,76 @@ fn vhost_user_port_takes_a_socket_instead_of_an_interface() {
             mac: Some([0x52, 0x54, 0, 0xab, 0xcd, 0xef]),
             socket_group: None
         }
+    );
+}
+
+#[test]
+fn memif_port_takes_a_socket_a_role_and_an_id() {
+    let cfg = parse(
+        "[[port]]\nname = \"mf\"\nkind = \"memif\"\nsocket = \"/run/vmpls/memif0.sock\"\nrole = \"server\"\nid = 7\naddresses = [\"198.18.3.1/24\"]\n",
+    )
+    .unwrap();
+    let p = &cfg.ports[2];
+    assert_eq!(
+        p.kind,
+        PortKind::Memif {
+            socket: "/run/vmpls/memif0.sock".into(),
+            role: crate::MemifRole::Server,
+            id: 7,
+            mac: None
+        }
+    );
+    assert_eq!((p.interface.as_str(), p.interface_line), ("/run/vmpls/memif0.sock", first_extra_line() + 3));
+    assert_eq!(p.kind.name(), "memif");
+    // A client with id 0 unless the file says otherwise, as DPDK's net_memif.
+    let cfg = parse("[[port]]\nname = \"mf\"\nkind = \"memif\"\nsocket = \"/tmp/m.sock\"\n").unwrap();
+    assert_eq!(
+        cfg.ports[2].kind,
+        PortKind::Memif { socket: "/tmp/m.sock".into(), role: crate::MemifRole::Client, id: 0, mac: None }
+    );
+}
+
+#[test]
+fn memif_keys_that_do_not_fit_name_file_and_line() {
+    let memif = "[[port]]\nname = \"mf\"\nkind = \"memif\"\n";
+    assert_err(memif, 2, "port.socket", &["port \"mf\" needs socket = \"/path\"", "memif control socket"]);
+    assert_err(
+        &format!("{memif}socket = \"/tmp/m.sock\"\nrole = \"master\"\n"),
+        5,
+        "port.role",
+        &["unknown memif role \"master\"", "\"client\" (connects) or \"server\" (listens)"],
+    );
+    assert_err(
+        &format!("{memif}socket = \"/tmp/m.sock\"\nid = -1\n"),
+        5,
+        "port.id",
+        &["memif id -1 is out of range"],
+    );
+    assert_err(
+        &format!("{memif}socket = \"/tmp/m.sock\"\ninterface = \"eth0\"\n"),
+        5,
+        "port.interface",
+        &["a memif port takes no interface"],
+    );
+    assert_err(&format!("{memif}socket = \"m.sock\"\n"), 4, "port.socket", &["is not an absolute path"]);
+    assert_err(
+        "[[port]]\nname = \"t\"\nkind = \"tap\"\ninterface = \"t1\"\nrole = \"server\"\n",
+        5,
+        "port.role",
+        &["a tap port takes no role"],
+    );
+    assert_err(
+        "[[port]]\nname = \"t\"\ninterface = \"t1\"\nid = 3\n",
+        4,
+        "port.id",
+        &["a af-packet port takes no id"],
+    );
+    // One port a socket, as for vhost-user.
+    assert_err(
+        "[[port]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/tmp/a.sock\"\n\n[[port]]\nname = \"b\"\nkind = \"vhost-user\"\nsocket = \"/tmp/a.sock\"\n",
+        9,
+        "port.socket",
+        &["socket \"/tmp/a.sock\" is already used by port \"a\""],
     );
 }
 

@@ -121,8 +121,14 @@ impl Default for Topology {
 impl Topology {
     /// An empty topology with a unique name prefix (`vl<pid>-<n>`).
     pub fn new() -> Self {
+        Self::with_prefix("vl")
+    }
+
+    /// An empty topology whose namespaces are named `<tag><pid>-<n>-HOST` (a test's own
+    /// tag, so what it leaves behind after a crash tells whose it is).
+    pub fn with_prefix(tag: &str) -> Self {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        Self { prefix: format!("vl{}-{n}", std::process::id()), hosts: Vec::new(), children: Vec::new() }
+        Self { prefix: format!("{tag}{}-{n}", std::process::id()), hosts: Vec::new(), children: Vec::new() }
     }
 
     /// The prefix of this topology's namespace names.

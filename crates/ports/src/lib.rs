@@ -13,6 +13,8 @@
 //! - [`VhostUserPort`]: the virtio-net device of a QEMU/KVM guest, over a vhost-user
 //!   socket; guest TSO frames enter whole, and frames leave whole to a guest that
 //!   negotiated `GUEST_TSO4/6`.
+//! - [`MemifPort`]: shared memory with another process on this host (VPP's memif, DPDK's
+//!   `net_memif`, another vmpls), frames copied once into the peer's buffers.
 //! - [`MplsUdpPort`]: an MPLS-in-UDP tunnel (RFC 7510) to one remote router over an IP
 //!   underlay, a super-frame's segments in one `UDP_SEGMENT` send, received with `UDP_GRO`.
 //!
@@ -20,7 +22,7 @@
 //! here is what only the ports need: the `recvmmsg`/`sendmmsg` arrays in `mmsg`, the ring
 //! mappings in `af_packet_ring` and `af_packet_txring` (experimental, behind the `rings`
 //! feature, off by default), the UDP tunnel's `sendmsg`/`recvmsg`
-//! control messages in `mpls_udp`, and the file-descriptor passing in `vhost_user::relay`; guest memory is only
+//! control messages in `mpls_udp`, the shared memory of `memif::shm`, and the file-descriptor passing in `vhost_user::relay`; guest memory is only
 //! touched through `vm-memory` and `virtio-queue`. Every block has a `// SAFETY:` note.
 
 mod af_packet;
@@ -28,6 +30,7 @@ mod af_packet;
 mod af_packet_ring;
 #[cfg(feature = "rings")]
 mod af_packet_txring;
+mod memif;
 mod mmsg;
 mod mpls_udp;
 mod tap;
@@ -43,6 +46,10 @@ pub use af_packet::{AfPacketPort, MIN_MTU, af_packet_caps};
 pub use af_packet_ring::{AfPacketRingPort, RingConfig};
 #[cfg(feature = "rings")]
 pub use af_packet_txring::{AfPacketTxRing, RecvFrom, SubmitError, TxRingConfig};
+pub use memif::{
+    APP_NAME as MEMIF_APP_NAME, DEFAULT_MTU as MEMIF_DEFAULT_MTU, MemifOptions, MemifPort, MemifRole,
+    MemifStats, memif_caps,
+};
 pub use mpls_udp::{MplsUdpOptions, MplsUdpPort, SOURCE_PORTS as MPLS_UDP_SOURCE_PORTS, mpls_udp_caps};
 pub use tap::{TAP_MAX_MTU, TapOptions, TapPort, tap_caps};
 /// The vhost-user virtqueue fuzz harness (for `fuzz/` and the corpus replay test).

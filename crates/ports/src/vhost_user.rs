@@ -489,8 +489,8 @@ impl std::fmt::Debug for VhostUserPort {
     }
 }
 
-/// A locally administered unicast MAC derived from `seed` (FNV-1a).
-fn derived_mac(seed: &[u8]) -> [u8; 6] {
+/// A locally administered unicast MAC derived from `seed` (FNV-1a); memif ports use it too.
+pub(crate) fn derived_mac(seed: &[u8]) -> [u8; 6] {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in seed {
         h ^= u64::from(*b);

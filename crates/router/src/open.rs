@@ -2,8 +2,8 @@
 
 use vmpls_dataplane::PortId;
 use vmpls_ports::{
-    AfPacketPort, MplsUdpOptions, MplsUdpPort, Port, PortError, TapOptions, TapPort, VhostUserOptions,
-    VhostUserPort,
+    AfPacketPort, MemifOptions, MemifPort, MemifRole, MplsUdpOptions, MplsUdpPort, Port, PortError,
+    TapOptions, TapPort, VhostUserOptions, VhostUserPort,
 };
 
 use crate::links::Relink;
@@ -11,8 +11,8 @@ use crate::vrfs::VrfNetns;
 
 /// Opens the port a `[[port]]` describes, by its kind, with the port type's own
 /// constructor: an AF_PACKET socket on an existing interface, a TAP the router creates,
-/// an MPLS-in-UDP tunnel, or a vhost-user socket QEMU connects to (its directory is
-/// created if missing). For an AF_PACKET port, also how to find its interface again
+/// an MPLS-in-UDP tunnel, a vhost-user socket QEMU connects to, or a memif (the
+/// directory of either socket is created if missing). For an AF_PACKET port, also how to find its interface again
 /// should it be deleted and created anew.
 /// An AF_PACKET port in a VRF's namespace (`netns`) is opened there: its socket stays
 /// bound to that namespace's interface. `receive_every_frame`: a pseudowire's attachment
@@ -61,13 +61,7 @@ pub(crate) fn open_port(
             Box::new(MplsUdpPort::open(id, &p.name, &opts)?)
         }
         K::VhostUser { socket, mac, socket_group } => {
-            if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
-                std::fs::create_dir_all(dir).map_err(|source| PortError::Io {
-                    ifname: socket.display().to_string(),
-                    op: "create the socket's directory",
-                    source,
-                })?;
-            }
+            create_socket_dir(socket)?;
             let opts = VhostUserOptions {
                 mtu: p.mtu,
                 mac: *mac,
@@ -75,6 +69,28 @@ pub(crate) fn open_port(
             };
             Box::new(VhostUserPort::open(id, &p.name, socket, &opts)?)
         }
+        K::Memif { socket, role, id: memif_id, mac } => {
+            create_socket_dir(socket)?;
+            let role = match role {
+                vmpls_control::MemifRole::Client => MemifRole::Client,
+                vmpls_control::MemifRole::Server => MemifRole::Server,
+            };
+            let opts = MemifOptions { mtu: p.mtu, mac: *mac, ..MemifOptions::new(socket, role, *memif_id) };
+            Box::new(MemifPort::open(id, &p.name, &opts)?)
+        }
     };
     Ok((port, None))
+}
+
+/// Creates the directory of a socket the router listens on (or a client's, harmlessly)
+/// if it is missing.
+fn create_socket_dir(socket: &std::path::Path) -> Result<(), PortError> {
+    if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        std::fs::create_dir_all(dir).map_err(|source| PortError::Io {
+            ifname: socket.display().to_string(),
+            op: "create the socket's directory",
+            source,
+        })?;
+    }
+    Ok(())
 }

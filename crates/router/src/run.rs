@@ -553,7 +553,12 @@ fn claim_interfaces(
     socket_path: &std::path::Path,
 ) -> anyhow::Result<Vec<crate::claim::Claims>> {
     let attached = |p: &&vmpls_control::PortConfig| {
-        !matches!(p.kind, vmpls_control::PortKind::VhostUser { .. } | vmpls_control::PortKind::Udp { .. })
+        !matches!(
+            p.kind,
+            vmpls_control::PortKind::VhostUser { .. }
+                | vmpls_control::PortKind::Udp { .. }
+                | vmpls_control::PortKind::Memif { .. }
+        )
     };
     let mut groups: Vec<(Option<&VrfNetns>, Vec<&str>)> = Vec::new();
     for (p, ns) in cfg.ports.iter().zip(netns).filter(|(p, _)| attached(p)) {

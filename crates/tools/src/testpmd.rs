@@ -106,6 +106,17 @@ pub struct Testpmd {
 impl Testpmd {
     /// Starts testpmd with its output in `work/NAME.log`.
     pub fn start(work: &Path, huge: &Hugepages, opts: &TestpmdOptions) -> anyhow::Result<Testpmd> {
+        Testpmd::launch(work, Some(huge.dir()), opts)
+    }
+
+    /// Starts testpmd without hugepages (`--no-huge`): enough for drivers whose shared
+    /// memory is their own (`net_memif` creates or maps memfds), not for virtio-user,
+    /// whose vhost-user backend maps testpmd's memory by file.
+    pub fn start_without_hugepages(work: &Path, opts: &TestpmdOptions) -> anyhow::Result<Testpmd> {
+        Testpmd::launch(work, None, opts)
+    }
+
+    fn launch(work: &Path, huge_dir: Option<&Path>, opts: &TestpmdOptions) -> anyhow::Result<Testpmd> {
         let log = work.join(format!("{}.log", opts.name));
         let prefix = format!("vmpls-{}-{}", std::process::id(), opts.name);
         // Line-buffered output: its log shows at once when it is ready ("Press enter").
@@ -114,11 +125,12 @@ impl Testpmd {
             .arg(TESTPMD)
             .arg(format!("--lcores={}", opts.lcores))
             .args(["--no-pci", "--single-file-segments", "--no-telemetry", "-m"])
-            .arg(opts.mem_mb.to_string())
-            .arg("--huge-dir")
-            .arg(huge.dir())
-            .arg("--file-prefix")
-            .arg(&prefix);
+            .arg(opts.mem_mb.to_string());
+        match huge_dir {
+            Some(dir) => cmd.arg("--huge-dir").arg(dir),
+            None => cmd.arg("--no-huge"),
+        };
+        cmd.arg("--file-prefix").arg(&prefix);
         for v in &opts.vdevs {
             cmd.arg(format!("--vdev={v}"));
         }

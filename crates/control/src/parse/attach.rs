@@ -9,7 +9,7 @@ use super::S;
 use super::ctx::Ctx;
 use super::raw::RawPort;
 use super::values::{check_unix_socket_path, parse_host, parse_mac_of};
-use crate::{ConfigError, PortKind, SocketGroup};
+use crate::{ConfigError, MemifRole, PortKind, SocketGroup};
 
 /// Linux's `dev_valid_name`: 1 to 15 bytes, not "." or "..", no '/', ':' or whitespace.
 fn check_interface_name(ctx: &Ctx, s: &S<String>) -> Result<String, ConfigError> {
@@ -51,9 +51,10 @@ fn parse_mac(ctx: &Ctx, s: &S<String>) -> Result<[u8; 6], ConfigError> {
 }
 
 /// Whether two ports' `interface` values name things in one namespace: interface names
-/// (af-packet and TAP ports) or socket paths (vhost-user).
+/// (af-packet and TAP ports) or socket paths (vhost-user, memif).
 pub(super) fn same_namespace(a: &PortKind, b: &PortKind) -> bool {
-    matches!(a, PortKind::VhostUser { .. }) == matches!(b, PortKind::VhostUser { .. })
+    let path = |k: &PortKind| matches!(k, PortKind::VhostUser { .. } | PortKind::Memif { .. });
+    path(a) == path(b)
 }
 
 /// A `[[port]]`'s kind and what it attaches to: (`interface` as [`PortConfig`](crate::PortConfig) keeps it,
@@ -78,6 +79,18 @@ pub(super) fn port_attachment(
             "it is for kind = \"vhost-user\" (who may connect to the socket)",
         ));
     }
+    if kind_name != "memif" {
+        if let Some(r) = &p.role {
+            return Err(not_for(r, "port.role", "it is for kind = \"memif\""));
+        }
+        if let Some(n) = &p.id {
+            return Err(ctx.err(
+                &n.span(),
+                "port.id",
+                format!("a {kind_name} port takes no id; it is for kind = \"memif\""),
+            ));
+        }
+    }
     if kind_name != "udp" {
         let udp_only = [(&p.local, "port.local"), (&p.remote, "port.remote"), (&p.netns, "port.netns")];
         if let Some((s, field)) = udp_only.iter().find_map(|(s, f)| s.as_ref().map(|s| (s, *f))) {
@@ -93,9 +106,14 @@ pub(super) fn port_attachment(
     }
     match kind_name {
         "udp" => udp_attachment(ctx, p, line),
+        "memif" => memif_attachment(ctx, p, line),
         "af-packet" | "tap" => {
             if let Some(s) = &p.socket {
-                return Err(not_for(s, "port.socket", "socket = \"...\" is for kind = \"vhost-user\""));
+                return Err(not_for(
+                    s,
+                    "port.socket",
+                    "socket = \"...\" is for kind = \"vhost-user\" or \"memif\"",
+                ));
             }
             let Some(iface) = &p.interface else {
                 let what = if kind_name == "tap" {
@@ -153,11 +171,61 @@ pub(super) fn port_attachment(
                 &span,
                 "port.kind",
                 format!(
-                    "unknown port kind \"{other}\"; expected \"af-packet\", \"tap\", \"vhost-user\" or \"udp\""
+                    "unknown port kind \"{other}\"; expected \"af-packet\", \"tap\", \"vhost-user\", \"udp\" or \"memif\""
                 ),
             ))
         }
     }
+}
+
+/// A `kind = "memif"` port: `socket` (an absolute path), `role` (`"client"` unless
+/// given), `id` (0 unless given, up to 2^32 - 1), `mac`; no `interface`. Its `interface`
+/// (for messages and `link show`) is the socket path.
+fn memif_attachment(ctx: &Ctx, p: &RawPort, line: usize) -> Result<(String, usize, PortKind), ConfigError> {
+    if let Some(s) = &p.interface {
+        return Err(ctx.err(
+            &s.span(),
+            "port.interface",
+            "a memif port takes no interface; give socket = \"/path\", the memif control socket",
+        ));
+    }
+    let Some(sock) = &p.socket else {
+        return Err(ctx.err_line(
+            line,
+            "port.socket",
+            format!(
+                "port \"{}\" needs socket = \"/path\": the memif control socket (the server listens on it)",
+                p.name.get_ref()
+            ),
+        ));
+    };
+    let socket = check_unix_socket_path(ctx, sock, "port.socket", "/run/vmpls/memif0.sock")?;
+    let role = match p.role.as_ref().map(|r| (r, r.get_ref().as_str())) {
+        None | Some((_, "client")) => MemifRole::Client,
+        Some((_, "server")) => MemifRole::Server,
+        Some((r, other)) => {
+            return Err(ctx.err(
+                &r.span(),
+                "port.role",
+                format!(
+                    "unknown memif role \"{other}\"; expected \"client\" (connects) or \"server\" (listens)"
+                ),
+            ));
+        }
+    };
+    let id = match &p.id {
+        None => 0,
+        Some(n) => u32::try_from(*n.get_ref()).map_err(|_| {
+            ctx.err(
+                &n.span(),
+                "port.id",
+                format!("memif id {} is out of range; expected 0 to 4294967295", n.get_ref()),
+            )
+        })?,
+    };
+    let mac = p.mac.as_ref().map(|m| parse_mac(ctx, m)).transpose()?;
+    let interface = socket.display().to_string();
+    Ok((interface, ctx.line(&sock.span()), PortKind::Memif { socket, role, id, mac }))
 }
 
 /// A `kind = "udp"` port (MPLS-in-UDP): `local` and `remote` underlay addresses of one

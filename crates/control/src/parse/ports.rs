@@ -41,7 +41,7 @@ pub(super) fn parse_ports(
         let (interface, interface_line, kind) = port_attachment(ctx, p, line)?;
         if let Some(q) = ports.iter().find(|q| q.interface == interface && same_namespace(&q.kind, &kind)) {
             let (field, what) = match kind {
-                PortKind::VhostUser { .. } => ("port.socket", "socket"),
+                PortKind::VhostUser { .. } | PortKind::Memif { .. } => ("port.socket", "socket"),
                 _ => ("port.interface", "interface"),
             };
             return Err(ctx.err_line(

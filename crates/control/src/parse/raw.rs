@@ -126,6 +126,8 @@ pub(super) struct RawPort {
     pub(super) remote: Option<S<String>>,
     pub(super) udp_port: Option<S<i64>>,
     pub(super) netns: Option<S<String>>,
+    pub(super) role: Option<S<String>>,
+    pub(super) id: Option<S<i64>>,
 }
 
 #[derive(Deserialize)]
