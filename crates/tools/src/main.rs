@@ -176,7 +176,8 @@ enum LabCommand {
         #[arg(long, conflicts_with = "vm")]
         vm_routers: bool,
         /// With --vm-routers: the modes to run, separated by commas (kernel-ip, kernel-mpls,
-        /// kernel-mpls-64k, vmpls-mpls, vmpls-mpls-64k); default all but kernel-mpls-64k.
+        /// kernel-mpls-64k, vmpls-mpls, vmpls-mpls-64k, vmpls-mpls-tc, vmpls-mpls-64k-tc); default
+        /// all but kernel-mpls-64k.
         #[arg(long, requires = "vm_routers")]
         modes: Option<String>,
         /// 2: the LSP split over two hosts (namespaces joined only by an IP underlay):
