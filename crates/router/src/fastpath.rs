@@ -956,6 +956,11 @@ impl FastPathRuntime {
 mod tests {
     use vmpls_fastpath::Delivery;
 
+    /// A port of the router's namespace over a veth, as `fast_tables` enters it.
+    fn veth_port(vrf: u16, mac: [u8; 6], accepts_mpls: bool) -> FastPort {
+        FastPort { vrf, mac, accepts_mpls, netns: 0, delivery: Delivery::VethPeer }
+    }
+
     use std::net::{Ipv4Addr, Ipv6Addr};
     use std::path::Path;
 
@@ -1015,26 +1020,8 @@ mod tests {
             + "\n[[vrf]]\nname = \"cust\"\n";
         let fib = fib(&text);
         let (t, _) = fast_tables(&fib, &served(), &NeighborTable::new(NeighborConfig::default()), 255);
-        assert_eq!(
-            t.ports.get(&7),
-            Some(&FastPort {
-                vrf: 0,
-                mac: CORE_MAC,
-                accepts_mpls: true,
-                netns: 0,
-                delivery: Delivery::VethPeer
-            })
-        );
-        assert_eq!(
-            t.ports.get(&9),
-            Some(&FastPort {
-                vrf: 1,
-                mac: CE_MAC,
-                accepts_mpls: false,
-                netns: 0,
-                delivery: Delivery::VethPeer
-            })
-        );
+        assert_eq!(t.ports.get(&7), Some(&veth_port(0, CORE_MAC, true)));
+        assert_eq!(t.ports.get(&9), Some(&veth_port(1, CE_MAC, false)));
     }
 
     #[test]
@@ -1048,16 +1035,7 @@ mod tests {
         assert_eq!(t.labels.get(&2002), Some(&LabelEntry::PopIp { vrf: 0, uniform: true }));
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.1.0"), 24)), Some(&RouteEntry::Local));
         assert!(next_hops(&used).contains(&(0, "198.18.20.1".parse().unwrap())), "{used:?}");
-        assert_eq!(
-            t.ports.get(&7),
-            Some(&FastPort {
-                vrf: 0,
-                mac: CORE_MAC,
-                accepts_mpls: true,
-                netns: 0,
-                delivery: Delivery::VethPeer
-            })
-        );
+        assert_eq!(t.ports.get(&7), Some(&veth_port(0, CORE_MAC, true)));
 
         n.learn(now, 0, "198.18.20.1".parse().unwrap(), P_MAC, true);
         n.learn(now, 1, "198.18.2.2".parse().unwrap(), HOST_MAC, true);

@@ -466,9 +466,13 @@ fn start_fast_path(
         sockets[i] = None;
         refused[i] = Some(IFINDEX_TAKEN);
     }
+    let transmits: Vec<bool> = served
+        .iter()
+        .map(|s| s.as_ref().is_some_and(|p| p.delivery == vmpls_fastpath::Delivery::Transmit))
+        .collect();
     let fast = if mode == FastPathMode::Auto && served.iter().all(Option::is_none) {
         info!(
-            "fast-path = \"auto\": no port is an AF_PACKET port over a veth of the router's namespace or an MPLS-in-UDP port whose socket is there; the pipeline serves every port"
+            "fast-path = \"auto\": no port is an AF_PACKET port on an Ethernet interface of the router's namespace or an MPLS-in-UDP port whose socket is there; the pipeline serves every port"
         );
         None
     } else {
@@ -488,7 +492,7 @@ fn start_fast_path(
         Some(f) => (0..cfg.ports.len()).map(|i| f.tunnel_of(i)).collect(),
         None => vec![None; cfg.ports.len()],
     };
-    for ((p, why), tunnel) in cfg.ports.iter().zip(&refused).zip(&tunnels) {
+    for (((p, why), tunnel), &transmit) in cfg.ports.iter().zip(&refused).zip(&tunnels).zip(&transmits) {
         match (why, &fast) {
             (None, Some(_)) if let Some((underlay, encap)) = tunnel => {
                 let how = if *encap {
@@ -501,9 +505,7 @@ fn start_fast_path(
             (None, Some(_)) if p.netns.is_some() => {
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, vrf = %p.vrf, netns = p.netns.as_deref().unwrap_or_default(), vrf_interface = %p.vrf, "forwarding: the in-kernel fast path, across the VRF interface between the VRF's namespace and the router's; the pipeline for what it leaves")
             }
-            (None, Some(_))
-                if vmpls_fastpath::delivery_to(&p.interface) == Ok(vmpls_fastpath::Delivery::Transmit) =>
-            {
+            (None, Some(_)) if transmit => {
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the in-kernel fast path, out by the device's transmit (not a veth); the pipeline for what it leaves, and for labelled super-frames to this port (the kernel would need MPLS GSO to cut them)")
             }
             (None, Some(_)) => {
