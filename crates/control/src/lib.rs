@@ -52,6 +52,7 @@ use vmpls_fib::{
 
 pub use error::{ConfigError, LabelStackError, PrefixError};
 pub use parse::MAX_SOCKET_PATH;
+pub use parse::TAP_MEMIF_MAX_MTU;
 
 /// The `[router]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,7 +175,7 @@ pub enum PortKind {
         role: MemifRole,
         /// `id`: the interface id both ends give (0 unless given).
         id: u32,
-        /// `mac`: the router's MAC on the port; `None`: derived from the socket and id.
+        /// `mac`: the router's MAC on the port; `None`: derived from the socket, id and role.
         mac: Option<[u8; 6]>,
     },
 }

@@ -898,6 +898,12 @@ fn port_kind_keys_that_do_not_fit_are_rejected() {
         "port.mtu",
         &["expected 68 to 65521"],
     );
+    assert_err(
+        "[[port]]\nname = \"m\"\nkind = \"memif\"\nsocket = \"/run/m.sock\"\nmtu = 65535\n",
+        5,
+        "port.mtu",
+        &["expected 68 to 65521", "memif"],
+    );
 }
 
 #[test]

@@ -77,11 +77,23 @@ pub struct Mode {
     pub udp_core: bool,
     /// ECMP at pe1 and p over the same links ([`SeedParams::ecmp`]).
     pub ecmp: bool,
+    /// The core links are memif ports ([`SeedParams::memif_core`], sockets in the work
+    /// directory): shared memory between the routers instead of the veth pairs.
+    pub memif_core: bool,
 }
 
 impl Mode {
     fn new(name: &str, kind: ModeKind, offloads: bool, core_mtu: Option<u32>) -> Self {
-        Self { name: name.into(), kind, offloads, core_mtu, fast_path: false, udp_core: false, ecmp: false }
+        Self {
+            name: name.into(),
+            kind,
+            offloads,
+            core_mtu,
+            fast_path: false,
+            udp_core: false,
+            ecmp: false,
+            memif_core: false,
+        }
     }
 
     /// Kernel IP routing with default offloads: the baseline.
@@ -141,6 +153,12 @@ impl Mode {
         }
     }
 
+    /// vmpls label switching with the core links as memif ports: the routers hand frames
+    /// to each other through shared memory, super-frames whole, without the kernel.
+    pub fn vmpls_mpls_memif() -> Self {
+        Self { memif_core: true, ..Self::new("vmpls-mpls-memif", ModeKind::VmplsMpls, true, None) }
+    }
+
     /// The modes `vmpls lab seed` runs by default: `kernel-ip`, then `vmpls-mpls` (the
     /// routers' own pipelines) and `vmpls-mpls-tc` (with the in-kernel fast path).
     pub fn defaults() -> Vec<Mode> {
@@ -179,7 +197,25 @@ impl Mode {
             Self::vmpls_mpls_tc_1500(),
             Self::vmpls_mpls_ecmp(),
             Self::vmpls_mpls_tc_ecmp(),
+            Self::vmpls_mpls_memif(),
         ]
+    }
+
+    /// The modes named in `list` (comma-separated), in its order: any of
+    /// [`Mode::bench`]'s.
+    pub fn parse_list(list: &str) -> anyhow::Result<Vec<Mode>> {
+        let known = Self::bench();
+        list.split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+            .map(|name| {
+                known.iter().find(|m| m.name == name).cloned().ok_or_else(|| {
+                    let names: Vec<&str> = known.iter().map(|m| m.name.as_str()).collect();
+                    anyhow!("unknown seed lab mode \"{name}\"; the modes are {}", names.join(", "))
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+            .and_then(|modes| if modes.is_empty() { bail!("--modes names no mode") } else { Ok(modes) })
     }
 }
 
@@ -779,6 +815,9 @@ impl SeedLab {
         work_dir: &Path,
         progress: &mut dyn FnMut(&str),
     ) -> anyhow::Result<FlowResult> {
+        if mode.memif_core && self.two_hosts {
+            bail!("{}: memif joins routers on one host, not over the two-host lab's underlay", mode.name);
+        }
         self.stop_routers()?;
         self.set_offloads(mode.offloads)?;
         self.set_router_gro(mode.kind.is_vmpls() && !mode.offloads)?;
@@ -787,16 +826,24 @@ impl SeedLab {
             ModeKind::KernelIp => self.setup_kernel_ip()?,
             ModeKind::VmplsIp | ModeKind::VmplsMpls => {
                 self.clear_kernel_ip()?;
-                let (labelled, fast_path, ecmp) =
-                    (self.params.ip_only, self.params.fast_path, self.params.ecmp);
+                let (labelled, fast_path, ecmp, memif) = (
+                    self.params.ip_only,
+                    self.params.fast_path,
+                    self.params.ecmp,
+                    self.params.memif_core.clone(),
+                );
                 self.params.ip_only = mode.kind == ModeKind::VmplsIp;
                 self.params.fast_path = mode.fast_path;
                 self.params.ecmp = mode.ecmp;
+                if mode.memif_core {
+                    self.params.memif_core = Some(work_dir.to_path_buf());
+                }
                 self.set_udp_core(mode.udp_core.then_some(false))?;
                 // The fast path serves a tunnel whose socket is in the router's namespace.
                 self.set_udp_tunnel_in_routers(mode.udp_core && mode.fast_path)?;
                 let started = self.start_routers(&opts.router_binary, work_dir);
-                (self.params.ip_only, self.params.fast_path, self.params.ecmp) = (labelled, fast_path, ecmp);
+                (self.params.ip_only, self.params.fast_path, self.params.ecmp, self.params.memif_core) =
+                    (labelled, fast_path, ecmp, memif);
                 started?;
             }
         }
@@ -872,6 +919,32 @@ mod tests {
     }
 
     #[test]
+    fn memif_core_configs_pair_each_link_s_ends_and_parse() {
+        let dir = std::path::Path::new("/run/vmpls-seed");
+        let cfgs = router_configs(&SeedParams { memif_core: Some(dir.into()), ..SeedParams::default() });
+        let port = |router: usize, name: &str| {
+            let cfg = vmpls_control::Config::from_str(&cfgs[router].toml, Path::new("seed.toml"))
+                .unwrap_or_else(|e| panic!("{e}\n{}", cfgs[router].toml));
+            let (_, p) = cfg.port(name).unwrap();
+            (p.kind.clone(), p.mtu)
+        };
+        let memif = |socket: &str, role| vmpls_control::PortKind::Memif {
+            socket: dir.join(socket),
+            role,
+            id: 0,
+            mac: None,
+        };
+        use vmpls_control::MemifRole::{Client, Server};
+        let core_mtu = Some(vmpls_control::TAP_MEMIF_MAX_MTU);
+        assert_eq!(port(0, "core"), (memif("pe1-p.sock", Server), core_mtu));
+        assert_eq!(port(1, "west"), (memif("pe1-p.sock", Client), core_mtu));
+        assert_eq!(port(1, "east"), (memif("p-pe2.sock", Server), core_mtu));
+        assert_eq!(port(2, "core"), (memif("p-pe2.sock", Client), core_mtu));
+        // The customers stay on their veths.
+        assert!(cfgs[0].toml.contains("name = \"ce1\"\ninterface = \"pe1-ce1\""), "{}", cfgs[0].toml);
+    }
+
+    #[test]
     fn configs_follow_the_params() {
         let params = SeedParams {
             pe1_push: 100,
@@ -887,6 +960,7 @@ mod tests {
             fast_path_auto: false,
             ecmp: false,
             poll_interrupt: true,
+            memif_core: None,
         };
         let cfgs = router_configs(&params);
         let p = &cfgs[1].toml;

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 use crate::IpPrefix;
 
@@ -46,6 +47,10 @@ pub struct SeedParams {
     pub ecmp: bool,
     /// `poll = "interrupt"` in every router's config; without it the default, `"adaptive"`.
     pub poll_interrupt: bool,
+    /// The core links are memif ports (shared memory, no kernel) instead of the veth
+    /// pairs, their control sockets in this directory: pe1 -- p on `pe1-p.sock` (pe1
+    /// listens), p -- pe2 on `p-pe2.sock` (p listens). The veths stay, unused.
+    pub memif_core: Option<PathBuf>,
 }
 
 impl Default for SeedParams {
@@ -64,6 +69,7 @@ impl Default for SeedParams {
             fast_path_auto: false,
             ecmp: false,
             poll_interrupt: false,
+            memif_core: None,
         }
     }
 }
@@ -181,6 +187,16 @@ pub(crate) const LINKS: [(&str, &str, &str, &str, bool); 4] = [
     ("pe2", "pe2-ce2", "ce2", "ce2-pe2", false),
 ];
 
+/// The core link `interface` belongs to, named by its first end (`pe1-p`, `p-pe2`), and
+/// whether `interface` is that first end (the memif server of [`SeedParams::memif_core`]).
+fn memif_link(interface: &str) -> Option<(&'static str, bool)> {
+    LINKS
+        .iter()
+        .filter(|(_, _, _, _, core)| *core)
+        .find(|(_, a_if, _, b_if, _)| interface == *a_if || interface == *b_if)
+        .map(|(_, a_if, _, _, _)| (*a_if, interface == *a_if))
+}
+
 pub(crate) fn prefix(s: &str) -> IpPrefix {
     // The constants above are valid; a failure here is a bug caught by the tests.
     s.parse().unwrap_or_else(|e| panic!("bad built-in prefix {s}: {e}"))
@@ -212,10 +228,26 @@ fn router_config(r: &Router, params: &SeedParams) -> String {
         let _ = writeln!(s, "poll = \"interrupt\"");
     }
     for port in &r.ports {
-        let _ = writeln!(s, "\n[[port]]\nname = \"{}\"\ninterface = \"{}\"", port.name, port.interface);
+        let _ = writeln!(s, "\n[[port]]\nname = \"{}\"", port.name);
+        let memif = params.memif_core.as_ref().zip(memif_link(port.interface));
+        match memif {
+            Some((dir, (link, listens))) => {
+                let role = if listens { "server" } else { "client" };
+                let socket = dir.join(format!("{link}.sock"));
+                let _ = writeln!(s, "kind = \"memif\"\nsocket = \"{}\"\nrole = \"{role}\"", socket.display());
+            }
+            None => {
+                let _ = writeln!(s, "interface = \"{}\"", port.interface);
+            }
+        }
         let _ = writeln!(s, "addresses = [\"{}\", \"{}\"]", port.v4, port.v6);
-        if params.mtu_in_config {
-            let mtu = if port.core { params.core_mtu } else { params.customer_mtu };
+        // A memif has no interface MTU to inherit: it takes the core's, as far as memif goes.
+        if params.mtu_in_config || memif.is_some() {
+            let mtu = match (port.core, memif) {
+                (true, Some(_)) => params.core_mtu.min(vmpls_control::TAP_MEMIF_MAX_MTU),
+                (true, None) => params.core_mtu,
+                (false, _) => params.customer_mtu,
+            };
             let _ = writeln!(s, "mtu = {mtu}");
         }
     }

@@ -54,6 +54,18 @@ pub enum Topo {
     One,
     /// pe1 push -> p swap -> pe2 pop, three routers over 64 KiB veth pairs.
     Chain,
+    /// The chain with memif ports between the routers: shared memory, no kernel.
+    ChainMemif,
+}
+
+impl Topo {
+    fn name(self) -> &'static str {
+        match self {
+            Topo::One => "one",
+            Topo::Chain => "chain",
+            Topo::ChainMemif => "chain-memif",
+        }
+    }
 }
 
 /// What the switch under test is.
@@ -244,6 +256,25 @@ fn veth_port(name: &str, ifname: &str, addr: &str) -> String {
     format!("\n[[port]]\nname = \"{name}\"\ninterface = \"{ifname}\"\naddresses = [\"{addr}\"]\n")
 }
 
+/// A port between two routers of the chain on `link` (`pe1-p`, `p-pe1`, ...): the veth of
+/// that name, or with `memif` one end of the memif named by the link's first end, which
+/// listens (pe1 toward p, p toward pe2).
+fn chain_port(name: &str, link: &str, memif: bool, dir: &Path, addr: &str) -> String {
+    if !memif {
+        return veth_port(name, link, addr);
+    }
+    let (socket, role) = match link {
+        "pe1-p" => ("pe1-p", "server"),
+        "p-pe1" => ("pe1-p", "client"),
+        "p-pe2" => ("p-pe2", "server"),
+        _ => ("p-pe2", "client"),
+    };
+    format!(
+        "\n[[port]]\nname = \"{name}\"\nkind = \"memif\"\nsocket = \"{}\"\nrole = \"{role}\"\naddresses = [\"{addr}\"]\n",
+        dir.join(format!("{socket}.sock")).display()
+    )
+}
+
 /// testpmd answers no ARP: the router is told guest b's MAC.
 fn guest_b_neighbor() -> String {
     format!("\n[[neighbor]]\naddress = \"198.18.2.2\"\nlladdr = \"{MAC_B_GUEST}\"\nport = \"b\"\n")
@@ -263,28 +294,32 @@ impl VmplsSwitch {
                 );
                 vec![("r", router_config("r", dir, poll, &body))]
             }
-            Topo::Chain => {
+            Topo::Chain | Topo::ChainMemif => {
+                let memif = topology == Topo::ChainMemif;
                 for h in ["pe1", "p", "pe2"] {
                     // The routers own the veths: no IPv6 multicast from the kernel on them.
                     topo.add_host_with(h, HostOptions { ipv6: false })?;
                 }
-                // 64 KiB links: labelled super-frames cross the core whole, as between
-                // vmpls routers on one host they should.
-                topo.add_link("pe1", "pe1-p", "p", "p-pe1", 65535)?;
-                topo.add_link("p", "p-pe2", "pe2", "pe2-p", 65535)?;
+                if !memif {
+                    // 64 KiB links: labelled super-frames cross the core whole, as between
+                    // vmpls routers on one host they should (over memif they do anyway:
+                    // the frames carry their virtio-net headers).
+                    topo.add_link("pe1", "pe1-p", "p", "p-pe1", 65535)?;
+                    topo.add_link("p", "p-pe2", "pe2", "pe2-p", 65535)?;
+                }
                 let pe1 = format!(
                     "addresses = [\"198.18.255.1\"]\n{}{}\n[[route]]\nprefix = \"198.18.20.0/24\"\npush = [1002]\nvia = \"198.18.10.2\"\nport = \"core\"\n",
                     vhost_port("a", dir, MAC_A, "198.18.1.1/24"),
-                    veth_port("core", "pe1-p", "198.18.10.1/24"),
+                    chain_port("core", "pe1-p", memif, dir, "198.18.10.1/24"),
                 );
                 let p = format!(
                     "addresses = [\"198.18.255.2\"]\n{}{}\n[[label]]\nin = 1002\naction = \"swap\"\nout = [1003]\nvia = \"198.18.11.2\"\nport = \"east\"\n",
-                    veth_port("west", "p-pe1", "198.18.10.2/24"),
-                    veth_port("east", "p-pe2", "198.18.11.1/24"),
+                    chain_port("west", "p-pe1", memif, dir, "198.18.10.2/24"),
+                    chain_port("east", "p-pe2", memif, dir, "198.18.11.1/24"),
                 );
                 let pe2 = format!(
                     "addresses = [\"198.18.255.3\"]\n{}{}\n[[label]]\nin = 1003\naction = \"pop\"\n\n[[route]]\nprefix = \"198.18.20.0/24\"\nvia = \"198.18.2.2\"\nport = \"b\"\n{}",
-                    veth_port("core", "pe2-p", "198.18.11.2/24"),
+                    chain_port("core", "pe2-p", memif, dir, "198.18.11.2/24"),
                     vhost_port("b", dir, MAC_B, "198.18.2.1/24"),
                     guest_b_neighbor()
                 );
@@ -405,6 +440,9 @@ impl Switch for VmplsSwitch {
             Topo::Chain => {
                 "pe1 push 1002 -> p swap 1003 -> pe2 pop, three vmpls over 64 KiB veth pairs (AF_PACKET, fast path off)"
                     .into()
+            }
+            Topo::ChainMemif => {
+                "pe1 push 1002 -> p swap 1003 -> pe2 pop, three vmpls joined by memif ports (shared memory)".into()
             }
         }
     }
@@ -582,7 +620,7 @@ impl CaseResult {
     fn to_json(&self) -> Value {
         json!({
             "backend": self.backend.name(),
-            "topology": match self.topology { Topo::One => "one", Topo::Chain => "chain" },
+            "topology": self.topology.name(),
             "case": self.case.name(),
             "setup": self.setup,
             "frames_in": self.total.in_frames,
@@ -761,10 +799,7 @@ fn run_case(
     log(&format!(
         "{} {} {}: {:.2} M frames in / CPU-s, {:.2} Gbit/s in / CPU-s, CPU {:.0} %, unaccounted {}",
         r.switch_name(),
-        match opts.topology {
-            Topo::One => "one",
-            Topo::Chain => "chain",
-        },
+        opts.topology.name(),
         case.name(),
         r.mframes_per_cpu(),
         r.gbps_per_cpu(),
@@ -817,10 +852,7 @@ impl Report {
             s.push_str(&format!(
                 "| {} | {} | {} | {:.2} | {:.0} | {} | {} | {} | {} | {} | {:.2} | {:.1} | {:.2} | {:.1} | {:.1} | {:.0} % |\n",
                 r.switch_name(),
-                match r.topology {
-                    Topo::One => "one",
-                    Topo::Chain => "chain",
-                },
+                r.topology.name(),
                 r.case.name(),
                 r.cpu_seconds,
                 r.cpu_percent(),

@@ -92,7 +92,8 @@ enum BenchCommand {
         /// Print JSON (`{"cases": [...]}`) instead of a Markdown table.
         #[arg(long)]
         json: bool,
-        /// one: a -> push -> b in one router; chain: pe1 push -> p swap -> pe2 pop.
+        /// one: a -> push -> b in one router; chain: pe1 push -> p swap -> pe2 pop over veth
+        /// pairs; chain-memif: the chain joined by memif ports.
         #[arg(long, value_enum, default_value = "one")]
         topology: bench_vhost_user::Topo,
         /// The switches, comma-separated (vmpls, ovs-dpdk); default vmpls, and ovs-dpdk
@@ -108,7 +109,7 @@ enum BenchCommand {
         poll: Vec<bench_vhost_user::Poll>,
     },
     /// The seed lab in every mode: kernel-ip, kernel-ip-offloads-off, vmpls-ip, vmpls-mpls,
-    /// vmpls-mpls-offloads-off, vmpls-mpls-1500.
+    /// vmpls-mpls-offloads-off, vmpls-mpls-1500, the fast-path (-tc), ECMP and memif modes.
     Seed {
         /// Seconds each mode's TCP flow runs.
         #[arg(long, default_value_t = 10)]
@@ -175,10 +176,12 @@ enum LabCommand {
         /// namespaces; kernel IP, kernel MPLS and vmpls in the guests, iperf3 ce1 -> ce2.
         #[arg(long, conflicts_with = "vm")]
         vm_routers: bool,
-        /// With --vm-routers: the modes to run, separated by commas (kernel-ip, kernel-mpls,
-        /// kernel-mpls-64k, vmpls-mpls, vmpls-mpls-64k, vmpls-mpls-tc, vmpls-mpls-64k-tc); default
-        /// all but kernel-mpls-64k.
-        #[arg(long, requires = "vm_routers")]
+        /// The modes to run, separated by commas. The namespace lab: any of `vmpls bench
+        /// seed`'s (kernel-ip, vmpls-mpls, vmpls-mpls-tc, vmpls-mpls-memif, ...); default
+        /// kernel-ip, vmpls-mpls, vmpls-mpls-tc. With --vm-routers: kernel-ip, kernel-mpls,
+        /// kernel-mpls-64k, vmpls-mpls, vmpls-mpls-64k, vmpls-mpls-tc, vmpls-mpls-64k-tc;
+        /// default all but kernel-mpls-64k.
+        #[arg(long, conflicts_with_all = ["vm", "hosts"])]
         modes: Option<String>,
         /// 2: the LSP split over two hosts (namespaces joined only by an IP underlay):
         /// kernel IP over a VXLAN link (containerlab's way, the baseline), vmpls over
@@ -295,8 +298,8 @@ fn main() -> ExitCode {
         Command::Lab { lab: LabCommand::Seed { duration, json, vm_routers: true, modes, .. } } => {
             lab_seed_vm_routers(Duration::from_secs(*duration), *json, modes.as_deref())
         }
-        Command::Lab { lab: LabCommand::Seed { duration, json, vm: false, hosts, .. } } => {
-            lab_seed(Duration::from_secs(*duration), *json, *hosts)
+        Command::Lab { lab: LabCommand::Seed { duration, json, vm: false, hosts, modes, .. } } => {
+            lab_seed(Duration::from_secs(*duration), *json, *hosts, modes.as_deref())
         }
         Command::Lab { lab: LabCommand::Seed { vm: true, hosts: 2.., .. } } => {
             Err(anyhow::anyhow!("--vm and --hosts 2 do not go together"))
@@ -323,14 +326,17 @@ fn main() -> ExitCode {
     }
 }
 
-fn lab_seed(duration: Duration, json: bool, hosts: u8) -> anyhow::Result<()> {
-    vmpls_lab::install_interrupt_handler()?;
+fn lab_seed(duration: Duration, json: bool, hosts: u8, modes: Option<&str>) -> anyhow::Result<()> {
     let mut opts = vmpls_lab::seed::SeedOptions::new(router_binary()?, duration);
     opts.json = json;
     if hosts == 2 {
         opts.hosts = 2;
         opts.modes = vmpls_lab::seed::Mode::two_hosts();
     }
+    if let Some(m) = modes {
+        opts.modes = vmpls_lab::seed::Mode::parse_list(m)?;
+    }
+    vmpls_lab::install_interrupt_handler()?;
     // A failing mode still leaves the others' rows in the table.
     opts.keep_going = true;
     let report = vmpls_lab::seed::run_seed(&opts, &mut |line| eprintln!("{line}"))?;

@@ -175,3 +175,35 @@ fn routers_stop_cleanly_on_sigterm_and_the_lab_leaves_nothing() {
         assert!(!netns::exists(&ns), "namespace {ns} left behind");
     }
 }
+
+/// The core links as memif ports ([`SeedParams::memif_core`]): the routers hand frames
+/// to each other through shared memory, not the veths. Ping and content-checked TCP both
+/// ways, every label operation done, and the hosts' super-frames cross both memifs whole
+/// (the peers are vmpls: each frame carries its virtio-net header).
+#[test]
+fn lsp_over_memif_core_links_carries_ping_and_tcp_both_ways() {
+    let sockets = std::env::temp_dir().join(format!("vmpls-seed-memif-{}", std::process::id()));
+    std::fs::create_dir_all(&sockets).unwrap();
+    let mut lab =
+        Lab::start("memif", SeedParams { memif_core: Some(sockets.clone()), ..SeedParams::default() });
+    pings_and_transfers(&mut lab, "memif core");
+    let stats = lab.stop_routers();
+    let port = |router: &str, name: &str, key: &str| {
+        let p = stats[router].ports.iter().find(|p| p["name"] == name);
+        p.and_then(|p| p[key].as_u64()).unwrap_or_else(|| panic!("{router}.{name}.{key}: {stats:#?}"))
+    };
+    for (router, name) in [("pe1", "core"), ("p", "west"), ("p", "east"), ("pe2", "core")] {
+        let (frames, bytes) = (port(router, name, "tx_packets"), port(router, name, "tx_bytes"));
+        assert!(frames > 0, "{router}.{name} sent nothing: {stats:#?}");
+        assert_eq!(port(router, name, "tx_segmented"), 0, "{router}.{name} cut super-frames: {stats:#?}");
+        // Two 100 MiB transfers each way, mostly in super-frames far above 1500 bytes.
+        assert!(bytes / frames > 6000, "{router}.{name}: {bytes} bytes in {frames} frames");
+    }
+    assert_no_unexpected_drops(&stats, LOAD_DROPS, "memif core");
+    let min_frames = 2 * TRANSFER / 65536;
+    assert!(stats["pe1"].event("label_push") >= min_frames, "{stats:#?}");
+    assert!(stats["p"].event("label_swap") >= 2 * min_frames, "{stats:#?}");
+    assert!(stats["pe2"].event("label_pop") >= min_frames, "{stats:#?}");
+    drop(lab);
+    let _ = std::fs::remove_dir_all(&sockets);
+}

@@ -29,6 +29,7 @@ use vmpls_fib::DEFAULT_VRF_NAME;
 
 use self::ctx::Ctx;
 use self::nexthops::Validator;
+pub use self::ports::TAP_MEMIF_MAX_MTU;
 use self::raw::RawFile;
 pub use self::values::MAX_SOCKET_PATH;
 use crate::{Config, ConfigError};

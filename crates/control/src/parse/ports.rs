@@ -15,8 +15,9 @@ use super::vrfs::vrf_of;
 use super::{Origin, Prefixes, S};
 use crate::{ConfigError, OffloadOverrides, PortConfig, PortKind};
 
-/// The largest MTU the kernel gives a TAP device (65535 minus the Ethernet header).
-const TAP_MAX_MTU: u32 = 65535 - 14;
+/// The largest MTU of a TAP device (the kernel's limit) and of a memif port (a frame
+/// and its header in one 64 KiB chain): 65535 minus the Ethernet header.
+pub const TAP_MEMIF_MAX_MTU: u32 = 65535 - 14;
 
 /// The `[[port]]`s in file order: names and attachments each used once, their addresses
 /// recorded in `prefixes`.
@@ -92,17 +93,20 @@ fn parse_mpls(ctx: &Ctx, mpls: Option<&S<bool>>, kind: &PortKind) -> Result<Opti
     Ok(Some(*m.get_ref()))
 }
 
-/// `mtu`: 68 up to 65535, or up to [`TAP_MAX_MTU`] for a TAP port.
+/// `mtu`: 68 up to 65535, or up to [`TAP_MEMIF_MAX_MTU`] for a TAP or memif port.
 fn parse_mtu(ctx: &Ctx, mtu: Option<&S<i64>>, kind: &PortKind) -> Result<Option<u32>, ConfigError> {
     let Some(m) = mtu else { return Ok(None) };
-    let max = if matches!(kind, PortKind::Tap { .. }) { TAP_MAX_MTU } else { 65535 };
+    let max = match kind {
+        PortKind::Tap { .. } | PortKind::Memif { .. } => TAP_MEMIF_MAX_MTU,
+        _ => 65535,
+    };
     match u32::try_from(*m.get_ref()) {
         Ok(v) if (68..=max).contains(&v) => Ok(Some(v)),
         _ => {
-            let why = if max == TAP_MAX_MTU {
-                " (a TAP's MTU is at most 65535 minus the Ethernet header)"
-            } else {
-                ""
+            let why = match kind {
+                PortKind::Tap { .. } => " (a TAP's MTU is at most 65535 minus the Ethernet header)",
+                PortKind::Memif { .. } => " (a memif frame and its Ethernet header fit in 64 KiB)",
+                _ => "",
             };
             Err(ctx.err(
                 &m.span(),

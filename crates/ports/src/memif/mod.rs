@@ -105,7 +105,7 @@ pub struct MemifOptions {
     pub id: u32,
     /// MTU; `None`: [`DEFAULT_MTU`].
     pub mtu: Option<u32>,
-    /// The port's MAC; `None`: one derived from the socket path and id.
+    /// The port's MAC; `None`: one derived from the socket path, id and role.
     pub mac: Option<[u8; 6]>,
     /// log2 of the ring size a client creates (DPDK's default 10: 1024 descriptors).
     pub log2_ring_size: u8,
@@ -378,6 +378,8 @@ impl MemifPort {
         };
         let mut seed = opts.socket.as_os_str().as_encoded_bytes().to_vec();
         seed.extend_from_slice(&opts.id.to_le_bytes());
+        // The two ends of one memif share its socket and id: the role tells their MACs apart.
+        seed.push(opts.role as u8);
         let info = PortInfo {
             id,
             name: name.to_owned(),
@@ -1199,6 +1201,18 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("s.sock");
         (MemifPort::open(0, "s", &MemifOptions::new(&path, MemifRole::Server, 0)).unwrap(), path)
+    }
+
+    #[test]
+    fn the_two_ends_of_one_memif_have_different_macs() {
+        let (s, path) = server("macs");
+        let c = MemifPort::open(1, "c", &MemifOptions::new(&path, MemifRole::Client, 0)).unwrap();
+        assert_ne!(s.info().mac, c.info().mac, "both ends would answer ARP with the same MAC");
+        // Derived, not random: a restarted router keeps its neighbours' caches valid.
+        let again = MemifPort::open(2, "c", &MemifOptions::new(&path, MemifRole::Client, 0)).unwrap();
+        assert_eq!(c.info().mac, again.info().mac);
+        drop((s, c, again));
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 
     #[test]
