@@ -64,6 +64,9 @@ use crate::{MIN_MTU, Port, PortError, PortStats};
 /// The application name vmpls sends in HELLO and INIT; a peer whose name starts with it
 /// exchanges virtio-net headers in band (see the module documentation).
 pub const APP_NAME: &str = "vmpls vnet-hdr/1";
+/// log2 of the ring size a client creates for a vmpls server (4096 descriptors, 8 MiB
+/// of buffers each way: 128 super-frames).
+pub const VMPLS_PEER_LOG2_RING_SIZE: u8 = 12;
 /// The MTU of a memif port unless configured (DPDK's and VPP's default too).
 pub const DEFAULT_MTU: u32 = 1500;
 /// The largest MTU: a super-frame and its header fit any chain a 1024-descriptor ring holds.
@@ -652,7 +655,7 @@ impl MemifPort {
             MemifRole::Server => (rx.tail(&regions), tx.tail(&regions)),
             MemifRole::Client => (rx.tail(&regions), tx.head(&regions)),
         };
-        let vnet = peer_name.as_bytes().starts_with(APP_NAME.as_bytes());
+        let vnet = is_vmpls(&peer_name);
         if epoll::add(&self.epoll, &rx_kick, epoll::EventData::new_u64(RX_KICK), epoll::EventFlags::IN)
             .is_err()
         {
@@ -726,6 +729,12 @@ fn server_add_ring(h: &mut Handshake, r: &AddRing, fd: OwnedFd) -> Result<(), St
     Ok(())
 }
 
+/// The peer is a vmpls router (its application name says so): frames carry virtio-net
+/// headers, super-frames cross whole.
+fn is_vmpls(peer_name: &Name) -> bool {
+    peer_name.as_bytes().starts_with(APP_NAME.as_bytes())
+}
+
 /// The client's answer to HELLO: creates the region, its rings and eventfds, and queues
 /// INIT, ADD_REGION, ADD_RING (C2S, S2C) and CONNECT.
 fn client_prepare(
@@ -740,8 +749,15 @@ fn client_prepare(
             hello.min_version, hello.max_version
         ));
     }
+    // Between two vmpls routers super-frames cross whole, up to 32 buffers each, and
+    // DPDK's 1024-descriptor ring holds 32 of them: a vmpls server gets a bigger one.
+    let log2_ring_size = if is_vmpls(&hello.name) {
+        opts.log2_ring_size.max(VMPLS_PEER_LOG2_RING_SIZE)
+    } else {
+        opts.log2_ring_size
+    };
     let layout = ClientLayout {
-        log2_ring_size: opts.log2_ring_size.min(hello.max_log2_ring_size).max(1),
+        log2_ring_size: log2_ring_size.min(hello.max_log2_ring_size).max(1),
         buffer_size: opts.buffer_size,
         rings_per_direction: 1,
     };
