@@ -34,6 +34,7 @@ use crate::rate::TokenBucket;
 use mpls::{ReceivedStack, entry_at, gro_eligible};
 use neighbor::{ADJ_SLOTS, Adjacency};
 
+mod cached;
 mod icmp;
 mod ipv4;
 mod ipv6;
@@ -558,12 +559,15 @@ impl Dataplane {
                 if !b.fib.accepts_mpls(in_port) {
                     return self.discard(DropReason::MplsNotAccepted, pkt, b.pool);
                 }
-                if self.swap_cached(b, &mut pkt) {
+                if self.label_cached(b, &mut pkt) {
                     return b.out.tx[usize::from(pkt.port)].push(pkt);
                 }
                 self.mpls_input(b, pkt, false)
             }
             EtherType::Ipv4 => {
+                if self.ipv4_cached(b, &mut pkt) {
+                    return b.out.tx[usize::from(pkt.port)].push(pkt);
+                }
                 let ctx =
                     IpContext { in_port, vrf: port_vrf(b.fib, in_port), originated: false, stack: None };
                 self.ipv4_input(b, pkt, ctx)

@@ -1,10 +1,10 @@
-//! MPLS: the cached swap, the label stack walk (pop, swap, PHP, reserved labels), TTL
+//! MPLS: the label stack walk (pop, swap, PHP, reserved labels), TTL
 //! expiry under labels, and which labelled frames GRO may merge.
 
 use std::net::{IpAddr, Ipv4Addr};
 
 use vmpls_fib::{Fib, LabelAction, Nexthop, TtlModel, VrfId};
-use vmpls_wire::ethernet::{self, EtherType};
+use vmpls_wire::ethernet::EtherType;
 use vmpls_wire::{ip, ipv4, ipv6, mpls};
 
 use super::IcmpKind;
@@ -18,72 +18,6 @@ use crate::packet::{Packet, PacketPool, PortId};
 use crate::port::PortInfo;
 
 impl Dataplane {
-    /// The cached swap: the common case of a P router, switched without the general
-    /// path's detours and with the next hop's MAC from the adjacency cache
-    /// ([`fresh_neighbor`](Dataplane::fresh_neighbor)): a label swapped for exactly one
-    /// label toward a resolved next hop, on a frame that
-    /// needs nothing else (no segmentation, no checksum to complete, fits the MTU, TTL
-    /// left). Returns false, having changed nothing, for anything else: the general path
-    /// ([`mpls_input`](Dataplane::mpls_input)) is the reference behaviour, and this does
-    /// exactly what it would do (same frame out, same counters) except for the push onto
-    /// `out.tx[pkt.port]`, left to the caller.
-    #[inline(always)]
-    pub(super) fn swap_cached(&mut self, b: &Batch<'_>, pkt: &mut Packet) -> bool {
-        let fib = b.fib;
-        let offload = pkt.offload;
-        if offload.is_gso() {
-            return false;
-        }
-        let frame = pkt.frame_mut();
-        let len = frame.len();
-        let Some(top) = top_entry(frame) else { return false };
-        if top.label < mpls::FIRST_UNRESERVED || top.ttl <= 1 {
-            return false;
-        }
-        // The general path's stack checks: complete, not too deep, no checksum offset
-        // inside it.
-        let depth = if top.bottom {
-            1
-        } else {
-            match mpls::stack_depth(&frame[ETH..]) {
-                Ok(d) if d <= MAX_LABELS => d,
-                _ => return false,
-            }
-        };
-        if offload.needs_csum && usize::from(offload.csum_start) < entry_at(depth) {
-            return false;
-        }
-        let Some(route) = fib.labels.get(top.label) else { return false };
-        let LabelAction::Forward(group) = &route.action else { return false };
-        let nh = match group.nexthops() {
-            [nh] => nh,
-            _ => group.select(mpls_flow_hash(&frame[ETH..])),
-        };
-        let (&[label], Some(addr)) = (nh.labels.as_slice(), nh.via) else { return false };
-        let out_port = nh.port;
-        let Some(port) = self.ports.get(usize::from(out_port)) else { return false };
-        // On the wire after the Ethernet header: the frame as it is (one label for one).
-        if len - ETH > port.mtu as usize || (offload.needs_csum && !port.caps.csum) {
-            return false;
-        }
-        let src_mac = port.mac;
-        if usize::from(out_port) >= b.out.tx.len() {
-            return false;
-        }
-        // Unknown, stale or refresh due: the general path resolves (and asks).
-        let Some(dst_mac) = self.fresh_neighbor(b.now, out_port, addr) else { return false };
-        // Committed: from here on, what the general path does for this frame.
-        write_entry(frame, 0, mpls::Repr { label, tc: top.tc, bottom: top.bottom, ttl: top.ttl - 1 });
-        let mut eth = ethernet::Frame::new_unchecked(frame);
-        eth.set_dst_addr(ethernet::Address(dst_mac));
-        eth.set_src_addr(ethernet::Address(src_mac));
-        pkt.port = out_port;
-        self.counters.label(top.label, len);
-        self.counters.event(Event::LabelSwap, 1);
-        self.counters.tx_frames[usize::from(out_port)] += 1;
-        true
-    }
-
     /// A labelled frame: label stack right after the Ethernet header. `along_lsp` marks an
     /// ICMP error this router built and is sending along the LSP (never answered with
     /// another error).
@@ -383,7 +317,7 @@ pub(super) const fn entry_at(i: usize) -> usize {
 
 /// The top label stack entry of a labelled frame; `None` when the frame ends first.
 #[inline(always)]
-fn top_entry(frame: &[u8]) -> Option<mpls::Repr> {
+pub(super) fn top_entry(frame: &[u8]) -> Option<mpls::Repr> {
     let entry = mpls::Entry::new_checked(frame.get(ETH..)?).ok()?;
     Some(mpls::Repr::from_u32(entry.raw()))
 }
@@ -501,7 +435,7 @@ fn ip_header_sane(ip: &[u8]) -> bool {
 /// patching the IPv4 header checksum. Never raises it: a label pushed under the pipe model
 /// must not lengthen the packet's life. Leaves malformed headers alone: IP input rejects
 /// them next.
-fn set_ip_ttl_below(frame: &mut [u8], off: usize, ttl: u8) {
+pub(super) fn set_ip_ttl_below(frame: &mut [u8], off: usize, ttl: u8) {
     let Some(ip) = frame.get_mut(off..) else { return };
     match ip::Version::of_packet(ip) {
         Some(ip::Version::Ipv4) if ip.len() >= ipv4::HEADER_LEN => {

@@ -291,8 +291,8 @@ const POINT_TO_POINT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 /// Slots of the adjacency cache (a power of two).
 pub(super) const ADJ_SLOTS: usize = 16;
 
-/// A fresh neighbour resolution remembered by the cached swap ([`swap_cached`](Dataplane::swap_cached)), so a switched frame
-/// costs no hash lookup: valid while the neighbour table's generation is `generation`
+/// A fresh neighbour resolution remembered for the cached paths (`cached.rs`), so a
+/// switched frame costs no hash lookup: valid while the neighbour table's generation is `generation`
 /// and the time is before `stale_at` (exactly when the table would answer the same).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Adjacency {

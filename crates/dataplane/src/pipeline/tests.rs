@@ -1,11 +1,12 @@
-//! The cached swap against the general path: the same frames through two routers,
-//! one by [`Dataplane::process`] (the cached swap first), one straight into
-//! [`Dataplane::mpls_input`], must give the same frames out, the same counters and the
-//! same neighbour table, including across neighbour changes and stale entries.
+//! The cached paths against the general path: the same frames through two routers, one
+//! by [`Dataplane::process`] (the cached swap, IPv4 route and pop first), one straight
+//! into [`Dataplane::mpls_input`] or [`Dataplane::ipv4_input`], must give the same frames
+//! out, the same counters and the same neighbour table, including across neighbour
+//! changes and stale entries.
 
 use std::time::Duration;
 
-use vmpls_fib::{LabelAction, LabelRoute, Nexthop, NexthopGroup, TtlModel};
+use vmpls_fib::{LabelAction, LabelRoute, Nexthop, NexthopGroup, PrefixRoute, RouteTarget, TtlModel};
 
 use std::net::Ipv6Addr;
 
@@ -125,14 +126,37 @@ fn cases() -> Vec<Packet> {
 }
 
 fn run(dp: &mut Dataplane, now: Instant, cached: bool, pool: &mut PacketPool) -> Vec<(PortId, Vec<u8>)> {
-    let mut out = Output::new(2);
-    for pkt in cases() {
+    run_frames(dp, now, cached, pool, cases())
+}
+
+/// `frames` through `dp`: the whole input (`cached`, the cached paths first) or straight
+/// into the general path of their EtherType.
+fn run_frames(
+    dp: &mut Dataplane,
+    now: Instant,
+    cached: bool,
+    pool: &mut PacketPool,
+    frames: Vec<Packet>,
+) -> Vec<(PortId, Vec<u8>)> {
+    let mut out = Output::new(dp.ports().len());
+    for pkt in frames {
         if cached {
             dp.process(now, pkt, pool, &mut out);
         } else {
             let fib = dp.fib.load_full();
             dp.counters.rx_frames[usize::from(pkt.port)] += 1;
-            dp.mpls_input(&mut Batch { fib: &fib, now, pool, out: &mut out, route_hint: None }, pkt, false);
+            let mut b = Batch { fib: &fib, now, pool, out: &mut out, route_hint: None };
+            if is_labelled(pkt.frame()) {
+                dp.mpls_input(&mut b, pkt, false);
+            } else {
+                let ctx = IpContext {
+                    in_port: pkt.port,
+                    vrf: port_vrf(&fib, pkt.port),
+                    originated: false,
+                    stack: None,
+                };
+                dp.ipv4_input(&mut b, pkt, ctx);
+            }
         }
     }
     let mut sent = Vec::new();
@@ -340,6 +364,211 @@ fn cached_swap_matches_the_general_path() {
     step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(31));
     for dp in [&mut a, &mut b] {
         let mut out = Output::new(2);
+        let mut pool = PacketPool::new(8);
+        dp.poll(t0 + Duration::from_secs(40), &mut pool, &mut out);
+    }
+    step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(40));
+}
+
+const CUST_MAC: [u8; 6] = [2, 0, 0, 0, 0x30, 0x01];
+const CE_MAC: [u8; 6] = [2, 0, 0, 0, 0x30, 0x02];
+
+/// A PE: west (default VRF) where IPv4 comes in and labels are popped, east toward the
+/// core (pushes, plain routes, ECMP, an unresolved next hop, blackhole and reject), cust
+/// in VRF red; labels 4001 (pop, uniform), 4002 (pop into red), 4003 (pop, pipe).
+fn pe_at(now: Instant) -> Dataplane {
+    let mut b = Fib::builder();
+    b.router_v4("198.18.255.2".parse().unwrap());
+    let red = b.add_vrf("red").unwrap();
+    b.add_port("west", vmpls_fib::DEFAULT_VRF, &[(ip("198.18.10.2"), 24)]).unwrap();
+    b.add_port("east", vmpls_fib::DEFAULT_VRF, &[(ip("198.18.20.1"), 24)]).unwrap();
+    b.add_port("cust", red, &[(ip("198.18.30.1"), 24)]).unwrap();
+    let forward = |nexthops: &[(PortId, &str, &[u32])], ttl_model| {
+        let nhs = nexthops
+            .iter()
+            .map(|&(p, via, labels)| Nexthop::new(p, Some(ip(via)), labels.to_vec()))
+            .collect();
+        PrefixRoute { target: RouteTarget::Forward(NexthopGroup::new(nhs).unwrap()), ttl_model }
+    };
+    let uniform = TtlModel::Uniform;
+    let routes = [
+        ("198.18.2.0", forward(&[(1, "198.18.20.2", &[3002])], uniform)),
+        ("198.18.3.0", forward(&[(1, "198.18.20.2", &[3003, 3004])], uniform)),
+        ("198.18.4.0", forward(&[(1, "198.18.20.2", &[])], uniform)),
+        ("198.18.5.0", forward(&[(1, "198.18.20.2", &[3005])], TtlModel::Pipe)),
+        ("198.18.6.0", forward(&[(1, "198.18.20.2", &[3006]), (1, "198.18.20.3", &[3007])], uniform)),
+        ("198.18.7.0", forward(&[(1, "198.18.20.9", &[3008])], uniform)),
+        ("198.18.8.0", PrefixRoute::new(RouteTarget::Blackhole)),
+        ("198.18.9.0", PrefixRoute::new(RouteTarget::Reject(Reject::Unreachable))),
+    ];
+    for (prefix, route) in routes {
+        b.add_prefix_route(vmpls_fib::DEFAULT_VRF, ip(prefix), 24, route).unwrap();
+    }
+    b.add_prefix_route(red, ip("198.18.40.0"), 24, forward(&[(2, "198.18.30.2", &[])], uniform)).unwrap();
+    let pop = |vrf, ttl_model| LabelRoute { action: LabelAction::PopAndLookup { vrf }, ttl_model };
+    b.add_label_route(4001, pop(vmpls_fib::DEFAULT_VRF, uniform)).unwrap();
+    b.add_label_route(4002, pop(red, uniform)).unwrap();
+    b.add_label_route(4003, pop(vmpls_fib::DEFAULT_VRF, TtlModel::Pipe)).unwrap();
+    let ports = vec![
+        PortInfo { id: 0, name: "west".into(), mac: WEST_MAC, mtu: 1500, caps: PortCaps::default() },
+        PortInfo { id: 1, name: "east".into(), mac: EAST_MAC, mtu: 1500, caps: PortCaps::default() },
+        PortInfo { id: 2, name: "cust".into(), mac: CUST_MAC, mtu: 1500, caps: PortCaps::default() },
+    ];
+    let mut dp = Dataplane::new(FibHandle::new(b.build().unwrap()), ports, DataplaneConfig::default());
+    for a in ["198.18.20.2", "198.18.20.3"] {
+        dp.neighbors.learn(now, 1, ip(a), PEER_MAC, true);
+    }
+    dp.neighbors.learn(now, 2, ip("198.18.30.2"), CE_MAC, true);
+    dp
+}
+
+/// A UDP/IPv4 packet 198.18.1.2 -> `dst` (TTL `ttl`, DSCP 46, `payload` bytes) to the
+/// west port under `entries` (none: unlabelled), with `pad` bytes of Ethernet padding.
+fn ip_frame(entries: &[(u32, u8, bool)], dst: &str, ttl: u8, payload: usize, pad: usize) -> Vec<u8> {
+    let mut f = WEST_MAC.to_vec();
+    f.extend_from_slice(&[2, 0, 0, 0, 0x10, 0x01]);
+    let ethertype = if entries.is_empty() { EtherType::Ipv4 } else { EtherType::Mpls };
+    f.extend_from_slice(&u16::from(ethertype).to_be_bytes());
+    for &(label, ttl, bottom) in entries {
+        f.extend_from_slice(&mpls::Repr { label, tc: 5, bottom, ttl }.to_u32().to_be_bytes());
+    }
+    let dst: std::net::Ipv4Addr = dst.parse().unwrap();
+    let mut ip = vec![0x45, 46 << 2, 0, 0, 0x12, 0x34, 0x40, 0, ttl, 17, 0, 0, 198, 18, 1, 2];
+    ip.extend_from_slice(&dst.octets());
+    ip[2..4].copy_from_slice(&((28 + payload) as u16).to_be_bytes());
+    let c = !checksum::fold(checksum::sum(&ip));
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&[0x30, 0x39, 0x30, 0x3a]);
+    f.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend((0..payload).map(|i| i as u8));
+    f.extend(std::iter::repeat_n(0, pad));
+    f
+}
+
+/// Frames for the PE: each cached case and, beside it, each way it must not be taken.
+fn pe_cases() -> Vec<Packet> {
+    let plain = |dst: &str, ttl: u8| ip_frame(&[], dst, ttl, 18, 0);
+    let popped = |label: u32, label_ttl: u8, dst: &str, ttl: u8| {
+        ip_frame(&[(label, label_ttl, true)], dst, ttl, 18, 0)
+    };
+    let mut frames = vec![
+        // Pushes, plain routing, ECMP, TTL models, TTL at its limits.
+        plain("198.18.2.7", 64),
+        plain("198.18.3.7", 64),
+        plain("198.18.4.7", 64),
+        plain("198.18.5.7", 64),
+        plain("198.18.6.7", 64),
+        plain("198.18.6.8", 64),
+        plain("198.18.2.7", 2),
+        plain("198.18.2.7", 1),
+        plain("198.18.2.7", 0),
+        // Connected, unresolved, blackhole, reject, no route, local, broadcast, multicast.
+        plain("198.18.20.2", 64),
+        plain("198.18.20.77", 64),
+        plain("198.18.7.7", 64),
+        plain("198.18.8.7", 64),
+        plain("198.18.9.7", 64),
+        plain("198.18.99.7", 64),
+        plain("198.18.10.2", 64),
+        plain("255.255.255.255", 64),
+        plain("224.0.0.5", 64),
+        // Padding, a packet that fits only without the label, one over the MTU (DF).
+        ip_frame(&[], "198.18.2.7", 64, 18, 20),
+        ip_frame(&[], "198.18.2.7", 64, 1500 - 28 - 4, 0),
+        ip_frame(&[], "198.18.4.7", 64, 1500 - 28, 0),
+        ip_frame(&[], "198.18.2.7", 64, 1500 - 28 - 3, 0),
+        // Pops: into the default VRF and on (plain, pushed again), into red, pipe model,
+        // label TTL below the IP TTL, TTL running out either way, not the bottom label,
+        // to the router itself, padded.
+        popped(4001, 64, "198.18.4.7", 64),
+        popped(4001, 64, "198.18.2.7", 64),
+        popped(4002, 64, "198.18.40.7", 64),
+        popped(4003, 64, "198.18.4.7", 9),
+        popped(4003, 64, "198.18.4.7", 1),
+        popped(4001, 2, "198.18.4.7", 64),
+        popped(4001, 1, "198.18.4.7", 64),
+        popped(4001, 64, "198.18.4.7", 1),
+        popped(4001, 64, "198.18.8.7", 64),
+        popped(4001, 64, "198.18.10.2", 64),
+        ip_frame(&[(4001, 64, false), (4002, 64, true)], "198.18.40.7", 64, 18, 0),
+        ip_frame(&[(4001, 64, true)], "198.18.4.7", 64, 18, 12),
+        ip_frame(&[(4001, 64, true)], "198.18.4.7", 64, 1500 - 28, 0),
+    ];
+    // A wrong IP checksum, plain and under a label.
+    for mut f in [plain("198.18.2.7", 64), popped(4001, 64, "198.18.4.7", 64)] {
+        let at = f.len() - 18 - 8 - 20 + 10;
+        f[at] ^= 0x55;
+        frames.push(f);
+    }
+    // IPv4 options (IHL 6): the general path's.
+    let mut options = plain("198.18.2.7", 64);
+    options.splice(ETH + 20..ETH + 20, [1, 1, 1, 0]);
+    options[ETH] = 0x46;
+    let total = u16::from_be_bytes([options[ETH + 2], options[ETH + 3]]) + 4;
+    options[ETH + 2..ETH + 4].copy_from_slice(&total.to_be_bytes());
+    options[ETH + 10..ETH + 12].fill(0);
+    let c = !checksum::fold(checksum::sum(&options[ETH..ETH + 24]));
+    options[ETH + 10..ETH + 12].copy_from_slice(&c.to_be_bytes());
+    frames.push(options);
+    // Cut short inside the IP header, plain and popped.
+    frames.push(plain("198.18.2.7", 64)[..ETH + 12].to_vec());
+    frames.push(popped(4001, 64, "198.18.4.7", 64)[..ETH + 4 + 12].to_vec());
+    let mut v: Vec<Packet> = frames.iter().map(|f| Packet::from_frame(0, f)).collect();
+    // A partial checksum toward ports that do not take one; a UDP super-frame.
+    let mut csum = Packet::from_frame(0, &plain("198.18.2.7", 64));
+    csum.offload =
+        virtio_net::Repr { needs_csum: true, csum_start: 34, csum_offset: 6, ..Default::default() };
+    v.push(csum);
+    let mut csum_popped = Packet::from_frame(0, &popped(4001, 64, "198.18.4.7", 64));
+    csum_popped.offload =
+        virtio_net::Repr { needs_csum: true, csum_start: 38, csum_offset: 6, ..Default::default() };
+    v.push(csum_popped);
+    let mut gso = Packet::from_frame(0, &ip_frame(&[], "198.18.2.7", 64, 3000, 0));
+    gso.offload = virtio_net::Repr {
+        needs_csum: true,
+        gso_type: virtio_net::GsoType::UdpL4,
+        gso_size: 1000,
+        csum_start: 34,
+        csum_offset: 6,
+        ..Default::default()
+    };
+    v.push(gso);
+    v
+}
+
+#[test]
+fn cached_ipv4_route_and_pop_match_the_general_path() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (pe_at(t0), pe_at(t0));
+    let (mut pa, mut pb) = (PacketPool::new(256), PacketPool::new(256));
+    let step = |a: &mut Dataplane, b: &mut Dataplane, pa: &mut PacketPool, pb: &mut PacketPool, now| {
+        let sa = run_frames(a, now, true, pa, pe_cases());
+        let sb = run_frames(b, now, false, pb, pe_cases());
+        assert_eq!(sa.len(), sb.len(), "frames out");
+        for (i, (x, y)) in sa.iter().zip(&sb).enumerate() {
+            assert_eq!(x, y, "frame {i} out");
+        }
+        assert_eq!(state(a), state(b), "counters and neighbours");
+        sa
+    };
+    let first = step(&mut a, &mut b, &mut pa, &mut pb, t0);
+    // The cases the cached paths take were taken, and did what a PE does.
+    assert!(a.counters().events(Event::LabelPush) >= 6, "{:?}", a.counters());
+    assert!(a.counters().events(Event::LabelPop) >= 8, "{:?}", a.counters());
+    let to_red: Vec<_> = first.iter().filter(|(p, _)| *p == 2).collect();
+    assert!(!to_red.is_empty() && to_red.iter().all(|(_, f)| f[..6] == CE_MAC), "popped into red");
+    // ECMP: the two flows of 198.18.6.0/24 each take the path the general path takes
+    // (compared above); a new MAC and a stale entry change the cached answer alike.
+    for dp in [&mut a, &mut b] {
+        dp.neighbors.learn(t0, 1, ip("198.18.20.2"), PEER2_MAC, false);
+    }
+    let moved = step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(1));
+    assert!(moved.iter().any(|(_, f)| f[..6] == PEER2_MAC));
+    step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(31));
+    for dp in [&mut a, &mut b] {
+        let mut out = Output::new(3);
         let mut pool = PacketPool::new(8);
         dp.poll(t0 + Duration::from_secs(40), &mut pool, &mut out);
     }
