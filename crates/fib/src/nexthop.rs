@@ -155,6 +155,7 @@ impl NexthopGroup {
     }
 
     /// Whether the group has more than one next hop.
+    #[inline]
     pub fn is_multipath(&self) -> bool {
         matches!(self.0.nexthops, Nexthops::Many(_))
     }

@@ -103,12 +103,14 @@ pub fn pseudo_header_v6(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, length: u
 /// RFC 1624 eqn. 3: the new checksum after a 16-bit word changes from `old` to `new`,
 /// `HC' = ~(~HC + ~m + m')`. Correct for every input, including the 0x0000/0xffff cases
 /// where eqn. 2 fails.
+#[inline]
 pub fn update16(check: u16, old: u16, new: u16) -> u16 {
     let acc = u32::from(!check) + u32::from(!old) + u32::from(new);
     !fold(acc)
 }
 
 /// RFC 1624 update for a 32-bit field (two words) changing from `old` to `new`.
+#[inline]
 pub fn update32(check: u16, old: u32, new: u32) -> u16 {
     let c = update16(check, (old >> 16) as u16, (new >> 16) as u16);
     update16(c, old as u16, new as u16)

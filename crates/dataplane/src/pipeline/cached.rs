@@ -20,9 +20,9 @@ use std::net::IpAddr;
 
 use vmpls_fib::{LabelAction, NexthopGroup, RouteTarget, TtlModel, VrfId};
 use vmpls_wire::ethernet::{self, EtherType};
-use vmpls_wire::{ip, ipv4, mpls, virtio_net};
+use vmpls_wire::{ipv4, mpls, virtio_net};
 
-use super::mpls::{set_ip_ttl_below, top_entry, write_entry};
+use super::mpls::{top_entry, write_entry};
 use super::{Batch, Dataplane, ETH, MAX_LABELS, entry_at, port_vrf, set_ethertype};
 use crate::counters::Event;
 use crate::hash::{ip_flow_hash, mpls_flow_hash};
@@ -135,7 +135,7 @@ impl Dataplane {
         let Some(ip) = pkt.frame().get(ETH..) else { return false };
         let Some(out) = self.ipv4_out(b, ip, vrf, offload, headroom) else { return false };
         // Committed: what `ipv4_input`, `route_ip` and `push_and_send` do.
-        self.ipv4_commit(pkt, out);
+        self.ipv4_commit(pkt, out, None);
         true
     }
 
@@ -167,11 +167,9 @@ impl Dataplane {
         let popped = pkt.shift_head(ETH, -(mpls::ENTRY_LEN as isize));
         debug_assert!(popped.is_some(), "the frame holds the IP header under the label");
         pkt.offload.shift(-(mpls::ENTRY_LEN as isize));
-        if label_model == TtlModel::Uniform {
-            set_ip_ttl_below(pkt.frame_mut(), ETH, top.ttl);
-        }
         set_ethertype(pkt.frame_mut(), EtherType::Ipv4);
-        self.ipv4_commit(pkt, out);
+        let ttl_cap = (label_model == TtlModel::Uniform).then_some(top.ttl);
+        self.ipv4_commit(pkt, out, ttl_cap);
         true
     }
 
@@ -229,11 +227,23 @@ impl Dataplane {
     }
 
     /// Routes an IPv4 packet (right after the Ethernet header) as `out` says: padding off,
-    /// TTL decremented, labels pushed, Ethernet addresses, counters.
+    /// TTL lowered to `ttl_cap` (a label popped under the uniform model, as
+    /// `set_ip_ttl_below` does) and decremented, labels pushed, Ethernet addresses,
+    /// counters.
     #[inline(always)]
-    fn ipv4_commit(&mut self, pkt: &mut Packet, out: Ipv4Out<'_>) {
+    fn ipv4_commit(&mut self, pkt: &mut Packet, out: Ipv4Out<'_>, ttl_cap: Option<u8>) {
         pkt.truncate(ETH + out.total_len);
-        let ttl = ipv4::Packet::new_unchecked(&mut pkt.frame_mut()[ETH..]).decrement_ttl();
+        // The fixed header as a slice of known length, so its fields' reads need no checks
+        // (`ipv4_out` checked that the frame holds a whole IPv4 packet).
+        let mut header = ipv4::Packet::new_unchecked(&mut pkt.frame_mut()[ETH..ETH + ipv4::HEADER_LEN]);
+        if let Some(cap) = ttl_cap
+            && header.ttl() > cap
+        {
+            header.set_ttl_incremental(cap);
+        }
+        let ttl = header.decrement_ttl();
+        // The class selector (the DSCP's top three bits) becomes the traffic class.
+        let tc = header.dscp() >> 3;
         let n = out.labels.len();
         if n == 0 {
             self.counters.event(Event::IpForward, 1);
@@ -243,8 +253,6 @@ impl Dataplane {
                 TtlModel::Uniform => ttl,
                 TtlModel::Pipe => self.config.default_ttl,
             };
-            // The class selector (the DSCP's top three bits) becomes the traffic class.
-            let tc = ip::dscp(&pkt.frame()[ETH..]).map_or(0, |dscp| dscp >> 3);
             let grow = (mpls::ENTRY_LEN * n) as isize;
             let pushed = pkt.shift_head(ETH, grow);
             debug_assert!(pushed.is_some(), "the headroom was checked");

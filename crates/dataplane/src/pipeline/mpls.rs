@@ -435,7 +435,7 @@ fn ip_header_sane(ip: &[u8]) -> bool {
 /// patching the IPv4 header checksum. Never raises it: a label pushed under the pipe model
 /// must not lengthen the packet's life. Leaves malformed headers alone: IP input rejects
 /// them next.
-pub(super) fn set_ip_ttl_below(frame: &mut [u8], off: usize, ttl: u8) {
+fn set_ip_ttl_below(frame: &mut [u8], off: usize, ttl: u8) {
     let Some(ip) = frame.get_mut(off..) else { return };
     match ip::Version::of_packet(ip) {
         Some(ip::Version::Ipv4) if ip.len() >= ipv4::HEADER_LEN => {
