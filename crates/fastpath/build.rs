@@ -50,8 +50,11 @@ fn unavailable(why: &str) {
         "cargo::warning=vmpls-fastpath: {why}; building without the TC fast path (install clang and libbpf-dev and rebuild)"
     );
     println!("cargo::rustc-cfg=vmpls_fastpath_unavailable");
-    // Look again once they are installed (a path that does not exist reruns this script
-    // at every build: a clang check, cheap).
-    println!("cargo::rerun-if-changed=/usr/bin/clang");
-    println!("cargo::rerun-if-changed=/usr/include/bpf/bpf_helpers.h");
+    // Look again at every build until they are installed: a path that never exists makes
+    // cargo rerun this script each time. Not /usr/bin/clang itself: packages install it
+    // with the mtime it had when it was packaged, older than this build, so cargo would
+    // never see it change and a build after `apt-get install clang` stayed without the
+    // fast path.
+    let never = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("look-again-for-clang");
+    println!("cargo::rerun-if-changed={}", never.display());
 }
