@@ -55,6 +55,7 @@ fn unavailable(why: &str) {
     // with the mtime it had when it was packaged, older than this build, so cargo would
     // never see it change and a build after `apt-get install clang` stayed without the
     // fast path.
-    let never = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("look-again-for-clang");
+    let never =
+        PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("look-again-for-clang");
     println!("cargo::rerun-if-changed={}", never.display());
 }

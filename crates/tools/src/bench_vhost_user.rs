@@ -296,7 +296,10 @@ fn memif_neighbor(memif: bool, port: &str, addr: &str, peer_link: &str) -> Strin
     if !memif {
         return String::new();
     }
-    format!("\n[[neighbor]]\naddress = \"{addr}\"\nlladdr = \"{}\"\nport = \"{port}\"\n", memif_mac(peer_link))
+    format!(
+        "\n[[neighbor]]\naddress = \"{addr}\"\nlladdr = \"{}\"\nport = \"{port}\"\n",
+        memif_mac(peer_link)
+    )
 }
 
 /// testpmd answers no ARP: the router is told guest b's MAC.
