@@ -20,7 +20,7 @@ use std::sync::atomic::{Ordering, fence};
 use virtio_bindings::bindings::virtio_ring::VRING_AVAIL_F_NO_INTERRUPT;
 use virtio_queue::desc::split::Descriptor;
 use virtio_queue::{Queue, QueueT};
-use vm_memory::{Bytes, GuestAddress, GuestMemory};
+use vm_memory::{Bytes, GuestAddress, GuestMemory, GuestMemoryBackend};
 use vmpls_dataplane::gso::{self, OffloadRefused};
 use vmpls_wire::{ethernet, virtio_net};
 
@@ -72,14 +72,14 @@ where
         let mut rest = len;
         if total < hdr_len && rest > 0 {
             let n = (hdr_len - total).min(rest);
-            mem.read_slice(&mut hdr[total..total + n], addr).map_err(|_| TxChainError::BadAddress)?;
+            guest_read(mem, &mut hdr[total..total + n], addr).map_err(|_| TxChainError::BadAddress)?;
             addr = addr.0.checked_add(n as u64).map(GuestAddress).ok_or(TxChainError::BadAddress)?;
             rest -= n;
             total += n;
         }
         if rest > 0 {
             let off = total - hdr_len;
-            mem.read_slice(&mut frame[off..off + rest], addr).map_err(|_| TxChainError::BadAddress)?;
+            guest_read(mem, &mut frame[off..off + rest], addr).map_err(|_| TxChainError::BadAddress)?;
             total += rest;
         }
     }
@@ -92,6 +92,31 @@ where
         OffloadRefused::GsoSizeTooSmall => TxChainError::GsoSizeTooSmall,
     })?;
     Ok((offload, len))
+}
+
+/// Reads `buf.len()` bytes of guest memory at `addr`: straight from the one region that
+/// holds them, as nearly every buffer lies, else through `read_slice`, which walks the
+/// regions (or an IOMMU's mappings) piece by piece. Either way the whole range is checked
+/// against the guest's memory first. The walk cost a 64-byte frame a sixth of the
+/// router's time in the profile of `bench vhost-user`.
+fn guest_read<M: GuestMemory + ?Sized>(mem: &M, buf: &mut [u8], addr: GuestAddress) -> Result<(), ()> {
+    if let Some(physical) = mem.physical_memory()
+        && let Ok(slice) = physical.get_slice(addr, buf.len())
+    {
+        return slice.read_slice(buf, 0).map_err(|_| ());
+    }
+    mem.read_slice(buf, addr).map_err(|_| ())
+}
+
+/// Writes `buf` to guest memory at `addr`, as [`guest_read`] reads (the region's dirty
+/// bitmap marked either way).
+fn guest_write<M: GuestMemory + ?Sized>(mem: &M, buf: &[u8], addr: GuestAddress) -> Result<(), ()> {
+    if let Some(physical) = mem.physical_memory()
+        && let Ok(slice) = physical.get_slice(addr, buf.len())
+    {
+        return slice.write_slice(buf, 0).map_err(|_| ());
+    }
+    mem.write_slice(buf, addr).map_err(|_| ())
 }
 
 /// Why a frame could not be written to the guest's receive queue.
@@ -193,7 +218,7 @@ pub(crate) fn write_rx_parts<M: GuestMemory + ?Sized>(
         for (addr, byte) in num_buffers_at.iter().zip(bytes) {
             // Recorded while writing the header, so inside guest memory.
             if let Some(addr) = addr
-                && mem.write_slice(&[byte], *addr).is_err()
+                && guest_write(mem, &[byte], *addr).is_err()
             {
                 for entry in &mut used[used_start..] {
                     entry.1 = 0;
@@ -232,7 +257,7 @@ impl Source<'_> {
         let mut off = from;
         if off < hdr_len {
             let m = (hdr_len - off).min(end - off);
-            mem.write_slice(&self.hdr[off..off + m], addr).map_err(|_| ())?;
+            guest_write(mem, &self.hdr[off..off + m], addr)?;
             if hdr_len == virtio_net::HEADER_LEN_MRG {
                 for (k, slot) in num_buffers_at.iter_mut().enumerate() {
                     let i = NUM_BUFFERS + k;
@@ -250,7 +275,7 @@ impl Source<'_> {
             let piece_end = piece_start + piece.len();
             if off < end && off < piece_end {
                 let m = (piece_end - off).min(end - off);
-                mem.write_slice(&piece[off - piece_start..off - piece_start + m], addr).map_err(|_| ())?;
+                guest_write(mem, &piece[off - piece_start..off - piece_start + m], addr)?;
                 addr = GuestAddress(addr.0.checked_add(m as u64).ok_or(())?);
                 off += m;
             }
@@ -290,7 +315,7 @@ pub(crate) fn publish_used<M: GuestMemory + ?Sized>(
         let mut elem = [0u8; 8];
         elem[..4].copy_from_slice(&u32::from(head).to_le_bytes());
         elem[4..].copy_from_slice(&len.to_le_bytes());
-        mem.write_slice(&elem, GuestAddress(addr)).map_err(|_| UsedRingError)?;
+        guest_write(mem, &elem, GuestAddress(addr)).map_err(|_| UsedRingError)?;
         next = next.wrapping_add(1);
         published += 1;
     }
@@ -335,6 +360,30 @@ mod tests {
 
     fn frame(len: usize) -> Vec<u8> {
         (0..len).map(|i| (i * 7 + 3) as u8).collect()
+    }
+
+    #[test]
+    fn guest_copies_take_one_region_straight_and_span_regions_by_the_walk() {
+        // Two regions back to back, and a hole after them.
+        let mem =
+            GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 0x1000), (GuestAddress(0x1000), 0x1000)])
+                .unwrap();
+        let data: Vec<u8> = (0..64u8).collect();
+        for at in [0x100, 0x1000 - 32, 0x1000 + 0x10] {
+            guest_write(&mem, &data, GuestAddress(at)).unwrap();
+            let mut back = [0u8; 64];
+            guest_read(&mem, &mut back, GuestAddress(at)).unwrap();
+            assert_eq!(back[..], data[..], "at {at:#x}");
+            let mut by_walk = [0u8; 64];
+            mem.read_slice(&mut by_walk, GuestAddress(at)).unwrap();
+            assert_eq!(by_walk[..], data[..], "at {at:#x}, read the other way");
+        }
+        // Running past the memory, or starting outside it: refused.
+        let mut buf = [0u8; 64];
+        assert!(guest_read(&mem, &mut buf, GuestAddress(0x2000 - 32)).is_err());
+        assert!(guest_write(&mem, &data, GuestAddress(0x2000 - 32)).is_err());
+        assert!(guest_read(&mem, &mut buf, GuestAddress(0x5000)).is_err());
+        assert!(guest_write(&mem, &data, GuestAddress(u64::MAX - 8)).is_err());
     }
 
     #[test]
