@@ -60,26 +60,10 @@ fn router_at(now: Instant) -> Dataplane {
     dp
 }
 
-/// A labelled frame to the west port over a UDP/IPv4 packet of `payload` bytes.
+/// A labelled frame to the west port over a UDP/IPv4 packet of `payload` bytes to
+/// 198.18.2.2.
 fn frame(entries: &[(u32, u8, bool)], payload: usize) -> Vec<u8> {
-    let mut f = WEST_MAC.to_vec();
-    f.extend_from_slice(&[2, 0, 0, 0, 0x10, 0x01]);
-    f.extend_from_slice(&u16::from(EtherType::Mpls).to_be_bytes());
-    for &(label, ttl, bottom) in entries {
-        let e = mpls::Repr { label, tc: 5, bottom, ttl };
-        f.extend_from_slice(&e.to_u32().to_be_bytes());
-    }
-    let total = (28 + payload) as u16;
-    let mut ip = vec![0x45, 0, 0, 0, 0x12, 0x34, 0, 0, 64, 17, 0, 0, 198, 18, 1, 2, 198, 18, 2, 2];
-    ip[2..4].copy_from_slice(&total.to_be_bytes());
-    let c = !checksum::fold(checksum::sum(&ip));
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&[0x30, 0x39, 0x30, 0x3a]);
-    f.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend((0..payload).map(|i| i as u8));
-    f
+    ip_frame(entries, "198.18.2.2", 64, payload, 0)
 }
 
 fn cases() -> Vec<Packet> {
@@ -353,21 +337,41 @@ fn cached_swap_matches_the_general_path() {
     };
     let first = step(&mut a, &mut b, &mut pa, &mut pb, t0);
     assert!(a.counters().events(Event::LabelSwap) >= 6, "the cached cases were switched");
-    // Cached resolutions follow a neighbour's new MAC.
-    for dp in [&mut a, &mut b] {
+    let moved = through_neighbour_changes(&mut a, &mut b, &mut pa, &mut pb, t0, step);
+    assert_ne!(first, moved);
+}
+
+/// Runs `step` (the same frames through a cached router `a` and a general one `b`, which
+/// compares what comes out) as the east peer 198.18.20.2 moves to another MAC, then goes
+/// stale (the general path switches and asks again), then expires and is forgotten.
+/// Returns what came out after the move, which must have the new MAC.
+fn through_neighbour_changes(
+    a: &mut Dataplane,
+    b: &mut Dataplane,
+    pa: &mut PacketPool,
+    pb: &mut PacketPool,
+    t0: Instant,
+    step: impl Fn(
+        &mut Dataplane,
+        &mut Dataplane,
+        &mut PacketPool,
+        &mut PacketPool,
+        Instant,
+    ) -> Vec<(PortId, Vec<u8>)>,
+) -> Vec<(PortId, Vec<u8>)> {
+    for dp in [&mut *a, &mut *b] {
         dp.neighbors.learn(t0, 1, ip("198.18.20.2"), PEER2_MAC, false);
     }
-    let moved = step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(1));
-    assert_ne!(first, moved);
-    assert!(moved.iter().any(|(_, f)| f[..6] == PEER2_MAC));
-    // Stale: the general path switches and asks again; then expired and forgotten.
-    step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(31));
-    for dp in [&mut a, &mut b] {
-        let mut out = Output::new(2);
+    let moved = step(a, b, pa, pb, t0 + Duration::from_secs(1));
+    assert!(moved.iter().any(|(_, f)| f[..6] == PEER2_MAC), "the new MAC is used");
+    step(a, b, pa, pb, t0 + Duration::from_secs(31));
+    for dp in [&mut *a, &mut *b] {
+        let mut out = Output::new(dp.ports().len());
         let mut pool = PacketPool::new(8);
         dp.poll(t0 + Duration::from_secs(40), &mut pool, &mut out);
     }
-    step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(40));
+    step(a, b, pa, pb, t0 + Duration::from_secs(40));
+    moved
 }
 
 const CUST_MAC: [u8; 6] = [2, 0, 0, 0, 0x30, 0x01];
@@ -561,18 +565,7 @@ fn cached_ipv4_route_and_pop_match_the_general_path() {
     assert!(!to_red.is_empty() && to_red.iter().all(|(_, f)| f[..6] == CE_MAC), "popped into red");
     // ECMP: the two flows of 198.18.6.0/24 each take the path the general path takes
     // (compared above); a new MAC and a stale entry change the cached answer alike.
-    for dp in [&mut a, &mut b] {
-        dp.neighbors.learn(t0, 1, ip("198.18.20.2"), PEER2_MAC, false);
-    }
-    let moved = step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(1));
-    assert!(moved.iter().any(|(_, f)| f[..6] == PEER2_MAC));
-    step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(31));
-    for dp in [&mut a, &mut b] {
-        let mut out = Output::new(3);
-        let mut pool = PacketPool::new(8);
-        dp.poll(t0 + Duration::from_secs(40), &mut pool, &mut out);
-    }
-    step(&mut a, &mut b, &mut pa, &mut pb, t0 + Duration::from_secs(40));
+    through_neighbour_changes(&mut a, &mut b, &mut pa, &mut pb, t0, step);
 }
 
 /// ARP requests the router sent for `target`, taken out of `out`.
