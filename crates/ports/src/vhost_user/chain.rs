@@ -1,8 +1,8 @@
 //! Frames in and out of a guest's virtqueues, one descriptor chain at a time.
 //!
-//! The guest is untrusted. Every guest address goes through `vm-memory`
-//! (`read_slice`/`write_slice`/`load`/`store` check each access against the guest's memory
-//! regions), and the chain walk is `virtio-queue`'s (bounded by the queue size, indirect
+//! The guest is untrusted. Every guest address goes through `vm-memory` (`get_slice` for a
+//! buffer inside one region, `read_slice`/`write_slice` across regions, `load`/`store`:
+//! each checks the whole access against the guest's memory regions), and the chain walk is `virtio-queue`'s (bounded by the queue size, indirect
 //! tables included), so a chain can at worst be refused: never a read or write outside the
 //! guest's memory, never a panic. Functions here take a bare [`Queue`] and any
 //! [`GuestMemory`], so the unit tests drive them with `virtio-queue`'s `MockSplitQueue` over
