@@ -23,6 +23,7 @@ use vmpls_wire::ethernet::{self, EtherType};
 use vmpls_wire::{ipv4, mpls, virtio_net};
 
 use super::mpls::{top_entry, write_entry};
+use super::output::push_labels;
 use super::{Batch, Dataplane, ETH, MAX_LABELS, entry_at, port_vrf, set_ethertype};
 use crate::counters::Event;
 use crate::hash::{ip_flow_hash, mpls_flow_hash};
@@ -242,10 +243,7 @@ impl Dataplane {
             header.set_ttl_incremental(cap);
         }
         let ttl = header.decrement_ttl();
-        // The class selector (the DSCP's top three bits) becomes the traffic class.
-        let tc = header.dscp() >> 3;
-        let n = out.labels.len();
-        if n == 0 {
+        if out.labels.is_empty() {
             self.counters.event(Event::IpForward, 1);
         } else {
             self.counters.event(Event::LabelPush, 1);
@@ -253,15 +251,10 @@ impl Dataplane {
                 TtlModel::Uniform => ttl,
                 TtlModel::Pipe => self.config.default_ttl,
             };
-            let grow = (mpls::ENTRY_LEN * n) as isize;
-            let pushed = pkt.shift_head(ETH, grow);
+            // The class selector (the DSCP's top three bits) becomes the traffic class.
+            let tc = header.dscp() >> 3;
+            let pushed = push_labels(pkt, out.labels, tc, label_ttl);
             debug_assert!(pushed.is_some(), "the headroom was checked");
-            pkt.offload.shift(grow);
-            let frame = pkt.frame_mut();
-            for (i, &label) in out.labels.iter().enumerate() {
-                write_entry(frame, i, mpls::Repr { label, tc, bottom: i == n - 1, ttl: label_ttl });
-            }
-            set_ethertype(frame, EtherType::Mpls);
         }
         let mut eth = ethernet::Frame::new_unchecked(pkt.frame_mut());
         eth.set_dst_addr(ethernet::Address(out.dst_mac));

@@ -227,20 +227,12 @@ impl Dataplane {
 
     /// Pushes `hop.labels` on an IP packet (right after the Ethernet header) and sends it.
     fn push_and_send(&mut self, b: &mut Batch<'_>, mut pkt: Packet, hop: Hop<'_>, ttl: u8) {
-        let n = hop.labels.len();
-        if n > 0 {
+        if !hop.labels.is_empty() {
             // The class selector (the DSCP's top three bits) becomes the traffic class.
             let tc = pkt.frame().get(ETH..).and_then(ip::dscp).map_or(0, |dscp| dscp >> 3);
-            let grow = (mpls::ENTRY_LEN * n) as isize;
-            if pkt.shift_head(ETH, grow).is_none() {
+            if push_labels(&mut pkt, hop.labels, tc, ttl).is_none() {
                 return self.discard(DropReason::LabelStackTooDeep, pkt, b.pool);
             }
-            pkt.offload.shift(grow);
-            let frame = pkt.frame_mut();
-            for (i, &label) in hop.labels.iter().enumerate() {
-                write_entry(frame, i, mpls::Repr { label, tc, bottom: i == n - 1, ttl });
-            }
-            set_ethertype(frame, EtherType::Mpls);
         }
         self.resolve_and_send(b, pkt, hop);
     }
@@ -343,6 +335,23 @@ impl Dataplane {
         self.counters.tx_frames[usize::from(port_id)] += 1;
         b.out.tx[usize::from(port_id)].push(pkt);
     }
+}
+
+/// Pushes `labels` (at least one) with traffic class `tc` and TTL `ttl` on the IP packet
+/// right after the Ethernet header, the last one marked bottom of stack. `None`, nothing
+/// changed, when the headroom is too small for them.
+#[inline(always)]
+pub(super) fn push_labels(pkt: &mut Packet, labels: &[u32], tc: u8, ttl: u8) -> Option<()> {
+    let n = labels.len();
+    let grow = (mpls::ENTRY_LEN * n) as isize;
+    pkt.shift_head(ETH, grow)?;
+    pkt.offload.shift(grow);
+    let frame = pkt.frame_mut();
+    for (i, &label) in labels.iter().enumerate() {
+        write_entry(frame, i, mpls::Repr { label, tc, bottom: i == n - 1, ttl });
+    }
+    set_ethertype(frame, EtherType::Mpls);
+    Some(())
 }
 
 /// The largest MTU of an Ethernet NIC (jumbo frames). Links above it are virtual (veth,
