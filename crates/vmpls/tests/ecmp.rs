@@ -25,6 +25,8 @@
 //! weights 1:1 (IPv4) and 3:1 (IPv6): pe1's TC program picks the next hop, and its
 //! counters show that it, not the pipeline, pushed the flows' packets.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::net::IpAddr;
@@ -33,6 +35,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
+use common::WorkDir;
 use vmpls_lab::IpPrefix;
 use vmpls_lab::ping::{PingOptions, ping};
 use vmpls_lab::topology::{HostOptions, Topology};
@@ -223,26 +226,6 @@ fn prefix(s: &str) -> IpPrefix {
     s.parse().unwrap_or_else(|e| panic!("bad built-in prefix {s}: {e}"))
 }
 
-/// A scratch directory for configs, logs, stats and captures, removed on drop.
-struct WorkDir(PathBuf);
-
-impl WorkDir {
-    fn new() -> anyhow::Result<Self> {
-        let dir = std::env::temp_dir().join(format!("vmpls-ecmp-{}", std::process::id()));
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir)?;
-        }
-        std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(Self(dir))
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The lab: its topology and the pids of what runs in it.
 struct Lab {
     topo: Topology,
@@ -272,16 +255,16 @@ impl Lab {
             topo.add_default_route(host, ip(gw4))?;
             topo.add_default_route(host, ip(gw6))?;
         }
-        Ok(Self { topo, dir: WorkDir::new()?, routers: Vec::new() })
+        Ok(Self { topo, dir: WorkDir::new("ecmp"), routers: Vec::new() })
     }
 
     fn start_routers(&mut self, routers: &[(&str, String)]) -> anyhow::Result<()> {
         for (router, toml) in routers {
             let router = *router;
-            let config = self.dir.0.join(format!("{router}.toml"));
+            let config = self.dir.path().join(format!("{router}.toml"));
             std::fs::write(&config, toml)?;
-            let log = self.dir.0.join(format!("{router}.log"));
-            let stats = self.dir.0.join(format!("{router}.json"));
+            let log = self.dir.path().join(format!("{router}.log"));
+            let stats = self.dir.path().join(format!("{router}.json"));
             let out = File::create(&log)?;
             let mut cmd = Command::new(VMPLS);
             cmd.arg("run")
@@ -335,8 +318,8 @@ impl Lab {
     /// Starts `tcpdump` on `host`'s `ifname`, writing to `NAME.pcap` in the work dir,
     /// and waits until it captures. Returns its pid and the capture file.
     fn start_capture(&mut self, host: &str, ifname: &str) -> anyhow::Result<(u32, PathBuf)> {
-        let pcap = self.dir.0.join(format!("{host}-{ifname}.pcap"));
-        let log = self.dir.0.join(format!("{host}-{ifname}.tcpdump.log"));
+        let pcap = self.dir.path().join(format!("{host}-{ifname}.pcap"));
+        let log = self.dir.path().join(format!("{host}-{ifname}.tcpdump.log"));
         let mut cmd = Command::new("tcpdump");
         // -Z root: Debian's tcpdump otherwise drops to the tcpdump user, who cannot
         // write into our directory. --immediate-mode: take packets from the kernel as

@@ -12,11 +12,14 @@
 //! virtio-net NICs, where frames leave by `bpf_redirect` to the device, not a veth peer.
 //! Needs root and QEMU (TCG is enough); the `vmpls` binary is copied into the guest.
 
+mod common;
+
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::WorkDir;
 use vmpls_guest::{ExtraFile, Guest, GuestCache, GuestConfig, GuestImage, Nic};
 use vmpls_lab::stats::RouterStats;
 use vmpls_lab::topology::{HostOptions, Topology};
@@ -198,10 +201,10 @@ fn the_fast_path_serves_tap_ports_and_a_guests_virtio_nics() {
 fn run(fast_path: &str) {
     let started = Instant::now();
     let image = GuestImage::build(&GuestCache::default_location()).expect("guest image");
-    let work = std::env::temp_dir().join(format!("vmpls-guest-p-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).unwrap();
-    let vmpls = stripped_vmpls(&work);
+    // Both tests run at once in this process: each has its own directory (sockets, logs).
+    let work_dir = WorkDir::new(&format!("guest-p-{fast_path}"));
+    let work = work_dir.path();
+    let vmpls = stripped_vmpls(work);
 
     let mut topo = Topology::new();
     for h in ["ce1", "h", "ce2"] {
@@ -230,8 +233,8 @@ fn run(fast_path: &str) {
     .unwrap_or_else(|e| panic!("{e}"));
     // Both PEs in one namespace, each on its own interfaces.
     let logs = [
-        start_router(&mut topo, "h", "pe1", &work, &PE1.replace("FAST_PATH", fast_path)),
-        start_router(&mut topo, "h", "pe2", &work, &PE2.replace("FAST_PATH", fast_path)),
+        start_router(&mut topo, "h", "pe1", work, &PE1.replace("FAST_PATH", fast_path)),
+        start_router(&mut topo, "h", "pe2", work, &PE2.replace("FAST_PATH", fast_path)),
     ];
     let logs_text = || {
         logs.iter()
@@ -264,7 +267,7 @@ fn run(fast_path: &str) {
     assert!(topo.exited_child().is_none(), "a PE exited:\n{}", logs_text());
     assert!(!p.results().contains("VMPLS-GUEST-FAIL"), "{}", p.results());
     if fast_path != "off" {
-        check_fast_path(&mut p, &work, &logs_text);
+        check_fast_path(&mut p, work, &logs_text);
     }
     eprintln!(
         "P in a guest ({fast_path}): pings and 4 MiB ce1 -> ce2 at {:.3} Gbit/s, back at {:.3}; {:?} in all",
@@ -274,7 +277,6 @@ fn run(fast_path: &str) {
     );
     drop(p);
     topo.cleanup().unwrap();
-    let _ = std::fs::remove_dir_all(&work);
 }
 
 /// With the fast path on: the programs loaded on every port (TAP on the host, virtio-net
