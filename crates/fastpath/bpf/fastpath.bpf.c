@@ -55,6 +55,8 @@
 #define FP_MAX_BUCKETS 4096       // buckets in a group (the FIB's MAX_BUCKETS)
 #define FP_LABEL_ELI 7            // entropy label indicator (RFC 6790)
 #define FP_FIRST_UNRESERVED 16
+// skb->mark of a frame on its second pass through a port's ingress (see V_POP in decide_mpls)
+#define FP_MARK_REPROTO 0x766d706cu // "vmpl"
 
 #ifndef BPF_F_ADJ_ROOM_DECAP_L3_IPV4 // Linux 6.3; older uapi headers lack them
 #define BPF_F_ADJ_ROOM_DECAP_L3_IPV4 (1ULL << 7)
@@ -207,6 +209,7 @@ enum {
 	C_ENCAP,
 	C_DECAP,
 	C_CROSSED,
+	C_REPASSED,
 	C_MAX
 };
 
@@ -334,6 +337,8 @@ struct decision {
 	__u32 cross_at;  // cross: where the frame lands (the VRF interface's other end)
 	__u32 transmit;  // the out port's fp_port.transmit: bpf_redirect to its egress
 	__u32 tcp_data;  // V_PUSH of a single TCP segment with payload (see decide_delivery)
+	__u32 reproto;   // V_POP, V_PHP of an MPLS skb: first its protocol (see decide_mpls)
+	__u32 second_pass; // the frame is on that second pass: popped here, or dropped
 };
 
 struct ipinfo {
@@ -796,9 +801,17 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 	}
 
 	// A pop needs skb->protocol to be the inner packet's (adjust_room refuses others),
-	// except after a tunnel, whose decapsulation sets it.
+	// except after a tunnel, whose decapsulation sets it. A frame some device's transmit
+	// sent (TAP, virtio-net, a NIC, another stack through a veth) is MPLS to the kernel:
+	// for the pop of its bottom label the program writes the inner packet's EtherType
+	// over the MPLS one, marks the skb and sends it into the same port's ingress again
+	// (bpf_redirect with BPF_F_INGRESS, where eth_type_trans sets skb->protocol from
+	// it); on that second pass it decides again, the label still in front, and pops.
 	__u32 ver = ip_version(skb, mo + 4);
-	if ((ver != 4 && ver != 6) || !(d->decap || proto_is(skb, ver)))
+	if (ver != 4 && ver != 6)
+		return;
+	__u32 reproto = !(d->decap || proto_is(skb, ver));
+	if (reproto && (mo != FP_ETH_HLEN || skb->protocol != bpf_htons(FP_ETH_P_MPLS_UC)))
 		return;
 	d->inner_ver = ver;
 
@@ -819,6 +832,7 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 		if (e->uniform && ttl - 1 < new_ttl)
 			new_ttl = ttl - 1;
 		d->verdict = V_PHP;
+		d->reproto = reproto;
 		d->in_label = label;
 		d->ipver = ver;
 		d->new_ttl = new_ttl;
@@ -846,6 +860,7 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 	if (l3_size(&ip, gso, 0) > r->adj.mtu)
 		return;
 	d->verdict = V_POP;
+	d->reproto = reproto;
 	d->in_label = label;
 	d->ipver = ver;
 	d->new_ttl = eff - 1;
@@ -1043,7 +1058,15 @@ static __always_inline void decide(struct __sk_buff *skb, struct decision *d)
 	d->candidate = 1;
 	__u32 vrf = port->vrf;
 	__u16 et = ((__u16)eth[12] << 8) | eth[13];
-	if (et == FP_ETH_P_MPLS_UC) {
+	if (skb->mark == FP_MARK_REPROTO && (et == ETH_P_IP || et == ETH_P_IPV6)) {
+		// The second pass of a pop (see decide_mpls): the label is still in front of
+		// the IP packet, skb->protocol now the packet's. Only that pop may follow.
+		d->second_pass = 1;
+		if (port->accepts_mpls)
+			decide_mpls(skb, d, gso, FP_ETH_HLEN);
+		if ((d->verdict != V_POP && d->verdict != V_PHP) || d->reproto)
+			d->verdict = V_PASS;
+	} else if (et == FP_ETH_P_MPLS_UC) {
 		// The label table is global: a port that does not accept labels (a customer's)
 		// would reach into the VRFs labels pop into. Passed (V_PASS), never switched.
 		if (port->accepts_mpls)
@@ -1279,7 +1302,17 @@ int fp_tc(struct __sk_buff *skb)
 	decide(skb, &d);
 	if (!d.candidate)
 		return TC_ACT_OK;
-	count(C_FRAMES_IN, 1);
+	if (d.second_pass) {
+		// Counted in on its first pass, and hidden from the router's socket on both: a
+		// frame whose pop no longer applies (the tables changed in between) is dropped.
+		skb->mark = 0;
+		if (d.verdict == V_PASS) {
+			count(C_REDIRECT_FAILED, 1);
+			return TC_ACT_SHOT;
+		}
+	} else {
+		count(C_FRAMES_IN, 1);
+	}
 	if (d.verdict == V_PASS) {
 		count(C_PASSED, 1);
 		return TC_ACT_OK;
@@ -1293,6 +1326,17 @@ int fp_tc(struct __sk_buff *skb)
 	__u64 in_len = skb->len;
 	// The socket filter has already dropped this frame from the router's socket: a
 	// failure from here on drops it.
+	if (d.reproto) {
+		__u16 et = bpf_htons(d.ipver == 4 ? ETH_P_IP : ETH_P_IPV6);
+		long r = bpf_skb_store_bytes(skb, 12, &et, 2, 0) ? -1 : bpf_redirect(skb->ifindex, BPF_F_INGRESS);
+		if (r != TC_ACT_REDIRECT) {
+			count(C_REDIRECT_FAILED, 1);
+			return TC_ACT_SHOT;
+		}
+		skb->mark = FP_MARK_REPROTO;
+		count(C_REPASSED, 1);
+		return r;
+	}
 	if (act(skb, &d)) {
 		count(C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
@@ -1354,7 +1398,7 @@ int fp_sock(struct __sk_buff *skb)
 {
 	struct decision d = {};
 	decide(skb, &d);
-	return d.verdict == V_PASS ? skb->len : 0;
+	return d.verdict == V_PASS && !d.second_pass ? skb->len : 0;
 }
 
 char _license[] SEC("license") = "GPL";

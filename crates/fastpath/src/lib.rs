@@ -334,6 +334,10 @@ pub struct FastCounters {
     /// Frames handed on at the far end of a [`Crossing`] (counted once more there: each
     /// was counted as swapped, pushed, popped or forwarded where it was received).
     pub crossed: u64,
+    /// Frames some device's transmit sent (skb->protocol MPLS) sent once more through
+    /// their port's ingress with the inner packet's EtherType, to be popped there (counted
+    /// again as popped, or as failed).
+    pub repassed: u64,
 }
 
 /// Per-port counters of redirected frames, summed over CPUs.
@@ -1048,6 +1052,7 @@ impl FastPath {
             encap: get(counter::ENCAP)?,
             decap: get(counter::DECAP)?,
             crossed: get(counter::CROSSED)?,
+            repassed: get(counter::REPASSED)?,
         })
     }
 

@@ -39,6 +39,7 @@ pub(crate) mod counter {
     pub(crate) const ENCAP: u32 = 8;
     pub(crate) const DECAP: u32 = 9;
     pub(crate) const CROSSED: u32 = 10;
+    pub(crate) const REPASSED: u32 = 11;
 }
 
 /// `struct fp_adj`.

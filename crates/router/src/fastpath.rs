@@ -899,6 +899,7 @@ impl FastPathRuntime {
             ("encap", c.encap),
             ("decap", c.decap),
             ("crossed", c.crossed),
+            ("repassed", c.repassed),
             ("install_failed", self.installer.failures),
         ]
     }
