@@ -81,7 +81,10 @@ struct fp_port {
 	// lack (and that skb->protocol, still IP after a push, would mislead): labelled
 	// super-frames to such a port are the pipeline's, which segments them itself.
 	__u8 transmit;
-	__u8 pad[3];
+	__u8 pad;
+	// The port's MTU (at most 65535): the largest IP packet it receives. See decide_mpls
+	// for the pops of frames larger than the out port takes.
+	__u16 mtu;
 };
 
 struct fp_label {
@@ -339,6 +342,7 @@ struct decision {
 	__u32 tcp_data;  // V_PUSH of a single TCP segment with payload (see decide_delivery)
 	__u32 reproto;   // V_POP, V_PHP of an MPLS skb: first its protocol (see decide_mpls)
 	__u32 second_pass; // the frame is on that second pass: popped here, or dropped
+	__u32 in_mtu;    // the receiving port's fp_port.mtu
 };
 
 struct ipinfo {
@@ -662,6 +666,23 @@ static __always_inline struct fp_nh *group_select(__u32 id, __u32 hash)
 }
 
 // The top label at `mo` (14, or after the outer headers of a tunnel's datagram).
+// A pop, on its two passes (see decide_mpls), of a frame some device sent, received on a
+// port whose MTU exceeds the out port's: the frames that do not fit go to the pipeline
+// (which sends them on as super-frames), so every TCP segment with data from that port
+// does, whatever its size: a flow split between the two would be reordered. Pure ACKs and
+// other protocols stay in the kernel.
+static __always_inline int pop_splits_flow(struct __sk_buff *skb, const struct decision *d,
+					   const struct ipinfo *ip, __u32 ip_off, __u32 gso,
+					   __u32 out_mtu)
+{
+	if (gso || ip->l4proto != IPPROTO_TCP || d->in_mtu <= out_mtu)
+		return 0;
+	__u8 doff;
+	if (bpf_skb_load_bytes(skb, ip_off + ip->l3len + 12, &doff, 1))
+		return 1;
+	return ip->tot_len > ip->l3len + (doff >> 4) * 4;
+}
+
 static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *d, __u32 gso, __u32 mo)
 {
 	__u32 lse;
@@ -828,6 +849,8 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 			return;
 		if (l3_size(&ip, gso, 0) > e->adj.mtu)
 			return;
+		if ((reproto || d->second_pass) && pop_splits_flow(skb, d, &ip, mo + 4, gso, e->adj.mtu))
+			return;
 		__u32 new_ttl = ip.ttl;
 		if (e->uniform && ttl - 1 < new_ttl)
 			new_ttl = ttl - 1;
@@ -858,6 +881,8 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 	    (r->adj.ifindex & FP_TUNNEL_BIT))
 		return;
 	if (l3_size(&ip, gso, 0) > r->adj.mtu)
+		return;
+	if ((reproto || d->second_pass) && pop_splits_flow(skb, d, &ip, mo + 4, gso, r->adj.mtu))
 		return;
 	d->verdict = V_POP;
 	d->reproto = reproto;
@@ -1048,6 +1073,7 @@ static __always_inline void decide(struct __sk_buff *skb, struct decision *d)
 	}
 	d->rx_port = ifindex;
 	d->in_netns = port->netns;
+	d->in_mtu = port->mtu;
 	__u8 eth[FP_ETH_HLEN];
 	if (bpf_skb_load_bytes(skb, 0, eth, FP_ETH_HLEN))
 		return;

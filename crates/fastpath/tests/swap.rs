@@ -64,11 +64,25 @@ impl Lab {
         let mut t = FastTables::default();
         t.ports.insert(
             self.r0,
-            FastPort { vrf: 0, mac: R0, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
+            FastPort {
+                vrf: 0,
+                mac: R0,
+                accepts_mpls: true,
+                netns: 0,
+                mtu: 1500,
+                delivery: Delivery::VethPeer,
+            },
         );
         t.ports.insert(
             self.r1,
-            FastPort { vrf: 0, mac: R1, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
+            FastPort {
+                vrf: 0,
+                mac: R1,
+                accepts_mpls: true,
+                netns: 0,
+                mtu: 1500,
+                delivery: Delivery::VethPeer,
+            },
         );
         for (i, o) in swaps {
             t.labels.insert(*i, LabelEntry::Swap { out_label: *o, adj: self.to_b() });
@@ -409,4 +423,20 @@ fn the_pop_of_a_frame_a_device_sent_takes_a_second_pass_through_the_ports_ingres
         [[0x88, 0x47], [0x08, 0x00], [0x88, 0x47], [0x08, 0x00], [0x88, 0x47], [0x86, 0xdd]],
         "an unfiltered tap sees each frame as it came and on its second pass"
     );
+
+    // r0 now takes larger packets than b's link: the pipeline gets the frames too big for
+    // b, so it gets every TCP segment with data from r0 (a flow split between the two
+    // would be reordered); a pure ACK still pops here.
+    t.ports.get_mut(&lab.r0).unwrap().mtu = 9000;
+    lab.fp.apply(&t).unwrap();
+    let before = lab.fp.counters().unwrap();
+    lab.tx.send(&labelled(500, 64, &common::ipv4_tcp([198, 18, 0, 2], 100)));
+    lab.tx.send(&labelled(500, 64, &common::ipv4_tcp([198, 18, 0, 2], 0)));
+    let got = lab.rx.drain(QUIET);
+    assert_eq!(got.len(), 1, "{got:x?}");
+    assert_eq!(got[0].len(), 14 + 40, "the pure ACK, popped");
+    let c = lab.fp.counters().unwrap();
+    assert_eq!((c.pop - before.pop, c.passed - before.passed), (1, 1), "{c:?}");
+    let kept: Vec<usize> = filtered.drain(QUIET).iter().map(Vec::len).collect();
+    assert_eq!(kept, [14 + 4 + 140], "the router's socket got the segment with data, labelled as it came");
 }

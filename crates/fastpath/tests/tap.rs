@@ -85,10 +85,20 @@ fn tables(
     let core = Adjacency { ifindex: p.0, mtu: CORE_MTU, dst_mac: far.0, src_mac: p.1 };
     let edge = Adjacency { ifindex: c.0, mtu: EDGE_MTU, dst_mac: host.0, src_mac: c.1 };
     let mut t = FastTables::default();
-    t.ports.insert(c.0, FastPort { vrf: 0, mac: c.1, accepts_mpls: true, netns: 0, delivery: c.2 });
+    t.ports.insert(
+        c.0,
+        FastPort { vrf: 0, mac: c.1, accepts_mpls: true, netns: 0, mtu: EDGE_MTU, delivery: c.2 },
+    );
     t.ports.insert(
         p.0,
-        FastPort { vrf: 0, mac: p.1, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
+        FastPort {
+            vrf: 0,
+            mac: p.1,
+            accepts_mpls: true,
+            netns: 0,
+            mtu: CORE_MTU,
+            delivery: Delivery::VethPeer,
+        },
     );
     t.labels.insert(pop, LabelEntry::PopIp { vrf: 0, uniform: true });
     let net = |a: Ipv4Addr| Ipv4Addr::from(u32::from(a) & 0xffff_ff00);
@@ -180,18 +190,6 @@ fn a_tap_port_takes_pushes_from_its_ingress_and_popped_super_frames_to_its_reade
     assert!(super_frames > 0, "popped super-frames reach the TAP's reader whole ({frames} frames)");
 }
 
-/// An IPv4/TCP packet 198.18.0.1 -> `dst` (ACK, 20-byte header) with `payload` bytes.
-fn ipv4_tcp(dst: [u8; 4], payload: usize) -> Vec<u8> {
-    let mut p = common::ipv4_udp(dst, 64, payload + 12);
-    p[9] = 6;
-    p[10..12].fill(0);
-    let c = !common::fold(common::sum16(&p[..20]));
-    p[10..12].copy_from_slice(&c.to_be_bytes());
-    p[32] = 0x50; // data offset: 5 words
-    p[33] = 0x10; // ACK
-    p
-}
-
 #[test]
 fn a_push_into_a_tap_takes_single_frames_and_leaves_tcp_data_to_the_pipeline() {
     let pe1 = Netns::without_ipv6("ftpp1");
@@ -208,11 +206,25 @@ fn a_push_into_a_tap_takes_single_frames_and_leaves_tcp_data_to_the_pipeline() {
     let mut t = FastTables::default();
     t.ports.insert(
         c1,
-        FastPort { vrf: 0, mac: PE1C, accepts_mpls: true, netns: 0, delivery: Delivery::Transmit },
+        FastPort {
+            vrf: 0,
+            mac: PE1C,
+            accepts_mpls: true,
+            netns: 0,
+            mtu: EDGE_MTU,
+            delivery: Delivery::Transmit,
+        },
     );
     t.ports.insert(
         p1,
-        FastPort { vrf: 0, mac: PE1P, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
+        FastPort {
+            vrf: 0,
+            mac: PE1P,
+            accepts_mpls: true,
+            netns: 0,
+            mtu: CORE_MTU,
+            delivery: Delivery::VethPeer,
+        },
     );
     let into_tap = Adjacency { ifindex: c1, mtu: EDGE_MTU, dst_mac: H1, src_mac: PE1C };
     t.routes_v4.insert(
@@ -231,8 +243,8 @@ fn a_push_into_a_tap_takes_single_frames_and_leaves_tcp_data_to_the_pipeline() {
     let dst = [198, 18, 3, 9];
     let sent = [
         ("UDP", common::ipv4_udp(dst, 64, 100), true),
-        ("a pure ACK", ipv4_tcp(dst, 0), true),
-        ("a TCP segment with data", ipv4_tcp(dst, 100), false),
+        ("a pure ACK", common::ipv4_tcp(dst, 0), true),
+        ("a TCP segment with data", common::ipv4_tcp(dst, 100), false),
     ];
     let mut pool = PacketPool::new(64);
     for (what, ip, pushed) in &sent {

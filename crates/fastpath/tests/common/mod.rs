@@ -37,6 +37,18 @@ pub fn ipv4_udp(dst: [u8; 4], ttl: u8, payload: usize) -> Vec<u8> {
     p
 }
 
+/// An IPv4/TCP packet 198.18.0.1 -> `dst` (ACK, 20-byte header) with `payload` bytes.
+pub fn ipv4_tcp(dst: [u8; 4], payload: usize) -> Vec<u8> {
+    let mut p = ipv4_udp(dst, 64, payload + 12);
+    p[9] = 6;
+    p[10..12].fill(0);
+    let c = !fold(sum16(&p[..20]));
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p[32] = 0x50; // data offset: 5 words
+    p[33] = 0x10; // ACK
+    p
+}
+
 pub fn sum16(b: &[u8]) -> u32 {
     b.chunks(2).map(|c| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0))).sum()
 }
