@@ -81,10 +81,7 @@ struct fp_port {
 	// lack (and that skb->protocol, still IP after a push, would mislead): labelled
 	// super-frames to such a port are the pipeline's, which segments them itself.
 	__u8 transmit;
-	__u8 pad;
-	// The port's MTU (at most 65535): the largest IP packet it receives. See decide_mpls
-	// for the pops of frames larger than the out port takes.
-	__u16 mtu;
+	__u8 pad[3];
 };
 
 struct fp_label {
@@ -317,6 +314,44 @@ struct {
 	__type(value, struct fp_port_stat);
 } fp_port_stats SEC(".maps");
 
+// When each interface (ifindex) last delivered a frame the kernel could not send on whole
+// (bpf_ktime_get_ns): a super-frame, or one passed for its size. Written by fp_tc, read by
+// both programs' decisions (see big_frames_lately).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} fp_big_seen SEC(".maps");
+
+#define FP_BIG_QUIET_NS (10ULL * 1000000000ULL)
+
+// Whether the interface delivered a frame the kernel could not take whole in the last
+// 10 s. Such frames go to the pipeline; while they come, a flow's other frames with TCP
+// data that the kernel would label or pop and send to a transmitting port go there too,
+// behind them: sent meanwhile in the kernel they would overtake them and reorder the flow
+// (pure ACKs carry no data to reorder). The first such frame sends the flow's next
+// segments to the pipeline behind it, so nothing overtakes it; 10 s later the kernel
+// takes them again. From a NIC that aggregates nothing (a guest's virtio-net NIC after
+// `ethtool -K IF gro off rx-gro-hw off`) the kernel pushes every segment.
+static __always_inline int big_frames_lately(__u32 ifindex)
+{
+	__u64 *seen = bpf_map_lookup_elem(&fp_big_seen, &ifindex);
+	return seen && bpf_ktime_get_ns() - *seen < FP_BIG_QUIET_NS;
+}
+
+// Read by the decisions on this interface's next frames (the socket filter's too: a CPU
+// takes a frame through both programs before the next one).
+static __always_inline void note_big_frame(__u32 ifindex)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *seen = bpf_map_lookup_elem(&fp_big_seen, &ifindex);
+	if (seen)
+		*seen = now;
+	else
+		bpf_map_update_elem(&fp_big_seen, &ifindex, &now, BPF_ANY);
+}
+
 enum verdict { V_PASS = 0, V_SWAP, V_POP, V_FORWARD, V_PUSH, V_PHP, V_PHP_LABEL };
 
 struct decision {
@@ -342,7 +377,8 @@ struct decision {
 	__u32 tcp_data;  // V_PUSH of a single TCP segment with payload (see decide_delivery)
 	__u32 reproto;   // V_POP, V_PHP of an MPLS skb: first its protocol (see decide_mpls)
 	__u32 second_pass; // the frame is on that second pass: popped here, or dropped
-	__u32 in_mtu;    // the receiving port's fp_port.mtu
+	__u32 in_ifindex; // skb->ifindex
+	__u32 too_big;   // passed for its size: the port delivers frames the kernel cannot take whole
 };
 
 struct ipinfo {
@@ -666,16 +702,13 @@ static __always_inline struct fp_nh *group_select(__u32 id, __u32 hash)
 }
 
 // The top label at `mo` (14, or after the outer headers of a tunnel's datagram).
-// A pop, on its two passes (see decide_mpls), of a frame some device sent, received on a
-// port whose MTU exceeds the out port's: the frames that do not fit go to the pipeline
-// (which sends them on as super-frames), so every TCP segment with data from that port
-// does, whatever its size: a flow split between the two would be reordered. Pure ACKs and
-// other protocols stay in the kernel.
+// A pop, on its two passes (see decide_mpls), of a TCP segment with data that some
+// device sent, from a port that delivers frames the kernel cannot take whole (see
+// big_frames_lately): the pipeline's, behind them.
 static __always_inline int pop_splits_flow(struct __sk_buff *skb, const struct decision *d,
-					   const struct ipinfo *ip, __u32 ip_off, __u32 gso,
-					   __u32 out_mtu)
+					   const struct ipinfo *ip, __u32 ip_off, __u32 gso)
 {
-	if (gso || ip->l4proto != IPPROTO_TCP || d->in_mtu <= out_mtu)
+	if (gso || ip->l4proto != IPPROTO_TCP || !big_frames_lately(d->in_ifindex))
 		return 0;
 	__u8 doff;
 	if (bpf_skb_load_bytes(skb, ip_off + ip->l3len + 12, &doff, 1))
@@ -847,9 +880,11 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 			return;
 		if (gso && ip.l4proto != IPPROTO_TCP) // adjust_room keeps only TCP GSO
 			return;
-		if (l3_size(&ip, gso, 0) > e->adj.mtu)
+		if (l3_size(&ip, gso, 0) > e->adj.mtu) {
+			d->too_big = 1;
 			return;
-		if ((reproto || d->second_pass) && pop_splits_flow(skb, d, &ip, mo + 4, gso, e->adj.mtu))
+		}
+		if ((reproto || d->second_pass) && pop_splits_flow(skb, d, &ip, mo + 4, gso))
 			return;
 		__u32 new_ttl = ip.ttl;
 		if (e->uniform && ttl - 1 < new_ttl)
@@ -880,9 +915,11 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 	if (!r || r->action != FP_ROUTE_FORWARD || r->group || r->nlabels != 0 ||
 	    (r->adj.ifindex & FP_TUNNEL_BIT))
 		return;
-	if (l3_size(&ip, gso, 0) > r->adj.mtu)
+	if (l3_size(&ip, gso, 0) > r->adj.mtu) {
+		d->too_big = 1;
 		return;
-	if ((reproto || d->second_pass) && pop_splits_flow(skb, d, &ip, mo + 4, gso, r->adj.mtu))
+	}
+	if ((reproto || d->second_pass) && pop_splits_flow(skb, d, &ip, mo + 4, gso))
 		return;
 	d->verdict = V_POP;
 	d->reproto = reproto;
@@ -927,8 +964,10 @@ static __always_inline void decide_ip(struct __sk_buff *skb, struct decision *d,
 		return;
 	if (!adj_ok(d, &adj, (__u64)skb->len - FP_ETH_HLEN + FP_OUTER4 + 4 * n))
 		return;
-	if (l3_size(&ip, gso, 4 * n) > adj.mtu)
+	if (l3_size(&ip, gso, 4 * n) > adj.mtu) {
+		d->too_big = 1;
 		return;
+	}
 	if (n && !gso && ip.l4proto == IPPROTO_TCP) {
 		__u8 doff;
 		if (bpf_skb_load_bytes(skb, FP_ETH_HLEN + ip.l3len + 12, &doff, 1))
@@ -960,9 +999,8 @@ static __always_inline void decide_ip(struct __sk_buff *skb, struct decision *d,
 // the pipeline), so the out port's entry tells its namespace. A port that transmits
 // (fp_port.transmit) takes no labelled super-frame, and is reached from its own namespace
 // only (a crossing's far end hands frames on to a veth peer). Nor does it take the single
-// TCP segments with data a push would label: their flow's super-frames go through the
-// pipeline, and a segment sent meanwhile in the kernel would overtake them (reordering
-// the flow; pure ACKs carry no data to reorder).
+// TCP segments with data a push would label while the receiving port delivers frames the
+// kernel cannot take whole (see big_frames_lately).
 static __always_inline void decide_delivery(struct decision *d, __u32 gso)
 {
 	if (d->verdict == V_PASS || (d->adj.ifindex & FP_TUNNEL_BIT))
@@ -972,7 +1010,8 @@ static __always_inline void decide_delivery(struct decision *d, __u32 gso)
 	__u32 out_netns = op ? op->netns : 0;
 	if (op && op->transmit) {
 		int labelled = d->verdict == V_SWAP || d->verdict == V_PUSH || d->verdict == V_PHP_LABEL;
-		if (out_netns != d->in_netns || (labelled && (gso || d->tcp_data))) {
+		if (out_netns != d->in_netns ||
+		    (labelled && (gso || (d->tcp_data && big_frames_lately(d->in_ifindex))))) {
 			d->verdict = V_PASS;
 			return;
 		}
@@ -1065,6 +1104,7 @@ static __always_inline void decide(struct __sk_buff *skb, struct decision *d)
 	if (skb->vlan_present || skb->pkt_type != PACKET_HOST)
 		return;
 	__u32 ifindex = skb->ifindex;
+	d->in_ifindex = ifindex;
 	__u32 gso = skb->gso_size;
 	struct fp_port *port = bpf_map_lookup_elem(&fp_ports, &ifindex);
 	if (!port) {
@@ -1073,7 +1113,7 @@ static __always_inline void decide(struct __sk_buff *skb, struct decision *d)
 	}
 	d->rx_port = ifindex;
 	d->in_netns = port->netns;
-	d->in_mtu = port->mtu;
+
 	__u8 eth[FP_ETH_HLEN];
 	if (bpf_skb_load_bytes(skb, 0, eth, FP_ETH_HLEN))
 		return;
@@ -1324,6 +1364,8 @@ int fp_tc(struct __sk_buff *skb)
 		count(C_CROSSED, 1);
 		return r;
 	}
+	if (skb->gso_size)
+		note_big_frame(skb->ifindex);
 	struct decision d = {};
 	decide(skb, &d);
 	if (!d.candidate)
@@ -1340,6 +1382,8 @@ int fp_tc(struct __sk_buff *skb)
 		count(C_FRAMES_IN, 1);
 	}
 	if (d.verdict == V_PASS) {
+		if (d.too_big)
+			note_big_frame(d.in_ifindex);
 		count(C_PASSED, 1);
 		return TC_ACT_OK;
 	}

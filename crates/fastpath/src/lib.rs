@@ -151,8 +151,6 @@ pub struct FastPort {
     /// The namespace its interface is in: 0 the router's (where the [`FastPath`] was
     /// loaded), else a VRF's, the key of its [`Crossing`] in [`FastTables::crossings`].
     pub netns: u8,
-    /// Its MTU: the largest IP packet it receives (the programs keep 65535 at most).
-    pub mtu: u32,
     /// How frames the programs send out of it get there.
     pub delivery: Delivery,
 }

@@ -61,8 +61,7 @@ pub(crate) struct RawPort {
     pub accepts_mpls: u8,
     pub netns: u8,
     pub transmit: u8,
-    pub pad: u8,
-    pub mtu: u16,
+    pub pad: [u8; 3],
 }
 
 /// `struct fp_label`, the value of `fp_labels` (key: label).
@@ -311,8 +310,7 @@ fn port(p: &FastPort) -> RawPort {
         accepts_mpls: u8::from(p.accepts_mpls),
         netns: p.netns,
         transmit: u8::from(p.delivery == Delivery::Transmit),
-        pad: 0,
-        mtu: u16::try_from(p.mtu).unwrap_or(u16::MAX),
+        pad: [0; 3],
     }
 }
 
@@ -643,7 +641,6 @@ mod tests {
                 mac: [2, 1, 2, 3, 4, 5],
                 accepts_mpls: true,
                 netns: 2,
-                mtu: 9000,
                 delivery: Delivery::VethPeer,
             },
         );
@@ -654,7 +651,6 @@ mod tests {
                 mac: [2, 1, 2, 3, 4, 6],
                 accepts_mpls: true,
                 netns: 0,
-                mtu: 1500,
                 delivery: Delivery::Transmit,
             },
         );
@@ -670,15 +666,7 @@ mod tests {
         let e = enc(&t).unwrap();
         assert_eq!(
             e.ports[&3],
-            RawPort {
-                vrf: 9,
-                mac: [2, 1, 2, 3, 4, 5],
-                accepts_mpls: 1,
-                netns: 2,
-                transmit: 0,
-                pad: 0,
-                mtu: 9000
-            }
+            RawPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5], accepts_mpls: 1, netns: 2, transmit: 0, pad: [0; 3] }
         );
         assert_eq!((e.ports[&4].transmit, e.ports[&4].netns), (1, 0));
         assert_eq!(e.crossings[&2], RawCrossing { root_ifindex: 20, vrf_ifindex: 21 });

@@ -104,10 +104,8 @@ fn ecmp_picks_the_pipelines_next_hop_for_every_flow_and_keeps_the_weights() {
     let mut t = FastTables::default();
     for i in [r0, r1, r2] {
         let mac = [(r0, R0), (r1, R1), (r2, R2)].iter().find(|(x, _)| *x == i).unwrap().1;
-        t.ports.insert(
-            i,
-            FastPort { vrf: 0, mac, accepts_mpls: true, netns: 0, mtu: 1500, delivery: Delivery::VethPeer },
-        );
+        t.ports
+            .insert(i, FastPort { vrf: 0, mac, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer });
     }
     t.labels.insert(100, LabelEntry::Multipath { uniform: true, group: fast_group(&swap, to) });
     t.routes_v4.insert(

@@ -59,25 +59,11 @@ fn pe_tables(
     let mut t = FastTables::default();
     t.ports.insert(
         c,
-        FastPort {
-            vrf: 0,
-            mac: c_mac,
-            accepts_mpls: true,
-            netns: 0,
-            mtu: EDGE_MTU,
-            delivery: Delivery::VethPeer,
-        },
+        FastPort { vrf: 0, mac: c_mac, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
     );
     t.ports.insert(
         p,
-        FastPort {
-            vrf: 0,
-            mac: p_mac,
-            accepts_mpls: true,
-            netns: 0,
-            mtu: CORE_MTU,
-            delivery: Delivery::VethPeer,
-        },
+        FastPort { vrf: 0, mac: p_mac, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
     );
     t.labels.insert(pop, LabelEntry::PopIp { vrf: 0, uniform: true });
     let to_far = |label_ttl| RouteEntry::Forward { labels: vec![push], label_ttl, adj: core };

@@ -64,25 +64,11 @@ impl Lab {
         let mut t = FastTables::default();
         t.ports.insert(
             self.r0,
-            FastPort {
-                vrf: 0,
-                mac: R0,
-                accepts_mpls: true,
-                netns: 0,
-                mtu: 1500,
-                delivery: Delivery::VethPeer,
-            },
+            FastPort { vrf: 0, mac: R0, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
         );
         t.ports.insert(
             self.r1,
-            FastPort {
-                vrf: 0,
-                mac: R1,
-                accepts_mpls: true,
-                netns: 0,
-                mtu: 1500,
-                delivery: Delivery::VethPeer,
-            },
+            FastPort { vrf: 0, mac: R1, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
         );
         for (i, o) in swaps {
             t.labels.insert(*i, LabelEntry::Swap { out_label: *o, adj: self.to_b() });
@@ -424,19 +410,28 @@ fn the_pop_of_a_frame_a_device_sent_takes_a_second_pass_through_the_ports_ingres
         "an unfiltered tap sees each frame as it came and on its second pass"
     );
 
-    // r0 now takes larger packets than b's link: the pipeline gets the frames too big for
-    // b, so it gets every TCP segment with data from r0 (a flow split between the two
+    // A frame too big for where its pop sends it is the pipeline's; so, from then on,
+    // are the TCP segments with data from the same port (a flow split between the two
     // would be reordered); a pure ACK still pops here.
-    t.ports.get_mut(&lab.r0).unwrap().mtu = 9000;
+    let small =
+        RouteEntry::Forward { labels: vec![], label_ttl: None, adj: Adjacency { mtu: 100, ..lab.to_b() } };
+    t.routes_v4.insert((0, std::net::Ipv4Addr::new(198, 18, 0, 3), 32), small);
     lab.fp.apply(&t).unwrap();
     let before = lab.fp.counters().unwrap();
+    lab.tx.send(&labelled(500, 64, &common::ipv4_tcp([198, 18, 0, 2], 100)));
+    assert_eq!(lab.rx.drain(QUIET).len(), 1, "before any big frame, a segment with data pops here");
+    lab.tx.send(&labelled(500, 64, &ipv4_udp([198, 18, 0, 3], 64, 200)));
     lab.tx.send(&labelled(500, 64, &common::ipv4_tcp([198, 18, 0, 2], 100)));
     lab.tx.send(&labelled(500, 64, &common::ipv4_tcp([198, 18, 0, 2], 0)));
     let got = lab.rx.drain(QUIET);
     assert_eq!(got.len(), 1, "{got:x?}");
     assert_eq!(got[0].len(), 14 + 40, "the pure ACK, popped");
     let c = lab.fp.counters().unwrap();
-    assert_eq!((c.pop - before.pop, c.passed - before.passed), (1, 1), "{c:?}");
+    assert_eq!((c.pop - before.pop, c.passed - before.passed), (2, 2), "{c:?}");
     let kept: Vec<usize> = filtered.drain(QUIET).iter().map(Vec::len).collect();
-    assert_eq!(kept, [14 + 4 + 140], "the router's socket got the segment with data, labelled as it came");
+    assert_eq!(
+        kept,
+        [14 + 4 + 228, 14 + 4 + 140],
+        "the router's socket got the big frame and the segment with data after it"
+    );
 }

@@ -57,13 +57,12 @@ fn pe1_tables(c0: u32, p0: u32, labels: Vec<u32>) -> FastTables {
             mac: PE1C,
             accepts_mpls: false,
             netns: RED_NETNS,
-            mtu: 1500,
             delivery: Delivery::VethPeer,
         },
     );
     t.ports.insert(
         p0,
-        FastPort { vrf: 0, mac: PE1P, accepts_mpls: true, netns: 0, mtu: 1500, delivery: Delivery::VethPeer },
+        FastPort { vrf: 0, mac: PE1P, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
     );
     t.crossings.insert(RED_NETNS, Crossing { root_ifindex: RED_IFINDEX, vrf_ifindex: RED_IFINDEX });
     t.labels.insert(VPN_AT_PE1, LabelEntry::PopIp { vrf: RED_VRF, uniform: true });
@@ -79,14 +78,10 @@ fn pe1_tables(c0: u32, p0: u32, labels: Vec<u32>) -> FastTables {
 /// p: penultimate-hop pops of both transport labels (uniform), the VPN label below.
 fn p_tables(w0: u32, e0: u32) -> FastTables {
     let mut t = FastTables::default();
-    t.ports.insert(
-        w0,
-        FastPort { vrf: 0, mac: PW, accepts_mpls: true, netns: 0, mtu: 1500, delivery: Delivery::VethPeer },
-    );
-    t.ports.insert(
-        e0,
-        FastPort { vrf: 0, mac: PE, accepts_mpls: true, netns: 0, mtu: 1500, delivery: Delivery::VethPeer },
-    );
+    t.ports
+        .insert(w0, FastPort { vrf: 0, mac: PW, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer });
+    t.ports
+        .insert(e0, FastPort { vrf: 0, mac: PE, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer });
     let to_pe2 = Adjacency { ifindex: e0, mtu: CORE_MTU, dst_mac: PE2P, src_mac: PE };
     let to_pe1 = Adjacency { ifindex: w0, mtu: CORE_MTU, dst_mac: PE1P, src_mac: PW };
     t.labels.insert(TRANSPORT, LabelEntry::Php { uniform: true, adj: to_pe2 });
@@ -100,18 +95,11 @@ fn pe2_tables(c0: u32, p0: u32) -> FastTables {
     let mut t = FastTables::default();
     t.ports.insert(
         c0,
-        FastPort {
-            vrf: 0,
-            mac: PE2C,
-            accepts_mpls: false,
-            netns: 0,
-            mtu: 1500,
-            delivery: Delivery::VethPeer,
-        },
+        FastPort { vrf: 0, mac: PE2C, accepts_mpls: false, netns: 0, delivery: Delivery::VethPeer },
     );
     t.ports.insert(
         p0,
-        FastPort { vrf: 0, mac: PE2P, accepts_mpls: true, netns: 0, mtu: 1500, delivery: Delivery::VethPeer },
+        FastPort { vrf: 0, mac: PE2P, accepts_mpls: true, netns: 0, delivery: Delivery::VethPeer },
     );
     t.labels.insert(VPN_AT_PE2, LabelEntry::PopIp { vrf: 0, uniform: true });
     let to_ce = RouteEntry::Forward { labels: vec![TRANSPORT_BACK, VPN_AT_PE1], label_ttl: None, adj: core };

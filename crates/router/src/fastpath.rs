@@ -306,7 +306,7 @@ fn fast_tables(
                 let netns = p.netns.as_ref().map_or(0, |n| n.number);
                 t.ports.insert(
                     p.ifindex,
-                    FastPort { vrf, mac: p.mac, accepts_mpls, netns, mtu: p.mtu, delivery: p.delivery },
+                    FastPort { vrf, mac: p.mac, accepts_mpls, netns, delivery: p.delivery },
                 );
                 if let Some(n) = &p.netns {
                     t.crossings.insert(n.number, n.crossing);
@@ -958,8 +958,8 @@ mod tests {
     use vmpls_fastpath::Delivery;
 
     /// A port of the router's namespace over a veth, as `fast_tables` enters it.
-    fn veth_port(vrf: u16, mac: [u8; 6], accepts_mpls: bool, mtu: u32) -> FastPort {
-        FastPort { vrf, mac, accepts_mpls, netns: 0, mtu, delivery: Delivery::VethPeer }
+    fn veth_port(vrf: u16, mac: [u8; 6], accepts_mpls: bool) -> FastPort {
+        FastPort { vrf, mac, accepts_mpls, netns: 0, delivery: Delivery::VethPeer }
     }
 
     use std::net::{Ipv4Addr, Ipv6Addr};
@@ -1021,8 +1021,8 @@ mod tests {
             + "\n[[vrf]]\nname = \"cust\"\n";
         let fib = fib(&text);
         let (t, _) = fast_tables(&fib, &served(), &NeighborTable::new(NeighborConfig::default()), 255);
-        assert_eq!(t.ports.get(&7), Some(&veth_port(0, CORE_MAC, true, 65535)));
-        assert_eq!(t.ports.get(&9), Some(&veth_port(1, CE_MAC, false, 1500)));
+        assert_eq!(t.ports.get(&7), Some(&veth_port(0, CORE_MAC, true)));
+        assert_eq!(t.ports.get(&9), Some(&veth_port(1, CE_MAC, false)));
     }
 
     #[test]
@@ -1036,7 +1036,7 @@ mod tests {
         assert_eq!(t.labels.get(&2002), Some(&LabelEntry::PopIp { vrf: 0, uniform: true }));
         assert_eq!(t.routes_v4.get(&(0, v4("198.18.1.0"), 24)), Some(&RouteEntry::Local));
         assert!(next_hops(&used).contains(&(0, "198.18.20.1".parse().unwrap())), "{used:?}");
-        assert_eq!(t.ports.get(&7), Some(&veth_port(0, CORE_MAC, true, 65535)));
+        assert_eq!(t.ports.get(&7), Some(&veth_port(0, CORE_MAC, true)));
 
         n.learn(now, 0, "198.18.20.1".parse().unwrap(), P_MAC, true);
         n.learn(now, 1, "198.18.2.2".parse().unwrap(), HOST_MAC, true);

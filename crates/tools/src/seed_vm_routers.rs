@@ -56,6 +56,7 @@ use vmpls_control::{Config, LabelConfigAction, RouteAction};
 use vmpls_guest::{ExtraFile, FAIL_MARKER, Guest, GuestCache, GuestConfig, GuestImage, Nic};
 use vmpls_lab::capture::{Capture, tshark_fields};
 use vmpls_lab::seed::{CE1_V4, CE2_V4, SeedParams, router_configs};
+use vmpls_lab::stats::RouterStats;
 use vmpls_lab::topology::{HostOptions, Topology};
 use vmpls_lab::traffic::{FlowOptions, Limit, run_flow};
 use vmpls_lab::{Interrupted, interrupted};
@@ -370,6 +371,16 @@ fn guest_script(
         let ip = if ns.is_empty() { "ip".to_string() } else { format!("ip -n {ns}") };
         let mtu = if name.ends_with("-p") || name.starts_with("p-") { mode.core_mtu() } else { 1500 };
         let _ = writeln!(s, "{ip} link set {name} mtu {mtu} up || fail \"mtu {mtu} on {name}\"");
+        if mode.fast_path() && is_customer_nic(name) {
+            // What the README advises for a PE in a guest: without receive aggregation
+            // the customer NIC hands over single segments, which the programs push in
+            // the kernel; a super-frame would be the pipeline's to cut.
+            let exec = if ns.is_empty() { String::new() } else { format!("ip netns exec {ns} ") };
+            let _ = writeln!(
+                s,
+                "{exec}ethtool -K {name} gro off rx-gro-hw off || fail \"receive aggregation off on {name}\""
+            );
+        }
     }
     let mut pids = Vec::new();
     for router in routers {
@@ -411,6 +422,13 @@ fn guest_script(
         "(while sleep 2; do echo \"VMPLS-CPU $(head -1 /proc/stat) vmpls $(for x in $(pidof vmpls); do \
          cut -d' ' -f14,15 /proc/$x/stat; done | tr '\\n' ' ')\"; done) > /dev/console 2>&1 &\n",
     );
+    // The routers' counters every 2 s on the result channel (see `router_counters`).
+    for r in &pids {
+        let _ = writeln!(
+            s,
+            "(while sleep 2; do result \"STATS {r} $(vmpls --socket /tmp/{r}.sock -j stats 2>&1 | tr -d '\\n')\"; done) &"
+        );
+    }
     if let Some(seconds) = profile {
         s.push_str(&profile_command(seconds));
     }
@@ -425,6 +443,40 @@ fn guest_script(
         s.push_str("fail \"a vmpls router exited\"\n");
     }
     Ok(s)
+}
+
+/// A PE's NIC toward its customer (`pe1-ce1`, `pe2-ce2`).
+fn is_customer_nic(name: &str) -> bool {
+    name.starts_with("pe") && name.contains("-ce")
+}
+
+/// What each vmpls router in `guest` did, from its last counters on the result channel:
+/// a line per router with the label operations the programs (`fast`) and the pipeline did.
+fn router_counters(guest: &Guest) -> Vec<String> {
+    let results = guest.results();
+    let mut last: std::collections::BTreeMap<&str, RouterStats> = std::collections::BTreeMap::new();
+    for line in results.lines() {
+        let Some(rest) = line.strip_prefix("STATS ") else { continue };
+        let Some((router, json)) = rest.split_once(' ') else { continue };
+        if let Ok(stats) = RouterStats::parse(json) {
+            last.insert(router, stats);
+        }
+    }
+    last.iter()
+        .map(|(router, s)| {
+            format!(
+                "{router}: fast push {} swap {} pop {} (repassed {}) passed {}; pipeline push {} swap {} pop {}",
+                s.fast("push"),
+                s.fast("swap"),
+                s.fast("pop"),
+                s.fast("repassed"),
+                s.fast("passed"),
+                s.event("label_push").saturating_sub(s.fast("push")),
+                s.event("label_swap").saturating_sub(s.fast("swap")),
+                s.event("label_pop").saturating_sub(s.fast("pop")),
+            )
+        })
+        .collect()
 }
 
 /// The labels a capture on a core link must show: (link TAP, labels).
@@ -774,6 +826,15 @@ fn run_in(
             let iperf = lab.iperf(&mut guests, opts.duration);
             // Ctrl-C during the flow kills iperf3 and ends the run here.
             check_interrupt()?;
+            if mode.vmpls() {
+                // The counters after the flow come within 2 s.
+                std::thread::sleep(Duration::from_millis(2500));
+                for g in [&guests.pe, &guests.p] {
+                    for line in router_counters(g) {
+                        progress(&format!("{name}: {line}"));
+                    }
+                }
+            }
             if profile_seconds()?.is_some() {
                 progress(&format!("{name}: waiting for the guests' profiles (perf report)"));
                 guests.wait_for_profiles(PROFILE_REPORT_TIMEOUT, &mut *progress)?;
@@ -878,6 +939,15 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("sysctl -qw net.core.optmem_max=131072"), "{s}");
+        // With the fast path the customer NICs hand over single segments; the core NICs
+        // and the pipeline modes keep their receive aggregation.
+        for nic in ["pe1-ce1", "pe2-ce2"] {
+            assert!(s.contains(&format!("ethtool -K {nic} gro off rx-gro-hw off ||")), "{s}");
+        }
+        assert_eq!(s.matches("ethtool -K").count(), 2, "{s}");
+        assert!(s.contains("result \"STATS pe1 $(vmpls --socket /tmp/pe1.sock -j stats"), "{s}");
+        let s = guest_script(RouterMode::VmplsMpls64k, &PE_NICS, &["pe1", "pe2"], None).unwrap();
+        assert!(!s.contains("ethtool -K"), "{s}");
         let s = guest_script(RouterMode::VmplsMpls, &P_NICS, &["p"], Some(10)).unwrap();
         assert!(s.contains("fast-path = \"off\"") && !s.contains("optmem_max"), "{s}");
         let (profile, ready) = (s.find("perf record -a -F 99").unwrap(), s.find("result READY").unwrap());
