@@ -315,8 +315,9 @@ struct {
 } fp_port_stats SEC(".maps");
 
 // When each interface (ifindex) last delivered a frame the kernel could not send on whole
-// (bpf_ktime_get_ns): a super-frame, or one passed for its size. Written by fp_tc, read by
-// both programs' decisions (see big_frames_lately).
+// (bpf_ktime_get_ns): a super-frame, or one a pop would send to a link too small for it
+// (the pipeline sends it on as a super-frame). Written by fp_tc, read by both programs'
+// decisions (see big_frames_lately).
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -324,15 +325,15 @@ struct {
 	__type(value, __u64);
 } fp_big_seen SEC(".maps");
 
-#define FP_BIG_QUIET_NS (10ULL * 1000000000ULL)
+#define FP_BIG_QUIET_NS (1000ULL * 1000000ULL)
 
 // Whether the interface delivered a frame the kernel could not take whole in the last
-// 10 s. Such frames go to the pipeline; while they come, a flow's other frames with TCP
+// second. Such frames go to the pipeline; while they come, a flow's other frames with TCP
 // data that the kernel would label or pop and send to a transmitting port go there too,
 // behind them: sent meanwhile in the kernel they would overtake them and reorder the flow
 // (pure ACKs carry no data to reorder). The first such frame sends the flow's next
-// segments to the pipeline behind it, so nothing overtakes it; 10 s later the kernel
-// takes them again. From a NIC that aggregates nothing (a guest's virtio-net NIC after
+// segments to the pipeline behind it, so nothing overtakes it; a second after the last
+// one (far longer than a frame waits in the pipeline) the kernel takes them again. From a NIC that aggregates nothing (a guest's virtio-net NIC after
 // `ethtool -K IF gro off rx-gro-hw off`) the kernel pushes every segment.
 static __always_inline int big_frames_lately(__u32 ifindex)
 {
@@ -378,7 +379,7 @@ struct decision {
 	__u32 reproto;   // V_POP, V_PHP of an MPLS skb: first its protocol (see decide_mpls)
 	__u32 second_pass; // the frame is on that second pass: popped here, or dropped
 	__u32 in_ifindex; // skb->ifindex
-	__u32 too_big;   // passed for its size: the port delivers frames the kernel cannot take whole
+	__u32 too_big;   // a pop passed for its size: the port delivers frames the kernel cannot take whole
 };
 
 struct ipinfo {
@@ -964,10 +965,10 @@ static __always_inline void decide_ip(struct __sk_buff *skb, struct decision *d,
 		return;
 	if (!adj_ok(d, &adj, (__u64)skb->len - FP_ETH_HLEN + FP_OUTER4 + 4 * n))
 		return;
-	if (l3_size(&ip, gso, 4 * n) > adj.mtu) {
-		d->too_big = 1;
+	// Too big: TCP sets DF, so the pipeline drops it and answers "too big" (nothing
+	// left to overtake), which is why this does not set too_big.
+	if (l3_size(&ip, gso, 4 * n) > adj.mtu)
 		return;
-	}
 	if (n && !gso && ip.l4proto == IPPROTO_TCP) {
 		__u8 doff;
 		if (bpf_skb_load_bytes(skb, FP_ETH_HLEN + ip.l3len + 12, &doff, 1))
