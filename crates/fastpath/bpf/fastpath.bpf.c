@@ -8,7 +8,8 @@
 //            pushes or IP-forwards the frames the maps describe and hands them on with
 //            bpf_redirect_peer(out veth), or bpf_redirect(out device) for a port whose
 //            fp_port.transmit is set (TAP, virtio-net, physical NICs: no peer to land in);
-//            everything else TC_ACT_OK (the router's slow path).
+//            everything else TC_ACT_OK (the router's slow path). A pop of a frame the
+//            kernel took as MPLS goes through the port's ingress twice (see decide_mpls).
 //   fp_sock  (SEC "socket", SOCKET_FILTER, SO_ATTACH_BPF on the router's AF_PACKET SOCK_RAW
 //            socket): AF_PACKET taps run before tc ingress, so this returns 0 (drop)
 //            exactly for the frames fp_tc will redirect and keeps everything else.
@@ -333,8 +334,9 @@ struct {
 // behind them: sent meanwhile in the kernel they would overtake them and reorder the flow
 // (pure ACKs carry no data to reorder). The first such frame sends the flow's next
 // segments to the pipeline behind it, so nothing overtakes it; a second after the last
-// one (far longer than a frame waits in the pipeline) the kernel takes them again. From a NIC that aggregates nothing (a guest's virtio-net NIC after
-// `ethtool -K IF gro off rx-gro-hw off`) the kernel pushes every segment.
+// one (far longer than a frame waits in the pipeline) the kernel takes them again. From a
+// NIC that aggregates nothing (a guest's virtio-net NIC after `ethtool -K IF gro off
+// rx-gro-hw off`) the kernel pushes every segment.
 static __always_inline int big_frames_lately(__u32 ifindex)
 {
 	__u64 *seen = bpf_map_lookup_elem(&fp_big_seen, &ifindex);
@@ -702,7 +704,6 @@ static __always_inline struct fp_nh *group_select(__u32 id, __u32 hash)
 	return &g->nh[i];
 }
 
-// The top label at `mo` (14, or after the outer headers of a tunnel's datagram).
 // A pop, on its two passes (see decide_mpls), of a TCP segment with data that some
 // device sent, from a port that delivers frames the kernel cannot take whole (see
 // big_frames_lately): the pipeline's, behind them.
@@ -717,6 +718,7 @@ static __always_inline int pop_splits_flow(struct __sk_buff *skb, const struct d
 	return ip->tot_len > ip->l3len + (doff >> 4) * 4;
 }
 
+// The top label at `mo` (14, or after the outer headers of a tunnel's datagram).
 static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *d, __u32 gso, __u32 mo)
 {
 	__u32 lse;
@@ -1114,7 +1116,6 @@ static __always_inline void decide(struct __sk_buff *skb, struct decision *d)
 	}
 	d->rx_port = ifindex;
 	d->in_netns = port->netns;
-
 	__u8 eth[FP_ETH_HLEN];
 	if (bpf_skb_load_bytes(skb, 0, eth, FP_ETH_HLEN))
 		return;
@@ -1399,7 +1400,8 @@ int fp_tc(struct __sk_buff *skb)
 	// failure from here on drops it.
 	if (d.reproto) {
 		__u16 et = bpf_htons(d.ipver == 4 ? ETH_P_IP : ETH_P_IPV6);
-		long r = bpf_skb_store_bytes(skb, 12, &et, 2, 0) ? -1 : bpf_redirect(skb->ifindex, BPF_F_INGRESS);
+		long r = bpf_skb_store_bytes(skb, 12, &et, 2, 0) ? -1
+								  : bpf_redirect(skb->ifindex, BPF_F_INGRESS);
 		if (r != TC_ACT_REDIRECT) {
 			count(C_REDIRECT_FAILED, 1);
 			return TC_ACT_SHOT;
