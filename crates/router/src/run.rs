@@ -506,7 +506,7 @@ fn start_fast_path(
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, vrf = %p.vrf, netns = p.netns.as_deref().unwrap_or_default(), vrf_interface = %p.vrf, "forwarding: the in-kernel fast path, across the VRF interface between the VRF's namespace and the router's; the pipeline for what it leaves")
             }
             (None, Some(_)) if transmit => {
-                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the in-kernel fast path, out by the device's transmit (not a veth); the pipeline for what it leaves, and for labelled super-frames to this port (the kernel would need MPLS GSO to cut them)")
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the in-kernel fast path, out by the device's transmit (not a veth); the pipeline for what it leaves, for labelled super-frames to this port (the kernel would need MPLS GSO to cut them) and for the TCP segments of their flows; a customer NIC with receive aggregation off (ethtool -K IF gro off rx-gro-hw off) delivers no super-frames, and the kernel pushes all its segments")
             }
             (None, Some(_)) => {
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the in-kernel fast path, the pipeline for what it leaves")
