@@ -21,6 +21,17 @@ fn write_nr_hugepages(n: u64) -> anyhow::Result<()> {
     std::fs::write(NR_HUGEPAGES, n.to_string()).with_context(|| format!("writing {n} to {NR_HUGEPAGES}"))
 }
 
+/// Sets the count to `change(count)` and returns (before, after as the kernel set it).
+/// One change at a time in the process: tests that run at once reserve pages together,
+/// and two reads before two writes would lose one reservation.
+fn change_nr_hugepages(change: impl FnOnce(u64) -> u64) -> anyhow::Result<(u64, u64)> {
+    static COUNT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = COUNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let before = read_nr_hugepages().context("reading the hugepage count (are we root?)")?;
+    write_nr_hugepages(change(before))?;
+    Ok((before, read_nr_hugepages()?))
+}
+
 /// 2 MiB hugepages reserved on top of the machine's count and a hugetlbfs mounted for
 /// them; both given back by [`Hugepages::release`] or on drop (also when a test panics).
 #[derive(Debug)]
@@ -34,10 +45,9 @@ impl Hugepages {
     /// Reserves `pages` more hugepages and mounts a hugetlbfs at `dir` (created). Fails
     /// with what to do when the kernel cannot find that many free pages.
     pub fn reserve(pages: u64, dir: &Path) -> anyhow::Result<Hugepages> {
-        let before = read_nr_hugepages().context("reading the hugepage count (are we root?)")?;
-        write_nr_hugepages(before + pages)?;
         // The kernel sets the count to what it could allocate: give back exactly that.
-        let added = read_nr_hugepages()?.saturating_sub(before);
+        let (before, after) = change_nr_hugepages(|n| n + pages)?;
+        let added = after.saturating_sub(before);
         let mut h = Hugepages { pages: added, dir: dir.to_path_buf(), mounted: false };
         if added < pages {
             bail!(
@@ -74,8 +84,8 @@ impl Hugepages {
         // pages, which the kernel frees once their last user lets go.
         if self.pages > 0 {
             // Relative to the count now: others may have reserved or released theirs meanwhile.
-            let now = read_nr_hugepages()?;
-            write_nr_hugepages(now.saturating_sub(self.pages))?;
+            let pages = self.pages;
+            change_nr_hugepages(|now| now.saturating_sub(pages))?;
             self.pages = 0;
         }
         unmounted

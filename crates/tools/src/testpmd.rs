@@ -118,7 +118,11 @@ impl Testpmd {
 
     fn launch(work: &Path, huge_dir: Option<&Path>, opts: &TestpmdOptions) -> anyhow::Result<Testpmd> {
         let log = work.join(format!("{}.log", opts.name));
-        let prefix = format!("vmpls-{}-{}", std::process::id(), opts.name);
+        // Unique in the process too: tests that run at once start testpmds of the same
+        // name, and DPDK refuses a second primary process on one runtime directory.
+        static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let prefix = format!("vmpls-{}-{n}-{}", std::process::id(), opts.name);
         // Line-buffered output: its log shows at once when it is ready ("Press enter").
         let mut cmd = Command::new("stdbuf");
         cmd.arg("-oL")
