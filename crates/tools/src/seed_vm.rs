@@ -108,6 +108,65 @@ pub struct VmModeResult {
     pub ratio: Option<f64>,
     /// Why the mode failed, if it did.
     pub error: Option<String>,
+    /// What each vmpls router did, by name (`--vm-routers` only).
+    pub routers: Vec<(String, LabelOps)>,
+}
+
+/// The label operations one vmpls router did in a mode: by its in-kernel programs and by
+/// its pipeline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LabelOps {
+    pub fast_push: u64,
+    pub fast_swap: u64,
+    pub fast_pop: u64,
+    /// Of the programs' pops, those that took a second pass through their port.
+    pub fast_repassed: u64,
+    /// Frames the programs left to the pipeline.
+    pub fast_passed: u64,
+    pub pipeline_push: u64,
+    pub pipeline_swap: u64,
+    pub pipeline_pop: u64,
+}
+
+impl LabelOps {
+    /// From a router's counters (the router's label events count both paths' work).
+    pub fn from_stats(s: &vmpls_lab::stats::RouterStats) -> LabelOps {
+        LabelOps {
+            fast_push: s.fast("push"),
+            fast_swap: s.fast("swap"),
+            fast_pop: s.fast("pop"),
+            fast_repassed: s.fast("repassed"),
+            fast_passed: s.fast("passed"),
+            pipeline_push: s.event("label_push").saturating_sub(s.fast("push")),
+            pipeline_swap: s.event("label_swap").saturating_sub(s.fast("swap")),
+            pipeline_pop: s.event("label_pop").saturating_sub(s.fast("pop")),
+        }
+    }
+
+    fn to_json(self) -> serde_json::Value {
+        serde_json::json!({
+            "fast": { "push": self.fast_push, "swap": self.fast_swap, "pop": self.fast_pop,
+                      "repassed": self.fast_repassed, "passed": self.fast_passed },
+            "pipeline": { "push": self.pipeline_push, "swap": self.pipeline_swap, "pop": self.pipeline_pop },
+        })
+    }
+}
+
+impl std::fmt::Display for LabelOps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "fast push {} swap {} pop {} (repassed {}) passed {}; pipeline push {} swap {} pop {}",
+            self.fast_push,
+            self.fast_swap,
+            self.fast_pop,
+            self.fast_repassed,
+            self.fast_passed,
+            self.pipeline_push,
+            self.pipeline_swap,
+            self.pipeline_pop
+        )
+    }
 }
 
 /// The result of `vmpls lab seed --vm`.
@@ -141,12 +200,22 @@ impl VmSeedReport {
     }
 
     /// As JSON, with the keys of `vmpls lab seed --json`:
-    /// `{"guests":{"accel":...},"modes":[{"name","gbps","retransmits","ratio","bytes","seconds","error"}]}`.
+    /// `{"guests":{"accel":...},"modes":[{"name","gbps","retransmits","ratio","bytes","seconds","error"}]}`,
+    /// and a mode with vmpls routers in guests has `"routers":{NAME:{"fast":{"push",
+    /// "swap","pop","repassed","passed"},"pipeline":{"push","swap","pop"}}}`.
     pub fn to_json(&self) -> serde_json::Value {
         let modes: Vec<_> = self
             .rows()
             .iter()
-            .map(|m| serde_json::Value::Object(report::mode_json(m, JsonDetail::Full)))
+            .zip(&self.modes)
+            .map(|(row, m)| {
+                let mut o = report::mode_json(row, JsonDetail::Full);
+                if !m.routers.is_empty() {
+                    let routers = m.routers.iter().map(|(name, ops)| (name.clone(), ops.to_json()));
+                    o.insert("routers".into(), serde_json::Value::Object(routers.collect()));
+                }
+                serde_json::Value::Object(o)
+            })
             .collect();
         serde_json::json!({ "guests": { "accel": self.accel }, "modes": modes })
     }
@@ -495,6 +564,7 @@ pub fn run_seed_vm(opts: &VmSeedOptions, progress: &mut dyn FnMut(&str)) -> anyh
                     iperf: Some(iperf),
                     ratio: None,
                     error: None,
+                    routers: Vec::new(),
                 });
             }
             Err(e) if interrupted() || vmpls_lab::is_interrupted(&e) => return Err(e),
@@ -505,6 +575,7 @@ pub fn run_seed_vm(opts: &VmSeedOptions, progress: &mut dyn FnMut(&str)) -> anyh
                     iperf: None,
                     ratio: None,
                     error: Some(format!("{e:#}")),
+                    routers: Vec::new(),
                 });
             }
             Err(e) => {
@@ -613,9 +684,27 @@ mod tests {
         let r = |gbps| Some(IperfResult { gbps, retransmits: 4, bytes: 100, seconds: 5.0 });
         let report = VmSeedReport {
             modes: vec![
-                VmModeResult { name: "kernel-ip".into(), iperf: r(0.4), ratio: Some(1.0), error: None },
-                VmModeResult { name: "vmpls-mpls".into(), iperf: r(0.5), ratio: Some(1.25), error: None },
-                VmModeResult { name: "x".into(), iperf: None, ratio: None, error: Some("boom".into()) },
+                VmModeResult {
+                    name: "kernel-ip".into(),
+                    iperf: r(0.4),
+                    ratio: Some(1.0),
+                    error: None,
+                    routers: Vec::new(),
+                },
+                VmModeResult {
+                    name: "vmpls-mpls".into(),
+                    iperf: r(0.5),
+                    ratio: Some(1.25),
+                    error: None,
+                    routers: Vec::new(),
+                },
+                VmModeResult {
+                    name: "x".into(),
+                    iperf: None,
+                    ratio: None,
+                    error: Some("boom".into()),
+                    routers: Vec::new(),
+                },
             ],
             accel: "tcg".into(),
             work_dir: None,

@@ -61,7 +61,7 @@ use vmpls_lab::topology::{HostOptions, Topology};
 use vmpls_lab::traffic::{FlowOptions, Limit, run_flow};
 use vmpls_lab::{Interrupted, interrupted};
 
-use crate::seed_vm::{IperfResult, VmModeResult, VmSeedReport, parse_iperf_json};
+use crate::seed_vm::{IperfResult, LabelOps, VmModeResult, VmSeedReport, parse_iperf_json};
 
 /// The host namespace with the bridges that join the guests' core TAPs.
 const LINKS: &str = "links";
@@ -450,33 +450,18 @@ fn is_customer_nic(name: &str) -> bool {
     name.starts_with("pe") && name.contains("-ce")
 }
 
-/// What each vmpls router in `guest` did, from its last counters on the result channel:
-/// a line per router with the label operations the programs (`fast`) and the pipeline did.
-fn router_counters(guest: &Guest) -> Vec<String> {
+/// What each vmpls router in `guest` did, from its last counters on the result channel.
+fn router_label_ops(guest: &Guest) -> Vec<(String, LabelOps)> {
     let results = guest.results();
-    let mut last: std::collections::BTreeMap<&str, RouterStats> = std::collections::BTreeMap::new();
+    let mut last = std::collections::BTreeMap::new();
     for line in results.lines() {
         let Some(rest) = line.strip_prefix("STATS ") else { continue };
         let Some((router, json)) = rest.split_once(' ') else { continue };
         if let Ok(stats) = RouterStats::parse(json) {
-            last.insert(router, stats);
+            last.insert(router.to_string(), LabelOps::from_stats(&stats));
         }
     }
-    last.iter()
-        .map(|(router, s)| {
-            format!(
-                "{router}: fast push {} swap {} pop {} (repassed {}) passed {}; pipeline push {} swap {} pop {}",
-                s.fast("push"),
-                s.fast("swap"),
-                s.fast("pop"),
-                s.fast("repassed"),
-                s.fast("passed"),
-                s.event("label_push").saturating_sub(s.fast("push")),
-                s.event("label_swap").saturating_sub(s.fast("swap")),
-                s.event("label_pop").saturating_sub(s.fast("pop")),
-            )
-        })
-        .collect()
+    last.into_iter().collect()
 }
 
 /// The labels a capture on a core link must show: (link TAP, labels).
@@ -826,25 +811,33 @@ fn run_in(
             let iperf = lab.iperf(&mut guests, opts.duration);
             // Ctrl-C during the flow kills iperf3 and ends the run here.
             check_interrupt()?;
+            let mut routers = Vec::new();
             if mode.vmpls() {
                 // The counters after the flow come within 2 s.
                 std::thread::sleep(Duration::from_millis(2500));
                 for g in [&guests.pe, &guests.p] {
-                    for line in router_counters(g) {
-                        progress(&format!("{name}: {line}"));
-                    }
+                    routers.extend(router_label_ops(g));
+                }
+                for (router, ops) in &routers {
+                    progress(&format!("{name}: {router}: {ops}"));
                 }
             }
             if profile_seconds()?.is_some() {
                 progress(&format!("{name}: waiting for the guests' profiles (perf report)"));
                 guests.wait_for_profiles(PROFILE_REPORT_TIMEOUT, &mut *progress)?;
             }
-            iperf
+            iperf.map(|i| (i, routers))
         })();
         match r {
-            Ok(i) => {
+            Ok((i, routers)) => {
                 progress(&format!("{name}: {:.3} Gbit/s, {} retransmits", i.gbps, i.retransmits));
-                results.push(VmModeResult { name: name.into(), iperf: Some(i), ratio: None, error: None });
+                results.push(VmModeResult {
+                    name: name.into(),
+                    iperf: Some(i),
+                    ratio: None,
+                    error: None,
+                    routers,
+                });
             }
             Err(e) if interrupted() || vmpls_lab::is_interrupted(&e) => {
                 lab.cleanup()?;
@@ -857,6 +850,7 @@ fn run_in(
                     iperf: None,
                     ratio: None,
                     error: Some(format!("{e:#}")),
+                    routers: Vec::new(),
                 });
             }
             Err(e) => {

@@ -1,9 +1,10 @@
 //! `vmpls lab seed --vm-routers` in a short form: the seed's routers inside two QEMU
 //! guests (P; PE with pe1 and pe2 in namespaces), kernel MPLS and vmpls (core links at
 //! 1500 and at 65521 bytes; and with the in-kernel fast path on the guests' virtio-net
-//! NICs, whose counters must show it did the flow's label operations) in turn. Each mode of the lab itself checks that a 4 MiB
-//! transfer ce1 -> ce2 arrives intact and that the labels dumpcap sees on the P guest's
-//! TAPs are the configured ones (1002/2001 west, 2002/1001 east), then runs iperf3: the
+//! NICs, whose counters in the report must show it did the flow's label operations) in
+//! turn. Each mode of the lab itself checks that a 4 MiB transfer ce1 -> ce2 arrives
+//! intact and that the labels dumpcap sees on the P guest's TAPs are the configured ones
+//! (1002/2001 west, 2002/1001 east), then runs iperf3: the
 //! test checks that every mode passed, that the numbers are there, and that the lab left
 //! no namespace behind. Needs root, QEMU (TCG is enough), tshark/dumpcap and iperf3; the
 //! guest image comes from `vmpls-guest` (the first build downloads the kernel package).
@@ -47,24 +48,18 @@ fn lab_seed_vm_routers_carries_labelled_traffic_through_guest_routers() {
     // aggregates nothing, so single segments came), p swapped, pe2 popped what the
     // virtio-net NIC received (MPLS to the kernel: each frame took a second pass through
     // the NIC's ingress), and the ACKs the other way.
+    let tc = modes.iter().find(|m| m["name"] == "vmpls-mpls-tc").expect("the fast-path mode");
     let counters = |router: &str| -> std::collections::BTreeMap<String, u64> {
-        let prefix = format!("vmpls-mpls-tc: {router}: ");
-        let line = stderr
-            .lines()
-            .find_map(|l| l.strip_prefix(&prefix))
-            .unwrap_or_else(|| panic!("no counters of {router} in:\n{stderr}"));
-        // "fast push N swap N pop N (repassed N) passed N; pipeline push N swap N pop N"
-        let words: Vec<&str> =
-            line.split(|c: char| c.is_whitespace() || "();".contains(c)).filter(|w| !w.is_empty()).collect();
+        let ops = &tc["routers"][router];
         let mut out = std::collections::BTreeMap::new();
-        let mut group = "";
-        for pair in words.windows(2) {
-            match (pair[0], pair[1].parse::<u64>()) {
-                ("fast" | "pipeline", _) => group = pair[0],
-                (name, Ok(n)) => {
-                    out.insert(format!("{group} {name}"), n);
-                }
-                _ => {}
+        for path in ["fast", "pipeline"] {
+            for (name, n) in
+                ops[path].as_object().unwrap_or_else(|| panic!("no {path} counters of {router}: {tc}"))
+            {
+                out.insert(
+                    format!("{path} {name}"),
+                    n.as_u64().unwrap_or_else(|| panic!("{router} {name}: {n}")),
+                );
             }
         }
         out
