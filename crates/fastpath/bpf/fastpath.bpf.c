@@ -58,6 +58,9 @@
 #define FP_FIRST_UNRESERVED 16
 // skb->mark of a frame on its second pass through a port's ingress (see V_POP in decide_mpls)
 #define FP_MARK_REPROTO 0x766d706cu // "vmpl"
+// FP_MARK_PUSH + n: a super-frame handed to the port's push chain for n labels (see
+// fp_pushing); the chain's fw filters match these marks.
+#define FP_MARK_PUSH 0x766d7000u
 
 #ifndef BPF_F_ADJ_ROOM_DECAP_L3_IPV4 // Linux 6.3; older uapi headers lack them
 #define BPF_F_ADJ_ROOM_DECAP_L3_IPV4 (1ULL << 7)
@@ -82,7 +85,12 @@ struct fp_port {
 	// lack (and that skb->protocol, still IP after a push, would mislead): labelled
 	// super-frames to such a port are the pipeline's, which segments them itself.
 	__u8 transmit;
-	__u8 pad[3];
+	// 1: the port's TC ingress has the push chain after fp_tc (fw filters on
+	// FP_MARK_PUSH + n, each with n act_mpls pushes, then fp_push in chain 1), and the
+	// kernel has MPLS GSO: a TCP super-frame pushed into a transmitting port leaves whole
+	// through it, for the out device's MPLS GSO to cut (see fp_pushing).
+	__u8 push_chain;
+	__u8 pad[2];
 };
 
 struct fp_label {
@@ -211,6 +219,7 @@ enum {
 	C_DECAP,
 	C_CROSSED,
 	C_REPASSED,
+	C_PUSH_GSO,
 	C_MAX
 };
 
@@ -292,6 +301,28 @@ struct {
 	__type(key, __u32);
 	__type(value, struct fp_handoff);
 } fp_handoffs SEC(".maps");
+
+// A super-frame on its way through the receiving port's push chain (per CPU): fp_tc has
+// decided a push, written the IP TTL and the Ethernet header, set skb->mark to
+// FP_MARK_PUSH + nlabels and let the classification go on (TC_ACT_UNSPEC). The chain's
+// fw filter for that mark runs nlabels `act_mpls push` actions, which insert the entries
+// and set what the kernel's MPLS GSO needs (skb->protocol MPLS, the inner protocol and
+// network header: no BPF helper sets those), then goes to chain 1, where fp_push writes
+// the entries and redirects to `out`, all at once on this CPU. `len` (the frame's length
+// after the pushes) ties the entry to that frame.
+struct fp_pushing {
+	__u32 out;
+	__u32 len;
+	__u32 nlabels;
+	__u32 lse[FP_MAX_PUSH]; // host order, outermost first
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_pushing);
+} fp_pushings SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -382,6 +413,8 @@ struct decision {
 	__u32 second_pass; // the frame is on that second pass: popped here, or dropped
 	__u32 in_ifindex; // skb->ifindex
 	__u32 too_big;   // a pop passed for its size: the port delivers frames the kernel cannot take whole
+	__u32 in_push_chain; // the receiving port's fp_port.push_chain
+	__u32 push_chain; // V_PUSH of a super-frame through the receiving port's push chain
 };
 
 struct ipinfo {
@@ -1013,12 +1046,16 @@ static __always_inline void decide_delivery(struct decision *d, __u32 gso)
 	__u32 out_netns = op ? op->netns : 0;
 	if (op && op->transmit) {
 		int labelled = d->verdict == V_SWAP || d->verdict == V_PUSH || d->verdict == V_PHP_LABEL;
+		// Pushes through the push chain: super-frames leave whole in the kernel too, so
+		// single segments pushed meanwhile overtake nothing.
+		int chain = d->verdict == V_PUSH && d->in_push_chain && out_netns == d->in_netns;
 		if (out_netns != d->in_netns ||
-		    (labelled && (gso || (d->tcp_data && big_frames_lately(d->in_ifindex))))) {
+		    (labelled && !chain && (gso || (d->tcp_data && big_frames_lately(d->in_ifindex))))) {
 			d->verdict = V_PASS;
 			return;
 		}
 		d->transmit = 1;
+		d->push_chain = chain && gso;
 	}
 	if (out_netns == d->in_netns)
 		return;
@@ -1116,6 +1153,7 @@ static __always_inline void decide(struct __sk_buff *skb, struct decision *d)
 	}
 	d->rx_port = ifindex;
 	d->in_netns = port->netns;
+	d->in_push_chain = port->push_chain;
 	__u8 eth[FP_ETH_HLEN];
 	if (bpf_skb_load_bytes(skb, 0, eth, FP_ETH_HLEN))
 		return;
@@ -1353,6 +1391,27 @@ static __always_inline int handed_off(struct __sk_buff *skb, __u32 *out)
 	return 1;
 }
 
+// Hands a pushed super-frame to the port's push chain (see fp_pushing): everything of the
+// push but the label stack entries is done here.
+static __always_inline int to_push_chain(struct __sk_buff *skb, const struct decision *d, __u64 in_len)
+{
+	__u32 zero = 0;
+	__u32 n = d->nlabels;
+	struct fp_pushing *p = bpf_map_lookup_elem(&fp_pushings, &zero);
+	if (!p || n < 1 || n > FP_MAX_PUSH || set_ttl(skb, FP_ETH_HLEN, d->ipver, d->new_ttl) ||
+	    set_eth(skb, &d->adj, d->ipver == 4 ? ETH_P_IP : ETH_P_IPV6)) {
+		count(C_REDIRECT_FAILED, 1);
+		return TC_ACT_SHOT;
+	}
+	p->out = d->adj.ifindex;
+	p->len = skb->len + 4 * n;
+	p->nlabels = n;
+	__builtin_memcpy(p->lse, d->lse, sizeof(p->lse));
+	skb->mark = FP_MARK_PUSH + n;
+	port_stat(d->rx_port, 0, in_len);
+	return TC_ACT_UNSPEC;
+}
+
 SEC("classifier") // aya 0.14 names SCHED_CLS sections "classifier"
 int fp_tc(struct __sk_buff *skb)
 {
@@ -1366,10 +1425,10 @@ int fp_tc(struct __sk_buff *skb)
 		count(C_CROSSED, 1);
 		return r;
 	}
-	if (skb->gso_size)
-		note_big_frame(skb->ifindex);
 	struct decision d = {};
 	decide(skb, &d);
+	if (skb->gso_size && !d.push_chain)
+		note_big_frame(skb->ifindex);
 	if (!d.candidate)
 		return TC_ACT_OK;
 	if (d.second_pass) {
@@ -1410,6 +1469,8 @@ int fp_tc(struct __sk_buff *skb)
 		count(C_REPASSED, 1);
 		return r;
 	}
+	if (d.push_chain)
+		return to_push_chain(skb, &d, in_len);
 	if (act(skb, &d)) {
 		count(C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
@@ -1463,6 +1524,48 @@ int fp_tc(struct __sk_buff *skb)
 	count(C_BYTES, out_len);
 	port_stat(d.rx_port, 0, in_len);
 	port_stat(d.adj.ifindex, 1, out_len);
+	return r;
+}
+
+// Chain 1 of a port's push chain: the last step of a push fp_tc handed on (see
+// fp_pushing), after the chain's `act_mpls push` actions made room for the entries.
+SEC("classifier")
+int fp_push(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	struct fp_pushing *p = bpf_map_lookup_elem(&fp_pushings, &zero);
+	if (!p || !p->out || skb->mark != FP_MARK_PUSH + p->nlabels || skb->len != p->len) {
+		count(C_REDIRECT_FAILED, 1);
+		return TC_ACT_SHOT;
+	}
+	__u32 out = p->out;
+	__u32 n = p->nlabels;
+	p->out = 0;
+	skb->mark = 0;
+	if (n < 1 || n > FP_MAX_PUSH) {
+		count(C_REDIRECT_FAILED, 1);
+		return TC_ACT_SHOT;
+	}
+#pragma unroll
+	for (int i = 0; i < FP_MAX_PUSH; i++) {
+		if (i < n) {
+			__u32 lse = bpf_htonl(p->lse[i]);
+			if (bpf_skb_store_bytes(skb, FP_ETH_HLEN + 4 * i, &lse, 4, 0)) {
+				count(C_REDIRECT_FAILED, 1);
+				return TC_ACT_SHOT;
+			}
+		}
+	}
+	long r = bpf_redirect(out, 0);
+	if (r != TC_ACT_REDIRECT) {
+		count(C_REDIRECT_FAILED, 1);
+		return TC_ACT_SHOT;
+	}
+	__u64 out_len = skb->len;
+	count(C_PUSH, 1);
+	count(C_PUSH_GSO, 1);
+	count(C_BYTES, out_len);
+	port_stat(out, 1, out_len);
 	return r;
 }
 

@@ -40,6 +40,7 @@ pub(crate) mod counter {
     pub(crate) const DECAP: u32 = 9;
     pub(crate) const CROSSED: u32 = 10;
     pub(crate) const REPASSED: u32 = 11;
+    pub(crate) const PUSH_GSO: u32 = 12;
 }
 
 /// `struct fp_adj`.
@@ -61,7 +62,9 @@ pub(crate) struct RawPort {
     pub accepts_mpls: u8,
     pub netns: u8,
     pub transmit: u8,
-    pub pad: [u8; 3],
+    /// Set by [`crate::FastPath`] for ports with a push chain, not by [`encode`].
+    pub push_chain: u8,
+    pub pad: [u8; 2],
 }
 
 /// `struct fp_label`, the value of `fp_labels` (key: label).
@@ -310,7 +313,8 @@ fn port(p: &FastPort) -> RawPort {
         accepts_mpls: u8::from(p.accepts_mpls),
         netns: p.netns,
         transmit: u8::from(p.delivery == Delivery::Transmit),
-        pad: [0; 3],
+        push_chain: 0,
+        pad: [0; 2],
     }
 }
 
@@ -666,7 +670,15 @@ mod tests {
         let e = enc(&t).unwrap();
         assert_eq!(
             e.ports[&3],
-            RawPort { vrf: 9, mac: [2, 1, 2, 3, 4, 5], accepts_mpls: 1, netns: 2, transmit: 0, pad: [0; 3] }
+            RawPort {
+                vrf: 9,
+                mac: [2, 1, 2, 3, 4, 5],
+                accepts_mpls: 1,
+                netns: 2,
+                transmit: 0,
+                push_chain: 0,
+                pad: [0; 2]
+            }
         );
         assert_eq!((e.ports[&4].transmit, e.ports[&4].netns), (1, 0));
         assert_eq!(e.crossings[&2], RawCrossing { root_ifindex: 20, vrf_ifindex: 21 });

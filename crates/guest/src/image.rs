@@ -36,6 +36,11 @@ pub const DEFAULT_MODULES: &[&str] = &[
     // kernels before tcx (6.6), such as the guest's.
     "sch_ingress",
     "cls_bpf",
+    // vmpls's push chain (TCP super-frames pushed whole, cut by the kernel's MPLS GSO):
+    // the fw classifier, the MPLS action, MPLS GSO.
+    "cls_fw",
+    "act_mpls",
+    "mpls_gso",
 ];
 
 /// Host programs copied into the guest with their libraries.

@@ -900,6 +900,7 @@ impl FastPathRuntime {
             ("decap", c.decap),
             ("crossed", c.crossed),
             ("repassed", c.repassed),
+            ("push_gso", c.push_gso),
             ("install_failed", self.installer.failures),
         ]
     }
@@ -909,6 +910,17 @@ impl FastPathRuntime {
     pub fn tunnel_of(&self, port: usize) -> Option<(String, bool)> {
         let p = self.ports.get(port)?.as_ref()?;
         p.tunnel.map(|t| (p.ifname.clone(), t.encap))
+    }
+
+    /// Whether TCP super-frames received on port `port` and pushed into a transmitting
+    /// port leave whole in the kernel (its push chain), or why the pipeline cuts them;
+    /// `None` if the programs do not serve it.
+    pub fn push_chain_of(&self, port: usize) -> Option<Result<(), String>> {
+        let p = self.ports.get(port)?.as_ref()?;
+        if p.tunnel.is_some() {
+            return None;
+        }
+        Some(self.fp.pushes_super_frames_whole(&p.attach_key()))
     }
 
     /// Frames and bytes the programs took from `port` and sent out of it, as last read;

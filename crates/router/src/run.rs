@@ -506,7 +506,7 @@ fn start_fast_path(
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, vrf = %p.vrf, netns = p.netns.as_deref().unwrap_or_default(), vrf_interface = %p.vrf, "forwarding: the in-kernel fast path, across the VRF interface between the VRF's namespace and the router's; the pipeline for what it leaves")
             }
             (None, Some(_)) if transmit => {
-                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the in-kernel fast path, out by the device's transmit (not a veth); the pipeline for what it leaves, for labelled super-frames to this port (the kernel would need MPLS GSO to cut them) and for the TCP segments of their flows; a customer NIC with receive aggregation off (ethtool -K IF gro off rx-gro-hw off) delivers no super-frames, and the kernel pushes all its segments")
+                info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the in-kernel fast path, out by the device's transmit (not a veth); the pipeline for what it leaves, for labelled super-frames to this port other than pushes through a push chain (the kernel cuts those with its MPLS GSO) and for the TCP segments of their flows")
             }
             (None, Some(_)) => {
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, "forwarding: the in-kernel fast path, the pipeline for what it leaves")
@@ -519,6 +519,21 @@ fn start_fast_path(
             }
             (Some(why), _) => {
                 info!(port = %p.name, kind = p.kind.name(), interface = %p.interface, why, "forwarding: the pipeline (the fast path serves AF_PACKET ports on Ethernet interfaces and MPLS-in-UDP ports whose socket is in the router's namespace)")
+            }
+        }
+    }
+    if let Some(f) = &fast
+        && transmits.iter().any(|t| *t)
+    {
+        for (i, p) in cfg.ports.iter().enumerate() {
+            match f.push_chain_of(i) {
+                Some(Ok(())) => {
+                    info!(port = %p.name, interface = %p.interface, "TCP super-frames from this port pushed into a transmitting port: whole, in the kernel (act_mpls, then the out device's MPLS GSO)")
+                }
+                Some(Err(why)) => {
+                    info!(port = %p.name, interface = %p.interface, why, "TCP super-frames from this port pushed into a transmitting port: the pipeline's, which cuts them; a NIC with receive aggregation off (ethtool -K IF gro off rx-gro-hw off) delivers none, and the kernel pushes all its segments")
+                }
+                None => {}
             }
         }
     }

@@ -121,6 +121,9 @@ pub struct LabelOps {
     pub fast_pop: u64,
     /// Of the programs' pops, those that took a second pass through their port.
     pub fast_repassed: u64,
+    /// Of the programs' pushes, the super-frames pushed whole (the kernel's act_mpls, cut
+    /// by its MPLS GSO at the out NIC).
+    pub fast_push_gso: u64,
     /// Frames the programs left to the pipeline.
     pub fast_passed: u64,
     pub pipeline_push: u64,
@@ -136,6 +139,7 @@ impl LabelOps {
             fast_swap: s.fast("swap"),
             fast_pop: s.fast("pop"),
             fast_repassed: s.fast("repassed"),
+            fast_push_gso: s.fast("push_gso"),
             fast_passed: s.fast("passed"),
             pipeline_push: s.event("label_push").saturating_sub(s.fast("push")),
             pipeline_swap: s.event("label_swap").saturating_sub(s.fast("swap")),
@@ -146,7 +150,8 @@ impl LabelOps {
     fn to_json(self) -> serde_json::Value {
         serde_json::json!({
             "fast": { "push": self.fast_push, "swap": self.fast_swap, "pop": self.fast_pop,
-                      "repassed": self.fast_repassed, "passed": self.fast_passed },
+                      "repassed": self.fast_repassed, "push_gso": self.fast_push_gso,
+                      "passed": self.fast_passed },
             "pipeline": { "push": self.pipeline_push, "swap": self.pipeline_swap, "pop": self.pipeline_pop },
         })
     }
@@ -156,8 +161,9 @@ impl std::fmt::Display for LabelOps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "fast push {} swap {} pop {} (repassed {}) passed {}; pipeline push {} swap {} pop {}",
+            "fast push {} (super-frames whole {}) swap {} pop {} (repassed {}) passed {}; pipeline push {} swap {} pop {}",
             self.fast_push,
+            self.fast_push_gso,
             self.fast_swap,
             self.fast_pop,
             self.fast_repassed,
