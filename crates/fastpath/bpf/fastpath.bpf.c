@@ -58,9 +58,11 @@
 #define FP_FIRST_UNRESERVED 16
 // skb->mark of a frame on its second pass through a port's ingress (see V_POP in decide_mpls)
 #define FP_MARK_REPROTO 0x766d706cu // "vmpl"
-// FP_MARK_PUSH + n: a super-frame handed to the port's push chain for n labels (see
-// fp_pushing); the chain's fw filters match these marks.
+// A frame handed to its port's action chain (see fp_acting), whose fw filters match
+// these marks: FP_MARK_PUSH + n for a push of n labels, FP_MARK_POP + 4 or + 6 for a pop
+// with an IPv4 or IPv6 packet under the label.
 #define FP_MARK_PUSH 0x766d7000u
+#define FP_MARK_POP 0x766d7010u
 
 #ifndef BPF_F_ADJ_ROOM_DECAP_L3_IPV4 // Linux 6.3; older uapi headers lack them
 #define BPF_F_ADJ_ROOM_DECAP_L3_IPV4 (1ULL << 7)
@@ -85,11 +87,10 @@ struct fp_port {
 	// lack (and that skb->protocol, still IP after a push, would mislead): labelled
 	// super-frames to such a port are the pipeline's, which segments them itself.
 	__u8 transmit;
-	// 1: the port's TC ingress has the push chain after fp_tc (fw filters on
-	// FP_MARK_PUSH + n, each with n act_mpls pushes, then fp_push in chain 1), and the
-	// kernel has MPLS GSO: a TCP super-frame pushed into a transmitting port leaves whole
-	// through it, for the out device's MPLS GSO to cut (see fp_pushing).
-	__u8 push_chain;
+	// 1: the port's TC ingress has the action chain after fp_tc (fw filters on the
+	// FP_MARK_* marks with act_mpls pushes or a pop, then fp_act in chain 1), and the
+	// kernel has MPLS GSO (see fp_acting).
+	__u8 act_chain;
 	__u8 pad[2];
 };
 
@@ -219,7 +220,7 @@ enum {
 	C_DECAP,
 	C_CROSSED,
 	C_REPASSED,
-	C_PUSH_GSO,
+	C_ACT_MPLS,
 	C_MAX
 };
 
@@ -302,27 +303,36 @@ struct {
 	__type(value, struct fp_handoff);
 } fp_handoffs SEC(".maps");
 
-// A super-frame on its way through the receiving port's push chain (per CPU): fp_tc has
-// decided a push, written the IP TTL and the Ethernet header, set skb->mark to
-// FP_MARK_PUSH + nlabels and let the classification go on (TC_ACT_UNSPEC). The chain's
-// fw filter for that mark runs nlabels `act_mpls push` actions, which insert the entries
-// and set what the kernel's MPLS GSO needs (skb->protocol MPLS, the inner protocol and
-// network header: no BPF helper sets those), then goes to chain 1, where fp_push writes
-// the entries and redirects to `out`, all at once on this CPU. `len` (the frame's length
-// after the pushes) ties the entry to that frame.
-struct fp_pushing {
+// A frame on its way through the receiving port's action chain (per CPU), for what the
+// kernel's MPLS action (act_mpls) does and no BPF helper can:
+// - a push onto a TCP super-frame bound for a transmitting port: act_mpls marks the skb
+//   as MPLS with its inner protocol and network header, which the out device's MPLS GSO
+//   needs to cut it (bpf_skb_adjust_room cannot), so it leaves whole;
+// - the pop of a frame some device sent (skb->protocol MPLS, which adjust_room refuses):
+//   act_mpls pops it in place, where the program would send it through the port's ingress
+//   a second time (see decide_mpls).
+// fp_tc has decided, written the IP TTL and the Ethernet addresses, set skb->mark to the
+// entry's `mark` and let the classification go on (TC_ACT_UNSPEC). The chain's fw filter
+// for that mark runs its act_mpls actions (n pushes of a placeholder label, or a pop),
+// then goes to chain 1, where fp_act writes the pushed entries and redirects to `out`,
+// all at once on this CPU. `mark` and `len` (the frame's length after the actions) tie the
+// entry to that frame.
+struct fp_acting {
 	__u32 out;
 	__u32 len;
-	__u32 nlabels;
+	__u32 mark;
+	__u32 nlabels; // pushed: entries to write
 	__u32 lse[FP_MAX_PUSH]; // host order, outermost first
+	__u32 peer; // out by bpf_redirect_peer (a veth), else bpf_redirect
+	__u32 counter; // C_PUSH or C_POP
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct fp_pushing);
-} fp_pushings SEC(".maps");
+	__type(value, struct fp_acting);
+} fp_actings SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -413,8 +423,8 @@ struct decision {
 	__u32 second_pass; // the frame is on that second pass: popped here, or dropped
 	__u32 in_ifindex; // skb->ifindex
 	__u32 too_big;   // a pop passed for its size: the port delivers frames the kernel cannot take whole
-	__u32 in_push_chain; // the receiving port's fp_port.push_chain
-	__u32 push_chain; // V_PUSH of a super-frame through the receiving port's push chain
+	__u32 in_act_chain; // the receiving port's fp_port.act_chain
+	__u32 act_chain; // through the receiving port's action chain (see fp_acting)
 };
 
 struct ipinfo {
@@ -1046,16 +1056,16 @@ static __always_inline void decide_delivery(struct decision *d, __u32 gso)
 	__u32 out_netns = op ? op->netns : 0;
 	if (op && op->transmit) {
 		int labelled = d->verdict == V_SWAP || d->verdict == V_PUSH || d->verdict == V_PHP_LABEL;
-		// Pushes through the push chain: super-frames leave whole in the kernel too, so
+		// Pushes through the action chain: super-frames leave whole in the kernel too, so
 		// single segments pushed meanwhile overtake nothing.
-		int chain = d->verdict == V_PUSH && d->in_push_chain && out_netns == d->in_netns;
+		int chain = d->verdict == V_PUSH && d->in_act_chain && out_netns == d->in_netns;
 		if (out_netns != d->in_netns ||
 		    (labelled && !chain && (gso || (d->tcp_data && big_frames_lately(d->in_ifindex))))) {
 			d->verdict = V_PASS;
 			return;
 		}
 		d->transmit = 1;
-		d->push_chain = chain && gso;
+		d->act_chain = chain && gso;
 	}
 	if (out_netns == d->in_netns)
 		return;
@@ -1153,7 +1163,7 @@ static __always_inline void decide(struct __sk_buff *skb, struct decision *d)
 	}
 	d->rx_port = ifindex;
 	d->in_netns = port->netns;
-	d->in_push_chain = port->push_chain;
+	d->in_act_chain = port->act_chain;
 	__u8 eth[FP_ETH_HLEN];
 	if (bpf_skb_load_bytes(skb, 0, eth, FP_ETH_HLEN))
 		return;
@@ -1391,25 +1401,45 @@ static __always_inline int handed_off(struct __sk_buff *skb, __u32 *out)
 	return 1;
 }
 
-// Hands a pushed super-frame to the port's push chain (see fp_pushing): everything of the
-// push but the label stack entries is done here.
-static __always_inline int to_push_chain(struct __sk_buff *skb, const struct decision *d, __u64 in_len)
+// Hands a push or pop to the port's action chain (see fp_acting): everything but adding
+// or removing the label stack entries is done here.
+static __always_inline int to_action_chain(struct __sk_buff *skb, const struct decision *d, __u64 in_len)
 {
 	__u32 zero = 0;
+	struct fp_acting *a = bpf_map_lookup_elem(&fp_actings, &zero);
+	if (!a)
+		goto fail;
 	__u32 n = d->nlabels;
-	struct fp_pushing *p = bpf_map_lookup_elem(&fp_pushings, &zero);
-	if (!p || n < 1 || n > FP_MAX_PUSH || set_ttl(skb, FP_ETH_HLEN, d->ipver, d->new_ttl) ||
-	    set_eth(skb, &d->adj, d->ipver == 4 ? ETH_P_IP : ETH_P_IPV6)) {
-		count(C_REDIRECT_FAILED, 1);
-		return TC_ACT_SHOT;
+	if (d->verdict == V_PUSH) {
+		if (n < 1 || n > FP_MAX_PUSH || set_ttl(skb, FP_ETH_HLEN, d->ipver, d->new_ttl) ||
+		    set_eth(skb, &d->adj, d->ipver == 4 ? ETH_P_IP : ETH_P_IPV6))
+			goto fail;
+		a->len = skb->len + 4 * n;
+		a->mark = FP_MARK_PUSH + n;
+		a->nlabels = n;
+		__builtin_memcpy(a->lse, d->lse, sizeof(a->lse));
+		a->counter = C_PUSH;
+	} else if (d->verdict == V_POP || d->verdict == V_PHP) {
+		// The label stays in front of the IP packet until act_mpls pops it.
+		if (set_ttl(skb, FP_ETH_HLEN + 4, d->ipver, d->new_ttl) ||
+		    set_eth(skb, &d->adj, FP_ETH_P_MPLS_UC))
+			goto fail;
+		a->len = skb->len - 4;
+		a->mark = FP_MARK_POP + d->ipver;
+		a->nlabels = 0;
+		a->counter = C_POP;
+		label_stat(d->in_label, in_len);
+	} else {
+		goto fail;
 	}
-	p->out = d->adj.ifindex;
-	p->len = skb->len + 4 * n;
-	p->nlabels = n;
-	__builtin_memcpy(p->lse, d->lse, sizeof(p->lse));
-	skb->mark = FP_MARK_PUSH + n;
+	a->out = d->adj.ifindex;
+	a->peer = !d->transmit;
+	skb->mark = a->mark;
 	port_stat(d->rx_port, 0, in_len);
 	return TC_ACT_UNSPEC;
+fail:
+	count(C_REDIRECT_FAILED, 1);
+	return TC_ACT_SHOT;
 }
 
 SEC("classifier") // aya 0.14 names SCHED_CLS sections "classifier"
@@ -1427,7 +1457,7 @@ int fp_tc(struct __sk_buff *skb)
 	}
 	struct decision d = {};
 	decide(skb, &d);
-	if (skb->gso_size && !d.push_chain)
+	if (skb->gso_size && !(d.act_chain && d.verdict == V_PUSH))
 		note_big_frame(skb->ifindex);
 	if (!d.candidate)
 		return TC_ACT_OK;
@@ -1457,6 +1487,8 @@ int fp_tc(struct __sk_buff *skb)
 	__u64 in_len = skb->len;
 	// The socket filter has already dropped this frame from the router's socket: a
 	// failure from here on drops it.
+	if (d.reproto && d.in_act_chain && !d.cross)
+		return to_action_chain(skb, &d, in_len);
 	if (d.reproto) {
 		__u16 et = bpf_htons(d.ipver == 4 ? ETH_P_IP : ETH_P_IPV6);
 		long r = bpf_skb_store_bytes(skb, 12, &et, 2, 0) ? -1
@@ -1469,8 +1501,8 @@ int fp_tc(struct __sk_buff *skb)
 		count(C_REPASSED, 1);
 		return r;
 	}
-	if (d.push_chain)
-		return to_push_chain(skb, &d, in_len);
+	if (d.act_chain)
+		return to_action_chain(skb, &d, in_len);
 	if (act(skb, &d)) {
 		count(C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
@@ -1527,43 +1559,43 @@ int fp_tc(struct __sk_buff *skb)
 	return r;
 }
 
-// Chain 1 of a port's push chain: the last step of a push fp_tc handed on (see
-// fp_pushing), after the chain's `act_mpls push` actions made room for the entries.
+// Chain 1 of a port's action chain: the last step of a push or pop fp_tc handed on (see
+// fp_acting), after the chain's act_mpls actions.
 SEC("classifier")
-int fp_push(struct __sk_buff *skb)
+int fp_act(struct __sk_buff *skb)
 {
 	__u32 zero = 0;
-	struct fp_pushing *p = bpf_map_lookup_elem(&fp_pushings, &zero);
-	if (!p || !p->out || skb->mark != FP_MARK_PUSH + p->nlabels || skb->len != p->len) {
+	struct fp_acting *a = bpf_map_lookup_elem(&fp_actings, &zero);
+	if (!a || !a->out || skb->mark != a->mark || skb->len != a->len) {
 		count(C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
 	}
-	__u32 out = p->out;
-	__u32 n = p->nlabels;
-	p->out = 0;
+	__u32 out = a->out;
+	__u32 n = a->nlabels;
+	a->out = 0;
 	skb->mark = 0;
-	if (n < 1 || n > FP_MAX_PUSH) {
+	if (n > FP_MAX_PUSH) {
 		count(C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
 	}
 #pragma unroll
 	for (int i = 0; i < FP_MAX_PUSH; i++) {
 		if (i < n) {
-			__u32 lse = bpf_htonl(p->lse[i]);
+			__u32 lse = bpf_htonl(a->lse[i]);
 			if (bpf_skb_store_bytes(skb, FP_ETH_HLEN + 4 * i, &lse, 4, 0)) {
 				count(C_REDIRECT_FAILED, 1);
 				return TC_ACT_SHOT;
 			}
 		}
 	}
-	long r = bpf_redirect(out, 0);
+	long r = a->peer ? bpf_redirect_peer(out, 0) : bpf_redirect(out, 0);
 	if (r != TC_ACT_REDIRECT) {
 		count(C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
 	}
 	__u64 out_len = skb->len;
-	count(C_PUSH, 1);
-	count(C_PUSH_GSO, 1);
+	count(a->counter == C_PUSH ? C_PUSH : C_POP, 1);
+	count(C_ACT_MPLS, 1);
 	count(C_BYTES, out_len);
 	port_stat(out, 1, out_len);
 	return r;

@@ -91,7 +91,7 @@ use aya::maps::{HashMap as BpfHashMap, MapData, MapError, PerCpuArray, PerCpuHas
 use aya::programs::tc::SchedClassifierLink;
 use aya::programs::{Link, ProgramError, SchedClassifier, SocketFilter, TcAttachType};
 
-mod push_chain;
+mod action_chain;
 mod raw;
 
 use raw::{
@@ -339,10 +339,11 @@ pub struct FastCounters {
     /// their port's ingress with the inner packet's EtherType, to be popped there (counted
     /// again as popped, or as failed).
     pub repassed: u64,
-    /// TCP super-frames pushed through their port's push chain (the kernel's `act_mpls`,
-    /// see [`FastPath::pushes_super_frames_whole`]) to leave whole for the out device's
-    /// MPLS GSO (counted as pushed too).
-    pub push_gso: u64,
+    /// Frames whose labels their port's action chain (the kernel's `act_mpls`, see
+    /// [`FastPath::act_chain`]) pushed or popped: TCP super-frames pushed to leave whole
+    /// for the out device's MPLS GSO, pops of frames some device sent (counted as pushed
+    /// or popped too).
+    pub act_mpls: u64,
 }
 
 /// Per-port counters of redirected frames, summed over CPUs.
@@ -479,7 +480,7 @@ pub enum FastPathError {
 
 const TC_PROG: &str = "fp_tc";
 const SOCK_PROG: &str = "fp_sock";
-const PUSH_PROG: &str = "fp_push";
+const ACT_PROG: &str = "fp_act";
 
 #[cfg(not(vmpls_fastpath_unavailable))]
 fn object() -> Result<&'static [u8], FastPathError> {
@@ -495,8 +496,8 @@ fn object() -> Result<&'static [u8], FastPathError> {
 struct Attached {
     ifindex: u32,
     link: SchedClassifierLink,
-    /// The port's push chain, or why it has none.
-    push_chain: Result<push_chain::PushChain, String>,
+    /// The port's action chain, or why it has none.
+    act_chain: Result<action_chain::ActionChain, String>,
 }
 
 /// The loaded fast path: programs, maps and attachments. Dropping it detaches everything.
@@ -706,9 +707,9 @@ impl FastPath {
             tc.load().map_err(|source| FastPathError::Program { name: TC_PROG, what: "loading", source })?;
         }
         {
-            let push: &mut SchedClassifier = program(&mut ebpf, PUSH_PROG)?;
-            push.load().map_err(|source| FastPathError::Program {
-                name: PUSH_PROG,
+            let act: &mut SchedClassifier = program(&mut ebpf, ACT_PROG)?;
+            act.load().map_err(|source| FastPathError::Program {
+                name: ACT_PROG,
                 what: "loading",
                 source,
             })?;
@@ -742,7 +743,7 @@ impl FastPath {
             v4_failed_at: None,
             v6_failed_at: None,
             overflow: Overflow::default(),
-            mpls_gso: push_chain::kernel_has_mpls_gso(),
+            mpls_gso: action_chain::kernel_has_mpls_gso(),
         })
     }
 
@@ -775,31 +776,37 @@ impl FastPath {
         }
         let id = tc.attach(ifname, TcAttachType::Ingress).map_err(attach_err)?;
         let link = tc.take_link(id).map_err(attach_err)?;
-        let push_chain = self.install_push_chain(ifname, ifindex);
-        self.attached.insert(key.to_owned(), Attached { ifindex, link, push_chain });
+        let act_chain = self.install_action_chain(ifname, ifindex);
+        self.attached.insert(key.to_owned(), Attached { ifindex, link, act_chain });
         self.sync().map(drop)
     }
 
-    /// The push chain on `ifname`'s ingress, where the kernel has MPLS GSO; else why not.
-    fn install_push_chain(&mut self, ifname: &str, ifindex: u32) -> Result<push_chain::PushChain, String> {
+    /// The action chain on `ifname`'s ingress, where the kernel has MPLS GSO; else why not.
+    fn install_action_chain(
+        &mut self,
+        ifname: &str,
+        ifindex: u32,
+    ) -> Result<action_chain::ActionChain, String> {
         self.mpls_gso.clone()?;
         // The chain's filters live in the clsact qdisc (tcx, from Linux 6.6, needs none
         // for fp_tc); one that exists already is used as it is.
         let _ = aya::programs::tc::qdisc_add_clsact(ifname);
-        let push: &mut SchedClassifier = program(&mut self.ebpf, PUSH_PROG).map_err(|e| e.to_string())?;
-        let fd = push.fd().map_err(|e| format!("{PUSH_PROG}: {e}"))?;
+        let act: &mut SchedClassifier = program(&mut self.ebpf, ACT_PROG).map_err(|e| e.to_string())?;
+        let fd = act.fd().map_err(|e| format!("{ACT_PROG}: {e}"))?;
         let raw = std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(fd));
-        push_chain::PushChain::install(ifindex, raw as u32, PUSH_PROG)
-            .map_err(|e| format!("installing the push chain (act_mpls, cls_fw) on {ifname}: {e}"))
+        action_chain::ActionChain::install(ifindex, raw as u32, ACT_PROG)
+            .map_err(|e| format!("installing the action chain (cls_fw, act_mpls) on {ifname}: {e}"))
     }
 
-    /// Whether TCP super-frames received on the port attached as `key` and pushed into a
-    /// transmitting port leave whole, through its push chain (the kernel's `act_mpls`,
-    /// then the out device's MPLS GSO); else why they go to the pipeline, which cuts them.
-    pub fn pushes_super_frames_whole(&self, key: &str) -> Result<(), String> {
+    /// Whether the port attached as `key` has its action chain, the kernel's MPLS action
+    /// (`act_mpls`) after the programs: TCP super-frames received on it and pushed into a
+    /// transmitting port then leave whole (the out device's MPLS GSO cuts them, where the
+    /// pipeline would), and frames some device sent are popped in one pass (where they
+    /// would take a second pass through the port's ingress). Else why not.
+    pub fn act_chain(&self, key: &str) -> Result<(), String> {
         match self.attached.get(key) {
             None => Err(format!("{key} is not attached")),
-            Some(a) => a.push_chain.as_ref().map(drop).map_err(Clone::clone),
+            Some(a) => a.act_chain.as_ref().map(drop).map_err(Clone::clone),
         }
     }
 
@@ -888,7 +895,7 @@ impl FastPath {
             .iter()
             .filter_map(|(i, p)| {
                 let a = self.attached.values().find(|a| a.ifindex == *i)?;
-                Some((*i, RawPort { push_chain: u8::from(a.push_chain.is_ok()), ..*p }))
+                Some((*i, RawPort { act_chain: u8::from(a.act_chain.is_ok()), ..*p }))
             })
             .collect();
         let port_diff = raw::diff(&self.installed.ports, &ports);
@@ -1098,7 +1105,7 @@ impl FastPath {
             decap: get(counter::DECAP)?,
             crossed: get(counter::CROSSED)?,
             repassed: get(counter::REPASSED)?,
-            push_gso: get(counter::PUSH_GSO)?,
+            act_mpls: get(counter::ACT_MPLS)?,
         })
     }
 

@@ -40,7 +40,7 @@ pub(crate) mod counter {
     pub(crate) const DECAP: u32 = 9;
     pub(crate) const CROSSED: u32 = 10;
     pub(crate) const REPASSED: u32 = 11;
-    pub(crate) const PUSH_GSO: u32 = 12;
+    pub(crate) const ACT_MPLS: u32 = 12;
 }
 
 /// `struct fp_adj`.
@@ -62,8 +62,8 @@ pub(crate) struct RawPort {
     pub accepts_mpls: u8,
     pub netns: u8,
     pub transmit: u8,
-    /// Set by [`crate::FastPath`] for ports with a push chain, not by [`encode`].
-    pub push_chain: u8,
+    /// Set by [`crate::FastPath`] for ports with an action chain, not by [`encode`].
+    pub act_chain: u8,
     pub pad: [u8; 2],
 }
 
@@ -313,7 +313,7 @@ fn port(p: &FastPort) -> RawPort {
         accepts_mpls: u8::from(p.accepts_mpls),
         netns: p.netns,
         transmit: u8::from(p.delivery == Delivery::Transmit),
-        push_chain: 0,
+        act_chain: 0,
         pad: [0; 2],
     }
 }
@@ -676,7 +676,7 @@ mod tests {
                 accepts_mpls: 1,
                 netns: 2,
                 transmit: 0,
-                push_chain: 0,
+                act_chain: 0,
                 pad: [0; 2]
             }
         );

@@ -900,7 +900,7 @@ impl FastPathRuntime {
             ("decap", c.decap),
             ("crossed", c.crossed),
             ("repassed", c.repassed),
-            ("push_gso", c.push_gso),
+            ("act_mpls", c.act_mpls),
             ("install_failed", self.installer.failures),
         ]
     }
@@ -912,15 +912,14 @@ impl FastPathRuntime {
         p.tunnel.map(|t| (p.ifname.clone(), t.encap))
     }
 
-    /// Whether TCP super-frames received on port `port` and pushed into a transmitting
-    /// port leave whole in the kernel (its push chain), or why the pipeline cuts them;
-    /// `None` if the programs do not serve it.
-    pub fn push_chain_of(&self, port: usize) -> Option<Result<(), String>> {
+    /// Whether port `port` has its action chain (see `FastPath::act_chain`), or why
+    /// not; `None` if the programs do not serve it.
+    pub fn act_chain_of(&self, port: usize) -> Option<Result<(), String>> {
         let p = self.ports.get(port)?.as_ref()?;
         if p.tunnel.is_some() {
             return None;
         }
-        Some(self.fp.pushes_super_frames_whole(&p.attach_key()))
+        Some(self.fp.act_chain(&p.attach_key()))
     }
 
     /// Frames and bytes the programs took from `port` and sent out of it, as last read;

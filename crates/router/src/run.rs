@@ -522,18 +522,17 @@ fn start_fast_path(
             }
         }
     }
-    if let Some(f) = &fast
-        && transmits.iter().any(|t| *t)
-    {
+    if let Some(f) = &fast {
+        let any_transmit = transmits.iter().any(|t| *t);
         for (i, p) in cfg.ports.iter().enumerate() {
-            match f.push_chain_of(i) {
+            match f.act_chain_of(i) {
                 Some(Ok(())) => {
-                    info!(port = %p.name, interface = %p.interface, "TCP super-frames from this port pushed into a transmitting port: whole, in the kernel (act_mpls, then the out device's MPLS GSO)")
+                    info!(port = %p.name, interface = %p.interface, "the kernel's MPLS action (act_mpls) after the programs: TCP super-frames from this port pushed into a transmitting port leave whole (the out device's MPLS GSO cuts them), and labelled frames a device sent are popped in one pass")
                 }
-                Some(Err(why)) => {
-                    info!(port = %p.name, interface = %p.interface, why, "TCP super-frames from this port pushed into a transmitting port: the pipeline's, which cuts them; a NIC with receive aggregation off (ethtool -K IF gro off rx-gro-hw off) delivers none, and the kernel pushes all its segments")
+                Some(Err(why)) if any_transmit => {
+                    info!(port = %p.name, interface = %p.interface, why, "no MPLS action after the programs: TCP super-frames from this port pushed into a transmitting port are the pipeline's, which cuts them (a NIC with receive aggregation off, ethtool -K IF gro off rx-gro-hw off, delivers none), and labelled frames a device sent take a second pass through the port to be popped")
                 }
-                None => {}
+                _ => {}
             }
         }
     }

@@ -121,9 +121,9 @@ pub struct LabelOps {
     pub fast_pop: u64,
     /// Of the programs' pops, those that took a second pass through their port.
     pub fast_repassed: u64,
-    /// Of the programs' pushes, the super-frames pushed whole (the kernel's act_mpls, cut
-    /// by its MPLS GSO at the out NIC).
-    pub fast_push_gso: u64,
+    /// Of the programs' pushes and pops, those the kernel's MPLS action did (the port's
+    /// action chain): super-frames pushed whole, pops in one pass.
+    pub fast_act_mpls: u64,
     /// Frames the programs left to the pipeline.
     pub fast_passed: u64,
     pub pipeline_push: u64,
@@ -139,7 +139,7 @@ impl LabelOps {
             fast_swap: s.fast("swap"),
             fast_pop: s.fast("pop"),
             fast_repassed: s.fast("repassed"),
-            fast_push_gso: s.fast("push_gso"),
+            fast_act_mpls: s.fast("act_mpls"),
             fast_passed: s.fast("passed"),
             pipeline_push: s.event("label_push").saturating_sub(s.fast("push")),
             pipeline_swap: s.event("label_swap").saturating_sub(s.fast("swap")),
@@ -150,7 +150,7 @@ impl LabelOps {
     fn to_json(self) -> serde_json::Value {
         serde_json::json!({
             "fast": { "push": self.fast_push, "swap": self.fast_swap, "pop": self.fast_pop,
-                      "repassed": self.fast_repassed, "push_gso": self.fast_push_gso,
+                      "repassed": self.fast_repassed, "act_mpls": self.fast_act_mpls,
                       "passed": self.fast_passed },
             "pipeline": { "push": self.pipeline_push, "swap": self.pipeline_swap, "pop": self.pipeline_pop },
         })
@@ -161,11 +161,11 @@ impl std::fmt::Display for LabelOps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "fast push {} (super-frames whole {}) swap {} pop {} (repassed {}) passed {}; pipeline push {} swap {} pop {}",
+            "fast push {} swap {} pop {} (act_mpls {}, repassed {}) passed {}; pipeline push {} swap {} pop {}",
             self.fast_push,
-            self.fast_push_gso,
             self.fast_swap,
             self.fast_pop,
+            self.fast_act_mpls,
             self.fast_repassed,
             self.fast_passed,
             self.pipeline_push,

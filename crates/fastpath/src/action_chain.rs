@@ -1,18 +1,24 @@
-//! A port's push chain: TC filters after `fp_tc` at the port's ingress that push labels
-//! onto TCP super-frames with the kernel's own `act_mpls`, so that they leave whole and
-//! the out device's MPLS GSO cuts them, as after the kernel's MPLS push (see `fp_pushing`
-//! in the program).
+//! A port's action chain: TC filters after `fp_tc` at the port's ingress where the
+//! kernel's own MPLS action (`act_mpls`) does what no BPF helper can (see `fp_acting` in
+//! the program):
+//! - push labels onto a TCP super-frame bound for a device without MPLS segmentation
+//!   (virtio-net, TAP, most NICs) so that it leaves whole and the out device's MPLS GSO
+//!   cuts it, as after the kernel's own MPLS push: `bpf_skb_adjust_room` inserts the
+//!   entries but cannot mark the skb as MPLS with its inner protocol and network header,
+//!   which MPLS GSO (`mpls_gso`) needs; `act_mpls push` (`skb_mpls_push`) does;
+//! - pop the label of a frame some device sent (`skb->protocol` MPLS, which adjust_room
+//!   refuses) in place, where the programs would send it through the port's ingress a
+//!   second time.
 //!
-//! `bpf_skb_adjust_room` can insert the label stack entries, but not mark the skb as MPLS
-//! with its inner protocol and network header, which MPLS GSO (`mpls_gso`) needs to cut
-//! it; `act_mpls push` (`skb_mpls_push`) does. So on a port of a kernel with MPLS GSO
-//! (the guests of `vmpls lab seed --vm-routers`: Debian's kernel has the modules), the
-//! clsact qdisc at the port's ingress gets
-//! - in chain 0, after `fp_tc` (its own filter before tcx, its own hook after): one `fw`
-//!   filter per depth `n` (1 to 4), matching `skb->mark == FP_MARK_PUSH + n`, whose
-//!   actions are `n` `act_mpls push` (label 0, replaced later; the last goes to chain 1);
-//! - in chain 1: `fp_push` (`cls_bpf`, direct action), which writes the entries fp_tc
-//!   decided and redirects to the out device.
+//! On a port of a kernel with MPLS GSO (the guests of `vmpls lab seed --vm-routers`:
+//! Debian's kernel builds it in and has `act_mpls` and `cls_fw` as modules, which the
+//! kernel loads when a filter asks for them), the clsact qdisc at the port's ingress gets
+//! - in chain 0, after `fp_tc` (its own filter before tcx, its own hook after): `fw`
+//!   filters on the marks fp_tc sets: for a push of `n` labels (1 to 4), `n` `act_mpls
+//!   push` of label 0 (replaced later); for a pop, `act_mpls pop` to IPv4 or IPv6; the
+//!   last action of each goes to chain 1;
+//! - in chain 1: `fp_act` (`cls_bpf`, direct action), which writes the pushed entries
+//!   fp_tc decided and redirects to the out port.
 //!
 //! The messages are built here as bytes (no crate speaks `act_mpls`); the unit tests
 //! hold them against what iproute2's `tc` sends for the same filter.
@@ -21,15 +27,17 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
-/// `FP_MARK_PUSH` of the program: `skb->mark` is this plus the number of labels.
-pub(crate) const MARK_PUSH: u32 = 0x766d_7000;
+/// `FP_MARK_PUSH` of the program: `skb->mark` for a push is this plus the number of labels.
+const MARK_PUSH: u32 = 0x766d_7000;
+/// `FP_MARK_POP`: for a pop, this plus the IP version under the label.
+const MARK_POP: u32 = 0x766d_7010;
 /// The filters' preference in both chains: after `fp_tc`, which the kernel gives 0xc000
 /// (its first automatic preference) before tcx.
 const PREF: u16 = 0xff00;
-/// `fp_push`'s handle in chain 1.
-const PUSH_HANDLE: u32 = 1;
+/// `fp_act`'s handle in chain 1.
+const ACT_HANDLE: u32 = 1;
 /// Labels the chain pushes at most (`FP_MAX_PUSH`).
-pub(crate) const MAX_DEPTH: u32 = 4;
+const MAX_DEPTH: u32 = 4;
 
 const RTM_NEWTFILTER: u16 = 44;
 const RTM_DELTFILTER: u16 = 45;
@@ -54,6 +62,7 @@ const TCA_MPLS_PARMS: u16 = 2;
 const TCA_MPLS_PROTO: u16 = 4;
 const TCA_MPLS_LABEL: u16 = 5;
 const TCA_MPLS_TTL: u16 = 7;
+const TCA_MPLS_ACT_POP: i32 = 1;
 const TCA_MPLS_ACT_PUSH: i32 = 2;
 const TCA_BPF_FD: u16 = 6;
 const TCA_BPF_NAME: u16 = 7;
@@ -62,6 +71,8 @@ const TCA_BPF_FLAG_ACT_DIRECT: u32 = 1;
 const TC_ACT_PIPE: i32 = 3;
 const TC_ACT_GOTO_CHAIN: i32 = 0x2000_0000;
 const ETH_P_MPLS_UC: u16 = 0x8847;
+const ETH_P_IP: u16 = 0x0800;
+const ETH_P_IPV6: u16 = 0x86dd;
 
 /// Whether this kernel can cut labelled super-frames (MPLS GSO): `mpls_gso` loaded or
 /// built in (Debian's kernels build it in). The kernel loads `act_mpls` and `cls_fw`
@@ -137,48 +148,75 @@ fn info(pref: u16) -> u32 {
     (u32::from(pref) << 16) | PROTO_ALL
 }
 
-/// The `fw` filter for `depth` labels: `depth` pushes of label 0, the last to chain 1.
-fn fw_filter(ifindex: u32, depth: u32, seq: u32) -> Vec<u8> {
+/// One `act_mpls` action: its `tc_mpls` parameters, then the attributes given.
+fn mpls_action(m: &mut Msg, order: u16, control: i32, m_action: i32, attrs: &[(u16, &[u8])]) {
+    let action = m.nest(order);
+    m.attr(TCA_ACT_KIND, b"mpls\0");
+    let opts = m.nest(TCA_ACT_OPTIONS | NLA_F_NESTED);
+    // struct tc_mpls: tc_gen (index, capab, action, refcnt, bindcnt), m_action.
+    let mut parms = Vec::with_capacity(24);
+    for v in [0i32, 0, control, 0, 0, m_action] {
+        parms.extend_from_slice(&v.to_ne_bytes());
+    }
+    m.attr(TCA_MPLS_PARMS, &parms);
+    for (kind, payload) in attrs {
+        m.attr(*kind, payload);
+    }
+    m.end(opts);
+    m.end(action);
+}
+
+/// A `fw` filter on `mark` (all 32 bits) in chain 0 with the actions `add` appends.
+fn fw_filter(ifindex: u32, mark: u32, seq: u32, add: impl FnOnce(&mut Msg)) -> Vec<u8> {
     let mut m = Msg::new(
         RTM_NEWTFILTER,
         NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE,
         ifindex,
-        MARK_PUSH + depth,
+        mark,
         info(PREF),
     );
     m.attr(TCA_KIND, b"fw\0");
     let options = m.nest(TCA_OPTIONS);
     m.attr(TCA_FW_MASK, &u32::MAX.to_ne_bytes());
     let actions = m.nest(TCA_FW_ACT);
-    for i in 1..=depth {
-        let action = m.nest(i as u16);
-        m.attr(TCA_ACT_KIND, b"mpls\0");
-        let opts = m.nest(TCA_ACT_OPTIONS | NLA_F_NESTED);
-        let control = if i == depth { TC_ACT_GOTO_CHAIN | 1 } else { TC_ACT_PIPE };
-        // struct tc_mpls: tc_gen (index, capab, action, refcnt, bindcnt), m_action.
-        let mut parms = Vec::with_capacity(24);
-        for v in [0i32, 0, control, 0, 0, TCA_MPLS_ACT_PUSH] {
-            parms.extend_from_slice(&v.to_ne_bytes());
-        }
-        m.attr(TCA_MPLS_PARMS, &parms);
-        m.attr(TCA_MPLS_LABEL, &0u32.to_ne_bytes());
-        m.attr(TCA_MPLS_PROTO, &ETH_P_MPLS_UC.to_be_bytes());
-        m.attr(TCA_MPLS_TTL, &[1]);
-        m.end(opts);
-        m.end(action);
-    }
+    add(&mut m);
     m.end(actions);
     m.end(options);
     m.finish(seq)
 }
 
-/// `fp_push` (the program `prog_fd`, named `name`) as chain 1's filter, direct action.
-fn push_filter(ifindex: u32, prog_fd: u32, name: &str, seq: u32) -> Vec<u8> {
+/// The filter for a push of `depth` labels: `depth` pushes of label 0, the last to chain 1.
+fn push_filter(ifindex: u32, depth: u32, seq: u32) -> Vec<u8> {
+    fw_filter(ifindex, MARK_PUSH + depth, seq, |m| {
+        for i in 1..=depth {
+            let control = if i == depth { TC_ACT_GOTO_CHAIN | 1 } else { TC_ACT_PIPE };
+            let attrs: [(u16, &[u8]); 3] = [
+                (TCA_MPLS_LABEL, &0u32.to_ne_bytes()),
+                (TCA_MPLS_PROTO, &ETH_P_MPLS_UC.to_be_bytes()),
+                (TCA_MPLS_TTL, &[1]),
+            ];
+            mpls_action(m, i as u16, control, TCA_MPLS_ACT_PUSH, &attrs);
+        }
+    })
+}
+
+/// The filter for a pop with an IP packet of version `ip_version` (4 or 6) under the
+/// label, then chain 1.
+fn pop_filter(ifindex: u32, ip_version: u32, seq: u32) -> Vec<u8> {
+    let proto = if ip_version == 4 { ETH_P_IP } else { ETH_P_IPV6 };
+    fw_filter(ifindex, MARK_POP + ip_version, seq, |m| {
+        let attrs: [(u16, &[u8]); 1] = [(TCA_MPLS_PROTO, &proto.to_be_bytes())];
+        mpls_action(m, 1, TC_ACT_GOTO_CHAIN | 1, TCA_MPLS_ACT_POP, &attrs);
+    })
+}
+
+/// `fp_act` (the program `prog_fd`, named `name`) as chain 1's filter, direct action.
+fn act_filter(ifindex: u32, prog_fd: u32, name: &str, seq: u32) -> Vec<u8> {
     let mut m = Msg::new(
         RTM_NEWTFILTER,
         NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE,
         ifindex,
-        PUSH_HANDLE,
+        ACT_HANDLE,
         info(PREF),
     );
     m.attr(TCA_KIND, b"bpf\0");
@@ -281,24 +319,26 @@ fn ack_of(mut buf: &[u8], seq: u32) -> Option<io::Result<()>> {
     None
 }
 
-/// The push chain on one port's ingress; dropping it removes the filters, through the
+/// The action chain on one port's ingress; dropping it removes the filters, through the
 /// netlink socket of the namespace it was installed in.
-pub(crate) struct PushChain {
+pub(crate) struct ActionChain {
     rtnl: Rtnl,
     ifindex: u32,
 }
 
-impl PushChain {
+impl ActionChain {
     /// Installs the chain on `ifindex` (in the calling thread's namespace, whose clsact
     /// qdisc must exist), replacing one a previous router left there.
-    pub(crate) fn install(ifindex: u32, push_prog_fd: u32, push_prog_name: &str) -> io::Result<PushChain> {
-        let mut chain = PushChain { rtnl: Rtnl::open()?, ifindex };
+    pub(crate) fn install(ifindex: u32, act_prog_fd: u32, act_prog_name: &str) -> io::Result<ActionChain> {
+        let mut chain = ActionChain { rtnl: Rtnl::open()?, ifindex };
         chain.remove();
-        let seq = chain.rtnl.next_seq();
-        chain.rtnl.request(&push_filter(ifindex, push_prog_fd, push_prog_name, seq))?;
-        for depth in 1..=MAX_DEPTH {
+        let mut messages = vec![act_filter(ifindex, act_prog_fd, act_prog_name, 0)];
+        messages.extend((1..=MAX_DEPTH).map(|depth| push_filter(ifindex, depth, 0)));
+        messages.extend([4, 6].map(|v| pop_filter(ifindex, v, 0)));
+        for mut m in messages {
             let seq = chain.rtnl.next_seq();
-            chain.rtnl.request(&fw_filter(ifindex, depth, seq))?;
+            m[8..12].copy_from_slice(&seq.to_ne_bytes());
+            chain.rtnl.request(&m)?;
         }
         Ok(chain)
     }
@@ -312,7 +352,7 @@ impl PushChain {
     }
 }
 
-impl Drop for PushChain {
+impl Drop for ActionChain {
     fn drop(&mut self) {
         self.remove();
     }
@@ -342,7 +382,7 @@ mod tests {
 
     #[test]
     fn the_fw_filter_is_what_tc_sends_for_the_same_pushes() {
-        let m = fw_filter(23, 2, 1_796_599_304);
+        let m = push_filter(23, 2, 1_796_599_304);
         assert_eq!(u32_at(&m, 0) as usize, m.len());
         assert_eq!(m.len(), 204, "tc's nlmsg_len");
         assert_eq!(u16::from_ne_bytes([m[4], m[5]]), 0x2c);
@@ -358,9 +398,29 @@ mod tests {
     }
 
     #[test]
+    fn the_pop_filter_is_what_tc_sends_for_the_same_pop() {
+        // `tc filter add dev vmplscap0 ingress pref 65280 protocol all handle
+        // 0x766d7016/0xffffffff fw action mpls pop protocol ipv6 goto chain 1` (ifindex 25):
+        // nlmsg_len 116, then these attributes.
+        const TC_POP6_ATTRS: &[u8] = b"\x07\x00\x01\x00\x66\x77\x00\x00\x48\x00\x02\x00\
+\x08\x00\x05\x00\xff\xff\xff\xff\x3c\x00\x04\x00\x38\x00\x01\x00\x09\x00\x01\x00\x6d\x70\x6c\x73\
+\x00\x00\x00\x00\x28\x00\x02\x80\x1c\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x20\
+\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x06\x00\x04\x00\x86\xdd\x00\x00";
+        let m = pop_filter(25, 6, 9);
+        assert_eq!((u32_at(&m, 0), m.len()), (116, 116));
+        assert_eq!((u32_at(&m, 20), u32_at(&m, 24), u32_at(&m, 28)), (25, 1_986_883_606, 4_294_967_282));
+        assert_eq!(u32_at(&m, 32), 4_278_190_848);
+        assert_eq!(&m[36..], TC_POP6_ATTRS);
+        // IPv4: its own mark and protocol, the rest alike.
+        let m4 = pop_filter(25, 4, 9);
+        assert_eq!(u32_at(&m4, 24), MARK_POP + 4);
+        assert_eq!(&m4[m4.len() - 4..m4.len() - 2], &[0x08, 0x00]);
+    }
+
+    #[test]
     fn each_depth_pushes_that_many_labels_and_only_the_last_leaves_for_chain_1() {
         for depth in 1..=MAX_DEPTH {
-            let m = fw_filter(7, depth, 1);
+            let m = push_filter(7, depth, 1);
             assert_eq!(u32_at(&m, 24), MARK_PUSH + depth);
             let kinds = m.windows(5).filter(|w| w == b"mpls\0").count();
             assert_eq!(kinds as u32, depth);
@@ -373,16 +433,16 @@ mod tests {
 
     #[test]
     fn the_push_filter_is_a_direct_action_bpf_filter_in_chain_1() {
-        let m = push_filter(9, 42, "fp_push", 3);
+        let m = act_filter(9, 42, "fp_act_", 3);
         assert_eq!(u32_at(&m, 0) as usize, m.len());
-        assert_eq!((u32_at(&m, 20), u32_at(&m, 24), u32_at(&m, 28)), (9, PUSH_HANDLE, PARENT_INGRESS));
+        assert_eq!((u32_at(&m, 20), u32_at(&m, 24), u32_at(&m, 28)), (9, ACT_HANDLE, PARENT_INGRESS));
         let attrs = &m[36..];
-        // TCA_KIND "bpf", TCA_CHAIN 1, TCA_OPTIONS { FD 42, NAME "fp_push", FLAGS 1 }.
+        // TCA_KIND "bpf", TCA_CHAIN 1, TCA_OPTIONS { FD 42, NAME "fp_act_", FLAGS 1 }.
         assert_eq!(&attrs[..8], b"\x08\x00\x01\x00bpf\0");
         assert_eq!(&attrs[8..16], b"\x08\x00\x0b\x00\x01\x00\x00\x00");
         assert_eq!(u16::from_ne_bytes([attrs[18], attrs[19]]), TCA_OPTIONS);
         assert_eq!(&attrs[20..28], b"\x08\x00\x06\x00\x2a\x00\x00\x00");
-        assert_eq!(&attrs[28..40], b"\x0c\x00\x07\x00fp_push\0");
+        assert_eq!(&attrs[28..40], b"\x0c\x00\x07\x00fp_act_\0");
         assert_eq!(&attrs[40..48], b"\x08\x00\x08\x00\x01\x00\x00\x00");
         assert_eq!(u16::from_ne_bytes([attrs[16], attrs[17]]) as usize, attrs.len() - 16);
     }
