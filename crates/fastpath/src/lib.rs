@@ -27,7 +27,9 @@
 //!   `skb->protocol` to be IPv4/IPv6 (`bpf_skb_adjust_room` refuses others), which holds
 //!   for frames that came by `bpf_redirect_peer` from another fast path and for tunnel
 //!   datagrams (decapsulation sets it); a labelled frame that came through a real
-//!   transmit (a router's AF_PACKET send: the veth makes it MPLS) is left to userspace.
+//!   transmit (a router's AF_PACKET send, a TAP's writer, a NIC: the kernel makes it
+//!   MPLS) is popped by the port's action chain, or without one sent through the port's
+//!   ingress a second time as the inner packet's protocol and popped there.
 //! - IPv4 (valid header and checksum) / IPv6 unicast, TTL > 1, with a
 //!   [`RouteEntry::Forward`] in the port's VRF: forwards (TTL - 1), pushing its labels.
 //! - ECMP ([`LabelEntry::Multipath`], [`RouteEntry::Multipath`]): the flow hash of the
@@ -68,8 +70,15 @@
 //!
 //! Ports that are not veth ([`Delivery::Transmit`]: TAP, virtio-net inside a guest,
 //! physical NICs): frames leave by `bpf_redirect` to the device's egress. Labelled
-//! super-frames to them are left to the pipeline (see [`Delivery`]); so are frames whose
-//! out port is such a device in another namespace than the in port.
+//! super-frames to them go through the in port's action chain where it has one, else to
+//! the pipeline (see [`Delivery`]); frames whose out port is such a device in another
+//! namespace than the in port are the pipeline's.
+//!
+//! The action chain (where the kernel has MPLS GSO, `act_mpls` and `cls_fw`; see
+//! `action_chain.rs`): TC filters after `fp_tc` on each attached port, where the kernel's
+//! MPLS action pushes onto TCP super-frames (so that MPLS GSO can cut them at the out
+//! device) and pops frames some device sent, which `bpf_skb_adjust_room` refuses; a
+//! third program, `fp_act`, finishes both.
 //!
 //! Everything else (TTL expiry, ARP/ND, multicast, link-local, local routes, unknown
 //! labels and prefixes, frames too big, anything unparsed) goes to the router untouched.
@@ -165,12 +174,17 @@ pub enum Delivery {
     VethPeer,
     /// Any other Ethernet device (TAP, virtio-net, a physical NIC): `bpf_redirect` to its
     /// egress, where the kernel segments by `skb->protocol` and the device's features. A
-    /// labelled super-frame would need MPLS GSO the kernel may lack (and `skb->protocol`
-    /// is still IP after a push), so the programs leave those to the pipeline, which
-    /// segments them; unlabelled super-frames (routed, or popped) leave whole. Pushes of
-    /// single TCP segments with data go to the pipeline too, behind their flow's
-    /// super-frames, which they would otherwise overtake. A transmitting port is reached
-    /// from its own namespace only.
+    /// labelled super-frame needs the kernel's MPLS GSO, which only an skb marked by the
+    /// kernel's own push can use: a push onto a TCP super-frame received on a port with
+    /// its action chain (see [`FastPath::act_chain`]) goes through the chain's
+    /// `act_mpls` and leaves whole, to be cut at the device (also where a jumbo link
+    /// would take the whole labelled frame: in guests under TCG the pipeline's one frame
+    /// costs more than the kernel's segments, BENCHMARKS.md). Other labelled super-frames
+    /// are the pipeline's, which segments them; unlabelled
+    /// super-frames (routed, or popped) leave whole. Without the chain, pushes of single
+    /// TCP segments with data go to the pipeline too while their port delivers
+    /// super-frames, behind them, which they would otherwise overtake. A transmitting
+    /// port is reached from its own namespace only.
     Transmit,
 }
 
