@@ -58,6 +58,8 @@
 #define FP_FIRST_UNRESERVED 16
 // skb->mark of a frame on its second pass through a port's ingress (see V_POP in decide_mpls)
 #define FP_MARK_REPROTO 0x766d706cu // "vmpl"
+#define FP_HEAD 32                  // bytes after the Ethernet header that tie a decision to its frame
+#define FP_RECALL_NS (1000ULL * 1000ULL)
 // A frame handed to its port's action chain (see fp_acting), whose fw filters match
 // these marks: FP_MARK_PUSH + n for a push of n labels, FP_MARK_POP + 4 or + 6 for a pop
 // with an IPv4 or IPv6 packet under the label.
@@ -221,6 +223,7 @@ enum {
 	C_CROSSED,
 	C_REPASSED,
 	C_ACT_MPLS,
+	C_RECALLED,
 	C_MAX
 };
 
@@ -426,6 +429,29 @@ struct decision {
 	__u32 in_act_chain; // the receiving port's fp_port.act_chain
 	__u32 act_chain; // through the receiving port's action chain (see fp_acting)
 };
+
+// The socket filter's decision on the frame the kernel is receiving on this CPU, for
+// fp_tc to take instead of deciding again: the router's packet socket (a tap) sees each
+// frame before TC ingress does, in the same call on the same CPU, and decide() changes
+// nothing. `head` (the frame's bytes after the Ethernet header: labels, IP header, ports
+// and sequence numbers) with the interface, length and mark ties it to that frame; fp_tc
+// takes it once (`at` 0 after), and only within FP_RECALL_NS.
+struct fp_decided {
+	__u64 at; // bpf_ktime_get_ns when decided; 0: taken
+	__u32 ifindex;
+	__u32 len;
+	__u32 mark;
+	__u32 pad;
+	__u8 head[FP_HEAD];
+	struct decision d;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_decided);
+} fp_decideds SEC(".maps");
 
 struct ipinfo {
 	__u32 ver;
@@ -1401,6 +1427,30 @@ static __always_inline int handed_off(struct __sk_buff *skb, __u32 *out)
 	return 1;
 }
 
+// The socket filter's decision on this very frame, taken once; 0 if there is none.
+static __always_inline int recall_decision(struct __sk_buff *skb, struct decision *d)
+{
+	__u32 zero = 0;
+	struct fp_decided *k = bpf_map_lookup_elem(&fp_decideds, &zero);
+	if (!k || !k->at)
+		return 0;
+	__u64 at = k->at;
+	k->at = 0;
+	if (k->ifindex != skb->ifindex || k->len != skb->len || k->mark != skb->mark ||
+	    bpf_ktime_get_ns() - at > FP_RECALL_NS)
+		return 0;
+	__u64 head[FP_HEAD / 8];
+	if (bpf_skb_load_bytes(skb, FP_ETH_HLEN, head, FP_HEAD))
+		return 0;
+	const __u64 *kept = (const __u64 *)k->head;
+#pragma unroll
+	for (int i = 0; i < FP_HEAD / 8; i++)
+		if (head[i] != kept[i])
+			return 0;
+	*d = k->d;
+	return 1;
+}
+
 // Hands a push or pop to the port's action chain (see fp_acting): everything but adding
 // or removing the label stack entries is done here.
 static __always_inline int to_action_chain(struct __sk_buff *skb, const struct decision *d, __u64 in_len)
@@ -1456,7 +1506,10 @@ int fp_tc(struct __sk_buff *skb)
 		return r;
 	}
 	struct decision d = {};
-	decide(skb, &d);
+	if (recall_decision(skb, &d))
+		count(C_RECALLED, 1);
+	else
+		decide(skb, &d);
 	if (skb->gso_size && !(d.act_chain && d.verdict == V_PUSH))
 		note_big_frame(skb->ifindex);
 	if (!d.candidate)
@@ -1604,9 +1657,23 @@ int fp_act(struct __sk_buff *skb)
 SEC("socket")
 int fp_sock(struct __sk_buff *skb)
 {
-	struct decision d = {};
-	decide(skb, &d);
-	return d.verdict == V_PASS && !d.second_pass ? skb->len : 0;
+	// Decided into the per-CPU entry fp_tc recalls (see fp_decided): no second copy of
+	// the decision on this program's stack.
+	__u32 zero = 0;
+	struct fp_decided *k = bpf_map_lookup_elem(&fp_decideds, &zero);
+	if (!k) // never: the array's one entry always exists
+		return skb->len;
+	k->at = 0;
+	__builtin_memset(&k->d, 0, sizeof(k->d));
+	decide(skb, &k->d);
+	if (skb->pkt_type == PACKET_HOST && skb->len >= FP_ETH_HLEN + FP_HEAD &&
+	    !bpf_skb_load_bytes(skb, FP_ETH_HLEN, k->head, FP_HEAD)) {
+		k->ifindex = skb->ifindex;
+		k->len = skb->len;
+		k->mark = skb->mark;
+		k->at = bpf_ktime_get_ns();
+	}
+	return k->d.verdict == V_PASS && !k->d.second_pass ? skb->len : 0;
 }
 
 char _license[] SEC("license") = "GPL";

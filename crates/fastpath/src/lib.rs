@@ -358,6 +358,10 @@ pub struct FastCounters {
     /// for the out device's MPLS GSO, pops of frames some device sent (counted as pushed
     /// or popped too).
     pub act_mpls: u64,
+    /// Frames the TC program did not decide on again: it took the decision the socket
+    /// filter made on the same frame a moment before (the router's packet socket sees
+    /// each frame before TC does).
+    pub recalled: u64,
 }
 
 /// Per-port counters of redirected frames, summed over CPUs.
@@ -1120,6 +1124,7 @@ impl FastPath {
             crossed: get(counter::CROSSED)?,
             repassed: get(counter::REPASSED)?,
             act_mpls: get(counter::ACT_MPLS)?,
+            recalled: get(counter::RECALLED)?,
         })
     }
 

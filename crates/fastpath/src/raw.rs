@@ -41,6 +41,7 @@ pub(crate) mod counter {
     pub(crate) const CROSSED: u32 = 10;
     pub(crate) const REPASSED: u32 = 11;
     pub(crate) const ACT_MPLS: u32 = 12;
+    pub(crate) const RECALLED: u32 = 13;
 }
 
 /// `struct fp_adj`.

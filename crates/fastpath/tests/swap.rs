@@ -122,6 +122,7 @@ fn swap_rewrites_the_top_entry_and_redirects_to_the_peer() {
     let c = lab.fp.counters().unwrap();
     assert_eq!((c.frames_in, c.swap, c.passed, c.redirect_failed), (3, 1, 2, 0), "{c:?}");
     assert_eq!((c.push, c.pop, c.ip_forward), (0, 0, 0));
+    assert_eq!(c.recalled, 0, "no filtered socket: the TC program decided on each frame");
     assert_eq!(c.bytes, frame.len() as u64);
     let len = frame.len() as u64;
     assert_eq!(lab.fp.label_stats().unwrap(), BTreeMap::from([(100, (1, len))]));
@@ -160,6 +161,22 @@ fn socket_filter_hides_exactly_the_redirected_frames() {
     };
     assert_eq!(seen(&filtered), vec![(100, 1), (999, 64)], "the router sees what the fast path left it");
     assert_eq!(seen(&plain), vec![(100, 64), (100, 1), (999, 64)], "an unfiltered tap sees everything");
+    // The socket filter decided on each frame first; the TC program took its decisions.
+    let c = lab.fp.counters().unwrap();
+    assert_eq!((c.frames_in, c.recalled, c.swap, c.passed), (3, 3, 1, 2), "{c:?}");
+
+    // A frame shorter than what ties a decision to its frame: decided twice, alike.
+    let mut short = mpls_frame(&[lse(100, 0, true, 64)]);
+    short.truncate(14 + 4 + 20);
+    short[14 + 4 + 2..14 + 4 + 4].copy_from_slice(&20u16.to_be_bytes());
+    lab.tx.send(&short);
+    let c = lab.fp.counters().unwrap();
+    assert_eq!(c.frames_in, 4, "{c:?}");
+    assert_eq!(c.recalled, 3, "{c:?}");
+    assert_eq!(c.swap + c.passed, 4, "{c:?}");
+    let to_b = lab.at_b().len() as u64;
+    let to_router = seen(&filtered).len() as u64;
+    assert_eq!(to_b + to_router, 1, "the short frame went one way only");
 }
 
 #[test]

@@ -901,6 +901,7 @@ impl FastPathRuntime {
             ("crossed", c.crossed),
             ("repassed", c.repassed),
             ("act_mpls", c.act_mpls),
+            ("recalled", c.recalled),
             ("install_failed", self.installer.failures),
         ]
     }
