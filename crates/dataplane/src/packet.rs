@@ -160,6 +160,7 @@ impl Packet {
     /// Moves the first `n` bytes of the frame `by` bytes toward the front (`by` > 0) or
     /// the back, opening or closing a gap behind them: the primitive under label push
     /// (open 4 bytes behind the Ethernet header) and pop (close them).
+    #[inline(always)]
     pub fn shift_head(&mut self, n: usize, by: isize) -> Option<()> {
         if by >= 0 {
             let by = by as usize;

@@ -325,6 +325,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// True when the header checksum is correct.
+    #[inline(always)]
     pub fn verify_checksum(&self) -> bool {
         let header = &self.buffer.as_ref()[..self.header_len()];
         // Nearly every header has no options: its sum unrolled.
@@ -470,12 +471,19 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 
     /// Decrements the TTL, patching the checksum incrementally, and returns the new TTL.
     /// A TTL of 0 stays 0 (callers check for expiry before forwarding).
+    #[inline(always)]
     pub fn decrement_ttl(&mut self) -> u8 {
-        let ttl = self.ttl().saturating_sub(1);
-        if ttl != self.ttl() {
-            self.set_ttl_incremental(ttl);
+        let ttl = self.ttl();
+        if ttl == 0 {
+            return 0;
         }
-        ttl
+        self.set_ttl(ttl - 1);
+        // RFC 1624 eqn. 3 with the TTL the high byte of its word (m' = m - 0x0100):
+        // ~m + m' is 0xfeff whatever m is, and one fold suffices. Every router decrements
+        // every packet's TTL, so this skips reading the word back and the general fold.
+        let acc = u32::from(!self.checksum()) + 0xfeff;
+        self.set_checksum(!(((acc & 0xffff) + (acc >> 16)) as u16));
+        ttl - 1
     }
 
     /// The options, mutable.
@@ -828,6 +836,23 @@ mod tests {
         p.set_ecn(0);
         assert!(!p.dont_frag() && p.more_frags());
         assert_eq!(p.dscp(), 46);
+    }
+
+    #[test]
+    fn decrement_ttl_patches_checksum_as_rfc_1624_for_every_checksum() {
+        let mut header = [0u8; HEADER_LEN];
+        header[0] = 0x45;
+        for ttl in [1u8, 2, 64, 128, 255] {
+            for check in 0..=u16::MAX {
+                header[8] = ttl;
+                header[10..12].copy_from_slice(&check.to_be_bytes());
+                let mut p = Packet::new_unchecked(&mut header[..]);
+                let old = p.u16_at(field::TTL_PROTOCOL);
+                assert_eq!(p.decrement_ttl(), ttl - 1);
+                let want = checksum::update16(check, old, p.u16_at(field::TTL_PROTOCOL));
+                assert_eq!(p.checksum(), want, "ttl {ttl} checksum {check:#06x}");
+            }
+        }
     }
 
     #[test]
