@@ -250,14 +250,14 @@ impl Counters {
     }
 
     /// Counts a frame of `bytes` switched by the route of `label`.
-    #[inline]
+    #[inline(always)]
     pub fn label(&mut self, label: u32, bytes: usize) {
         self.label_add(label, 1, bytes as u64);
     }
 
     /// Counts `frames` frames of `bytes` bytes in all switched by the route of `label`
     /// (several at once: the in-kernel fast path's, read from the kernel).
-    #[inline]
+    #[inline(always)]
     pub fn label_add(&mut self, label: u32, frames: u64, bytes: u64) {
         let i = label as usize;
         if i >= self.labels.len() {

@@ -149,8 +149,8 @@ impl Vrf {
     /// The longest-match route for `addr`, of either family.
     pub fn lookup(&self, addr: IpAddr) -> Option<&PrefixRoute> {
         match addr {
-            IpAddr::V4(a) => self.v4.lookup(a).map(|(_, _, r)| r),
-            IpAddr::V6(a) => self.v6.lookup(a).map(|(_, _, r)| r),
+            IpAddr::V4(a) => self.v4.lookup_value(a),
+            IpAddr::V6(a) => self.v6.lookup_value(a),
         }
     }
 }

@@ -415,6 +415,16 @@ impl<A: LpmKey, V: Clone> Lpm<A, V> {
         self.walk(addr)
     }
 
+    /// The value of the longest prefix holding `addr`: [`Lpm::lookup`] without building
+    /// the prefix, which a forwarding lookup does not need.
+    #[inline]
+    pub fn lookup_value(&self, addr: A) -> Option<&V> {
+        if let Some(dir) = &self.dir {
+            return self.node(dir.lookup((addr.to_key() >> 96) as u32)?).value.as_ref();
+        }
+        self.walk(addr).map(|(_, _, v)| v)
+    }
+
     /// [`Lpm::lookup`] by walking the trie.
     fn walk(&self, addr: A) -> Option<(A, u8, &V)> {
         let key = addr.to_key();
@@ -639,6 +649,7 @@ pub(crate) mod tests {
                 let probe = random_key(&mut rng);
                 let got = t.lookup(A::from_key(probe)).map(|(a, l, v)| (a.to_key(), l, *v));
                 assert_eq!(got, naive(&reference, probe), "probe {:?}", A::from_key(probe));
+                assert_eq!(t.lookup_value(A::from_key(probe)).copied(), got.map(|g| g.2));
             }
         }
         let mut sorted = reference.clone();
@@ -675,6 +686,7 @@ pub(crate) mod tests {
             for _ in 0..4 {
                 let probe = Ipv4Addr::from(key(&mut rng));
                 assert_eq!(t.lookup(probe), t.walk(probe), "step {step}, probe {probe}");
+                assert_eq!(t.lookup_value(probe), t.walk(probe).map(|w| w.2), "step {step}, probe {probe}");
             }
         }
         // Copies taken along the way still answer as they did.

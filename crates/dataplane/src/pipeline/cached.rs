@@ -200,7 +200,7 @@ impl Dataplane {
         let routes = b.fib.vrf(vrf)?;
         let route = match b.route_hint {
             Some(h) if h.vrf == vrf && h.dst == dst => h.route,
-            _ => routes.v4.lookup(dst).map(|(_, _, r)| r),
+            _ => routes.v4.lookup_value(dst),
         }?;
         let (port_id, addr, labels) = match &route.target {
             RouteTarget::Connected { port } => (*port, IpAddr::V4(dst), &[][..]),

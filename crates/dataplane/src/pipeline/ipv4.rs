@@ -36,7 +36,7 @@ impl Dataplane {
         // The lookup stage's result, if it looked this very key up (in this FIB).
         let route = match b.route_hint {
             Some(h) if h.vrf == ctx.vrf && h.dst == dst => h.route,
-            _ => vrf.v4.lookup(dst).map(|(_, _, r)| r),
+            _ => vrf.v4.lookup_value(dst),
         };
         if matches!(route.map(|r| &r.target), Some(RouteTarget::Local)) {
             return self.ipv4_local(b, pkt, ctx);

@@ -34,7 +34,7 @@ impl Dataplane {
             return self.discard(DropReason::IpMulticast, pkt, b.pool);
         }
         let Some(vrf) = b.fib.vrf(ctx.vrf) else { return self.discard(DropReason::NoRoute, pkt, b.pool) };
-        let route = vrf.v6.lookup(dst).map(|(_, _, r)| r);
+        let route = vrf.v6.lookup_value(dst);
         if matches!(route.map(|r| &r.target), Some(RouteTarget::Local)) {
             return self.ipv6_local(b, pkt, ctx);
         }
