@@ -356,12 +356,13 @@ pub(super) struct ReceivedStack {
 #[inline(always)]
 pub(super) fn gro_eligible(fib: &Fib, ports: &[PortInfo], pkt: &Packet) -> bool {
     let frame = pkt.frame();
-    // Frames from a port that refuses labels are dropped one by one, each counted.
-    if pkt.offload.is_gso() || !is_labelled(frame) || !fib.accepts_mpls(pkt.port) {
+    if pkt.offload.is_gso() || !is_labelled(frame) {
         return false;
     }
+    // TCP first: most frames that are not (small frames, UDP) stop at the cheapest test.
     let tcp = frame.get(entry_at(1)..).and_then(ip::protocol) == Some(ipv4::protocol::TCP);
-    tcp && labelled_tcp_gro_eligible(fib, ports, pkt)
+    // Frames from a port that refuses labels are dropped one by one, each counted.
+    tcp && fib.accepts_mpls(pkt.port) && labelled_tcp_gro_eligible(fib, ports, pkt)
 }
 
 /// The rest of [`gro_eligible`], for TCP under one label: out of line, so the cheap
