@@ -1080,11 +1080,11 @@ static __always_inline void decide_delivery(struct decision *d, __u32 gso)
 	__u32 out = d->adj.ifindex;
 	struct fp_port *op = bpf_map_lookup_elem(&fp_ports, &out);
 	__u32 out_netns = op ? op->netns : 0;
+	int chain = d->verdict == V_PUSH && d->in_act_chain && out_netns == d->in_netns;
 	if (op && op->transmit) {
 		int labelled = d->verdict == V_SWAP || d->verdict == V_PUSH || d->verdict == V_PHP_LABEL;
 		// Pushes through the action chain: super-frames leave whole in the kernel too, so
 		// single segments pushed meanwhile overtake nothing.
-		int chain = d->verdict == V_PUSH && d->in_act_chain && out_netns == d->in_netns;
 		if (out_netns != d->in_netns ||
 		    (labelled && !chain && (gso || (d->tcp_data && big_frames_lately(d->in_ifindex))))) {
 			d->verdict = V_PASS;
@@ -1092,6 +1092,12 @@ static __always_inline void decide_delivery(struct decision *d, __u32 gso)
 		}
 		d->transmit = 1;
 		d->act_chain = chain && gso;
+	} else {
+		// Into a veth peer, whose stack takes the skb as it is: a label pushed by
+		// adjust_room leaves skb->protocol IP under the MPLS EtherType, which the
+		// kernel's own MPLS (a peer namespace routing with mpls_router) drops as a bad IP
+		// packet; act_mpls makes it MPLS. A vmpls peer pops it with its own chain.
+		d->act_chain = chain;
 	}
 	if (out_netns == d->in_netns)
 		return;
