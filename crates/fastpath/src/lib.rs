@@ -169,7 +169,11 @@ pub struct FastPort {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Delivery {
     /// A veth: `bpf_redirect_peer` lands the frame at its peer's ingress in one step, and
-    /// super-frames, labelled or not, arrive whole.
+    /// super-frames, labelled or not, arrive whole. The peer's stack takes the skb as it
+    /// is: a push through the in port's action chain (where there is one) makes it MPLS,
+    /// as a neighbour routing with the kernel's own MPLS needs; a push by the program
+    /// alone leaves `skb->protocol` IP under the MPLS EtherType, which only another vmpls
+    /// fast path reads right.
     #[default]
     VethPeer,
     /// Any other Ethernet device (TAP, virtio-net, a physical NIC): `bpf_redirect` to its
