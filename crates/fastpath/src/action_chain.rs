@@ -166,15 +166,20 @@ fn mpls_action(m: &mut Msg, order: u16, control: i32, m_action: i32, attrs: &[(u
     m.end(action);
 }
 
-/// A `fw` filter on `mark` (all 32 bits) in chain 0 with the actions `add` appends.
-fn fw_filter(ifindex: u32, mark: u32, seq: u32, add: impl FnOnce(&mut Msg)) -> Vec<u8> {
-    let mut m = Msg::new(
+/// A new filter at the chain's preference with `handle`, as `tc filter add` makes it.
+fn new_filter(ifindex: u32, handle: u32) -> Msg {
+    Msg::new(
         RTM_NEWTFILTER,
         NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE,
         ifindex,
-        mark,
+        handle,
         info(PREF),
-    );
+    )
+}
+
+/// A `fw` filter on `mark` (all 32 bits) in chain 0 with the actions `add` appends.
+fn fw_filter(ifindex: u32, mark: u32, seq: u32, add: impl FnOnce(&mut Msg)) -> Vec<u8> {
+    let mut m = new_filter(ifindex, mark);
     m.attr(TCA_KIND, b"fw\0");
     let options = m.nest(TCA_OPTIONS);
     m.attr(TCA_FW_MASK, &u32::MAX.to_ne_bytes());
@@ -212,13 +217,7 @@ fn pop_filter(ifindex: u32, ip_version: u32, seq: u32) -> Vec<u8> {
 
 /// `fp_act` (the program `prog_fd`, named `name`) as chain 1's filter, direct action.
 fn act_filter(ifindex: u32, prog_fd: u32, name: &str, seq: u32) -> Vec<u8> {
-    let mut m = Msg::new(
-        RTM_NEWTFILTER,
-        NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE,
-        ifindex,
-        ACT_HANDLE,
-        info(PREF),
-    );
+    let mut m = new_filter(ifindex, ACT_HANDLE);
     m.attr(TCA_KIND, b"bpf\0");
     m.attr(TCA_CHAIN, &1u32.to_ne_bytes());
     let options = m.nest(TCA_OPTIONS);
@@ -272,14 +271,12 @@ impl Rtnl {
         Ok(Rtnl { fd, seq: 1 })
     }
 
-    fn next_seq(&mut self) -> u32 {
+    /// Sends the request `build` makes with the next sequence number and waits for its
+    /// acknowledgement: the kernel's error, if any.
+    fn request(&mut self, build: impl FnOnce(u32) -> Vec<u8>) -> io::Result<()> {
         self.seq = self.seq.wrapping_add(1);
-        self.seq
-    }
-
-    /// Sends one request and waits for its acknowledgement: the kernel's error, if any.
-    fn request(&mut self, msg: &[u8]) -> io::Result<()> {
-        let seq = u32::from_ne_bytes(msg[8..12].try_into().expect("4 bytes"));
+        let seq = self.seq;
+        let msg = build(seq);
         // SAFETY: fd is open; msg is a readable buffer of the length given.
         let sent = unsafe { libc::send(self.fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
         if sent < 0 {
@@ -332,13 +329,12 @@ impl ActionChain {
     pub(crate) fn install(ifindex: u32, act_prog_fd: u32, act_prog_name: &str) -> io::Result<ActionChain> {
         let mut chain = ActionChain { rtnl: Rtnl::open()?, ifindex };
         chain.remove();
-        let mut messages = vec![act_filter(ifindex, act_prog_fd, act_prog_name, 0)];
-        messages.extend((1..=MAX_DEPTH).map(|depth| push_filter(ifindex, depth, 0)));
-        messages.extend([4, 6].map(|v| pop_filter(ifindex, v, 0)));
-        for mut m in messages {
-            let seq = chain.rtnl.next_seq();
-            m[8..12].copy_from_slice(&seq.to_ne_bytes());
-            chain.rtnl.request(&m)?;
+        chain.rtnl.request(|seq| act_filter(ifindex, act_prog_fd, act_prog_name, seq))?;
+        for depth in 1..=MAX_DEPTH {
+            chain.rtnl.request(|seq| push_filter(ifindex, depth, seq))?;
+        }
+        for version in [4, 6] {
+            chain.rtnl.request(|seq| pop_filter(ifindex, version, seq))?;
         }
         Ok(chain)
     }
@@ -346,8 +342,7 @@ impl ActionChain {
     /// Removes both chains' filters (those that are there).
     fn remove(&mut self) {
         for chain in [0, 1] {
-            let seq = self.rtnl.next_seq();
-            let _ = self.rtnl.request(&delete_filters(self.ifindex, chain, seq));
+            let _ = self.rtnl.request(|seq| delete_filters(self.ifindex, chain, seq));
         }
     }
 }

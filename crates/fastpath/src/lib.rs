@@ -724,17 +724,9 @@ impl FastPath {
     /// CAP_NET_ADMIN); aya raises RLIMIT_MEMLOCK where the kernel still charges it.
     pub fn load() -> Result<FastPath, FastPathError> {
         let mut ebpf = aya::Ebpf::load(object()?).map_err(FastPathError::Load)?;
-        {
-            let tc: &mut SchedClassifier = program(&mut ebpf, TC_PROG)?;
-            tc.load().map_err(|source| FastPathError::Program { name: TC_PROG, what: "loading", source })?;
-        }
-        {
-            let act: &mut SchedClassifier = program(&mut ebpf, ACT_PROG)?;
-            act.load().map_err(|source| FastPathError::Program {
-                name: ACT_PROG,
-                what: "loading",
-                source,
-            })?;
+        for name in [TC_PROG, ACT_PROG] {
+            let tc: &mut SchedClassifier = program(&mut ebpf, name)?;
+            tc.load().map_err(|source| FastPathError::Program { name, what: "loading", source })?;
         }
         {
             let sock: &mut SocketFilter = program(&mut ebpf, SOCK_PROG)?;

@@ -217,6 +217,22 @@ impl ExtraFile {
     pub fn program(host: impl Into<PathBuf>, guest: &str) -> ExtraFile {
         ExtraFile { host: host.into(), guest: guest.to_string(), with_libs: true }
     }
+
+    /// [`ExtraFile::program`] of a copy of `host` without debug info, written into
+    /// `scratch` (a release build of vmpls shrinks to a tenth, and the initramfs with it);
+    /// the original if `strip` is missing or fails.
+    pub fn stripped_program(host: &Path, scratch: &Path, guest: &str) -> ExtraFile {
+        let name = host.file_name().unwrap_or(std::ffi::OsStr::new("program"));
+        let out = scratch.join(name);
+        let ok = Command::new("strip")
+            .arg("--strip-debug")
+            .arg("-o")
+            .arg(&out)
+            .arg(host)
+            .status()
+            .is_ok_and(|s| s.success());
+        ExtraFile::program(if ok { out } else { host.to_path_buf() }, guest)
+    }
 }
 
 /// What goes into an image besides the kernel and busybox.

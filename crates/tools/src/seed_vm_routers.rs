@@ -462,20 +462,6 @@ fn expected_labels() -> [(&'static str, BTreeSet<String>); 2] {
     [("p-west", set(p.pe1_push, p.p_to_pe1)), ("p-east", set(p.p_to_pe2, p.pe2_push))]
 }
 
-/// The `vmpls` binary without debug info (a tenth of the size), to keep the initramfs
-/// small; the original if `strip` fails.
-fn stripped(binary: &Path, work: &Path) -> PathBuf {
-    let out = work.join("vmpls");
-    let ok = Command::new("strip")
-        .arg("--strip-debug")
-        .arg("-o")
-        .arg(&out)
-        .arg(binary)
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok { out } else { binary.to_path_buf() }
-}
-
 fn check_interrupt() -> anyhow::Result<()> {
     if interrupted() {
         return Err(Interrupted.into());
@@ -501,7 +487,8 @@ fn ip(ns: &str, args: &[&str]) -> anyhow::Result<()> {
 pub struct VmRoutersLab {
     topo: Topology,
     image: GuestImage,
-    vmpls: PathBuf,
+    /// The router binary, stripped, for the guests.
+    vmpls: ExtraFile,
     work: PathBuf,
     /// The accelerator the guests ran on.
     pub accel: Option<vmpls_guest::Accel>,
@@ -524,7 +511,7 @@ impl VmRoutersLab {
             bail!("router binary {} not found", router_binary.display());
         }
         let image = GuestImage::build(cache).context("building the guest image")?;
-        let vmpls = stripped(router_binary, work);
+        let vmpls = ExtraFile::stripped_program(router_binary, work, "/usr/bin/vmpls");
         let mut topo = Topology::new();
         topo.add_host(LINKS)?;
         for h in ["ce1", "ce2"] {
@@ -540,7 +527,7 @@ impl VmRoutersLab {
 
     /// The files each guest gets: vmpls, and perf when profiling.
     fn guest_files(&self) -> anyhow::Result<Vec<ExtraFile>> {
-        let mut files = vec![ExtraFile::program(&self.vmpls, "/usr/bin/vmpls")];
+        let mut files = vec![self.vmpls.clone()];
         if profile_seconds()?.is_some() {
             let perf = Path::new("/usr/bin/perf");
             if !perf.is_file() {

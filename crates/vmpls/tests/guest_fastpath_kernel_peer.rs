@@ -18,8 +18,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
 use common::WorkDir;
@@ -83,20 +82,6 @@ result "STATS $(tr -d '\n' < /tmp/r.json)"
 kill $pid
 "#;
 
-/// The `vmpls` binary without debug info, to keep the guest's initramfs small.
-fn stripped_vmpls(work: &Path) -> PathBuf {
-    let original = PathBuf::from(env!("CARGO_BIN_EXE_vmpls"));
-    let out = work.join("vmpls");
-    let ok = Command::new("strip")
-        .arg("--strip-debug")
-        .arg("-o")
-        .arg(&out)
-        .arg(&original)
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok { out } else { original }
-}
-
 /// The number after `"bytes":` on the result line starting with `tag`.
 fn bytes_of(results: &str, tag: &str) -> u64 {
     results
@@ -109,14 +94,17 @@ fn bytes_of(results: &str, tag: &str) -> u64 {
 fn the_fast_path_pushes_and_pops_for_a_kernel_mpls_neighbour_over_veth() {
     let image = GuestImage::build(&GuestCache::default_location()).expect("guest image");
     let work_dir = WorkDir::new("guest-kernel-peer");
-    let vmpls = stripped_vmpls(work_dir.path());
     let mut g = Guest::boot(
         &image,
         GuestConfig {
             name: "kpeer".into(),
             script: SCRIPT.into(),
             memory_mib: 768,
-            files: vec![ExtraFile::program(&vmpls, "/usr/bin/vmpls")],
+            files: vec![ExtraFile::stripped_program(
+                Path::new(env!("CARGO_BIN_EXE_vmpls")),
+                work_dir.path(),
+                "/usr/bin/vmpls",
+            )],
             ..GuestConfig::default()
         },
     )

@@ -133,21 +133,6 @@ cat /tmp/vmpls.log > /dev/console
 fail "vmpls exited"
 "#;
 
-/// The `vmpls` binary without debug info (a tenth of the size), to keep the guest's
-/// initramfs small; the original if `strip` is not installed.
-fn stripped_vmpls(work: &Path) -> PathBuf {
-    let original = PathBuf::from(env!("CARGO_BIN_EXE_vmpls"));
-    let out = work.join("vmpls");
-    let ok = Command::new("strip")
-        .arg("--strip-debug")
-        .arg("-o")
-        .arg(&out)
-        .arg(&original)
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok { out } else { original }
-}
-
 fn start_router(topo: &mut Topology, host: &str, name: &str, work: &Path, config: &str) -> PathBuf {
     let path = work.join(format!("{name}.toml"));
     std::fs::write(&path, config).unwrap();
@@ -204,7 +189,6 @@ fn run(fast_path: &str) {
     // Both tests run at once in this process: each has its own directory (sockets, logs).
     let work_dir = WorkDir::new(&format!("guest-p-{fast_path}"));
     let work = work_dir.path();
-    let vmpls = stripped_vmpls(work);
 
     let mut topo = Topology::new();
     for h in ["ce1", "h", "ce2"] {
@@ -226,7 +210,11 @@ fn run(fast_path: &str) {
             script: P_SCRIPT.replace("FAST_PATH", fast_path),
             netns: Some(ns),
             memory_mib: 768,
-            files: vec![ExtraFile::program(&vmpls, "/usr/bin/vmpls")],
+            files: vec![ExtraFile::stripped_program(
+                Path::new(env!("CARGO_BIN_EXE_vmpls")),
+                work,
+                "/usr/bin/vmpls",
+            )],
             ..GuestConfig::default()
         },
     )
