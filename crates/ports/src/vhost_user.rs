@@ -24,7 +24,8 @@
 //! the queues are processed by the router thread, not by the worker:
 //! - the worker's `handle_event` only writes an eventfd (this port's [`Port::fd`]) when the
 //!   guest kicks its transmit queue, and hands over the connection's vrings the first time
-//!   it sees them;
+//!   it sees them; the receive queue's kicks (buffers posted) it turns off at the queue's
+//!   start, as the port drops a frame that finds no buffer and never waits for one;
 //! - [`Port::recv_batch`] and [`Port::send_batch`] lock the vring (`VringMutex`, shared with
 //!   the protocol thread, uncontended except while the frontend reconfigures the queue)
 //!   once per batch and pop descriptor chains themselves.
@@ -292,6 +293,10 @@ pub struct VhostUserStats {
     /// Times the guest's transmit queue woke the port: once when the queue starts, then on
     /// the guest's kicks (none while the router polls the port with the kicks off).
     pub tx_queue_wakeups: u64,
+    /// Times the guest's receive queue woke the port's worker: once when the queue starts,
+    /// which asks the guest for no kicks after posting buffers, then only the kicks of a
+    /// driver that ignores that.
+    pub rx_queue_events: u64,
 }
 
 /// Options of a vhost-user port.
@@ -336,6 +341,8 @@ struct Shared {
     too_many_regions: AtomicU64,
     /// [`VhostUserStats::tx_queue_wakeups`], counted after the eventfd is written.
     tx_queue_wakeups: AtomicU64,
+    /// [`VhostUserStats::rx_queue_events`].
+    rx_queue_events: AtomicU64,
 }
 
 impl Shared {
@@ -434,9 +441,24 @@ impl VhostUserBackend for NetBackend {
         if !have && vrings.len() > TX_QUEUE {
             self.shared.update(|c| c.vrings = Some(vrings.to_vec()));
         }
-        if usize::from(device_event) == TX_QUEUE {
-            self.shared.wake();
-            self.shared.tx_queue_wakeups.fetch_add(1, Ordering::Release);
+        match usize::from(device_event) {
+            TX_QUEUE => {
+                self.shared.wake();
+                self.shared.tx_queue_wakeups.fetch_add(1, Ordering::Release);
+            }
+            RX_QUEUE => {
+                // The queue started, or the guest posted receive buffers and kicked. The
+                // port never waits for buffers (a frame that finds none is dropped and
+                // counted), so a kick only costs a wake-up of this thread (and, for a QEMU
+                // guest, an exit): ask for none (`VRING_USED_F_NO_NOTIFY`; a queue reset
+                // clears it and starts the queue again). Err: the used ring lies outside
+                // guest memory; the router's next send counts what that breaks.
+                if let Some(rx) = vrings.get(RX_QUEUE) {
+                    let _ = rx.disable_notification();
+                }
+                self.shared.rx_queue_events.fetch_add(1, Ordering::Release);
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -570,6 +592,7 @@ impl VhostUserPort {
                 fds_closed: Arc::new(AtomicU64::new(0)),
                 too_many_regions: AtomicU64::new(0),
                 tx_queue_wakeups: AtomicU64::new(0),
+                rx_queue_events: AtomicU64::new(0),
             });
             let thread_shared = shared.clone();
             let daemon_name = name.to_owned();
@@ -633,6 +656,7 @@ impl VhostUserPort {
             frontend_fds_closed: self.shared.fds_closed.load(Ordering::Relaxed),
             frontend_too_many_regions: self.shared.too_many_regions.load(Ordering::Relaxed),
             tx_queue_wakeups: self.shared.tx_queue_wakeups.load(Ordering::Acquire),
+            rx_queue_events: self.shared.rx_queue_events.load(Ordering::Acquire),
             ..self.vstats
         }
     }

@@ -89,11 +89,13 @@ struct Guest {
     mem: GuestMemoryMmap,
     kick_tx: EventFd,
     _call: EventFd,
-    _kick_rx: EventFd,
+    kick_rx: EventFd,
     /// Descriptors used in the transmit queue so far.
     tx_next: u16,
     /// The transmit queue's used ring.
     tx_used: GuestAddress,
+    /// The receive queue's used ring.
+    rx_used: GuestAddress,
 }
 
 impl Guest {
@@ -119,11 +121,13 @@ impl Guest {
         let call = EventFd::new(libc::EFD_NONBLOCK).unwrap();
         let kick_rx = EventFd::new(libc::EFD_NONBLOCK).unwrap();
         let kick_tx = EventFd::new(libc::EFD_NONBLOCK).unwrap();
-        let mut tx_used = GuestAddress(0);
+        let (mut tx_used, mut rx_used) = (GuestAddress(0), GuestAddress(0));
         for (q, at, kick) in [(0, RX_QUEUE_AT, &kick_rx), (1, TX_QUEUE_AT, &kick_tx)] {
             let vq = MockSplitQueue::create(&mem, GuestAddress(at), QUEUE_SIZE);
             if q == 1 {
                 tx_used = vq.used_addr();
+            } else {
+                rx_used = vq.used_addr();
             }
             frontend.set_vring_num(q, QUEUE_SIZE).unwrap();
             let addrs = VringConfigData {
@@ -141,7 +145,7 @@ impl Guest {
             frontend.set_vring_kick(q, kick).unwrap();
             frontend.set_vring_enable(q, true).unwrap();
         }
-        Guest { _frontend: frontend, mem, kick_tx, _call: call, _kick_rx: kick_rx, tx_next: 0, tx_used }
+        Guest { _frontend: frontend, mem, kick_tx, _call: call, kick_rx, tx_next: 0, tx_used, rx_used }
     }
 
     /// Puts `hdr` (12 bytes) and `frame` in the transmit queue as one chain and kicks.
@@ -154,7 +158,16 @@ impl Guest {
     /// (`VRING_USED_F_NO_NOTIFY` in the used ring's flags): a driver then queues
     /// frames without kicking.
     fn kicks_off(&self) -> bool {
-        let flags: u16 = self.mem.read_obj(self.tx_used).unwrap();
+        self.no_notify(self.tx_used)
+    }
+
+    /// The same for the receive queue, where a driver kicks after posting buffers.
+    fn rx_kicks_off(&self) -> bool {
+        self.no_notify(self.rx_used)
+    }
+
+    fn no_notify(&self, used: GuestAddress) -> bool {
+        let flags: u16 = self.mem.read_obj(used).unwrap();
         u16::from_le(flags) & 1 != 0
     }
 
@@ -384,4 +397,30 @@ fn a_polled_port_keeps_the_guests_kicks_off_and_misses_no_frame_when_polling_sto
     assert_eq!(port.stats().rx_packets, 5);
     assert_eq!(port.stats().rx_dropped(), 0);
     drop(guest);
+}
+
+#[test]
+fn the_receive_queue_asks_for_no_kicks() {
+    // The port drops a frame that finds no receive buffer rather than wait for one, so a
+    // kick after the guest posts buffers would only wake its worker (and make a QEMU guest
+    // exit): the first event of the queue (its start) turns them off for good.
+    let dir = TempDir::new("vhost-fe-rxkick");
+    let socket = dir.path().join("g.sock");
+    let port = VhostUserPort::open(0, "g", &socket, &VhostUserOptions::default()).unwrap();
+    let guest = Guest::connect(&socket);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !guest.rx_kicks_off() {
+        assert!(Instant::now() < deadline, "receive-queue kicks still wanted: {:?}", port.vhost_stats());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let started = port.vhost_stats().rx_queue_events;
+    assert!(started >= 1);
+    // A driver that kicks all the same is heard, and still asked for none.
+    guest.kick_rx.write(1).unwrap();
+    while port.vhost_stats().rx_queue_events == started {
+        assert!(Instant::now() < deadline, "{:?}", port.vhost_stats());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(guest.rx_kicks_off());
+    assert!(!guest.kicks_off(), "the transmit queue's kicks are the router's to switch, not this");
 }
