@@ -70,6 +70,7 @@
 mod chain;
 pub(crate) mod fuzz;
 mod relay;
+mod ring;
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -100,6 +101,7 @@ use vmpls_sys::EventFd;
 use vmpls_wire::{ethernet, mpls, virtio_net};
 
 use self::chain::{RxError, TxChainError};
+use self::ring::{RingError, SplitRing};
 use crate::{MIN_MTU, Port, PortError, PortStats};
 
 /// Queue index of the guest's receive queue (our output).
@@ -285,6 +287,10 @@ pub struct VhostUserStats {
     pub tx_csum_completed: u64,
     /// Used rings the port could not write (outside guest memory): the guest is broken.
     pub used_ring_errors: u64,
+    /// Batches not moved because a ring of the queue does not lie inside one region of
+    /// the guest's memory (or the queue has no entries): a broken frontend, as QEMU and
+    /// DPDK lay a ring out in one piece.
+    pub rings_unmapped: u64,
     /// File descriptors a frontend sent that its messages do not take (more than a
     /// message carries, or sent with a message's later bytes): closed on arrival.
     pub frontend_fds_closed: u64,
@@ -685,6 +691,12 @@ impl VhostUserPort {
     }
 }
 
+impl VhostUserStats {
+    fn count_ring_error(&mut self, _: RingError) {
+        self.rings_unmapped += 1;
+    }
+}
+
 /// Counts a skipped transmit chain under its reason.
 fn count_tx_chain_error(stats: &mut PortStats, v: &mut VhostUserStats, e: TxChainError) {
     match e {
@@ -860,19 +872,28 @@ impl Port for VhostUserPort {
             self.shared.wake.drain();
             return Ok(0);
         }
-        let queue = vring.get_queue_mut();
+        let mut ring = match SplitRing::new(vring.get_queue_mut(), mem) {
+            Ok(ring) => ring,
+            Err(e) => {
+                drop(vring);
+                self.backlog = false;
+                self.shared.wake.drain();
+                self.vstats.count_ring_error(e);
+                return Ok(0);
+            }
+        };
         if !self.polling {
-            let _ = queue.disable_notification(mem);
+            let _ = ring.queue().disable_notification(mem);
         } else if self.kicks_off != self.seen_generation {
             // Once per polling spell (and connection): VRING_USED_F_NO_NOTIFY.
-            let _ = queue.disable_notification(mem);
+            let _ = ring.queue().disable_notification(mem);
             self.kicks_off = self.seen_generation;
         }
         self.used.clear();
         let mut delivered = 0;
         let mut popped = 0;
         while popped < max {
-            let Some(chain) = queue.pop_descriptor_chain(mem) else {
+            let Some(chain) = ring.pop() else {
                 break;
             };
             popped += 1;
@@ -911,21 +932,21 @@ impl Port for VhostUserPort {
                 self.shared.wake.drain();
                 self.backlog = false;
             }
-            if queue.enable_notification(mem).unwrap_or(true) {
+            if ring.queue().enable_notification(mem).unwrap_or(true) {
                 // Something arrived while kicks were off.
                 self.shared.wake();
             }
         }
         let mut used_err = false;
+        let mut interrupt = false;
         if !self.used.is_empty() {
-            match chain::publish_used(queue, mem, &self.used) {
-                Ok(_) => {
-                    if chain::guest_wants_interrupt(queue, mem) {
-                        let _ = vring.signal_used_queue();
-                    }
-                }
+            match ring.publish_used(&self.used) {
+                Ok(_) => interrupt = ring.guest_wants_interrupt(),
                 Err(_) => used_err = true,
             }
+        }
+        if interrupt {
+            let _ = vring.signal_used_queue();
         }
         drop(vring);
         drop(mem_guard);
@@ -953,7 +974,17 @@ impl Port for VhostUserPort {
             pkts.drain(..).for_each(|p| pool.put(p));
             return Ok(0);
         }
-        let queue = vring.get_queue_mut();
+        let mut ring = match SplitRing::new(vring.get_queue_mut(), mem) {
+            Ok(ring) => ring,
+            Err(e) => {
+                drop(vring);
+                self.vstats.count_ring_error(e);
+                self.vstats.tx_not_connected += total as u64;
+                self.stats.tx_dropped += total as u64;
+                pkts.drain(..).for_each(|p| pool.put(p));
+                return Ok(0);
+            }
+        };
         let used = &mut self.used;
         let headers = &mut self.segment_headers;
         let stats = &mut self.stats;
@@ -969,7 +1000,7 @@ impl Port for VhostUserPort {
                          vstats: &mut VhostUserStats|
          -> Result<(), RxError> {
             let hdr = rx_header(offload, &neg);
-            match chain::write_rx_parts(queue, mem, &hdr, neg.hdr_len, frame, neg.mergeable, used) {
+            match chain::write_rx_parts(&mut ring, &hdr, neg.hdr_len, frame, neg.mergeable, used) {
                 Ok(_) => {
                     stats.tx_packets += 1;
                     stats.tx_bytes += (frame[0].len() + frame[1].len()) as u64;
@@ -1049,15 +1080,15 @@ impl Port for VhostUserPort {
             pool.put(pkt);
         }
         let mut used_err = false;
+        let mut interrupt = false;
         if !used.is_empty() {
-            match chain::publish_used(queue, mem, used) {
-                Ok(_) => {
-                    if chain::guest_wants_interrupt(queue, mem) {
-                        let _ = vring.signal_used_queue();
-                    }
-                }
+            match ring.publish_used(used) {
+                Ok(_) => interrupt = ring.guest_wants_interrupt(),
                 Err(_) => used_err = true,
             }
+        }
+        if interrupt {
+            let _ = vring.signal_used_queue();
         }
         drop(vring);
         self.vstats.used_ring_errors += u64::from(used_err);

@@ -1,26 +1,25 @@
 //! Frames in and out of a guest's virtqueues, one descriptor chain at a time.
 //!
 //! The guest is untrusted. Every guest address goes through `vm-memory` (`get_slice` for a
-//! buffer inside one region, `read_slice`/`write_slice` across regions, `load`/`store`:
-//! each checks the whole access against the guest's memory regions), and the chain walk is `virtio-queue`'s (bounded by the queue size, indirect
-//! tables included), so a chain can at worst be refused: never a read or write outside the
-//! guest's memory, never a panic. Functions here take a bare [`Queue`] and any
-//! [`GuestMemory`], so the unit tests drive them with `virtio-queue`'s `MockSplitQueue` over
-//! a `GuestMemoryMmap` built in the test.
+//! buffer inside one region, `read_slice`/`write_slice` across regions: each checks the
+//! whole access against the guest's memory regions), and the chain walk is
+//! [`SplitRing`]'s, `virtio-queue`'s walk over slices taken once per batch (bounded by the
+//! table's size, indirect tables included), so a chain can at worst be refused: never a
+//! read or write outside the guest's memory, never a panic. The unit tests drive these
+//! functions with `virtio-queue`'s `MockSplitQueue` over a `GuestMemoryMmap` built in the
+//! test.
 //!
-//! Used-ring entries are collected by the caller and published with [`publish_used`]: all
-//! elements first, then one store of the used index. With mergeable receive buffers a frame
-//! spans several chains, and the guest (Linux `receive_mergeable`) reads `num_buffers`
-//! from the first and then expects the rest to be used already; publishing the index once
-//! after all of them (as QEMU's `virtqueue_flush` does) avoids that race. `virtio-queue`'s
-//! `add_used` publishes each element on its own.
+//! Used-ring entries are collected by the caller and published with
+//! [`SplitRing::publish_used`]: all elements first, then one store of the used index. With
+//! mergeable receive buffers a frame spans several chains, and the guest (Linux
+//! `receive_mergeable`) reads `num_buffers` from the first and then expects the rest to be
+//! used already; publishing the index once after all of them (as QEMU's `virtqueue_flush`
+//! does) avoids that race. `virtio-queue`'s `add_used` publishes each element on its own.
 
-use std::sync::atomic::{Ordering, fence};
-
-use virtio_bindings::bindings::virtio_ring::VRING_AVAIL_F_NO_INTERRUPT;
 use virtio_queue::desc::split::Descriptor;
-use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemory, GuestMemoryBackend};
+
+use super::ring::SplitRing;
 use vmpls_dataplane::gso::{self, OffloadRefused};
 use vmpls_wire::{ethernet, virtio_net};
 
@@ -134,28 +133,26 @@ pub(crate) enum RxError {
 }
 
 /// Writes `hdr[..hdr_len]` followed by `frame` into the guest's receive queue, appending
-/// the used-ring entries to `used` (publish them with [`publish_used`]). With `mergeable`
+/// the used-ring entries to `used` (publish them with [`SplitRing::publish_used`]). With `mergeable`
 /// the frame may span several chains and `num_buffers` (bytes 10..12 of a 12-byte header)
 /// is set to their number; without it the frame must fit one chain. On `NoBuffers` and
 /// `TooBig` the queue position is restored, so the buffers wait for the next frame.
-pub(crate) fn write_rx_frame<M: GuestMemory + ?Sized>(
-    queue: &mut Queue,
-    mem: &M,
+pub(crate) fn write_rx_frame(
+    ring: &mut SplitRing<'_, '_>,
     hdr: &[u8; virtio_net::HEADER_LEN_MRG],
     hdr_len: usize,
     frame: &[u8],
     mergeable: bool,
     used: &mut Vec<(u16, u32)>,
 ) -> Result<u16, RxError> {
-    write_rx_parts(queue, mem, hdr, hdr_len, [frame, &[]], mergeable, used)
+    write_rx_parts(ring, hdr, hdr_len, [frame, &[]], mergeable, used)
 }
 
 /// [`write_rx_frame`] for a frame in two pieces, written one after the other: a segment
 /// of a super-frame as its own headers and a slice of the super-frame's payload, copied
 /// once, straight into the guest's buffers.
-pub(crate) fn write_rx_parts<M: GuestMemory + ?Sized>(
-    queue: &mut Queue,
-    mem: &M,
+pub(crate) fn write_rx_parts(
+    ring: &mut SplitRing<'_, '_>,
     hdr: &[u8; virtio_net::HEADER_LEN_MRG],
     hdr_len: usize,
     frame: [&[u8]; 2],
@@ -165,22 +162,23 @@ pub(crate) fn write_rx_parts<M: GuestMemory + ?Sized>(
     let hdr_len = hdr_len.min(hdr.len());
     let src = Source { hdr: &hdr[..hdr_len], frame };
     let total = hdr_len + frame[0].len() + frame[1].len();
-    let start_avail = queue.next_avail();
+    let mem = ring.memory();
+    let start_avail = ring.next_avail();
     let used_start = used.len();
     let mut written = 0usize;
     let mut buffers: u16 = 0;
     let mut num_buffers_at: [Option<GuestAddress>; 2] = [None, None];
-    let rollback = |queue: &mut Queue, used: &mut Vec<(u16, u32)>| {
-        queue.set_next_avail(start_avail);
+    let rollback = |ring: &mut SplitRing<'_, '_>, used: &mut Vec<(u16, u32)>| {
+        ring.rewind(start_avail);
         used.truncate(used_start);
     };
     while written < total {
         if buffers == 1 && !mergeable {
-            rollback(queue, used);
+            rollback(ring, used);
             return Err(RxError::TooBig);
         }
-        let Some(chain) = queue.pop_descriptor_chain(mem) else {
-            rollback(queue, used);
+        let Some(chain) = ring.pop() else {
+            rollback(ring, used);
             return Err(RxError::NoBuffers);
         };
         let head = chain.head_index();
@@ -285,61 +283,11 @@ impl Source<'_> {
     }
 }
 
-/// Why used-ring entries could not be published.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct UsedRingError;
-
-/// Writes `used` (head index, bytes written) into the queue's used ring, then publishes
-/// them with one release store of the used index. Entries whose head index is not below
-/// the queue size are skipped (a guest can put any index in its available ring). Returns
-/// how many were published.
-pub(crate) fn publish_used<M: GuestMemory + ?Sized>(
-    queue: &mut Queue,
-    mem: &M,
-    used: &[(u16, u32)],
-) -> Result<usize, UsedRingError> {
-    let size = queue.size();
-    if used.is_empty() || size == 0 {
-        return Ok(0);
-    }
-    let ring = queue.used_ring();
-    let mut next = queue.next_used();
-    let mut published = 0;
-    for &(head, len) in used {
-        if head >= size {
-            continue;
-        }
-        // flags (2) + idx (2), then 8-byte elements { id: le32, len: le32 }.
-        let off = 4 + u64::from(next % size) * 8;
-        let addr = ring.checked_add(off).ok_or(UsedRingError)?;
-        let mut elem = [0u8; 8];
-        elem[..4].copy_from_slice(&u32::from(head).to_le_bytes());
-        elem[4..].copy_from_slice(&len.to_le_bytes());
-        guest_write(mem, &elem, GuestAddress(addr)).map_err(|_| UsedRingError)?;
-        next = next.wrapping_add(1);
-        published += 1;
-    }
-    let idx_addr = ring.checked_add(2).ok_or(UsedRingError)?;
-    mem.store(next.to_le(), GuestAddress(idx_addr), Ordering::Release).map_err(|_| UsedRingError)?;
-    queue.set_next_used(next);
-    Ok(published)
-}
-
-/// False when the guest asked not to be interrupted for this queue
-/// (`VRING_AVAIL_F_NO_INTERRUPT`, without `EVENT_IDX`). Call after [`publish_used`].
-pub(crate) fn guest_wants_interrupt<M: GuestMemory + ?Sized>(queue: &Queue, mem: &M) -> bool {
-    // The used index store must be visible before the flags are read, or an interrupt the
-    // guest re-enabled meanwhile could be missed.
-    fence(Ordering::SeqCst);
-    match mem.load::<u16>(GuestAddress(queue.avail_ring()), Ordering::Acquire) {
-        Ok(flags) => u16::from_le(flags) & VRING_AVAIL_F_NO_INTERRUPT as u16 == 0,
-        Err(_) => true,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use virtio_bindings::bindings::virtio_ring::VRING_AVAIL_F_NO_INTERRUPT;
+    use virtio_queue::{Queue, QueueT};
     use virtio_bindings::bindings::virtio_ring::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
     use virtio_queue::desc::RawDescriptor;
     use virtio_queue::mock::MockSplitQueue;
@@ -402,14 +350,15 @@ mod tests {
         )
         .unwrap();
         let mut q: Queue = vq.create_queue().unwrap();
-        let chain = q.pop_descriptor_chain(&mem).unwrap();
+        let mut ring = SplitRing::new(&mut q, &mem).unwrap();
+        let chain = ring.pop().unwrap();
         assert_eq!(chain.head_index(), 0);
         let mut buf = vec![0u8; 65536];
         let (offload, len) = read_tx_chain(&mem, chain, 12, &mut buf).unwrap();
         assert_eq!(len, 100);
         assert_eq!(&buf[..100], &body[..]);
         assert_eq!(offload, virtio_net::Repr::default());
-        assert!(q.pop_descriptor_chain(&mem).is_none());
+        assert!(ring.pop().is_none());
     }
 
     #[test]
@@ -431,7 +380,8 @@ mod tests {
         )
         .unwrap();
         let mut q: Queue = vq.create_queue().unwrap();
-        let chain = q.pop_descriptor_chain(&mem).unwrap();
+        let mut ring = SplitRing::new(&mut q, &mem).unwrap();
+        let chain = ring.pop().unwrap();
         let mut buf = vec![0u8; 65536];
         let (offload, len) = read_tx_chain(&mem, chain, 12, &mut buf).unwrap();
         assert_eq!(len, body.len());
@@ -454,7 +404,8 @@ mod tests {
         vq.add_desc_chains(&[desc(0x1_0000, 12, VRING_DESC_F_NEXT, 1), desc(0x2_0000, 60_000, 0, 0)], 0)
             .unwrap();
         let mut q: Queue = vq.create_queue().unwrap();
-        let chain = q.pop_descriptor_chain(&mem).unwrap();
+        let mut ring = SplitRing::new(&mut q, &mem).unwrap();
+        let chain = ring.pop().unwrap();
         let mut buf = vec![0u8; 65536];
         assert_eq!(read_tx_chain(&mem, chain, 12, &mut buf), Err(TxChainError::GsoSizeTooSmall));
     }
@@ -465,7 +416,8 @@ mod tests {
         let vq = MockSplitQueue::new(&mem, 16);
         vq.add_desc_chains(&[desc(0x1_0000, 8, 0, 0)], 0).unwrap();
         let mut q: Queue = vq.create_queue().unwrap();
-        let chain = q.pop_descriptor_chain(&mem).unwrap();
+        let mut ring = SplitRing::new(&mut q, &mem).unwrap();
+        let chain = ring.pop().unwrap();
         let mut buf = vec![0u8; 2048];
         assert_eq!(read_tx_chain(&mem, chain, 12, &mut buf), Err(TxChainError::TooShort));
     }
@@ -483,9 +435,10 @@ mod tests {
         // Wholly outside.
         vq.add_desc_chains(&[desc(0x4000_0000, 100, 0, 0)], 2).unwrap();
         let mut q: Queue = vq.create_queue().unwrap();
+        let mut ring = SplitRing::new(&mut q, &mem).unwrap();
         let mut buf = vec![0u8; 2048];
         for _ in 0..2 {
-            let chain = q.pop_descriptor_chain(&mem).unwrap();
+            let chain = ring.pop().unwrap();
             assert_eq!(read_tx_chain(&mem, chain, 12, &mut buf), Err(TxChainError::BadAddress));
         }
     }
@@ -501,10 +454,11 @@ mod tests {
         vq.add_desc_chains(&[desc(0x2_0000, 4000, 0, 0)], 1).unwrap();
         vq.add_desc_chains(&[desc(0x1_0000, 200, 0, 0)], 2).unwrap();
         let mut q: Queue = vq.create_queue().unwrap();
+        let mut ring = SplitRing::new(&mut q, &mem).unwrap();
         let mut buf = vec![0u8; 2048];
         let expect = [TxChainError::WriteOnly, TxChainError::TooLong, TxChainError::BadHeader];
         for e in expect {
-            let chain = q.pop_descriptor_chain(&mem).unwrap();
+            let chain = ring.pop().unwrap();
             assert_eq!(read_tx_chain(&mem, chain, 12, &mut buf), Err(e));
         }
     }
@@ -519,7 +473,8 @@ mod tests {
         vq.avail().ring().ref_at(0).unwrap().store(0);
         vq.avail().idx().store(1);
         let mut q: Queue = vq.create_queue().unwrap();
-        let chain = q.pop_descriptor_chain(&mem).unwrap();
+        let mut ring = SplitRing::new(&mut q, &mem).unwrap();
+        let chain = ring.pop().unwrap();
         let mut buf = vec![0u8; 65536];
         // 16 descriptors of 64 bytes were read, then the walk stopped.
         let (_, len) = read_tx_chain(&mem, chain, 12, &mut buf).unwrap();
@@ -542,14 +497,15 @@ mod tests {
             vq.add_desc_chains(std::slice::from_ref(d), i as u16).unwrap();
         }
         let mut q: Queue = vq.create_queue().unwrap();
+        let mut ring = SplitRing::new(&mut q, &mem).unwrap();
         let body = frame(4000);
         let mut used = Vec::new();
-        let n = write_rx_frame(&mut q, &mem, &TSO_HDR, 12, &body, true, &mut used).unwrap();
+        let n = write_rx_frame(&mut ring, &TSO_HDR, 12, &body, true, &mut used).unwrap();
         assert_eq!(n, 3);
         assert_eq!(used, vec![(0, 1536), (1, 1536), (2, 4012 - 3072)]);
         // Nothing visible to the guest before publishing.
         assert_eq!(vq.used().idx().load(), 0);
-        assert_eq!(publish_used(&mut q, &mem, &used), Ok(3));
+        assert_eq!(ring.publish_used(&used), Ok(3));
         assert_eq!(vq.used().idx().load(), 3);
         assert_eq!(used_elem(&vq, 1), (1, 1536));
         // Header with num_buffers = 3, then the frame, in buffer order.
@@ -563,7 +519,7 @@ mod tests {
         want.extend_from_slice(&body);
         assert_eq!(&got[..want.len()], &want[..]);
         // The fourth buffer is still available.
-        assert_eq!(q.next_avail(), 3);
+        assert_eq!(ring.next_avail(), 3);
     }
 
     #[test]
@@ -576,10 +532,11 @@ mod tests {
             vq.add_desc_chains(&[desc(0x1_0000 + i * 0x1000, 100, w, 0)], i as u16).unwrap();
         }
         let mut q: Queue = vq.create_queue().unwrap();
+        let mut ring = SplitRing::new(&mut q, &mem).unwrap();
         let body = frame(500);
         let (head, tail) = body.split_at(150);
         let mut used = Vec::new();
-        let n = write_rx_parts(&mut q, &mem, &TSO_HDR, 12, [head, tail], true, &mut used).unwrap();
+        let n = write_rx_parts(&mut ring, &TSO_HDR, 12, [head, tail], true, &mut used).unwrap();
         assert_eq!(n, 6);
         assert_eq!(used.iter().map(|u| u.1).sum::<u32>(), 512);
         let mut got = vec![0u8; 600];
@@ -599,17 +556,18 @@ mod tests {
         let vq = MockSplitQueue::new(&mem, 16);
         vq.add_desc_chains(&[desc(0x1_0000, 1536, VRING_DESC_F_WRITE, 0)], 0).unwrap();
         let mut q: Queue = vq.create_queue().unwrap();
+        let mut ring = SplitRing::new(&mut q, &mem).unwrap();
         let mut used = vec![(9, 9)];
-        let r = write_rx_frame(&mut q, &mem, &TSO_HDR, 12, &frame(3000), true, &mut used);
+        let r = write_rx_frame(&mut ring, &TSO_HDR, 12, &frame(3000), true, &mut used);
         assert_eq!(r, Err(RxError::NoBuffers));
         assert_eq!(used, vec![(9, 9)]);
-        assert_eq!(q.next_avail(), 0);
+        assert_eq!(ring.next_avail(), 0);
         // Without mergeable buffers the frame must fit one chain.
-        let r = write_rx_frame(&mut q, &mem, &TSO_HDR, 12, &frame(3000), false, &mut used);
+        let r = write_rx_frame(&mut ring, &TSO_HDR, 12, &frame(3000), false, &mut used);
         assert_eq!(r, Err(RxError::TooBig));
-        assert_eq!(q.next_avail(), 0);
+        assert_eq!(ring.next_avail(), 0);
         // A frame that fits still goes.
-        let r = write_rx_frame(&mut q, &mem, &TSO_HDR, 12, &frame(1000), false, &mut used);
+        let r = write_rx_frame(&mut ring, &TSO_HDR, 12, &frame(1000), false, &mut used);
         assert_eq!(r, Ok(1));
         assert_eq!(used, vec![(9, 9), (0, 1012)]);
     }
@@ -625,18 +583,19 @@ mod tests {
         vq.add_desc_chains(&[desc(0x4000_0000, 1536, w, 0)], 2).unwrap();
         vq.add_desc_chains(&[desc(0x3_0000, 1536, w, 0)], 3).unwrap();
         let mut q: Queue = vq.create_queue().unwrap();
+        let mut ring = SplitRing::new(&mut q, &mem).unwrap();
         let mut used = Vec::new();
         // The frame needs two buffers: the first is filled, the second is readable.
-        let r = write_rx_frame(&mut q, &mem, &TSO_HDR, 12, &frame(2000), true, &mut used);
+        let r = write_rx_frame(&mut ring, &TSO_HDR, 12, &frame(2000), true, &mut used);
         assert_eq!(r, Err(RxError::BadChain));
         assert_eq!(used, vec![(0, 0), (1, 0)]);
-        let r = write_rx_frame(&mut q, &mem, &TSO_HDR, 12, &frame(100), true, &mut used);
+        let r = write_rx_frame(&mut ring, &TSO_HDR, 12, &frame(100), true, &mut used);
         assert_eq!(r, Err(RxError::BadChain));
         assert_eq!(used.last(), Some(&(2, 0)));
-        let r = write_rx_frame(&mut q, &mem, &TSO_HDR, 12, &frame(100), true, &mut used);
+        let r = write_rx_frame(&mut ring, &TSO_HDR, 12, &frame(100), true, &mut used);
         assert_eq!(r, Ok(1));
         assert_eq!(used.last(), Some(&(3, 112)));
-        assert_eq!(publish_used(&mut q, &mem, &used), Ok(4));
+        assert_eq!(ring.publish_used(&used), Ok(4));
         assert_eq!(vq.used().idx().load(), 4);
     }
 
@@ -645,7 +604,8 @@ mod tests {
         let mem = memory();
         let vq = MockSplitQueue::new(&mem, 16);
         let mut q: Queue = vq.create_queue().unwrap();
-        assert_eq!(publish_used(&mut q, &mem, &[(3, 0), (16, 0), (500, 0)]), Ok(1));
+        let mut ring = SplitRing::new(&mut q, &mem).unwrap();
+        assert_eq!(ring.publish_used(&[(3, 0), (16, 0), (500, 0)]), Ok(1));
         assert_eq!(vq.used().idx().load(), 1);
         assert_eq!(q.next_used(), 1);
     }
@@ -654,9 +614,10 @@ mod tests {
     fn no_interrupt_flag_is_honoured() {
         let mem = memory();
         let vq = MockSplitQueue::new(&mem, 16);
-        let q: Queue = vq.create_queue().unwrap();
-        assert!(guest_wants_interrupt(&q, &mem));
+        let mut q: Queue = vq.create_queue().unwrap();
+        let ring = SplitRing::new(&mut q, &mem).unwrap();
+        assert!(ring.guest_wants_interrupt());
         mem.write_obj((VRING_AVAIL_F_NO_INTERRUPT as u16).to_le(), vq.avail_addr()).unwrap();
-        assert!(!guest_wants_interrupt(&q, &mem));
+        assert!(!ring.guest_wants_interrupt());
     }
 }

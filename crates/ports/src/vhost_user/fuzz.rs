@@ -1,6 +1,6 @@
 //! The vhost-user fuzz harness: a guest's memory made of arbitrary bytes, with a transmit
-//! and a receive virtqueue laid out in it, driven through the same chain functions the
-//! port uses ([`chain::read_tx_chain`], [`chain::write_rx_frame`], [`chain::publish_used`]).
+//! and a receive virtqueue laid out in it, driven through the same ring and chain functions
+//! the port uses ([`SplitRing`], [`chain::read_tx_chain`], [`chain::write_rx_frame`]).
 //!
 //! It lives in the crate (not in `fuzz/`) because the chain functions are crate-private;
 //! the cargo-fuzz target `vhost_queues` and the stable corpus replay
@@ -20,6 +20,7 @@ use vmpls_dataplane::Packet;
 use vmpls_wire::{ethernet, virtio_net};
 
 use super::chain::{self, RxError};
+use super::ring::SplitRing;
 
 /// Bytes of guest memory.
 const MEMORY: usize = 0x1_0000;
@@ -43,12 +44,15 @@ pub fn drive_queues(data: &[u8]) -> QueueRun {
 
     let mut tx = queue(size, 0x0000, 0x1000, 0x1400);
     let mut rx = queue(size, 0x2000, 0x3000, 0x3400);
+    let (Ok(mut tx), Ok(mut rx)) = (SplitRing::new(&mut tx, &mem), SplitRing::new(&mut rx, &mem)) else {
+        unreachable!("both queues' rings lie inside the memory")
+    };
 
     // The guest's transmit queue: frames into the router.
     let mut packet = Packet::new();
     let mut used = Vec::new();
     for _ in 0..=usize::from(size) {
-        let Some(c) = tx.pop_descriptor_chain(&mem) else { break };
+        let Some(c) = tx.pop() else { break };
         // A guest may put any head index in its available ring; publish_used skips those
         // beyond the queue, and their chains hold no descriptor.
         let head = c.head_index();
@@ -71,8 +75,8 @@ pub fn drive_queues(data: &[u8]) -> QueueRun {
             run.tx_frames += 1;
         }
     }
-    let _ = chain::publish_used(&mut tx, &mem, &used);
-    std::hint::black_box(chain::guest_wants_interrupt(&tx, &mem));
+    let _ = tx.publish_used(&used);
+    std::hint::black_box(tx.guest_wants_interrupt());
 
     // The guest's receive queue: frames out of the router, until it takes no more.
     let frame: Vec<u8> = (0..rx_len).map(|i| i as u8).collect();
@@ -81,7 +85,7 @@ pub fn drive_queues(data: &[u8]) -> QueueRun {
     used.clear();
     for _ in 0..=usize::from(size) {
         let before = (used.len(), rx.next_avail());
-        match chain::write_rx_frame(&mut rx, &mem, &hdr, hdr_len, &frame, mergeable, &mut used) {
+        match chain::write_rx_frame(&mut rx, &hdr, hdr_len, &frame, mergeable, &mut used) {
             Ok(buffers) => {
                 let entries = &used[before.0..];
                 assert!(
@@ -104,8 +108,8 @@ pub fn drive_queues(data: &[u8]) -> QueueRun {
             }
         }
     }
-    let _ = chain::publish_used(&mut rx, &mem, &used);
-    std::hint::black_box(chain::guest_wants_interrupt(&rx, &mem));
+    let _ = rx.publish_used(&used);
+    std::hint::black_box(rx.guest_wants_interrupt());
     run
 }
 
