@@ -472,7 +472,11 @@ impl VhostUserBackend for NetBackend {
 
 /// The router thread's view of the current connection.
 struct Active {
-    mem: GuestMemoryAtomic<GuestMemoryMmap>,
+    /// The guest's memory as of the connection's last change: every change of the map
+    /// (`SET_MEM_TABLE`, `ADD_MEM_REG`, `REM_MEM_REG`) goes through `update_memory`, which
+    /// bumps the generation the port checks before each batch, so the snapshot is taken
+    /// again then; it saves an `arc-swap` load per batch.
+    mem: Arc<GuestMemoryMmap>,
     rx: Vring,
     tx: Vring,
     neg: Negotiated,
@@ -677,7 +681,7 @@ impl VhostUserPort {
         let c = self.shared.conn();
         self.active = match (&c.mem, &c.vrings) {
             (Some(mem), Some(vrings)) if c.connected && c.features != 0 => Some(Active {
-                mem: mem.clone(),
+                mem: mem.memory().into_inner(),
                 rx: vrings[RX_QUEUE].clone(),
                 tx: vrings[TX_QUEUE].clone(),
                 neg: Negotiated::from_features(c.features),
@@ -863,8 +867,7 @@ impl Port for VhostUserPort {
             self.shared.wake.drain();
             return Ok(0);
         };
-        let mem_guard = active.mem.memory();
-        let mem = &*mem_guard;
+        let mem = &*active.mem;
         let neg = active.neg;
         let mut vring = active.tx.get_mut();
         if !vring.get_queue().ready() || !vring.is_enabled() {
@@ -949,7 +952,6 @@ impl Port for VhostUserPort {
             let _ = vring.signal_used_queue();
         }
         drop(vring);
-        drop(mem_guard);
         self.vstats.used_ring_errors += u64::from(used_err);
         Ok(delivered)
     }
@@ -963,8 +965,7 @@ impl Port for VhostUserPort {
             pkts.drain(..).for_each(|p| pool.put(p));
             return Ok(0);
         };
-        let mem_guard = active.mem.memory();
-        let mem = &*mem_guard;
+        let mem = &*active.mem;
         let neg = active.neg;
         let mut vring = active.rx.get_mut();
         if !vring.get_queue().ready() || !vring.is_enabled() {
@@ -1119,13 +1120,13 @@ impl Port for VhostUserPort {
         let Some(active) = &self.active else {
             return false;
         };
-        let mem_guard = active.mem.memory();
+        let mem = &*active.mem;
         let mut vring = active.tx.get_mut();
         if !vring.get_queue().ready() || !vring.is_enabled() {
             return false;
         }
         // Err: the avail ring is outside guest memory; receiving counts what that breaks.
-        vring.get_queue_mut().enable_notification(&*mem_guard).unwrap_or(true)
+        vring.get_queue_mut().enable_notification(mem).unwrap_or(true)
     }
 
     fn polls_rings(&self) -> bool {
