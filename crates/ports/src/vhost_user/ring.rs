@@ -96,6 +96,7 @@ impl<'q, 'm> SplitRing<'q, 'm> {
     /// The next chain the driver made available, or `None` when there is none. An
     /// available index more than a queue's worth ahead (a broken driver) gives `None` too,
     /// as `virtio-queue` does, so a guest cannot make the port take a head twice.
+    #[inline(always)]
     pub(crate) fn pop(&mut self) -> Option<Chain<'m>> {
         let next = self.queue.next_avail();
         if next == self.avail_end {
@@ -209,6 +210,7 @@ impl Chain<'_> {
 impl Iterator for Chain<'_> {
     type Item = Descriptor;
 
+    #[inline(always)]
     fn next(&mut self) -> Option<Descriptor> {
         loop {
             if self.ttl == 0 || self.next >= self.table_size {
