@@ -100,6 +100,7 @@ impl Packet {
 
     /// Resets the packet and returns the whole area after the headroom for a port to
     /// receive into; then call [`Packet::set_received`].
+    #[inline]
     pub fn receive_area(&mut self) -> &mut [u8] {
         self.start = HEADROOM;
         self.len = 0;
@@ -108,6 +109,7 @@ impl Packet {
     }
 
     /// Sets the length of a frame received into [`Packet::receive_area`].
+    #[inline]
     pub fn set_received(&mut self, len: usize) {
         self.start = HEADROOM;
         self.len = len.min(MAX_FRAME);
@@ -208,6 +210,7 @@ impl PacketPool {
     }
 
     /// A buffer, or `None` when all are in flight.
+    #[inline]
     pub fn get(&mut self) -> Option<Packet> {
         let mut p = self.free.pop()?;
         p.start = HEADROOM;
@@ -218,6 +221,7 @@ impl PacketPool {
     }
 
     /// Returns a buffer to the pool. Buffers beyond the pool's capacity are freed.
+    #[inline]
     pub fn put(&mut self, p: Packet) {
         if self.free.len() < self.capacity {
             self.free.push(p);

@@ -60,6 +60,7 @@ pub(crate) struct SplitRing<'q, 'm> {
 }
 
 impl<'q, 'm> SplitRing<'q, 'm> {
+    #[inline(always)]
     pub(crate) fn new(queue: &'q mut Queue, mem: &'m GuestMemoryMmap) -> Result<Self, RingError> {
         let size = queue.size();
         if !queue.ready() || size == 0 {
