@@ -1069,6 +1069,12 @@ pub struct Stats {
     /// `labels`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fast_path: Vec<Counter>,
+    /// Where the forwarding loop's time went (`busy_us`: awake in turns that received
+    /// frames, `idle_us`: awake in turns that received none, `slept_us`: asleep in
+    /// `poll(2)`, `turns`, `busy_turns`): with `poll = "adaptive"` the loop spins through
+    /// idle turns, so its busy share, not its CPU time, is what forwarding costs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forwarding_loop: Vec<Counter>,
     /// The FPM connection from FRR's zebra (`connected`, `connections`, `refused`,
     /// `decode_errors`, `messages`, `batches`, `unusable`, `routes`, `label_routes`);
     /// empty when the router runs without `[frr]`.

@@ -263,6 +263,17 @@ pub fn stats(st: &Stats, detail: bool) -> String {
             let _ = writeln!(s, "  {:<28} {}", c.name, c.value);
         }
     }
+    if !st.forwarding_loop.is_empty() {
+        let get = |name: &str| st.forwarding_loop.iter().find(|c| c.name == name).map_or(0, |c| c.value);
+        let (busy, idle) = (get("busy_us"), get("idle_us"));
+        let share = if busy + idle > 0 { 100.0 * busy as f64 / (busy + idle) as f64 } else { 0.0 };
+        let _ = writeln!(s, "forwarding loop: busy {share:.1} % of its awake time");
+        if detail {
+            for c in &st.forwarding_loop {
+                let _ = writeln!(s, "  {:<28} {}", c.name, c.value);
+            }
+        }
+    }
     if !st.frr.is_empty() {
         let _ = writeln!(s, "frr (zebra over FPM):");
         for c in &st.frr {
@@ -381,6 +392,7 @@ mod tests {
                 LabelCounter { label: 81, packets: 1, bytes: 108 },
             ],
             fast_path: vec![],
+            forwarding_loop: vec![],
             frr: vec![],
             vrfs: Vec::new(),
         };
@@ -476,6 +488,7 @@ mod tests {
             prefix_routes: 0,
             labels: vec![],
             fast_path: vec![],
+            forwarding_loop: vec![],
             frr: vec![],
             vrfs: Vec::new(),
         };
@@ -594,6 +607,7 @@ mod tests {
             prefix_routes: 4,
             labels: vec![crate::api::LabelCounter { label: 1002, packets: 5, bytes: 740 }],
             fast_path: Vec::new(),
+            forwarding_loop: Vec::new(),
             frr: Vec::new(),
             vrfs: Vec::new(),
         };
@@ -609,6 +623,23 @@ mod tests {
                 && long.contains("routes: 2 label, 4 prefix"),
             "{long}"
         );
+        assert!(!short.contains("forwarding loop"), "{short}");
+        let looped = Stats {
+            forwarding_loop: vec![
+                Counter { name: "busy_us".into(), value: 100 },
+                Counter { name: "idle_us".into(), value: 300 },
+                Counter { name: "slept_us".into(), value: 5000 },
+            ],
+            ..st.clone()
+        };
+        assert!(stats(&looped, false).contains(
+            "forwarding loop: busy 25.0 % of its awake time
+"
+        ));
+        assert!(stats(&looped, true).contains(
+            "  slept_us                     5000
+"
+        ));
         let fast = Stats { fast_path: vec![Counter { name: "swap".into(), value: 7 }], ..st };
         assert!(
             stats(&fast, false).contains("fast path:\n  swap                         7\n"),

@@ -24,6 +24,9 @@ pub struct RouterStats {
     /// What the in-kernel fast path did (`swap`, `push`, `pop`, `passed`, ...); empty
     /// when the router runs without it.
     pub fast_path: BTreeMap<String, u64>,
+    /// Where the forwarding loop's time went (`busy_us`, `idle_us`, `slept_us`, `turns`,
+    /// `busy_turns`).
+    pub forwarding_loop: BTreeMap<String, u64>,
 }
 
 fn counter_map(counters: &[vmpls_control::api::Counter]) -> BTreeMap<String, u64> {
@@ -41,6 +44,7 @@ impl RouterStats {
             events: counter_map(&stats.events),
             ports,
             fast_path: counter_map(&stats.fast_path),
+            forwarding_loop: counter_map(&stats.forwarding_loop),
         })
     }
 
@@ -88,6 +92,7 @@ impl RouterStats {
             events: diff(&self.events, &earlier.events),
             ports: self.ports.clone(),
             fast_path: diff(&self.fast_path, &earlier.fast_path),
+            forwarding_loop: diff(&self.forwarding_loop, &earlier.forwarding_loop),
         }
     }
 }

@@ -14,6 +14,7 @@ use vmpls_sys::event::PollSet;
 use crate::capture::{CaptureSink, capture};
 use crate::fastpath::FastPathRuntime;
 use crate::links::{LINK_CHECK_EVERY, PortWatch, check_links, refresh_caps};
+use crate::loop_time::LoopTime;
 use crate::protocol::{LoopRequest, NeighborChange, Snapshot};
 use crate::signals::STOP;
 use crate::stats::StatsFileWriter;
@@ -43,6 +44,8 @@ pub(crate) struct ForwardingLoop<'a> {
     out: Output,
     /// `router.poll`.
     poll: PollMode,
+    /// Where the loop's time went (`stats`' `forwarding_loop`).
+    time: LoopTime,
 }
 
 impl<'a> ForwardingLoop<'a> {
@@ -65,6 +68,7 @@ impl<'a> ForwardingLoop<'a> {
             pool: PacketPool::new(POOL_SIZE),
             out,
             poll,
+            time: LoopTime::default(),
         }
     }
 
@@ -84,6 +88,7 @@ impl<'a> ForwardingLoop<'a> {
             fast_path: fast.map(FastPathRuntime::named_counters).unwrap_or_default(),
             fast_path_ports: (0..self.ports.len()).map(|i| fast.and_then(|f| f.port_counts(i))).collect(),
             port_info: dp.ports().to_vec(),
+            forwarding_loop: self.time,
             static_neighbors: dp
                 .neighbors()
                 .entries()
@@ -256,6 +261,9 @@ impl<'a> ForwardingLoop<'a> {
         let mut last_frame = start;
         // Ports with frames found when polling stopped: received before any sleep.
         let mut pending = vec![false; n_ports];
+        // The last turn: when it started, and whether it received frames.
+        let mut turn_start = start;
+        let mut turn_busy = false;
         while !STOP.load(Ordering::Relaxed) {
             let fast_due = self.fast.as_deref().and_then(|f| f.poll_timeout(self.dp.neighbors()));
             let deadline = [self.dp.poll_timeout(), fast_due, Some(next_link_check)]
@@ -263,11 +271,14 @@ impl<'a> ForwardingLoop<'a> {
                 .flatten()
                 .fold(next_stats, Instant::min);
             let polled = !(polling && rings_only);
+            let mut asleep_from = None;
             if polled {
                 let timeout = if polling || pending.contains(&true) {
                     Duration::ZERO
                 } else {
-                    wait_until(deadline, Instant::now())
+                    let now = Instant::now();
+                    asleep_from = Some(now);
+                    wait_until(deadline, now)
                 };
                 if let Err(e) = set.poll(timeout) {
                     if e.kind() == std::io::ErrorKind::Interrupted {
@@ -277,6 +288,8 @@ impl<'a> ForwardingLoop<'a> {
                 }
             }
             let now = Instant::now();
+            self.time.turn(turn_start, now, asleep_from, turn_busy);
+            turn_start = now;
             let mut got = 0;
             for (i, pend) in pending.iter_mut().enumerate() {
                 let ring = polling && self.ports[i].polls_rings();
@@ -286,6 +299,7 @@ impl<'a> ForwardingLoop<'a> {
                     got += self.receive(now, i, &mut batch);
                 }
             }
+            turn_busy = got > 0;
             if got > 0 {
                 last_frame = now;
                 if adaptive && !polling {

@@ -37,6 +37,7 @@ mod forward;
 pub mod fpm;
 pub mod kernel;
 mod links;
+pub mod loop_time;
 pub mod metrics;
 mod offloads;
 mod open;

@@ -17,6 +17,7 @@
 //! | `vmpls_label_packets_total`, `vmpls_label_bytes_total` | `label` | frames and bytes switched per incoming label |
 //! | `vmpls_fast_path_total` | `counter` | the in-kernel fast path (`fast-path = "tc"`): `swap`, `push`, `pop`, `ip_forward`, `passed`, `bytes`, ... (its frames are also in the events and label counters) |
 //! | `vmpls_port_fast_path_rx_packets_total`, `_tx_packets_total` | `port` | frames the fast path took from and sent out of each port |
+//! | `vmpls_forwarding_loop_total` | `counter` | where the forwarding loop's time went: `busy_us` (turns that received frames), `idle_us` (awake, none received), `slept_us` (in `poll(2)`), `turns`, `busy_turns` |
 //! | `vmpls_vrf_rx_packets_total`, `_rx_bytes_total`, `_tx_packets_total`, `_tx_bytes_total` | `vrf` | frames and bytes of each VRF's ports (all VRFs but the default) |
 //! | `vmpls_vrf_label_packets_total`, `_label_bytes_total` | `vrf` | frames and bytes that arrived under the labels that pop into the VRF (its VPN labels) |
 //! | `vmpls_info` | `router` | 1 |
@@ -156,6 +157,15 @@ fn encode_stats(enc: &mut DescriptorEncoder, router: &str, st: &Stats) -> fmt::R
     let named = |l: &[Counter]| l.iter().map(|c| (c.name.clone(), c.value)).collect::<Vec<_>>();
     counters(enc, "drops", "Frames the pipeline dropped, by reason", "reason", named(&st.drops))?;
     counters(enc, "events", "Things the pipeline did, by kind", "event", named(&st.events))?;
+    if !st.forwarding_loop.is_empty() {
+        counters(
+            enc,
+            "forwarding_loop",
+            "Where the forwarding loop's time went (microseconds) and its turns",
+            "counter",
+            named(&st.forwarding_loop),
+        )?;
+    }
     if !st.fast_path.is_empty() {
         counters(
             enc,
@@ -512,6 +522,7 @@ mod tests {
                 prefix_routes: 0,
                 labels: Vec::new(),
                 fast_path: Vec::new(),
+                forwarding_loop: Vec::new(),
                 frr: Vec::new(),
                 vrfs: Vec::new(),
             })
@@ -663,6 +674,7 @@ mod tests {
             prefix_routes: 9,
             labels: vec![vmpls_control::api::LabelCounter { label: 1002, packets: 5, bytes: 740 }],
             fast_path: vec![C { name: "swap".into(), value: 88 }],
+            forwarding_loop: vec![C { name: "busy_us".into(), value: 1200 }],
             frr: Vec::new(),
             vrfs: Vec::new(),
         };
@@ -691,6 +703,7 @@ mod tests {
             "vmpls_info{router=\"pe1\"} 1",
             "vmpls_fast_path_total{counter=\"swap\"} 88",
             "vmpls_port_fast_path_rx_packets_total{port=\"core\"} 90",
+            "vmpls_forwarding_loop_total{counter=\"busy_us\"} 1200",
             "# EOF",
         ] {
             assert!(text.lines().any(|l| l == want), "missing {want:?} in\n{text}");

@@ -32,6 +32,8 @@ pub struct Snapshot {
     pub port_info: Vec<vmpls_dataplane::PortInfo>,
     /// The static entries of `neighbors`.
     pub static_neighbors: std::collections::HashSet<(PortId, std::net::IpAddr)>,
+    /// Where the forwarding loop's time went.
+    pub forwarding_loop: crate::loop_time::LoopTime,
 }
 
 /// What went wrong with a port while the router ran, and what the router did about it.

@@ -92,6 +92,12 @@ pub fn collect(snap: &Snapshot, fib: &Fib) -> Stats {
             .map(|(label, packets, bytes)| LabelCounter { label, packets, bytes })
             .collect(),
         fast_path: snap.fast_path.iter().map(|&(name, value)| Counter { name: name.into(), value }).collect(),
+        forwarding_loop: snap
+            .forwarding_loop
+            .counters()
+            .into_iter()
+            .map(|(name, value)| Counter { name: name.into(), value })
+            .collect(),
         frr: Vec::new(),
         vrfs: Vec::new(),
     }
@@ -198,6 +204,7 @@ mod tests {
                 caps: Default::default(),
             }],
             static_neighbors: Default::default(),
+            forwarding_loop: Default::default(),
         }
     }
 

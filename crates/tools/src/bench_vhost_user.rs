@@ -203,21 +203,51 @@ trait Switch {
 
 /// CPU time used so far, as a switch measures it.
 enum CpuMark {
-    /// utime + stime of its processes, seconds.
-    Seconds(f64),
+    /// Each vmpls router: utime + stime of its process, and its forwarding loop's awake
+    /// time in turns that received frames and in turns that received none (`stats`'
+    /// `forwarding_loop`), microseconds.
+    Routers(Vec<RouterCpu>),
     /// OVS's PMD threads: their CPU time and busy share.
     Ovs(vmpls_tools::ovs_dpdk::CpuSample),
 }
 
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RouterCpu {
+    seconds: f64,
+    busy_us: u64,
+    idle_us: u64,
+}
+
 impl CpuMark {
-    /// CPU seconds from `earlier` to `self`.
+    /// CPU seconds from `earlier` to `self`: all the routers' CPU time; OVS's PMD CPU time
+    /// times its busy share (it busy-polls, so its CPU time alone is the scheduler's
+    /// share, and OVS counts its processing cycles apart from its idle ones).
     fn since(&self, earlier: &CpuMark) -> f64 {
         match (self, earlier) {
-            (CpuMark::Seconds(b), CpuMark::Seconds(a)) => b - a,
-            // The PMD thread's CPU time times the share of its cycles spent processing
-            // frames: it busy-polls, so its CPU time alone is the scheduler's share.
+            (CpuMark::Routers(b), CpuMark::Routers(a)) => {
+                b.iter().zip(a).map(|(b, a)| b.seconds - a.seconds).sum()
+            }
             (CpuMark::Ovs(b), CpuMark::Ovs(a)) => b.busy_cpu_seconds_since(a),
             _ => f64::NAN,
+        }
+    }
+
+    /// The CPU seconds of the switch's busy turns from `earlier` to `self`, each switch
+    /// measured as OVS measures its poller: CPU time times the share of the awake time
+    /// spent in turns that received frames. For OVS the same as [`CpuMark::since`].
+    fn busy_since(&self, earlier: &CpuMark) -> f64 {
+        match (self, earlier) {
+            (CpuMark::Routers(b), CpuMark::Routers(a)) => b
+                .iter()
+                .zip(a)
+                .map(|(b, a)| {
+                    let busy = b.busy_us.saturating_sub(a.busy_us) as f64;
+                    let idle = b.idle_us.saturating_sub(a.idle_us) as f64;
+                    let share = if busy + idle > 0.0 { busy / (busy + idle) } else { 1.0 };
+                    (b.seconds - a.seconds) * share
+                })
+                .sum(),
+            _ => self.since(earlier),
         }
     }
 }
@@ -459,8 +489,16 @@ impl Switch for VmplsSwitch {
     }
 
     fn cpu_mark(&self) -> anyhow::Result<CpuMark> {
-        let s: anyhow::Result<f64> = self.routers.iter().map(|(_, _, pid)| process_cpu_seconds(*pid)).sum();
-        Ok(CpuMark::Seconds(s?))
+        let routers = self.routers.iter().map(|(_, ctl, pid)| {
+            let seconds = process_cpu_seconds(*pid)?;
+            let s = stats_of(ctl)?;
+            Ok(RouterCpu {
+                seconds,
+                busy_us: named(&s, "forwarding_loop", "busy_us"),
+                idle_us: named(&s, "forwarding_loop", "idle_us"),
+            })
+        });
+        Ok(CpuMark::Routers(routers.collect::<anyhow::Result<_>>()?))
     }
 
     fn describe(&self) -> String {
@@ -601,6 +639,8 @@ pub struct CaseResult {
     /// The measured window: switch counters, CPU and wall seconds.
     window: Counters,
     cpu_seconds: f64,
+    /// Of `cpu_seconds`, the busy turns' (see [`CpuMark::busy_since`]).
+    busy_cpu_seconds: f64,
     wall_seconds: f64,
     /// The whole run, from before testpmd sent until after it stopped: the accounting.
     total: Counters,
@@ -628,6 +668,15 @@ impl CaseResult {
 
     fn mframes_per_cpu(&self) -> f64 {
         self.window.in_frames as f64 / self.cpu_seconds / 1e6
+    }
+
+    /// Frames in per CPU-second of the busy turns: the figure to hold against OVS's.
+    fn mframes_per_busy_cpu(&self) -> f64 {
+        self.window.in_frames as f64 / self.busy_cpu_seconds / 1e6
+    }
+
+    fn gbps_per_busy_cpu(&self) -> f64 {
+        self.window.in_bytes as f64 * 8.0 / self.busy_cpu_seconds / 1e9
     }
 
     fn gbps_per_cpu(&self) -> f64 {
@@ -668,6 +717,9 @@ impl CaseResult {
                 "wall_seconds": self.wall_seconds,
             },
             "cpu_seconds": self.cpu_seconds,
+            "busy_cpu_seconds": self.busy_cpu_seconds,
+            "mframes_per_busy_cpu_second": self.mframes_per_busy_cpu(),
+            "gbps_per_busy_cpu_second": self.gbps_per_busy_cpu(),
             "poll": self.poll.map(Poll::name),
             "cpu_percent": self.cpu_percent(),
             "mframes_per_cpu_second": self.mframes_per_cpu(),
@@ -818,6 +870,7 @@ fn run_case(
         setup: switch.describe(),
         window: s2.minus(&s1),
         cpu_seconds: c2.since(&c1),
+        busy_cpu_seconds: c2.busy_since(&c1),
         wall_seconds: (t2 - t1).as_secs_f64(),
         total: s_end.minus(&s0),
         testpmd_sent: sent.tx_packets,
@@ -826,11 +879,12 @@ fn run_case(
         copy,
     };
     log(&format!(
-        "{} {} {}: {:.2} M frames in / CPU-s, {:.2} Gbit/s in / CPU-s, CPU {:.0} %, unaccounted {}",
+        "{} {} {}: {:.2} M frames in / CPU-s ({:.2} / busy CPU-s), {:.2} Gbit/s in / CPU-s, CPU {:.0} %, unaccounted {}",
         r.switch_name(),
         opts.topology.name(),
         case.name(),
         r.mframes_per_cpu(),
+        r.mframes_per_busy_cpu(),
         r.gbps_per_cpu(),
         r.cpu_percent(),
         r.total.unaccounted()
@@ -870,7 +924,7 @@ impl Report {
     /// A Markdown table.
     pub fn to_markdown(&self) -> String {
         let mut s = String::from(
-            "| backend | topology | case | CPU s | CPU % | frames in | out | made (segments) | dropped (named) | unaccounted | M frames in / CPU-s | Gbit/s in / CPU-s | M frames out / CPU-s | Gbit/s out / CPU-s | copy bound Gbit/s | in / copy bound |\n|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
+            "| backend | topology | case | CPU s | CPU % | frames in | out | made (segments) | dropped (named) | unaccounted | M frames in / CPU-s | Gbit/s in / CPU-s | M frames out / CPU-s | Gbit/s out / CPU-s | copy bound Gbit/s | in / copy bound | busy CPU s | M frames in / busy CPU-s |\n|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         for r in &self.cases {
             let dropped = if r.total.dropped.is_empty() {
@@ -879,7 +933,7 @@ impl Report {
                 r.total.dropped.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
             };
             s.push_str(&format!(
-                "| {} | {} | {} | {:.2} | {:.0} | {} | {} | {} | {} | {} | {:.2} | {:.1} | {:.2} | {:.1} | {:.1} | {:.0} % |\n",
+                "| {} | {} | {} | {:.2} | {:.0} | {} | {} | {} | {} | {} | {:.2} | {:.1} | {:.2} | {:.1} | {:.1} | {:.0} % | {:.2} | {:.2} |\n",
                 r.switch_name(),
                 r.topology.name(),
                 r.case.name(),
@@ -896,10 +950,14 @@ impl Report {
                 r.gbps_out_per_cpu(),
                 r.copy_gbps(),
                 100.0 * r.gbps_per_cpu() / r.copy_gbps(),
+                r.busy_cpu_seconds,
+                r.mframes_per_busy_cpu(),
             ));
         }
         s.push_str(&format!(
             "\nrates over the measured window per CPU-second of the switch, CPU % of one core over that window; frames in/out/dropped over the whole run; \
+             OVS's CPU is its poller's CPU time times its busy share (processing cycles over all); busy CPU: the same measure for every switch \
+             (vmpls: each router's CPU time times the share of its forwarding loop's awake time in turns that received frames); \
              copy bound: memcpy of 256 MiB, best of 5 = {:.1} GB/s\n",
             self.copy / 1e9
         ));
@@ -979,6 +1037,19 @@ mod tests {
             dropped: dropped.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             made,
         }
+    }
+
+    #[test]
+    fn busy_cpu_is_each_routers_cpu_times_its_busy_share() {
+        let r = |seconds, busy_us, idle_us| RouterCpu { seconds, busy_us, idle_us };
+        let before = CpuMark::Routers(vec![r(1.0, 100, 100), r(5.0, 0, 0)]);
+        // Router 1: 2 s of CPU, a quarter of its awake time busy; router 2: 1 s, all busy
+        // (no idle turn), so all of it counts.
+        let after = CpuMark::Routers(vec![r(3.0, 200, 400), r(6.0, 50, 0)]);
+        assert!((after.since(&before) - 3.0).abs() < 1e-9);
+        assert!((after.busy_since(&before) - (2.0 * 0.25 + 1.0)).abs() < 1e-9);
+        // No turn at all in the window: charged whole, never divided by zero.
+        assert!((after.busy_since(&after)).abs() < 1e-9);
     }
 
     #[test]

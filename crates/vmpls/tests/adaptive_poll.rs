@@ -79,4 +79,14 @@ fn an_idle_router_sleeps_before_and_after_traffic_and_frames_after_the_switch_ar
     assert_idle(&lab, "idle after the pings");
     let stats = lab.stop_routers();
     assert_no_unexpected_drops(&stats, &[], "adaptive polling");
+    // The loop's own account agrees: turns that moved frames, and far more time asleep
+    // than awake (the routers idled most of the test).
+    for (r, s) in &stats {
+        let l = &s.forwarding_loop;
+        let (busy, idle, slept) = (l["busy_us"], l["idle_us"], l["slept_us"]);
+        eprintln!("{r}: forwarding loop {l:?}");
+        assert!(l["busy_turns"] > 0 && busy > 0, "{r}: {l:?}");
+        assert!(l["turns"] > l["busy_turns"], "{r}: {l:?}");
+        assert!(slept > 4 * (busy + idle), "{r}: {l:?}");
+    }
 }

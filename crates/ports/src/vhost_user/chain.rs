@@ -324,10 +324,10 @@ impl Source<'_> {
 mod tests {
     use super::*;
     use virtio_bindings::bindings::virtio_ring::VRING_AVAIL_F_NO_INTERRUPT;
-    use virtio_queue::{Queue, QueueT};
     use virtio_bindings::bindings::virtio_ring::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
     use virtio_queue::desc::RawDescriptor;
     use virtio_queue::mock::MockSplitQueue;
+    use virtio_queue::{Queue, QueueT};
     use vm_memory::GuestMemoryMmap;
 
     /// 1 MiB of guest memory at 0; the queue sits at 0, buffers from 0x1_0000 on.

@@ -67,7 +67,8 @@ impl<'q, 'm> SplitRing<'q, 'm> {
             return Err(RingError::NotReady);
         }
         let n = usize::from(size);
-        let slice = |addr: u64, len: usize| mem.get_slice(GuestAddress(addr), len).map_err(|_| RingError::Unmapped);
+        let slice =
+            |addr: u64, len: usize| mem.get_slice(GuestAddress(addr), len).map_err(|_| RingError::Unmapped);
         let desc = slice(queue.desc_table(), n * DESC_LEN)?;
         let avail = slice(queue.avail_ring(), RING_HEADER + 2 * n)?;
         let used = slice(queue.used_ring(), RING_HEADER + USED_ELEM_LEN * n)?;
@@ -246,7 +247,8 @@ mod tests {
 
     /// 1 MiB of guest memory at 0 and 64 KiB more at 2 MiB; queues sit at 0.
     fn memory() -> GuestMemoryMmap {
-        GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x10_0000), (GuestAddress(0x20_0000), 0x1_0000)]).unwrap()
+        GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x10_0000), (GuestAddress(0x20_0000), 0x1_0000)])
+            .unwrap()
     }
 
     /// A small deterministic generator (xorshift), so a failure names its seed.
@@ -291,7 +293,8 @@ mod tests {
                 addr = 0x1_0000 + 0x1000 * rng.below(8);
             }
         }
-        let next = if rng.below(10) == 0 { rng.next() as u16 } else { rng.below(u64::from(table_size)) as u16 };
+        let next =
+            if rng.below(10) == 0 { rng.next() as u16 } else { rng.below(u64::from(table_size)) as u16 };
         Descriptor::new(addr, len, flags, next)
     }
 
