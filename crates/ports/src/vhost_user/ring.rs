@@ -57,6 +57,11 @@ pub(crate) struct SplitRing<'q, 'm> {
     /// The driver's available index as last read: the heads before it can be taken
     /// without reading it again.
     avail_end: u16,
+    /// A read of the index found nothing new: the ring is empty for this batch. A full
+    /// receive ring (a guest slower than its traffic) then costs each further frame of the
+    /// batch no read of a line the guest is writing; DPDK's vhost reads the index once
+    /// per burst too.
+    drained: bool,
 }
 
 impl<'q, 'm> SplitRing<'q, 'm> {
@@ -73,7 +78,7 @@ impl<'q, 'm> SplitRing<'q, 'm> {
         let avail = slice(queue.avail_ring(), RING_HEADER + 2 * n)?;
         let used = slice(queue.used_ring(), RING_HEADER + USED_ELEM_LEN * n)?;
         let avail_end = queue.next_avail();
-        Ok(SplitRing { queue, mem, size, desc, avail, used, avail_end })
+        Ok(SplitRing { queue, mem, size, desc, avail, used, avail_end, drained: false })
     }
 
     /// The guest's memory the rings lie in.
@@ -95,13 +100,23 @@ impl<'q, 'm> SplitRing<'q, 'm> {
         self.queue.set_next_avail(next_avail);
     }
 
-    /// The next chain the driver made available, or `None` when there is none. An
-    /// available index more than a queue's worth ahead (a broken driver) gives `None` too,
-    /// as `virtio-queue` does, so a guest cannot make the port take a head twice.
+    /// Whether [`SplitRing::pop`] has nothing more for this batch: a read of the index
+    /// found nothing new, and no chain was given back since.
+    pub(crate) fn exhausted(&self) -> bool {
+        self.drained && self.queue.next_avail() == self.avail_end
+    }
+
+    /// The next chain the driver made available, or `None` when there is none (for the
+    /// rest of this batch, once a read of the index found nothing new). An available
+    /// index more than a queue's worth ahead (a broken driver) gives `None` too, as
+    /// `virtio-queue` does, so a guest cannot make the port take a head twice.
     #[inline(always)]
     pub(crate) fn pop(&mut self) -> Option<Chain<'m>> {
         let next = self.queue.next_avail();
         if next == self.avail_end {
+            if self.drained {
+                return None;
+            }
             // Acquire: the entries and descriptors the driver wrote before the index.
             let idx = self.avail.load::<u16>(2, Ordering::Acquire).ok().map(u16::from_le)?;
             if idx.wrapping_sub(next) > self.size {
@@ -109,6 +124,7 @@ impl<'q, 'm> SplitRing<'q, 'm> {
             }
             self.avail_end = idx;
             if next == idx {
+                self.drained = true;
                 return None;
             }
         }
@@ -345,19 +361,32 @@ mod tests {
     fn the_available_index_is_read_again_only_when_its_heads_run_out() {
         let mem = memory();
         let vq = MockSplitQueue::new(&mem, 8);
-        let chain = [RawDescriptor::from(Descriptor::new(0x1_0000, 64, 0, 0))];
-        vq.add_desc_chains(&chain, 0).unwrap();
+        let one =
+            |i| vq.add_desc_chains(&[RawDescriptor::from(Descriptor::new(0x1_0000, 64, 0, 0))], i).unwrap();
+        one(0);
         let mut q: Queue = vq.create_queue().unwrap();
         let mut ring = SplitRing::new(&mut q, &mem).unwrap();
         assert_eq!(ring.pop().map(|c| c.head_index()), Some(0));
-        assert!(ring.pop().is_none());
-        // More made available later are seen by the next pop.
-        vq.add_desc_chains(&[RawDescriptor::from(Descriptor::new(0x1_0000, 64, 0, 0))], 1).unwrap();
+        // Made available after the first read: seen when the heads read so far run out.
+        one(1);
         assert_eq!(ring.pop().map(|c| c.head_index()), Some(1));
         assert_eq!(ring.next_avail(), 2);
         ring.rewind(1);
         assert_eq!(ring.pop().map(|c| c.head_index()), Some(1));
+        assert!(!ring.exhausted());
+        // A read that finds nothing new ends the batch: what comes after waits for the next.
+        assert!(ring.pop().is_none());
+        assert!(ring.exhausted());
+        one(2);
+        assert!(ring.pop().is_none(), "drained for this batch");
+        // A chain given back (a frame that did not fit) can still be taken.
+        ring.rewind(1);
+        assert!(!ring.exhausted());
+        assert_eq!(ring.pop().map(|c| c.head_index()), Some(1));
+        assert!(ring.pop().is_none() && ring.exhausted());
         assert_eq!(q.next_avail(), 2, "the position stays in the queue");
+        let mut ring = SplitRing::new(&mut q, &mem).unwrap();
+        assert_eq!(ring.pop().map(|c| c.head_index()), Some(2), "the next batch takes it");
     }
 
     #[test]
