@@ -7,8 +7,9 @@
 //! of the port's time. [`SplitRing`] takes the descriptor table, the available ring and
 //! the used ring each as one slice of guest memory when a batch starts (each must lie
 //! inside one memory region, as DPDK's vhost and QEMU require of a ring), reads the
-//! available index once and again only when the heads read so far run out, and walks the
-//! chains ([`Chain`]) over the slice of their table. Every access is still checked
+//! available index once and again only when the heads read so far run out (not at all
+//! once a read found nothing new, until the next batch), and walks the chains ([`Chain`])
+//! over the slice of their table. Every access is still checked
 //! against its slice by `vm-memory`; a chain is walked as `virtio-queue`'s
 //! `DescriptorChain` walks it (a unit test holds the two to the same descriptors for
 //! chains of every shape, broken ones included), so a guest can at worst have a chain
@@ -65,6 +66,7 @@ pub(crate) struct SplitRing<'q, 'm> {
 }
 
 impl<'q, 'm> SplitRing<'q, 'm> {
+    /// The rings of `queue` in `mem`, for one batch.
     #[inline(always)]
     pub(crate) fn new(queue: &'q mut Queue, mem: &'m GuestMemoryMmap) -> Result<Self, RingError> {
         let size = queue.size();
