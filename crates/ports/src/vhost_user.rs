@@ -1000,15 +1000,15 @@ impl Port for VhostUserPort {
                          stats: &mut PortStats,
                          vstats: &mut VhostUserStats|
          -> Result<(), RxError> {
-            if ring.exhausted() {
-                // The guest's receive ring was found empty in this batch: the rest of the
-                // batch is dropped without a header built or the ring looked at again.
-                stats.tx_dropped += 1;
-                vstats.tx_no_rx_buffers += 1;
-                return Err(RxError::NoBuffers);
-            }
-            let hdr = rx_header(offload, &neg);
-            match chain::write_rx_parts(&mut ring, &hdr, neg.hdr_len, frame, neg.mergeable, used) {
+            // The guest's receive ring was found empty in this batch: the rest of the batch
+            // is dropped without a header built or the ring looked at again.
+            let written = if ring.exhausted() {
+                Err(RxError::NoBuffers)
+            } else {
+                let hdr = rx_header(offload, &neg);
+                chain::write_rx_parts(&mut ring, &hdr, neg.hdr_len, frame, neg.mergeable, used)
+            };
+            match written {
                 Ok(_) => {
                     stats.tx_packets += 1;
                     stats.tx_bytes += (frame[0].len() + frame[1].len()) as u64;

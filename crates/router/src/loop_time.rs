@@ -52,12 +52,6 @@ impl LoopTime {
         }
     }
 
-    /// The busy share of the awake time, 0 to 1 (0 before any turn).
-    pub fn busy_share(&self) -> f64 {
-        let awake = (self.busy + self.idle).as_secs_f64();
-        if awake > 0.0 { self.busy.as_secs_f64() / awake } else { 0.0 }
-    }
-
     /// As named counters (`stats`' `forwarding_loop`), microseconds and turns.
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
         let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
@@ -90,7 +84,6 @@ mod tests {
         assert_eq!(t.idle, ms(3));
         assert_eq!(t.slept, ms(8));
         assert_eq!((t.turns, t.busy_turns), (3, 1));
-        assert!((t.busy_share() - 0.5).abs() < 1e-9);
         assert_eq!(t.counters()[..3], [("busy_us", 3000), ("idle_us", 3000), ("slept_us", 8000)]);
     }
 
@@ -103,6 +96,5 @@ mod tests {
         t.turn(t0, t0, Some(t0), true);
         t.turn(t0 + Duration::from_millis(1), t0, None, true);
         assert_eq!((t.busy, t.idle, t.slept), (Duration::ZERO, Duration::ZERO, Duration::ZERO));
-        assert_eq!(t.busy_share(), 0.0);
     }
 }

@@ -18,10 +18,10 @@
 
 use virtio_queue::desc::split::Descriptor;
 use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice};
-
-use super::ring::SplitRing;
 use vmpls_dataplane::gso::{self, OffloadRefused};
 use vmpls_wire::{ethernet, virtio_net};
+
+use super::ring::SplitRing;
 
 /// Why a chain from the guest's transmit queue was skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,7 +246,7 @@ pub(crate) fn write_rx_parts(
     if hdr_len == virtio_net::HEADER_LEN_MRG {
         let bytes = buffers.to_le_bytes();
         // Recorded while writing the header, so inside guest memory; one write when the
-        // two bytes are next to each other, as unless a buffer ends between them.
+        // two bytes are next to each other, as they are unless a buffer ends between them.
         let written = match num_buffers_at {
             [Some(a), Some(b)] if a.checked_add(1) == Some(b) => GuestBuffer::new(mem, a, 2).write(&bytes, 0),
             at => at
