@@ -53,9 +53,23 @@ fn vmpls_pw(lab: &Lab, pe: &str) -> Value {
 
 /// ldpd's (local, remote) PW label on `pe` (`show l2vpn atom binding json`).
 fn ldp_pw_labels(lab: &Lab, pe: &str) -> (u64, u64) {
-    let v = lab.frr(pe).vtysh_json("show l2vpn atom binding json").unwrap();
-    let b = v.as_object().and_then(|o| o.values().next()).unwrap_or_else(|| panic!("{pe}: no binding: {v}"));
-    (b["localLabel"].as_u64().unwrap(), b["remoteLabel"].as_u64().unwrap())
+    ldp_pw_binding(lab, pe).unwrap_or_else(|| panic!("{pe}: no PW binding in ldpd"))
+}
+
+/// ldpd's (local, remote) PW label on `pe`, if it has both.
+fn ldp_pw_binding(lab: &Lab, pe: &str) -> Option<(u64, u64)> {
+    let v = lab.frr(pe).vtysh_json("show l2vpn atom binding json").ok()?;
+    let b = v.as_object()?.values().next()?;
+    Some((b["localLabel"].as_u64()?, b["remoteLabel"].as_u64()?))
+}
+
+/// Whether vmpls on `pe` has mpw0 up with the labels ldpd bound for it there.
+fn vmpls_has_ldps_pw(lab: &Lab, pe: &str) -> bool {
+    let pw = vmpls_pw(lab, pe);
+    pw["up"] == true
+        && ldp_pw_binding(lab, pe).is_some_and(|(local, remote)| {
+            (pw["spec"]["local-label"].as_u64(), pw["spec"]["remote-label"].as_u64()) == (Some(local), Some(remote))
+        })
 }
 
 /// Frames of the capture as tshark decodes them with `label` as an Ethernet PW with
@@ -320,14 +334,37 @@ fn ldpd_signals_a_pseudowire_that_vmpls_carries() {
     assert!(received >= 36, "pings across the PW while zebra restarted: {pings}");
     assert_eq!(vmpls_pw(&lab, "pe1")["spec"], before["spec"], "held as it was");
     step(t0, &format!("zebra restarted on pe1: vmpls held mpw0, {received}/40 pings crossed"));
+    // A restarted zebra sweeps the old routes from pe1's kernel, and ospfd gives them
+    // back only when it reconnects (about 10 s later). An ldpd stopped before that
+    // cannot send its sessions' FIN (no route to p), p keeps the dead session until its
+    // hold time (180 s), and the new ldpd never gets its labels: wait for the routes,
+    // as an operator waits for zebra before restarting the next daemon.
+    let routes_back = |lab: &Lab| {
+        ["198.18.255.2", "198.18.255.3"].iter().all(|dst| {
+            let out = lab
+                .topo
+                .run_timeout("pe1", cmd(&["ip", "route", "show", dst]), Duration::from_secs(5))
+                .unwrap();
+            !out.stdout.is_empty()
+        })
+    };
+    let t = Instant::now();
+    while !routes_back(&lab) {
+        assert!(t.elapsed() < Duration::from_secs(60), "pe1's kernel routes not back after zebra's restart");
+        lab.check_running();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    step(t0, &format!("pe1's routes back in its kernel ({:.1?} after the pings)", t.elapsed()));
     // ldpd restarted too (FRR restarted as a whole does that): it signals the pseudowire
     // again, the new zebra installs it, and vmpls has it with ldpd's labels, once.
     // Under load FRR was seen once to lose the race itself: the restarted ldpd never gave
     // zebra the pseudowire (no install in zebra's log); ldpd is then restarted once more.
+    // Both ends: pe2 learns pe1's new label over the new targeted session.
     let resynced = |lab: &Lab| {
         frr_vc_status(lab, "pe1") == "up"
             && frr_vc_status(lab, "pe2") == "up"
-            && vmpls_pw(lab, "pe1")["up"] == true
+            && vmpls_has_ldps_pw(lab, "pe1")
+            && vmpls_has_ldps_pw(lab, "pe2")
     };
     let mut took = None;
     for attempt in 1..=2 {
