@@ -68,7 +68,8 @@ fn vmpls_has_ldps_pw(lab: &Lab, pe: &str) -> bool {
     let pw = vmpls_pw(lab, pe);
     pw["up"] == true
         && ldp_pw_binding(lab, pe).is_some_and(|(local, remote)| {
-            (pw["spec"]["local-label"].as_u64(), pw["spec"]["remote-label"].as_u64()) == (Some(local), Some(remote))
+            (pw["spec"]["local-label"].as_u64(), pw["spec"]["remote-label"].as_u64())
+                == (Some(local), Some(remote))
         })
 }
 
