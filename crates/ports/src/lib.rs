@@ -57,7 +57,8 @@ pub use tap::{TAP_MAX_MTU, TapOptions, TapPort, tap_caps};
 pub use vhost_user::fuzz::{QueueRun as FuzzQueueRun, drive_queues as fuzz_vhost_queues};
 pub use vhost_user::{
     DEFAULT_MTU as VHOST_USER_DEFAULT_MTU, MAX_MEM_REGIONS, OFFERED_FEATURES as VHOST_USER_FEATURES,
-    VhostUserOptions, VhostUserPort, VhostUserStats, vhost_user_caps,
+    VhostUserOptions, VhostUserPort, VhostUserStats, WAITING_BYTES as VHOST_USER_WAITING_BYTES,
+    WAITING_FRAMES as VHOST_USER_WAITING_FRAMES, vhost_user_caps,
 };
 pub use vmpls_sys::if_nametoindex;
 
@@ -81,7 +82,9 @@ pub trait Port: AsFd + Send {
 
     /// Sends every frame in `pkts` (draining it, returning each buffer to `pool`), writing
     /// each frame's `offload` as its virtio-net header. Frames the kernel refuses are
-    /// counted (by errno) and dropped; the rest still go out. Returns how many were sent.
+    /// counted (by errno) and dropped; the rest still go out. A port whose peer has no
+    /// room now may keep frames (bounded, in order) and send them first when room comes
+    /// (a vhost-user guest's receive ring). Returns how many were sent.
     fn send_batch(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) -> io::Result<usize>;
 
     /// Counters since the port was opened.

@@ -25,13 +25,17 @@
 //! - the worker's `handle_event` only writes an eventfd (this port's [`Port::fd`]) when the
 //!   guest kicks its transmit queue, and hands over the connection's vrings the first time
 //!   it sees them; the receive queue's kicks (buffers posted) it turns off at the queue's
-//!   start, as the port drops a frame that finds no buffer and never waits for one;
+//!   start, and passes them on (an eventfd write) only while frames wait for buffers and
+//!   the router sleeps (see below);
 //! - [`Port::recv_batch`] and [`Port::send_batch`] lock the vring (`VringMutex`, shared with
 //!   the protocol thread, uncontended except while the frontend reconfigures the queue)
 //!   once per batch and pop descriptor chains themselves.
 //!
 //! No frame is queued between threads, so there is no second copy and no unbounded buffer:
-//! the guest's rings are the buffers. While the router works through a backlog it keeps the
+//! the guest's rings are the buffers. Frames for a guest whose receive ring is full wait in
+//! the port, bounded ([`WAITING_FRAMES`], [`WAITING_BYTES`]), as they wait in a TAP's queue
+//! for QEMU's own backend, and go first once the guest posts buffers: at the router's next
+//! turn while it polls, else on the guest's kick, which the port asks for only then. While the router works through a backlog it keeps the
 //! guest's kicks off (`VRING_USED_F_NO_NOTIFY`) and re-arms its own eventfd, as the
 //! level-triggered poll loop expects; it re-enables them once the ring is empty. While the
 //! router polls the port ([`Port::set_polling`], adaptive polling) the kicks stay off and the
@@ -72,6 +76,7 @@ pub(crate) mod fuzz;
 mod relay;
 mod ring;
 
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::FileTypeExt;
@@ -122,6 +127,12 @@ const ACCEPT_POLL_MS: i32 = 100;
 /// the kernel's own vhost (`max_mem_regions`), so a QEMU set up for vhost-net fits; a
 /// frontend that goes beyond is disconnected.
 pub const MAX_MEM_REGIONS: usize = 64;
+/// Most frames that wait for a guest's receive buffers (see [`Waiting`]): a ring's worth
+/// of small frames.
+pub const WAITING_FRAMES: usize = 256;
+/// Most bytes that wait for a guest's receive buffers: some 64 TCP super-frames, of the
+/// router's 1024 buffers.
+pub const WAITING_BYTES: usize = 4 << 20;
 
 const fn bit(b: u32) -> u64 {
     1 << b
@@ -274,8 +285,12 @@ pub struct VhostUserStats {
     /// Frames for the guest dropped because no guest was connected with its receive queue
     /// running.
     pub tx_not_connected: u64,
-    /// Frames for the guest dropped because it had not posted enough receive buffers.
+    /// Frames for the guest dropped because it had not posted enough receive buffers and
+    /// as many frames as may wait for them ([`WAITING_FRAMES`], [`WAITING_BYTES`]) did.
     pub tx_no_rx_buffers: u64,
+    /// Frames for the guest that found its receive ring full and waited for buffers
+    /// (sent, oldest first, once the guest posted them).
+    pub tx_waited: u64,
     /// Frames larger than one receive buffer of a guest without `MRG_RXBUF`.
     pub tx_too_big: u64,
     /// Malformed receive chains from the guest (device-readable, empty, outside memory);
@@ -300,8 +315,9 @@ pub struct VhostUserStats {
     /// the guest's kicks (none while the router polls the port with the kicks off).
     pub tx_queue_wakeups: u64,
     /// Times the guest's receive queue woke the port's worker: once when the queue starts,
-    /// which asks the guest for no kicks after posting buffers, then only the kicks of a
-    /// driver that ignores that.
+    /// which asks the guest for no kicks after posting buffers, then the kicks the port
+    /// asks for while frames wait for buffers and the router sleeps, and those of a driver
+    /// that ignores the asking.
     pub rx_queue_events: u64,
 }
 
@@ -331,6 +347,166 @@ struct Conn {
 
 type Vring = VringMutex<GuestMemoryAtomic<GuestMemoryMmap>>;
 
+/// Frames for the guest that found its receive ring full, oldest first; they go before
+/// any newer frame once the guest posts buffers. QEMU's own tap backend stops reading the
+/// TAP while the guest's ring is full, and the frames wait in the kernel's queue; a port
+/// that dropped them instead lost a whole super-frame (some 40 TCP segments) whenever a
+/// slow guest fell behind a burst (`lab seed --vm`: hundreds of retransmits a run where
+/// the TAP had none). Bounded, so a guest that stops taking frames holds at most this much
+/// of the router's buffers; beyond, frames are dropped and counted.
+#[derive(Default)]
+struct Waiting {
+    frames: VecDeque<Packet>,
+    bytes: usize,
+}
+
+impl Waiting {
+    /// Queues `pkt` last, or gives it back when the bound is reached.
+    fn push(&mut self, pkt: Packet) -> Result<(), Packet> {
+        if self.frames.len() >= WAITING_FRAMES || self.bytes + pkt.len() > WAITING_BYTES {
+            return Err(pkt);
+        }
+        self.bytes += pkt.len();
+        self.frames.push_back(pkt);
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Option<Packet> {
+        let pkt = self.frames.pop_front()?;
+        self.bytes -= pkt.len();
+        Some(pkt)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+}
+
+/// What became of a frame offered to the guest's receive queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Offered {
+    /// Written (a super-frame cut for the guest: as many of its segments as fit, the rest
+    /// dropped and counted), or dropped and counted.
+    Done,
+    /// Nothing written: the ring has no room for it now.
+    RingFull,
+}
+
+/// One batch of writes into the guest's receive queue.
+struct RxBatch<'b, 'q, 'm> {
+    ring: SplitRing<'q, 'm>,
+    neg: Negotiated,
+    used: &'b mut Vec<(u16, u32)>,
+    stats: &'b mut PortStats,
+    vstats: &'b mut VhostUserStats,
+}
+
+impl RxBatch<'_, '_, '_> {
+    /// Writes one frame (in one or two pieces), counted when sent or dropped;
+    /// `Err(NoBuffers)` is left to the caller to count.
+    fn write(&mut self, offload: &virtio_net::Repr, frame: [&[u8]; 2]) -> Result<(), RxError> {
+        // A ring found empty in this batch is not looked at again.
+        let written = if self.ring.exhausted() {
+            Err(RxError::NoBuffers)
+        } else {
+            let hdr = rx_header(offload, &self.neg);
+            chain::write_rx_parts(
+                &mut self.ring,
+                &hdr,
+                self.neg.hdr_len,
+                frame,
+                self.neg.mergeable,
+                self.used,
+            )
+        };
+        match written {
+            Ok(_) => {
+                self.stats.tx_packets += 1;
+                self.stats.tx_bytes += (frame[0].len() + frame[1].len()) as u64;
+                Ok(())
+            }
+            Err(e) => {
+                match e {
+                    RxError::NoBuffers => return Err(e),
+                    RxError::TooBig => self.vstats.tx_too_big += 1,
+                    RxError::BadChain => self.vstats.tx_bad_chain += 1,
+                }
+                self.stats.tx_dropped += 1;
+                Err(e)
+            }
+        }
+    }
+
+    /// Frames dropped for want of receive buffers.
+    fn drop_no_buffers(&mut self, frames: u64) {
+        self.stats.tx_dropped += frames;
+        self.vstats.tx_no_rx_buffers += frames;
+    }
+
+    /// Offers `pkt` to the guest as it can take it: whole, its checksum completed, or cut
+    /// into segments (their headers built in `headers`).
+    fn offer(&mut self, pkt: &mut Packet, headers: &mut Vec<u8>) -> Offered {
+        let full = |r: Result<(), RxError>| {
+            if r == Err(RxError::NoBuffers) { Offered::RingFull } else { Offered::Done }
+        };
+        match delivery(pkt, &self.neg) {
+            Delivery::Whole => full(self.write(&pkt.offload, [pkt.frame(), &[]])),
+            Delivery::CompleteChecksum => {
+                if gso::complete_checksum(pkt).is_err() {
+                    self.stats.tx_dropped += 1;
+                    self.vstats.tx_segment_failed += 1;
+                    return Offered::Done;
+                }
+                // Done once: a frame that waits is whole the next time.
+                self.vstats.tx_csum_completed += 1;
+                pkt.offload.needs_csum = false;
+                full(self.write(&pkt.offload, [pkt.frame(), &[]]))
+            }
+            Delivery::Segment => {
+                // Each segment is its own headers and a slice of the super-frame's payload.
+                // A guest that completes checksums (GUEST_CSUM) gets them partial, so the
+                // payload is read once, by the copy into its buffers.
+                let frame = pkt.frame();
+                let csum = if self.neg.guest_csum { SegmentChecksum::Partial } else { SegmentChecksum::Full };
+                let Ok(cut) = gso::segment_headers(pkt, l3_offset(frame), 0, csum, headers) else {
+                    self.stats.tx_dropped += 1;
+                    self.vstats.tx_segment_failed += 1;
+                    return Offered::Done;
+                };
+                let offload = match csum {
+                    SegmentChecksum::Partial => virtio_net::Repr {
+                        needs_csum: true,
+                        csum_start: cut.l4_offset as u16,
+                        csum_offset: cut.csum_offset as u16,
+                        ..virtio_net::Repr::default()
+                    },
+                    SegmentChecksum::Full => virtio_net::Repr::default(),
+                };
+                for i in 0..cut.segments {
+                    let head = &headers[i * cut.header_len..(i + 1) * cut.header_len];
+                    let start = cut.payload_offset + i * cut.gso_size;
+                    let payload = &frame[start..(start + cut.gso_size).min(frame.len())];
+                    match self.write(&offload, [head, payload]) {
+                        Ok(()) => {}
+                        // Not one segment fits: the super-frame waits whole.
+                        Err(RxError::NoBuffers) if i == 0 => return Offered::RingFull,
+                        Err(RxError::NoBuffers) => {
+                            // The ring filled part way: the rest of the segments cannot go
+                            // either; counted without the copies.
+                            self.drop_no_buffers((cut.segments - i) as u64);
+                            break;
+                        }
+                        Err(_) => {}
+                    }
+                }
+                self.stats.tx_segmented += 1;
+                self.stats.tx_segments += cut.segments as u64;
+                Offered::Done
+            }
+        }
+    }
+}
+
 /// Shared between the port (router thread), the listener thread and the backend (protocol
 /// and worker threads).
 struct Shared {
@@ -349,6 +525,10 @@ struct Shared {
     tx_queue_wakeups: AtomicU64,
     /// [`VhostUserStats::rx_queue_events`].
     rx_queue_events: AtomicU64,
+    /// Frames wait for the guest's receive buffers and the router sleeps: the receive
+    /// queue's kicks are wanted (they wake the port), not turned off. Written by the
+    /// port with the queue's lock held, read by the worker under it.
+    rx_kicks_wanted: AtomicBool,
 }
 
 impl Shared {
@@ -453,14 +633,21 @@ impl VhostUserBackend for NetBackend {
                 self.shared.tx_queue_wakeups.fetch_add(1, Ordering::Release);
             }
             RX_QUEUE => {
-                // The queue started, or the guest posted receive buffers and kicked. The
-                // port never waits for buffers (a frame that finds none is dropped and
-                // counted), so a kick only costs a wake-up of this thread (and, for a QEMU
-                // guest, an exit): ask for none (`VRING_USED_F_NO_NOTIFY`; a queue reset
-                // clears it and starts the queue again). Err: the used ring lies outside
-                // guest memory; the router's next send counts what that breaks.
+                // The queue started, or the guest posted receive buffers and kicked. Only
+                // frames waiting for buffers while the router sleeps need to hear of it
+                // (the port asks for kicks then); else a kick only costs a wake-up of this
+                // thread (and, for a QEMU guest, an exit): ask for none
+                // (`VRING_USED_F_NO_NOTIFY`; a queue reset clears it and starts the queue
+                // again). Under the queue's lock, which the port holds when it changes its
+                // mind. Err: the used ring lies outside guest memory; the router's next
+                // send counts what that breaks.
                 if let Some(rx) = vrings.get(RX_QUEUE) {
-                    let _ = rx.disable_notification();
+                    let mut state = rx.get_mut();
+                    if self.shared.rx_kicks_wanted.load(Ordering::Acquire) {
+                        self.shared.wake();
+                    } else {
+                        let _ = state.disable_notification();
+                    }
                 }
                 self.shared.rx_queue_events.fetch_add(1, Ordering::Release);
             }
@@ -502,6 +689,10 @@ pub struct VhostUserPort {
     /// The connection generation whose transmit queue had its kicks turned off for the
     /// polling (`u64::MAX`: none yet); a new connection or renegotiation turns them off again.
     kicks_off: u64,
+    /// Frames for the guest waiting for its receive buffers.
+    waiting: Waiting,
+    /// The guest's receive-queue kicks are on: frames wait and the router sleeps.
+    rx_kicks: bool,
     /// Used-ring entries of the batch in progress.
     used: Vec<(u16, u32)>,
     /// The segments' headers of a super-frame the guest cannot take whole (their payloads
@@ -603,6 +794,7 @@ impl VhostUserPort {
                 too_many_regions: AtomicU64::new(0),
                 tx_queue_wakeups: AtomicU64::new(0),
                 rx_queue_events: AtomicU64::new(0),
+                rx_kicks_wanted: AtomicBool::new(false),
             });
             let thread_shared = shared.clone();
             let daemon_name = name.to_owned();
@@ -634,6 +826,8 @@ impl VhostUserPort {
             polling: false,
             kicks_off: u64::MAX,
             active: None,
+            waiting: Waiting::default(),
+            rx_kicks: false,
             used: Vec::with_capacity(MAX_QUEUE_SIZE),
             segment_headers: Vec::new(),
             stats: PortStats::default(),
@@ -692,6 +886,98 @@ impl VhostUserPort {
             Some(a) => a.neg.caps(),
             None => vhost_user_caps(OFFERED_FEATURES),
         };
+        // The queue may be new: the next send asks again if frames wait.
+        self.rx_kicks = false;
+        self.shared.rx_kicks_wanted.store(false, Ordering::Release);
+    }
+
+    /// Drops `pkts` and the frames waiting for the guest: no guest with a running
+    /// receive queue.
+    fn drop_not_connected(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) {
+        let n = pkts.len() + self.waiting.frames.len();
+        self.vstats.tx_not_connected += n as u64;
+        self.stats.tx_dropped += n as u64;
+        pkts.drain(..).for_each(|p| pool.put(p));
+        while let Some(p) = self.waiting.pop() {
+            pool.put(p);
+        }
+    }
+
+    /// Sends the frames waiting for the guest's receive buffers, then `pkts` (drained),
+    /// giving each buffer back to `pool` once its frame is written or dropped. A frame that
+    /// finds the ring full waits behind the older ones (up to the bound; dropped and
+    /// counted beyond). While frames wait and the router sleeps, the guest's
+    /// receive-queue kicks are on, so its next buffers wake the port.
+    fn transmit(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) {
+        self.refresh();
+        let Some(active) = &self.active else {
+            return self.drop_not_connected(pkts, pool);
+        };
+        let mem = &*active.mem;
+        let neg = active.neg;
+        let mut vring = active.rx.get_mut();
+        if !vring.get_queue().ready() || !vring.is_enabled() {
+            drop(vring);
+            return self.drop_not_connected(pkts, pool);
+        }
+        let ring = match SplitRing::new(vring.get_queue_mut(), mem) {
+            Ok(ring) => ring,
+            Err(e) => {
+                drop(vring);
+                self.vstats.count_ring_error(e);
+                return self.drop_not_connected(pkts, pool);
+            }
+        };
+        self.used.clear();
+        let mut batch =
+            RxBatch { ring, neg, used: &mut self.used, stats: &mut self.stats, vstats: &mut self.vstats };
+        let (waiting, headers) = (&mut self.waiting, &mut self.segment_headers);
+        while let Some(pkt) = waiting.frames.front_mut() {
+            if batch.offer(pkt, headers) == Offered::RingFull {
+                break;
+            }
+            if let Some(pkt) = waiting.pop() {
+                pool.put(pkt);
+            }
+        }
+        for mut pkt in pkts.drain(..) {
+            if waiting.is_empty() && batch.offer(&mut pkt, headers) == Offered::Done {
+                pool.put(pkt);
+                continue;
+            }
+            match waiting.push(pkt) {
+                Ok(()) => batch.vstats.tx_waited += 1,
+                Err(pkt) => {
+                    batch.drop_no_buffers(1);
+                    pool.put(pkt);
+                }
+            }
+        }
+        let mut used_err = false;
+        let mut interrupt = false;
+        if !batch.used.is_empty() {
+            match batch.ring.publish_used(batch.used) {
+                Ok(_) => interrupt = batch.ring.guest_wants_interrupt(),
+                Err(_) => used_err = true,
+            }
+        }
+        // A polling router comes back at its next turn; a sleeping one needs the kick.
+        let want_kicks = !waiting.is_empty() && !self.polling;
+        if want_kicks != self.rx_kicks {
+            self.rx_kicks = want_kicks;
+            self.shared.rx_kicks_wanted.store(want_kicks, Ordering::Release);
+            if !want_kicks {
+                let _ = batch.ring.queue().disable_notification(mem);
+            } else if batch.ring.ask_for_kicks() {
+                // Buffers came before the kicks were on: try again at once.
+                self.shared.wake();
+            }
+        }
+        if interrupt {
+            let _ = vring.signal_used_queue();
+        }
+        drop(vring);
+        self.vstats.used_ring_errors += u64::from(used_err);
     }
 }
 
@@ -861,6 +1147,10 @@ impl Port for VhostUserPort {
         if !self.backlog && !self.polling {
             self.shared.wake.drain();
         }
+        if !self.waiting.is_empty() {
+            // The guest's kick for its new buffers woke the port, or the router polls.
+            self.transmit(&mut Vec::new(), pool);
+        }
         self.refresh();
         let Some(active) = &self.active else {
             self.backlog = false;
@@ -957,150 +1247,9 @@ impl Port for VhostUserPort {
     }
 
     fn send_batch(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) -> io::Result<usize> {
-        self.refresh();
-        let total = pkts.len();
-        let Some(active) = &self.active else {
-            self.vstats.tx_not_connected += total as u64;
-            self.stats.tx_dropped += total as u64;
-            pkts.drain(..).for_each(|p| pool.put(p));
-            return Ok(0);
-        };
-        let mem = &*active.mem;
-        let neg = active.neg;
-        let mut vring = active.rx.get_mut();
-        if !vring.get_queue().ready() || !vring.is_enabled() {
-            drop(vring);
-            self.vstats.tx_not_connected += total as u64;
-            self.stats.tx_dropped += total as u64;
-            pkts.drain(..).for_each(|p| pool.put(p));
-            return Ok(0);
-        }
-        let mut ring = match SplitRing::new(vring.get_queue_mut(), mem) {
-            Ok(ring) => ring,
-            Err(e) => {
-                drop(vring);
-                self.vstats.count_ring_error(e);
-                self.vstats.tx_not_connected += total as u64;
-                self.stats.tx_dropped += total as u64;
-                pkts.drain(..).for_each(|p| pool.put(p));
-                return Ok(0);
-            }
-        };
-        let used = &mut self.used;
-        let headers = &mut self.segment_headers;
-        let stats = &mut self.stats;
-        let vstats = &mut self.vstats;
-        used.clear();
-        let mut sent = 0;
-        // Writes one frame (in one or two pieces); false, counted, if the guest cannot
-        // take it. `Err(NoBuffers)` tells a caller with more frames that the ring is full.
-        let mut write = |offload: &virtio_net::Repr,
-                         frame: [&[u8]; 2],
-                         used: &mut Vec<(u16, u32)>,
-                         stats: &mut PortStats,
-                         vstats: &mut VhostUserStats|
-         -> Result<(), RxError> {
-            // The guest's receive ring was found empty in this batch: the rest of the batch
-            // is dropped without a header built or the ring looked at again.
-            let written = if ring.exhausted() {
-                Err(RxError::NoBuffers)
-            } else {
-                let hdr = rx_header(offload, &neg);
-                chain::write_rx_parts(&mut ring, &hdr, neg.hdr_len, frame, neg.mergeable, used)
-            };
-            match written {
-                Ok(_) => {
-                    stats.tx_packets += 1;
-                    stats.tx_bytes += (frame[0].len() + frame[1].len()) as u64;
-                    Ok(())
-                }
-                Err(e) => {
-                    stats.tx_dropped += 1;
-                    match e {
-                        RxError::NoBuffers => vstats.tx_no_rx_buffers += 1,
-                        RxError::TooBig => vstats.tx_too_big += 1,
-                        RxError::BadChain => vstats.tx_bad_chain += 1,
-                    }
-                    Err(e)
-                }
-            }
-        };
-        for mut pkt in pkts.drain(..) {
-            match delivery(&pkt, &neg) {
-                Delivery::Whole => {
-                    sent += usize::from(write(&pkt.offload, [pkt.frame(), &[]], used, stats, vstats).is_ok());
-                }
-                Delivery::CompleteChecksum => {
-                    if gso::complete_checksum(&mut pkt).is_ok() {
-                        vstats.tx_csum_completed += 1;
-                        pkt.offload.needs_csum = false;
-                        sent +=
-                            usize::from(write(&pkt.offload, [pkt.frame(), &[]], used, stats, vstats).is_ok());
-                    } else {
-                        stats.tx_dropped += 1;
-                        vstats.tx_segment_failed += 1;
-                    }
-                }
-                Delivery::Segment => {
-                    // Each segment is its own headers and a slice of the super-frame's
-                    // payload. A guest that completes checksums (GUEST_CSUM) gets them
-                    // partial, so the payload is read once, by the copy into its buffers.
-                    let frame = pkt.frame();
-                    let csum = if neg.guest_csum { SegmentChecksum::Partial } else { SegmentChecksum::Full };
-                    match gso::segment_headers(&pkt, l3_offset(frame), 0, csum, headers) {
-                        Ok(cut) => {
-                            stats.tx_segmented += 1;
-                            stats.tx_segments += cut.segments as u64;
-                            let offload = match csum {
-                                SegmentChecksum::Partial => virtio_net::Repr {
-                                    needs_csum: true,
-                                    csum_start: cut.l4_offset as u16,
-                                    csum_offset: cut.csum_offset as u16,
-                                    ..virtio_net::Repr::default()
-                                },
-                                SegmentChecksum::Full => virtio_net::Repr::default(),
-                            };
-                            for i in 0..cut.segments {
-                                let head = &headers[i * cut.header_len..(i + 1) * cut.header_len];
-                                let start = cut.payload_offset + i * cut.gso_size;
-                                let payload = &frame[start..(start + cut.gso_size).min(frame.len())];
-                                match write(&offload, [head, payload], used, stats, vstats) {
-                                    Ok(()) => sent += 1,
-                                    Err(RxError::NoBuffers) => {
-                                        // The ring is full: the rest of the segments could
-                                        // not go either; count them without the copies.
-                                        let rest = (cut.segments - i - 1) as u64;
-                                        stats.tx_dropped += rest;
-                                        vstats.tx_no_rx_buffers += rest;
-                                        break;
-                                    }
-                                    Err(_) => {}
-                                }
-                            }
-                        }
-                        Err(_) => {
-                            stats.tx_dropped += 1;
-                            vstats.tx_segment_failed += 1;
-                        }
-                    }
-                }
-            }
-            pool.put(pkt);
-        }
-        let mut used_err = false;
-        let mut interrupt = false;
-        if !used.is_empty() {
-            match ring.publish_used(used) {
-                Ok(_) => interrupt = ring.guest_wants_interrupt(),
-                Err(_) => used_err = true,
-            }
-        }
-        if interrupt {
-            let _ = vring.signal_used_queue();
-        }
-        drop(vring);
-        self.vstats.used_ring_errors += u64::from(used_err);
-        Ok(sent)
+        let sent_before = self.stats.tx_packets;
+        self.transmit(pkts, pool);
+        Ok((self.stats.tx_packets - sent_before) as usize)
     }
 
     fn stats(&self) -> PortStats {
@@ -1124,16 +1273,19 @@ impl Port for VhostUserPort {
         // look at the ring after they are back on.
         self.shared.wake.drain();
         self.refresh();
+        // Frames waiting for the guest's buffers: the receive before the sleep sends what
+        // it can and turns the guest's receive-queue kicks on for the rest.
+        let waiting = !self.waiting.is_empty();
         let Some(active) = &self.active else {
-            return false;
+            return waiting;
         };
         let mem = &*active.mem;
         let mut vring = active.tx.get_mut();
         if !vring.get_queue().ready() || !vring.is_enabled() {
-            return false;
+            return waiting;
         }
         // Err: the avail ring is outside guest memory; receiving counts what that breaks.
-        vring.get_queue_mut().enable_notification(mem).unwrap_or(true)
+        vring.get_queue_mut().enable_notification(mem).unwrap_or(true) || waiting
     }
 
     fn polls_rings(&self) -> bool {

@@ -19,7 +19,7 @@ use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 use vmpls_dataplane::gso::MIN_GSO_SIZE;
 use vmpls_dataplane::{Packet, PacketPool};
-use vmpls_ports::{MAX_MEM_REGIONS, Port, VhostUserOptions, VhostUserPort};
+use vmpls_ports::{MAX_MEM_REGIONS, Port, VHOST_USER_WAITING_FRAMES, VhostUserOptions, VhostUserPort};
 use vmpls_testkit::TempDir;
 use vmpls_wire::virtio_net::GsoType;
 
@@ -31,6 +31,13 @@ const QUEUE_SIZE: u16 = 64;
 const RX_QUEUE_AT: u64 = 0x0;
 const TX_QUEUE_AT: u64 = 0x1_0000;
 const BUFFERS_AT: u64 = 0x2_0000;
+/// Where the receive buffers are, and their size (a 12-byte header and a 1500-byte frame fit).
+const RX_BUFFERS_AT: u64 = 0x18_0000;
+const RX_BUFFER_LEN: usize = 2048;
+
+fn rx_buffer_at(descriptor: u16) -> u64 {
+    RX_BUFFERS_AT + u64::from(descriptor) * RX_BUFFER_LEN as u64
+}
 
 // virtio feature bits.
 const VERSION_1: u64 = 1 << 32;
@@ -96,6 +103,10 @@ struct Guest {
     tx_used: GuestAddress,
     /// The receive queue's used ring.
     rx_used: GuestAddress,
+    /// Receive buffers posted so far.
+    rx_posted: u16,
+    /// Used entries of the receive queue read so far.
+    rx_seen: u16,
 }
 
 impl Guest {
@@ -145,7 +156,18 @@ impl Guest {
             frontend.set_vring_kick(q, kick).unwrap();
             frontend.set_vring_enable(q, true).unwrap();
         }
-        Guest { _frontend: frontend, mem, kick_tx, _call: call, kick_rx, tx_next: 0, tx_used, rx_used }
+        Guest {
+            _frontend: frontend,
+            mem,
+            kick_tx,
+            _call: call,
+            kick_rx,
+            tx_next: 0,
+            tx_used,
+            rx_used,
+            rx_posted: 0,
+            rx_seen: 0,
+        }
     }
 
     /// Puts `hdr` (12 bytes) and `frame` in the transmit queue as one chain and kicks.
@@ -169,6 +191,42 @@ impl Guest {
     fn no_notify(&self, used: GuestAddress) -> bool {
         let flags: u16 = self.mem.read_obj(used).unwrap();
         u16::from_le(flags) & 1 != 0
+    }
+
+    /// Posts `n` receive buffers of [`RX_BUFFER_LEN`] bytes (one descriptor each) and
+    /// kicks, as a driver does after refilling its ring.
+    fn post_rx_buffers(&mut self, n: u16) {
+        let avail = RX_QUEUE_AT + 16 * u64::from(QUEUE_SIZE);
+        for _ in 0..n {
+            let i = self.rx_posted % QUEUE_SIZE;
+            let mut d = [0u8; 16];
+            d[..8].copy_from_slice(&rx_buffer_at(i).to_le_bytes());
+            d[8..12].copy_from_slice(&(RX_BUFFER_LEN as u32).to_le_bytes());
+            d[12..14].copy_from_slice(&2u16.to_le_bytes()); // VRING_DESC_F_WRITE
+            self.mem.write_slice(&d, GuestAddress(RX_QUEUE_AT + 16 * u64::from(i))).unwrap();
+            let slot = avail + 4 + 2 * u64::from(self.rx_posted % QUEUE_SIZE);
+            self.mem.write_obj(i.to_le(), GuestAddress(slot)).unwrap();
+            self.rx_posted = self.rx_posted.wrapping_add(1);
+        }
+        self.mem.write_obj(self.rx_posted.to_le(), GuestAddress(avail + 2)).unwrap();
+        self.kick_rx.write(1).unwrap();
+    }
+
+    /// The frames the port put in the receive queue since the last call, in order, without
+    /// their virtio-net headers.
+    fn received(&mut self) -> Vec<Vec<u8>> {
+        let idx: u16 = self.mem.read_obj(GuestAddress(self.rx_used.0 + 2)).unwrap();
+        let mut frames = Vec::new();
+        while self.rx_seen != u16::from_le(idx) {
+            let elem = GuestAddress(self.rx_used.0 + 4 + 8 * u64::from(self.rx_seen % QUEUE_SIZE));
+            let id = u32::from_le(self.mem.read_obj(elem).unwrap());
+            let len = u32::from_le(self.mem.read_obj(GuestAddress(elem.0 + 4)).unwrap()) as usize;
+            let mut buf = vec![0u8; len];
+            self.mem.read_slice(&mut buf, GuestAddress(rx_buffer_at(id as u16))).unwrap();
+            frames.push(buf.split_off(12));
+            self.rx_seen = self.rx_seen.wrapping_add(1);
+        }
+        frames
     }
 
     /// Puts `hdr` (12 bytes) and `frame` in the transmit queue as one chain, without a kick.
@@ -401,9 +459,9 @@ fn a_polled_port_keeps_the_guests_kicks_off_and_misses_no_frame_when_polling_sto
 
 #[test]
 fn the_receive_queue_asks_for_no_kicks() {
-    // The port drops a frame that finds no receive buffer rather than wait for one, so a
-    // kick after the guest posts buffers would only wake its worker (and make a QEMU guest
-    // exit): the first event of the queue (its start) turns them off for good.
+    // While no frame waits for receive buffers, a kick after the guest posts buffers would
+    // only wake the port's worker (and make a QEMU guest exit): the first event of the
+    // queue (its start) turns them off, until frames wait.
     let dir = TempDir::new("vhost-fe-rxkick");
     let socket = dir.path().join("g.sock");
     let port = VhostUserPort::open(0, "g", &socket, &VhostUserOptions::default()).unwrap();
@@ -423,4 +481,111 @@ fn the_receive_queue_asks_for_no_kicks() {
     }
     assert!(guest.rx_kicks_off());
     assert!(!guest.kicks_off(), "the transmit queue's kicks are the router's to switch, not this");
+}
+
+/// The frames to send, in buffers of `pool`: `n` of them, each `len` bytes, numbered in
+/// byte 20.
+fn numbered(pool: &mut PacketPool, n: usize, len: usize) -> Vec<Packet> {
+    (0..n)
+        .map(|i| {
+            let mut f = frame(len);
+            f[20] = i as u8;
+            let mut p = pool.get().expect("a buffer");
+            p.receive_area()[..len].copy_from_slice(&f);
+            p.set_received(len);
+            p
+        })
+        .collect()
+}
+
+#[test]
+fn frames_wait_for_a_full_receive_ring_and_go_in_order_when_the_guest_posts_buffers() {
+    // A guest slower than its traffic fills its receive ring; QEMU's tap backend leaves
+    // the frames in the TAP's queue then, and so does the port, bounded.
+    let dir = TempDir::new("vhost-fe-wait");
+    let socket = dir.path().join("g.sock");
+    let mut port = VhostUserPort::open(0, "g", &socket, &VhostUserOptions::default()).unwrap();
+    let mut pool = PacketPool::new(VHOST_USER_WAITING_FRAMES + 64);
+    let mut guest = Guest::connect(&socket);
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !guest.rx_kicks_off() {
+        assert!(Instant::now() < deadline, "the queue did not start: {:?}", port.vhost_stats());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Take the transmit queue's start, so only the receive queue wakes the port below.
+    while port.vhost_stats().tx_queue_wakeups < 1 {
+        assert!(Instant::now() < deadline, "{:?}", port.vhost_stats());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    port.recv_batch(&mut pool, &mut got, 64).unwrap();
+
+    // No buffers: the frames wait, and the guest is asked to kick when it posts some.
+    let mut batch = numbered(&mut pool, 5, 100);
+    assert_eq!(port.send_batch(&mut batch, &mut pool).unwrap(), 0);
+    assert!(batch.is_empty());
+    let v = port.vhost_stats();
+    assert_eq!((v.tx_waited, v.tx_no_rx_buffers, port.stats().tx_dropped), (5, 0, 0), "{v:?}");
+    assert!(!guest.rx_kicks_off(), "frames wait: the guest's next buffers must wake the port");
+    assert_eq!(pool.available(), VHOST_USER_WAITING_FRAMES + 64 - 5, "the waiting frames hold their buffers");
+
+    // Three buffers and a kick: the kick wakes the sleeping router, the oldest three go.
+    guest.post_rx_buffers(3);
+    assert!(
+        vmpls_testkit::wait_readable(&port, Duration::from_secs(2)),
+        "the guest's kick did not wake the port"
+    );
+    port.recv_batch(&mut pool, &mut got, 64).unwrap();
+    let order = |frames: Vec<Vec<u8>>| frames.iter().map(|f| (f.len(), f[20])).collect::<Vec<_>>();
+    assert_eq!(order(guest.received()), [(100, 0), (100, 1), (100, 2)]);
+    assert!(!guest.rx_kicks_off(), "two frames still wait");
+
+    // A new frame goes behind the waiting ones, not before them.
+    let mut late = numbered(&mut pool, 1, 200);
+    port.send_batch(&mut late, &mut pool).unwrap();
+    assert!(guest.received().is_empty());
+    guest.post_rx_buffers(8);
+    assert!(vmpls_testkit::wait_readable(&port, Duration::from_secs(2)));
+    port.recv_batch(&mut pool, &mut got, 64).unwrap();
+    assert_eq!(order(guest.received()), [(100, 3), (100, 4), (200, 0)]);
+    assert!(guest.rx_kicks_off(), "nothing waits: no kicks wanted");
+    assert_eq!(guest.received(), Vec::<Vec<u8>>::new());
+    let s = port.stats();
+    assert_eq!((s.tx_packets, s.tx_dropped), (6, 0), "{s:?}");
+    assert_eq!(pool.available(), VHOST_USER_WAITING_FRAMES + 64);
+
+    // Five buffers left: a batch beyond them and the bound is dropped past the bound,
+    // counted, and the pool gets those buffers back at once.
+    let mut flood = numbered(&mut pool, 5 + VHOST_USER_WAITING_FRAMES + 7, 60);
+    port.send_batch(&mut flood, &mut pool).unwrap();
+    assert_eq!(guest.received().len(), 5);
+    let v = port.vhost_stats();
+    assert_eq!((v.tx_waited, v.tx_no_rx_buffers), (6 + VHOST_USER_WAITING_FRAMES as u64, 7), "{v:?}");
+    assert_eq!(port.stats().tx_dropped, 7);
+    assert_eq!(pool.available(), 64, "the waiting frames hold their buffers, the sent and dropped ones not");
+
+    // While the router polls it comes back without kicks: they go off, and when the
+    // polling ends the port asks to be received from before the router sleeps.
+    assert!(!port.set_polling(true));
+    port.recv_batch(&mut pool, &mut got, 64).unwrap();
+    assert!(guest.rx_kicks_off(), "a polling router needs no kicks");
+    guest.post_rx_buffers(16);
+    port.recv_batch(&mut pool, &mut got, 64).unwrap();
+    assert_eq!(guest.received().len(), 16, "the polling router sent without a kick");
+    assert!(port.set_polling(false), "frames wait: the router must look before it sleeps");
+    port.recv_batch(&mut pool, &mut got, 64).unwrap();
+    assert!(!guest.rx_kicks_off(), "the router sleeps and frames wait: kicks on again");
+    assert!(got.is_empty());
+
+    // The guest goes: what waited is dropped and counted, every buffer back in the pool.
+    drop(guest);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while port.vhost_stats().disconnections < 1 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    port.recv_batch(&mut pool, &mut got, 64).unwrap();
+    let v = port.vhost_stats();
+    assert_eq!(v.tx_not_connected, VHOST_USER_WAITING_FRAMES as u64 - 16, "{v:?}");
+    assert_eq!(pool.available(), VHOST_USER_WAITING_FRAMES + 64);
 }

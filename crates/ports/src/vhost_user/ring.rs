@@ -172,6 +172,21 @@ impl<'q, 'm> SplitRing<'q, 'm> {
         Ok(published)
     }
 
+    /// Asks the driver to kick when it makes buffers available (clears
+    /// `VRING_USED_F_NO_NOTIFY`), then says whether it made any available since the index
+    /// was last read: those came without a kick.
+    pub(crate) fn ask_for_kicks(&mut self) -> bool {
+        // Err: the used ring is outside guest memory, which the batch's own accesses count.
+        let _ = self.queue.enable_notification(self.mem);
+        // The flag must be visible before the index is read, or buffers the driver posted
+        // in between (seeing the old flag, so without a kick) would be missed.
+        fence(Ordering::SeqCst);
+        match self.avail.load::<u16>(2, Ordering::Acquire) {
+            Ok(idx) => u16::from_le(idx) != self.avail_end,
+            Err(_) => true,
+        }
+    }
+
     /// False when the guest asked not to be interrupted for this queue
     /// (`VRING_AVAIL_F_NO_INTERRUPT`, without `EVENT_IDX`). Call after
     /// [`SplitRing::publish_used`].
