@@ -232,6 +232,11 @@ impl PacketPool {
     pub fn available(&self) -> usize {
         self.free.len()
     }
+
+    /// Buffers the pool holds when none is in flight.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
 }
 
 #[cfg(test)]

@@ -353,7 +353,9 @@ type Vring = VringMutex<GuestMemoryAtomic<GuestMemoryMmap>>;
 /// that dropped them instead lost a whole super-frame (some 40 TCP segments) whenever a
 /// slow guest fell behind a burst (`lab seed --vm`: hundreds of retransmits a run where
 /// the TAP had none). Bounded, so a guest that stops taking frames holds at most this much
-/// of the router's buffers; beyond, frames are dropped and counted.
+/// of the router's buffers, and never more than would leave the pool under half full
+/// (several stalled guests must not starve the other ports); beyond, frames are dropped
+/// and counted.
 #[derive(Default)]
 struct Waiting {
     frames: VecDeque<Packet>,
@@ -361,9 +363,12 @@ struct Waiting {
 }
 
 impl Waiting {
-    /// Queues `pkt` last, or gives it back when the bound is reached.
-    fn push(&mut self, pkt: Packet) -> Result<(), Packet> {
-        if self.frames.len() >= WAITING_FRAMES || self.bytes + pkt.len() > WAITING_BYTES {
+    /// Queues `pkt` last, or gives it back when a bound is reached.
+    fn push(&mut self, pkt: Packet, pool: &PacketPool) -> Result<(), Packet> {
+        if self.frames.len() >= WAITING_FRAMES
+            || self.bytes + pkt.len() > WAITING_BYTES
+            || pool.available() * 2 < pool.capacity()
+        {
             return Err(pkt);
         }
         self.bytes += pkt.len();
@@ -945,7 +950,7 @@ impl VhostUserPort {
                 pool.put(pkt);
                 continue;
             }
-            match waiting.push(pkt) {
+            match waiting.push(pkt, pool) {
                 Ok(()) => batch.vstats.tx_waited += 1,
                 Err(pkt) => {
                     batch.drop_no_buffers(1);

@@ -502,10 +502,11 @@ fn numbered(pool: &mut PacketPool, n: usize, len: usize) -> Vec<Packet> {
 fn frames_wait_for_a_full_receive_ring_and_go_in_order_when_the_guest_posts_buffers() {
     // A guest slower than its traffic fills its receive ring; QEMU's tap backend leaves
     // the frames in the TAP's queue then, and so does the port, bounded.
+    const POOL: usize = 1024;
     let dir = TempDir::new("vhost-fe-wait");
     let socket = dir.path().join("g.sock");
     let mut port = VhostUserPort::open(0, "g", &socket, &VhostUserOptions::default()).unwrap();
-    let mut pool = PacketPool::new(VHOST_USER_WAITING_FRAMES + 64);
+    let mut pool = PacketPool::new(POOL);
     let mut guest = Guest::connect(&socket);
     let mut got = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -527,7 +528,7 @@ fn frames_wait_for_a_full_receive_ring_and_go_in_order_when_the_guest_posts_buff
     let v = port.vhost_stats();
     assert_eq!((v.tx_waited, v.tx_no_rx_buffers, port.stats().tx_dropped), (5, 0, 0), "{v:?}");
     assert!(!guest.rx_kicks_off(), "frames wait: the guest's next buffers must wake the port");
-    assert_eq!(pool.available(), VHOST_USER_WAITING_FRAMES + 64 - 5, "the waiting frames hold their buffers");
+    assert_eq!(pool.available(), POOL - 5, "the waiting frames hold their buffers");
 
     // Three buffers and a kick: the kick wakes the sleeping router, the oldest three go.
     guest.post_rx_buffers(3);
@@ -552,7 +553,7 @@ fn frames_wait_for_a_full_receive_ring_and_go_in_order_when_the_guest_posts_buff
     assert_eq!(guest.received(), Vec::<Vec<u8>>::new());
     let s = port.stats();
     assert_eq!((s.tx_packets, s.tx_dropped), (6, 0), "{s:?}");
-    assert_eq!(pool.available(), VHOST_USER_WAITING_FRAMES + 64);
+    assert_eq!(pool.available(), POOL);
 
     // Five buffers left: a batch beyond them and the bound is dropped past the bound,
     // counted, and the pool gets those buffers back at once.
@@ -562,7 +563,11 @@ fn frames_wait_for_a_full_receive_ring_and_go_in_order_when_the_guest_posts_buff
     let v = port.vhost_stats();
     assert_eq!((v.tx_waited, v.tx_no_rx_buffers), (6 + VHOST_USER_WAITING_FRAMES as u64, 7), "{v:?}");
     assert_eq!(port.stats().tx_dropped, 7);
-    assert_eq!(pool.available(), 64, "the waiting frames hold their buffers, the sent and dropped ones not");
+    assert_eq!(
+        pool.available(),
+        POOL - VHOST_USER_WAITING_FRAMES,
+        "the waiting frames hold their buffers, the sent and dropped ones not"
+    );
 
     // While the router polls it comes back without kicks: they go off, and when the
     // polling ends the port asks to be received from before the router sleeps.
@@ -587,5 +592,29 @@ fn frames_wait_for_a_full_receive_ring_and_go_in_order_when_the_guest_posts_buff
     port.recv_batch(&mut pool, &mut got, 64).unwrap();
     let v = port.vhost_stats();
     assert_eq!(v.tx_not_connected, VHOST_USER_WAITING_FRAMES as u64 - 16, "{v:?}");
-    assert_eq!(pool.available(), VHOST_USER_WAITING_FRAMES + 64);
+    assert_eq!(pool.available(), POOL);
+}
+
+#[test]
+fn frames_wait_only_while_the_pool_stays_half_free() {
+    // Guests that stop taking frames must not take the buffers the other ports receive in.
+    let dir = TempDir::new("vhost-fe-reserve");
+    let socket = dir.path().join("g.sock");
+    let mut port = VhostUserPort::open(0, "g", &socket, &VhostUserOptions::default()).unwrap();
+    let mut pool = PacketPool::new(100);
+    let guest = Guest::connect(&socket);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !guest.rx_kicks_off() {
+        assert!(Instant::now() < deadline, "the queue did not start: {:?}", port.vhost_stats());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut batch = numbered(&mut pool, 80, 60);
+    port.send_batch(&mut batch, &mut pool).unwrap();
+    let v = port.vhost_stats();
+    // 80 in flight, 20 free: a frame waits only while half the pool (50) is free, so the
+    // first 30 are dropped (their buffers come back), the last 50 wait.
+    assert_eq!((v.tx_no_rx_buffers, v.tx_waited), (30, 50), "{v:?}");
+    assert_eq!(pool.available(), 50);
+    assert_eq!(port.stats().tx_dropped, 30);
+    drop(guest);
 }
