@@ -54,6 +54,10 @@ pub enum VmMode {
     /// Guests on vhost-user ports of pe1 and pe2; pe1, p and pe2 are vmpls routers with
     /// the seed lab's label-switched path.
     VmplsMpls,
+    /// The same with the routers' in-kernel fast path where it serves (`fast-path =
+    /// "auto"`, the routers' default): p's swaps and the PEs' veth sides in the kernel,
+    /// the guests' vhost-user ports in the pipeline.
+    VmplsMplsTc,
 }
 
 impl VmMode {
@@ -62,7 +66,13 @@ impl VmMode {
         match self {
             VmMode::KernelIp => "kernel-ip",
             VmMode::VmplsMpls => "vmpls-mpls",
+            VmMode::VmplsMplsTc => "vmpls-mpls-tc",
         }
+    }
+
+    /// Whether the mode runs vmpls routers.
+    fn routers(self) -> bool {
+        self != VmMode::KernelIp
     }
 }
 
@@ -82,13 +92,13 @@ pub struct VmSeedOptions {
 }
 
 impl VmSeedOptions {
-    /// Both modes, kernel-ip first, with the default guest cache.
+    /// Every mode, kernel-ip first, with the default guest cache.
     pub fn new(router_binary: impl Into<PathBuf>, duration: Duration) -> Self {
         Self {
             router_binary: router_binary.into(),
             duration,
             cache: GuestCache::default_location(),
-            modes: vec![VmMode::KernelIp, VmMode::VmplsMpls],
+            modes: vec![VmMode::KernelIp, VmMode::VmplsMpls, VmMode::VmplsMplsTc],
             keep_going: false,
         }
     }
@@ -429,9 +439,11 @@ impl VmLab<'_> {
         Ok(g)
     }
 
-    /// Starts pe1, p and pe2 and waits for their vhost-user sockets.
-    fn start_routers(&mut self, sockets: (&Path, &Path)) -> anyhow::Result<()> {
-        for (router, toml) in vm_router_configs(&SeedParams::default(), sockets)? {
+    /// Starts pe1, p and pe2 (with the fast path where it serves, or without it) and
+    /// waits for their vhost-user sockets.
+    fn start_routers(&mut self, sockets: (&Path, &Path), fast_path: bool) -> anyhow::Result<()> {
+        let params = SeedParams { fast_path_auto: fast_path, ..SeedParams::default() };
+        for (router, toml) in vm_router_configs(&params, sockets)? {
             let config = self.work.join(format!("{router}.toml"));
             std::fs::write(&config, toml).with_context(|| format!("writing {}", config.display()))?;
             let log = self.work.join(format!("{router}.log"));
@@ -487,10 +499,10 @@ impl VmLab<'_> {
                 self.topo.set_forwarding(KERNEL_ROUTER, true)?;
                 (ce1, ce2)
             }
-            VmMode::VmplsMpls => {
+            VmMode::VmplsMpls | VmMode::VmplsMplsTc => {
                 progress(&format!("{name}: starting pe1, p and pe2; booting ce1 and ce2 on vhost-user"));
                 let sockets = (self.work.join("pe1-ce1.sock"), self.work.join("pe2-ce2.sock"));
-                self.start_routers((&sockets.0, &sockets.1))?;
+                self.start_routers((&sockets.0, &sockets.1), mode == VmMode::VmplsMplsTc)?;
                 let ce1 =
                     self.boot("ce1", Nic::vhost_user(&sockets.0), ce1_script(self.opts.duration), None)?;
                 let ce2 = self.boot("ce2", Nic::vhost_user(&sockets.1), ce2_script(), None)?;
@@ -500,7 +512,7 @@ impl VmLab<'_> {
         progress(&format!("{name}: pings ce1 <-> ce2, then iperf3 ce1 -> ce2 for {:?}", self.opts.duration));
         let report = self.wait_report(&mut ce1, &mut ce2);
         let report = match report {
-            Err(e) if mode == VmMode::VmplsMpls && !vmpls_lab::is_interrupted(&e) => {
+            Err(e) if mode.routers() && !vmpls_lab::is_interrupted(&e) => {
                 Err(anyhow!("{e:#}\n{}", self.router_logs()))
             }
             r => r,
@@ -532,7 +544,7 @@ pub fn run_seed_vm(opts: &VmSeedOptions, progress: &mut dyn FnMut(&str)) -> anyh
     if opts.duration.is_zero() {
         bail!("the flow duration must be more than 0 s");
     }
-    if opts.modes.contains(&VmMode::VmplsMpls) && !opts.router_binary.is_file() {
+    if opts.modes.iter().any(|m| m.routers()) && !opts.router_binary.is_file() {
         bail!("router binary {} not found", opts.router_binary.display());
     }
     progress(&format!("guest image: building or reusing it in {}", opts.cache.dir().display()));
@@ -668,6 +680,12 @@ mod tests {
             let core = cfg.port("core").unwrap().1;
             assert_eq!(core.kind, vmpls_control::PortKind::AfPacket);
             cfg.build_fib().unwrap();
+            assert!(toml.contains("fast-path = \"off\""), "{router}: vmpls-mpls is the pipeline's");
+        }
+        // vmpls-mpls-tc: the routers' default, the fast path wherever it serves.
+        let auto = SeedParams { fast_path_auto: true, ..SeedParams::default() };
+        for (router, toml) in vm_router_configs(&auto, (&s1, &s2)).unwrap() {
+            assert!(!toml.contains("fast-path"), "{router}: {toml}");
         }
     }
 
