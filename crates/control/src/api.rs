@@ -897,6 +897,10 @@ pub struct LinkStats {
     /// The segments made from them (counted in `tx_packets` when sent).
     #[serde(default)]
     pub tx_segments: u64,
+    /// Frames that found no room at the peer and waited in the port before they went (a
+    /// vhost-user guest's full receive ring; in `tx_dropped` if the guest went first).
+    #[serde(default)]
+    pub tx_waited: u64,
     /// Errors on the port itself (its interface went down or was deleted, a failed
     /// receive or send).
     #[serde(default)]

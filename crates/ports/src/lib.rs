@@ -212,6 +212,10 @@ pub struct PortStats {
     /// The segments made from them; those that went out are also in `tx_packets`, those
     /// that could not in `tx_dropped` or `tx_errors`.
     pub tx_segments: u64,
+    /// Frames that found no room at the peer and waited in the port (a vhost-user guest's
+    /// full receive ring); counted again in `tx_packets` when they went, or in
+    /// `tx_dropped` if the peer went first.
+    pub tx_waited: u64,
 }
 
 /// Counters of two sockets of one port (before and after it was reopened): summed; the
@@ -255,6 +259,7 @@ impl std::ops::Add for PortStats {
             tx_not_mpls: self.tx_not_mpls + b.tx_not_mpls,
             tx_segmented: self.tx_segmented + b.tx_segmented,
             tx_segments: self.tx_segments + b.tx_segments,
+            tx_waited: self.tx_waited + b.tx_waited,
         }
     }
 }

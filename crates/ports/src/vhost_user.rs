@@ -288,9 +288,6 @@ pub struct VhostUserStats {
     /// Frames for the guest dropped because it had not posted enough receive buffers and
     /// as many frames as may wait for them ([`WAITING_FRAMES`], [`WAITING_BYTES`]) did.
     pub tx_no_rx_buffers: u64,
-    /// Frames for the guest that found its receive ring full and waited for buffers
-    /// (sent, oldest first, once the guest posted them).
-    pub tx_waited: u64,
     /// Frames larger than one receive buffer of a guest without `MRG_RXBUF`.
     pub tx_too_big: u64,
     /// Malformed receive chains from the guest (device-readable, empty, outside memory);
@@ -951,7 +948,7 @@ impl VhostUserPort {
                 continue;
             }
             match waiting.push(pkt, pool) {
-                Ok(()) => batch.vstats.tx_waited += 1,
+                Ok(()) => batch.stats.tx_waited += 1,
                 Err(pkt) => {
                     batch.drop_no_buffers(1);
                     pool.put(pkt);

@@ -9,6 +9,7 @@
 //! | `vmpls_port_rx_packets_total`, `_rx_bytes_total`, `_tx_packets_total`, `_tx_bytes_total` | `port` | frames and bytes per port (with the fast path, its frames included) |
 //! | `vmpls_port_rx_dropped_total`, `_tx_dropped_total`, `_tx_errors_total` | `port` | frames lost at the port |
 //! | `vmpls_port_rx_kernel_dropped_total` | `port` | of the receive drops, those the kernel made (the router fell behind) |
+//! | `vmpls_port_tx_waited_total` | `port` | frames that waited in the port for room at the peer (a vhost-user guest's full receive ring) |
 //! | `vmpls_port_errors_total`, `_reopened_total`, `vmpls_port_detached` | `port` | interface faults: down or deleted, re-created, gone now |
 //! | `vmpls_drops_total` | `reason` | frames the pipeline dropped, by reason |
 //! | `vmpls_events_total` | `event` | label push/swap/pop, software segmentation (`gso_superframes_segmented`, `gso_segments_out`), super-frames passed whole, ICMP sent, ... |
@@ -118,6 +119,13 @@ fn encode_stats(enc: &mut DescriptorEncoder, router: &str, st: &Stats) -> fmt::R
         "Frames dropped on send (socket buffer full)",
         "port",
         per_port(|p| p.link.tx_dropped),
+    )?;
+    counters(
+        enc,
+        "port_tx_waited",
+        "Frames that waited in the port for room at the peer (a guest's receive ring)",
+        "port",
+        per_port(|p| p.link.tx_waited),
     )?;
     counters(
         enc,
@@ -657,6 +665,7 @@ mod tests {
                     rx_packets: 7,
                     tx_bytes: 1500,
                     rx_kernel_dropped: 4,
+                    tx_waited: 6,
                     reopened: 1,
                     detached: true,
                     ..LinkStats::default()
@@ -695,6 +704,7 @@ mod tests {
             "vmpls_events_total{event=\"gso_segments_out\"} 44",
             "vmpls_neighbors{state=\"incomplete\"} 1",
             "vmpls_port_rx_kernel_dropped_total{port=\"core\"} 4",
+            "vmpls_port_tx_waited_total{port=\"core\"} 6",
             "vmpls_port_reopened_total{port=\"core\"} 1",
             "vmpls_port_detached{port=\"core\"} 1",
             "vmpls_label_routes 2",

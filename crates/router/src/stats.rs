@@ -49,6 +49,7 @@ pub fn link_stats(snap: &Snapshot, i: usize) -> LinkStats {
         tx_not_mpls: s.tx_not_mpls,
         tx_segmented: s.tx_segmented,
         tx_segments: s.tx_segments,
+        tx_waited: s.tx_waited,
         errors: f.errors,
         reopened: f.reopened,
         detached: f.detached,
@@ -217,12 +218,18 @@ mod tests {
 
     #[test]
     fn a_ports_receive_drops_include_the_kernels() {
-        let port =
-            PortStats { rx_kernel_dropped: 5, rx_truncated: 2, rx_not_mpls: 1, ..PortStats::default() };
+        let port = PortStats {
+            rx_kernel_dropped: 5,
+            rx_truncated: 2,
+            rx_not_mpls: 1,
+            tx_waited: 3,
+            ..PortStats::default()
+        };
         let stats = collect(&one_port(port), &Fib::default());
         let link = &stats.ports[0].link;
         assert_eq!((link.rx_dropped, link.rx_kernel_dropped), (8, 5));
         assert_eq!((link.rx_truncated, link.rx_not_mpls), (2, 1));
+        assert_eq!((link.tx_waited, link.tx_dropped), (3, 0), "waiting is not dropping");
         // The file holds the same schema the API answers with.
         let dir = test_dir("schema");
         let path = dir.join("stats.json");
