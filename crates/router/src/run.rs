@@ -192,6 +192,13 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     for (name, n) in dp.counters().event_list() {
         info!(event = name, count = n, "counted");
     }
+    // Its own counters too (how many frames it took, passed, recalled, sent a second
+    // time...), as last read: the events above hold only its swaps, pushes and pops.
+    if let Some(f) = &fast {
+        for (name, n) in f.named_counters().into_iter().filter(|&(_, n)| n > 0) {
+            info!(counter = name, count = n, "fast path counted");
+        }
+    }
     drop(control);
     info!(router = %cfg.router.name, "stopped");
     result

@@ -283,6 +283,9 @@ fn check_fast_path(p: &mut Guest, work: &Path, logs_text: &dyn Fn() -> String) {
     {
         std::thread::sleep(Duration::from_millis(200));
     }
+    // Kept with the PEs' logs if a check below fails (the work directory is removed when
+    // the test passes).
+    let _ = std::fs::write(work.join("p.results"), p.results());
     let guest =
         guest_stats(&p.results()).unwrap_or_else(|| panic!("no stats from the guest:\n{}", p.results()));
     let context = || {
