@@ -35,7 +35,9 @@
 //! the guest's rings are the buffers. Frames for a guest whose receive ring is full wait in
 //! the port, bounded ([`WAITING_FRAMES`], [`WAITING_BYTES`]), as they wait in a TAP's queue
 //! for QEMU's own backend, and go first once the guest posts buffers: at the router's next
-//! turn while it polls, else on the guest's kick, which the port asks for only then. While the router works through a backlog it keeps the
+//! turn while it polls, else on the guest's kick, which the port asks for only then.
+//!
+//! While the router works through a backlog of the guest's transmit queue it keeps the
 //! guest's kicks off (`VRING_USED_F_NO_NOTIFY`) and re-arms its own eventfd, as the
 //! level-triggered poll loop expects; it re-enables them once the ring is empty. While the
 //! router polls the port ([`Port::set_polling`], adaptive polling) the kicks stay off and the
@@ -127,8 +129,7 @@ const ACCEPT_POLL_MS: i32 = 100;
 /// the kernel's own vhost (`max_mem_regions`), so a QEMU set up for vhost-net fits; a
 /// frontend that goes beyond is disconnected.
 pub const MAX_MEM_REGIONS: usize = 64;
-/// Most frames that wait for a guest's receive buffers (see [`Waiting`]): a ring's worth
-/// of small frames.
+/// Most frames that wait for a guest's receive buffers: a ring's worth of small frames.
 pub const WAITING_FRAMES: usize = 256;
 /// Most bytes that wait for a guest's receive buffers: some 64 TCP super-frames, of the
 /// router's 1024 buffers.

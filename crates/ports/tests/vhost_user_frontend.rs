@@ -270,6 +270,16 @@ fn receive(port: &mut VhostUserPort, pool: &mut PacketPool, d: Duration) -> Opti
     None
 }
 
+/// Waits (up to 5 s) until `done` holds; panics with `what` and the port's counters if it
+/// does not.
+fn wait_until(port: &VhostUserPort, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: {:?}", port.vhost_stats());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// A virtio-net header as a Linux guest writes it for a TCP/IPv4 super-frame (partial
 /// checksum at 34 + 16, headers 66 bytes) with `gso_size`.
 fn tso_header(gso_size: u16) -> [u8; 12] {
@@ -354,11 +364,7 @@ fn a_frontend_cannot_pile_up_descriptors_in_the_router() {
     // Cut off past the limit (a few more may be in flight when the connection goes).
     assert!(refused.is_some_and(|n| n >= MAX_MEM_REGIONS), "refused at {refused:?}");
     drop(fe);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while port.vhost_stats().disconnections < 1 {
-        assert!(Instant::now() < deadline, "the frontend was not disconnected");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(&port, "the frontend was not disconnected", || port.vhost_stats().disconnections >= 1);
     assert_eq!(port.vhost_stats().frontend_too_many_regions, 1);
     let mut fe = Frontend::from_stream(connect(&socket), 2);
     negotiate(&mut fe);
@@ -417,11 +423,7 @@ fn a_polled_port_keeps_the_guests_kicks_off_and_misses_no_frame_when_polling_sto
     // `receive` may have found the frame before the port's worker thread took the kick;
     // its eventfd write would then land during the polling below. Wait for both wake-ups
     // (the transmit queue's start, then the kick), and take them with an empty receive.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while port.vhost_stats().tx_queue_wakeups < 2 {
-        assert!(Instant::now() < deadline, "{:?}", port.vhost_stats());
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(&port, "the transmit queue's two wake-ups", || port.vhost_stats().tx_queue_wakeups >= 2);
     port.recv_batch(&mut pool, &mut got, 64).unwrap();
     assert!(got.is_empty());
     assert!(!vmpls_testkit::wait_readable(&port, Duration::ZERO), "the wake-ups were not taken");
@@ -466,19 +468,12 @@ fn the_receive_queue_asks_for_no_kicks() {
     let socket = dir.path().join("g.sock");
     let port = VhostUserPort::open(0, "g", &socket, &VhostUserOptions::default()).unwrap();
     let guest = Guest::connect(&socket);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !guest.rx_kicks_off() {
-        assert!(Instant::now() < deadline, "receive-queue kicks still wanted: {:?}", port.vhost_stats());
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(&port, "receive-queue kicks still wanted", || guest.rx_kicks_off());
     let started = port.vhost_stats().rx_queue_events;
     assert!(started >= 1);
     // A driver that kicks all the same is heard, and still asked for none.
     guest.kick_rx.write(1).unwrap();
-    while port.vhost_stats().rx_queue_events == started {
-        assert!(Instant::now() < deadline, "{:?}", port.vhost_stats());
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(&port, "the driver's kick", || port.vhost_stats().rx_queue_events != started);
     assert!(guest.rx_kicks_off());
     assert!(!guest.kicks_off(), "the transmit queue's kicks are the router's to switch, not this");
 }
@@ -509,16 +504,9 @@ fn frames_wait_for_a_full_receive_ring_and_go_in_order_when_the_guest_posts_buff
     let mut pool = PacketPool::new(POOL);
     let mut guest = Guest::connect(&socket);
     let mut got = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !guest.rx_kicks_off() {
-        assert!(Instant::now() < deadline, "the queue did not start: {:?}", port.vhost_stats());
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(&port, "the queue did not start", || guest.rx_kicks_off());
     // Take the transmit queue's start, so only the receive queue wakes the port below.
-    while port.vhost_stats().tx_queue_wakeups < 1 {
-        assert!(Instant::now() < deadline, "{:?}", port.vhost_stats());
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(&port, "the transmit queue's start", || port.vhost_stats().tx_queue_wakeups >= 1);
     port.recv_batch(&mut pool, &mut got, 64).unwrap();
 
     // No buffers: the frames wait, and the guest is asked to kick when it posts some.
@@ -588,11 +576,7 @@ fn frames_wait_for_a_full_receive_ring_and_go_in_order_when_the_guest_posts_buff
 
     // The guest goes: what waited is dropped and counted, every buffer back in the pool.
     drop(guest);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while port.vhost_stats().disconnections < 1 {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(&port, "the guest's disconnection", || port.vhost_stats().disconnections >= 1);
     port.recv_batch(&mut pool, &mut got, 64).unwrap();
     let v = port.vhost_stats();
     assert_eq!(v.tx_not_connected, VHOST_USER_WAITING_FRAMES as u64 - 16, "{v:?}");
@@ -607,11 +591,7 @@ fn frames_wait_only_while_the_pool_stays_half_free() {
     let mut port = VhostUserPort::open(0, "g", &socket, &VhostUserOptions::default()).unwrap();
     let mut pool = PacketPool::new(100);
     let guest = Guest::connect(&socket);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !guest.rx_kicks_off() {
-        assert!(Instant::now() < deadline, "the queue did not start: {:?}", port.vhost_stats());
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(&port, "the queue did not start", || guest.rx_kicks_off());
     let mut batch = numbered(&mut pool, 80, 60);
     port.send_batch(&mut batch, &mut pool).unwrap();
     let v = port.vhost_stats();
