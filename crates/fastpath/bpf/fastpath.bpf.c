@@ -1433,28 +1433,36 @@ static __always_inline int handed_off(struct __sk_buff *skb, __u32 *out)
 	return 1;
 }
 
-// The socket filter's decision on this very frame, taken once; 0 if there is none.
-static __always_inline int recall_decision(struct __sk_buff *skb, struct decision *d)
+// This CPU's decision on this very frame: the socket filter's, taken once, or else made
+// here. Both live in fp_decideds's entry, never on fp_tc's stack (no copy of it, and the
+// stack stays under the verifier's 512 bytes): fp_tc never nests on a CPU (it runs with
+// bottom halves off) and takes the entry only after the socket filter is done with it.
+// NULL only if the array's one entry were missing, which it never is.
+static __always_inline struct decision *recall_or_decide(struct __sk_buff *skb)
 {
 	__u32 zero = 0;
 	struct fp_decided *k = bpf_map_lookup_elem(&fp_decideds, &zero);
-	if (!k || !k->at)
-		return 0;
+	if (!k)
+		return NULL;
 	__u64 at = k->at;
 	k->at = 0;
-	if (k->ifindex != skb->ifindex || k->len != skb->len || k->mark != skb->mark ||
-	    bpf_ktime_get_ns() - at > FP_RECALL_NS)
-		return 0;
-	__u64 head[FP_HEAD / 8];
-	if (bpf_skb_load_bytes(skb, FP_ETH_HLEN, head, FP_HEAD))
-		return 0;
-	const __u64 *kept = (const __u64 *)k->head;
+	if (at && k->ifindex == skb->ifindex && k->len == skb->len && k->mark == skb->mark &&
+	    bpf_ktime_get_ns() - at <= FP_RECALL_NS) {
+		__u64 head[FP_HEAD / 8];
+		int same = !bpf_skb_load_bytes(skb, FP_ETH_HLEN, head, FP_HEAD);
+		const __u64 *kept = (const __u64 *)k->head;
 #pragma unroll
-	for (int i = 0; i < FP_HEAD / 8; i++)
-		if (head[i] != kept[i])
-			return 0;
-	*d = k->d;
-	return 1;
+		for (int i = 0; i < FP_HEAD / 8; i++)
+			if (head[i] != kept[i])
+				same = 0;
+		if (same) {
+			count(C_RECALLED, 1);
+			return &k->d;
+		}
+	}
+	__builtin_memset(&k->d, 0, sizeof(k->d));
+	decide(skb, &k->d);
+	return &k->d;
 }
 
 // Hands a push or pop to the port's action chain (see fp_acting): everything but adding
@@ -1511,45 +1519,43 @@ int fp_tc(struct __sk_buff *skb)
 		count(C_CROSSED, 1);
 		return r;
 	}
-	struct decision d = {};
-	if (recall_decision(skb, &d))
-		count(C_RECALLED, 1);
-	else
-		decide(skb, &d);
-	if (skb->gso_size && !(d.act_chain && d.verdict == V_PUSH))
-		note_big_frame(skb->ifindex);
-	if (!d.candidate)
+	struct decision *d = recall_or_decide(skb);
+	if (!d)
 		return TC_ACT_OK;
-	if (d.second_pass) {
+	if (skb->gso_size && !(d->act_chain && d->verdict == V_PUSH))
+		note_big_frame(skb->ifindex);
+	if (!d->candidate)
+		return TC_ACT_OK;
+	if (d->second_pass) {
 		// Counted in on its first pass, and hidden from the router's socket on both: a
 		// frame whose pop no longer applies (the tables changed in between) is dropped.
 		skb->mark = 0;
-		if (d.verdict == V_PASS) {
+		if (d->verdict == V_PASS) {
 			count(C_REDIRECT_FAILED, 1);
 			return TC_ACT_SHOT;
 		}
 	} else {
 		count(C_FRAMES_IN, 1);
 	}
-	if (d.verdict == V_PASS) {
-		if (d.too_big)
-			note_big_frame(d.in_ifindex);
+	if (d->verdict == V_PASS) {
+		if (d->too_big)
+			note_big_frame(d->in_ifindex);
 		count(C_PASSED, 1);
 		return TC_ACT_OK;
 	}
 	// No socket filter runs on an underlay interface: a datagram left here reaches the
 	// tunnel's socket as it came.
-	if (d.decap && d.outer_csum && outer_csum_partial(skb, FP_ETH_HLEN + d.decap - 2)) {
+	if (d->decap && d->outer_csum && outer_csum_partial(skb, FP_ETH_HLEN + d->decap - 2)) {
 		count(C_PASSED, 1);
 		return TC_ACT_OK;
 	}
 	__u64 in_len = skb->len;
 	// The socket filter has already dropped this frame from the router's socket: a
 	// failure from here on drops it.
-	if (d.reproto && d.in_act_chain && !d.cross)
-		return to_action_chain(skb, &d, in_len);
-	if (d.reproto) {
-		__u16 et = bpf_htons(d.ipver == 4 ? ETH_P_IP : ETH_P_IPV6);
+	if (d->reproto && d->in_act_chain && !d->cross)
+		return to_action_chain(skb, d, in_len);
+	if (d->reproto) {
+		__u16 et = bpf_htons(d->ipver == 4 ? ETH_P_IP : ETH_P_IPV6);
 		long r = bpf_skb_store_bytes(skb, 12, &et, 2, 0) ? -1
 								  : bpf_redirect(skb->ifindex, BPF_F_INGRESS);
 		if (r != TC_ACT_REDIRECT) {
@@ -1560,46 +1566,46 @@ int fp_tc(struct __sk_buff *skb)
 		count(C_REPASSED, 1);
 		return r;
 	}
-	if (d.act_chain)
-		return to_action_chain(skb, &d, in_len);
-	if (act(skb, &d)) {
+	if (d->act_chain)
+		return to_action_chain(skb, d, in_len);
+	if (act(skb, d)) {
 		count(C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
 	}
 	__u64 out_len = skb->len;
-	int tunnel = d.adj.ifindex & FP_TUNNEL_BIT;
+	int tunnel = d->adj.ifindex & FP_TUNNEL_BIT;
 	// Into a tunnel: the underlay interface's egress, the kernel's route and neighbour
 	// (resolved or not) for the outer destination; to a transmitting port, its egress;
 	// else the next veth's peer. Into another namespace: the VRF interface's peer first,
 	// where this program finishes the hand-off.
-	long r = tunnel	    ? bpf_redirect_neigh(d.tun.ifindex, NULL, 0, 0)
-		 : d.transmit ? bpf_redirect(d.adj.ifindex, 0)
-			      : bpf_redirect_peer(d.cross ? d.cross : d.adj.ifindex, 0);
+	long r = tunnel	    ? bpf_redirect_neigh(d->tun.ifindex, NULL, 0, 0)
+		 : d->transmit ? bpf_redirect(d->adj.ifindex, 0)
+			      : bpf_redirect_peer(d->cross ? d->cross : d->adj.ifindex, 0);
 	if (r != TC_ACT_REDIRECT) {
 		count(C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
 	}
-	if (d.cross) {
+	if (d->cross) {
 		__u32 zero = 0;
 		struct fp_handoff *h = bpf_map_lookup_elem(&fp_handoffs, &zero);
 		if (!h || bpf_skb_load_bytes(skb, 0, h->eth, 12)) {
 			count(C_REDIRECT_FAILED, 1);
 			return TC_ACT_SHOT;
 		}
-		h->at = d.cross_at;
-		h->out = d.adj.ifindex;
+		h->at = d->cross_at;
+		h->out = d->adj.ifindex;
 		h->len = out_len;
 	}
-	switch (d.verdict) {
+	switch (d->verdict) {
 	case V_SWAP:
 		count(C_SWAP, 1);
-		label_stat(d.in_label, in_len);
+		label_stat(d->in_label, in_len);
 		break;
 	case V_POP:
 	case V_PHP:
 	case V_PHP_LABEL:
 		count(C_POP, 1);
-		label_stat(d.in_label, in_len);
+		label_stat(d->in_label, in_len);
 		break;
 	case V_FORWARD:
 		count(C_IP_FORWARD, 1);
@@ -1608,13 +1614,13 @@ int fp_tc(struct __sk_buff *skb)
 		count(C_PUSH, 1);
 		break;
 	}
-	if (d.decap)
+	if (d->decap)
 		count(C_DECAP, 1);
 	if (tunnel)
 		count(C_ENCAP, 1);
 	count(C_BYTES, out_len);
-	port_stat(d.rx_port, 0, in_len);
-	port_stat(d.adj.ifindex, 1, out_len);
+	port_stat(d->rx_port, 0, in_len);
+	port_stat(d->adj.ifindex, 1, out_len);
 	return r;
 }
 
