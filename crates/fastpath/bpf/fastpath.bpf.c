@@ -226,6 +226,7 @@ enum {
 	C_RECALLED,
 	C_MAX
 };
+_Static_assert(C_MAX == 14, "fp_counter_set layout (raw.rs counter::COUNT)");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -337,11 +338,17 @@ struct {
 	__type(value, struct fp_acting);
 } fp_actings SEC(".maps");
 
+// All of a CPU's counters in one entry: a program looks it up once per run (kernels before
+// 6.10 call a helper for each per-CPU array lookup).
+struct fp_counter_set {
+	__u64 c[C_MAX];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, C_MAX);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct fp_counter_set);
 } fp_counters SEC(".maps");
 
 struct {
@@ -463,11 +470,17 @@ struct ipinfo {
 	__u8 daddr[16];
 };
 
-static __always_inline void count(__u32 idx, __u64 v)
+// This CPU's counters; NULL only if the array's one entry were missing, which it never is.
+static __always_inline struct fp_counter_set *counter_set(void)
 {
-	__u64 *p = bpf_map_lookup_elem(&fp_counters, &idx);
-	if (p)
-		*p += v;
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&fp_counters, &zero);
+}
+
+static __always_inline void count(struct fp_counter_set *cs, __u32 idx, __u64 v)
+{
+	if (cs && idx < C_MAX)
+		cs->c[idx] += v;
 }
 
 static __always_inline void label_stat(__u32 label, __u64 bytes)
@@ -1438,7 +1451,7 @@ static __always_inline int handed_off(struct __sk_buff *skb, __u32 *out)
 // stack stays under the verifier's 512 bytes): fp_tc never nests on a CPU (it runs with
 // bottom halves off) and takes the entry only after the socket filter is done with it.
 // NULL only if the array's one entry were missing, which it never is.
-static __always_inline struct decision *recall_or_decide(struct __sk_buff *skb)
+static __always_inline struct decision *recall_or_decide(struct __sk_buff *skb, struct fp_counter_set *cs)
 {
 	__u32 zero = 0;
 	struct fp_decided *k = bpf_map_lookup_elem(&fp_decideds, &zero);
@@ -1456,7 +1469,7 @@ static __always_inline struct decision *recall_or_decide(struct __sk_buff *skb)
 			if (head[i] != kept[i])
 				same = 0;
 		if (same) {
-			count(C_RECALLED, 1);
+			count(cs, C_RECALLED, 1);
 			return &k->d;
 		}
 	}
@@ -1467,7 +1480,8 @@ static __always_inline struct decision *recall_or_decide(struct __sk_buff *skb)
 
 // Hands a push or pop to the port's action chain (see fp_acting): everything but adding
 // or removing the label stack entries is done here.
-static __always_inline int to_action_chain(struct __sk_buff *skb, const struct decision *d, __u64 in_len)
+static __always_inline int to_action_chain(struct __sk_buff *skb, struct fp_counter_set *cs,
+					   const struct decision *d, __u64 in_len)
 {
 	__u32 zero = 0;
 	struct fp_acting *a = bpf_map_lookup_elem(&fp_actings, &zero);
@@ -1502,24 +1516,25 @@ static __always_inline int to_action_chain(struct __sk_buff *skb, const struct d
 	port_stat(d->rx_port, 0, in_len);
 	return TC_ACT_UNSPEC;
 fail:
-	count(C_REDIRECT_FAILED, 1);
+	count(cs, C_REDIRECT_FAILED, 1);
 	return TC_ACT_SHOT;
 }
 
 SEC("classifier") // aya 0.14 names SCHED_CLS sections "classifier"
 int fp_tc(struct __sk_buff *skb)
 {
+	struct fp_counter_set *cs = counter_set();
 	__u32 onward;
 	if (handed_off(skb, &onward)) {
 		long r = bpf_redirect_peer(onward, 0);
 		if (r != TC_ACT_REDIRECT) {
-			count(C_REDIRECT_FAILED, 1);
+			count(cs, C_REDIRECT_FAILED, 1);
 			return TC_ACT_SHOT;
 		}
-		count(C_CROSSED, 1);
+		count(cs, C_CROSSED, 1);
 		return r;
 	}
-	struct decision *d = recall_or_decide(skb);
+	struct decision *d = recall_or_decide(skb, cs);
 	if (!d)
 		return TC_ACT_OK;
 	if (skb->gso_size && !(d->act_chain && d->verdict == V_PUSH))
@@ -1531,45 +1546,45 @@ int fp_tc(struct __sk_buff *skb)
 		// frame whose pop no longer applies (the tables changed in between) is dropped.
 		skb->mark = 0;
 		if (d->verdict == V_PASS) {
-			count(C_REDIRECT_FAILED, 1);
+			count(cs, C_REDIRECT_FAILED, 1);
 			return TC_ACT_SHOT;
 		}
 	} else {
-		count(C_FRAMES_IN, 1);
+		count(cs, C_FRAMES_IN, 1);
 	}
 	if (d->verdict == V_PASS) {
 		if (d->too_big)
 			note_big_frame(d->in_ifindex);
-		count(C_PASSED, 1);
+		count(cs, C_PASSED, 1);
 		return TC_ACT_OK;
 	}
 	// No socket filter runs on an underlay interface: a datagram left here reaches the
 	// tunnel's socket as it came.
 	if (d->decap && d->outer_csum && outer_csum_partial(skb, FP_ETH_HLEN + d->decap - 2)) {
-		count(C_PASSED, 1);
+		count(cs, C_PASSED, 1);
 		return TC_ACT_OK;
 	}
 	__u64 in_len = skb->len;
 	// The socket filter has already dropped this frame from the router's socket: a
 	// failure from here on drops it.
 	if (d->reproto && d->in_act_chain && !d->cross)
-		return to_action_chain(skb, d, in_len);
+		return to_action_chain(skb, cs, d, in_len);
 	if (d->reproto) {
 		__u16 et = bpf_htons(d->ipver == 4 ? ETH_P_IP : ETH_P_IPV6);
 		long r = bpf_skb_store_bytes(skb, 12, &et, 2, 0) ? -1
 								  : bpf_redirect(skb->ifindex, BPF_F_INGRESS);
 		if (r != TC_ACT_REDIRECT) {
-			count(C_REDIRECT_FAILED, 1);
+			count(cs, C_REDIRECT_FAILED, 1);
 			return TC_ACT_SHOT;
 		}
 		skb->mark = FP_MARK_REPROTO;
-		count(C_REPASSED, 1);
+		count(cs, C_REPASSED, 1);
 		return r;
 	}
 	if (d->act_chain)
-		return to_action_chain(skb, d, in_len);
+		return to_action_chain(skb, cs, d, in_len);
 	if (act(skb, d)) {
-		count(C_REDIRECT_FAILED, 1);
+		count(cs, C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
 	}
 	__u64 out_len = skb->len;
@@ -1582,14 +1597,14 @@ int fp_tc(struct __sk_buff *skb)
 		 : d->transmit ? bpf_redirect(d->adj.ifindex, 0)
 			      : bpf_redirect_peer(d->cross ? d->cross : d->adj.ifindex, 0);
 	if (r != TC_ACT_REDIRECT) {
-		count(C_REDIRECT_FAILED, 1);
+		count(cs, C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
 	}
 	if (d->cross) {
 		__u32 zero = 0;
 		struct fp_handoff *h = bpf_map_lookup_elem(&fp_handoffs, &zero);
 		if (!h || bpf_skb_load_bytes(skb, 0, h->eth, 12)) {
-			count(C_REDIRECT_FAILED, 1);
+			count(cs, C_REDIRECT_FAILED, 1);
 			return TC_ACT_SHOT;
 		}
 		h->at = d->cross_at;
@@ -1598,27 +1613,27 @@ int fp_tc(struct __sk_buff *skb)
 	}
 	switch (d->verdict) {
 	case V_SWAP:
-		count(C_SWAP, 1);
+		count(cs, C_SWAP, 1);
 		label_stat(d->in_label, in_len);
 		break;
 	case V_POP:
 	case V_PHP:
 	case V_PHP_LABEL:
-		count(C_POP, 1);
+		count(cs, C_POP, 1);
 		label_stat(d->in_label, in_len);
 		break;
 	case V_FORWARD:
-		count(C_IP_FORWARD, 1);
+		count(cs, C_IP_FORWARD, 1);
 		break;
 	case V_PUSH:
-		count(C_PUSH, 1);
+		count(cs, C_PUSH, 1);
 		break;
 	}
 	if (d->decap)
-		count(C_DECAP, 1);
+		count(cs, C_DECAP, 1);
 	if (tunnel)
-		count(C_ENCAP, 1);
-	count(C_BYTES, out_len);
+		count(cs, C_ENCAP, 1);
+	count(cs, C_BYTES, out_len);
 	port_stat(d->rx_port, 0, in_len);
 	port_stat(d->adj.ifindex, 1, out_len);
 	return r;
@@ -1629,10 +1644,11 @@ int fp_tc(struct __sk_buff *skb)
 SEC("classifier")
 int fp_act(struct __sk_buff *skb)
 {
+	struct fp_counter_set *cs = counter_set();
 	__u32 zero = 0;
 	struct fp_acting *a = bpf_map_lookup_elem(&fp_actings, &zero);
 	if (!a || !a->out || skb->mark != a->mark || skb->len != a->len) {
-		count(C_REDIRECT_FAILED, 1);
+		count(cs, C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
 	}
 	__u32 out = a->out;
@@ -1640,7 +1656,7 @@ int fp_act(struct __sk_buff *skb)
 	a->out = 0;
 	skb->mark = 0;
 	if (n > FP_MAX_PUSH) {
-		count(C_REDIRECT_FAILED, 1);
+		count(cs, C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
 	}
 #pragma unroll
@@ -1648,20 +1664,20 @@ int fp_act(struct __sk_buff *skb)
 		if (i < n) {
 			__u32 lse = bpf_htonl(a->lse[i]);
 			if (bpf_skb_store_bytes(skb, FP_ETH_HLEN + 4 * i, &lse, 4, 0)) {
-				count(C_REDIRECT_FAILED, 1);
+				count(cs, C_REDIRECT_FAILED, 1);
 				return TC_ACT_SHOT;
 			}
 		}
 	}
 	long r = a->peer ? bpf_redirect_peer(out, 0) : bpf_redirect(out, 0);
 	if (r != TC_ACT_REDIRECT) {
-		count(C_REDIRECT_FAILED, 1);
+		count(cs, C_REDIRECT_FAILED, 1);
 		return TC_ACT_SHOT;
 	}
 	__u64 out_len = skb->len;
-	count(a->counter == C_PUSH ? C_PUSH : C_POP, 1);
-	count(C_ACT_MPLS, 1);
-	count(C_BYTES, out_len);
+	count(cs, a->counter == C_PUSH ? C_PUSH : C_POP, 1);
+	count(cs, C_ACT_MPLS, 1);
+	count(cs, C_BYTES, out_len);
 	port_stat(out, 1, out_len);
 	return r;
 }

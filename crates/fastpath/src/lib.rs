@@ -104,8 +104,8 @@ mod action_chain;
 mod raw;
 
 use raw::{
-    Encoded, RawCrossing, RawGroup, RawKey4, RawKey6, RawLabel, RawLabelStat, RawPort, RawPortStat, RawRoute,
-    RawTunnel, RawTunnelKey, counter,
+    Encoded, RawCounterSet, RawCrossing, RawGroup, RawKey4, RawKey6, RawLabel, RawLabelStat, RawPort,
+    RawPortStat, RawRoute, RawTunnel, RawTunnelKey, counter,
 };
 
 /// Where a frame goes: the out veth and the Ethernet header to write.
@@ -530,7 +530,7 @@ pub struct FastPath {
     labels: BpfHashMap<MapData, u32, RawLabel>,
     routes_v4: LpmTrie<MapData, RawKey4, RawRoute>,
     routes_v6: LpmTrie<MapData, RawKey6, RawRoute>,
-    counters: PerCpuArray<MapData, u64>,
+    counters: PerCpuArray<MapData, RawCounterSet>,
     label_stats: PerCpuHashMap<MapData, u32, RawLabelStat>,
     port_stats: PerCpuHashMap<MapData, u32, RawPortStat>,
     tunnels: BpfHashMap<MapData, u32, RawTunnel>,
@@ -1102,25 +1102,23 @@ impl FastPath {
 
     /// The counters, summed over CPUs.
     pub fn counters(&self) -> Result<FastCounters, FastPathError> {
-        let get = |i: u32| -> Result<u64, FastPathError> {
-            let v = self.counters.get(&i, 0).map_err(map_err("fp_counters", "reading"))?;
-            Ok(v.iter().fold(0u64, |s, x| s.wrapping_add(*x)))
-        };
+        let per_cpu = self.counters.get(&0, 0).map_err(map_err("fp_counters", "reading"))?;
+        let get = |i: u32| per_cpu.iter().fold(0u64, |s, set| s.wrapping_add(set.c[i as usize]));
         Ok(FastCounters {
-            frames_in: get(counter::FRAMES_IN)?,
-            swap: get(counter::SWAP)?,
-            push: get(counter::PUSH)?,
-            pop: get(counter::POP)?,
-            ip_forward: get(counter::IP_FORWARD)?,
-            passed: get(counter::PASSED)?,
-            bytes: get(counter::BYTES)?,
-            redirect_failed: get(counter::REDIRECT_FAILED)?,
-            encap: get(counter::ENCAP)?,
-            decap: get(counter::DECAP)?,
-            crossed: get(counter::CROSSED)?,
-            repassed: get(counter::REPASSED)?,
-            act_mpls: get(counter::ACT_MPLS)?,
-            recalled: get(counter::RECALLED)?,
+            frames_in: get(counter::FRAMES_IN),
+            swap: get(counter::SWAP),
+            push: get(counter::PUSH),
+            pop: get(counter::POP),
+            ip_forward: get(counter::IP_FORWARD),
+            passed: get(counter::PASSED),
+            bytes: get(counter::BYTES),
+            redirect_failed: get(counter::REDIRECT_FAILED),
+            encap: get(counter::ENCAP),
+            decap: get(counter::DECAP),
+            crossed: get(counter::CROSSED),
+            repassed: get(counter::REPASSED),
+            act_mpls: get(counter::ACT_MPLS),
+            recalled: get(counter::RECALLED),
         })
     }
 

@@ -26,6 +26,14 @@ pub(crate) const MAX_BUCKETS: usize = 4096;
 pub(crate) const ROUTE_LOCAL: u32 = 1;
 pub(crate) const ROUTE_FORWARD: u32 = 2;
 
+/// `struct fp_counter_set`, the one value of `fp_counters` (per CPU), indexed by
+/// [`counter`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RawCounterSet {
+    pub c: [u64; counter::COUNT],
+}
+
 /// `fp_counters` indices.
 pub(crate) mod counter {
     pub(crate) const FRAMES_IN: u32 = 0;
@@ -42,6 +50,8 @@ pub(crate) mod counter {
     pub(crate) const REPASSED: u32 = 11;
     pub(crate) const ACT_MPLS: u32 = 12;
     pub(crate) const RECALLED: u32 = 13;
+    /// `C_MAX`.
+    pub(crate) const COUNT: usize = 14;
 }
 
 /// `struct fp_adj`.
@@ -204,6 +214,7 @@ const _: () = assert!(size_of::<RawTunnel>() == 48);
 const _: () = assert!(size_of::<RawTunnelKey>() == 40);
 const _: () = assert!(size_of::<RawPortStat>() == 32);
 const _: () = assert!(size_of::<RawCrossing>() == 8);
+const _: () = assert!(size_of::<RawCounterSet>() == 8 * counter::COUNT);
 
 // SAFETY: each type is #[repr(C)], Copy, made only of integers and byte arrays, with no
 // padding (sizes asserted above), so every bit pattern is valid and every byte is
@@ -233,6 +244,8 @@ unsafe impl aya::Pod for RawNh {}
 unsafe impl aya::Pod for RawGroup {}
 // SAFETY: as above.
 unsafe impl aya::Pod for RawCrossing {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawCounterSet {}
 
 /// The map entries a [`FastTables`] stands for. Route keys stay in the tables' form
 /// `(vrf, prefix, length)`; [`key4`] / [`key6`] give the trie key.
