@@ -195,6 +195,7 @@ struct fp_port_stat {
 	__u64 rx_bytes;
 	__u64 tx_frames;
 	__u64 tx_bytes;
+	__u64 rx_popped; // of rx_frames: bottom labels popped into a VRF (V_POP), see fp_xdp
 };
 
 _Static_assert(sizeof(struct fp_adj) == 20, "fp_adj layout");
@@ -224,9 +225,10 @@ enum {
 	C_REPASSED,
 	C_ACT_MPLS,
 	C_RECALLED,
+	C_XDP_POP,
 	C_MAX
 };
-_Static_assert(C_MAX == 14, "fp_counter_set layout (raw.rs counter::COUNT)");
+_Static_assert(C_MAX == 15, "fp_counter_set layout (raw.rs counter::COUNT)");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -497,7 +499,7 @@ static __always_inline void label_stat(__u32 label, __u64 bytes)
 	s->bytes += bytes;
 }
 
-static __always_inline void port_stat(__u32 ifindex, int tx, __u64 bytes)
+static __always_inline void port_stat(__u32 ifindex, int tx, __u64 bytes, int popped)
 {
 	struct fp_port_stat *s = bpf_map_lookup_elem(&fp_port_stats, &ifindex);
 	if (!s) {
@@ -513,6 +515,7 @@ static __always_inline void port_stat(__u32 ifindex, int tx, __u64 bytes)
 	} else {
 		s->rx_frames += 1;
 		s->rx_bytes += bytes;
+		s->rx_popped += popped;
 	}
 }
 
@@ -1513,7 +1516,7 @@ static __always_inline int to_action_chain(struct __sk_buff *skb, struct fp_coun
 	a->out = d->adj.ifindex;
 	a->peer = !d->transmit;
 	skb->mark = a->mark;
-	port_stat(d->rx_port, 0, in_len);
+	port_stat(d->rx_port, 0, in_len, d->verdict == V_POP);
 	return TC_ACT_UNSPEC;
 fail:
 	count(cs, C_REDIRECT_FAILED, 1);
@@ -1634,8 +1637,8 @@ int fp_tc(struct __sk_buff *skb)
 	if (tunnel)
 		count(cs, C_ENCAP, 1);
 	count(cs, C_BYTES, out_len);
-	port_stat(d->rx_port, 0, in_len);
-	port_stat(d->adj.ifindex, 1, out_len);
+	port_stat(d->rx_port, 0, in_len, d->verdict == V_POP);
+	port_stat(d->adj.ifindex, 1, out_len, 0);
 	return r;
 }
 
@@ -1678,8 +1681,92 @@ int fp_act(struct __sk_buff *skb)
 	count(cs, a->counter == C_PUSH ? C_PUSH : C_POP, 1);
 	count(cs, C_ACT_MPLS, 1);
 	count(cs, C_BYTES, out_len);
-	port_stat(out, 1, out_len);
+	port_stat(out, 1, out_len, 0);
 	return r;
+}
+
+// fp_xdp (SEC "xdp", on a virtio-net NIC that receives labelled frames): pops the bottom
+// label of a frame whose label route pops into the port's own VRF, before the driver's
+// GRO, so the segments of a TCP flow that another router's MPLS GSO cut on the way merge
+// again here and go on as one IPv4/IPv6 super-frame (fp_tc forwards it, the out device
+// keeps it whole where it can), where each segment would be popped and sent on alone. The
+// kernel has no MPLS GRO: without this the egress PE of a 1500-byte core works frame by
+// frame. What it pops is exactly what the pop would do: the IP TTL (hop limit) lowered to
+// the label's under the uniform model (the forwarding step that follows decrements it),
+// the label route's VRF the port's (a VPN label's VRF is another: left to fp_tc and the
+// pipeline). Everything else passes untouched: other ports' MACs, customer ports, labels
+// under labels, TTLs that expire here, special destinations, IP options are fine.
+SEC("xdp")
+int fp_xdp(struct xdp_md *ctx)
+{
+	__u8 *p = (__u8 *)(long)ctx->data;
+	__u8 *end = (__u8 *)(long)ctx->data_end;
+	// Ethernet, one label, the fixed IPv4 header (IPv6's is checked below).
+	if (p + FP_ETH_HLEN + 4 + 20 > end)
+		return XDP_PASS;
+	if (p[12] != 0x88 || p[13] != 0x47 || !(p[16] & 0x01))
+		return XDP_PASS;
+	__u32 ifindex = ctx->ingress_ifindex;
+	struct fp_port *port = bpf_map_lookup_elem(&fp_ports, &ifindex);
+	if (!port || !port->accepts_mpls)
+		return XDP_PASS;
+#pragma unroll
+	for (int i = 0; i < 6; i++)
+		if (p[i] != port->mac[i])
+			return XDP_PASS;
+	__u32 label = ((__u32)p[14] << 12) | ((__u32)p[15] << 4) | (p[16] >> 4);
+	__u32 ttl = p[17];
+	if (ttl <= 1)
+		return XDP_PASS;
+	struct fp_label *e = bpf_map_lookup_elem(&fp_labels, &label);
+	if (!e || e->action != FP_LABEL_POP_IP || e->vrf != port->vrf)
+		return XDP_PASS;
+	__u8 *ip = p + FP_ETH_HLEN + 4;
+	__u32 ver = ip[0] >> 4;
+	__u16 et;
+	if (ver == 4) {
+		__u32 ip_ttl = ip[8];
+		__u32 eff = e->uniform && ttl < ip_ttl ? ttl : ip_ttl;
+		if (eff <= 1 || (ip[16] & 0xf0) == 0xe0 ||
+		    (ip[16] == 0xff && ip[17] == 0xff && ip[18] == 0xff && ip[19] == 0xff))
+			return XDP_PASS;
+		if (eff != ip_ttl) {
+			// RFC 1624 eqn. 3 on the word the TTL is the high byte of.
+			__u32 sum = (__u16)~(((__u32)ip[10] << 8) | ip[11]);
+			sum += (__u16)~(ip_ttl << 8) + (eff << 8);
+			sum = (sum & 0xffff) + (sum >> 16);
+			sum = (sum & 0xffff) + (sum >> 16);
+			sum = ~sum & 0xffff;
+			ip[8] = eff;
+			ip[10] = sum >> 8;
+			ip[11] = sum & 0xff;
+		}
+		et = bpf_htons(ETH_P_IP);
+	} else if (ver == 6) {
+		if (ip + 40 > end)
+			return XDP_PASS;
+		__u32 hop = ip[7];
+		__u32 eff = e->uniform && ttl < hop ? ttl : hop;
+		if (eff <= 1 || ip[24] == 0xff || (ip[24] == 0xfe && (ip[25] & 0xc0) == 0x80))
+			return XDP_PASS;
+		ip[7] = eff;
+		et = bpf_htons(ETH_P_IPV6);
+	} else {
+		return XDP_PASS;
+	}
+	__u32 len = end - p;
+	// The Ethernet addresses move up over the label (the areas overlap: last byte first),
+	// the EtherType becomes the packet's, and the frame starts 4 bytes later.
+#pragma unroll
+	for (int i = 11; i >= 0; i--)
+		p[4 + i] = p[i];
+	__builtin_memcpy(p + 16, &et, 2);
+	if (bpf_xdp_adjust_head(ctx, 4))
+		return XDP_DROP; // never: the frame is longer than 4 bytes
+	struct fp_counter_set *cs = counter_set();
+	count(cs, C_XDP_POP, 1);
+	label_stat(label, len);
+	return XDP_PASS;
 }
 
 SEC("socket")

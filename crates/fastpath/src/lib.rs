@@ -80,6 +80,13 @@
 //! device) and pops frames some device sent, which `bpf_skb_adjust_room` refuses; a
 //! third program, `fp_act`, finishes both.
 //!
+//! The pop before GRO (`fp_xdp`, XDP in the driver, on virtio-net NICs that take labelled
+//! frames; see [`FastPath::xdp_pop`]): the bottom label of a frame whose label pops into
+//! the port's own VRF comes off before the driver's GRO, so the segments of a TCP flow
+//! that another router's MPLS GSO cut merge again and go on as one super-frame: the
+//! kernel has no MPLS GRO, and the egress PE of a 1500-byte core otherwise pops and sends
+//! frame by frame.
+//!
 //! Everything else (TTL expiry, ARP/ND, multicast, link-local, local routes, unknown
 //! labels and prefixes, frames too big, anything unparsed) goes to the router untouched.
 //! The out port of every adjacency must be an Ethernet device ([`delivery_to`]) in the
@@ -98,7 +105,8 @@ use std::sync::Arc;
 use aya::maps::lpm_trie::LpmTrie;
 use aya::maps::{HashMap as BpfHashMap, MapData, MapError, PerCpuArray, PerCpuHashMap};
 use aya::programs::tc::SchedClassifierLink;
-use aya::programs::{Link, ProgramError, SchedClassifier, SocketFilter, TcAttachType};
+use aya::programs::xdp::XdpLink;
+use aya::programs::{Link, ProgramError, SchedClassifier, SocketFilter, TcAttachType, Xdp, XdpMode};
 
 mod action_chain;
 mod raw;
@@ -366,6 +374,10 @@ pub struct FastCounters {
     /// filter made on the same frame a moment before (the router's packet socket sees
     /// each frame before TC does).
     pub recalled: u64,
+    /// Bottom labels popped before GRO (see [`FastPath::xdp_pop`]), in the label counters
+    /// too; the packets, merged or not, are then counted again as any frame the port
+    /// receives (IP-forwarded, or passed).
+    pub xdp_pop: u64,
 }
 
 /// Per-port counters of redirected frames, summed over CPUs.
@@ -503,6 +515,7 @@ pub enum FastPathError {
 const TC_PROG: &str = "fp_tc";
 const SOCK_PROG: &str = "fp_sock";
 const ACT_PROG: &str = "fp_act";
+const XDP_PROG: &str = "fp_xdp";
 
 #[cfg(not(vmpls_fastpath_unavailable))]
 fn object() -> Result<&'static [u8], FastPathError> {
@@ -517,9 +530,27 @@ fn object() -> Result<&'static [u8], FastPathError> {
 /// A tcx attachment of `fp_tc`; dropping the link detaches it.
 struct Attached {
     ifindex: u32,
+    ifname: String,
     link: SchedClassifierLink,
     /// The port's action chain, or why it has none.
     act_chain: Result<action_chain::ActionChain, String>,
+    xdp_pop: XdpPop,
+}
+
+/// The pop before GRO on a port (see [`FastPath::xdp_pop`]).
+enum XdpPop {
+    /// Not a virtio-net NIC. Elsewhere it gains nothing or costs: a veth with an XDP
+    /// program takes no super-frames (its peer loses GSO), a TAP's receive does no GRO.
+    NotVirtio,
+    /// A virtio-net NIC whose frames the tables do not let be switched by label (a
+    /// customer's): no program, so the NIC keeps its receive offloads (virtio-net turns
+    /// the guest's offloads off while an XDP program is attached).
+    Off,
+    /// Attached while held: dropping the link detaches the program.
+    On { _link: XdpLink },
+    /// The driver refused it (an MTU too large for XDP, offloads it cannot turn off):
+    /// not tried again until the port is attached again.
+    Refused(String),
 }
 
 /// The loaded fast path: programs, maps and attachments. Dropping it detaches everything.
@@ -552,6 +583,9 @@ pub struct FastPath {
     overflow: Overflow,
     /// Whether the kernel cuts labelled super-frames (MPLS GSO), or why not.
     mpls_gso: Result<(), String>,
+    /// Whether `fp_xdp` loaded (see [`FastPath::xdp_pop`]), or why not: without it the
+    /// rest of the fast path serves as before.
+    xdp_loaded: Result<(), String>,
 }
 
 impl std::fmt::Debug for FastPath {
@@ -728,6 +762,11 @@ impl FastPath {
             let tc: &mut SchedClassifier = program(&mut ebpf, name)?;
             tc.load().map_err(|source| FastPathError::Program { name, what: "loading", source })?;
         }
+        let xdp_loaded = program::<Xdp>(&mut ebpf, XDP_PROG)
+            .and_then(|x| {
+                x.load().map_err(|source| FastPathError::Program { name: XDP_PROG, what: "loading", source })
+            })
+            .map_err(|e| e.to_string());
         {
             let sock: &mut SocketFilter = program(&mut ebpf, SOCK_PROG)?;
             sock.load().map_err(|source| FastPathError::Program {
@@ -758,6 +797,7 @@ impl FastPath {
             v6_failed_at: None,
             overflow: Overflow::default(),
             mpls_gso: action_chain::kernel_has_mpls_gso(),
+            xdp_loaded,
         })
     }
 
@@ -791,8 +831,94 @@ impl FastPath {
         let id = tc.attach(ifname, TcAttachType::Ingress).map_err(attach_err)?;
         let link = tc.take_link(id).map_err(attach_err)?;
         let act_chain = self.install_action_chain(ifname, ifindex);
-        self.attached.insert(key.to_owned(), Attached { ifindex, link, act_chain });
+        let virtio = vmpls_sys::IfName::new(ifname)
+            .and_then(|n| vmpls_sys::iface::driver(&n).ok())
+            .is_some_and(|d| d == "virtio_net");
+        let xdp_pop = if virtio { XdpPop::Off } else { XdpPop::NotVirtio };
+        let a = Attached { ifindex, ifname: ifname.to_owned(), link, act_chain, xdp_pop };
+        self.attached.insert(key.to_owned(), a);
         self.sync().map(drop)
+    }
+
+    /// Whether the port attached as `key` pops before GRO: the XDP program `fp_xdp` in
+    /// its driver takes the bottom label off frames whose label pops into the port's own
+    /// VRF (the IP TTL as the pop sets it), so that the driver's GRO merges the segments
+    /// of a TCP flow again (the kernel has no GRO for MPLS) and the TC program forwards
+    /// the merged super-frame as IP, where each segment would be popped and sent alone.
+    /// On virtio-net NICs that may receive labelled frames and where the TC program has
+    /// popped some into a VRF ([`FastPath::watch_pops`]): a customer's NIC, which receives
+    /// none, keeps its receive offloads (virtio-net turns the guest's offloads off while
+    /// an XDP program is attached, so the host sends it segments instead of super-frames).
+    /// `Ok(false)`: not such a port (yet); `Err`: why the driver or kernel refused it.
+    pub fn xdp_pop(&self, key: &str) -> Result<bool, String> {
+        match self.attached.get(key).map(|a| &a.xdp_pop) {
+            None => Err(format!("{key} is not attached")),
+            Some(XdpPop::On { .. }) => Ok(true),
+            Some(XdpPop::NotVirtio | XdpPop::Off) => Ok(false),
+            Some(XdpPop::Refused(why)) => Err(why.clone()),
+        }
+    }
+
+    /// Runs `fp_xdp` once on `frame` as if the interface `ifindex` (of the calling
+    /// thread's namespace) had received it, without its driver (`BPF_PROG_TEST_RUN`):
+    /// the program's verdict (`XDP_PASS` 2, `XDP_DROP` 1) and the frame it leaves. The
+    /// maps are the live ones (the counters count). For tests and diagnosis on kernels
+    /// and interfaces where the pop before GRO is not attached.
+    pub fn run_xdp_pop(&mut self, frame: &[u8], ifindex: u32) -> Result<(u32, Vec<u8>), FastPathError> {
+        use aya::programs::{TestRun, TestRunOptions};
+        let xdp: &mut Xdp = program(&mut self.ebpf, XDP_PROG)?;
+        let end = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+        // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
+        // egress_ifindex.
+        let ctx: Vec<u8> = [0, end, 0, ifindex, 0, 0].iter().flat_map(|w: &u32| w.to_ne_bytes()).collect();
+        let mut out = vec![0u8; frame.len() + 256];
+        let r = xdp
+            .test_run(TestRunOptions {
+                data_in: Some(frame),
+                data_out: Some(&mut out),
+                ctx_in: Some(&ctx),
+                ..Default::default()
+            })
+            .map_err(|source| FastPathError::Program { name: XDP_PROG, what: "test-running", source })?;
+        out.truncate(r.data_size_out as usize);
+        Ok((r.return_value, out))
+    }
+
+    /// Attaches `fp_xdp` to the virtio-net ports where the TC program has popped labels
+    /// into a VRF since they were attached, and detaches it from those whose frames may
+    /// no longer be switched by label (see [`FastPath::xdp_pop`]). Cheap: one map read
+    /// per virtio-net port still without it. The router calls it every second.
+    pub fn watch_pops(&mut self) {
+        for a in self.attached.values_mut() {
+            let accepts = self.installed.ports.get(&a.ifindex).is_some_and(|p| p.accepts_mpls != 0);
+            match (&a.xdp_pop, accepts) {
+                (XdpPop::Off, true) => {
+                    let popped = self
+                        .port_stats
+                        .get(&a.ifindex, 0)
+                        .is_ok_and(|per_cpu| per_cpu.iter().any(|c| c.rx_popped > 0));
+                    if !popped {
+                        continue;
+                    }
+                    a.xdp_pop = match &self.xdp_loaded {
+                        Err(e) => XdpPop::Refused(format!("the XDP program did not load: {e}")),
+                        Ok(()) => match program::<Xdp>(&mut self.ebpf, XDP_PROG).and_then(|x| {
+                            let id = x.attach(&a.ifname, XdpMode::Driver).map_err(|source| {
+                                FastPathError::Attach { ifname: a.ifname.clone(), source }
+                            })?;
+                            x.take_link(id)
+                                .map_err(|source| FastPathError::Attach { ifname: a.ifname.clone(), source })
+                        }) {
+                            Ok(link) => XdpPop::On { _link: link },
+                            Err(e) => XdpPop::Refused(e.to_string()),
+                        },
+                    };
+                }
+                // Dropping the link detaches the program.
+                (XdpPop::On { .. }, false) => a.xdp_pop = XdpPop::Off,
+                _ => {}
+            }
+        }
     }
 
     /// The action chain on `ifname`'s ingress, where the kernel has MPLS GSO; else why not.
@@ -1119,6 +1245,7 @@ impl FastPath {
             repassed: get(counter::REPASSED),
             act_mpls: get(counter::ACT_MPLS),
             recalled: get(counter::RECALLED),
+            xdp_pop: get(counter::XDP_POP),
         })
     }
 

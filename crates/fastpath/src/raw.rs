@@ -50,8 +50,9 @@ pub(crate) mod counter {
     pub(crate) const REPASSED: u32 = 11;
     pub(crate) const ACT_MPLS: u32 = 12;
     pub(crate) const RECALLED: u32 = 13;
+    pub(crate) const XDP_POP: u32 = 14;
     /// `C_MAX`.
-    pub(crate) const COUNT: usize = 14;
+    pub(crate) const COUNT: usize = 15;
 }
 
 /// `struct fp_adj`.
@@ -197,6 +198,7 @@ pub(crate) struct RawPortStat {
     pub rx_bytes: u64,
     pub tx_frames: u64,
     pub tx_bytes: u64,
+    pub rx_popped: u64,
 }
 
 // The C side has the same sizes as _Static_assert; none of these has padding, which Pod
@@ -212,7 +214,7 @@ const _: () = assert!(size_of::<RawGroup>() == 8 + 40 * MAX_NH + MAX_BUCKETS);
 const _: () = assert!(size_of::<RawLabelStat>() == 16);
 const _: () = assert!(size_of::<RawTunnel>() == 48);
 const _: () = assert!(size_of::<RawTunnelKey>() == 40);
-const _: () = assert!(size_of::<RawPortStat>() == 32);
+const _: () = assert!(size_of::<RawPortStat>() == 40);
 const _: () = assert!(size_of::<RawCrossing>() == 8);
 const _: () = assert!(size_of::<RawCounterSet>() == 8 * counter::COUNT);
 

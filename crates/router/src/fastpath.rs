@@ -737,6 +737,8 @@ pub struct FastPathRuntime {
     counted_ports: BTreeMap<u32, FastPortStats>,
     /// Frames and bytes the programs took in and sent on, by port (across reopens).
     port_counts: Vec<FastPortStats>,
+    /// Whether each port pops before GRO, as last logged (`None`: not yet).
+    xdp_pops: Vec<Option<Result<bool, String>>>,
     /// When [`tick`](FastPathRuntime::tick) last ran (the start before the first).
     ticked: Instant,
     /// Whether each served port's interface is up with a carrier, as last checked: the
@@ -793,6 +795,7 @@ impl FastPathRuntime {
         Ok(FastPathRuntime {
             fp,
             ports,
+            xdp_pops: vec![None; n],
             port_counts: vec![FastPortStats::default(); n],
             running: vec![true; n],
             default_ttl,
@@ -845,6 +848,8 @@ impl FastPathRuntime {
                 self.installer.invalidate();
             }
         }
+        self.fp.watch_pops();
+        self.log_xdp_pops();
     }
 
     /// Installs what changed in the FIB or the neighbour table since the last install.
@@ -853,6 +858,33 @@ impl FastPathRuntime {
         let running: Vec<_> =
             self.ports.iter().zip(&self.running).map(|(p, up)| p.clone().filter(|_| *up)).collect();
         self.installer.sync(&mut self.fp, dp.fib().load_full(), dp.neighbors(), &running, self.default_ttl);
+    }
+
+    /// Says when a port starts or stops popping before GRO (see `FastPath::xdp_pop`).
+    fn log_xdp_pops(&mut self) {
+        for (p, logged) in self.ports.iter().zip(&mut self.xdp_pops) {
+            let Some(p) = p else { continue };
+            if p.tunnel.is_some() {
+                continue;
+            }
+            let now = self.fp.xdp_pop(&p.attach_key());
+            if logged.as_ref() == Some(&now) {
+                continue;
+            }
+            match &now {
+                Ok(true) => {
+                    info!(interface = %p.ifname, "labels popped before GRO (XDP in the virtio-net driver): the segments of a TCP flow whose label pops here merge again and go on as one IP super-frame")
+                }
+                Ok(false) if logged.is_some() => {
+                    info!(interface = %p.ifname, "no longer popping before GRO: the port may no longer receive labelled frames")
+                }
+                Ok(false) => {}
+                Err(why) => {
+                    warn!(interface = %p.ifname, why = %why, "no pop before GRO (XDP) on this virtio-net port: labels are popped after it, frame by frame")
+                }
+            }
+            *logged = Some(now);
+        }
     }
 
     /// When [`tick`](FastPathRuntime::tick) next has work (see `Installer::next_tick`);
@@ -902,6 +934,7 @@ impl FastPathRuntime {
             ("repassed", c.repassed),
             ("act_mpls", c.act_mpls),
             ("recalled", c.recalled),
+            ("xdp_pop", c.xdp_pop),
             ("install_failed", self.installer.failures),
         ]
     }
@@ -936,7 +969,9 @@ impl FastPathRuntime {
         let before = &self.counted;
         c.event(Event::LabelSwap, now.swap.saturating_sub(before.swap));
         c.event(Event::LabelPush, now.push.saturating_sub(before.push));
-        c.event(Event::LabelPop, now.pop.saturating_sub(before.pop));
+        // A pop before GRO is a pop (the packet is then counted again as it goes on).
+        let pops = now.pop.saturating_sub(before.pop) + now.xdp_pop.saturating_sub(before.xdp_pop);
+        c.event(Event::LabelPop, pops);
         c.event(Event::IpForward, now.ip_forward.saturating_sub(before.ip_forward));
         self.counted = now;
         let labels = self.fp.label_stats()?;

@@ -134,6 +134,8 @@ pub struct LabelOps {
     /// Of the programs' pushes and pops, those the kernel's MPLS action did (the port's
     /// action chain): super-frames pushed whole, pops in one pass.
     pub fast_act_mpls: u64,
+    /// Pops before GRO (XDP in a virtio-net driver): not in `fast_pop`.
+    pub fast_xdp_pop: u64,
     /// Frames the programs left to the pipeline.
     pub fast_passed: u64,
     pub pipeline_push: u64,
@@ -150,10 +152,11 @@ impl LabelOps {
             fast_pop: s.fast("pop"),
             fast_repassed: s.fast("repassed"),
             fast_act_mpls: s.fast("act_mpls"),
+            fast_xdp_pop: s.fast("xdp_pop"),
             fast_passed: s.fast("passed"),
             pipeline_push: s.event("label_push").saturating_sub(s.fast("push")),
             pipeline_swap: s.event("label_swap").saturating_sub(s.fast("swap")),
-            pipeline_pop: s.event("label_pop").saturating_sub(s.fast("pop")),
+            pipeline_pop: s.event("label_pop").saturating_sub(s.fast("pop") + s.fast("xdp_pop")),
         }
     }
 
@@ -161,7 +164,7 @@ impl LabelOps {
         serde_json::json!({
             "fast": { "push": self.fast_push, "swap": self.fast_swap, "pop": self.fast_pop,
                       "repassed": self.fast_repassed, "act_mpls": self.fast_act_mpls,
-                      "passed": self.fast_passed },
+                      "xdp_pop": self.fast_xdp_pop, "passed": self.fast_passed },
             "pipeline": { "push": self.pipeline_push, "swap": self.pipeline_swap, "pop": self.pipeline_pop },
         })
     }
@@ -171,12 +174,13 @@ impl std::fmt::Display for LabelOps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "fast push {} swap {} pop {} (act_mpls {}, repassed {}) passed {}; pipeline push {} swap {} pop {}",
+            "fast push {} swap {} pop {} (act_mpls {}, repassed {}) xdp pop {} passed {}; pipeline push {} swap {} pop {}",
             self.fast_push,
             self.fast_swap,
             self.fast_pop,
             self.fast_act_mpls,
             self.fast_repassed,
+            self.fast_xdp_pop,
             self.fast_passed,
             self.pipeline_push,
             self.pipeline_swap,
