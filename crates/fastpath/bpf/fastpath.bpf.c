@@ -195,7 +195,7 @@ struct fp_port_stat {
 	__u64 rx_bytes;
 	__u64 tx_frames;
 	__u64 tx_bytes;
-	__u64 rx_popped; // of rx_frames: bottom labels popped into a VRF (V_POP), see fp_xdp
+	__u64 rx_by_label; // of rx_frames: swapped, or popped into a VRF (V_SWAP, V_POP), see fp_xdp
 };
 
 _Static_assert(sizeof(struct fp_adj) == 20, "fp_adj layout");
@@ -226,9 +226,10 @@ enum {
 	C_ACT_MPLS,
 	C_RECALLED,
 	C_XDP_POP,
+	C_XDP_SWAP,
 	C_MAX
 };
-_Static_assert(C_MAX == 15, "fp_counter_set layout (raw.rs counter::COUNT)");
+_Static_assert(C_MAX == 16, "fp_counter_set layout (raw.rs counter::COUNT)");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -368,6 +369,16 @@ struct {
 	__type(value, struct fp_port_stat);
 } fp_port_stats SEC(".maps");
 
+// The interfaces (ifindex) fp_xdp is attached to, written by the router: an XDP program
+// may redirect only to a device whose driver takes XDP frames, which virtio-net does only
+// while a program of its own is attached.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} fp_xdp_ports SEC(".maps");
+
 // When each interface (ifindex) last delivered a frame the kernel could not send on whole
 // (bpf_ktime_get_ns): a super-frame, or one a pop would send to a link too small for it
 // (the pipeline sends it on as a super-frame). Written by fp_tc, read by both programs'
@@ -499,7 +510,7 @@ static __always_inline void label_stat(__u32 label, __u64 bytes)
 	s->bytes += bytes;
 }
 
-static __always_inline void port_stat(__u32 ifindex, int tx, __u64 bytes, int popped)
+static __always_inline void port_stat(__u32 ifindex, int tx, __u64 bytes, int by_label)
 {
 	struct fp_port_stat *s = bpf_map_lookup_elem(&fp_port_stats, &ifindex);
 	if (!s) {
@@ -515,7 +526,7 @@ static __always_inline void port_stat(__u32 ifindex, int tx, __u64 bytes, int po
 	} else {
 		s->rx_frames += 1;
 		s->rx_bytes += bytes;
-		s->rx_popped += popped;
+		s->rx_by_label += by_label;
 	}
 }
 
@@ -1637,7 +1648,7 @@ int fp_tc(struct __sk_buff *skb)
 	if (tunnel)
 		count(cs, C_ENCAP, 1);
 	count(cs, C_BYTES, out_len);
-	port_stat(d->rx_port, 0, in_len, d->verdict == V_POP);
+	port_stat(d->rx_port, 0, in_len, d->verdict == V_POP || d->verdict == V_SWAP);
 	port_stat(d->adj.ifindex, 1, out_len, 0);
 	return r;
 }
@@ -1685,17 +1696,67 @@ int fp_act(struct __sk_buff *skb)
 	return r;
 }
 
-// fp_xdp (SEC "xdp", on a virtio-net NIC that receives labelled frames): pops the bottom
-// label of a frame whose label route pops into the port's own VRF, before the driver's
-// GRO, so the segments of a TCP flow that another router's MPLS GSO cut on the way merge
-// again here and go on as one IPv4/IPv6 super-frame (fp_tc forwards it, the out device
-// keeps it whole where it can), where each segment would be popped and sent on alone. The
-// kernel has no MPLS GRO: without this the egress PE of a 1500-byte core works frame by
-// frame. What it pops is exactly what the pop would do: the IP TTL (hop limit) lowered to
-// the label's under the uniform model (the forwarding step that follows decrements it),
-// the label route's VRF the port's (a VPN label's VRF is another: left to fp_tc and the
-// pipeline). Everything else passes untouched: other ports' MACs, customer ports, labels
-// under labels, TTLs that expire here, special destinations, IP options are fine.
+// fp_xdp's swap: the top label (TTL left, any stack under it) for one out label toward an
+// interface that also runs fp_xdp, the frame sent there from the driver (XDP_REDIRECT):
+// no skb, no TC, none of the stack's work per frame, where the kernel's own MPLS takes
+// each frame through all of it. The same swap fp_tc would do; ECMP, tunnels and out ports
+// without fp_xdp are fp_tc's.
+static __always_inline int xdp_swap(struct xdp_md *ctx, __u8 *p, __u8 *end, const struct fp_label *e,
+				    __u32 lse, __u32 in_ifindex)
+{
+	struct fp_adj adj = e->adj;
+	__u32 out = adj.ifindex;
+	if ((out & FP_TUNNEL_BIT) || e->out_label > FP_LABEL_MAX || !bpf_map_lookup_elem(&fp_xdp_ports, &out))
+		return XDP_PASS;
+	// The stack must end within FP_MAX_STACK entries, inside the frame (else the
+	// pipeline drops and counts it).
+	int bottom = 0;
+	for (int i = 0; i < FP_MAX_STACK; i++) {
+		__u8 *entry = p + FP_ETH_HLEN + 4 * i;
+		if (entry + 4 > end)
+			return XDP_PASS;
+		if (entry[2] & 0x01) {
+			bottom = 1;
+			break;
+		}
+	}
+	if (!bottom)
+		return XDP_PASS;
+	__u64 len = end - p;
+	if (len - FP_ETH_HLEN > adj.mtu)
+		return XDP_PASS;
+	__u32 new_lse = (e->out_label << 12) | (lse & 0xf00) | ((lse & 0xff) - 1);
+	__u32 be = bpf_htonl(new_lse);
+	__builtin_memcpy(p + FP_ETH_HLEN, &be, 4);
+	__builtin_memcpy(p, adj.dmac, 6);
+	__builtin_memcpy(p + 6, adj.smac, 6);
+	long r = bpf_redirect(out, 0);
+	struct fp_counter_set *cs = counter_set();
+	if (r != XDP_REDIRECT) {
+		count(cs, C_REDIRECT_FAILED, 1);
+		return XDP_DROP;
+	}
+	count(cs, C_XDP_SWAP, 1);
+	count(cs, C_BYTES, len);
+	label_stat(lse >> 12, len);
+	port_stat(in_ifindex, 0, len, 1);
+	port_stat(out, 1, len, 0);
+	return XDP_REDIRECT;
+}
+
+// fp_xdp (SEC "xdp", on virtio-net NICs that receive labelled frames, see
+// FastPath::xdp_pop), in the driver, before GRO:
+// - swaps toward another such NIC (see xdp_swap);
+// - pops the bottom label of a frame whose label route pops into the port's own VRF, so
+//   the segments of a TCP flow that another router's MPLS GSO cut on the way merge again
+//   in GRO and go on as one IPv4/IPv6 super-frame (fp_tc forwards it, the out device keeps
+//   it whole where it can), where each segment would be popped and sent on alone: the
+//   kernel has no MPLS GRO. The pop is exactly the pop fp_tc and the pipeline do: the IP
+//   TTL (hop limit) lowered to the label's under the uniform model (the forwarding step
+//   that follows decrements it), the label route's VRF the port's (a VPN label pops into
+//   another: left to fp_tc and the pipeline).
+// Everything else passes untouched: other routers' MACs, customer ports, labels under
+// labels, TTLs that expire here, special destinations, malformed stacks.
 SEC("xdp")
 int fp_xdp(struct xdp_md *ctx)
 {
@@ -1704,7 +1765,7 @@ int fp_xdp(struct xdp_md *ctx)
 	// Ethernet, one label, the fixed IPv4 header (IPv6's is checked below).
 	if (p + FP_ETH_HLEN + 4 + 20 > end)
 		return XDP_PASS;
-	if (p[12] != 0x88 || p[13] != 0x47 || !(p[16] & 0x01))
+	if (p[12] != 0x88 || p[13] != 0x47)
 		return XDP_PASS;
 	__u32 ifindex = ctx->ingress_ifindex;
 	struct fp_port *port = bpf_map_lookup_elem(&fp_ports, &ifindex);
@@ -1714,12 +1775,17 @@ int fp_xdp(struct xdp_md *ctx)
 	for (int i = 0; i < 6; i++)
 		if (p[i] != port->mac[i])
 			return XDP_PASS;
-	__u32 label = ((__u32)p[14] << 12) | ((__u32)p[15] << 4) | (p[16] >> 4);
-	__u32 ttl = p[17];
+	__u32 lse = ((__u32)p[14] << 24) | ((__u32)p[15] << 16) | ((__u32)p[16] << 8) | p[17];
+	__u32 label = lse >> 12;
+	__u32 ttl = lse & 0xff;
 	if (ttl <= 1)
 		return XDP_PASS;
 	struct fp_label *e = bpf_map_lookup_elem(&fp_labels, &label);
-	if (!e || e->action != FP_LABEL_POP_IP || e->vrf != port->vrf)
+	if (!e)
+		return XDP_PASS;
+	if (e->action == FP_LABEL_SWAP)
+		return xdp_swap(ctx, p, end, e, lse, ifindex);
+	if (e->action != FP_LABEL_POP_IP || e->vrf != port->vrf || !(lse & 0x100))
 		return XDP_PASS;
 	__u8 *ip = p + FP_ETH_HLEN + 4;
 	__u32 ver = ip[0] >> 4;

@@ -80,12 +80,13 @@
 //! device) and pops frames some device sent, which `bpf_skb_adjust_room` refuses; a
 //! third program, `fp_act`, finishes both.
 //!
-//! The pop before GRO (`fp_xdp`, XDP in the driver, on virtio-net NICs that take labelled
+//! Label switching in the driver (`fp_xdp`, XDP, on virtio-net NICs that take labelled
 //! frames; see [`FastPath::xdp_pop`]): the bottom label of a frame whose label pops into
 //! the port's own VRF comes off before the driver's GRO, so the segments of a TCP flow
-//! that another router's MPLS GSO cut merge again and go on as one super-frame: the
+//! that another router's MPLS GSO cut merge again and go on as one super-frame (the
 //! kernel has no MPLS GRO, and the egress PE of a 1500-byte core otherwise pops and sends
-//! frame by frame.
+//! frame by frame); swaps toward another such NIC go there from the driver, without an
+//! skb.
 //!
 //! Everything else (TTL expiry, ARP/ND, multicast, link-local, local routes, unknown
 //! labels and prefixes, frames too big, anything unparsed) goes to the router untouched.
@@ -378,6 +379,10 @@ pub struct FastCounters {
     /// too; the packets, merged or not, are then counted again as any frame the port
     /// receives (IP-forwarded, or passed).
     pub xdp_pop: u64,
+    /// Frames swapped in a virtio-net driver and sent from there to another (see
+    /// [`FastPath::xdp_pop`]); not in `swap` or `frames_in`, in `bytes`, the label and
+    /// the port counters.
+    pub xdp_swap: u64,
 }
 
 /// Per-port counters of redirected frames, summed over CPUs.
@@ -569,6 +574,8 @@ pub struct FastPath {
     underlay: BpfHashMap<MapData, u32, u32>,
     groups: BpfHashMap<MapData, u32, RawGroup>,
     crossings: BpfHashMap<MapData, u32, RawCrossing>,
+    /// The interfaces `fp_xdp` is attached to: its swaps go only there.
+    xdp_ports: BpfHashMap<MapData, u32, u32>,
     /// The next new group's id (never 0, never reused).
     next_group: u32,
     /// The last applied tables, encoded (all ports, attached or not).
@@ -789,6 +796,7 @@ impl FastPath {
             underlay: take_map(&mut ebpf, "fp_underlay")?,
             groups: take_map(&mut ebpf, "fp_groups")?,
             crossings: take_map(&mut ebpf, "fp_crossings")?,
+            xdp_ports: take_map(&mut ebpf, "fp_xdp_ports")?,
             next_group: 1,
             ebpf,
             wanted: Encoded::default(),
@@ -840,16 +848,18 @@ impl FastPath {
         self.sync().map(drop)
     }
 
-    /// Whether the port attached as `key` pops before GRO: the XDP program `fp_xdp` in
-    /// its driver takes the bottom label off frames whose label pops into the port's own
-    /// VRF (the IP TTL as the pop sets it), so that the driver's GRO merges the segments
-    /// of a TCP flow again (the kernel has no GRO for MPLS) and the TC program forwards
-    /// the merged super-frame as IP, where each segment would be popped and sent alone.
-    /// On virtio-net NICs that may receive labelled frames and where the TC program has
-    /// popped some into a VRF ([`FastPath::watch_pops`]): a customer's NIC, which receives
-    /// none, keeps its receive offloads (virtio-net turns the guest's offloads off while
-    /// an XDP program is attached, so the host sends it segments instead of super-frames).
-    /// `Ok(false)`: not such a port (yet); `Err`: why the driver or kernel refused it.
+    /// Whether the port attached as `key` switches by label in its driver, before GRO:
+    /// the XDP program `fp_xdp` takes the bottom label off frames whose label pops into
+    /// the port's own VRF (the IP TTL as the pop sets it), so that the driver's GRO merges
+    /// the segments of a TCP flow again (the kernel has no GRO for MPLS) and the TC
+    /// program forwards the merged super-frame as IP, where each segment would be popped
+    /// and sent alone; and it swaps frames toward another port that has it and sends them
+    /// there from the driver (XDP_REDIRECT: no skb, no TC). On virtio-net NICs that may
+    /// receive labelled frames and where the TC program has popped or swapped some
+    /// ([`FastPath::watch_pops`]): a customer's NIC, which receives none, keeps its
+    /// receive offloads (virtio-net turns the guest's offloads off while an XDP program
+    /// is attached, so the host sends it segments instead of super-frames). `Ok(false)`:
+    /// not such a port (yet); `Err`: why the driver or kernel refused it.
     pub fn xdp_pop(&self, key: &str) -> Result<bool, String> {
         match self.attached.get(key).map(|a| &a.xdp_pop) {
             None => Err(format!("{key} is not attached")),
@@ -860,32 +870,48 @@ impl FastPath {
     }
 
     /// Runs `fp_xdp` once on `frame` as if the interface `ifindex` (of the calling
-    /// thread's namespace) had received it, without its driver (`BPF_PROG_TEST_RUN`):
-    /// the program's verdict (`XDP_PASS` 2, `XDP_DROP` 1) and the frame it leaves. The
-    /// maps are the live ones (the counters count). For tests and diagnosis on kernels
-    /// and interfaces where the pop before GRO is not attached.
-    pub fn run_xdp_pop(&mut self, frame: &[u8], ifindex: u32) -> Result<(u32, Vec<u8>), FastPathError> {
+    /// thread's namespace) had received it, without its driver (`BPF_PROG_TEST_RUN`; a
+    /// redirect is decided, not done), and as if the interfaces `with_xdp` had the program
+    /// too (where its swaps may go): the program's verdict (`XDP_DROP` 1, `XDP_PASS` 2,
+    /// `XDP_REDIRECT` 4) and the frame it leaves. The maps are the live ones (the counters
+    /// count). For tests and diagnosis on kernels and interfaces where it is not attached.
+    pub fn run_xdp(
+        &mut self,
+        frame: &[u8],
+        ifindex: u32,
+        with_xdp: &[u32],
+    ) -> Result<(u32, Vec<u8>), FastPathError> {
         use aya::programs::{TestRun, TestRunOptions};
+        let mut added = Vec::new();
+        for &i in with_xdp {
+            if self.xdp_ports.get(&i, 0).is_err() {
+                self.xdp_ports.insert(i, 1, 0).map_err(map_err("fp_xdp_ports", "updating"))?;
+                added.push(i);
+            }
+        }
         let xdp: &mut Xdp = program(&mut self.ebpf, XDP_PROG)?;
         let end = u32::try_from(frame.len()).unwrap_or(u32::MAX);
         // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
         // egress_ifindex.
         let ctx: Vec<u8> = [0, end, 0, ifindex, 0, 0].iter().flat_map(|w: &u32| w.to_ne_bytes()).collect();
         let mut out = vec![0u8; frame.len() + 256];
-        let r = xdp
-            .test_run(TestRunOptions {
-                data_in: Some(frame),
-                data_out: Some(&mut out),
-                ctx_in: Some(&ctx),
-                ..Default::default()
-            })
-            .map_err(|source| FastPathError::Program { name: XDP_PROG, what: "test-running", source })?;
+        let r = xdp.test_run(TestRunOptions {
+            data_in: Some(frame),
+            data_out: Some(&mut out),
+            ctx_in: Some(&ctx),
+            ..Default::default()
+        });
+        for i in added {
+            deleted(self.xdp_ports.remove(&i)).map_err(map_err("fp_xdp_ports", "deleting"))?;
+        }
+        let r =
+            r.map_err(|source| FastPathError::Program { name: XDP_PROG, what: "test-running", source })?;
         out.truncate(r.data_size_out as usize);
         Ok((r.return_value, out))
     }
 
     /// Attaches `fp_xdp` to the virtio-net ports where the TC program has popped labels
-    /// into a VRF since they were attached, and detaches it from those whose frames may
+    /// into a VRF or swapped labels since they were attached, and detaches it from those whose frames may
     /// no longer be switched by label (see [`FastPath::xdp_pop`]). Cheap: one map read
     /// per virtio-net port still without it. The router calls it every second.
     pub fn watch_pops(&mut self) {
@@ -893,11 +919,11 @@ impl FastPath {
             let accepts = self.installed.ports.get(&a.ifindex).is_some_and(|p| p.accepts_mpls != 0);
             match (&a.xdp_pop, accepts) {
                 (XdpPop::Off, true) => {
-                    let popped = self
+                    let switched = self
                         .port_stats
                         .get(&a.ifindex, 0)
-                        .is_ok_and(|per_cpu| per_cpu.iter().any(|c| c.rx_popped > 0));
-                    if !popped {
+                        .is_ok_and(|per_cpu| per_cpu.iter().any(|c| c.rx_by_label > 0));
+                    if !switched {
                         continue;
                     }
                     a.xdp_pop = match &self.xdp_loaded {
@@ -909,13 +935,19 @@ impl FastPath {
                             x.take_link(id)
                                 .map_err(|source| FastPathError::Attach { ifname: a.ifname.clone(), source })
                         }) {
-                            Ok(link) => XdpPop::On { _link: link },
+                            Ok(link) => match self.xdp_ports.insert(a.ifindex, 1, 0) {
+                                Ok(()) => XdpPop::On { _link: link },
+                                Err(e) => XdpPop::Refused(format!("fp_xdp_ports: {e}")),
+                            },
                             Err(e) => XdpPop::Refused(e.to_string()),
                         },
                     };
                 }
-                // Dropping the link detaches the program.
-                (XdpPop::On { .. }, false) => a.xdp_pop = XdpPop::Off,
+                (XdpPop::On { .. }, false) => {
+                    // No swap is sent here once the link goes, which detaches the program.
+                    let _ = deleted(self.xdp_ports.remove(&a.ifindex));
+                    a.xdp_pop = XdpPop::Off;
+                }
                 _ => {}
             }
         }
@@ -966,6 +998,7 @@ impl FastPath {
             return Ok(());
         };
         let _ = deleted(self.underlay.remove(&a.ifindex));
+        let _ = deleted(self.xdp_ports.remove(&a.ifindex));
         let synced = self.sync().map(drop);
         let _ = deleted(self.port_stats.remove(&a.ifindex));
         // An interface that is gone took its tcx link with it: nothing left to detach.
@@ -1246,6 +1279,7 @@ impl FastPath {
             act_mpls: get(counter::ACT_MPLS),
             recalled: get(counter::RECALLED),
             xdp_pop: get(counter::XDP_POP),
+            xdp_swap: get(counter::XDP_SWAP),
         })
     }
 

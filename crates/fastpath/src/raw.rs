@@ -51,8 +51,9 @@ pub(crate) mod counter {
     pub(crate) const ACT_MPLS: u32 = 12;
     pub(crate) const RECALLED: u32 = 13;
     pub(crate) const XDP_POP: u32 = 14;
+    pub(crate) const XDP_SWAP: u32 = 15;
     /// `C_MAX`.
-    pub(crate) const COUNT: usize = 15;
+    pub(crate) const COUNT: usize = 16;
 }
 
 /// `struct fp_adj`.
@@ -198,7 +199,7 @@ pub(crate) struct RawPortStat {
     pub rx_bytes: u64,
     pub tx_frames: u64,
     pub tx_bytes: u64,
-    pub rx_popped: u64,
+    pub rx_by_label: u64,
 }
 
 // The C side has the same sizes as _Static_assert; none of these has padding, which Pod

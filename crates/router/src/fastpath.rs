@@ -860,7 +860,8 @@ impl FastPathRuntime {
         self.installer.sync(&mut self.fp, dp.fib().load_full(), dp.neighbors(), &running, self.default_ttl);
     }
 
-    /// Says when a port starts or stops popping before GRO (see `FastPath::xdp_pop`).
+    /// Says when a port starts or stops switching by label in its driver (see
+    /// `FastPath::xdp_pop`).
     fn log_xdp_pops(&mut self) {
         for (p, logged) in self.ports.iter().zip(&mut self.xdp_pops) {
             let Some(p) = p else { continue };
@@ -873,14 +874,14 @@ impl FastPathRuntime {
             }
             match &now {
                 Ok(true) => {
-                    info!(interface = %p.ifname, "labels popped before GRO (XDP in the virtio-net driver): the segments of a TCP flow whose label pops here merge again and go on as one IP super-frame")
+                    info!(interface = %p.ifname, "label switching in the virtio-net driver (XDP): the segments of a TCP flow whose label pops here merge again in GRO and go on as one IP super-frame; swaps toward another such port go there from the driver")
                 }
                 Ok(false) if logged.is_some() => {
-                    info!(interface = %p.ifname, "no longer popping before GRO: the port may no longer receive labelled frames")
+                    info!(interface = %p.ifname, "no more label switching in the driver: the port may no longer receive labelled frames")
                 }
                 Ok(false) => {}
                 Err(why) => {
-                    warn!(interface = %p.ifname, why = %why, "no pop before GRO (XDP) on this virtio-net port: labels are popped after it, frame by frame")
+                    warn!(interface = %p.ifname, why = %why, "no label switching in this virtio-net port's driver (XDP): labels are swapped and popped after GRO, frame by frame, by the TC program")
                 }
             }
             *logged = Some(now);
@@ -935,6 +936,7 @@ impl FastPathRuntime {
             ("act_mpls", c.act_mpls),
             ("recalled", c.recalled),
             ("xdp_pop", c.xdp_pop),
+            ("xdp_swap", c.xdp_swap),
             ("install_failed", self.installer.failures),
         ]
     }
@@ -967,7 +969,9 @@ impl FastPathRuntime {
         let now = self.fp.counters()?;
         let c = dp.counters_mut();
         let before = &self.counted;
-        c.event(Event::LabelSwap, now.swap.saturating_sub(before.swap));
+        // Swaps in the driver (XDP) are swaps.
+        let swaps = now.swap.saturating_sub(before.swap) + now.xdp_swap.saturating_sub(before.xdp_swap);
+        c.event(Event::LabelSwap, swaps);
         c.event(Event::LabelPush, now.push.saturating_sub(before.push));
         // A pop before GRO is a pop (the packet is then counted again as it goes on).
         let pops = now.pop.saturating_sub(before.pop) + now.xdp_pop.saturating_sub(before.xdp_pop);

@@ -136,6 +136,8 @@ pub struct LabelOps {
     pub fast_act_mpls: u64,
     /// Pops before GRO (XDP in a virtio-net driver): not in `fast_pop`.
     pub fast_xdp_pop: u64,
+    /// Swaps in a virtio-net driver (XDP): not in `fast_swap`.
+    pub fast_xdp_swap: u64,
     /// Frames the programs left to the pipeline.
     pub fast_passed: u64,
     pub pipeline_push: u64,
@@ -153,9 +155,10 @@ impl LabelOps {
             fast_repassed: s.fast("repassed"),
             fast_act_mpls: s.fast("act_mpls"),
             fast_xdp_pop: s.fast("xdp_pop"),
+            fast_xdp_swap: s.fast("xdp_swap"),
             fast_passed: s.fast("passed"),
             pipeline_push: s.event("label_push").saturating_sub(s.fast("push")),
-            pipeline_swap: s.event("label_swap").saturating_sub(s.fast("swap")),
+            pipeline_swap: s.event("label_swap").saturating_sub(s.fast("swap") + s.fast("xdp_swap")),
             pipeline_pop: s.event("label_pop").saturating_sub(s.fast("pop") + s.fast("xdp_pop")),
         }
     }
@@ -164,7 +167,8 @@ impl LabelOps {
         serde_json::json!({
             "fast": { "push": self.fast_push, "swap": self.fast_swap, "pop": self.fast_pop,
                       "repassed": self.fast_repassed, "act_mpls": self.fast_act_mpls,
-                      "xdp_pop": self.fast_xdp_pop, "passed": self.fast_passed },
+                      "xdp_pop": self.fast_xdp_pop, "xdp_swap": self.fast_xdp_swap,
+                      "passed": self.fast_passed },
             "pipeline": { "push": self.pipeline_push, "swap": self.pipeline_swap, "pop": self.pipeline_pop },
         })
     }
@@ -174,12 +178,13 @@ impl std::fmt::Display for LabelOps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "fast push {} swap {} pop {} (act_mpls {}, repassed {}) xdp pop {} passed {}; pipeline push {} swap {} pop {}",
+            "fast push {} swap {} pop {} (act_mpls {}, repassed {}) xdp swap {} pop {} passed {}; pipeline push {} swap {} pop {}",
             self.fast_push,
             self.fast_swap,
             self.fast_pop,
             self.fast_act_mpls,
             self.fast_repassed,
+            self.fast_xdp_swap,
             self.fast_xdp_pop,
             self.fast_passed,
             self.pipeline_push,

@@ -1,19 +1,22 @@
-//! The pop before GRO (`fp_xdp`), run by the kernel on single frames
-//! (`FastPath::run_xdp_pop`, BPF_PROG_TEST_RUN) as received on a veth of a test namespace:
+//! Label switching in the driver (`fp_xdp`), run by the kernel on single frames
+//! (`FastPath::run_xdp`, BPF_PROG_TEST_RUN) as received on a veth of a test namespace:
 //! exactly the frames whose bottom label pops into the port's own VRF lose it, with the
 //! IP TTL the pop sets (uniform: the lower of the two; pipe: the IP one) and a valid IPv4
-//! checksum; everything else passes unchanged. Where it is attached for real (virtio-net
-//! NICs inside guests) `guest_vm_routers` checks it end to end. Needs root.
+//! checksum; swaps toward a port with the program are rewritten and redirected; everything
+//! else passes unchanged. Where it is attached for real (virtio-net NICs inside guests)
+//! `guest_vm_routers` checks it end to end. Needs root.
 
 mod common;
 
 use common::{End, Netns, eth, fold, ipv4_udp, lse, sum16, veth};
+use vmpls_fastpath::FastCounters;
 use vmpls_fastpath::{Adjacency, Delivery, FastPath, FastPort, FastTables, LabelEntry};
 
 const CORE: [u8; 6] = [0x02, 0xfc, 0, 0, 0, 0x01];
 const CUSTOMER: [u8; 6] = [0x02, 0xfc, 0, 0, 0, 0x02];
 const PEER: [u8; 6] = [0x02, 0xfc, 0, 0, 0, 0x99];
 const XDP_PASS: u32 = 2;
+const XDP_REDIRECT: u32 = 4;
 
 const UNIFORM: u32 = 2002;
 const PIPE: u32 = 2003;
@@ -75,7 +78,7 @@ fn the_pop_before_gro_takes_exactly_the_labels_that_pop_into_the_ports_vrf() {
         assert_eq!(fp.xdp_pop("p0"), Ok(false));
 
         let mut popped = |frame: &[u8]| -> Vec<u8> {
-            let (verdict, out) = fp.run_xdp_pop(frame, core).unwrap();
+            let (verdict, out) = fp.run_xdp(frame, core, &[]).unwrap();
             assert_eq!(verdict, XDP_PASS);
             out
         };
@@ -103,7 +106,7 @@ fn the_pop_before_gro_takes_exactly_the_labels_that_pop_into_the_ports_vrf() {
             ("not the bottom label", labelled(CORE, &[(UNIFORM, false, 64), (UNIFORM, true, 64)], &ip(64))),
             ("another router's MAC", labelled(PEER, &[(UNIFORM, true, 64)], &ip(64))),
             ("a label that pops into another VRF", labelled(CORE, &[(OTHER_VRF, true, 64)], &ip(64))),
-            ("a swap", labelled(CORE, &[(SWAP, true, 64)], &ip(64))),
+            ("a swap toward a port without the program", labelled(CORE, &[(SWAP, true, 64)], &ip(64))),
             ("an unknown label", labelled(CORE, &[(5555, true, 64)], &ip(64))),
             ("multicast", labelled(CORE, &[(UNIFORM, true, 64)], &ipv4_udp([224, 0, 0, 5], 64, 32))),
             ("IPv6 link-local", {
@@ -120,17 +123,84 @@ fn the_pop_before_gro_takes_exactly_the_labels_that_pop_into_the_ports_vrf() {
             ),
         ];
         for (what, frame) in &unchanged {
-            let (verdict, out) = fp.run_xdp_pop(frame, core).unwrap();
+            let (verdict, out) = fp.run_xdp(frame, core, &[]).unwrap();
             assert_eq!((verdict, &out), (XDP_PASS, frame), "{what}");
         }
         // A customer's port switches no labels: its frames pass too.
         let frame = labelled(CUSTOMER, &[(UNIFORM, true, 64)], &ip(64));
-        assert_eq!(fp.run_xdp_pop(&frame, customer).unwrap(), (XDP_PASS, frame));
+        assert_eq!(fp.run_xdp(&frame, customer, &[]).unwrap(), (XDP_PASS, frame));
 
         let c = fp.counters().unwrap();
         assert_eq!(c.xdp_pop, 4, "{c:?}");
         let labels = fp.label_stats().unwrap();
         assert_eq!(labels.get(&UNIFORM).map(|s| s.0), Some(3), "{labels:?}");
         assert_eq!(labels.get(&PIPE).map(|s| s.0), Some(1), "{labels:?}");
+    });
+}
+
+#[test]
+fn swaps_in_the_driver_go_only_to_ports_with_the_program() {
+    let ns = Netns::new("xdpswap");
+    veth(
+        End { ns: &ns, ifname: "p0", mac: Some(CORE) },
+        End { ns: &ns, ifname: "p1", mac: Some(PEER) },
+        1500,
+    );
+    veth(End { ns: &ns, ifname: "c0", mac: Some(CUSTOMER) }, End { ns: &ns, ifname: "c1", mac: None }, 1500);
+    let (core, customer) = (ns.ifindex("p0"), ns.ifindex("c0"));
+    ns.run(|| {
+        let mut fp = FastPath::load().expect("load");
+        fp.attach("p0").unwrap();
+        fp.attach("c0").unwrap();
+        fp.apply(&tables(core, customer)).unwrap();
+        let ip = ipv4_udp(DST, 64, 32);
+        let stack = |entries: &[[u8; 4]]| -> Vec<u8> {
+            let mut payload: Vec<u8> = entries.concat();
+            payload.extend_from_slice(&ip);
+            payload
+        };
+        // The top label swapped (traffic class kept, TTL - 1), the next hop's addresses,
+        // sent on from the driver; a label under it untouched.
+        let frame = eth(CORE, PEER, 0x8847, &stack(&[lse(SWAP, 5, true, 64)]));
+        let swapped = eth(PEER, CORE, 0x8847, &stack(&[lse(3001, 5, true, 63)]));
+        assert_eq!(fp.run_xdp(&frame, core, &[core]).unwrap(), (XDP_REDIRECT, swapped));
+        let frame = eth(CORE, PEER, 0x8847, &stack(&[lse(SWAP, 0, false, 9), lse(16, 0, true, 64)]));
+        let swapped = eth(PEER, CORE, 0x8847, &stack(&[lse(3001, 0, false, 8), lse(16, 0, true, 64)]));
+        assert_eq!(fp.run_xdp(&frame, core, &[core]).unwrap(), (XDP_REDIRECT, swapped));
+
+        let unchanged = [
+            (
+                "the out port has no program",
+                eth(CORE, PEER, 0x8847, &stack(&[lse(SWAP, 0, true, 64)])),
+                vec![],
+            ),
+            ("TTL expires", eth(CORE, PEER, 0x8847, &stack(&[lse(SWAP, 0, true, 1)])), vec![core]),
+            (
+                "larger than the out port's MTU",
+                {
+                    let mut payload = lse(SWAP, 0, true, 64).to_vec();
+                    payload.extend_from_slice(&ipv4_udp(DST, 64, 1500 - 28));
+                    eth(CORE, PEER, 0x8847, &payload)
+                },
+                vec![core],
+            ),
+            (
+                "a stack without a bottom",
+                eth(CORE, PEER, 0x8847, &[lse(SWAP, 0, false, 64); 12].concat()),
+                vec![core],
+            ),
+            ("a customer's port", eth(CUSTOMER, PEER, 0x8847, &stack(&[lse(SWAP, 0, true, 64)])), vec![core]),
+        ];
+        for (what, frame, with) in &unchanged {
+            let ingress = if frame[..6] == CUSTOMER { customer } else { core };
+            let (verdict, out) = fp.run_xdp(frame, ingress, with).unwrap();
+            assert_eq!((verdict, &out), (XDP_PASS, frame), "{what}");
+        }
+        let c: FastCounters = fp.counters().unwrap();
+        assert_eq!((c.xdp_swap, c.xdp_pop, c.swap), (2, 0, 0), "{c:?}");
+        assert_eq!(fp.label_stats().unwrap().get(&SWAP).map(|s| s.0), Some(2));
+        let ports = fp.port_stats().unwrap();
+        let p0 = ports.get(&core).copied().unwrap_or_default();
+        assert_eq!((p0.rx_frames, p0.tx_frames), (2, 2), "{ports:?}");
     });
 }
