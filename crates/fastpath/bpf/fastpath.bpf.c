@@ -13,6 +13,9 @@
 //   fp_sock  (SEC "socket", SOCKET_FILTER, SO_ATTACH_BPF on the router's AF_PACKET SOCK_RAW
 //            socket): AF_PACKET taps run before tc ingress, so this returns 0 (drop)
 //            exactly for the frames fp_tc will redirect and keeps everything else.
+// Two more: fp_act finishes what a port's action chain did (see fp_acting), and fp_xdp
+// (SEC "xdp", in the driver of virtio-net NICs that switch by label) swaps and pops before
+// the skb and GRO exist (see fp_xdp).
 //
 // The decision reads the frame only with bpf_skb_load_bytes (works in both program types)
 // and is complete before anything is modified: a frame that is passed on is untouched.

@@ -10,7 +10,9 @@
 //!   AF_PACKET `SOCK_RAW` socket: packet taps run before tc ingress, so without it the
 //!   router would also see (and forward a second time) every frame the fast path
 //!   redirects. It drops exactly those frames and keeps everything else;
-//! - the maps both programs read, which [`FastPath::apply`] makes equal to a
+//! - `fp_act` (the action chain's last step) and `fp_xdp` (label switching in the driver
+//!   of virtio-net NICs, see [`FastPath::xdp_pop`]);
+//! - the maps the programs read, which [`FastPath::apply`] makes equal to a
 //!   [`FastTables`], and the counters ([`FastPath::counters`], [`FastPath::label_stats`],
 //!   [`FastPath::port_stats`]).
 //!
