@@ -1748,7 +1748,7 @@ static __always_inline int xdp_swap(struct xdp_md *ctx, __u8 *p, __u8 *end, cons
 }
 
 // fp_xdp (SEC "xdp", on virtio-net NICs that receive labelled frames, see
-// FastPath::xdp_pop), in the driver, before GRO:
+// FastPath::xdp_switching), in the driver, before GRO:
 // - swaps toward another such NIC (see xdp_swap);
 // - pops the bottom label of a frame whose label route pops into the port's own VRF, so
 //   the segments of a TCP flow that another router's MPLS GSO cut on the way merge again

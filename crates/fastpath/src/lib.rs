@@ -11,7 +11,7 @@
 //!   router would also see (and forward a second time) every frame the fast path
 //!   redirects. It drops exactly those frames and keeps everything else;
 //! - `fp_act` (the action chain's last step) and `fp_xdp` (label switching in the driver
-//!   of virtio-net NICs, see [`FastPath::xdp_pop`]);
+//!   of virtio-net NICs, see [`FastPath::xdp_switching`]);
 //! - the maps the programs read, which [`FastPath::apply`] makes equal to a
 //!   [`FastTables`], and the counters ([`FastPath::counters`], [`FastPath::label_stats`],
 //!   [`FastPath::port_stats`]).
@@ -83,7 +83,7 @@
 //! third program, `fp_act`, finishes both.
 //!
 //! Label switching in the driver (`fp_xdp`, XDP, on virtio-net NICs that take labelled
-//! frames; see [`FastPath::xdp_pop`]): the bottom label of a frame whose label pops into
+//! frames; see [`FastPath::xdp_switching`]): the bottom label of a frame whose label pops into
 //! the port's own VRF comes off before the driver's GRO, so the segments of a TCP flow
 //! that another router's MPLS GSO cut merge again and go on as one super-frame (the
 //! kernel has no MPLS GRO, and the egress PE of a 1500-byte core otherwise pops and sends
@@ -377,12 +377,12 @@ pub struct FastCounters {
     /// filter made on the same frame a moment before (the router's packet socket sees
     /// each frame before TC does).
     pub recalled: u64,
-    /// Bottom labels popped before GRO (see [`FastPath::xdp_pop`]), in the label counters
+    /// Bottom labels popped before GRO (see [`FastPath::xdp_switching`]), in the label counters
     /// too; the packets, merged or not, are then counted again as any frame the port
     /// receives (IP-forwarded, or passed).
     pub xdp_pop: u64,
     /// Frames swapped in a virtio-net driver and sent from there to another (see
-    /// [`FastPath::xdp_pop`]); not in `swap` or `frames_in`, in `bytes`, the label and
+    /// [`FastPath::xdp_switching`]); not in `swap` or `frames_in`, in `bytes`, the label and
     /// the port counters.
     pub xdp_swap: u64,
 }
@@ -541,17 +541,18 @@ struct Attached {
     link: SchedClassifierLink,
     /// The port's action chain, or why it has none.
     act_chain: Result<action_chain::ActionChain, String>,
-    xdp_pop: XdpPop,
+    xdp: XdpSwitching,
 }
 
-/// The pop before GRO on a port (see [`FastPath::xdp_pop`]).
-enum XdpPop {
+/// Label switching in a port's driver (see [`FastPath::xdp_switching`]).
+enum XdpSwitching {
     /// Not a virtio-net NIC. Elsewhere it gains nothing or costs: a veth with an XDP
     /// program takes no super-frames (its peer loses GSO), a TAP's receive does no GRO.
     NotVirtio,
-    /// A virtio-net NIC whose frames the tables do not let be switched by label (a
-    /// customer's): no program, so the NIC keeps its receive offloads (virtio-net turns
-    /// the guest's offloads off while an XDP program is attached).
+    /// A virtio-net NIC without the program: none of its frames was switched by label yet
+    /// (a customer's never are), or the tables no longer let them be. It keeps its
+    /// receive offloads (virtio-net turns the guest's offloads off while an XDP program
+    /// is attached).
     Off,
     /// Attached while held: dropping the link detaches the program.
     On { _link: XdpLink },
@@ -592,7 +593,7 @@ pub struct FastPath {
     overflow: Overflow,
     /// Whether the kernel cuts labelled super-frames (MPLS GSO), or why not.
     mpls_gso: Result<(), String>,
-    /// Whether `fp_xdp` loaded (see [`FastPath::xdp_pop`]), or why not: without it the
+    /// Whether `fp_xdp` loaded (see [`FastPath::xdp_switching`]), or why not: without it the
     /// rest of the fast path serves as before.
     xdp_loaded: Result<(), String>,
 }
@@ -844,8 +845,8 @@ impl FastPath {
         let virtio = vmpls_sys::IfName::new(ifname)
             .and_then(|n| vmpls_sys::iface::driver(&n).ok())
             .is_some_and(|d| d == "virtio_net");
-        let xdp_pop = if virtio { XdpPop::Off } else { XdpPop::NotVirtio };
-        let a = Attached { ifindex, ifname: ifname.to_owned(), link, act_chain, xdp_pop };
+        let xdp = if virtio { XdpSwitching::Off } else { XdpSwitching::NotVirtio };
+        let a = Attached { ifindex, ifname: ifname.to_owned(), link, act_chain, xdp };
         self.attached.insert(key.to_owned(), a);
         self.sync().map(drop)
     }
@@ -858,16 +859,16 @@ impl FastPath {
     /// and sent alone; and it swaps frames toward another port that has it and sends them
     /// there from the driver (XDP_REDIRECT: no skb, no TC). On virtio-net NICs that may
     /// receive labelled frames and where the TC program has popped or swapped some
-    /// ([`FastPath::watch_pops`]): a customer's NIC, which receives none, keeps its
+    /// ([`FastPath::watch_label_switching`]): a customer's NIC, which receives none, keeps its
     /// receive offloads (virtio-net turns the guest's offloads off while an XDP program
     /// is attached, so the host sends it segments instead of super-frames). `Ok(false)`:
     /// not such a port (yet); `Err`: why the driver or kernel refused it.
-    pub fn xdp_pop(&self, key: &str) -> Result<bool, String> {
-        match self.attached.get(key).map(|a| &a.xdp_pop) {
+    pub fn xdp_switching(&self, key: &str) -> Result<bool, String> {
+        match self.attached.get(key).map(|a| &a.xdp) {
             None => Err(format!("{key} is not attached")),
-            Some(XdpPop::On { .. }) => Ok(true),
-            Some(XdpPop::NotVirtio | XdpPop::Off) => Ok(false),
-            Some(XdpPop::Refused(why)) => Err(why.clone()),
+            Some(XdpSwitching::On { .. }) => Ok(true),
+            Some(XdpSwitching::NotVirtio | XdpSwitching::Off) => Ok(false),
+            Some(XdpSwitching::Refused(why)) => Err(why.clone()),
         }
     }
 
@@ -913,14 +914,15 @@ impl FastPath {
     }
 
     /// Attaches `fp_xdp` to the virtio-net ports where the TC program has popped labels
-    /// into a VRF or swapped labels since they were attached, and detaches it from those whose frames may
-    /// no longer be switched by label (see [`FastPath::xdp_pop`]). Cheap: one map read
-    /// per virtio-net port still without it. The router calls it every second.
-    pub fn watch_pops(&mut self) {
+    /// into a VRF or swapped labels since they were attached, and detaches it from those
+    /// whose frames may no longer be switched by label (see [`FastPath::xdp_switching`]).
+    /// Cheap: one map read per virtio-net port still without it. The router calls it
+    /// every second.
+    pub fn watch_label_switching(&mut self) {
         for a in self.attached.values_mut() {
             let accepts = self.installed.ports.get(&a.ifindex).is_some_and(|p| p.accepts_mpls != 0);
-            match (&a.xdp_pop, accepts) {
-                (XdpPop::Off, true) => {
+            match (&a.xdp, accepts) {
+                (XdpSwitching::Off, true) => {
                     let switched = self
                         .port_stats
                         .get(&a.ifindex, 0)
@@ -928,8 +930,8 @@ impl FastPath {
                     if !switched {
                         continue;
                     }
-                    a.xdp_pop = match &self.xdp_loaded {
-                        Err(e) => XdpPop::Refused(format!("the XDP program did not load: {e}")),
+                    a.xdp = match &self.xdp_loaded {
+                        Err(e) => XdpSwitching::Refused(format!("the XDP program did not load: {e}")),
                         Ok(()) => match program::<Xdp>(&mut self.ebpf, XDP_PROG).and_then(|x| {
                             let id = x.attach(&a.ifname, XdpMode::Driver).map_err(|source| {
                                 FastPathError::Attach { ifname: a.ifname.clone(), source }
@@ -938,17 +940,17 @@ impl FastPath {
                                 .map_err(|source| FastPathError::Attach { ifname: a.ifname.clone(), source })
                         }) {
                             Ok(link) => match self.xdp_ports.insert(a.ifindex, 1, 0) {
-                                Ok(()) => XdpPop::On { _link: link },
-                                Err(e) => XdpPop::Refused(format!("fp_xdp_ports: {e}")),
+                                Ok(()) => XdpSwitching::On { _link: link },
+                                Err(e) => XdpSwitching::Refused(format!("fp_xdp_ports: {e}")),
                             },
-                            Err(e) => XdpPop::Refused(e.to_string()),
+                            Err(e) => XdpSwitching::Refused(e.to_string()),
                         },
                     };
                 }
-                (XdpPop::On { .. }, false) => {
+                (XdpSwitching::On { .. }, false) => {
                     // No swap is sent here once the link goes, which detaches the program.
                     let _ = deleted(self.xdp_ports.remove(&a.ifindex));
-                    a.xdp_pop = XdpPop::Off;
+                    a.xdp = XdpSwitching::Off;
                 }
                 _ => {}
             }

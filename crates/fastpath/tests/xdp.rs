@@ -56,26 +56,34 @@ fn ipv6_udp(dst: [u8; 16], hop: u8) -> Vec<u8> {
     p
 }
 
+/// The core port p0 (its peer p1 has PEER's MAC) and the customer port c0 in `ns`: their
+/// ifindexes.
+fn ports(ns: &Netns) -> (u32, u32) {
+    veth(End { ns, ifname: "p0", mac: Some(CORE) }, End { ns, ifname: "p1", mac: Some(PEER) }, 1500);
+    veth(End { ns, ifname: "c0", mac: Some(CUSTOMER) }, End { ns, ifname: "c1", mac: None }, 1500);
+    (ns.ifindex("p0"), ns.ifindex("c0"))
+}
+
+/// The programs on both ports with [`tables`], from a thread in their namespace.
+fn loaded(core: u32, customer: u32) -> FastPath {
+    let mut fp = FastPath::load().expect("load");
+    fp.attach("p0").unwrap();
+    fp.attach("c0").unwrap();
+    fp.apply(&tables(core, customer)).unwrap();
+    fp
+}
+
 const DST: [u8; 4] = [198, 18, 2, 2];
 const DST6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 
 #[test]
 fn the_pop_before_gro_takes_exactly_the_labels_that_pop_into_the_ports_vrf() {
     let ns = Netns::new("xdpop");
-    veth(
-        End { ns: &ns, ifname: "p0", mac: Some(CORE) },
-        End { ns: &ns, ifname: "p1", mac: Some(PEER) },
-        1500,
-    );
-    veth(End { ns: &ns, ifname: "c0", mac: Some(CUSTOMER) }, End { ns: &ns, ifname: "c1", mac: None }, 1500);
-    let (core, customer) = (ns.ifindex("p0"), ns.ifindex("c0"));
+    let (core, customer) = ports(&ns);
     ns.run(|| {
-        let mut fp = FastPath::load().expect("load");
-        fp.attach("p0").unwrap();
-        fp.attach("c0").unwrap();
-        fp.apply(&tables(core, customer)).unwrap();
-        // A veth: the program is never attached there by the router (see `xdp_pop`).
-        assert_eq!(fp.xdp_pop("p0"), Ok(false));
+        let mut fp = loaded(core, customer);
+        // A veth: the program is never attached there by the router (see `xdp_switching`).
+        assert_eq!(fp.xdp_switching("p0"), Ok(false));
 
         let mut popped = |frame: &[u8]| -> Vec<u8> {
             let (verdict, out) = fp.run_xdp(frame, core, &[]).unwrap();
@@ -141,18 +149,9 @@ fn the_pop_before_gro_takes_exactly_the_labels_that_pop_into_the_ports_vrf() {
 #[test]
 fn swaps_in_the_driver_go_only_to_ports_with_the_program() {
     let ns = Netns::new("xdpswap");
-    veth(
-        End { ns: &ns, ifname: "p0", mac: Some(CORE) },
-        End { ns: &ns, ifname: "p1", mac: Some(PEER) },
-        1500,
-    );
-    veth(End { ns: &ns, ifname: "c0", mac: Some(CUSTOMER) }, End { ns: &ns, ifname: "c1", mac: None }, 1500);
-    let (core, customer) = (ns.ifindex("p0"), ns.ifindex("c0"));
+    let (core, customer) = ports(&ns);
     ns.run(|| {
-        let mut fp = FastPath::load().expect("load");
-        fp.attach("p0").unwrap();
-        fp.attach("c0").unwrap();
-        fp.apply(&tables(core, customer)).unwrap();
+        let mut fp = loaded(core, customer);
         let ip = ipv4_udp(DST, 64, 32);
         let stack = |entries: &[[u8; 4]]| -> Vec<u8> {
             let mut payload: Vec<u8> = entries.concat();

@@ -738,7 +738,7 @@ pub struct FastPathRuntime {
     /// Frames and bytes the programs took in and sent on, by port (across reopens).
     port_counts: Vec<FastPortStats>,
     /// Whether each port pops before GRO, as last logged (`None`: not yet).
-    xdp_pops: Vec<Option<Result<bool, String>>>,
+    xdp_states: Vec<Option<Result<bool, String>>>,
     /// When [`tick`](FastPathRuntime::tick) last ran (the start before the first).
     ticked: Instant,
     /// Whether each served port's interface is up with a carrier, as last checked: the
@@ -795,7 +795,7 @@ impl FastPathRuntime {
         Ok(FastPathRuntime {
             fp,
             ports,
-            xdp_pops: vec![None; n],
+            xdp_states: vec![None; n],
             port_counts: vec![FastPortStats::default(); n],
             running: vec![true; n],
             default_ttl,
@@ -848,8 +848,8 @@ impl FastPathRuntime {
                 self.installer.invalidate();
             }
         }
-        self.fp.watch_pops();
-        self.log_xdp_pops();
+        self.fp.watch_label_switching();
+        self.log_xdp_switching();
     }
 
     /// Installs what changed in the FIB or the neighbour table since the last install.
@@ -861,14 +861,14 @@ impl FastPathRuntime {
     }
 
     /// Says when a port starts or stops switching by label in its driver (see
-    /// `FastPath::xdp_pop`).
-    fn log_xdp_pops(&mut self) {
-        for (p, logged) in self.ports.iter().zip(&mut self.xdp_pops) {
+    /// `FastPath::xdp_switching`).
+    fn log_xdp_switching(&mut self) {
+        for (p, logged) in self.ports.iter().zip(&mut self.xdp_states) {
             let Some(p) = p else { continue };
             if p.tunnel.is_some() {
                 continue;
             }
-            let now = self.fp.xdp_pop(&p.attach_key());
+            let now = self.fp.xdp_switching(&p.attach_key());
             if logged.as_ref() == Some(&now) {
                 continue;
             }
