@@ -1830,9 +1830,12 @@ int fp_xdp(struct xdp_md *ctx)
 	for (int i = 11; i >= 0; i--)
 		p[4 + i] = p[i];
 	__builtin_memcpy(p + 16, &et, 2);
-	if (bpf_xdp_adjust_head(ctx, 4))
-		return XDP_DROP; // never: the frame is longer than 4 bytes
 	struct fp_counter_set *cs = counter_set();
+	if (bpf_xdp_adjust_head(ctx, 4)) {
+		// Never (the frame is longer than 4 bytes), but the frame is rewritten already.
+		count(cs, C_REDIRECT_FAILED, 1);
+		return XDP_DROP;
+	}
 	count(cs, C_XDP_POP, 1);
 	label_stat(label, len);
 	return XDP_PASS;
