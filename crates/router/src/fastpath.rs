@@ -737,7 +737,7 @@ pub struct FastPathRuntime {
     counted_ports: BTreeMap<u32, FastPortStats>,
     /// Frames and bytes the programs took in and sent on, by port (across reopens).
     port_counts: Vec<FastPortStats>,
-    /// Whether each port pops before GRO, as last logged (`None`: not yet).
+    /// Whether each port switches by label in its driver, as last logged (`None`: not yet).
     xdp_states: Vec<Option<Result<bool, String>>>,
     /// When [`tick`](FastPathRuntime::tick) last ran (the start before the first).
     ticked: Instant,

@@ -661,10 +661,10 @@ impl VmRoutersLab {
         Ok(())
     }
 
-    /// iperf3 ce1 -> ce2 for `duration`.
+    /// iperf3 ce1 -> ce2 for `duration`, tried twice if need be.
     ///
     /// # Errors
-    /// iperf3 failed or did not finish in time.
+    /// iperf3 failed or did not finish in time, twice.
     pub fn iperf(&mut self, guests: &mut ModeGuests, duration: Duration) -> anyhow::Result<IperfResult> {
         self.iperf_once(guests, duration).or_else(|first| {
             // Under TCG an iperf3 client now and then never ends (a test whose path had
@@ -676,6 +676,7 @@ impl VmRoutersLab {
         })
     }
 
+    /// One iperf3 run: a server in ce2 for one test, the client in ce1.
     fn iperf_once(&mut self, guests: &mut ModeGuests, duration: Duration) -> anyhow::Result<IperfResult> {
         let log = self.work.join("iperf3-server.log");
         let mut server = Command::new("iperf3");
