@@ -628,13 +628,25 @@ static __always_inline int parse_ip(struct __sk_buff *skb, __u32 off, __u32 ver,
 
 // Destinations the fast path never forwards: IPv4 multicast and limited broadcast,
 // IPv6 multicast and link-local.
+// `daddr` of IP version `ver` (4 bytes, or 16): multicast, broadcast, IPv6 link-local.
+static __always_inline int special_daddr(__u32 ver, const __u8 *daddr)
+{
+	if (ver == 4)
+		return (daddr[0] & 0xf0) == 0xe0 ||
+		       (daddr[0] == 0xff && daddr[1] == 0xff && daddr[2] == 0xff && daddr[3] == 0xff);
+	return daddr[0] == 0xff || (daddr[0] == 0xfe && (daddr[1] & 0xc0) == 0x80);
+}
+
 static __always_inline int special_dst(const struct ipinfo *ip)
 {
-	if (ip->ver == 4)
-		return (ip->daddr[0] & 0xf0) == 0xe0 ||
-		       (ip->daddr[0] == 0xff && ip->daddr[1] == 0xff && ip->daddr[2] == 0xff &&
-			ip->daddr[3] == 0xff);
-	return ip->daddr[0] == 0xff || (ip->daddr[0] == 0xfe && (ip->daddr[1] & 0xc0) == 0x80);
+	return special_daddr(ip->ver, ip->daddr);
+}
+
+// The IP TTL (hop limit) a pop of a label with TTL `label_ttl` leaves on a packet with
+// `ip_ttl`, before the IP hop's own decrement: the lower of the two under the uniform model.
+static __always_inline __u32 popped_ttl(const struct fp_label *e, __u32 label_ttl, __u32 ip_ttl)
+{
+	return e->uniform && label_ttl < ip_ttl ? label_ttl : ip_ttl;
 }
 
 static __always_inline struct fp_route *route_lookup(__u32 vrf, const struct ipinfo *ip)
@@ -1007,9 +1019,7 @@ static __always_inline void decide_mpls(struct __sk_buff *skb, struct decision *
 		return;
 	if (gso && ip.l4proto != IPPROTO_TCP) // adjust_room keeps only TCP GSO
 		return;
-	__u32 eff = ip.ttl;
-	if (e->uniform && ttl < eff)
-		eff = ttl;
+	__u32 eff = popped_ttl(e, ttl, ip.ttl);
 	if (eff <= 1 || special_dst(&ip))
 		return;
 	struct fp_route *r = route_lookup(e->vrf, &ip);
@@ -1704,8 +1714,8 @@ int fp_act(struct __sk_buff *skb)
 // no skb, no TC, none of the stack's work per frame, where the kernel's own MPLS takes
 // each frame through all of it. The same swap fp_tc would do; ECMP, tunnels and out ports
 // without fp_xdp are fp_tc's.
-static __always_inline int xdp_swap(struct xdp_md *ctx, __u8 *p, __u8 *end, const struct fp_label *e,
-				    __u32 lse, __u32 in_ifindex)
+static __always_inline int xdp_swap(__u8 *p, __u8 *end, const struct fp_label *e, __u32 lse,
+				    __u32 in_ifindex)
 {
 	struct fp_adj adj = e->adj;
 	__u32 out = adj.ifindex;
@@ -1787,7 +1797,7 @@ int fp_xdp(struct xdp_md *ctx)
 	if (!e)
 		return XDP_PASS;
 	if (e->action == FP_LABEL_SWAP)
-		return xdp_swap(ctx, p, end, e, lse, ifindex);
+		return xdp_swap(p, end, e, lse, ifindex);
 	if (e->action != FP_LABEL_POP_IP || e->vrf != port->vrf || !(lse & 0x100))
 		return XDP_PASS;
 	__u8 *ip = p + FP_ETH_HLEN + 4;
@@ -1795,9 +1805,8 @@ int fp_xdp(struct xdp_md *ctx)
 	__u16 et;
 	if (ver == 4) {
 		__u32 ip_ttl = ip[8];
-		__u32 eff = e->uniform && ttl < ip_ttl ? ttl : ip_ttl;
-		if (eff <= 1 || (ip[16] & 0xf0) == 0xe0 ||
-		    (ip[16] == 0xff && ip[17] == 0xff && ip[18] == 0xff && ip[19] == 0xff))
+		__u32 eff = popped_ttl(e, ttl, ip_ttl);
+		if (eff <= 1 || special_daddr(4, ip + 16))
 			return XDP_PASS;
 		if (eff != ip_ttl) {
 			// RFC 1624 eqn. 3 on the word the TTL is the high byte of.
@@ -1814,9 +1823,8 @@ int fp_xdp(struct xdp_md *ctx)
 	} else if (ver == 6) {
 		if (ip + 40 > end)
 			return XDP_PASS;
-		__u32 hop = ip[7];
-		__u32 eff = e->uniform && ttl < hop ? ttl : hop;
-		if (eff <= 1 || ip[24] == 0xff || (ip[24] == 0xfe && (ip[25] & 0xc0) == 0x80))
+		__u32 eff = popped_ttl(e, ttl, ip[7]);
+		if (eff <= 1 || special_daddr(6, ip + 24))
 			return XDP_PASS;
 		ip[7] = eff;
 		et = bpf_htons(ETH_P_IPV6);

@@ -932,19 +932,7 @@ impl FastPath {
                     }
                     a.xdp = match &self.xdp_loaded {
                         Err(e) => XdpSwitching::Refused(format!("the XDP program did not load: {e}")),
-                        Ok(()) => match program::<Xdp>(&mut self.ebpf, XDP_PROG).and_then(|x| {
-                            let id = x.attach(&a.ifname, XdpMode::Driver).map_err(|source| {
-                                FastPathError::Attach { ifname: a.ifname.clone(), source }
-                            })?;
-                            x.take_link(id)
-                                .map_err(|source| FastPathError::Attach { ifname: a.ifname.clone(), source })
-                        }) {
-                            Ok(link) => match self.xdp_ports.insert(a.ifindex, 1, 0) {
-                                Ok(()) => XdpSwitching::On { _link: link },
-                                Err(e) => XdpSwitching::Refused(format!("fp_xdp_ports: {e}")),
-                            },
-                            Err(e) => XdpSwitching::Refused(e.to_string()),
-                        },
+                        Ok(()) => attach_xdp(&mut self.ebpf, &mut self.xdp_ports, &a.ifname, a.ifindex),
                     };
                 }
                 (XdpSwitching::On { .. }, false) => {
@@ -1355,6 +1343,28 @@ where
         source: ProgramError::NotLoaded,
     })?;
     prog.try_into().map_err(|source| FastPathError::Program { name, what: "finding", source })
+}
+
+/// `fp_xdp` in the driver of `ifname` (`ifindex`), listed in `fp_xdp_ports` as a place
+/// its swaps may go; or why not.
+fn attach_xdp(
+    ebpf: &mut aya::Ebpf,
+    xdp_ports: &mut BpfHashMap<MapData, u32, u32>,
+    ifname: &str,
+    ifindex: u32,
+) -> XdpSwitching {
+    let attach_err = |source| FastPathError::Attach { ifname: ifname.to_owned(), source };
+    let link = program::<Xdp>(ebpf, XDP_PROG).and_then(|x| {
+        let id = x.attach(ifname, XdpMode::Driver).map_err(attach_err)?;
+        x.take_link(id).map_err(attach_err)
+    });
+    match link {
+        Ok(link) => match xdp_ports.insert(ifindex, 1, 0) {
+            Ok(()) => XdpSwitching::On { _link: link },
+            Err(e) => XdpSwitching::Refused(format!("fp_xdp_ports: {e}")),
+        },
+        Err(e) => XdpSwitching::Refused(e.to_string()),
+    }
 }
 
 fn ifindex(ifname: &str) -> Result<u32, FastPathError> {
