@@ -302,9 +302,11 @@ fn check_fast_path(p: &mut Guest, work: &Path, logs_text: &dyn Fn() -> String) {
         assert_eq!(s.fast("redirect_failed"), 0, "{name}: {}", context());
     }
     // p swaps the data (segments pe1's pipeline cut) and the ACKs on virtio-net: the
-    // first frames in TC, then in the NICs' drivers (XDP), once the router saw swaps.
+    // first frames in TC, then in the NICs' drivers (XDP), once the router saw swaps. How
+    // many go the second way depends on when its once-a-second check attaches the program
+    // within this short flow (70 of 8,608 in a loaded CI run), so only that some did.
     assert!(guest.fast("swap") + guest.fast("xdp_swap") >= 1000, "p: {}", context());
-    assert!(guest.fast("xdp_swap") >= 100, "p: {}", context());
+    assert!(guest.fast("xdp_swap") > 0, "p: {}", context());
     // pe2 pushes the ACKs into its TAP; pe1 pushed what ce1 sent unsegmented (pings, the
     // handshake) and left the labelled super-frames to its pipeline.
     assert!(pe2.fast("push") >= 50, "pe2: {}", context());
