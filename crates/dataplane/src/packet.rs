@@ -21,9 +21,12 @@ pub use vmpls_fib::PortId;
 
 /// One Ethernet frame and the offload metadata that travels with it.
 pub struct Packet {
-    buf: Box<[u8]>,
-    start: usize,
-    len: usize,
+    /// Of a length known when compiling, so that slicing the frame checks only its end.
+    buf: Box<[u8; BUFFER_LEN]>,
+    /// Where the frame starts in `buf`, and its length: 32 bits, so that their sum cannot
+    /// overflow and slicing the frame checks one bound.
+    start: u32,
+    len: u32,
     /// GSO and checksum metadata, offsets relative to the start of the frame.
     pub offload: virtio_net::Repr,
     /// The port it arrived on (or the port it leaves by, once the pipeline decided).
@@ -50,8 +53,8 @@ impl Packet {
     /// A new empty packet with its own buffer. Use [`PacketPool::get`] in the forwarding loop.
     pub fn new() -> Packet {
         Packet {
-            buf: vec![0u8; BUFFER_LEN].into_boxed_slice(),
-            start: HEADROOM,
+            buf: vec![0u8; BUFFER_LEN].into_boxed_slice().try_into().expect("BUFFER_LEN bytes"),
+            start: HEADROOM as u32,
             len: 0,
             offload: virtio_net::Repr::default(),
             port: 0,
@@ -69,18 +72,18 @@ impl Packet {
     /// The frame, from the Ethernet header on.
     #[inline]
     pub fn frame(&self) -> &[u8] {
-        &self.buf[self.start..self.start + self.len]
+        &self.buf[self.start as usize..self.start as usize + self.len as usize]
     }
 
     /// The frame, writable.
     #[inline]
     pub fn frame_mut(&mut self) -> &mut [u8] {
-        &mut self.buf[self.start..self.start + self.len]
+        &mut self.buf[self.start as usize..self.start as usize + self.len as usize]
     }
 
     /// Frame length in bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
 
     /// True for a frame of no bytes.
@@ -90,19 +93,19 @@ impl Packet {
 
     /// Bytes free in front of the frame.
     pub fn headroom(&self) -> usize {
-        self.start
+        self.start as usize
     }
 
     /// Bytes free after the frame.
     pub fn tailroom(&self) -> usize {
-        self.buf.len() - self.start - self.len
+        BUFFER_LEN - self.start as usize - self.len as usize
     }
 
     /// Resets the packet and returns the whole area after the headroom for a port to
     /// receive into; then call [`Packet::set_received`].
     #[inline]
     pub fn receive_area(&mut self) -> &mut [u8] {
-        self.start = HEADROOM;
+        self.start = HEADROOM as u32;
         self.len = 0;
         self.offload = virtio_net::Repr::default();
         &mut self.buf[HEADROOM..]
@@ -111,42 +114,42 @@ impl Packet {
     /// Sets the length of a frame received into [`Packet::receive_area`].
     #[inline]
     pub fn set_received(&mut self, len: usize) {
-        self.start = HEADROOM;
-        self.len = len.min(MAX_FRAME);
+        self.start = HEADROOM as u32;
+        self.len = len.min(MAX_FRAME) as u32;
     }
 
     /// Replaces the frame with a copy of `frame` (truncated to [`MAX_FRAME`]).
     pub fn set_frame(&mut self, frame: &[u8]) {
         let n = frame.len().min(MAX_FRAME);
-        self.start = HEADROOM;
-        self.len = n;
+        self.start = HEADROOM as u32;
+        self.len = n as u32;
         self.buf[HEADROOM..HEADROOM + n].copy_from_slice(&frame[..n]);
     }
 
     /// Grows the frame by `n` bytes at the front and returns the new frame. `None` when
     /// the headroom is exhausted.
     pub fn push_front(&mut self, n: usize) -> Option<&mut [u8]> {
-        if n > self.start {
+        if n > self.headroom() {
             return None;
         }
-        self.start -= n;
-        self.len += n;
+        self.start -= n as u32;
+        self.len += n as u32;
         Some(self.frame_mut())
     }
 
     /// Removes `n` bytes from the front. `None` when the frame is shorter.
     pub fn pull_front(&mut self, n: usize) -> Option<()> {
-        if n > self.len {
+        if n > self.len() {
             return None;
         }
-        self.start += n;
-        self.len -= n;
+        self.start += n as u32;
+        self.len -= n as u32;
         Some(())
     }
 
     /// Shortens the frame to `len` bytes (no-op if already shorter).
     pub fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
+        self.len = self.len.min(len.min(MAX_FRAME) as u32);
     }
 
     /// Grows the frame at the end by `n` bytes (contents unspecified). `None` when the
@@ -155,7 +158,7 @@ impl Packet {
         if n > self.tailroom() {
             return None;
         }
-        self.len += n;
+        self.len += n as u32;
         Some(self.frame_mut())
     }
 
@@ -166,22 +169,22 @@ impl Packet {
     pub fn shift_head(&mut self, n: usize, by: isize) -> Option<()> {
         if by >= 0 {
             let by = by as usize;
-            if by > self.start || n > self.len {
+            if by > self.headroom() || n > self.len() {
                 return None;
             }
-            let s = self.start;
+            let s = self.headroom();
             self.move_head(s, n, s - by);
-            self.start -= by;
-            self.len += by;
+            self.start -= by as u32;
+            self.len += by as u32;
         } else {
             let by = by.unsigned_abs();
-            if n + by > self.len {
+            if n.saturating_add(by) > self.len() {
                 return None;
             }
-            let s = self.start;
+            let s = self.headroom();
             self.move_head(s, n, s + by);
-            self.start += by;
-            self.len -= by;
+            self.start += by as u32;
+            self.len -= by as u32;
         }
         Some(())
     }
@@ -213,7 +216,7 @@ impl PacketPool {
     #[inline]
     pub fn get(&mut self) -> Option<Packet> {
         let mut p = self.free.pop()?;
-        p.start = HEADROOM;
+        p.start = HEADROOM as u32;
         p.len = 0;
         p.offload = virtio_net::Repr::default();
         p.port = 0;

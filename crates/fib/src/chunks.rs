@@ -4,8 +4,9 @@
 //!
 //! Cloning copies one pointer per chunk; the first write to a chunk that another version
 //! still shares copies that chunk only ([`Arc::make_mut`]). A chunk is one allocation with
-//! its entries in it (`Arc<[T]>`, filled with `T::default()` past the end), so reaching an
-//! entry reads the chunk's pointer and then the entry, nothing in between. Two versions can be compared
+//! its entries in it (`Arc<[T; CHUNK_LEN]>`, filled with `T::default()` past the end), so
+//! reaching an entry reads the chunk's pointer and then the entry, nothing in between, and
+//! the entry's index within its chunk needs no bounds check. Two versions can be compared
 //! chunk by chunk: chunks that are the same allocation hold the same entries, so a diff
 //! costs time in proportion to what changed ([`Chunks::changed`]).
 
@@ -19,8 +20,7 @@ const CHUNK_BITS: u32 = CHUNK_LEN.trailing_zeros();
 /// A growable vector of `T` in shared chunks of [`CHUNK_LEN`].
 #[derive(Debug)]
 pub(crate) struct Chunks<T> {
-    /// Each of [`CHUNK_LEN`] entries.
-    chunks: Vec<Arc<[T]>>,
+    chunks: Vec<Arc<[T; CHUNK_LEN]>>,
     len: usize,
 }
 
@@ -65,7 +65,8 @@ impl<T: Clone + Default> Chunks<T> {
     pub(crate) fn push(&mut self, value: T) -> usize {
         let i = self.len;
         if i & (CHUNK_LEN - 1) == 0 {
-            self.chunks.push((0..CHUNK_LEN).map(|_| T::default()).collect());
+            let chunk: Arc<[T]> = (0..CHUNK_LEN).map(|_| T::default()).collect();
+            self.chunks.push(chunk.try_into().unwrap_or_else(|_| unreachable!("CHUNK_LEN entries")));
         }
         self.len += 1;
         *self.get_mut(i) = value;

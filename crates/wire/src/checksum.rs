@@ -34,10 +34,12 @@ pub fn sum_array<const N: usize>(data: &[u8; N]) -> u32 {
 /// Folds a sum of native-order 32-bit words to 16 bits and returns it in big-endian word
 /// order, ready to add to other [`sum`]s. Public for callers that sum while copying.
 #[inline]
-pub fn fold_native(mut acc: u64) -> u32 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
+pub fn fold_native(acc: u64) -> u32 {
+    // Four fixed steps, no loop: 64 bits to 33, 32, 17 and 16 (each step's carry fits).
+    let acc = (acc & 0xffff_ffff) + (acc >> 32);
+    let acc = (acc & 0xffff_ffff) + (acc >> 32);
+    let acc = (acc & 0xffff) + (acc >> 16);
+    let acc = (acc & 0xffff) + (acc >> 16);
     let folded = acc as u16;
     u32::from(if cfg!(target_endian = "little") { folded.swap_bytes() } else { folded })
 }
@@ -142,6 +144,30 @@ mod tests {
         assert_eq!(sum_array(&[0x12, 0x34, 0x56]), sum(&[0x12, 0x34, 0x56]));
         let ones = [0xffu8; 22];
         assert_eq!(fold(sum_array(&ones)), fold(sum(&ones)));
+    }
+
+    #[test]
+    fn folding_in_fixed_steps_equals_folding_until_it_fits() {
+        let reference = |mut acc: u64| {
+            while acc > 0xffff {
+                acc = (acc & 0xffff) + (acc >> 16);
+            }
+            acc as u16
+        };
+        let edges = [0, 1, 0xffff, 0x1_0000, 0x1_fffe, 0xffff_ffff, 0x1_0000_0000, 0x1_ffff_fffe, u64::MAX];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let random = (0..10_000).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x >> (x % 48)
+        });
+        for acc in edges.into_iter().chain(random) {
+            let native = fold_native(acc) as u16;
+            let expected = reference(acc);
+            let expected = if cfg!(target_endian = "little") { expected.swap_bytes() } else { expected };
+            assert_eq!(native, expected, "{acc:#x}");
+        }
     }
 
     #[test]

@@ -185,6 +185,23 @@ pub struct Packet<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+impl<'a> Packet<&'a [u8; HEADER_LEN]> {
+    /// The fixed header of `packet` if `packet` is an IPv4 packet without options that
+    /// holds the total length it claims and whose header checksum is right (the buffer may
+    /// be longer); else `None`, for the caller's general way. One check where
+    /// [`new_checked`](Packet::new_checked) and
+    /// [`verify_checksum`](Packet::verify_checksum) each re-read the header length: for
+    /// fast paths, which leave packets with options to their general path.
+    #[inline(always)]
+    pub fn plain_checked(packet: &'a [u8]) -> Option<Self> {
+        let fixed: &[u8; HEADER_LEN] = packet.first_chunk()?;
+        let header = Packet::new_unchecked(fixed);
+        let total = usize::from(header.total_len());
+        let plain = fixed[field::VER_IHL] == 0x45 && (HEADER_LEN..=packet.len()).contains(&total);
+        (plain && checksum::fold(checksum::sum_array(fixed)) == 0xffff).then_some(header)
+    }
+}
+
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Wraps a buffer without checking it.
     pub const fn new_unchecked(buffer: T) -> Packet<T> {
@@ -657,6 +674,42 @@ mod tests {
             ident: 0xa54b,
             dont_frag: true,
         }
+    }
+
+    #[test]
+    fn plain_checked_takes_what_new_checked_and_verify_checksum_take_without_options() {
+        let ip = &ECHO_FRAME[14..];
+        let plain = Packet::plain_checked(ip).expect("a plain, valid header");
+        assert_eq!(plain.dst_addr(), Packet::new_checked(ip).unwrap().dst_addr());
+        // Padding after the packet is allowed, as for new_checked.
+        let mut padded = ip.to_vec();
+        padded.extend([0; 6]);
+        assert!(Packet::plain_checked(&padded).is_some());
+        // Options (valid ones): left to the general way.
+        assert!(Packet::new_checked(&RECORD_ROUTE_FRAME[14..]).unwrap().verify_checksum());
+        assert!(Packet::plain_checked(&RECORD_ROUTE_FRAME[14..]).is_none());
+        // A wrong checksum, a total length the buffer does not hold or below the header,
+        // too short a buffer, another version.
+        let mut bad = ip.to_vec();
+        bad[11] ^= 1;
+        assert!(Packet::plain_checked(&bad).is_none());
+        assert!(Packet::plain_checked(&ip[..ip.len() - 1]).is_none());
+        assert!(Packet::plain_checked(&ip[..19]).is_none());
+        let mut short_total = ip.to_vec();
+        short_total[2..4].copy_from_slice(&19u16.to_be_bytes());
+        fix_checksum(&mut short_total);
+        assert!(Packet::plain_checked(&short_total).is_none());
+        let mut v6 = ip.to_vec();
+        v6[0] = 0x65;
+        fix_checksum(&mut v6);
+        assert!(Packet::plain_checked(&v6).is_none());
+    }
+
+    /// Recomputes the checksum of the 20-byte header at the start of `ip`.
+    fn fix_checksum(ip: &mut [u8]) {
+        ip[10..12].fill(0);
+        let c = checksum::checksum(&ip[..HEADER_LEN]);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
     }
 
     #[test]
