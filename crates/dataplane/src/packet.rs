@@ -149,7 +149,9 @@ impl Packet {
 
     /// Shortens the frame to `len` bytes (no-op if already shorter).
     pub fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len.min(MAX_FRAME) as u32);
+        if len < self.len() {
+            self.len = len as u32;
+        }
     }
 
     /// Grows the frame at the end by `n` bytes (contents unspecified). `None` when the

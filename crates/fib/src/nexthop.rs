@@ -117,16 +117,22 @@ impl NexthopGroup {
 
     /// The next hop for a flow hash. The same hash always gives the same next hop; over
     /// uniformly distributed hashes each next hop gets its weight's share of flows.
-    #[inline]
+    ///
+    /// A single-path group's answer inlined into the caller; the buckets out of line.
+    #[inline(always)]
     pub fn select(&self, hash: u32) -> &Nexthop {
-        let g = &*self.0;
-        let nhs = match &g.nexthops {
-            Nexthops::One(nh) => return nh,
-            Nexthops::Many(nhs) => nhs,
-        };
+        match &self.0.nexthops {
+            Nexthops::One(nh) => nh,
+            Nexthops::Many(nhs) => self.select_bucket(nhs, hash),
+        }
+    }
+
+    #[inline(never)]
+    fn select_bucket<'a>(&'a self, nhs: &'a [Nexthop], hash: u32) -> &'a Nexthop {
         // Multiply-shift maps the 32-bit hash onto [0, buckets) without a division.
-        let i = ((u64::from(mix(hash)) * g.buckets.len() as u64) >> 32) as usize;
-        &nhs[usize::from(g.buckets[i])]
+        let buckets = &self.0.buckets;
+        let i = ((u64::from(mix(hash)) * buckets.len() as u64) >> 32) as usize;
+        &nhs[usize::from(buckets[i])]
     }
 
     /// What [`select`](NexthopGroup::select) reads first: the group itself, with the next

@@ -24,7 +24,7 @@ pub fn sum(data: &[u8]) -> u32 {
 
 /// [`sum`] of data whose length is known when compiling (an IPv4 header without options):
 /// unrolled into a few additions where `sum`'s loop and its tail cost several times that.
-#[inline]
+#[inline(always)]
 pub fn sum_array<const N: usize>(data: &[u8; N]) -> u32 {
     let (words, tail) = data.as_chunks::<4>();
     let acc = words.iter().fold(0u64, |acc, w| acc + u64::from(u32::from_ne_bytes(*w)));
