@@ -1564,10 +1564,14 @@ int fp_tc(struct __sk_buff *skb)
 	struct decision *d = recall_or_decide(skb, cs);
 	if (!d)
 		return TC_ACT_OK;
-	if (skb->gso_size && !(d->act_chain && d->verdict == V_PUSH))
-		note_big_frame(skb->ifindex);
-	if (!d->candidate)
+	// A super-frame left to the stack (the router's pipeline, or the host) holds the
+	// port's TCP data back behind it (see big_frames_lately); one sent on whole from
+	// here does not.
+	if (!d->candidate) {
+		if (skb->gso_size)
+			note_big_frame(skb->ifindex);
 		return TC_ACT_OK;
+	}
 	if (d->second_pass) {
 		// Counted in on its first pass, and hidden from the router's socket on both: a
 		// frame whose pop no longer applies (the tables changed in between) is dropped.
@@ -1580,7 +1584,7 @@ int fp_tc(struct __sk_buff *skb)
 		count(cs, C_FRAMES_IN, 1);
 	}
 	if (d->verdict == V_PASS) {
-		if (d->too_big)
+		if (d->too_big || skb->gso_size)
 			note_big_frame(d->in_ifindex);
 		count(cs, C_PASSED, 1);
 		return TC_ACT_OK;
@@ -1588,6 +1592,8 @@ int fp_tc(struct __sk_buff *skb)
 	// No socket filter runs on an underlay interface: a datagram left here reaches the
 	// tunnel's socket as it came.
 	if (d->decap && d->outer_csum && outer_csum_partial(skb, FP_ETH_HLEN + d->decap - 2)) {
+		if (skb->gso_size)
+			note_big_frame(d->in_ifindex);
 		count(cs, C_PASSED, 1);
 		return TC_ACT_OK;
 	}

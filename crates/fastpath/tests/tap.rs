@@ -273,3 +273,106 @@ fn a_push_into_a_tap_takes_single_frames_and_tcp_data_while_no_super_frames_come
     }
     drop(tap);
 }
+
+/// A super-frame the kernel sends on whole (here an IP one, routed to a veth) does not
+/// count as one the pipeline must cut: the TCP segments with data that follow it from the
+/// same port are still pushed in the kernel. Only frames left to the pipeline hold the
+/// flow's other segments back behind them; holding them back otherwise would send them
+/// the slow way while the super-frames overtook them.
+#[test]
+fn a_super_frame_the_kernel_forwards_whole_leaves_the_ports_tcp_data_in_the_kernel() {
+    let pe1 = Netns::without_ipv6("ftpw1");
+    let src = Netns::new("ftpws");
+    let dst = Netns::new("ftpwd");
+    const PE1Q: [u8; 6] = [0x02, 0xfc, 0, 0, 1, 0x03];
+    const DST: [u8; 6] = [0x02, 0xfc, 0, 0, 3, 0x01];
+    veth(
+        End { ns: &pe1, ifname: "p0", mac: Some(PE1P) },
+        End { ns: &src, ifname: "s0", mac: Some(PE2P) },
+        CORE_MTU,
+    );
+    veth(
+        End { ns: &pe1, ifname: "q0", mac: Some(PE1Q) },
+        End { ns: &dst, ifname: "d0", mac: Some(DST) },
+        65535,
+    );
+    let tap_opts = TapOptions { mtu: Some(EDGE_MTU), mac: Some(H1), mpls_gso: false };
+    let mut tap = pe1.run(|| TapPort::create(0, "c0", "c0", &tap_opts).expect("TAP c0 in pe1"));
+    pe1.ip(&["link", "set", "c0", "address", &mac_str(PE1C)]);
+    let (c1, p1, q1) = (pe1.ifindex("c0"), pe1.ifindex("p0"), pe1.ifindex("q0"));
+    let mut t = FastTables::default();
+    for (ifindex, mac, delivery) in
+        [(c1, PE1C, Delivery::Transmit), (p1, PE1P, Delivery::VethPeer), (q1, PE1Q, Delivery::VethPeer)]
+    {
+        t.ports.insert(ifindex, FastPort { vrf: 0, mac, accepts_mpls: true, netns: 0, delivery });
+    }
+    let into_tap = Adjacency { ifindex: c1, mtu: EDGE_MTU, dst_mac: H1, src_mac: PE1C };
+    t.routes_v4.insert(
+        (0, Ipv4Addr::new(198, 18, 3, 0), 24),
+        RouteEntry::Forward { labels: vec![3000], label_ttl: None, adj: into_tap },
+    );
+    let onward = Adjacency { ifindex: q1, mtu: 65535, dst_mac: DST, src_mac: PE1Q };
+    t.routes_v4.insert(
+        (0, Ipv4Addr::new(198, 18, 4, 0), 24),
+        RouteEntry::Forward { labels: vec![], label_ttl: None, adj: onward },
+    );
+    let fp = pe1.run(|| {
+        let mut fp = FastPath::load().expect("load");
+        for ifname in ["c0", "p0", "q0"] {
+            fp.attach(ifname).unwrap();
+        }
+        fp.apply(&t).unwrap();
+        fp
+    });
+    let s0 = src.ifindex("s0");
+    let tx = src.run(|| PacketSocket::open_index(s0));
+    let mut gso_tx = src.run(|| AfPacketPort::open(1, "s0", "s0", None).expect("packet port on s0"));
+    let d0 = dst.ifindex("d0");
+    let mut rx = dst.run(|| AfPacketPort::open(2, "d0", "d0", None).expect("packet port on d0"));
+    let mut pool = PacketPool::new(64);
+
+    let before = fp.counters().unwrap();
+    let super_frame = common::eth(PE1P, PE2P, 0x0800, &common::ipv4_tcp([198, 18, 4, 9], 3000));
+    let mut p = Packet::from_frame(1, &super_frame);
+    p.offload = vmpls_wire::virtio_net::Repr {
+        needs_csum: true,
+        gso_type: vmpls_wire::virtio_net::GsoType::TcpV4,
+        hdr_len: 54,
+        gso_size: 1000,
+        csum_start: 34,
+        csum_offset: 16,
+        ..Default::default()
+    };
+    gso_tx.send_batch(&mut vec![p], &mut pool).unwrap();
+    let mut got: Vec<Packet> = Vec::new();
+    for _ in 0..15 {
+        std::thread::sleep(Duration::from_millis(20));
+        rx.recv_batch(&mut pool, &mut got, 64).unwrap();
+    }
+    let after = fp.counters().unwrap();
+    assert_eq!(
+        (after.ip_forward - before.ip_forward, after.passed - before.passed),
+        (1, 0),
+        "the super-frame routed in the kernel: {after:?}"
+    );
+    let whole: Vec<usize> = got.iter().map(Packet::len).collect();
+    assert_eq!(whole, [14 + 40 + 3000], "it reached d0 ({d0}) whole");
+    for p in got.drain(..) {
+        pool.put(p);
+    }
+
+    let before = fp.counters().unwrap();
+    tx.send(&common::eth(PE1P, PE2P, 0x0800, &common::ipv4_tcp([198, 18, 3, 9], 100)));
+    for _ in 0..15 {
+        std::thread::sleep(Duration::from_millis(20));
+        tap.recv_batch(&mut pool, &mut got, 64).unwrap();
+    }
+    let after = fp.counters().unwrap();
+    let labelled = got.iter().filter(|p| p.frame()[12..14] == [0x88, 0x47]).count();
+    assert_eq!(
+        (labelled, after.push - before.push, after.passed - before.passed),
+        (1, 1, 0),
+        "the segment with data after it pushed into the TAP in the kernel: {after:?}"
+    );
+    drop(tap);
+}
