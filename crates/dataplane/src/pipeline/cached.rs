@@ -23,8 +23,7 @@ use vmpls_wire::ethernet::{self, EtherType};
 use vmpls_wire::{ipv4, mpls, virtio_net};
 
 use super::mpls::{top_entry, write_entry};
-use super::output::push_labels;
-use super::{Batch, Dataplane, ETH, MAX_LABELS, entry_at, port_vrf, set_ethertype};
+use super::{Batch, Dataplane, ETH, MAX_LABELS, entry_at, port_vrf, write_ethernet};
 use crate::counters::Event;
 use crate::hash::{ip_flow_hash, mpls_flow_hash};
 use crate::packet::{Packet, PortId};
@@ -165,10 +164,11 @@ impl Dataplane {
         // Committed: what `mpls_input` and `pop_and_continue` do, then the IPv4 route.
         self.counters.label(top.label, frame.len());
         self.counters.event(Event::LabelPop, 1);
-        let popped = pkt.shift_head(ETH, -(mpls::ENTRY_LEN as isize));
+        // The label goes with the front of the old Ethernet header: `ipv4_commit` writes
+        // a whole new one in front of the IP header.
+        let popped = pkt.pull_front(mpls::ENTRY_LEN);
         debug_assert!(popped.is_some(), "the frame holds the IP header under the label");
         pkt.offload.shift(-(mpls::ENTRY_LEN as isize));
-        set_ethertype(pkt.frame_mut(), EtherType::Ipv4);
         let ttl_cap = (label_model == TtlModel::Uniform).then_some(top.ttl);
         self.ipv4_commit(pkt, out, ttl_cap);
         true
@@ -225,38 +225,50 @@ impl Dataplane {
         Some(Ipv4Out { total_len, port: port_id, src_mac, dst_mac, labels, ttl_model: route.ttl_model })
     }
 
-    /// Routes an IPv4 packet (right after the Ethernet header) as `out` says: padding off,
-    /// TTL lowered to `ttl_cap` (a label popped under the uniform model, as
-    /// `set_ip_ttl_below` does) and decremented, labels pushed, Ethernet addresses,
-    /// counters.
+    /// Routes an IPv4 packet (right after the Ethernet header, whose bytes are not read)
+    /// as `out` says: padding off, TTL lowered to `ttl_cap` (a label popped under the
+    /// uniform model, as `set_ip_ttl_below` does) and decremented, labels pushed, a new
+    /// Ethernet header written whole, counters.
     #[inline(always)]
     fn ipv4_commit(&mut self, pkt: &mut Packet, out: Ipv4Out<'_>, ttl_cap: Option<u8>) {
         pkt.truncate(ETH + out.total_len);
-        // The fixed header as a slice of known length, so its fields' reads need no checks
-        // (`ipv4_out` checked that the frame holds a whole IPv4 packet).
-        let mut header = ipv4::Packet::new_unchecked(&mut pkt.frame_mut()[ETH..ETH + ipv4::HEADER_LEN]);
+        // The fixed header as an array, so its fields' reads need no checks (`ipv4_out`
+        // checked that the frame holds a whole IPv4 packet).
+        let Some(fixed) = pkt.frame_mut()[ETH..].first_chunk_mut::<{ ipv4::HEADER_LEN }>() else {
+            unreachable!("ipv4_out checked the header")
+        };
+        let mut header = ipv4::Packet::new_unchecked(fixed);
         if let Some(cap) = ttl_cap
             && header.ttl() > cap
         {
             header.set_ttl_incremental(cap);
         }
         let ttl = header.decrement_ttl();
-        if out.labels.is_empty() {
+        // The class selector (the DSCP's top three bits) becomes the traffic class.
+        let tc = header.dscp() >> 3;
+        let ethertype = if out.labels.is_empty() {
             self.counters.event(Event::IpForward, 1);
+            EtherType::Ipv4
         } else {
             self.counters.event(Event::LabelPush, 1);
             let label_ttl = match out.ttl_model {
                 TtlModel::Uniform => ttl,
                 TtlModel::Pipe => self.config.default_ttl,
             };
-            // The class selector (the DSCP's top three bits) becomes the traffic class.
-            let tc = header.dscp() >> 3;
-            let pushed = push_labels(pkt, out.labels, tc, label_ttl);
+            let grow = mpls::ENTRY_LEN * out.labels.len();
+            let pushed = pkt.push_front(grow);
             debug_assert!(pushed.is_some(), "the headroom was checked");
-        }
-        let mut eth = ethernet::Frame::new_unchecked(pkt.frame_mut());
-        eth.set_dst_addr(ethernet::Address(out.dst_mac));
-        eth.set_src_addr(ethernet::Address(out.src_mac));
+            pkt.offload.shift(grow as isize);
+            let n = out.labels.len();
+            for (i, &label) in out.labels.iter().enumerate() {
+                write_entry(pkt.frame_mut(), i, mpls::Repr { label, tc, bottom: i == n - 1, ttl: label_ttl });
+            }
+            EtherType::Mpls
+        };
+        let Some(eth) = pkt.frame_mut().first_chunk_mut::<ETH>() else {
+            unreachable!("the frame holds an Ethernet header")
+        };
+        write_ethernet(eth, out.dst_mac, out.src_mac, ethertype);
         pkt.port = out.port;
         self.counters.tx_frames[usize::from(out.port)] += 1;
     }
