@@ -180,6 +180,22 @@ fn a_tap_port_takes_pushes_from_its_ingress_and_popped_super_frames_to_its_reade
     assert!(super_frames > 0, "popped super-frames reach the TAP's reader whole ({frames} frames)");
 }
 
+/// `frame` (Ethernet, IPv4, TCP without options) as a TCP super-frame of 1000-byte
+/// segments with a partial checksum, as a packet port hands it to the kernel.
+fn tcp_super_frame(frame: &[u8]) -> Packet {
+    let mut p = Packet::from_frame(1, frame);
+    p.offload = vmpls_wire::virtio_net::Repr {
+        needs_csum: true,
+        gso_type: vmpls_wire::virtio_net::GsoType::TcpV4,
+        hdr_len: 54,
+        gso_size: 1000,
+        csum_start: 34,
+        csum_offset: 16,
+        ..Default::default()
+    };
+    p
+}
+
 /// What a push into a TAP takes in the kernel: single frames, and TCP segments with data
 /// only while the port they came from has delivered no super-frame lately (those go to the
 /// pipeline, which cuts them; a segment pushed in the kernel meanwhile would overtake them).
@@ -234,17 +250,7 @@ fn a_push_into_a_tap_takes_single_frames_and_tcp_data_while_no_super_frames_come
         let before = fp.counters().unwrap();
         let frame = common::eth(PE1P, PE2P, 0x0800, ip);
         if *gso {
-            let mut p = Packet::from_frame(1, &frame);
-            p.offload = vmpls_wire::virtio_net::Repr {
-                needs_csum: true,
-                gso_type: vmpls_wire::virtio_net::GsoType::TcpV4,
-                hdr_len: 54,
-                gso_size: 1000,
-                csum_start: 34,
-                csum_offset: 16,
-                ..Default::default()
-            };
-            gso_tx.send_batch(&mut vec![p], &mut pool).unwrap();
+            gso_tx.send_batch(&mut vec![tcp_super_frame(&frame)], &mut pool).unwrap();
         } else {
             tx.send(&frame);
         }
@@ -333,17 +339,7 @@ fn a_super_frame_the_kernel_forwards_whole_leaves_the_ports_tcp_data_in_the_kern
 
     let before = fp.counters().unwrap();
     let super_frame = common::eth(PE1P, PE2P, 0x0800, &common::ipv4_tcp([198, 18, 4, 9], 3000));
-    let mut p = Packet::from_frame(1, &super_frame);
-    p.offload = vmpls_wire::virtio_net::Repr {
-        needs_csum: true,
-        gso_type: vmpls_wire::virtio_net::GsoType::TcpV4,
-        hdr_len: 54,
-        gso_size: 1000,
-        csum_start: 34,
-        csum_offset: 16,
-        ..Default::default()
-    };
-    gso_tx.send_batch(&mut vec![p], &mut pool).unwrap();
+    gso_tx.send_batch(&mut vec![tcp_super_frame(&super_frame)], &mut pool).unwrap();
     let mut got: Vec<Packet> = Vec::new();
     for _ in 0..15 {
         std::thread::sleep(Duration::from_millis(20));
