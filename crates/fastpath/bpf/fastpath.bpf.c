@@ -383,8 +383,8 @@ struct {
 } fp_xdp_ports SEC(".maps");
 
 // When each interface (ifindex) last delivered a frame the kernel could not send on whole
-// (bpf_ktime_get_ns): a super-frame, or one a pop would send to a link too small for it
-// (the pipeline sends it on as a super-frame). Written by fp_tc, read by both programs'
+// (bpf_ktime_get_ns): a super-frame fp_tc left to the stack, or one a pop would send to a
+// link too small for it (the pipeline sends it on as a super-frame). Written by fp_tc, read by both programs'
 // decisions (see big_frames_lately).
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
