@@ -384,8 +384,8 @@ struct {
 
 // When each interface (ifindex) last delivered a frame the kernel could not send on whole
 // (bpf_ktime_get_ns): a super-frame fp_tc left to the stack, or one a pop would send to a
-// link too small for it (the pipeline sends it on as a super-frame). Written by fp_tc, read by both programs'
-// decisions (see big_frames_lately).
+// link too small for it (the pipeline sends it on as a super-frame). Written by fp_tc,
+// read by both programs' decisions (see big_frames_lately).
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -627,8 +627,7 @@ static __always_inline int parse_ip(struct __sk_buff *skb, __u32 off, __u32 ver,
 }
 
 // Destinations the fast path never forwards: IPv4 multicast and limited broadcast,
-// IPv6 multicast and link-local.
-// `daddr` of IP version `ver` (4 bytes, or 16): multicast, broadcast, IPv6 link-local.
+// IPv6 multicast and link-local, for `daddr` of IP version `ver` (4 bytes, or 16).
 static __always_inline int special_daddr(__u32 ver, const __u8 *daddr)
 {
 	if (ver == 4)

@@ -65,6 +65,8 @@ impl<T: Clone + Default> Chunks<T> {
     pub(crate) fn push(&mut self, value: T) -> usize {
         let i = self.len;
         if i & (CHUNK_LEN - 1) == 0 {
+            // Filled in place on the heap (a chunk of trie nodes is 64 KB, no stack's
+            // business), then typed as the array it is.
             let chunk: Arc<[T]> = (0..CHUNK_LEN).map(|_| T::default()).collect();
             self.chunks.push(chunk.try_into().unwrap_or_else(|_| unreachable!("CHUNK_LEN entries")));
         }
