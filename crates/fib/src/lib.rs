@@ -6,7 +6,7 @@
 //! wait-free, once per batch. A `Fib` is never changed while readers hold it, so every
 //! lookup sees one consistent version of the tables.
 //!
-//! No I/O here, and no `unsafe` but the prefetch instruction of [`RoutePrefetch`], which
+//! No I/O here, and no `unsafe` but the prefetch instruction of [`Fib::prefetch_lookups`], which
 //! lets a data plane overlap the lookups of a batch. Lookups ([`LabelTable::get`], [`Lpm::lookup`],
 //! [`NexthopGroup::select`]) neither allocate nor panic.
 #![deny(unsafe_code)]
@@ -31,7 +31,7 @@ pub use error::FibError;
 pub use label::{LabelAction, LabelRoute, LabelTable};
 pub use lpm::{Lpm, LpmKey};
 pub use nexthop::{MAX_NEXTHOPS, Nexthop, NexthopGroup};
-pub use prefetch::{PREFETCH_MIN_ROUTES, RoutePrefetch};
+pub use prefetch::{LookupKey, PREFETCH_MIN_ROUTES};
 pub use vpls::VplsInstance;
 
 /// Index of a port in the router's port list.

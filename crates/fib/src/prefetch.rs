@@ -1,20 +1,22 @@
-//! Route lookups taken one dependent read at a time, so that a data plane looking up a
-//! batch of frames has the cache misses of all of them in flight at once, as VPP's graph
-//! nodes and DPDK's pipelines do by prefetching a few packets ahead.
+//! Route lookups of a batch taken together, one dependent read per pass over the batch,
+//! so that the cache misses of all of them are in flight at once instead of one after the
+//! other, as VPP's graph nodes and DPDK's pipelines do by prefetching a few packets
+//! ahead.
 //!
-//! [`Fib::prefetch_label`] and [`Fib::prefetch_ipv4`] prefetch the first entry the lookup
-//! reads and return a [`RoutePrefetch`]; each [`step`](RoutePrefetch::step) reads the entry
-//! the previous one prefetched (in cache by then, if the caller stepped the rest of its
-//! batch in between) and prefetches the next: the label slot or the IPv4 index entries,
-//! the trie node, the next-hop group (with the next hop of a single-path group) and the
-//! next hop's labels. The
-//! caller's own lookup then finds them in cache. A hint only: no lookup's result depends
-//! on it, and a route changed in between costs a miss, nothing else.
+//! [`Fib::prefetch_lookups`] takes the batch's keys (a top label, or a VRF and an IPv4
+//! destination), and each pass reads, for every key still going, the entry the previous
+//! pass prefetched (in cache by then) and prefetches the next: the label slot or the
+//! IPv4 index entries (`tbl24`, `tbl8`), the trie node, the next-hop group (with the next
+//! hop of a single-path group), the first next hop of a multipath group, the next hop's
+//! labels. The keys' state lives in one small array per step, so a pass is a tight loop
+//! over one kind of read, not a dispatch per key and step. The caller's own lookups then
+//! find the tables in cache; IPv4 routes found are handed back so the caller need not
+//! look again. A hint only: no lookup's result depends on it, and a route changed in
+//! between costs a miss, nothing else.
 //!
 //! The one `unsafe` of the crate is here: the prefetch instruction.
 #![allow(unsafe_code)]
 
-use std::fmt;
 use std::net::Ipv4Addr;
 
 use crate::dir::Dir;
@@ -23,175 +25,161 @@ use crate::{
     Fib, Label, LabelAction, LabelRoute, Lpm, Nexthop, NexthopGroup, PrefixRoute, RouteTarget, VrfId,
 };
 
-/// A route lookup in progress, one read ahead of the caller: see the [module
-/// documentation](self). `RoutePrefetch::default()` has nothing to do.
-#[derive(Clone, Copy, Default)]
-pub struct RoutePrefetch<'a> {
-    step: Step<'a>,
-    /// An IPv4 lookup's result, once its trie node was read (or found missing).
-    ipv4: Option<Option<&'a PrefixRoute>>,
-}
-
-#[derive(Clone, Copy, Default)]
-enum Step<'a> {
+/// What one frame's lookup looks for, for [`Fib::prefetch_lookups`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LookupKey {
+    /// Nothing to look up.
     #[default]
-    Done,
-    /// The /24's index entry of `addr` is on its way.
-    Index24 { lpm: &'a Lpm<Ipv4Addr, PrefixRoute>, dir: &'a Dir, addr: u32, entry: &'a u32 },
-    /// The `tbl8` entry of `addr` is on its way.
-    Index8 { lpm: &'a Lpm<Ipv4Addr, PrefixRoute>, dir: &'a Dir, addr: u32, entry: &'a u32 },
-    /// The trie node of the longest match is on its way.
-    Node(&'a Node<PrefixRoute>),
-    /// The label's slot is on its way.
-    Label(&'a Option<LabelRoute>),
-    /// The next-hop group is on its way.
-    Group(&'a NexthopGroup),
-    /// The first next hop of a multipath group is on its way.
-    Nexthop(&'a Nexthop),
-}
-
-impl fmt::Debug for RoutePrefetch<'_> {
-    /// The step only: the tables it points into are not printed.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let step = match self.step {
-            Step::Done => "done",
-            Step::Index24 { .. } => "index24",
-            Step::Index8 { .. } => "index8",
-            Step::Node(_) => "node",
-            Step::Label(_) => "label",
-            Step::Group(_) => "group",
-            Step::Nexthop(_) => "nexthop",
-        };
-        f.debug_tuple("RoutePrefetch").field(&step).finish()
-    }
+    None,
+    /// A labelled frame's top label.
+    Label(Label),
+    /// An IPv4 packet's destination, in the VRF of the port it arrived on.
+    Ipv4(VrfId, Ipv4Addr),
 }
 
 /// Routes in one table (the label table, or one VRF's IPv4 routes) from which
-/// prefetching pays: below, a router's tables stay in its caches, and the prefetch steps
+/// prefetching pays: below, a router's tables stay in its caches, and the prefetch passes
 /// cost more than the misses they would save (`cargo bench -p vmpls-dataplane --bench
 /// pipeline`: BENCHMARKS.md).
 pub const PREFETCH_MIN_ROUTES: usize = 8192;
 
+type Ipv4Table = Lpm<Ipv4Addr, PrefixRoute>;
+
 impl Fib {
-    /// Whether the tables are large enough for [`RoutePrefetch`] to pay: see
-    /// [`PREFETCH_MIN_ROUTES`].
+    /// Whether the tables are large enough for [`prefetch_lookups`](Fib::prefetch_lookups)
+    /// to pay: see [`PREFETCH_MIN_ROUTES`].
     pub fn prefetch_pays(&self) -> bool {
         self.labels.len() >= PREFETCH_MIN_ROUTES
             || self.vrfs.iter().any(|v| v.v4.len() >= PREFETCH_MIN_ROUTES)
     }
 
-    /// Starts prefetching what switching a frame with top label `label` reads: its slot
-    /// in the label table, then (by [`RoutePrefetch::step`]) its next-hop group, first
-    /// next hop and labels.
+    /// Prefetches every read the lookups of `keys` make, the misses of all of them
+    /// overlapped (see the [module documentation](self)), and returns what the IPv4 keys
+    /// found, as [`Lpm::lookup`] finds it: `Some(Some(route))`, `Some(None)` for no
+    /// route. `None` for a label, no key, and a VRF that does not exist or has no IPv4
+    /// index.
     #[inline]
-    pub fn prefetch_label(&self, label: Label) -> RoutePrefetch<'_> {
-        match self.labels.slot(label) {
-            Some(slot) => {
-                hint(slot);
-                RoutePrefetch { step: Step::Label(slot), ipv4: None }
-            }
-            None => RoutePrefetch::default(),
-        }
-    }
+    pub fn prefetch_lookups<'a, const N: usize>(
+        &'a self,
+        keys: &[LookupKey; N],
+    ) -> [Option<Option<&'a PrefixRoute>>; N] {
+        let mut routes = [None; N];
+        // Each array holds the keys waiting for one kind of read, whose line is on its way.
+        let mut slots: [Option<&'a Option<LabelRoute>>; N] = [None; N];
+        let mut tables: [Option<(&'a Ipv4Table, &'a Dir, u32)>; N] = [None; N];
+        let mut entries24: [Option<&'a u32>; N] = [None; N];
+        let mut entries8: [Option<&'a u32>; N] = [None; N];
+        let mut nodes: [Option<&'a Node<PrefixRoute>>; N] = [None; N];
+        let mut groups: [Option<&'a NexthopGroup>; N] = [None; N];
+        let mut nexthops: [Option<&'a Nexthop>; N] = [None; N];
 
-    /// Starts prefetching what routing a packet to `addr` in `vrf` reads: the index
-    /// entries of `addr`, then (by [`RoutePrefetch::step`]) the trie node of its route, the
-    /// route's next-hop group, first next hop and labels.
-    #[inline]
-    pub fn prefetch_ipv4(&self, vrf: VrfId, addr: Ipv4Addr) -> RoutePrefetch<'_> {
-        let Some(lpm) = self.vrf(vrf).map(|v| &v.v4) else { return RoutePrefetch::default() };
-        let Some(dir) = lpm.dir() else { return RoutePrefetch::default() };
-        let addr = u32::from(addr);
-        let mut p = RoutePrefetch::default();
-        p.step = match dir.entry24(addr) {
-            Some(entry) => {
-                hint(entry);
-                Step::Index24 { lpm, dir, addr, entry }
-            }
-            None => p.node(lpm, dir.finish(addr, 0)),
-        };
-        p
-    }
-}
-
-impl<'a> RoutePrefetch<'a> {
-    /// Reads what the last step prefetched and prefetches the next read of the lookup.
-    /// Returns whether there is more to do: false once the last read was prefetched
-    /// (then the next step does nothing).
-    #[inline]
-    pub fn step(&mut self) -> bool {
-        self.step = match self.step {
-            Step::Done => return false,
-            Step::Index24 { lpm, dir, addr, entry } => match dir.entry8(addr, *entry) {
-                Ok(entry) => {
-                    hint(entry);
-                    Step::Index8 { lpm, dir, addr, entry }
+        // The first read of each key: its label slot or its /24's index entry.
+        for (i, key) in keys.iter().enumerate() {
+            match *key {
+                LookupKey::None => {}
+                LookupKey::Label(label) => {
+                    if let Some(slot) = self.labels.slot(label) {
+                        hint(slot);
+                        slots[i] = Some(slot);
+                    }
                 }
-                Err(node) => self.node(lpm, node),
-            },
-            Step::Index8 { lpm, dir, addr, entry } => self.node(lpm, dir.finish(addr, *entry)),
-            Step::Node(node) => {
-                self.ipv4 = Some(node.value());
-                match node.value() {
-                    Some(PrefixRoute { target: RouteTarget::Forward(group), .. }) => Step::group(group),
-                    _ => Step::Done,
+                LookupKey::Ipv4(vrf, addr) => {
+                    let Some(lpm) = self.vrf(vrf).map(|v| &v.v4) else { continue };
+                    let Some(dir) = lpm.dir() else { continue };
+                    let addr = u32::from(addr);
+                    tables[i] = Some((lpm, dir, addr));
+                    match dir.entry24(addr) {
+                        Some(entry) => {
+                            hint(entry);
+                            entries24[i] = Some(entry);
+                        }
+                        None => request_node(lpm, dir.finish(addr, 0), &mut nodes[i], &mut routes[i]),
+                    }
                 }
             }
-            Step::Label(slot) => match slot {
-                Some(LabelRoute { action: LabelAction::Forward(group), .. }) => Step::group(group),
-                _ => Step::Done,
-            },
-            // A single-path group holds its next hop; a multipath one points to them.
-            Step::Group(group) if group.is_multipath() => {
-                hint(group.first());
-                Step::Nexthop(group.first())
-            }
-            Step::Group(group) => Step::labels(group.first()),
-            Step::Nexthop(nh) => Step::labels(nh),
-        };
-        !matches!(self.step, Step::Done)
-    }
-
-    /// What [`Lpm::lookup`] gives for the address of [`Fib::prefetch_ipv4`], once the
-    /// steps have read its trie node (all of them have when [`step`](Self::step) returns
-    /// false): `Some(route)`, or `Some(None)` for no route. `None` before that, and for a
-    /// label or a VRF that does not exist.
-    #[inline]
-    pub fn ipv4_route(&self) -> Option<Option<&'a PrefixRoute>> {
-        self.ipv4
-    }
-
-    /// The trie node `node` of `lpm` requested; no node, no route.
-    #[inline]
-    fn node(&mut self, lpm: &'a Lpm<Ipv4Addr, PrefixRoute>, node: Option<u32>) -> Step<'a> {
-        let Some(i) = node else {
-            self.ipv4 = Some(None);
-            return Step::Done;
-        };
-        let node = lpm.node(i);
-        hint(node);
-        Step::Node(node)
-    }
-}
-
-impl<'a> Step<'a> {
-    /// The group requested.
-    #[inline]
-    fn group(group: &'a NexthopGroup) -> Step<'a> {
-        hint(group.header());
-        Step::Group(group)
-    }
-
-    /// The labels of `nh` requested: the last read.
-    #[inline]
-    fn labels(nh: &Nexthop) -> Step<'a> {
-        if let Some(label) = nh.labels.first() {
-            hint(label);
         }
-        Step::Done
+        // The label slots (their next-hop group), the /24 entries (a `tbl8` entry, or the
+        // trie node).
+        for i in 0..N {
+            if let Some(Some(LabelRoute { action: LabelAction::Forward(group), .. })) = slots[i] {
+                groups[i] = Some(request_group(group));
+            }
+            if let (Some(entry), Some((lpm, dir, addr))) = (entries24[i], tables[i]) {
+                match dir.entry8(addr, *entry) {
+                    Ok(entry) => {
+                        hint(entry);
+                        entries8[i] = Some(entry);
+                    }
+                    Err(node) => request_node(lpm, node, &mut nodes[i], &mut routes[i]),
+                }
+            }
+        }
+        // The `tbl8` entries: the trie node.
+        for i in 0..N {
+            if let (Some(entry), Some((lpm, dir, addr))) = (entries8[i], tables[i]) {
+                request_node(lpm, dir.finish(addr, *entry), &mut nodes[i], &mut routes[i]);
+            }
+        }
+        // The trie nodes: the route, and its next-hop group.
+        for i in 0..N {
+            if let Some(node) = nodes[i] {
+                routes[i] = Some(node.value());
+                if let Some(PrefixRoute { target: RouteTarget::Forward(group), .. }) = node.value() {
+                    groups[i] = Some(request_group(group));
+                }
+            }
+        }
+        // The groups: a single-path group's next hop is in it (its labels next); a
+        // multipath one points to its next hops.
+        for i in 0..N {
+            if let Some(group) = groups[i] {
+                if group.is_multipath() {
+                    hint(group.first());
+                    nexthops[i] = Some(group.first());
+                } else {
+                    request_labels(group.first());
+                }
+            }
+        }
+        for nh in nexthops.iter().flatten() {
+            request_labels(nh);
+        }
+        routes
     }
 }
 
+/// Requests trie node `node` of `lpm` (no node: no route).
+#[inline(always)]
+fn request_node<'a>(
+    lpm: &'a Ipv4Table,
+    node: Option<u32>,
+    pending: &mut Option<&'a Node<PrefixRoute>>,
+    route: &mut Option<Option<&'a PrefixRoute>>,
+) {
+    match node {
+        Some(i) => {
+            let node = lpm.node(i);
+            hint(node);
+            *pending = Some(node);
+        }
+        None => *route = Some(None),
+    }
+}
+
+/// Requests what selecting a next hop of `group` reads first.
+#[inline(always)]
+fn request_group(group: &NexthopGroup) -> &NexthopGroup {
+    hint(group.header());
+    group
+}
+
+/// Requests the labels of `nh`: the last read.
+#[inline(always)]
+fn request_labels(nh: &Nexthop) {
+    if let Some(label) = nh.labels.first() {
+        hint(label);
+    }
+}
 /// Asks the CPU to bring every cache line of `*value` into its caches, without waiting.
 #[inline(always)]
 fn hint<T>(value: &T) {
@@ -209,6 +197,8 @@ fn hint<T>(value: &T) {
 /// Asks the CPU to bring the cache line of `p` into its caches, without waiting.
 #[inline(always)]
 fn hint_ptr(p: *const u8) {
+    #[cfg(test)]
+    tests::HINTED.with_borrow_mut(|h| h.push(p as usize));
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint that reads nothing the program sees and never faults,
     // whatever the address (SSE, which it needs, is part of x86_64).
@@ -221,31 +211,25 @@ fn hint_ptr(p: *const u8) {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
     use std::net::{IpAddr, Ipv4Addr};
 
+    use super::LookupKey;
     use crate::{
         DEFAULT_VRF, Fib, LabelAction, LabelRoute, Nexthop, NexthopGroup, PrefixRoute, RouteTarget, TtlModel,
     };
+
+    thread_local! {
+        /// The addresses this thread's prefetches asked for.
+        pub(super) static HINTED: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    }
 
     fn group(label: u32) -> NexthopGroup {
         NexthopGroup::single(Nexthop::new(0, Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2))), vec![label]))
             .unwrap()
     }
 
-    /// Steps a lookup takes after it starts, each reading what the one before requested.
-    fn steps(mut p: super::RoutePrefetch<'_>) -> usize {
-        if matches!(p.step, super::Step::Done) {
-            return 0;
-        }
-        let mut n = 1;
-        while p.step() {
-            n += 1;
-        }
-        n
-    }
-
-    #[test]
-    fn prefetch_walks_every_read_of_a_lookup_down_to_the_labels() {
+    fn fib() -> Fib {
         let mut b = Fib::builder();
         b.add_port("core", DEFAULT_VRF, &[("10.0.0.1".parse().unwrap(), 24)]).unwrap();
         b.add_label_route(
@@ -264,31 +248,84 @@ mod tests {
         b.add_prefix_route(DEFAULT_VRF, "198.18.0.0".parse().unwrap(), 16, PrefixRoute::new(via.clone()))
             .unwrap();
         b.add_prefix_route(DEFAULT_VRF, "198.18.2.128".parse().unwrap(), 25, PrefixRoute::new(via)).unwrap();
-        let fib = b.build().unwrap();
-        // Slot, group (with its next hop), labels.
-        assert_eq!(steps(fib.prefetch_label(100)), 2);
-        // Slot, group, next hops, labels.
-        assert_eq!(steps(fib.prefetch_label(102)), 3);
-        assert_eq!(steps(fib.prefetch_label(101)), 1, "an empty slot: read, nothing after it");
-        assert_eq!(steps(fib.prefetch_label(999_999)), 0, "no chunk: nothing to read");
-        // /24 entry, node, group, labels.
-        assert_eq!(steps(fib.prefetch_ipv4(DEFAULT_VRF, "198.18.1.1".parse().unwrap())), 3);
-        // /24 entry, tbl8 entry, node, group, labels.
-        assert_eq!(steps(fib.prefetch_ipv4(DEFAULT_VRF, "198.18.2.200".parse().unwrap())), 4);
-        // A local address (a /32): its index entries and node, no next hop after them.
-        assert_eq!(steps(fib.prefetch_ipv4(DEFAULT_VRF, "10.0.0.1".parse().unwrap())), 3);
-        assert_eq!(steps(fib.prefetch_ipv4(DEFAULT_VRF, "192.0.2.1".parse().unwrap())), 0, "no route");
-        assert_eq!(steps(fib.prefetch_ipv4(99, "198.18.1.1".parse().unwrap())), 0, "no such VRF");
+        b.build().unwrap()
+    }
 
-        // The lookup's result, as Lpm::lookup gives it.
+    /// Whether the last prefetches asked for the line of `value`.
+    fn hinted<T>(value: &T) -> bool {
+        let line = std::ptr::from_ref(value) as usize / 64;
+        HINTED.with_borrow(|h| h.iter().any(|&p| p / 64 == line))
+    }
+
+    fn ipv4(a: &str) -> LookupKey {
+        LookupKey::Ipv4(DEFAULT_VRF, a.parse().unwrap())
+    }
+
+    #[test]
+    fn prefetch_reaches_every_read_down_to_the_labels() {
+        let fib = fib();
         let v4 = &fib.vrf(DEFAULT_VRF).unwrap().v4;
-        for a in ["198.18.1.1", "198.18.2.200", "198.18.2.1", "10.0.0.1", "10.0.0.7", "192.0.2.1"] {
-            let a: Ipv4Addr = a.parse().unwrap();
-            let mut p = fib.prefetch_ipv4(DEFAULT_VRF, a);
-            while p.step() {}
-            assert_eq!(p.ipv4_route(), Some(v4.lookup(a).map(|(_, _, r)| r)), "{a}");
+        let keys = [
+            LookupKey::Label(100),
+            LookupKey::Label(102),
+            ipv4("198.18.1.1"),
+            // Under the /25: a `tbl8` entry between the /24's entry and the node.
+            ipv4("198.18.2.200"),
+            LookupKey::None,
+        ];
+        HINTED.with_borrow_mut(Vec::clear);
+        fib.prefetch_lookups(&keys);
+        for label in [100, 102] {
+            let slot = fib.labels.slot(label).unwrap();
+            assert!(hinted(slot), "label {label}: its slot");
+            let Some(LabelRoute { action: LabelAction::Forward(group), .. }) = slot else { unreachable!() };
+            assert!(hinted(group.header()), "label {label}: its group");
+            for nh in group.nexthops().iter().take(1) {
+                assert!(hinted(nh), "label {label}: its first next hop");
+                assert!(hinted(&nh.labels[0]), "label {label}: the labels");
+            }
         }
-        assert_eq!(fib.prefetch_ipv4(99, "198.18.1.1".parse().unwrap()).ipv4_route(), None);
-        assert_eq!(fib.prefetch_label(100).ipv4_route(), None);
+        for a in ["198.18.1.1", "198.18.2.200"] {
+            let addr = u32::from(a.parse::<Ipv4Addr>().unwrap());
+            let dir = v4.dir().unwrap();
+            let e24 = dir.entry24(addr).unwrap();
+            assert!(hinted(e24), "{a}: the /24's entry");
+            let node = match dir.entry8(addr, *e24) {
+                Ok(e8) => {
+                    assert!(hinted(e8), "{a}: the tbl8 entry");
+                    dir.finish(addr, *e8)
+                }
+                Err(node) => node,
+            };
+            let node = v4.node(node.unwrap());
+            assert!(hinted(node), "{a}: the trie node");
+            let Some(PrefixRoute { target: RouteTarget::Forward(group), .. }) = node.value() else {
+                unreachable!()
+            };
+            assert!(hinted(group.header()), "{a}: the group");
+            assert!(hinted(&group.nexthops()[0].labels[0]), "{a}: the labels");
+        }
+    }
+
+    #[test]
+    fn prefetch_finds_the_ipv4_routes_a_lookup_finds() {
+        let fib = fib();
+        let v4 = &fib.vrf(DEFAULT_VRF).unwrap().v4;
+        let addrs = ["198.18.1.1", "198.18.2.200", "198.18.2.1", "10.0.0.1", "10.0.0.7", "192.0.2.1"];
+        let mut keys = [LookupKey::None; 8];
+        for (k, a) in keys.iter_mut().zip(addrs) {
+            *k = ipv4(a);
+        }
+        keys[6] = LookupKey::Label(100);
+        keys[7] = LookupKey::Ipv4(99, "198.18.1.1".parse().unwrap());
+        let routes = fib.prefetch_lookups(&keys);
+        for (a, route) in addrs.iter().zip(routes) {
+            let a: Ipv4Addr = a.parse().unwrap();
+            assert_eq!(route, Some(v4.lookup(a).map(|(_, _, r)| r)), "{a}");
+        }
+        assert_eq!(routes[6], None, "a label hands back no IPv4 route");
+        assert_eq!(routes[7], None, "no such VRF");
+        assert_eq!(fib.prefetch_lookups(&[LookupKey::None; 4]), [None; 4]);
+        assert_eq!(fib.prefetch_lookups(&[LookupKey::Label(999_999)]), [None], "a label without a chunk");
     }
 }

@@ -22,7 +22,7 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
-use vmpls_fib::{Fib, FibHandle, Reject, VrfId};
+use vmpls_fib::{Fib, FibHandle, LookupKey, Reject, VrfId};
 use vmpls_wire::ethernet::{self, EtherType};
 
 use crate::counters::{Counters, DropReason, Event};
@@ -595,40 +595,38 @@ impl Dataplane {
 const LOOKAHEAD: usize = 32;
 
 /// The lookup stage of a batch, as VPP's graph nodes and DPDK's pipelines stage theirs:
-/// each frame's top label or IPv4 destination is read without checks, and its route
-/// lookup is taken one dependent read at a time for all frames together
-/// ([`vmpls_fib::RoutePrefetch`]: the index entries, the trie node, the next-hop group,
-/// the next hop, its labels), so that the cache misses of all of them are in flight at
-/// once instead of one after the other as each frame is processed. A hint only: the
-/// frames are then processed as before, in order, and their lookups find the tables in
-/// cache. The IPv4 routes the lookups found go into `hints`, which the frames' IPv4 input
-/// takes instead of looking up again. At most [`LOOKAHEAD`] frames.
+/// each frame's top label or IPv4 destination is read without checks, and the lookups of
+/// all frames are taken together one dependent read per pass
+/// ([`Fib::prefetch_lookups`]: the index entries, the trie node, the next-hop group, the
+/// next hop, its labels), so that the cache misses of all of them are in flight at once
+/// instead of one after the other as each frame is processed. A hint only: the frames are
+/// then processed as before, in order, and their lookups find the tables in cache. The
+/// IPv4 routes the lookups found go into `hints`, which the frames' IPv4 input takes
+/// instead of looking up again. At most [`LOOKAHEAD`] frames.
 fn prefetch_routes<'a>(fib: &'a Fib, frames: &[Packet], hints: &mut [Option<RouteHint<'a>>; LOOKAHEAD]) {
-    let mut ahead = [vmpls_fib::RoutePrefetch::default(); LOOKAHEAD];
-    let mut keys = [None; LOOKAHEAD];
-    for ((a, key), pkt) in ahead.iter_mut().zip(&mut keys).zip(frames) {
+    let mut keys = [LookupKey::None; LOOKAHEAD];
+    for (key, pkt) in keys.iter_mut().zip(frames) {
         let f = pkt.frame();
         let Some(&[t0, t1, b0, b1, b2, ..]) = f.get(ETH - 2..) else { continue };
-        *a = match EtherType::from(u16::from_be_bytes([t0, t1])) {
+        *key = match EtherType::from(u16::from_be_bytes([t0, t1])) {
             // The label: the top 20 bits of the entry.
-            EtherType::Mpls => fib.prefetch_label(u32::from_be_bytes([0, b0, b1, b2]) >> 4),
+            EtherType::Mpls => LookupKey::Label(u32::from_be_bytes([0, b0, b1, b2]) >> 4),
             // The destination address: bytes 16 to 19 of the header.
             EtherType::Ipv4 => match f.get(ETH + 16..ETH + 20) {
                 Some(&[d0, d1, d2, d3]) => {
-                    let (vrf, dst) = (port_vrf(fib, pkt.port), std::net::Ipv4Addr::new(d0, d1, d2, d3));
-                    *key = Some((vrf, dst));
-                    fib.prefetch_ipv4(vrf, dst)
+                    LookupKey::Ipv4(port_vrf(fib, pkt.port), std::net::Ipv4Addr::new(d0, d1, d2, d3))
                 }
                 _ => continue,
             },
             _ => continue,
         };
     }
-    let ahead = &mut ahead[..frames.len().min(LOOKAHEAD)];
-    // One pass a dependent read: each step reads what the previous pass prefetched.
-    while ahead.iter_mut().fold(false, |more, a| a.step() | more) {}
-    for ((hint, key), a) in hints.iter_mut().zip(keys).zip(ahead) {
-        *hint = key.zip(a.ipv4_route()).map(|((vrf, dst), route)| RouteHint { vrf, dst, route });
+    let routes = fib.prefetch_lookups(&keys);
+    for ((hint, key), route) in hints.iter_mut().zip(keys).zip(routes) {
+        *hint = match (key, route) {
+            (LookupKey::Ipv4(vrf, dst), Some(route)) => Some(RouteHint { vrf, dst, route }),
+            _ => None,
+        };
     }
 }
 

@@ -381,6 +381,12 @@ const CE_MAC: [u8; 6] = [2, 0, 0, 0, 0x30, 0x02];
 /// core (pushes, plain routes, ECMP, an unresolved next hop, blackhole and reject), cust
 /// in VRF red; labels 4001 (pop, uniform), 4002 (pop into red), 4003 (pop, pipe).
 fn pe_at(now: Instant) -> Dataplane {
+    pe_with(now, 0)
+}
+
+/// [`pe_at`]'s PE with `more` routes besides: host routes 198.19.0.0/32 and up, pushing
+/// label 100,000 and up toward the east peer.
+fn pe_with(now: Instant, more: u32) -> Dataplane {
     let mut b = Fib::builder();
     b.router_v4("198.18.255.2".parse().unwrap());
     let red = b.add_vrf("red").unwrap();
@@ -409,6 +415,17 @@ fn pe_at(now: Instant) -> Dataplane {
         b.add_prefix_route(vmpls_fib::DEFAULT_VRF, ip(prefix), 24, route).unwrap();
     }
     b.add_prefix_route(red, ip("198.18.40.0"), 24, forward(&[(2, "198.18.30.2", &[])], uniform)).unwrap();
+    for i in 0..more {
+        let host =
+            IpAddr::V4(std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(198, 19, 0, 0)) + i));
+        b.add_prefix_route(
+            vmpls_fib::DEFAULT_VRF,
+            host,
+            32,
+            forward(&[(1, "198.18.20.2", &[100_000 + i])], uniform),
+        )
+        .unwrap();
+    }
     let pop = |vrf, ttl_model| LabelRoute { action: LabelAction::PopAndLookup { vrf }, ttl_model };
     b.add_label_route(4001, pop(vmpls_fib::DEFAULT_VRF, uniform)).unwrap();
     b.add_label_route(4002, pop(red, uniform)).unwrap();
@@ -566,6 +583,52 @@ fn cached_ipv4_route_and_pop_match_the_general_path() {
     // ECMP: the two flows of 198.18.6.0/24 each take the path the general path takes
     // (compared above); a new MAC and a stale entry change the cached answer alike.
     through_neighbour_changes(&mut a, &mut b, &mut pa, &mut pb, t0, step);
+}
+
+/// Through tables large enough for the lookup stage ([`prefetch_routes`]), a batch comes
+/// out as its frames one by one: the IPv4 routes the stage hands over are the frames' own.
+#[test]
+fn a_batch_through_large_tables_matches_its_frames_one_by_one() {
+    let t0 = Instant::now();
+    let more = vmpls_fib::PREFETCH_MIN_ROUTES as u32;
+    let (mut a, mut b) = (pe_with(t0, more), pe_with(t0, more));
+    assert!(a.fib.load().prefetch_pays());
+    let mut frames = pe_cases();
+    // Host routes under /24s of their own (the index's `tbl8` entries), and a miss.
+    for dst in ["198.19.0.7", "198.19.31.255", "198.19.0.1", "198.19.32.0"] {
+        frames.push(Packet::from_frame(0, &ip_frame(&[], dst, 64, 18, 0)));
+    }
+    let (mut pa, mut pb) = (PacketPool::new(512), PacketPool::new(512));
+    let mut out = Output::new(a.ports().len());
+    let mut batch: Vec<Packet> = frames
+        .iter()
+        .map(|f| {
+            let mut p = pa.get().unwrap();
+            p.set_frame(f.frame());
+            p.port = f.port;
+            p.offload = f.offload;
+            p
+        })
+        .collect();
+    assert!(batch.len() > LOOKAHEAD, "more than one window");
+    a.process_batch(t0, &mut batch, &mut pa, &mut out);
+    assert!(batch.is_empty());
+    let mut sa = Vec::new();
+    for tx in &mut out.tx {
+        sa.extend(tx.drain(..).map(|p| (p.port, p.frame().to_vec())));
+    }
+    let sb = run_frames(&mut b, t0, true, &mut pb, frames);
+    assert_eq!(sa.len(), sb.len(), "frames out");
+    for (i, (x, y)) in sa.iter().zip(&sb).enumerate() {
+        assert_eq!(x, y, "frame {i} out");
+    }
+    assert_eq!(state(&a), state(&b), "counters and neighbours");
+    let label_of = |f: &[u8]| u32::from_be_bytes([0, f[14], f[15], f[16]]) >> 4;
+    let pushed: Vec<u32> =
+        sa.iter().filter(|(p, f)| *p == 1 && is_labelled(f)).map(|(_, f)| label_of(f)).collect();
+    for label in [100_007, 108_191, 100_001] {
+        assert!(pushed.contains(&label), "label {label} pushed: {pushed:?}");
+    }
 }
 
 /// ARP requests the router sent for `target`, taken out of `out`.
