@@ -756,7 +756,7 @@ impl<'a> NexthopGroups<'a> {
             RouteAction::Reject(r) => RouteTarget::Reject(*r),
             RouteAction::Forward(nhs) => RouteTarget::Forward(self.get(nhs)?),
         };
-        Ok(PrefixRoute { target, ttl_model: r.ttl_model })
+        Ok(PrefixRoute::new(target).with_ttl_model(r.ttl_model))
     }
 }
 

@@ -1050,7 +1050,7 @@ action = "pop"
     }
 
     fn lookup_labels(fib: &Fib, dst: &str) -> Option<Vec<u32>> {
-        match &fib.vrfs[0].lookup(dst.parse().unwrap())?.target {
+        match &fib.vrfs[0].lookup(dst.parse().unwrap())?.target() {
             vmpls_fib::RouteTarget::Forward(g) => Some(g.nexthops()[0].labels.clone()),
             _ => None,
         }
@@ -1629,7 +1629,7 @@ mod frr_tests {
             .unwrap();
         assert!(applied.refused.is_empty(), "{:?}", applied.refused);
         let v4 = &applied.fib.vrfs[0].v4;
-        let target = |a: &str| v4.lookup(a.parse().unwrap()).map(|(_, _, r)| r.target.clone());
+        let target = |a: &str| v4.lookup(a.parse().unwrap()).map(|(_, _, r)| r.target().clone());
         assert!(matches!(target("198.18.11.9"), Some(RouteTarget::Connected { .. })));
         assert!(matches!(target("198.18.255.1"), Some(RouteTarget::Local)));
         assert!(matches!(target("198.18.12.9"), Some(RouteTarget::Forward(_))));
@@ -1653,11 +1653,11 @@ mod frr_tests {
         assert!(fib.is_local_v4("198.18.255.1".parse().unwrap()));
         let v4 = &fib.vrfs[0].v4;
         assert!(matches!(
-            v4.lookup("198.18.11.9".parse().unwrap()).map(|r| &r.2.target),
+            v4.lookup("198.18.11.9".parse().unwrap()).map(|r| r.2.target()),
             Some(RouteTarget::Connected { .. })
         ));
         assert!(matches!(
-            v4.lookup("198.18.12.9".parse().unwrap()).map(|r| &r.2.target),
+            v4.lookup("198.18.12.9".parse().unwrap()).map(|r| r.2.target()),
             Some(RouteTarget::Forward(_))
         ));
     }

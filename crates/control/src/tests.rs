@@ -62,8 +62,11 @@ fn p_swaps_1002_to_2002_toward_pe2() {
     let LabelAction::Forward(g) = &route.action else { panic!("{route:?}") };
     assert_eq!((g.nexthops()[0].port, g.nexthops()[0].labels.as_slice()), (0, &[2001][..]));
     assert_eq!(fib.labels.len(), 2);
-    assert_eq!(fib.vrfs[0].lookup(ip("198.18.255.2")).unwrap().target, RouteTarget::Local);
-    assert_eq!(fib.vrfs[0].lookup(ip("2001:db8:20::9")).unwrap().target, RouteTarget::Connected { port: 1 });
+    assert_eq!(fib.vrfs[0].lookup(ip("198.18.255.2")).unwrap().target(), &RouteTarget::Local);
+    assert_eq!(
+        fib.vrfs[0].lookup(ip("2001:db8:20::9")).unwrap().target(),
+        &RouteTarget::Connected { port: 1 }
+    );
 }
 
 #[test]
@@ -72,12 +75,12 @@ fn pe1_pushes_1002_and_pops_2001() {
     let fib = cfg.build_fib().unwrap();
     for dst in ["198.18.2.7", "2001:db8:2::7"] {
         let r = fib.vrfs[0].lookup(ip(dst)).unwrap();
-        let RouteTarget::Forward(g) = &r.target else { panic!("{r:?}") };
+        let RouteTarget::Forward(g) = r.target() else { panic!("{r:?}") };
         let nh = &g.nexthops()[0];
         assert_eq!(nh.port, 1);
         assert_eq!(nh.labels, vec![1002]);
         assert_eq!(nh.via.map(|v| v.is_ipv4()), Some(dst.contains('.')));
-        assert_eq!(r.ttl_model, TtlModel::Uniform);
+        assert_eq!(r.ttl_model(), TtlModel::Uniform);
     }
     assert_eq!(fib.labels.get(2001).unwrap().action, LabelAction::PopAndLookup { vrf: 0 });
     assert!(fib.is_local_v4("198.18.1.1".parse().unwrap()));
@@ -89,7 +92,7 @@ fn ecmp_example_has_weighted_group() {
     let cfg = load("ecmp-pe1.toml");
     let fib = cfg.build_fib().unwrap();
     let r = fib.vrfs[0].lookup(ip("198.18.2.1")).unwrap();
-    let RouteTarget::Forward(g) = &r.target else { panic!("{r:?}") };
+    let RouteTarget::Forward(g) = r.target() else { panic!("{r:?}") };
     assert!(g.is_multipath());
     let got: Vec<_> = g.nexthops().iter().map(|n| (n.port, n.labels[0], n.weight)).collect();
     assert_eq!(got, vec![(1, 1002, 2), (2, 1102, 1)]);
@@ -210,7 +213,7 @@ fn duplicate_prefix_in_a_vrf_is_rejected() {
     let cfg = parse(ok).unwrap();
     let fib = cfg.build_fib().unwrap();
     assert_eq!(fib.vrfs[1].name, "cust");
-    assert_eq!(fib.vrfs[1].lookup(ip("198.18.2.1")).unwrap().target, RouteTarget::Blackhole);
+    assert_eq!(fib.vrfs[1].lookup(ip("198.18.2.1")).unwrap().target(), &RouteTarget::Blackhole);
 }
 
 #[test]
@@ -219,10 +222,13 @@ fn reject_routes_come_from_the_file_and_bad_ones_are_refused() {
     let ok = "[[route]]\nprefix = \"198.18.2.0/24\"\nreject = \"unreachable\"\n\n[[route]]\nprefix = \"198.18.3.0/24\"\nreject = \"prohibit\"\n";
     let fib = parse(ok).unwrap().build_fib().unwrap();
     assert_eq!(
-        fib.vrfs[0].lookup(ip("198.18.2.1")).unwrap().target,
-        RouteTarget::Reject(Reject::Unreachable)
+        fib.vrfs[0].lookup(ip("198.18.2.1")).unwrap().target(),
+        &RouteTarget::Reject(Reject::Unreachable)
     );
-    assert_eq!(fib.vrfs[0].lookup(ip("198.18.3.1")).unwrap().target, RouteTarget::Reject(Reject::Prohibit));
+    assert_eq!(
+        fib.vrfs[0].lookup(ip("198.18.3.1")).unwrap().target(),
+        &RouteTarget::Reject(Reject::Prohibit)
+    );
     assert_err(
         "[[route]]\nprefix = \"198.18.2.0/24\"\nreject = \"refuse\"\n",
         3,
@@ -448,9 +454,9 @@ fn empty_push_is_plain_ip() {
     .unwrap();
     let fib = cfg.build_fib().unwrap();
     let r = fib.vrfs[0].lookup(ip("198.18.2.3")).unwrap();
-    let RouteTarget::Forward(g) = &r.target else { panic!() };
+    let RouteTarget::Forward(g) = r.target() else { panic!() };
     assert!(g.nexthops()[0].labels.is_empty());
-    assert_eq!(r.ttl_model, TtlModel::Pipe);
+    assert_eq!(r.ttl_model(), TtlModel::Pipe);
 }
 
 #[test]

@@ -37,11 +37,10 @@ fn pe() -> Dataplane {
     b.add_port("ac", DEFAULT_VRF, &[]).unwrap();
     b.add_port("core", DEFAULT_VRF, &[(ip("198.18.60.1"), 24)]).unwrap();
     b.add_port("ip", DEFAULT_VRF, &[(ip("198.18.1.1"), 24)]).unwrap();
-    let push = |label: u32| PrefixRoute {
-        target: RouteTarget::Forward(
+    let push = |label: u32| {
+        PrefixRoute::new(RouteTarget::Forward(
             NexthopGroup::new(vec![Nexthop::new(CORE, Some(ip("198.18.60.2")), vec![label])]).unwrap(),
-        ),
-        ttl_model: TtlModel::Uniform,
+        ))
     };
     b.add_prefix_route(DEFAULT_VRF, ip("198.18.255.3"), 32, push(3001)).unwrap();
     b.add_prefix_route(DEFAULT_VRF, ip("198.18.2.0"), 24, push(3002)).unwrap();

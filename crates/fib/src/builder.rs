@@ -386,7 +386,7 @@ mod tests {
             DEFAULT_VRF,
             ip("198.18.2.0"),
             24,
-            PrefixRoute { target: RouteTarget::Forward(g.clone()), ttl_model: TtlModel::Pipe },
+            PrefixRoute::new(RouteTarget::Forward(g.clone())).with_ttl_model(TtlModel::Pipe),
         )
         .unwrap();
         b.add_prefix_route(DEFAULT_VRF, ip("0.0.0.0"), 0, PrefixRoute::new(RouteTarget::Blackhole)).unwrap();

@@ -113,19 +113,109 @@ impl Reject {
     }
 }
 
-/// A prefix table entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A prefix table entry: what to do with packets to the prefix ([`target`]), and how TTL
+/// crosses the labels it pushes ([`ttl_model`]).
+///
+/// A single-path route to an IPv4 next hop with at most [`INLINE_LABELS`] labels also
+/// keeps a copy of that next hop ([`inline_hop`]), so that forwarding by a route of a
+/// large table reads the trie node that holds the route and not the next-hop group behind
+/// it: with a group per route (a label per prefix), the group is one more cache line on
+/// one more page a packet (an `rte_lpm` keeps its next hop in the index entry for the
+/// same reason). The copy is made where the route is made and cannot change after, hence
+/// the fields behind accessors.
+///
+/// [`target`]: PrefixRoute::target
+/// [`ttl_model`]: PrefixRoute::ttl_model
+/// [`inline_hop`]: PrefixRoute::inline_hop
+#[derive(Clone, PartialEq, Eq)]
 pub struct PrefixRoute {
-    /// What to do.
-    pub target: RouteTarget,
-    /// How TTL is handled when labels are pushed (RFC 3443).
-    pub ttl_model: TtlModel,
+    target: RouteTarget,
+    ttl_model: TtlModel,
+    // The inline next hop's fields side by side, not in a struct of their own, so that
+    // the route stays 32 bytes and a trie node one cache line.
+    hop_labels: [Label; INLINE_LABELS],
+    hop_via: [u8; 4],
+    hop_port: PortId,
+    /// The inline next hop's label count, or [`NO_INLINE_HOP`].
+    hop_label_count: u8,
+}
+
+/// The most labels a route's [`inline_hop`](PrefixRoute::inline_hop) holds.
+pub const INLINE_LABELS: usize = 2;
+const NO_INLINE_HOP: u8 = u8::MAX;
+
+/// A copy of a single-path route's next hop, kept in the route
+/// ([`PrefixRoute::inline_hop`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InlineHop<'a> {
+    /// The port it leaves by.
+    pub port: PortId,
+    /// The neighbour it goes to.
+    pub via: Ipv4Addr,
+    /// The labels to push, outermost first.
+    pub labels: &'a [Label],
 }
 
 impl PrefixRoute {
     /// A route with the default (uniform) TTL model.
     pub fn new(target: RouteTarget) -> Self {
-        PrefixRoute { target, ttl_model: TtlModel::Uniform }
+        let mut route = PrefixRoute {
+            target,
+            ttl_model: TtlModel::Uniform,
+            hop_labels: [0; INLINE_LABELS],
+            hop_via: [0; 4],
+            hop_port: 0,
+            hop_label_count: NO_INLINE_HOP,
+        };
+        if let RouteTarget::Forward(group) = &route.target
+            && let [Nexthop { port, via: Some(IpAddr::V4(via)), labels, .. }] = group.nexthops()
+            && labels.len() <= INLINE_LABELS
+        {
+            route.hop_labels[..labels.len()].copy_from_slice(labels);
+            route.hop_via = via.octets();
+            route.hop_port = *port;
+            route.hop_label_count = labels.len() as u8;
+        }
+        route
+    }
+
+    /// The route with TTL model `ttl_model`.
+    #[must_use]
+    pub fn with_ttl_model(mut self, ttl_model: TtlModel) -> Self {
+        self.ttl_model = ttl_model;
+        self
+    }
+
+    /// What to do.
+    #[inline]
+    pub fn target(&self) -> &RouteTarget {
+        &self.target
+    }
+
+    /// How TTL is handled when labels are pushed (RFC 3443).
+    #[inline]
+    pub fn ttl_model(&self) -> TtlModel {
+        self.ttl_model
+    }
+
+    /// The next hop of a single-path route to an IPv4 next hop with at most
+    /// [`INLINE_LABELS`] labels: what [`NexthopGroup::select`] gives for any hash, without
+    /// reading the group.
+    #[inline]
+    pub fn inline_hop(&self) -> Option<InlineHop<'_>> {
+        let count = usize::from(self.hop_label_count);
+        let labels = self.hop_labels.get(..count)?;
+        Some(InlineHop { port: self.hop_port, via: Ipv4Addr::from(self.hop_via), labels })
+    }
+}
+
+impl std::fmt::Debug for PrefixRoute {
+    /// The target and TTL model: the inline next hop is a copy of the target's.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrefixRoute")
+            .field("target", &self.target)
+            .field("ttl_model", &self.ttl_model)
+            .finish()
     }
 }
 
@@ -633,6 +723,43 @@ impl FibHandle {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[test]
+    fn a_route_holds_its_single_ipv4_next_hop_and_a_trie_node_is_one_line() {
+        let v4 = |a: &str| Some(IpAddr::V4(a.parse().unwrap()));
+        let forward =
+            |nhs: Vec<Nexthop>| PrefixRoute::new(RouteTarget::Forward(NexthopGroup::new(nhs).unwrap()));
+        for labels in [vec![], vec![16], vec![16, 1_048_575], vec![3]] {
+            let route = forward(vec![Nexthop::new(7, v4("198.18.10.2"), labels.clone())]);
+            let RouteTarget::Forward(group) = route.target() else { unreachable!() };
+            let nh = group.select(12345);
+            let hop = route.inline_hop().expect("single path, IPv4, at most two labels");
+            assert_eq!(
+                (hop.port, IpAddr::V4(hop.via), hop.labels),
+                (nh.port, nh.via.unwrap(), &nh.labels[..])
+            );
+        }
+        let none = [
+            forward(vec![Nexthop::new(7, v4("198.18.10.2"), vec![16, 17, 18])]),
+            forward(vec![Nexthop::new(7, Some(IpAddr::V6("2001:db8::2".parse().unwrap())), vec![16])]),
+            forward(vec![Nexthop::new(7, None, vec![16])]),
+            forward(vec![
+                Nexthop::new(7, v4("198.18.10.2"), vec![16]),
+                Nexthop::new(8, v4("198.18.11.2"), vec![17]),
+            ]),
+            PrefixRoute::new(RouteTarget::Connected { port: 7 }),
+            PrefixRoute::new(RouteTarget::Blackhole),
+        ];
+        for route in none {
+            assert_eq!(route.inline_hop(), None, "{route:?}");
+        }
+        let pipe = forward(vec![Nexthop::new(7, v4("198.18.10.2"), vec![16])]).with_ttl_model(TtlModel::Pipe);
+        assert_eq!((pipe.ttl_model(), pipe.inline_hop().unwrap().labels), (TtlModel::Pipe, &[16][..]));
+        // The copy must not cost the trie a line.
+        assert_eq!(size_of::<PrefixRoute>(), 32);
+        assert_eq!(size_of::<lpm::Node<PrefixRoute>>(), 64);
+        assert_eq!(align_of::<lpm::Node<PrefixRoute>>(), 64);
+    }
 
     fn fib_generation(g: u32) -> Fib {
         // Every table of generation g agrees on g: label g+16, router address, a route.

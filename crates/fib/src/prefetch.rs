@@ -120,11 +120,14 @@ impl Fib {
                 request_node(lpm, dir.finish(addr, *entry), &mut nodes[i], &mut routes[i]);
             }
         }
-        // The trie nodes: the route, and its next-hop group.
+        // The trie nodes: the route, and its next-hop group unless the route holds its
+        // next hop.
         for i in 0..N {
             if let Some(node) = nodes[i] {
                 routes[i] = Some(node.value());
-                if let Some(PrefixRoute { target: RouteTarget::Forward(group), .. }) = node.value() {
+                if let Some(route @ PrefixRoute { target: RouteTarget::Forward(group), .. }) = node.value()
+                    && route.inline_hop().is_none()
+                {
                     groups[i] = Some(request_group(group));
                 }
             }
@@ -185,7 +188,7 @@ fn request_labels(nh: &Nexthop) {
 fn hint<T>(value: &T) {
     let first = std::ptr::from_ref(value).cast::<u8>();
     hint_ptr(first);
-    // An entry that may straddle two lines (a trie node of 48 bytes) needs both.
+    // An entry that may straddle two lines (a next-hop group) needs both.
     if size_of::<T>() > align_of::<T>() {
         let last = first.wrapping_add(size_of::<T>() - 1);
         if (last as usize) / 64 != (first as usize) / 64 {
@@ -241,13 +244,34 @@ mod tests {
         let ecmp = NexthopGroup::new(vec![nh(201), nh(202)]).unwrap();
         b.add_label_route(
             102,
-            LabelRoute { action: LabelAction::Forward(ecmp), ttl_model: TtlModel::Uniform },
+            LabelRoute { action: LabelAction::Forward(ecmp.clone()), ttl_model: TtlModel::Uniform },
         )
         .unwrap();
         let via = RouteTarget::Forward(group(300));
         b.add_prefix_route(DEFAULT_VRF, "198.18.0.0".parse().unwrap(), 16, PrefixRoute::new(via.clone()))
             .unwrap();
         b.add_prefix_route(DEFAULT_VRF, "198.18.2.128".parse().unwrap(), 25, PrefixRoute::new(via)).unwrap();
+        // Routes whose next hops are not in the route: the group is read.
+        let deep = NexthopGroup::single(Nexthop::new(
+            0,
+            Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2))),
+            vec![301, 302, 303],
+        ))
+        .unwrap();
+        b.add_prefix_route(
+            DEFAULT_VRF,
+            "198.18.3.0".parse().unwrap(),
+            24,
+            PrefixRoute::new(RouteTarget::Forward(deep)),
+        )
+        .unwrap();
+        b.add_prefix_route(
+            DEFAULT_VRF,
+            "198.18.4.0".parse().unwrap(),
+            24,
+            PrefixRoute::new(RouteTarget::Forward(ecmp)),
+        )
+        .unwrap();
         b.build().unwrap()
     }
 
@@ -285,7 +309,9 @@ mod tests {
                 assert!(hinted(&nh.labels[0]), "label {label}: the labels");
             }
         }
-        for a in ["198.18.1.1", "198.18.2.200"] {
+        for a in ["198.18.1.1", "198.18.2.200", "198.18.3.1", "198.18.4.1"] {
+            HINTED.with_borrow_mut(Vec::clear);
+            fib.prefetch_lookups(&[ipv4(a)]);
             let addr = u32::from(a.parse::<Ipv4Addr>().unwrap());
             let dir = v4.dir().unwrap();
             let e24 = dir.entry24(addr).unwrap();
@@ -299,11 +325,15 @@ mod tests {
             };
             let node = v4.node(node.unwrap());
             assert!(hinted(node), "{a}: the trie node");
-            let Some(PrefixRoute { target: RouteTarget::Forward(group), .. }) = node.value() else {
-                unreachable!()
-            };
-            assert!(hinted(group.header()), "{a}: the group");
-            assert!(hinted(&group.nexthops()[0].labels[0]), "{a}: the labels");
+            let route = node.value().unwrap();
+            let RouteTarget::Forward(group) = route.target() else { unreachable!() };
+            // A route that holds its next hop is done with its node; the others read on.
+            let holds_its_hop = route.inline_hop().is_some();
+            assert_eq!(holds_its_hop, a < "198.18.3", "{a}");
+            assert_eq!(hinted(group.header()), !holds_its_hop, "{a}: the group");
+            let nh = &group.nexthops()[0];
+            assert_eq!(hinted(nh), !holds_its_hop, "{a}: the first next hop");
+            assert_eq!(hinted(&nh.labels[0]), !holds_its_hop, "{a}: the labels");
         }
     }
 

@@ -202,8 +202,8 @@ impl<'a> Entries<'a> {
     /// pipeline).
     fn route(&mut self, key: FastKey, route: &PrefixRoute) -> RouteEntry {
         self.key = key;
-        let RouteTarget::Forward(group) = &route.target else { return RouteEntry::Local };
-        let label_ttl = match route.ttl_model {
+        let RouteTarget::Forward(group) = route.target() else { return RouteEntry::Local };
+        let label_ttl = match route.ttl_model() {
             TtlModel::Uniform => None,
             TtlModel::Pipe => Some(self.default_ttl),
         };
@@ -228,7 +228,7 @@ impl<'a> Entries<'a> {
     /// that subnet is the longest match (a more specific route through a gateway wins).
     fn neighbor_host(&mut self, vrf_id: VrfId, addr: IpAddr) -> Option<RouteEntry> {
         self.key = FastKey::prefix(vrf_id, addr, if addr.is_ipv4() { 32 } else { 128 });
-        let RouteTarget::Connected { port } = self.fib.vrf(vrf_id)?.lookup(addr)?.target else {
+        let &RouteTarget::Connected { port } = self.fib.vrf(vrf_id)?.lookup(addr)?.target() else {
             return None;
         };
         let p = self.fast(port).filter(|p| p.tunnel.is_none())?;

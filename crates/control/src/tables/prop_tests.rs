@@ -290,7 +290,7 @@ fn check(t: &Tables, fib: &Fib) -> Result<(), TestCaseError> {
         let shown: Vec<IpRoute> = serde_json::from_value(t.show(Family::Inet, Some(vrf)).unwrap()).unwrap();
         let shown: BTreeSet<String> = shown.iter().map(shown_words).collect();
         let held: BTreeSet<String> =
-            table.iter().filter_map(|(net, len, r)| fib_words(cfg, net, len, &r.target)).collect();
+            table.iter().filter_map(|(net, len, r)| fib_words(cfg, net, len, r.target())).collect();
         prop_assert_eq!(&shown, &held, "route show in VRF {}", vrf);
         // `route get` is the forwarding tables' lookup (the router's own addresses are
         // delivered, not routed: `route get` does not list them).
@@ -306,8 +306,8 @@ fn check(t: &Tables, fib: &Fib) -> Result<(), TestCaseError> {
                     );
                     continue;
                 }
-                Some((_, _, r)) if r.target == RouteTarget::Local => continue,
-                Some((net, len, r)) => fib_words(cfg, net, len, &r.target).expect("not local"),
+                Some((_, _, r)) if *r.target() == RouteTarget::Local => continue,
+                Some((net, len, r)) => fib_words(cfg, net, len, r.target()).expect("not local"),
             };
             let got = t.get(IpAddr::V4(a), Some(vrf)).map(|r| shown_words(&r)).map_err(|e| e.message());
             prop_assert_eq!(got, Ok(want), "route get {} in VRF {}", a, vrf);

@@ -228,9 +228,9 @@ impl Tables {
         let (spec, _) = e.selected();
         let installed = fib.is_some_and(|f| f.pseudowires.iter().any(|p| p.name == *name && p.up));
         let route_to_peer = |peer| {
-            fib.and_then(|f| f.vrfs.first())
-                .and_then(|v| v.lookup(peer))
-                .is_some_and(|r| matches!(r.target, RouteTarget::Forward(_) | RouteTarget::Connected { .. }))
+            fib.and_then(|f| f.vrfs.first()).and_then(|v| v.lookup(peer)).is_some_and(|r| {
+                matches!(r.target(), RouteTarget::Forward(_) | RouteTarget::Connected { .. })
+            })
         };
         let attachment_up = match (e.attachment, e.vpls.and_then(|i| self.file.vpls.get(i))) {
             (Some(p), _) => Some(port_up(p)),

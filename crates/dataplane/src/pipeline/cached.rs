@@ -200,14 +200,18 @@ impl Dataplane {
             Some(h) if h.vrf == vrf && h.dst == dst => h.route,
             _ => routes.v4.lookup_value(dst),
         }?;
-        let (port_id, addr, labels) = match &route.target {
+        let (port_id, addr, labels) = match route.target() {
             RouteTarget::Connected { port } => (*port, IpAddr::V4(dst), &[][..]),
-            RouteTarget::Forward(group) => {
-                // Hashed as the general path hashes it: without the padding.
-                let hash = if group.is_multipath() { ip_flow_hash(&ip[..total_len]) } else { 0 };
-                let nh = group.select(hash);
-                (nh.port, nh.via.unwrap_or(IpAddr::V4(dst)), nh.labels.as_slice())
-            }
+            RouteTarget::Forward(group) => match route.inline_hop() {
+                // The route's copy of its single next hop: the group is not read.
+                Some(hop) => (hop.port, IpAddr::V4(hop.via), hop.labels),
+                None => {
+                    // Hashed as the general path hashes it: without the padding.
+                    let hash = if group.is_multipath() { ip_flow_hash(&ip[..total_len]) } else { 0 };
+                    let nh = group.select(hash);
+                    (nh.port, nh.via.unwrap_or(IpAddr::V4(dst)), nh.labels.as_slice())
+                }
+            },
             // Delivered, dropped or answered with an error: the general way.
             RouteTarget::Local | RouteTarget::Blackhole | RouteTarget::Reject(_) => return None,
         };
@@ -222,7 +226,7 @@ impl Dataplane {
         }
         let src_mac = port.mac;
         let dst_mac = self.fresh_neighbor(b.now, port_id, addr)?;
-        Some(Ipv4Out { total_len, port: port_id, src_mac, dst_mac, labels, ttl_model: route.ttl_model })
+        Some(Ipv4Out { total_len, port: port_id, src_mac, dst_mac, labels, ttl_model: route.ttl_model() })
     }
 
     /// Routes an IPv4 packet (right after the Ethernet header, whose bytes are not read)

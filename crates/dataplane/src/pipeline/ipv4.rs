@@ -38,7 +38,7 @@ impl Dataplane {
             Some(h) if h.vrf == ctx.vrf && h.dst == dst => h.route,
             _ => vrf.v4.lookup_value(dst),
         };
-        if matches!(route.map(|r| &r.target), Some(RouteTarget::Local)) {
+        if matches!(route.map(|r| r.target()), Some(RouteTarget::Local)) {
             return self.ipv4_local(b, pkt, ctx);
         }
         self.route_ip(b, pkt, ctx, IpAddr::V4(dst), ttl, route);

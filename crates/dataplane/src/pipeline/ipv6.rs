@@ -35,7 +35,7 @@ impl Dataplane {
         }
         let Some(vrf) = b.fib.vrf(ctx.vrf) else { return self.discard(DropReason::NoRoute, pkt, b.pool) };
         let route = vrf.v6.lookup_value(dst);
-        if matches!(route.map(|r| &r.target), Some(RouteTarget::Local)) {
+        if matches!(route.map(|r| r.target()), Some(RouteTarget::Local)) {
             return self.ipv6_local(b, pkt, ctx);
         }
         if is_link_local(dst) {

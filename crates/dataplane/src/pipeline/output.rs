@@ -43,7 +43,7 @@ impl Dataplane {
             b.pool.put(pkt);
             return;
         };
-        let hop = match &route.target {
+        let hop = match route.target() {
             RouteTarget::Local => unreachable!("the callers deliver local routes"),
             RouteTarget::Blackhole => return self.discard(DropReason::Blackhole, pkt, b.pool),
             RouteTarget::Reject(reject) => {
@@ -72,7 +72,7 @@ impl Dataplane {
                 IpAddr::V6(_) => ipv6::Packet::new_unchecked(ip).decrement_hop_limit(),
             };
         }
-        self.ip_output(b, pkt, ctx, hop, ttl_out, route.ttl_model);
+        self.ip_output(b, pkt, ctx, hop, ttl_out, route.ttl_model());
     }
 
     /// Pushes the route's labels (if any) and sends toward the next hop, after the MTU

@@ -53,7 +53,7 @@ impl Dataplane {
             return self.discard(DropReason::TruncatedEthernet, pkt, b.pool);
         }
         let route = fib.vrfs.get(usize::from(DEFAULT_VRF)).and_then(|v| v.lookup(entry.peer));
-        let t = match route.map(|r| &r.target) {
+        let t = match route.map(|r| r.target()) {
             Some(RouteTarget::Forward(group)) => {
                 let nh = group.select(0);
                 Transport { port: nh.port, addr: nh.via.unwrap_or(entry.peer), labels: &nh.labels }

@@ -36,10 +36,7 @@ fn pe_with_core_labels(
     let core_port = b.add_port("core", DEFAULT_VRF, &[(ip("198.18.60.1"), 24)]).unwrap();
     b.set_port_label_acceptance(core_port, core).unwrap();
     let nh = Nexthop::new(1, Some(ip("198.18.60.2")), vec![3001]);
-    let to_peer = PrefixRoute {
-        target: RouteTarget::Forward(NexthopGroup::new(vec![nh]).unwrap()),
-        ttl_model: TtlModel::Uniform,
-    };
+    let to_peer = PrefixRoute::new(RouteTarget::Forward(NexthopGroup::new(vec![nh]).unwrap()));
     b.add_prefix_route(DEFAULT_VRF, ip("198.18.255.3"), 32, to_peer).unwrap();
     let mut fib = b.build().unwrap();
     fib.pseudowires.push(Pseudowire {

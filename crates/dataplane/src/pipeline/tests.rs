@@ -398,7 +398,7 @@ fn pe_with(now: Instant, more: u32) -> Dataplane {
             .iter()
             .map(|&(p, via, labels)| Nexthop::new(p, Some(ip(via)), labels.to_vec()))
             .collect();
-        PrefixRoute { target: RouteTarget::Forward(NexthopGroup::new(nhs).unwrap()), ttl_model }
+        PrefixRoute::new(RouteTarget::Forward(NexthopGroup::new(nhs).unwrap())).with_ttl_model(ttl_model)
     };
     let uniform = TtlModel::Uniform;
     let routes = [

@@ -57,10 +57,7 @@ fn fib(mac_limit: u32, flood_rate: u32) -> Fib {
     b.add_port("core", DEFAULT_VRF, &[(ip("198.18.60.1"), 24)]).unwrap();
     for (peer, transport) in [("198.18.255.2", 3002), ("198.18.255.3", 3003)] {
         let nh = Nexthop::new(CORE, Some(ip("198.18.60.2")), vec![transport]);
-        let route = PrefixRoute {
-            target: RouteTarget::Forward(NexthopGroup::new(vec![nh]).unwrap()),
-            ttl_model: TtlModel::Uniform,
-        };
+        let route = PrefixRoute::new(RouteTarget::Forward(NexthopGroup::new(vec![nh]).unwrap()));
         b.add_prefix_route(DEFAULT_VRF, ip(peer), 32, route).unwrap();
     }
     let mut fib = b.build().unwrap();
