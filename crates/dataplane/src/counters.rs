@@ -260,19 +260,21 @@ impl Counters {
     #[inline(always)]
     pub fn label_add(&mut self, label: u32, frames: u64, bytes: u64) {
         let i = label as usize;
-        if i >= self.labels.len() {
-            self.grow_labels(i);
-        }
-        let c = &mut self.labels[i];
+        let c = match self.labels.get_mut(i) {
+            Some(c) => c,
+            None => self.grow_labels(i),
+        };
         c[0] += frames;
         c[1] += bytes;
     }
 
-    /// Out of line: it runs once per new highest label, and keeping it out of
-    /// [`Counters::label`] lets that be inlined in the per-frame path.
+    /// The counters of `label`, past the end of the table: out of line, as it runs once
+    /// per new highest label, and keeping it out of [`Counters::label`] lets that be
+    /// inlined in the per-frame path.
     #[cold]
-    fn grow_labels(&mut self, label: usize) {
+    fn grow_labels(&mut self, label: usize) -> &mut [u64; 2] {
         self.labels.resize(label + 1, [0; 2]);
+        &mut self.labels[label]
     }
 
     /// Frames and bytes switched by the route of `label` so far.

@@ -220,7 +220,17 @@ impl Repr {
 
     /// Moves the offsets by `delta` bytes, for labels pushed (positive) or popped
     /// (negative) in front of the network header. Offsets never go below zero.
+    ///
+    /// Inlined to the test of whether there is an offset: most frames have none.
+    #[inline]
     pub fn shift(&mut self, delta: isize) {
+        if self.needs_csum || self.hdr_len != 0 {
+            self.shift_offsets(delta);
+        }
+    }
+
+    #[inline(never)]
+    fn shift_offsets(&mut self, delta: isize) {
         let mv = |v: u16| (v as isize + delta).clamp(0, u16::MAX as isize) as u16;
         if self.needs_csum {
             self.csum_start = mv(self.csum_start);
