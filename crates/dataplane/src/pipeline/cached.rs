@@ -236,9 +236,13 @@ impl Dataplane {
     #[inline(always)]
     fn ipv4_commit(&mut self, pkt: &mut Packet, out: Ipv4Out<'_>, ttl_cap: Option<u8>) {
         pkt.truncate(ETH + out.total_len);
-        // The fixed header as an array, so its fields' reads need no checks (`ipv4_out`
-        // checked that the frame holds a whole IPv4 packet).
-        let Some(fixed) = pkt.frame_mut()[ETH..].first_chunk_mut::<{ ipv4::HEADER_LEN }>() else {
+        // The Ethernet header and the fixed IPv4 header as arrays, so that their fields'
+        // reads and writes need no checks (`ipv4_out` checked that the frame holds a whole
+        // IPv4 packet).
+        let Some((eth, ip)) = pkt.frame_mut().split_first_chunk_mut::<ETH>() else {
+            unreachable!("the frame holds an Ethernet header")
+        };
+        let Some(fixed) = ip.first_chunk_mut::<{ ipv4::HEADER_LEN }>() else {
             unreachable!("ipv4_out checked the header")
         };
         let mut header = ipv4::Packet::new_unchecked(fixed);
@@ -248,31 +252,29 @@ impl Dataplane {
             header.set_ttl_incremental(cap);
         }
         let ttl = header.decrement_ttl();
-        // The class selector (the DSCP's top three bits) becomes the traffic class.
-        let tc = header.dscp() >> 3;
-        let ethertype = if out.labels.is_empty() {
+        if out.labels.is_empty() {
             self.counters.event(Event::IpForward, 1);
-            EtherType::Ipv4
+            write_ethernet(eth, out.dst_mac, out.src_mac, EtherType::Ipv4);
         } else {
             self.counters.event(Event::LabelPush, 1);
+            // The class selector (the DSCP's top three bits) becomes the traffic class.
+            let tc = header.dscp() >> 3;
             let label_ttl = match out.ttl_model {
                 TtlModel::Uniform => ttl,
                 TtlModel::Pipe => self.config.default_ttl,
             };
             let grow = mpls::ENTRY_LEN * out.labels.len();
-            let pushed = pkt.push_front(grow);
-            debug_assert!(pushed.is_some(), "the headroom was checked");
-            pkt.offload.shift(grow as isize);
+            let Some(frame) = pkt.push_front(grow) else { unreachable!("the headroom was checked") };
             let n = out.labels.len();
             for (i, &label) in out.labels.iter().enumerate() {
-                write_entry(pkt.frame_mut(), i, mpls::Repr { label, tc, bottom: i == n - 1, ttl: label_ttl });
+                write_entry(frame, i, mpls::Repr { label, tc, bottom: i == n - 1, ttl: label_ttl });
             }
-            EtherType::Mpls
-        };
-        let Some(eth) = pkt.frame_mut().first_chunk_mut::<ETH>() else {
-            unreachable!("the frame holds an Ethernet header")
-        };
-        write_ethernet(eth, out.dst_mac, out.src_mac, ethertype);
+            let Some(eth) = frame.first_chunk_mut::<ETH>() else {
+                unreachable!("the frame holds an Ethernet header")
+            };
+            write_ethernet(eth, out.dst_mac, out.src_mac, EtherType::Mpls);
+            pkt.offload.shift(grow as isize);
+        }
         pkt.port = out.port;
         self.counters.tx_frames[usize::from(out.port)] += 1;
     }
