@@ -276,6 +276,8 @@ impl Dataplane {
         if let Some(p) = self.point_to_point.get_mut(usize::from(port)) {
             *p = true;
         }
+        // Its neighbours are no longer asked for: the cache must not answer for them.
+        self.forget_adjacencies(port);
     }
 
     /// The counters so far.

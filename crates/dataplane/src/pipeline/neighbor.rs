@@ -20,9 +20,6 @@ impl Dataplane {
     /// "ask the table" ([`NeighborTable::resolve`]).
     #[inline(always)]
     pub(super) fn fresh_neighbor(&mut self, now: Instant, port: PortId, addr: IpAddr) -> Option<[u8; 6]> {
-        if self.point_to_point.get(usize::from(port)) == Some(&true) {
-            return Some(POINT_TO_POINT_MAC);
-        }
         let generation = self.neighbors.generation();
         let slot = adj_slot(port, addr);
         if let Some(adj) = &self.adjacency[slot]
@@ -33,9 +30,23 @@ impl Dataplane {
         {
             return Some(adj.mac);
         }
+        // After the cache, which never holds a point-to-point port's next hops
+        // ([`set_point_to_point`](Dataplane::set_point_to_point)).
+        if self.point_to_point.get(usize::from(port)) == Some(&true) {
+            return Some(POINT_TO_POINT_MAC);
+        }
         let (mac, stale_at) = self.neighbors.fresh(now, port, addr)?;
         self.adjacency[slot] = Some(Adjacency { generation, port, addr, mac, stale_at });
         Some(mac)
+    }
+
+    /// Takes the next hops on `port` out of the adjacency cache.
+    pub(super) fn forget_adjacencies(&mut self, port: PortId) {
+        for slot in &mut self.adjacency {
+            if slot.as_ref().is_some_and(|adj| adj.port == port) {
+                *slot = None;
+            }
+        }
     }
 
     pub(super) fn arp_input(&mut self, b: &mut Batch<'_>, pkt: Packet) {

@@ -631,6 +631,26 @@ fn a_batch_through_large_tables_matches_its_frames_one_by_one() {
     }
 }
 
+/// A port made point-to-point (an MPLS-in-UDP tunnel) sends to its one remote, also for
+/// next hops the adjacency cache had learned on it before.
+#[test]
+fn a_point_to_point_port_sends_without_its_cached_neighbours() {
+    let t0 = Instant::now();
+    let mut dp = router_at(t0);
+    let mut pool = PacketPool::new(16);
+    let swapped = |dp: &mut Dataplane, pool: &mut PacketPool, label: u32| {
+        let sent =
+            run_frames(dp, t0, true, pool, vec![Packet::from_frame(0, &frame(&[(label, 64, true)], 18))]);
+        let [(1, f)] = &sent[..] else { panic!("label {label}: {sent:?}") };
+        <[u8; 6]>::try_from(&f[..6]).unwrap()
+    };
+    assert_eq!(swapped(&mut dp, &mut pool, 1002), PEER_MAC, "learned, and now cached");
+    dp.set_point_to_point(1);
+    let remote = swapped(&mut dp, &mut pool, 1002);
+    assert_ne!(remote, PEER_MAC, "the cached neighbour is not used");
+    assert_eq!(swapped(&mut dp, &mut pool, 1003), remote, "an unknown next hop: the same remote, no ARP");
+}
+
 /// ARP requests the router sent for `target`, taken out of `out`.
 fn arp_requests_for(out: &mut Output, pool: &mut PacketPool, target: &str) -> usize {
     let mut n = 0;
