@@ -1027,15 +1027,48 @@ impl Drop for VhostUserPort {
     }
 }
 
-/// A new directory only this user can enter, for the daemon's internal socket.
+/// Prefix of the [`private_dir`]s in the temporary directory: `vmpls-vhost-PID-N`.
+const PRIVATE_DIR_PREFIX: &str = "vmpls-vhost-";
+
+/// A new directory only this user can enter, for the daemon's internal socket. The first
+/// call of a process also removes those of processes gone without removing theirs (a
+/// router killed with SIGKILL, say): see [`remove_stale_private_dirs`].
 fn private_dir() -> io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     static N: AtomicU64 = AtomicU64::new(0);
+    static STALE_REMOVED: std::sync::Once = std::sync::Once::new();
+    let tmp = std::env::temp_dir();
+    STALE_REMOVED.call_once(|| remove_stale_private_dirs(&tmp));
     let n = N.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("vmpls-vhost-{}-{n}", std::process::id()));
+    let dir = tmp.join(format!("{PRIVATE_DIR_PREFIX}{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
     Ok(dir)
+}
+
+/// Removes the [`private_dir`]s in `tmp` that this user owns and whose process no longer
+/// runs. One whose PID a new process has taken stays (until that one ends too): the
+/// directories are small, and a live process's are never touched.
+fn remove_stale_private_dirs(tmp: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else { return };
+    let uid = vmpls_sys::process::effective_uid();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(private_dir_pid) else { continue };
+        // Not followed if a link: only a real directory of this user's is removed.
+        let owned_dir = entry.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if owned_dir && !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// The process ID in the name of a [`private_dir`] (`vmpls-vhost-PID-N`).
+fn private_dir_pid(name: &str) -> Option<u32> {
+    let (pid, n) = name.strip_prefix(PRIVATE_DIR_PREFIX)?.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(pid) && digits(n)).then(|| pid.parse().ok()).flatten()
 }
 
 /// The listener thread's sockets: QEMU connects to `public`; the daemon accepts the
@@ -1415,6 +1448,35 @@ mod tests {
         drop(port);
         assert!(!sock.exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_private_dirs_of_processes_gone_are_removed() {
+        assert_eq!(private_dir_pid("vmpls-vhost-123-0"), Some(123));
+        for other in
+            ["vmpls-vhost-unit-123", "vmpls-vhost-123-", "vmpls-vhost-12a-0", "vmpls-vhost-123", "x-1-2"]
+        {
+            assert_eq!(private_dir_pid(other), None, "{other}");
+        }
+        let tmp = std::env::temp_dir().join(format!("vmpls-stale-test-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        // A process that has ended: its PID names no process (unless taken again, which
+        // this test would see as a directory kept).
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let stale = tmp.join(format!("vmpls-vhost-{gone}-3"));
+        let live = tmp.join(format!("vmpls-vhost-{}-7", std::process::id()));
+        let unrelated = tmp.join(format!("vmpls-vhost-unit-{gone}"));
+        for dir in [&stale, &live, &unrelated] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("backend.sock"), b"").unwrap();
+        }
+        remove_stale_private_dirs(&tmp);
+        assert!(!stale.exists(), "the dead process's directory is removed");
+        assert!(live.exists(), "a running process's directory stays");
+        assert!(unrelated.exists(), "a name of another shape stays");
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 
     #[test]

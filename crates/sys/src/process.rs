@@ -35,6 +35,11 @@ pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+/// The process's effective user ID.
+pub fn effective_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
 /// Sends `signal` (`libc::SIGTERM`, ...) to process `pid`.
 pub fn kill(pid: u32, signal: libc::c_int) -> io::Result<()> {
     let pid = i32::try_from(pid)
