@@ -721,8 +721,7 @@ impl Config {
                     LabelAction::PopAndLookup { vrf: vrf_id(&b, vrf, l.line)? }
                 }
             };
-            b.add_label_route(l.label, LabelRoute { action, ttl_model: l.ttl_model })
-                .map_err(err(Some(l.line)))?;
+            b.add_label_route(l.label, LabelRoute::new(action, l.ttl_model)).map_err(err(Some(l.line)))?;
         }
         b.build().map_err(err(None))
     }

@@ -419,7 +419,7 @@ impl Tables {
             LabelConfigAction::Forward(nhs) => LabelAction::Forward(nexthop_group(nhs)?),
             LabelConfigAction::PopAndLookup { vrf } => LabelAction::PopAndLookup { vrf: self.vrf_id(vrf)? },
         };
-        Ok(LabelRoute { action, ttl_model: l.ttl_model })
+        Ok(LabelRoute::new(action, l.ttl_model))
     }
 
     /// Adds, replaces or deletes a route, and returns the forwarding tables to store. On
@@ -1218,7 +1218,7 @@ action = "pop"
         };
         let fib = t.change(Change::Add, &RouteSpec::Mpls(swap)).unwrap();
         assert!(
-            matches!(&fib.labels.get(100).unwrap().action, vmpls_fib::LabelAction::Forward(g) if g.nexthops()[0].labels == [200])
+            matches!(&fib.labels.get(100).unwrap().action(), vmpls_fib::LabelAction::Forward(g) if g.nexthops()[0].labels == [200])
         );
         let php = MplsRoute {
             label: 101,
@@ -1230,8 +1230,10 @@ action = "pop"
         };
         let fib = t.change(Change::Add, &RouteSpec::Mpls(php)).unwrap();
         let r = fib.labels.get(101).unwrap();
-        assert!(matches!(&r.action, vmpls_fib::LabelAction::Forward(g) if g.nexthops()[0].labels.is_empty()));
-        assert_eq!(r.ttl_model, TtlModel::Pipe);
+        assert!(
+            matches!(&r.action(), vmpls_fib::LabelAction::Forward(g) if g.nexthops()[0].labels.is_empty())
+        );
+        assert_eq!(r.ttl_model(), TtlModel::Pipe);
         let shown: Vec<MplsRoute> = serde_json::from_value(t.show(Family::Mpls, None).unwrap()).unwrap();
         assert_eq!(
             shown.iter().map(|m| (m.label, m.protocol)).collect::<Vec<_>>(),

@@ -54,12 +54,12 @@ fn p_swaps_1002_to_2002_toward_pe2() {
     assert_eq!(cfg.ports[1].interface, "p-pe2");
     let fib = cfg.build_fib().unwrap();
     let route = fib.labels.get(1002).expect("label 1002");
-    let LabelAction::Forward(g) = &route.action else { panic!("{route:?}") };
+    let LabelAction::Forward(g) = &route.action() else { panic!("{route:?}") };
     assert!(!g.is_multipath());
     let nh = &g.nexthops()[0];
     assert_eq!((nh.port, nh.via, nh.labels.as_slice()), (1, Some(ip("198.18.20.2")), &[2002][..]));
     let route = fib.labels.get(1001).expect("label 1001");
-    let LabelAction::Forward(g) = &route.action else { panic!("{route:?}") };
+    let LabelAction::Forward(g) = &route.action() else { panic!("{route:?}") };
     assert_eq!((g.nexthops()[0].port, g.nexthops()[0].labels.as_slice()), (0, &[2001][..]));
     assert_eq!(fib.labels.len(), 2);
     assert_eq!(fib.vrfs[0].lookup(ip("198.18.255.2")).unwrap().target(), &RouteTarget::Local);
@@ -82,7 +82,7 @@ fn pe1_pushes_1002_and_pops_2001() {
         assert_eq!(nh.via.map(|v| v.is_ipv4()), Some(dst.contains('.')));
         assert_eq!(r.ttl_model(), TtlModel::Uniform);
     }
-    assert_eq!(fib.labels.get(2001).unwrap().action, LabelAction::PopAndLookup { vrf: 0 });
+    assert_eq!(fib.labels.get(2001).unwrap().action(), &LabelAction::PopAndLookup { vrf: 0 });
     assert!(fib.is_local_v4("198.18.1.1".parse().unwrap()));
     assert_eq!(fib.router_v6, Some("2001:db8:ff::1".parse().unwrap()));
 }
@@ -491,14 +491,14 @@ nexthops = [
 ]
 "#;
     let fib = parse(extra).unwrap().build_fib().unwrap();
-    assert_eq!(fib.labels.get(100).unwrap().action, LabelAction::PopAndLookup { vrf: 1 });
+    assert_eq!(fib.labels.get(100).unwrap().action(), &LabelAction::PopAndLookup { vrf: 1 });
     for l in [101, 102] {
-        let LabelAction::Forward(g) = &fib.labels.get(l).unwrap().action else { panic!() };
+        let LabelAction::Forward(g) = &fib.labels.get(l).unwrap().action() else { panic!() };
         assert!(g.nexthops()[0].labels.is_empty(), "label {l} is a PHP pop");
         assert_eq!(g.nexthops()[0].via, Some(ip("198.18.10.2")));
     }
-    assert_eq!(fib.labels.get(102).unwrap().ttl_model, TtlModel::Pipe);
-    let LabelAction::Forward(g) = &fib.labels.get(103).unwrap().action else { panic!() };
+    assert_eq!(fib.labels.get(102).unwrap().ttl_model(), TtlModel::Pipe);
+    let LabelAction::Forward(g) = &fib.labels.get(103).unwrap().action() else { panic!() };
     let got: Vec<_> = g.nexthops().iter().map(|n| (n.port, n.labels.clone(), n.weight)).collect();
     assert_eq!(got, vec![(1, vec![300, 301], 1), (0, vec![400], 3)]);
 }

@@ -55,7 +55,7 @@ fn pe() -> Dataplane {
         up: true,
     });
     fib.port_pw[usize::from(AC)] = Some(0);
-    let to_pw = LabelRoute { action: LabelAction::Pseudowire { pw: 0 }, ttl_model: TtlModel::Pipe };
+    let to_pw = LabelRoute::new(LabelAction::Pseudowire { pw: 0 }, TtlModel::Pipe);
     fib.set_label_route(PW_LABEL, Some(to_pw)).unwrap();
     let caps = PortCaps::default();
     let port = |id: PortId, name: &str, mac| PortInfo { id, name: name.into(), mac, mtu: 9000, caps };

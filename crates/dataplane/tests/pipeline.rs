@@ -531,7 +531,7 @@ fn p_php_with_implicit_null_out_label_exposes_ip_with_label_ttl_minus_one() {
         b.add_label_route(1004, swap_route(single(P_EAST, "198.18.20.2", &[3]))).unwrap();
     });
     let fib = r.dp.fib().load_full();
-    match &fib.labels.get(1004).unwrap().action {
+    match &fib.labels.get(1004).unwrap().action() {
         LabelAction::Forward(g) => assert!(g.nexthops()[0].labels.is_empty(), "fib normalises [3] to a pop"),
         other => panic!("{other:?}"),
     }
@@ -836,10 +836,7 @@ fn pe2_with_red_vrf() -> Router {
     b.add_label_route(2002, pop_route()).unwrap();
     b.add_label_route(
         RED_VPN_LABEL,
-        vmpls_fib::LabelRoute {
-            action: LabelAction::PopAndLookup { vrf: red },
-            ttl_model: TtlModel::Uniform,
-        },
+        vmpls_fib::LabelRoute::new(LabelAction::PopAndLookup { vrf: red }, TtlModel::Uniform),
     )
     .unwrap();
     b.add_prefix_route(
@@ -1020,10 +1017,7 @@ fn label_ttl_expiry_at_a_vrf_egress_sends_time_exceeded_routed_in_the_labels_vrf
     b.add_port("ce2", cust, &[(ip("198.18.2.1"), 24), (ip("2001:db8:2::1"), 64)]).unwrap();
     b.add_label_route(
         2002,
-        vmpls_fib::LabelRoute {
-            action: LabelAction::PopAndLookup { vrf: cust },
-            ttl_model: TtlModel::Uniform,
-        },
+        vmpls_fib::LabelRoute::new(LabelAction::PopAndLookup { vrf: cust }, TtlModel::Uniform),
     )
     .unwrap();
     b.add_prefix_route(
@@ -1287,10 +1281,7 @@ fn two_vrf_pe(settings: impl FnOnce(&mut vmpls_fib::FibBuilder)) -> Router {
     b.add_port("blue", blue, &[(ip("198.18.4.1"), 24)]).unwrap();
     b.add_label_route(
         2004,
-        vmpls_fib::LabelRoute {
-            action: LabelAction::PopAndLookup { vrf: blue },
-            ttl_model: TtlModel::Uniform,
-        },
+        vmpls_fib::LabelRoute::new(LabelAction::PopAndLookup { vrf: blue }, TtlModel::Uniform),
     )
     .unwrap();
     b.add_label_route(3000, swap_route(single(TWO_VRF_CORE, "198.18.20.1", &[3001]))).unwrap();

@@ -235,7 +235,7 @@ impl FibBuilder {
     /// VRF).
     pub fn build(self) -> Result<Fib, FibError> {
         for (_, route) in self.labels.iter() {
-            match &route.action {
+            match route.action() {
                 LabelAction::Forward(g) => self.check_group(g)?,
                 LabelAction::PopAndLookup { vrf } => self.check_vrf(*vrf)?,
                 // Pseudowires are set on the built tables (`Fib::pseudowires`).
@@ -392,18 +392,15 @@ mod tests {
         b.add_prefix_route(DEFAULT_VRF, ip("0.0.0.0"), 0, PrefixRoute::new(RouteTarget::Blackhole)).unwrap();
         b.add_label_route(
             2001,
-            LabelRoute {
-                action: LabelAction::PopAndLookup { vrf: DEFAULT_VRF },
-                ttl_model: TtlModel::Uniform,
-            },
+            LabelRoute::new(LabelAction::PopAndLookup { vrf: DEFAULT_VRF }, TtlModel::Uniform),
         )
         .unwrap();
         let fib = b.build().unwrap();
         let r = fib.vrfs[0].lookup(ip("198.18.2.5")).unwrap();
         assert_eq!(r.target, RouteTarget::Forward(g));
-        assert_eq!(r.ttl_model, TtlModel::Pipe);
+        assert_eq!(r.ttl_model(), TtlModel::Pipe);
         assert_eq!(fib.vrfs[0].lookup(ip("203.0.113.1")).unwrap().target, RouteTarget::Blackhole);
-        assert!(matches!(fib.labels.get(2001).unwrap().action, LabelAction::PopAndLookup { vrf: 0 }));
+        assert!(matches!(fib.labels.get(2001).unwrap().action(), LabelAction::PopAndLookup { vrf: 0 }));
     }
 
     #[test]
@@ -459,15 +456,12 @@ mod tests {
         assert_eq!(b.build().unwrap_err(), FibError::UnknownPort { port: 7 });
 
         let mut b = pe1();
-        b.add_label_route(
-            100,
-            LabelRoute { action: LabelAction::PopAndLookup { vrf: 3 }, ttl_model: TtlModel::Uniform },
-        )
-        .unwrap();
+        b.add_label_route(100, LabelRoute::new(LabelAction::PopAndLookup { vrf: 3 }, TtlModel::Uniform))
+            .unwrap();
         assert_eq!(b.build().unwrap_err(), FibError::UnknownVrf { vrf: 3 });
 
         let mut b = pe1();
-        let pop = LabelRoute { action: LabelAction::PopAndLookup { vrf: 0 }, ttl_model: TtlModel::Uniform };
+        let pop = LabelRoute::new(LabelAction::PopAndLookup { vrf: 0 }, TtlModel::Uniform);
         assert_eq!(b.add_label_route(15, pop.clone()), Err(FibError::ReservedLabel { label: 15 }));
         assert_eq!(
             b.add_label_route(1 << 20, pop.clone()),

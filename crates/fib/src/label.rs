@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::{FibError, Label, MAX_LABEL, NexthopGroup, TtlModel, VrfId};
+use crate::{FibError, InlineHop, Label, MAX_LABEL, NexthopGroup, RouteSummary, TtlModel, VrfId};
 
 /// What to do with a packet whose top label matched.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,13 +25,69 @@ pub enum LabelAction {
     },
 }
 
-/// A label table entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A label table entry: what to do with frames whose top label it is ([`action`]), and
+/// how TTL crosses the labels it pops ([`ttl_model`]). A route forwarding to one IPv4 next
+/// hop keeps a copy of it ([`inline_hop`]: see [`RouteSummary`]), hence the fields behind
+/// accessors.
+///
+/// [`action`]: LabelRoute::action
+/// [`ttl_model`]: LabelRoute::ttl_model
+/// [`inline_hop`]: LabelRoute::inline_hop
+#[derive(Clone, PartialEq, Eq)]
 pub struct LabelRoute {
+    action: LabelAction,
+    summary: RouteSummary,
+}
+
+impl LabelRoute {
+    /// A route doing `action`, popping labels under `ttl_model`.
+    pub fn new(action: LabelAction, ttl_model: TtlModel) -> LabelRoute {
+        let group = match &action {
+            LabelAction::Forward(group) => Some(group),
+            _ => None,
+        };
+        let summary = RouteSummary::new(ttl_model, group);
+        LabelRoute { action, summary }
+    }
+
     /// What to do.
-    pub action: LabelAction,
+    #[inline]
+    pub fn action(&self) -> &LabelAction {
+        &self.action
+    }
+
     /// How TTL is handled when labels are popped (RFC 3443).
-    pub ttl_model: TtlModel,
+    #[inline]
+    pub fn ttl_model(&self) -> TtlModel {
+        self.summary.ttl_model()
+    }
+
+    /// The next hop of a route forwarding to one IPv4 next hop with at most
+    /// [`INLINE_LABELS`](crate::INLINE_LABELS) labels (to swap the top one for): what
+    /// [`NexthopGroup::select`] gives for any hash, without reading the group.
+    #[inline]
+    pub fn inline_hop(&self) -> Option<InlineHop<'_>> {
+        self.summary.inline_hop()
+    }
+}
+
+impl LabelRoute {
+    /// [`inline_hop`](LabelRoute::inline_hop) when it swaps the top label for exactly one
+    /// (a P router's common case): the label, the neighbour, the port.
+    #[inline]
+    pub fn swap_hop(&self) -> Option<(Label, std::net::Ipv4Addr, crate::PortId)> {
+        self.summary.single_label_hop()
+    }
+}
+
+impl std::fmt::Debug for LabelRoute {
+    /// The action and TTL model: the inline next hop is a copy of the action's.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LabelRoute")
+            .field("action", &self.action)
+            .field("ttl_model", &self.ttl_model())
+            .finish()
+    }
 }
 
 /// Labels per chunk of the table.
@@ -205,7 +261,7 @@ mod tests {
     use super::*;
 
     fn pop(vrf: VrfId) -> LabelRoute {
-        LabelRoute { action: LabelAction::PopAndLookup { vrf }, ttl_model: TtlModel::Uniform }
+        LabelRoute::new(LabelAction::PopAndLookup { vrf }, TtlModel::Uniform)
     }
 
     #[test]

@@ -114,15 +114,8 @@ impl Reject {
 }
 
 /// A prefix table entry: what to do with packets to the prefix ([`target`]), and how TTL
-/// crosses the labels it pushes ([`ttl_model`]).
-///
-/// A single-path route to an IPv4 next hop with at most [`INLINE_LABELS`] labels also
-/// keeps a copy of that next hop ([`inline_hop`]), so that forwarding by a route of a
-/// large table reads the trie node that holds the route and not the next-hop group behind
-/// it: with a group per route (a label per prefix), the group is one more cache line on
-/// one more page a packet (an `rte_lpm` keeps its next hop in the index entry for the
-/// same reason). The copy is made where the route is made and cannot change after, hence
-/// the fields behind accessors.
+/// crosses the labels it pushes ([`ttl_model`]). A single-path route keeps a copy of its
+/// next hop ([`inline_hop`]: see [`RouteSummary`]), hence the fields behind accessors.
 ///
 /// [`target`]: PrefixRoute::target
 /// [`ttl_model`]: PrefixRoute::ttl_model
@@ -130,59 +123,24 @@ impl Reject {
 #[derive(Clone, PartialEq, Eq)]
 pub struct PrefixRoute {
     target: RouteTarget,
-    ttl_model: TtlModel,
-    // The inline next hop's fields side by side, not in a struct of their own, so that
-    // the route stays 32 bytes and a trie node one cache line.
-    hop_labels: [Label; INLINE_LABELS],
-    hop_via: [u8; 4],
-    hop_port: PortId,
-    /// The inline next hop's label count, or [`NO_INLINE_HOP`].
-    hop_label_count: u8,
-}
-
-/// The most labels a route's [`inline_hop`](PrefixRoute::inline_hop) holds.
-pub const INLINE_LABELS: usize = 2;
-const NO_INLINE_HOP: u8 = u8::MAX;
-
-/// A copy of a single-path route's next hop, kept in the route
-/// ([`PrefixRoute::inline_hop`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InlineHop<'a> {
-    /// The port it leaves by.
-    pub port: PortId,
-    /// The neighbour it goes to.
-    pub via: Ipv4Addr,
-    /// The labels to push, outermost first.
-    pub labels: &'a [Label],
+    summary: RouteSummary,
 }
 
 impl PrefixRoute {
     /// A route with the default (uniform) TTL model.
     pub fn new(target: RouteTarget) -> Self {
-        let mut route = PrefixRoute {
-            target,
-            ttl_model: TtlModel::Uniform,
-            hop_labels: [0; INLINE_LABELS],
-            hop_via: [0; 4],
-            hop_port: 0,
-            hop_label_count: NO_INLINE_HOP,
+        let group = match &target {
+            RouteTarget::Forward(group) => Some(group),
+            _ => None,
         };
-        if let RouteTarget::Forward(group) = &route.target
-            && let [Nexthop { port, via: Some(IpAddr::V4(via)), labels, .. }] = group.nexthops()
-            && labels.len() <= INLINE_LABELS
-        {
-            route.hop_labels[..labels.len()].copy_from_slice(labels);
-            route.hop_via = via.octets();
-            route.hop_port = *port;
-            route.hop_label_count = labels.len() as u8;
-        }
-        route
+        let summary = RouteSummary::new(TtlModel::Uniform, group);
+        PrefixRoute { target, summary }
     }
 
     /// The route with TTL model `ttl_model`.
     #[must_use]
     pub fn with_ttl_model(mut self, ttl_model: TtlModel) -> Self {
-        self.ttl_model = ttl_model;
+        self.summary.ttl_model = ttl_model;
         self
     }
 
@@ -195,7 +153,7 @@ impl PrefixRoute {
     /// How TTL is handled when labels are pushed (RFC 3443).
     #[inline]
     pub fn ttl_model(&self) -> TtlModel {
-        self.ttl_model
+        self.summary.ttl_model()
     }
 
     /// The next hop of a single-path route to an IPv4 next hop with at most
@@ -203,9 +161,7 @@ impl PrefixRoute {
     /// reading the group.
     #[inline]
     pub fn inline_hop(&self) -> Option<InlineHop<'_>> {
-        let count = usize::from(self.hop_label_count);
-        let labels = self.hop_labels.get(..count)?;
-        Some(InlineHop { port: self.hop_port, via: Ipv4Addr::from(self.hop_via), labels })
+        self.summary.inline_hop()
     }
 }
 
@@ -214,9 +170,87 @@ impl std::fmt::Debug for PrefixRoute {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PrefixRoute")
             .field("target", &self.target)
-            .field("ttl_model", &self.ttl_model)
+            .field("ttl_model", &self.ttl_model())
             .finish()
     }
+}
+
+/// What forwarding reads of a route besides its target or action: the TTL model and, for
+/// a single-path route to an IPv4 next hop with at most [`INLINE_LABELS`] labels, a copy
+/// of that next hop, so that forwarding by a route of a large table reads the route (a
+/// trie node, or a label's slot) and not the next-hop group behind it. With a group per
+/// route (a label per prefix or per FEC) the group is one more cache line on one more page
+/// a packet; an `rte_lpm` keeps its next hop in the index entry for the same reason. The
+/// copy is made where the route is made and cannot change after.
+///
+/// 16 bytes, so that a [`PrefixRoute`] is 32 and a trie node one cache line.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RouteSummary {
+    hop_labels: [Label; INLINE_LABELS],
+    hop_via: [u8; 4],
+    hop_port: PortId,
+    /// The inline next hop's label count, or [`NO_INLINE_HOP`].
+    hop_label_count: u8,
+    ttl_model: TtlModel,
+}
+
+/// The most labels a route's copy of its next hop holds ([`PrefixRoute::inline_hop`],
+/// [`LabelRoute::inline_hop`]).
+pub const INLINE_LABELS: usize = 2;
+const NO_INLINE_HOP: u8 = u8::MAX;
+
+impl RouteSummary {
+    /// The summary of a route forwarding by `group` (`None`: a route that does not
+    /// forward to a next hop).
+    pub(crate) fn new(ttl_model: TtlModel, group: Option<&NexthopGroup>) -> RouteSummary {
+        let mut s = RouteSummary {
+            hop_labels: [0; INLINE_LABELS],
+            hop_via: [0; 4],
+            hop_port: 0,
+            hop_label_count: NO_INLINE_HOP,
+            ttl_model,
+        };
+        if let Some(group) = group
+            && let [Nexthop { port, via: Some(IpAddr::V4(via)), labels, .. }] = group.nexthops()
+            && labels.len() <= INLINE_LABELS
+        {
+            s.hop_labels[..labels.len()].copy_from_slice(labels);
+            s.hop_via = via.octets();
+            s.hop_port = *port;
+            s.hop_label_count = labels.len() as u8;
+        }
+        s
+    }
+
+    #[inline]
+    pub(crate) fn ttl_model(&self) -> TtlModel {
+        self.ttl_model
+    }
+
+    /// The copy's single label, neighbour and port, if it has exactly one label.
+    #[inline]
+    pub(crate) fn single_label_hop(&self) -> Option<(Label, Ipv4Addr, PortId)> {
+        (self.hop_label_count == 1).then(|| (self.hop_labels[0], Ipv4Addr::from(self.hop_via), self.hop_port))
+    }
+
+    #[inline]
+    pub(crate) fn inline_hop(&self) -> Option<InlineHop<'_>> {
+        let count = usize::from(self.hop_label_count);
+        let labels = self.hop_labels.get(..count)?;
+        Some(InlineHop { port: self.hop_port, via: Ipv4Addr::from(self.hop_via), labels })
+    }
+}
+
+/// A copy of a single-path route's next hop, kept in the route
+/// ([`PrefixRoute::inline_hop`], [`LabelRoute::inline_hop`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InlineHop<'a> {
+    /// The port it leaves by.
+    pub port: PortId,
+    /// The neighbour it goes to.
+    pub via: Ipv4Addr,
+    /// The labels to push (a label route's: to swap the top one for), outermost first.
+    pub labels: &'a [Label],
 }
 
 /// A routing table: IPv4 and IPv6 prefixes.
@@ -336,7 +370,7 @@ pub(crate) fn prefix_route_labels_out(r: &PrefixRoute) -> impl Iterator<Item = P
 /// The ports a label route switches labels out of: those of all its next hops (a swap,
 /// or a penultimate-hop pop toward the neighbour that advertised implicit null).
 pub(crate) fn label_route_labels_out(r: &LabelRoute) -> impl Iterator<Item = PortId> + '_ {
-    let hops = match &r.action {
+    let hops = match r.action() {
         LabelAction::Forward(g) => g.nexthops(),
         _ => &[],
     };
@@ -619,7 +653,7 @@ impl Fib {
             self.count_labels_out(&removed, &[]);
             return Ok(());
         };
-        match &route.action {
+        match route.action() {
             LabelAction::Forward(g) => {
                 if let Some(nh) = g.nexthops().iter().find(|nh| usize::from(nh.port) >= self.port_vrf.len()) {
                     return Err(FibError::UnknownPort { port: nh.port });
@@ -755,8 +789,23 @@ mod tests {
         }
         let pipe = forward(vec![Nexthop::new(7, v4("198.18.10.2"), vec![16])]).with_ttl_model(TtlModel::Pipe);
         assert_eq!((pipe.ttl_model(), pipe.inline_hop().unwrap().labels), (TtlModel::Pipe, &[16][..]));
+        // A label route alike; a swap's copy has exactly one label.
+        let label_route = |labels: Vec<Label>| {
+            let nh = Nexthop::new(7, v4("198.18.10.2"), labels);
+            LabelRoute::new(LabelAction::Forward(NexthopGroup::single(nh).unwrap()), TtlModel::Pipe)
+        };
+        let via: Ipv4Addr = "198.18.10.2".parse().unwrap();
+        assert_eq!(label_route(vec![16]).swap_hop(), Some((16, via, 7)));
+        assert_eq!(label_route(vec![16]).ttl_model(), TtlModel::Pipe);
+        assert_eq!(label_route(vec![16, 17]).inline_hop().map(|h| h.labels.len()), Some(2));
+        assert_eq!(label_route(vec![16, 17]).swap_hop(), None);
+        assert_eq!(label_route(vec![3]).inline_hop().map(|h| h.labels.len()), Some(0), "a pop");
+        assert_eq!(label_route(vec![3]).swap_hop(), None);
+        let pop = LabelRoute::new(LabelAction::PopAndLookup { vrf: 0 }, TtlModel::Uniform);
+        assert_eq!((pop.inline_hop(), pop.swap_hop()), (None, None));
         // The copy must not cost the trie a line.
         assert_eq!(size_of::<PrefixRoute>(), 32);
+        assert_eq!(size_of::<Option<LabelRoute>>(), 32);
         assert_eq!(size_of::<lpm::Node<PrefixRoute>>(), 64);
         assert_eq!(align_of::<lpm::Node<PrefixRoute>>(), 64);
     }
@@ -769,7 +818,7 @@ mod tests {
         b.add_port("p", DEFAULT_VRF, &[(IpAddr::V4(Ipv4Addr::new(198, 18, 1, 1)), 24)]).unwrap();
         b.add_label_route(
             16 + g,
-            LabelRoute { action: LabelAction::PopAndLookup { vrf: DEFAULT_VRF }, ttl_model: TtlModel::Pipe },
+            LabelRoute::new(LabelAction::PopAndLookup { vrf: DEFAULT_VRF }, TtlModel::Pipe),
         )
         .unwrap();
         b.add_prefix_route(DEFAULT_VRF, IpAddr::V4(ip), 32, PrefixRoute::new(RouteTarget::Blackhole))
@@ -836,10 +885,7 @@ mod tests {
             let via = Some(IpAddr::V4(Ipv4Addr::new(198, 18, if port == core { 10 } else { 1 }, 2)));
             NexthopGroup::new(vec![Nexthop { port, via, labels, weight: 1 }]).unwrap()
         };
-        let swap = |port| LabelRoute {
-            action: LabelAction::Forward(group(port, vec![17])),
-            ttl_model: TtlModel::Pipe,
-        };
+        let swap = |port| LabelRoute::new(LabelAction::Forward(group(port, vec![17])), TtlModel::Pipe);
         let push = |port, labels| PrefixRoute::new(RouteTarget::Forward(group(port, labels)));
         let net = IpAddr::V4(Ipv4Addr::new(198, 18, 60, 0));
 
@@ -1036,10 +1082,7 @@ mod tests {
                     }
                     4 => {
                         let label = 16 + rng.below(40_000) as Label;
-                        let r = LabelRoute {
-                            action: LabelAction::Forward(group(1, label)),
-                            ttl_model: TtlModel::Uniform,
-                        };
+                        let r = LabelRoute::new(LabelAction::Forward(group(1, label)), TtlModel::Uniform);
                         next.set_label_route(label, Some(r.clone())).unwrap();
                         reference.0.insert(label, r);
                     }
@@ -1131,13 +1174,11 @@ mod tests {
             ),
             Err(FibError::UnknownPort { port: 7 })
         ));
-        let swap = |g| Some(LabelRoute { action: LabelAction::Forward(g), ttl_model: TtlModel::Uniform });
+        let swap = |g| Some(LabelRoute::new(LabelAction::Forward(g), TtlModel::Uniform));
         assert!(matches!(f.set_label_route(100, swap(far)), Err(FibError::UnknownPort { port: 7 })));
         assert!(matches!(f.set_label_route(15, None), Err(FibError::ReservedLabel { label: 15 })));
         assert!(matches!(f.set_label_route(1 << 20, None), Err(FibError::LabelOutOfRange { .. })));
-        let pop = |vrf| {
-            Some(LabelRoute { action: LabelAction::PopAndLookup { vrf }, ttl_model: TtlModel::Uniform })
-        };
+        let pop = |vrf| Some(LabelRoute::new(LabelAction::PopAndLookup { vrf }, TtlModel::Uniform));
         assert!(matches!(f.set_label_route(100, pop(1)), Err(FibError::UnknownVrf { vrf: 1 })));
         f.set_label_route(100, pop(0)).unwrap();
         assert!(f.labels.get(100).is_some());

@@ -101,7 +101,11 @@ impl Fib {
         // The label slots (their next-hop group), the /24 entries (a `tbl8` entry, or the
         // trie node).
         for i in 0..N {
-            if let Some(Some(LabelRoute { action: LabelAction::Forward(group), .. })) = slots[i] {
+            // A route that holds its next hop is done with its slot.
+            if let Some(Some(route)) = slots[i]
+                && let LabelAction::Forward(group) = route.action()
+                && route.inline_hop().is_none()
+            {
                 groups[i] = Some(request_group(group));
             }
             if let (Some(entry), Some((lpm, dir, addr))) = (entries24[i], tables[i]) {
@@ -235,18 +239,11 @@ mod tests {
     fn fib() -> Fib {
         let mut b = Fib::builder();
         b.add_port("core", DEFAULT_VRF, &[("10.0.0.1".parse().unwrap(), 24)]).unwrap();
-        b.add_label_route(
-            100,
-            LabelRoute { action: LabelAction::Forward(group(200)), ttl_model: TtlModel::Uniform },
-        )
-        .unwrap();
+        b.add_label_route(100, LabelRoute::new(LabelAction::Forward(group(200)), TtlModel::Uniform)).unwrap();
         let nh = |label| Nexthop::new(0, Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, label as u8))), vec![label]);
         let ecmp = NexthopGroup::new(vec![nh(201), nh(202)]).unwrap();
-        b.add_label_route(
-            102,
-            LabelRoute { action: LabelAction::Forward(ecmp.clone()), ttl_model: TtlModel::Uniform },
-        )
-        .unwrap();
+        b.add_label_route(102, LabelRoute::new(LabelAction::Forward(ecmp.clone()), TtlModel::Uniform))
+            .unwrap();
         let via = RouteTarget::Forward(group(300));
         b.add_prefix_route(DEFAULT_VRF, "198.18.0.0".parse().unwrap(), 16, PrefixRoute::new(via.clone()))
             .unwrap();
@@ -299,15 +296,21 @@ mod tests {
         ];
         HINTED.with_borrow_mut(Vec::clear);
         fib.prefetch_lookups(&keys);
+        assert!(hinted(fib.labels.slot(100).unwrap()), "label 100: its slot");
         for label in [100, 102] {
+            HINTED.with_borrow_mut(Vec::clear);
+            fib.prefetch_lookups(&[LookupKey::Label(label)]);
             let slot = fib.labels.slot(label).unwrap();
             assert!(hinted(slot), "label {label}: its slot");
-            let Some(LabelRoute { action: LabelAction::Forward(group), .. }) = slot else { unreachable!() };
-            assert!(hinted(group.header()), "label {label}: its group");
-            for nh in group.nexthops().iter().take(1) {
-                assert!(hinted(nh), "label {label}: its first next hop");
-                assert!(hinted(&nh.labels[0]), "label {label}: the labels");
-            }
+            let route = slot.as_ref().unwrap();
+            let LabelAction::Forward(group) = route.action() else { unreachable!() };
+            // Label 100's route holds its one next hop: done with its slot. 102 is ECMP.
+            let holds_its_hop = route.inline_hop().is_some();
+            assert_eq!(holds_its_hop, label == 100);
+            assert_eq!(hinted(group.header()), !holds_its_hop, "label {label}: its group");
+            let nh = &group.nexthops()[0];
+            assert_eq!(hinted(nh), !holds_its_hop, "label {label}: its first next hop");
+            assert_eq!(hinted(&nh.labels[0]), !holds_its_hop, "label {label}: the labels");
         }
         for a in ["198.18.1.1", "198.18.2.200", "198.18.3.1", "198.18.4.1"] {
             HINTED.with_borrow_mut(Vec::clear);

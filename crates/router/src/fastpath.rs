@@ -174,8 +174,8 @@ impl<'a> Entries<'a> {
     fn label(&mut self, label: u32) -> Option<LabelEntry> {
         self.key = FastKey::Label(label);
         let route = self.fib.labels.get(label)?;
-        let uniform = route.ttl_model == TtlModel::Uniform;
-        match &route.action {
+        let uniform = route.ttl_model() == TtlModel::Uniform;
+        match &route.action() {
             LabelAction::PopAndLookup { vrf } => Some(LabelEntry::PopIp { vrf: *vrf, uniform }),
             // Pseudowires stay in the pipeline (see `FastPath`'s start-up log).
             LabelAction::Pseudowire { .. } => None,
@@ -1165,14 +1165,11 @@ mod tests {
                 let label = 3000 + rand(50) as u32;
                 let route = match rand(3) {
                     0 => None,
-                    1 => Some(LabelRoute {
-                        action: LabelAction::Forward(toward_p(vec![label + 1])),
-                        ttl_model: TtlModel::Uniform,
-                    }),
-                    _ => Some(LabelRoute {
-                        action: LabelAction::Forward(toward_p(vec![])),
-                        ttl_model: TtlModel::Pipe,
-                    }),
+                    1 => Some(LabelRoute::new(
+                        LabelAction::Forward(toward_p(vec![label + 1])),
+                        TtlModel::Uniform,
+                    )),
+                    _ => Some(LabelRoute::new(LabelAction::Forward(toward_p(vec![])), TtlModel::Pipe)),
                 };
                 next.set_label_route(label, route).unwrap();
             }

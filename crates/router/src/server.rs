@@ -433,7 +433,7 @@ impl Server {
         // The FIB's VRF ids are the config's VRF positions; 0 is the default VRF.
         let mut labels: Vec<Vec<u32>> = vec![Vec::new(); cfg.vrfs.len()];
         for (label, route) in fib.labels.iter() {
-            if let vmpls_fib::LabelAction::PopAndLookup { vrf } = route.action
+            if let &vmpls_fib::LabelAction::PopAndLookup { vrf } = route.action()
                 && let Some(of_vrf) = labels.get_mut(usize::from(vrf))
             {
                 of_vrf.push(label);

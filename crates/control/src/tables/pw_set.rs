@@ -89,7 +89,7 @@ pub(crate) fn install(pws: &PwSet, fib: &mut Fib) -> Result<(), vmpls_fib::FibEr
         let ours = fib
             .labels
             .get(old.local_label)
-            .is_some_and(|r| matches!(r.action, LabelAction::Pseudowire { .. }));
+            .is_some_and(|r| matches!(r.action(), LabelAction::Pseudowire { .. }));
         if ours {
             fib.labels.remove(old.local_label);
         }
@@ -119,7 +119,7 @@ pub(crate) fn install(pws: &PwSet, fib: &mut Fib) -> Result<(), vmpls_fib::FibEr
             fib.port_pw[usize::from(p)] = Some(idx);
         }
         if up {
-            let route = LabelRoute { action: LabelAction::Pseudowire { pw: idx }, ttl_model: TtlModel::Pipe };
+            let route = LabelRoute::new(LabelAction::Pseudowire { pw: idx }, TtlModel::Pipe);
             fib.set_label_route(local_label, Some(route))?;
         }
     }

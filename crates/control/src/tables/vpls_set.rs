@@ -50,8 +50,7 @@ pub(crate) fn install(vpls: &[VplsConfig], pws: &PwSet, fib: &mut Fib) -> Result
             fib.pseudowires.push(pw);
             fib.pw_vpls.push(Some(inst));
             if up {
-                let route =
-                    LabelRoute { action: LabelAction::Pseudowire { pw: idx }, ttl_model: TtlModel::Pipe };
+                let route = LabelRoute::new(LabelAction::Pseudowire { pw: idx }, TtlModel::Pipe);
                 fib.set_label_route(local_label, Some(route))?;
             }
             pseudowires.push(idx);
@@ -230,7 +229,7 @@ control-word = false
             assert_eq!((p.local_label, p.attachment, p.up), (label, None, true));
             assert_eq!(fib.pw_vpls(pw), Some(0));
             let route = fib.labels.get(label).expect("local label installed");
-            assert_eq!(route.action, LabelAction::Pseudowire { pw });
+            assert_eq!(route.action(), &LabelAction::Pseudowire { pw });
         }
         let status = t.vpls_status(|_| true, |_| 7);
         assert_eq!(status[0].macs, 7);
@@ -397,7 +396,7 @@ peer = "198.18.255.3"
         assert_eq!(member(&fib, "blue-pe2"), (30, 40, "198.18.255.2".parse().unwrap(), true, Some(0)));
         assert!(member(&fib, "blue-pe3").3);
         let i = fib.pseudowires.iter().position(|p| p.name == "blue-pe2").unwrap() as u16;
-        assert_eq!(fib.labels.get(30).map(|r| r.action.clone()), Some(LabelAction::Pseudowire { pw: i }));
+        assert_eq!(fib.labels.get(30).map(|r| r.action().clone()), Some(LabelAction::Pseudowire { pw: i }));
         assert!(fib.vpls[0].pseudowires.contains(&i));
         assert_eq!(fib.port_pw, vec![None, None, None], "members have no attachment of their own");
         assert_eq!(member_status(&t, "blue-pe2", true), (true, None, PwOrigin::Frr));

@@ -18,7 +18,7 @@
 
 use std::net::IpAddr;
 
-use vmpls_fib::{LabelAction, NexthopGroup, RouteTarget, TtlModel, VrfId};
+use vmpls_fib::{LabelAction, LabelRoute, NexthopGroup, RouteTarget, TtlModel, VrfId};
 use vmpls_wire::ethernet::{self, EtherType};
 use vmpls_wire::{ipv4, mpls, virtio_net};
 
@@ -56,10 +56,10 @@ impl Dataplane {
             return false;
         }
         let Some(route) = b.fib.labels.get(top.label) else { return false };
-        match &route.action {
-            LabelAction::Forward(group) => self.swap_cached(b, pkt, top, group),
+        match route.action() {
+            LabelAction::Forward(group) => self.swap_cached(b, pkt, top, route, group),
             LabelAction::PopAndLookup { vrf } if top.bottom => {
-                self.pop_cached(b, pkt, top, *vrf, route.ttl_model)
+                self.pop_cached(b, pkt, top, *vrf, route.ttl_model())
             }
             _ => false,
         }
@@ -67,13 +67,14 @@ impl Dataplane {
 
     /// The cached swap: the top label (`top`, TTL left) swapped for exactly one label
     /// toward a resolved next hop of `group` (any stack depth under it; ECMP selected as
-    /// the general path selects).
+    /// the general path selects), or of `hop`, the route's copy of its single next hop.
     #[inline(always)]
     fn swap_cached(
         &mut self,
         b: &Batch<'_>,
         pkt: &mut Packet,
         top: mpls::Repr,
+        route: &LabelRoute,
         group: &NexthopGroup,
     ) -> bool {
         let offload = pkt.offload;
@@ -92,12 +93,18 @@ impl Dataplane {
         if offload.needs_csum && usize::from(offload.csum_start) < entry_at(depth) {
             return false;
         }
-        let nh = match group.nexthops() {
-            [nh] => nh,
-            _ => group.select(mpls_flow_hash(&frame[ETH..])),
+        let (label, addr, out_port) = match route.swap_hop() {
+            // The route's copy of its next hop: the group is not read.
+            Some((label, via, port)) => (label, IpAddr::V4(via), port),
+            None => {
+                let nh = match group.nexthops() {
+                    [nh] => nh,
+                    _ => group.select(mpls_flow_hash(&frame[ETH..])),
+                };
+                let (&[label], Some(addr)) = (nh.labels.as_slice(), nh.via) else { return false };
+                (label, addr, nh.port)
+            }
         };
-        let (&[label], Some(addr)) = (nh.labels.as_slice(), nh.via) else { return false };
-        let out_port = nh.port;
         let Some(port) = self.ports.get(usize::from(out_port)) else { return false };
         // On the wire after the Ethernet header: the frame as it is (one label for one).
         if len - ETH > port.mtu as usize || (offload.needs_csum && !port.caps.csum) {

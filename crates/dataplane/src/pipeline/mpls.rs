@@ -95,7 +95,7 @@ impl Dataplane {
             };
             self.counters.label(top.label, pkt.len());
             // A pseudowire's label is not a hop: its TTL is not checked (RFC 4448 sends 255).
-            if let LabelAction::Pseudowire { pw } = route.action {
+            if let &LabelAction::Pseudowire { pw } = route.action() {
                 return self.pw_egress(b, pkt, top, pw);
             }
             if ttl <= 1 {
@@ -103,13 +103,13 @@ impl Dataplane {
                 if !along_lsp {
                     // Transit unless this is the last label: a pop with labels under it
                     // (pop-then-swap, or a service label below) goes on switching too.
-                    let forward = matches!(route.action, LabelAction::Forward(_)) || !top.bottom;
+                    let forward = matches!(route.action(), LabelAction::Forward(_)) || !top.bottom;
                     let received =
                         *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
                     // At the egress the source is reached in the VRF the label pops into,
                     // where the packet itself would have gone, not in the core port's.
-                    let vrf = match route.action {
-                        LabelAction::PopAndLookup { vrf } => vrf,
+                    let vrf = match route.action() {
+                        LabelAction::PopAndLookup { vrf } => *vrf,
                         LabelAction::Forward(_) | LabelAction::Pseudowire { .. } => port_vrf,
                     };
                     self.label_ttl_expired(b, &pkt, received, forward, vrf);
@@ -117,13 +117,13 @@ impl Dataplane {
                 b.pool.put(pkt);
                 return;
             }
-            match &route.action {
+            match route.action() {
                 LabelAction::PopAndLookup { vrf } => {
                     self.counters.event(Event::LabelPop, 1);
                     let vrf = *vrf;
                     let received =
                         *received.get_or_insert_with(|| ReceivedStack::capture(&pkt.frame()[ETH..]));
-                    match self.pop_and_continue(pkt, top, route.ttl_model, b.pool) {
+                    match self.pop_and_continue(pkt, top, route.ttl_model(), b.pool) {
                         Some(p) => pkt = p,
                         None => return,
                     }
@@ -139,7 +139,7 @@ impl Dataplane {
                     } else {
                         0
                     });
-                    return self.label_forward(b, pkt, top, route.ttl_model, nh);
+                    return self.label_forward(b, pkt, top, route.ttl_model(), nh);
                 }
             }
         }
@@ -397,7 +397,7 @@ fn swapped_from_small_to_large_ports(fib: &Fib, ports: &[PortInfo], pkt: &Packet
     if !top.bottom || top.ttl <= 1 {
         return false;
     }
-    match fib.labels.get(top.label).map(|r| &r.action) {
+    match fib.labels.get(top.label).map(|r| r.action()) {
         Some(LabelAction::Forward(g)) => g
             .nexthops()
             .iter()
@@ -415,7 +415,7 @@ fn leaves_lsp(fib: &Fib, frame: &[u8]) -> bool {
     }
     match top.label {
         mpls::IPV4_EXPLICIT_NULL | mpls::IPV6_EXPLICIT_NULL => true,
-        l => match fib.labels.get(l).map(|r| &r.action) {
+        l => match fib.labels.get(l).map(|r| r.action()) {
             Some(LabelAction::PopAndLookup { .. }) => true,
             Some(LabelAction::Forward(g)) => g.nexthops().iter().all(|nh| nh.labels.is_empty()),
             Some(LabelAction::Pseudowire { .. }) | None => false,

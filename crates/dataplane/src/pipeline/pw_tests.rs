@@ -51,10 +51,7 @@ fn pe_with_core_labels(
     fib.port_pw[0] = Some(0);
     fib.set_label_route(
         1000,
-        Some(vmpls_fib::LabelRoute {
-            action: vmpls_fib::LabelAction::Pseudowire { pw: 0 },
-            ttl_model: TtlModel::Pipe,
-        }),
+        Some(vmpls_fib::LabelRoute::new(vmpls_fib::LabelAction::Pseudowire { pw: 0 }, TtlModel::Pipe)),
     )
     .unwrap();
     let ports = vec![

@@ -28,7 +28,7 @@ fn ip(s: &str) -> IpAddr {
 fn route(nexthops: &[(PortId, &str, &[u32])]) -> LabelRoute {
     let nhs =
         nexthops.iter().map(|&(p, via, labels)| Nexthop::new(p, Some(ip(via)), labels.to_vec())).collect();
-    LabelRoute { action: LabelAction::Forward(NexthopGroup::new(nhs).unwrap()), ttl_model: TtlModel::Uniform }
+    LabelRoute::new(LabelAction::Forward(NexthopGroup::new(nhs).unwrap()), TtlModel::Uniform)
 }
 
 fn router() -> Dataplane {
@@ -426,7 +426,7 @@ fn pe_with(now: Instant, more: u32) -> Dataplane {
         )
         .unwrap();
     }
-    let pop = |vrf, ttl_model| LabelRoute { action: LabelAction::PopAndLookup { vrf }, ttl_model };
+    let pop = |vrf, ttl_model| LabelRoute::new(LabelAction::PopAndLookup { vrf }, ttl_model);
     b.add_label_route(4001, pop(vmpls_fib::DEFAULT_VRF, uniform)).unwrap();
     b.add_label_route(4002, pop(red, uniform)).unwrap();
     b.add_label_route(4003, pop(vmpls_fib::DEFAULT_VRF, TtlModel::Pipe)).unwrap();

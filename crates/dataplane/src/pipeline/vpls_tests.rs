@@ -65,7 +65,7 @@ fn fib(mac_limit: u32, flood_rate: u32) -> Fib {
     fib.pseudowires.push(pseudowire("blue-pe3", 1003, 2003, "198.18.255.3"));
     fib.pw_vpls = vec![Some(0), Some(0)];
     for (pw, label) in [(0, 1002), (1, 1003)] {
-        let route = LabelRoute { action: LabelAction::Pseudowire { pw }, ttl_model: TtlModel::Pipe };
+        let route = LabelRoute::new(LabelAction::Pseudowire { pw }, TtlModel::Pipe);
         fib.set_label_route(label, Some(route)).unwrap();
     }
     fib.vpls.push(VplsInstance {
