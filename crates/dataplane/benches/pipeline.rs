@@ -97,6 +97,47 @@ fn scaled_push(n: usize, groups: usize, budget: Duration) -> (f64, u64) {
     (start.elapsed().as_nanos() as f64 / done as f64, sent)
 }
 
+/// p with `n` more label routes (16 and up, skipping the table's own), each swapping to
+/// its own label toward pe2 (a group per route), and 64-byte frames from pe1 under 4,096
+/// of those labels, in random order.
+fn scaled_p(n: usize) -> (Router, Vec<Vec<u8>>) {
+    let mut b = p_builder();
+    let labels: Vec<u32> = (16..).filter(|l| ![1001, 1002].contains(l)).take(n).collect();
+    for &label in &labels {
+        b.add_label_route(label, swap_route(single(P_EAST, "198.18.20.2", &[label]))).unwrap();
+    }
+    let mut r = Router::new(b, p_ports());
+    r.resolve_all_p();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let frames = (0..4096)
+        .map(|_| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let label = labels[(rng % labels.len() as u64) as usize];
+            frame(64, |ip| mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(label, 64)], ip), 1, CE2)
+        })
+        .collect();
+    (r, frames)
+}
+
+/// Nanoseconds per packet of p swapping 64-byte frames under labels spread over `n`
+/// label routes, measured for `budget`.
+fn scaled_swap(n: usize, budget: Duration) -> (f64, u64) {
+    let (mut r, frames) = scaled_p(n);
+    let mut pool = PacketPool::new(4 * BATCH);
+    let mut sent = 0;
+    let mut done = 0usize;
+    let start = Instant::now();
+    while start.elapsed() < budget {
+        for batch in frames.chunks(BATCH) {
+            sent += run_frames(&mut r.dp, &mut pool, P_WEST, batch);
+            done += batch.len();
+        }
+    }
+    (start.elapsed().as_nanos() as f64 / done as f64, sent)
+}
+
 /// A frame of exactly `len` bytes: `head` (Ethernet and labels) in front of an IPv4/UDP
 /// packet from ce1 to ce2 padded to size.
 fn frame(len: usize, head: impl Fn(&[u8]) -> Vec<u8>, labels: usize, dst: &str) -> Vec<u8> {
@@ -253,6 +294,13 @@ fn main() {
         println!("push at {n} routes: {ns:.1} ns/packet, {sent} sent");
         return;
     }
+    if let Some(i) = args.iter().position(|a| a == "--scaled-swap") {
+        // The same for p's swap at one label table size.
+        let n: usize = args[i + 1].parse().expect("label route count");
+        let (ns, sent) = scaled_swap(n, budget * 10);
+        println!("swap at {n} labels: {ns:.1} ns/packet, {sent} sent");
+        return;
+    }
     println!("| case | ns/packet | Mpps | ns/packet over baseline |");
     println!("|------|----------:|-----:|------------------------:|");
     let all = cases();
@@ -284,6 +332,20 @@ fn main() {
             let shown = if groups == usize::MAX { "per route".to_string() } else { groups.to_string() };
             println!("| {n} | {shown} | {ns:.1} | {:.2} | {:.2}x |", 1e3 / ns, small / ns);
         }
+    }
+    println!();
+    println!("swap, 64-byte frames under 4,096 labels spread over the label table, by table size,");
+    println!("a label route (and next-hop group) per label:");
+    println!("| label routes | ns/packet | Mpps | rate against 10 routes |");
+    println!("|---:|---:|---:|---:|");
+    let mut small = 0.0;
+    for n in [10, 10_000, 100_000, 262_137] {
+        let (ns, sent) = scaled_swap(n, budget);
+        assert!(sent > 0, "the scaled label table switched nothing");
+        if n == 10 {
+            small = ns;
+        }
+        println!("| {n} | {ns:.1} | {:.2} | {:.2}x |", 1e3 / ns, small / ns);
     }
     println!();
     println!("software segmentation, 64000-byte TCP super-frame with one label into 1448-byte segments:");
