@@ -27,8 +27,8 @@ pub enum LabelAction {
 
 /// A label table entry: what to do with frames whose top label it is ([`action`]), and
 /// how TTL crosses the labels it pops ([`ttl_model`]). A route forwarding to one IPv4 next
-/// hop keeps a copy of it ([`inline_hop`]: see [`RouteSummary`]), hence the fields behind
-/// accessors.
+/// hop keeps a copy of it ([`inline_hop`]), so that switching by a route of a large table
+/// does not read the group behind it; hence the fields behind accessors.
 ///
 /// [`action`]: LabelRoute::action
 /// [`ttl_model`]: LabelRoute::ttl_model
@@ -69,9 +69,7 @@ impl LabelRoute {
     pub fn inline_hop(&self) -> Option<InlineHop<'_>> {
         self.summary.inline_hop()
     }
-}
 
-impl LabelRoute {
     /// [`inline_hop`](LabelRoute::inline_hop) when it swaps the top label for exactly one
     /// (a P router's common case): the label, the neighbour, the port.
     #[inline]

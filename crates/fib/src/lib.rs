@@ -115,7 +115,8 @@ impl Reject {
 
 /// A prefix table entry: what to do with packets to the prefix ([`target`]), and how TTL
 /// crosses the labels it pushes ([`ttl_model`]). A single-path route keeps a copy of its
-/// next hop ([`inline_hop`]: see [`RouteSummary`]), hence the fields behind accessors.
+/// next hop ([`inline_hop`]), so that forwarding by a route of a large table reads the
+/// trie node and not the group behind it; hence the fields behind accessors.
 ///
 /// [`target`]: PrefixRoute::target
 /// [`ttl_model`]: PrefixRoute::ttl_model

@@ -54,8 +54,10 @@ impl Fib {
     }
 
     /// Prefetches every read the lookups of `keys` make, the misses of all of them
-    /// overlapped (see the [module documentation](self)), and returns what the IPv4 keys
-    /// found, as [`Lpm::lookup`] finds it: `Some(Some(route))`, `Some(None)` for no
+    /// overlapped: one pass over the keys a dependent read (the label slot or the IPv4
+    /// index entries, the trie node, then the group and labels of a route that does not
+    /// hold its next hop), each reading what the pass before asked for and asking for the
+    /// next. Returns what the IPv4 keys found, as [`Lpm::lookup`] finds it: `Some(Some(route))`, `Some(None)` for no
     /// route. `None` for a label, no key, and a VRF that does not exist or has no IPv4
     /// index.
     #[inline]
