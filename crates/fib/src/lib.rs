@@ -300,8 +300,9 @@ pub struct Fib {
     pub port_vrf: Vec<VrfId>,
     /// Whether each port accepts labelled frames (index = [`PortId`]). The label table is
     /// global: a label that pops into a VRF reaches into it from any port that accepts
-    /// labels, so a customer's port must not. Follows [`port_label_acceptance`]
-    /// (Fib::port_label_acceptance) and [`port_labels_out`](Fib::port_labels_out).
+    /// labels, so a customer's port must not. Follows
+    /// [`port_label_acceptance`](Fib::port_label_acceptance) and
+    /// [`port_labels_out`](Fib::port_labels_out).
     pub port_accepts_mpls: Vec<bool>,
     /// When each port accepts labelled frames (index = [`PortId`]).
     pub port_label_acceptance: Vec<LabelAcceptance>,
