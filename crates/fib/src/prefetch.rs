@@ -6,9 +6,10 @@
 //! [`Fib::prefetch_lookups`] takes the batch's keys (a top label, or a VRF and an IPv4
 //! destination), and each pass reads, for every key still going, the entry the previous
 //! pass prefetched (in cache by then) and prefetches the next: the label slot or the
-//! IPv4 index entries (`tbl24`, `tbl8`), the trie node, the next-hop group (with the next
-//! hop of a single-path group), the first next hop of a multipath group, the next hop's
-//! labels. The keys' state lives in one small array per step, so a pass is a tight loop
+//! IPv4 index entries (`tbl24`, `tbl8`) and the trie node; then, for a route that does not
+//! hold a copy of its next hop (`inline_hop`), the next-hop group (with the next hop of a
+//! single-path group), the first next hop of a multipath group, the next hop's labels.
+//! The keys' state lives in one small array per step, so a pass is a tight loop
 //! over one kind of read, not a dispatch per key and step. The caller's own lookups then
 //! find the tables in cache; IPv4 routes found are handed back so the caller need not
 //! look again. A hint only: no lookup's result depends on it, and a route changed in
@@ -57,9 +58,9 @@ impl Fib {
     /// overlapped: one pass over the keys a dependent read (the label slot or the IPv4
     /// index entries, the trie node, then the group and labels of a route that does not
     /// hold its next hop), each reading what the pass before asked for and asking for the
-    /// next. Returns what the IPv4 keys found, as [`Lpm::lookup`] finds it: `Some(Some(route))`, `Some(None)` for no
-    /// route. `None` for a label, no key, and a VRF that does not exist or has no IPv4
-    /// index.
+    /// next. Returns what the IPv4 keys found, as [`Lpm::lookup`] finds it:
+    /// `Some(Some(route))`, `Some(None)` for no route. `None` for a label, no key, and a
+    /// VRF that does not exist or has no IPv4 index.
     #[inline]
     pub fn prefetch_lookups<'a, const N: usize>(
         &'a self,

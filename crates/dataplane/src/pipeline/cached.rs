@@ -67,7 +67,8 @@ impl Dataplane {
 
     /// The cached swap: the top label (`top`, TTL left) swapped for exactly one label
     /// toward a resolved next hop of `group` (any stack depth under it; ECMP selected as
-    /// the general path selects), or of `hop`, the route's copy of its single next hop.
+    /// the general path selects), or toward the copy of its single next hop that `route`
+    /// keeps ([`LabelRoute::swap_hop`]).
     #[inline(always)]
     fn swap_cached(
         &mut self,
