@@ -67,15 +67,8 @@ fn scaled_pe1(n: usize, groups: usize) -> (Router, Vec<Vec<u8>>) {
     }
     let mut r = Router::new(b, pe1_ports());
     r.resolve_all_pe1();
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let frames = (0..4096)
-        .map(|_| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let (dst, _) = prefixes[(rng % prefixes.len() as u64) as usize];
-            frame(64, |ip| ipv4_frame(PE1_CE1_MAC, CE1_MAC, ip), 0, &dst.to_string())
-        })
+    let frames = random_picks(prefixes.len())
+        .map(|i| frame(64, |ip| ipv4_frame(PE1_CE1_MAC, CE1_MAC, ip), 0, &prefixes[i].0.to_string()))
         .collect();
     (r, frames)
 }
@@ -84,13 +77,30 @@ fn scaled_pe1(n: usize, groups: usize) -> (Router, Vec<Vec<u8>>) {
 /// routes through `groups` next-hop groups, measured for `budget`.
 fn scaled_push(n: usize, groups: usize, budget: Duration) -> (f64, u64) {
     let (mut r, frames) = scaled_pe1(n, groups);
+    time_frames(&mut r.dp, PE1_CE1, &frames, budget)
+}
+
+/// 4,096 indices below `len` in a fixed random order (xorshift).
+fn random_picks(len: usize) -> impl Iterator<Item = usize> {
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    (0..4096).map(move |_| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % len as u64) as usize
+    })
+}
+
+/// Nanoseconds per packet of `frames` into `in_port`, batch by batch, over and over for
+/// `budget`; and frames sent.
+fn time_frames(dp: &mut Dataplane, in_port: PortId, frames: &[Vec<u8>], budget: Duration) -> (f64, u64) {
     let mut pool = PacketPool::new(4 * BATCH);
     let mut sent = 0;
     let mut done = 0usize;
     let start = Instant::now();
     while start.elapsed() < budget {
         for batch in frames.chunks(BATCH) {
-            sent += run_frames(&mut r.dp, &mut pool, PE1_CE1, batch);
+            sent += run_frames(dp, &mut pool, in_port, batch);
             done += batch.len();
         }
     }
@@ -108,15 +118,8 @@ fn scaled_p(n: usize) -> (Router, Vec<Vec<u8>>) {
     }
     let mut r = Router::new(b, p_ports());
     r.resolve_all_p();
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let frames = (0..4096)
-        .map(|_| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let label = labels[(rng % labels.len() as u64) as usize];
-            frame(64, |ip| mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(label, 64)], ip), 1, CE2)
-        })
+    let frames = random_picks(labels.len())
+        .map(|i| frame(64, |ip| mpls_frame(P_WEST_MAC, PE1_CORE_MAC, &[(labels[i], 64)], ip), 1, CE2))
         .collect();
     (r, frames)
 }
@@ -125,17 +128,7 @@ fn scaled_p(n: usize) -> (Router, Vec<Vec<u8>>) {
 /// label routes, measured for `budget`.
 fn scaled_swap(n: usize, budget: Duration) -> (f64, u64) {
     let (mut r, frames) = scaled_p(n);
-    let mut pool = PacketPool::new(4 * BATCH);
-    let mut sent = 0;
-    let mut done = 0usize;
-    let start = Instant::now();
-    while start.elapsed() < budget {
-        for batch in frames.chunks(BATCH) {
-            sent += run_frames(&mut r.dp, &mut pool, P_WEST, batch);
-            done += batch.len();
-        }
-    }
-    (start.elapsed().as_nanos() as f64 / done as f64, sent)
+    time_frames(&mut r.dp, P_WEST, &frames, budget)
 }
 
 /// A frame of exactly `len` bytes: `head` (Ethernet and labels) in front of an IPv4/UDP
