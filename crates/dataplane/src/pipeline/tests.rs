@@ -589,16 +589,46 @@ fn cached_ipv4_route_and_pop_match_the_general_path() {
 /// out as its frames one by one: the IPv4 routes the stage hands over are the frames' own.
 #[test]
 fn a_batch_through_large_tables_matches_its_frames_one_by_one() {
+    let sent = batch_against_one_by_one(vmpls_fib::PREFETCH_MIN_ROUTES as u32, 512);
+    let label_of = |f: &[u8]| u32::from_be_bytes([0, f[14], f[15], f[16]]) >> 4;
+    let pushed: Vec<u32> =
+        sent.iter().filter(|(p, f)| *p == 1 && is_labelled(f)).map(|(_, f)| label_of(f)).collect();
+    for label in [100_007, 108_191, 100_001] {
+        assert!(pushed.contains(&label), "label {label} pushed: {pushed:?}");
+    }
+}
+
+/// Through small tables too (no lookup stage), the cached frames of a batch (rewritten
+/// where they lie, moved to their queues a frame later) and the general ones come out in
+/// order, as one by one.
+#[test]
+fn a_batch_mixing_cached_and_general_frames_matches_its_frames_one_by_one() {
+    batch_against_one_by_one(0, 512);
+}
+
+/// A batch that stops early for want of buffers leaves its rest untouched: no frame the
+/// cached paths rewrote is left behind to be taken again.
+#[test]
+fn a_batch_stopped_for_buffers_leaves_its_rest_untouched() {
+    // Spare buffers below the low water from the start: the batch stops after each frame
+    // of the general path.
+    batch_against_one_by_one(0, POOL_LOW_WATER - 8);
+}
+
+/// PE frames, the cached cases and those that must go the general way (and, with `more`
+/// host routes, lookups under their own /24s and a miss), through one router as batches
+/// and through another one by one, with `spare` buffers in the first's pool beside the
+/// batch's: the same frames out, counters and neighbours. Returns the frames sent.
+fn batch_against_one_by_one(more: u32, spare: usize) -> Vec<(PortId, Vec<u8>)> {
     let t0 = Instant::now();
-    let more = vmpls_fib::PREFETCH_MIN_ROUTES as u32;
     let (mut a, mut b) = (pe_with(t0, more), pe_with(t0, more));
-    assert!(a.fib.load().prefetch_pays());
+    assert_eq!(a.fib.load().prefetch_pays(), more >= vmpls_fib::PREFETCH_MIN_ROUTES as u32);
     let mut frames = pe_cases();
     // Host routes under /24s of their own (the index's `tbl8` entries), and a miss.
     for dst in ["198.19.0.7", "198.19.31.255", "198.19.0.1", "198.19.32.0"] {
         frames.push(Packet::from_frame(0, &ip_frame(&[], dst, 64, 18, 0)));
     }
-    let (mut pa, mut pb) = (PacketPool::new(512), PacketPool::new(512));
+    let (mut pa, mut pb) = (PacketPool::new(frames.len() + spare), PacketPool::new(512));
     let mut out = Output::new(a.ports().len());
     let mut batch: Vec<Packet> = frames
         .iter()
@@ -611,24 +641,27 @@ fn a_batch_through_large_tables_matches_its_frames_one_by_one() {
         })
         .collect();
     assert!(batch.len() > LOOKAHEAD, "more than one window");
-    a.process_batch(t0, &mut batch, &mut pa, &mut out);
-    assert!(batch.is_empty());
     let mut sa = Vec::new();
-    for tx in &mut out.tx {
-        sa.extend(tx.drain(..).map(|p| (p.port, p.frame().to_vec())));
+    let mut calls = 0;
+    while !batch.is_empty() && calls < 1000 {
+        a.process_batch(t0, &mut batch, &mut pa, &mut out);
+        for tx in &mut out.tx {
+            for p in tx.drain(..) {
+                sa.push((p.port, p.frame().to_vec()));
+                pa.put(p);
+            }
+        }
+        calls += 1;
     }
+    assert!(batch.is_empty());
+    assert_eq!(calls > 1, spare < POOL_LOW_WATER, "stopped early only for want of buffers");
     let sb = run_frames(&mut b, t0, true, &mut pb, frames);
     assert_eq!(sa.len(), sb.len(), "frames out");
     for (i, (x, y)) in sa.iter().zip(&sb).enumerate() {
         assert_eq!(x, y, "frame {i} out");
     }
     assert_eq!(state(&a), state(&b), "counters and neighbours");
-    let label_of = |f: &[u8]| u32::from_be_bytes([0, f[14], f[15], f[16]]) >> 4;
-    let pushed: Vec<u32> =
-        sa.iter().filter(|(p, f)| *p == 1 && is_labelled(f)).map(|(_, f)| label_of(f)).collect();
-    for label in [100_007, 108_191, 100_001] {
-        assert!(pushed.contains(&label), "label {label} pushed: {pushed:?}");
-    }
+    sa
 }
 
 /// A port made point-to-point (an MPLS-in-UDP tunnel) sends to its one remote, also for
