@@ -15,7 +15,7 @@ pub mod port;
 pub mod rate;
 
 pub use counters::{Counters, DropReason, Event};
-pub use packet::{Packet, PacketPool, PortId};
+pub use packet::{Packet, PacketBuffer, PacketPool, PortId};
 pub use pipeline::{Dataplane, DataplaneConfig, FdbDev, FdbEntry, HostStack, Output, POOL_LOW_WATER};
 pub use port::{PortCaps, PortInfo};
 pub use rate::TokenBucket;

@@ -19,14 +19,16 @@ const ETH_HEADER: usize = ethernet::HEADER_LEN;
 /// Index of a port in the router's port list.
 pub use vmpls_fib::PortId;
 
-/// One Ethernet frame and the offload metadata that travels with it.
-///
-/// In this order (`repr(C)`), the fields after the buffer fill two aligned 8-byte words
-/// and half a third, so that the compiler copies a packet in whole words; in the order
-/// Rust chose, the offload metadata (12 bytes) sat at an odd 2-byte offset, copied as two
-/// overlapping words, whose read-back stalled every frame moved to an output queue.
-#[repr(C)]
-pub struct Packet {
+/// One Ethernet frame and the offload metadata that travels with it: a pointer to its
+/// [`PacketBuffer`], which holds both, so that moving a packet between a batch and a
+/// queue copies 8 bytes. Moved whole (40 bytes, as it was), a packet whose fields had just
+/// been written was read back before the writes reached the cache: a store-forwarding
+/// stall at every queue a frame passed (a fifth of the pipeline's samples, two fifths of a
+/// receive loop's), however the fields were laid out.
+pub struct Packet(Box<PacketBuffer>);
+
+/// What a [`Packet`] points to: its buffer and its metadata.
+pub struct PacketBuffer {
     /// `BUFFER_LEN` bytes. As an array of that length (`Box<[u8; BUFFER_LEN]>`) it saved
     /// about 20 instructions a frame but ran 3-4 ns a frame slower in the pipeline bench.
     buf: Box<[u8]>,
@@ -38,6 +40,22 @@ pub struct Packet {
     pub offload: virtio_net::Repr,
     /// The port it arrived on (or the port it leaves by, once the pipeline decided).
     pub port: PortId,
+}
+
+impl std::ops::Deref for Packet {
+    type Target = PacketBuffer;
+
+    #[inline(always)]
+    fn deref(&self) -> &PacketBuffer {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Packet {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut PacketBuffer {
+        &mut self.0
+    }
 }
 
 impl std::fmt::Debug for Packet {
@@ -59,13 +77,13 @@ impl Default for Packet {
 impl Packet {
     /// A new empty packet with its own buffer. Use [`PacketPool::get`] in the forwarding loop.
     pub fn new() -> Packet {
-        Packet {
+        Packet(Box::new(PacketBuffer {
             buf: vec![0u8; BUFFER_LEN].into_boxed_slice(),
             start: HEADROOM as u32,
             len: 0,
             offload: virtio_net::Repr::default(),
             port: 0,
-        }
+        }))
     }
 
     /// A packet holding a copy of `frame`, for tests and for frames built by the router.
@@ -75,7 +93,9 @@ impl Packet {
         p.set_frame(frame);
         p
     }
+}
 
+impl PacketBuffer {
     /// The frame, from the Ethernet header on.
     #[inline]
     pub fn frame(&self) -> &[u8] {
@@ -109,7 +129,7 @@ impl Packet {
     }
 
     /// Resets the packet and returns the whole area after the headroom for a port to
-    /// receive into; then call [`Packet::set_received`].
+    /// receive into; then call [`set_received`](PacketBuffer::set_received).
     #[inline]
     pub fn receive_area(&mut self) -> &mut [u8] {
         self.start = HEADROOM as u32;
@@ -118,7 +138,7 @@ impl Packet {
         &mut self.buf[HEADROOM..]
     }
 
-    /// Sets the length of a frame received into [`Packet::receive_area`].
+    /// Sets the length of a frame received into [`receive_area`](PacketBuffer::receive_area).
     #[inline]
     pub fn set_received(&mut self, len: usize) {
         self.start = HEADROOM as u32;

@@ -261,7 +261,7 @@ fn a_push_into_a_tap_takes_single_frames_and_tcp_data_while_no_super_frames_come
         }
         let after = fp.counters().unwrap();
         let labelled: Vec<&[u8]> =
-            got.iter().map(Packet::frame).filter(|f| f[12..14] == [0x88, 0x47]).collect();
+            got.iter().map(|p| p.frame()).filter(|f| f[12..14] == [0x88, 0x47]).collect();
         if *pushed {
             assert_eq!(labelled.len(), 1, "{what}: one labelled frame in the TAP, got {got:?}");
             assert_eq!(labelled[0][14..17], [0x00, 0xbb, 0x81], "{what}: label 3000, bottom of stack");
@@ -350,7 +350,7 @@ fn a_super_frame_the_kernel_forwards_whole_leaves_the_ports_tcp_data_in_the_kern
         (1, 0),
         "the super-frame routed in the kernel: {after:?}"
     );
-    let whole: Vec<usize> = got.iter().map(Packet::len).collect();
+    let whole: Vec<usize> = got.iter().map(|p| p.len()).collect();
     assert_eq!(whole, [14 + 40 + 3000], "it reached d0 whole");
     for p in got.drain(..) {
         pool.put(p);

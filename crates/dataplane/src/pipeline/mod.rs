@@ -448,39 +448,22 @@ impl Dataplane {
 
     /// The next `hints.len()` frames of a reversed batch (taken from its back), each with
     /// the IPv4 route the lookup stage found for it, if it ran ([`prefetch_routes`]: a
-    /// window's misses overlapped). A frame the cached paths take is rewritten where it
-    /// lies and moved to its output queue only once the frame after it was looked at:
-    /// moved at once, its fields just written would be read back whole before they reached
-    /// the cache (a store-forwarding stall, a fifth of `input`'s samples). False when the
-    /// pool ran low with frames left (see [`process_batch`](Dataplane::process_batch)).
+    /// window's misses overlapped). False when the pool ran low with frames left (see
+    /// [`process_batch`](Dataplane::process_batch)).
     fn input_window<'a>(
         &mut self,
         b: &mut Batch<'a>,
         frames: &mut Vec<Packet>,
         hints: &[Option<RouteHint<'a>>],
     ) -> bool {
-        // The last of `frames` is rewritten, waiting to be moved.
-        let mut rewritten = false;
         for hint in hints.iter().rev() {
             b.route_hint = *hint;
-            let next = frames.len() - 1 - usize::from(rewritten);
-            let received = self.receive(b, &mut frames[next]);
-            if rewritten && let Some(pkt) = frames.pop() {
-                b.out.tx[usize::from(pkt.port)].push(pkt);
+            let Some(pkt) = frames.pop() else { break };
+            self.input(b, pkt);
+            if b.pool.available() < POOL_LOW_WATER && !frames.is_empty() {
+                b.route_hint = None;
+                return false;
             }
-            rewritten = matches!(received, Received::Rewritten);
-            if let Received::Next(step) = received
-                && let Some(pkt) = frames.pop()
-            {
-                self.dispatch(b, pkt, step);
-                if b.pool.available() < POOL_LOW_WATER && !frames.is_empty() {
-                    b.route_hint = None;
-                    return false;
-                }
-            }
-        }
-        if rewritten && let Some(pkt) = frames.pop() {
-            b.out.tx[usize::from(pkt.port)].push(pkt);
         }
         b.route_hint = None;
         true

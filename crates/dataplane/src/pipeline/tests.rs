@@ -598,16 +598,15 @@ fn a_batch_through_large_tables_matches_its_frames_one_by_one() {
     }
 }
 
-/// Through small tables too (no lookup stage), the cached frames of a batch (rewritten
-/// where they lie, moved to their queues a frame later) and the general ones come out in
-/// order, as one by one.
+/// Through small tables too (no lookup stage), the cached frames of a batch and the
+/// general ones come out in order, as one by one.
 #[test]
 fn a_batch_mixing_cached_and_general_frames_matches_its_frames_one_by_one() {
     batch_against_one_by_one(0, 512);
 }
 
-/// A batch that stops early for want of buffers leaves its rest untouched: no frame the
-/// cached paths rewrote is left behind to be taken again.
+/// A batch that stops early for want of buffers leaves its rest untouched, to be taken on
+/// the next call: no frame processed twice, none lost.
 #[test]
 fn a_batch_stopped_for_buffers_leaves_its_rest_untouched() {
     // Spare buffers below the low water from the start: the batch stops after each frame
