@@ -23,8 +23,8 @@ pub use vmpls_fib::PortId;
 /// [`PacketBuffer`], which holds both, so that moving a packet between a batch and a
 /// queue copies 8 bytes. Moved whole (40 bytes, as it was), a packet whose fields had just
 /// been written was read back before the writes reached the cache: a store-forwarding
-/// stall at every queue a frame passed (a fifth of the pipeline's samples, two fifths of a
-/// receive loop's), however the fields were laid out.
+/// stall at every queue a frame passed (a fifth of `Dataplane::input`'s samples, two
+/// fifths of the pipeline bench's receive loop), however the fields were laid out.
 pub struct Packet(Box<PacketBuffer>);
 
 /// What a [`Packet`] points to: its buffer and its metadata.
@@ -274,6 +274,13 @@ impl PacketPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Batches, queues and the pool move packets: a word each, whatever the metadata holds.
+    #[test]
+    fn a_packet_moves_as_one_pointer() {
+        assert_eq!(size_of::<Packet>(), size_of::<usize>());
+        assert_eq!(size_of::<Option<Packet>>(), size_of::<usize>());
+    }
 
     #[test]
     fn shift_head_opens_and_closes_a_gap_behind_the_ethernet_header() {
