@@ -26,36 +26,9 @@ pub(crate) const POOL_SIZE: usize = 1024;
 const STATS_EVERY: Duration = Duration::from_secs(1);
 /// Adaptive polling: how long the loop goes on polling after the last frame before it
 /// turns the guests' kicks back on and sleeps (DPDK's and VPP's adaptive modes wait
-/// tens to hundreds of microseconds), at first and at least: a few wake-ups' worth, so a
-/// steady stream never pays them and an idle router costs nothing. [`IdleBound`] lengthens
-/// it, up to [`POLL_IDLE_MAX`], for a stream whose gaps outlast it.
+/// tens to hundreds of microseconds): a few wake-ups' worth, so a steady stream never
+/// pays them and an idle router costs nothing.
 pub(crate) const POLL_IDLE: Duration = Duration::from_micros(100);
-/// The longest [`IdleBound`] polls on after a frame.
-const POLL_IDLE_MAX: Duration = Duration::from_millis(1);
-
-/// How long adaptive polling goes on after the last frame, learned from how soon frames
-/// came back after it stopped. Stopped too soon (the next frame came within
-/// [`POLL_IDLE_MAX`]: a sender descheduled for a moment, a guest sending in bursts), the
-/// loop had paid a sleep, the kicks and a wake-up for nothing: the bound doubles. When
-/// frames come seldom (the next one more than ten times that later), polling after each
-/// of them only burns the bound: it halves, down to [`POLL_IDLE`].
-#[derive(Debug, Clone, Copy)]
-struct IdleBound(Duration);
-
-impl IdleBound {
-    fn new() -> IdleBound {
-        IdleBound(POLL_IDLE)
-    }
-
-    /// Polling starts again, `gap` after it stopped.
-    fn resumed_after(&mut self, gap: Duration) {
-        if gap < POLL_IDLE_MAX {
-            self.0 = (self.0 * 2).min(POLL_IDLE_MAX);
-        } else if gap > POLL_IDLE_MAX * 10 {
-            self.0 = (self.0 / 2).max(POLL_IDLE);
-        }
-    }
-}
 
 /// The forwarding loop's state: the pipeline, the ports and what the loop owns beside
 /// them (buffers, the output queues, the capture subscriptions).
@@ -266,9 +239,8 @@ impl<'a> ForwardingLoop<'a> {
     /// `poll = "adaptive"`: once frames come, the loop stops sleeping. It receives from the
     /// ring ports (vhost-user) at every turn without their descriptors, their guests' kicks
     /// off, and polls the kernel's sockets (if any) without a timeout, until no frame came
-    /// for [`POLL_IDLE`] (or longer, as [`IdleBound`] learns from the stream's gaps); then
-    /// the kicks go back on, each ring is looked at once more (frames queued meanwhile came
-    /// without a kick) and the loop sleeps as before.
+    /// for [`POLL_IDLE`]; then the kicks go back on, each ring is looked at once more
+    /// (frames queued meanwhile came without a kick) and the loop sleeps as before.
     pub(crate) fn run(&mut self, requests: &Receiver<LoopRequest>, wake: &EventFd) -> anyhow::Result<()> {
         let mut batch = Vec::with_capacity(BATCH);
         // Port `i` at index `i`, the eventfd after them.
@@ -286,9 +258,6 @@ impl<'a> ForwardingLoop<'a> {
         // Only rings: while polling, no poll(2) at all (requests are looked for directly).
         let rings_only = self.ports.iter().all(|p| p.polls_rings());
         let mut polling = false;
-        let mut idle_bound = IdleBound::new();
-        // When polling last stopped.
-        let mut stopped_polling = None;
         let mut last_frame = start;
         // Ports with frames found when polling stopped: received before any sleep.
         let mut pending = vec![false; n_ports];
@@ -335,14 +304,10 @@ impl<'a> ForwardingLoop<'a> {
                 last_frame = now;
                 if adaptive && !polling {
                     polling = true;
-                    if let Some(stopped) = stopped_polling.take() {
-                        idle_bound.resumed_after(now.duration_since(stopped));
-                    }
                     self.set_polling(true, &mut pending);
                 }
-            } else if polling && now.duration_since(last_frame) >= idle_bound.0 {
+            } else if polling && now.duration_since(last_frame) >= POLL_IDLE {
                 polling = false;
-                stopped_polling = Some(now);
                 self.set_polling(false, &mut pending);
             }
             refresh_caps(self.dp, self.ports);
@@ -418,28 +383,6 @@ pub(crate) fn change_neighbor(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn polling_goes_on_longer_for_a_stream_whose_gaps_outlast_it_and_shorter_for_seldom_frames() {
-        let us = Duration::from_micros;
-        let mut bound = IdleBound::new();
-        assert_eq!(bound.0, POLL_IDLE);
-        // Frames back 300 us after polling stopped: it had stopped too soon.
-        bound.resumed_after(us(300));
-        assert_eq!(bound.0, us(200));
-        for _ in 0..10 {
-            bound.resumed_after(us(300));
-        }
-        assert_eq!(bound.0, POLL_IDLE_MAX, "never longer than the most");
-        // Gaps between the two: nothing learned.
-        bound.resumed_after(POLL_IDLE_MAX * 5);
-        assert_eq!(bound.0, POLL_IDLE_MAX);
-        // Seldom frames (a ping a second): back to the least, and no lower.
-        for _ in 0..20 {
-            bound.resumed_after(Duration::from_secs(1));
-        }
-        assert_eq!(bound.0, POLL_IDLE);
-    }
 
     #[test]
     fn the_poll_timeout_never_ends_before_the_deadline() {
