@@ -3,7 +3,8 @@
 //! One small trait, [`Port`], in the manner of `quinn-udp`: the forwarding thread polls
 //! the port's descriptor ([`AsFd`]) for readability, then moves batches of [`Packet`]s with
 //! [`Port::recv_batch`] and [`Port::send_batch`]. Every frame carries its virtio-net
-//! metadata ([`offload`](vmpls_dataplane::PacketBuffer::offload)) in and out, so TSO super-frames pass whole.
+//! metadata ([`offload`](vmpls_dataplane::PacketBuffer::offload)) in and out, so TSO
+//! super-frames pass whole.
 //!
 //! Implementations:
 //! - [`AfPacketPort`]: any Linux Ethernet interface (veth, NIC) through an `AF_PACKET`

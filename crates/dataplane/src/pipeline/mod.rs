@@ -597,21 +597,19 @@ impl Dataplane {
 
     /// The general way for a received frame that [`receive`](Dataplane::receive) left.
     fn dispatch(&mut self, b: &mut Batch<'_>, pkt: Packet, step: Step) {
-        let in_port = pkt.port;
         match step {
             Step::Drop(reason) => self.discard(reason, pkt, b.pool),
             Step::Pseudowire(pw) => self.pw_ingress(b, pkt, pw),
             Step::Vpls(inst) => self.vpls_from_ac(b, pkt, inst),
             Step::Mpls => self.mpls_input(b, pkt, false),
-            Step::Ipv4 => {
+            Step::Ipv4 | Step::Ipv6 => {
+                let in_port = pkt.port;
                 let ctx =
                     IpContext { in_port, vrf: port_vrf(b.fib, in_port), originated: false, stack: None };
-                self.ipv4_input(b, pkt, ctx)
-            }
-            Step::Ipv6 => {
-                let ctx =
-                    IpContext { in_port, vrf: port_vrf(b.fib, in_port), originated: false, stack: None };
-                self.ipv6_input(b, pkt, ctx)
+                match step {
+                    Step::Ipv4 => self.ipv4_input(b, pkt, ctx),
+                    _ => self.ipv6_input(b, pkt, ctx),
+                }
             }
             Step::Arp => self.arp_input(b, pkt),
             Step::LeftToKernel => {
