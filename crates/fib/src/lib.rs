@@ -6,10 +6,11 @@
 //! wait-free, once per batch. A `Fib` is never changed while readers hold it, so every
 //! lookup sees one consistent version of the tables.
 //!
-//! No I/O here, and no `unsafe` but the prefetch instruction of [`Fib::prefetch_lookups`], which
-//! lets a data plane overlap the lookups of a batch. Lookups ([`LabelTable::get`], [`Lpm::lookup`],
-//! [`NexthopGroup::select`]) neither allocate nor panic.
-#![deny(unsafe_code)]
+//! No I/O and no `unsafe` here ([`Fib::prefetch_lookups`], which lets a data plane overlap
+//! the lookups of a batch, asks `vmpls-sys` for the prefetch instruction). Lookups
+//! ([`LabelTable::get`], [`Lpm::lookup`], [`NexthopGroup::select`]) neither allocate nor
+//! panic.
+#![forbid(unsafe_code)]
 
 mod builder;
 mod chunks;

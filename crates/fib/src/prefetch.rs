@@ -14,9 +14,6 @@
 //! find the tables in cache; IPv4 routes found are handed back so the caller need not
 //! look again. A hint only: no lookup's result depends on it, and a route changed in
 //! between costs a miss, nothing else.
-//!
-//! The one `unsafe` of the crate is here: the prefetch instruction.
-#![allow(unsafe_code)]
 
 use std::net::Ipv4Addr;
 
@@ -204,19 +201,13 @@ fn hint<T>(value: &T) {
     }
 }
 
-/// Asks the CPU to bring the cache line of `p` into its caches, without waiting.
+/// Asks the CPU to bring the cache line of `p` into its caches, without waiting (and,
+/// in this crate's tests, notes the address).
 #[inline(always)]
 fn hint_ptr(p: *const u8) {
     #[cfg(test)]
     tests::HINTED.with_borrow_mut(|h| h.push(p as usize));
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint that reads nothing the program sees and never faults,
-    // whatever the address (SSE, which it needs, is part of x86_64).
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    vmpls_sys::cpu::prefetch(p);
 }
 
 #[cfg(test)]

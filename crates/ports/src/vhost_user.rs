@@ -1218,6 +1218,7 @@ impl Port for VhostUserPort {
             let _ = ring.queue().disable_notification(mem);
             self.kicks_off = self.seen_generation;
         }
+        ring.prefetch(max);
         self.used.clear();
         let mut delivered = 0;
         let mut popped = 0;

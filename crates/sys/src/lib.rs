@@ -7,6 +7,7 @@
 //! is a few small `unsafe` blocks here, each with a `// SAFETY:` comment; the crates
 //! above see safe functions only.
 //!
+//! - [`cpu`]: the prefetch instruction.
 //! - [`cred`]: the process and user of a Unix socket's peer (`SO_PEERCRED`), the owner
 //!   of a local TCP peer's socket (socket diagnostics), users by name.
 //! - [`iface`]: interface names, indexes, flags, MAC, MTU, ethtool driver name.
@@ -23,6 +24,7 @@
 //! - [`signal`], [`process`]: signal handlers, root check, signals to processes, file
 //!   locks, umask, giving freed heap memory back.
 
+pub mod cpu;
 pub mod cred;
 pub mod event;
 pub mod fs;

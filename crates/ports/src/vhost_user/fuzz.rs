@@ -51,6 +51,7 @@ pub fn drive_queues(data: &[u8]) -> QueueRun {
     // The guest's transmit queue: frames into the router.
     let mut packet = Packet::new();
     let mut used = Vec::new();
+    tx.prefetch(usize::from(size));
     for _ in 0..=usize::from(size) {
         let Some(c) = tx.pop() else { break };
         // A guest may put any head index in its available ring; publish_used skips those
