@@ -70,6 +70,81 @@ pub struct RouterConfig {
     pub fast_path: FastPathMode,
     /// `poll`: how the forwarding loop waits for frames.
     pub poll: PollMode,
+    /// `cpus`: the CPUs the router's threads run on; `None`: wherever the scheduler
+    /// puts them.
+    pub cpus: Option<CpuList>,
+}
+
+/// `cpus` in `[router]`: a set of CPU numbers, written as the kernel lists them
+/// (`/sys/devices/system/cpu/online`, `taskset -c`, `isolcpus=`): `"1"`, `"0,2-3"`. A
+/// router that polls while frames come keeps a core busy; pinning it to a core of its own
+/// (as a DPDK or VPP poller is given one) keeps it from sharing that core's caches and
+/// time with other busy threads, and them from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(Vec<u16>);
+
+impl CpuList {
+    /// CPU numbers go up to this, excluded: the kernel's affinity masks as glibc sizes
+    /// them (`CPU_SETSIZE`).
+    pub const LIMIT: u16 = 1024;
+
+    /// Reads a CPU list (`"1"`, `"0,2-3"`): numbers and ranges separated by commas, each
+    /// below [`CpuList::LIMIT`], at least one CPU.
+    pub fn parse(text: &str) -> Result<CpuList, String> {
+        let mut cpus = Vec::new();
+        for part in text.split(',') {
+            let part = part.trim();
+            let number = |t: &str| -> Result<u16, String> {
+                let t = t.trim();
+                match t.parse::<u16>() {
+                    Ok(n) if n < Self::LIMIT => Ok(n),
+                    Ok(n) => Err(format!("CPU {n} is beyond the largest CPU number, {}", Self::LIMIT - 1)),
+                    Err(_) => Err(format!("\"{t}\" is not a CPU number")),
+                }
+            };
+            match part.split_once('-') {
+                Some((first, last)) => {
+                    let (first, last) = (number(first)?, number(last)?);
+                    if first > last {
+                        return Err(format!("the range {first}-{last} runs backwards"));
+                    }
+                    cpus.extend(first..=last);
+                }
+                None => cpus.push(number(part)?),
+            }
+        }
+        cpus.sort_unstable();
+        cpus.dedup();
+        Ok(CpuList(cpus))
+    }
+
+    /// The CPU numbers, ascending, each once.
+    pub fn cpus(&self) -> &[u16] {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for CpuList {
+    /// The kernel's form: ascending, runs of three or more as ranges (`0,2-4`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut rest = self.0.as_slice();
+        let mut first = true;
+        while let Some(&start) = rest.first() {
+            let run = rest.iter().enumerate().take_while(|&(i, &c)| usize::from(c - start) == i).count();
+            let end = rest[run - 1];
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            match run {
+                1 => write!(f, "{start}")?,
+                2 => write!(f, "{start},{end}")?,
+                _ => write!(f, "{start}-{end}")?,
+            }
+            rest = &rest[run..];
+        }
+        Ok(())
+    }
 }
 
 /// `poll` in `[router]`: how the forwarding loop waits for frames.

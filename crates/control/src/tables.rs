@@ -955,6 +955,10 @@ fn restart_needed(old: &Config, new: &Config) -> Option<String> {
             new.router.poll.name()
         ));
     }
+    if old.router.cpus != new.router.cpus {
+        let list = |c: &Config| c.router.cpus.as_ref().map_or("any".to_string(), |l| format!("\"{l}\""));
+        return Some(format!("router.cpus changed ({} -> {})", list(old), list(new)));
+    }
     let names = |c: &Config| c.ports.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
     if names(old) != names(new) {
         return Some(format!(

@@ -1180,6 +1180,44 @@ fn poll_is_adaptive_unless_the_router_says_interrupt() {
 }
 
 #[test]
+fn cpus_take_the_kernels_list_form_and_a_change_needs_a_restart() {
+    assert_eq!(parse("").unwrap().router.cpus, None);
+    let with = |value: &str| BASE.replacen("[router]\n", &format!("[router]\ncpus = \"{value}\"\n"), 1);
+    let cpus = |value: &str| {
+        Config::from_str(&with(value), Path::new("t.toml")).map(|c| c.router.cpus.unwrap().cpus().to_vec())
+    };
+    assert_eq!(cpus("1").unwrap(), [1]);
+    assert_eq!(cpus("0,2-4").unwrap(), [0, 2, 3, 4]);
+    assert_eq!(cpus(" 3, 1-2 ,1 ").unwrap(), [1, 2, 3], "sorted, each once");
+    assert_eq!(cpus("1023").unwrap(), [1023]);
+    for (bad, why) in [
+        ("", "\"\" is not a CPU number"),
+        ("one", "\"one\" is not a CPU number"),
+        ("1,", "\"\" is not a CPU number"),
+        ("-1", "\"\" is not a CPU number"),
+        ("4-2", "the range 4-2 runs backwards"),
+        ("1024", "CPU 1024 is beyond the largest CPU number, 1023"),
+        ("0-70000", "\"70000\" is not a CPU number"),
+    ] {
+        let e = cpus(bad).unwrap_err();
+        assert_eq!(e.field(), Some("router.cpus"), "{bad:?}: {e}");
+        assert_eq!(e.line(), Some(2), "{e}");
+        assert!(e.to_string().contains(&format!("{why}; write CPUs as \"1\" or \"0,2-3\"")), "{bad:?}: {e}");
+    }
+    // Shown as the kernel shows a list.
+    for (text, shown) in [("1", "1"), ("3,1", "1,3"), ("0-1", "0,1"), ("0,2-4,6,7,9-12", "0,2-4,6,7,9-12")] {
+        assert_eq!(crate::CpuList::parse(text).unwrap().to_string(), shown, "{text}");
+    }
+    // The threads are placed when the router starts: a reload that changes it asks for a
+    // restart; the same list written otherwise is no change.
+    let mut t = crate::tables::Tables::new(Config::from_str(&with("1,2"), Path::new("t.toml")).unwrap());
+    assert!(t.reload(Config::from_str(&with("1-2"), Path::new("t.toml")).unwrap()).is_ok());
+    let e = crate::api::ControlError::from(t.reload(parse("").unwrap()).unwrap_err());
+    assert_eq!(e.kind, crate::api::ErrorKind::RestartNeeded, "{e}");
+    assert!(e.message.contains("router.cpus changed (\"1,2\" -> any)"), "{e}");
+}
+
+#[test]
 fn fast_path_is_auto_unless_the_router_says_tc_or_off() {
     assert_eq!(parse("").unwrap().router.fast_path, crate::FastPathMode::Auto);
     let with = |value: &str| BASE.replacen("[router]\n", &format!("[router]\nfast-path = \"{value}\"\n"), 1);

@@ -960,15 +960,18 @@ mod tests {
             fast_path_auto: false,
             ecmp: false,
             poll_interrupt: true,
+            cpus: Some("1,3".into()),
             memif_core: None,
         };
         let cfgs = router_configs(&params);
         let p = &cfgs[1].toml;
         assert!(cfgs.iter().all(|c| c.toml.contains("\nfast-path = \"tc\"\n")), "{p}");
         assert!(cfgs.iter().all(|c| c.toml.contains("\npoll = \"interrupt\"\n")), "{p}");
+        assert!(cfgs.iter().all(|c| c.toml.contains("\ncpus = \"1,3\"\n")), "{p}");
         // The pipeline's modes say so (the routers' default is "auto"); auto leaves it out.
         let off = router_configs(&SeedParams::default());
         assert!(off.iter().all(|c| c.toml.contains("\nfast-path = \"off\"\n")), "{}", off[0].toml);
+        assert!(off.iter().all(|c| !c.toml.contains("cpus")), "{}", off[0].toml);
         let auto =
             router_configs(&SeedParams { fast_path_auto: true, fast_path: true, ..SeedParams::default() });
         assert!(auto.iter().all(|c| !c.toml.contains("fast-path")), "{}", auto[0].toml);

@@ -47,6 +47,8 @@ pub struct SeedParams {
     pub ecmp: bool,
     /// `poll = "interrupt"` in every router's config; without it the default, `"adaptive"`.
     pub poll_interrupt: bool,
+    /// `cpus = "..."` in every router's config: the CPUs its threads run on.
+    pub cpus: Option<String>,
     /// The core links are memif ports (shared memory, no kernel) instead of the veth
     /// pairs, their control sockets in this directory: pe1 -- p on `pe1-p.sock` (pe1
     /// listens), p -- pe2 on `p-pe2.sock` (p listens). The veths stay, unused.
@@ -69,6 +71,7 @@ impl Default for SeedParams {
             fast_path_auto: false,
             ecmp: false,
             poll_interrupt: false,
+            cpus: None,
             memif_core: None,
         }
     }
@@ -226,6 +229,9 @@ fn router_config(r: &Router, params: &SeedParams) -> String {
     }
     if params.poll_interrupt {
         let _ = writeln!(s, "poll = \"interrupt\"");
+    }
+    if let Some(cpus) = &params.cpus {
+        let _ = writeln!(s, "cpus = \"{cpus}\"");
     }
     for port in &r.ports {
         let _ = writeln!(s, "\n[[port]]\nname = \"{}\"", port.name);

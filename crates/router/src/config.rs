@@ -2,9 +2,9 @@
 //! ([`vmpls_control::Config`]) and the interfaces' (they exist, and are as the ports need
 //! them).
 
+use anyhow::Context;
 use std::collections::HashMap;
 use std::path::Path;
-
 use vmpls_control::Config;
 
 /// Loads and validates a config, including that its interfaces and the groups its
@@ -38,6 +38,10 @@ pub fn load_config_to_start(path: &Path) -> anyhow::Result<Config> {
         })
         .unwrap_or_else(|e| Err(e.to_string()))
     })?;
+    if let Some(cpus) = &cfg.router.cpus {
+        vmpls_sys::process::check_cpus(cpus.cpus())
+            .with_context(|| format!("{}: router.cpus = \"{cpus}\"", path.display()))?;
+    }
     Ok(cfg)
 }
 

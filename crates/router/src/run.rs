@@ -46,6 +46,12 @@ pub fn return_freed_memory() {
 /// Runs a router until SIGINT or SIGTERM.
 pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let mut cfg = load_config_to_start(&opts.config)?;
+    // First: every thread the router starts from here on (the ports', the control
+    // socket's) inherits the placement.
+    if let Some(cpus) = &cfg.router.cpus {
+        vmpls_sys::process::run_on_cpus(cpus.cpus()).with_context(|| format!("router.cpus = \"{cpus}\""))?;
+        info!(cpus = %cpus, "the router's threads run on these CPUs");
+    }
     let netns = open_port_namespaces(&cfg)?;
     let port_interfaces: Vec<crate::kernel::PortInterface> = cfg
         .ports

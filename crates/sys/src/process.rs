@@ -30,6 +30,44 @@ fn cpu_seconds_of_stat(stat: &str) -> Option<u64> {
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
+/// Confines the calling thread, and every thread it starts from then on, to `cpus`,
+/// each one it may run on now ([`check_cpus`]).
+pub fn run_on_cpus(cpus: &[u16]) -> io::Result<()> {
+    let set = check_cpus(cpus)?;
+    Ok(rustix::thread::sched_setaffinity(None, &set)?)
+}
+
+/// The CPUs the calling thread may run on (online, and in its cpuset), ascending.
+pub fn allowed_cpus() -> io::Result<Vec<u16>> {
+    let allowed = rustix::thread::sched_getaffinity(None)?;
+    Ok((0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| allowed.is_set(c)).map(|c| c as u16).collect())
+}
+
+/// Whether the calling thread may run on each of `cpus` (online, and in its cpuset): an
+/// error names those it may run on otherwise, rather than leaving the kernel to use
+/// quietly the ones of `cpus` it can.
+pub fn check_cpus(cpus: &[u16]) -> io::Result<rustix::thread::CpuSet> {
+    use rustix::thread::CpuSet;
+    let allowed = rustix::thread::sched_getaffinity(None)?;
+    let mut set = CpuSet::new();
+    for &cpu in cpus {
+        let cpu = usize::from(cpu);
+        if cpu >= CpuSet::MAX_CPU || !allowed.is_set(cpu) {
+            let here: Vec<String> =
+                (0..CpuSet::MAX_CPU).filter(|&c| allowed.is_set(c)).map(|c| c.to_string()).collect();
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("CPU {cpu} is not one this process may run on (those are {})", here.join(",")),
+            ));
+        }
+        set.set(cpu);
+    }
+    if set.count() == 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no CPU given"));
+    }
+    Ok(set)
+}
+
 /// Whether the process runs as root (effective user 0).
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
@@ -142,6 +180,35 @@ pub fn unlock(file: &File) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_runs_where_it_is_confined_and_a_cpu_it_may_not_use_is_refused() {
+        // In a thread of its own: the test harness's threads keep their placement.
+        std::thread::spawn(|| {
+            let allowed = rustix::thread::sched_getaffinity(None).unwrap();
+            let first = (0..1024).find(|&c| allowed.is_set(c)).unwrap();
+            run_on_cpus(&[first as u16]).unwrap();
+            let now = rustix::thread::sched_getaffinity(None).unwrap();
+            assert_eq!(now.count(), 1);
+            assert!(now.is_set(first));
+            // Started after: confined alike.
+            let child =
+                std::thread::spawn(|| rustix::thread::sched_getaffinity(None).unwrap().count()).join();
+            assert_eq!(child.unwrap(), 1);
+            // Outside what it may use now (it was confined to one): refused, unchanged.
+            let other = if first == 0 { 1 } else { 0 };
+            let e = run_on_cpus(&[first as u16, other]).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains(&format!("CPU {other} is not one this process may run on (those are {first})")),
+                "{e}"
+            );
+            assert_eq!(rustix::thread::sched_getaffinity(None).unwrap().count(), 1);
+            assert!(run_on_cpus(&[]).is_err());
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn a_second_exclusive_lock_on_a_file_is_refused_until_released() {

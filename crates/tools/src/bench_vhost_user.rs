@@ -16,7 +16,8 @@
 //! port, fed from a pcap of whole TCP frames, makes virtio-user send exactly that).
 //!
 //! testpmd busy-polls; on a 2-core machine the rates alone would measure contention. So
-//! everything is per CPU-second of the switch (utime + stime of its processes), next to
+//! the switch runs on a CPU of its own and the testpmds on the others ([`Placement`]),
+//! and everything is per CPU-second of the switch (utime + stime of its processes), next to
 //! this machine's memory copy bandwidth measured in the same run before testpmd starts.
 //! Every frame is accounted for over the whole run: frames in = frames out + drops under
 //! named counters (the receiving guest's ring full is `b.tx_dropped`), with the frames a
@@ -46,6 +47,35 @@ const MAC_B_GUEST: &str = "02:00:00:00:bb:02";
 const HUGEPAGES: u64 = 320;
 /// The super-frames' TCP payload: 44 segments of 1448 bytes (63,766-byte frames).
 const TSO_PAYLOAD: usize = 44 * 1448;
+
+/// Where the switch and the guests run: the switch (each vmpls router's threads, OVS's
+/// PMD thread) on a CPU of its own, as a DPDK poller is given a core, the two testpmds on
+/// the others. On a machine of two CPUs both testpmds share the first: otherwise a busy
+/// testpmd would share the switch's core, and the switch's rate would measure the
+/// scheduler (a router moved between cores and sharing one with a busy poller measured
+/// a third below its rate on a core of its own, OVS-DPDK's pinned PMD alike either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Placement {
+    switch: u16,
+    tx: u16,
+    rx: u16,
+}
+
+impl Placement {
+    /// The switch on the last CPU this process may use, testpmd tx and rx on the first
+    /// and second of the others (both on the first if there is one other, all on the one
+    /// CPU of a machine of one).
+    fn of(cpus: &[u16]) -> Placement {
+        let (&switch, rest) = cpus.split_last().unwrap_or((&0, &[]));
+        let tx = rest.first().copied().unwrap_or(switch);
+        let rx = rest.get(1).copied().unwrap_or(tx);
+        Placement { switch, tx, rx }
+    }
+
+    fn describe(&self) -> String {
+        format!("switch on CPU {}, testpmd tx on {}, rx on {}", self.switch, self.tx, self.rx)
+    }
+}
 
 /// Which switch topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -266,9 +296,9 @@ struct VmplsSwitch {
     topology: Topo,
 }
 
-fn router_config(name: &str, dir: &Path, poll: Poll, body: &str) -> String {
+fn router_config(name: &str, dir: &Path, poll: Poll, cpu: u16, body: &str) -> String {
     format!(
-        "[router]\nname = \"{name}\"\ncontrol-socket = \"{}\"\npoll = \"{}\"\n# The whole load in the measured process: \
+        "[router]\nname = \"{name}\"\ncontrol-socket = \"{}\"\npoll = \"{}\"\ncpus = \"{cpu}\"\n# The whole load in the measured process: \
          the in-kernel fast path would switch on the veths in softirq time.\nfast-path = \"off\"\n{body}",
         dir.join(format!("{name}.ctl")).display(),
         poll.name()
@@ -338,7 +368,7 @@ fn guest_b_neighbor() -> String {
 }
 
 impl VmplsSwitch {
-    fn start(vmpls: &Path, dir: &Path, topology: Topo, poll: Poll) -> anyhow::Result<VmplsSwitch> {
+    fn start(vmpls: &Path, dir: &Path, topology: Topo, poll: Poll, cpu: u16) -> anyhow::Result<VmplsSwitch> {
         let mut topo = Topology::new();
         let configs: Vec<(&str, String)> = match topology {
             Topo::One => {
@@ -349,7 +379,7 @@ impl VmplsSwitch {
                     vhost_port("b", dir, MAC_B, "198.18.2.1/24"),
                     guest_b_neighbor()
                 );
-                vec![("r", router_config("r", dir, poll, &body))]
+                vec![("r", router_config("r", dir, poll, cpu, &body))]
             }
             Topo::Chain | Topo::ChainMemif => {
                 let memif = topology == Topo::ChainMemif;
@@ -383,9 +413,9 @@ impl VmplsSwitch {
                     guest_b_neighbor()
                 );
                 vec![
-                    ("pe1", router_config("pe1", dir, poll, &pe1)),
-                    ("p", router_config("p", dir, poll, &p)),
-                    ("pe2", router_config("pe2", dir, poll, &pe2)),
+                    ("pe1", router_config("pe1", dir, poll, cpu, &pe1)),
+                    ("p", router_config("p", dir, poll, cpu, &p)),
+                    ("pe2", router_config("pe2", dir, poll, cpu, &pe2)),
                 ]
             }
         };
@@ -536,7 +566,7 @@ struct OvsSwitch {
 }
 
 impl OvsSwitch {
-    fn start(dir: &Path, topology: Topo, case: Case) -> anyhow::Result<OvsSwitch> {
+    fn start(dir: &Path, topology: Topo, case: Case, cpu: u16) -> anyhow::Result<OvsSwitch> {
         anyhow::ensure!(
             topology == Topo::One,
             "the OVS-DPDK backend is measured as one switch (--topology one): a host runs one OVS"
@@ -549,6 +579,7 @@ impl OvsSwitch {
         let options = vmpls_tools::ovs_dpdk::Options {
             // Super-frames: OVS offers TSO to the guests as vmpls does.
             userspace_tso: case == Case::Tso,
+            pmd_core: u32::from(cpu),
             ..vmpls_tools::ovs_dpdk::Options::default()
         };
         let ovs =
@@ -733,7 +764,9 @@ impl CaseResult {
     }
 }
 
-fn testpmd_rx(b_sock: &Path, server: &str, case: Case) -> TestpmdOptions {
+/// testpmd rx, both its lcores (the main one, which waits for commands, and the
+/// forwarding one) on `cpu`.
+fn testpmd_rx(b_sock: &Path, server: &str, case: Case, cpu: u16) -> TestpmdOptions {
     let mut args = vec!["--forward-mode=rxonly".to_string(), "--total-num-mbufs=8192".into()];
     if case == Case::Tso {
         // LRO and receive checksum offload: virtio-user negotiates GUEST_TSO4/6 and
@@ -742,7 +775,7 @@ fn testpmd_rx(b_sock: &Path, server: &str, case: Case) -> TestpmdOptions {
     }
     TestpmdOptions {
         name: "rx".into(),
-        lcores: "0@0,1@1".into(),
+        lcores: format!("0@{cpu},1@{cpu}"),
         vdevs: vec![format!("net_virtio_user1,path={}{server},queues=1,mac={MAC_B_GUEST}", b_sock.display())],
         mem_mb: 256,
         args,
@@ -750,12 +783,13 @@ fn testpmd_rx(b_sock: &Path, server: &str, case: Case) -> TestpmdOptions {
     }
 }
 
-fn testpmd_tx(a_sock: &Path, server: &str, case: Case, pcap: &Path) -> TestpmdOptions {
+/// testpmd tx, both its lcores on `cpu`.
+fn testpmd_tx(a_sock: &Path, server: &str, case: Case, pcap: &Path, cpu: u16) -> TestpmdOptions {
     let virtio = format!("net_virtio_user0,path={}{server},queues=1,mac={MAC_A_GUEST}", a_sock.display());
     match case {
         Case::Small => TestpmdOptions {
             name: "tx".into(),
-            lcores: "0@1,1@0".into(),
+            lcores: format!("0@{cpu},1@{cpu}"),
             vdevs: vec![virtio],
             mem_mb: 256,
             args: vec![
@@ -772,7 +806,7 @@ fn testpmd_tx(a_sock: &Path, server: &str, case: Case, pcap: &Path) -> TestpmdOp
         // gso_type TCPV4, gso_size 1448, hdr_len and the partial checksum in the header.
         Case::Tso => TestpmdOptions {
             name: "tx".into(),
-            lcores: "0@1,1@0".into(),
+            lcores: format!("0@{cpu},1@{cpu}"),
             vdevs: vec![
                 format!("net_pcap0,rx_pcap={},tx_pcap=/dev/null,infinite_rx=1", pcap.display()),
                 virtio,
@@ -818,11 +852,16 @@ fn run_case(
 ) -> anyhow::Result<CaseResult> {
     let dir = work.join(format!("{}-{}-{}", backend.name(), poll.map_or("", Poll::name), case.name()));
     std::fs::create_dir_all(&dir)?;
+    let place = Placement::of(&vmpls_sys::process::allowed_cpus()?);
     let mut switch: Box<dyn Switch> = match backend {
-        Backend::Vmpls => {
-            Box::new(VmplsSwitch::start(&opts.vmpls, &dir, opts.topology, poll.unwrap_or(Poll::Adaptive))?)
-        }
-        Backend::OvsDpdk => Box::new(OvsSwitch::start(&dir, opts.topology, case)?),
+        Backend::Vmpls => Box::new(VmplsSwitch::start(
+            &opts.vmpls,
+            &dir,
+            opts.topology,
+            poll.unwrap_or(Poll::Adaptive),
+            place.switch,
+        )?),
+        Backend::OvsDpdk => Box::new(OvsSwitch::start(&dir, opts.topology, case, place.switch)?),
     };
     let (a_sock, b_sock) = switch.sockets();
     let server = if switch.guest_is_server() { ",server=1" } else { "" };
@@ -835,11 +874,11 @@ fn run_case(
             .collect();
         vmpls_tools::testpmd::write_pcap(&pcap, &frames)?;
     }
-    let mut rx = Testpmd::start(&dir, huge, &testpmd_rx(&b_sock, server, case))?;
+    let mut rx = Testpmd::start(&dir, huge, &testpmd_rx(&b_sock, server, case, place.rx))?;
     rx.wait_for(Testpmd::READY, Duration::from_secs(30))?;
     // OVS has no counters of port a before its guest connects: all zero then.
     let s0 = switch.counters().unwrap_or_default();
-    let mut tx = Testpmd::start(&dir, huge, &testpmd_tx(&a_sock, server, case, &pcap))?;
+    let mut tx = Testpmd::start(&dir, huge, &testpmd_tx(&a_sock, server, case, &pcap, place.tx))?;
     tx.wait_for(Testpmd::READY, Duration::from_secs(40))?;
     let deadline = Instant::now() + Duration::from_secs(30);
     while switch.counters().map_or(true, |c| c.in_frames == s0.in_frames) {
@@ -867,7 +906,7 @@ fn run_case(
         poll,
         topology: opts.topology,
         case,
-        setup: switch.describe(),
+        setup: format!("{}; {}", switch.describe(), place.describe()),
         window: s2.minus(&s1),
         cpu_seconds: c2.since(&c1),
         busy_cpu_seconds: c2.busy_since(&c1),
@@ -1027,6 +1066,16 @@ impl Drop for RemoveDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_switch_gets_a_cpu_of_its_own_where_there_is_one() {
+        let p = |switch, tx, rx| Placement { switch, tx, rx };
+        assert_eq!(Placement::of(&[0, 1]), p(1, 0, 0));
+        assert_eq!(Placement::of(&[0, 1, 2, 3]), p(3, 0, 1));
+        assert_eq!(Placement::of(&[2, 5, 7]), p(7, 2, 5));
+        assert_eq!(Placement::of(&[3]), p(3, 3, 3));
+        assert_eq!(Placement::of(&[]), p(0, 0, 0));
+    }
 
     fn counters(in_frames: u64, out_frames: u64, dropped: &[(&str, u64)], made: i64) -> Counters {
         Counters {

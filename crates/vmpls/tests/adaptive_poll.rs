@@ -11,6 +11,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
+use vmpls_control::CpuList;
 use vmpls_lab::SeedParams;
 use vmpls_lab::ping::PingOptions;
 
@@ -89,4 +90,54 @@ fn an_idle_router_sleeps_before_and_after_traffic_and_frames_after_the_switch_ar
         assert!(l["turns"] > l["busy_turns"], "{r}: {l:?}");
         assert!(slept > 4 * (busy + idle), "{r}: {l:?}");
     }
+}
+
+/// The CPUs in a `Cpus_allowed_list:` line of `/proc/.../status`.
+fn allowed_cpus(status: &str) -> Vec<u16> {
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("a Cpus_allowed_list line")
+        .trim();
+    CpuList::parse(list).expect("the kernel's list").cpus().to_vec()
+}
+
+#[test]
+fn routers_given_cpus_run_every_thread_there_and_forward() {
+    // The last CPU the test may use: on a machine of one, the only one.
+    let mine = allowed_cpus(&std::fs::read_to_string("/proc/self/status").unwrap());
+    let cpu = *mine.last().unwrap();
+    let params = SeedParams { cpus: Some(cpu.to_string()), ..SeedParams::default() };
+    // Starting checks that ce1 and ce2 reach each other through the three routers.
+    let mut lab = Lab::start("cpus", params);
+    for r in ROUTERS {
+        let pid = router_pid(&lab, r);
+        let tasks: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten().collect();
+        // The forwarding loop, the control socket's and the ports' threads.
+        assert!(tasks.len() > 1, "{r}: {} threads", tasks.len());
+        for t in tasks {
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap();
+            let name = status.lines().next().unwrap_or_default().to_string();
+            assert_eq!(allowed_cpus(&status), [cpu], "{r}, thread {name}");
+        }
+    }
+    lab.flow("ce1", "ce2", CE2_V4, 4 << 20);
+    let stats = lab.stop_routers();
+    assert_no_unexpected_drops(&stats, &[], "routers pinned to a CPU");
+
+    // A CPU the router may not run on: `vmpls check` names it, and what it may use.
+    let config = lab.work.path().join("pinned-beyond.toml");
+    let beyond = CpuList::LIMIT - 1;
+    let text = std::fs::read_to_string(lab.work.path().join("p.toml"))
+        .unwrap()
+        .replace(&format!("cpus = \"{cpu}\""), &format!("cpus = \"{beyond}\""));
+    std::fs::write(&config, text).unwrap();
+    let binary = router_binary();
+    let args = [binary.to_str().unwrap(), "check", "--config", config.to_str().unwrap()];
+    // In p's namespace, where its interfaces are.
+    let out = lab.run("p", &args, Duration::from_secs(10));
+    let text = output_text(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains(&format!("router.cpus = \"{beyond}\"")), "{text}");
+    assert!(text.contains(&format!("CPU {beyond} is not one this process may run on")), "{text}");
 }

@@ -106,6 +106,7 @@ pub(super) struct RawRouter {
     pub(super) control_socket: Option<S<String>>,
     pub(super) fast_path: Option<S<String>>,
     pub(super) poll: Option<S<String>>,
+    pub(super) cpus: Option<S<String>>,
 }
 
 #[derive(Deserialize)]

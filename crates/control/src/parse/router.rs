@@ -1,5 +1,6 @@
 //! `[router]`: the router's name (which names its control socket), the control socket's
-//! path, the fast-path and poll modes and the router's own addresses, at most one of each family.
+//! path, the fast-path and poll modes, the CPUs it runs on and the router's own addresses,
+//! at most one of each family.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -8,7 +9,7 @@ use super::S;
 use super::ctx::Ctx;
 use super::raw::RawRouter;
 use super::values::{check_name, check_unix_socket_path, parse_host};
-use crate::{ConfigError, FastPathMode, PollMode, RouterConfig};
+use crate::{ConfigError, CpuList, FastPathMode, PollMode, RouterConfig};
 
 /// The `[router]` table, and the line of each of its addresses (for duplicate messages
 /// once the ports' addresses are known).
@@ -43,6 +44,12 @@ pub(super) fn parse_router(
             ));
         }
     };
+    let cpus = match &rr.cpus {
+        None => None,
+        Some(s) => Some(CpuList::parse(s.get_ref()).map_err(|why| {
+            ctx.err(&s.span(), "router.cpus", format!("{why}; write CPUs as \"1\" or \"0,2-3\""))
+        })?),
+    };
     let mut router = RouterConfig {
         name: check_router_name(ctx, &rr.name)?,
         v4: None,
@@ -50,6 +57,7 @@ pub(super) fn parse_router(
         control_socket,
         fast_path,
         poll,
+        cpus,
     };
     let mut router_lines = Vec::new();
     for s in rr.addresses.iter().flatten() {
