@@ -130,7 +130,7 @@ pub enum OffloadRefused {
 /// that came with a frame of `frame_len` bytes, as every port does where frames enter:
 /// the offsets must lie inside the frame and a super-frame's `gso_size` must be at least
 /// [`MIN_GSO_SIZE`]. The sender is not trusted.
-#[inline]
+#[inline(always)]
 pub fn received_offload(header: &[u8], frame_len: usize) -> Result<virtio_net::Repr, OffloadRefused> {
     let header = virtio_net::Header::new_checked(header).map_err(|_| OffloadRefused::BadHeader)?;
     let offload = virtio_net::Repr::parse(&header).map_err(|_| OffloadRefused::BadHeader)?;

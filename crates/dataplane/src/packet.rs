@@ -138,6 +138,18 @@ impl PacketBuffer {
         &mut self.buf[HEADROOM..]
     }
 
+    /// [`receive_area`](PacketBuffer::receive_area) with `prefix` bytes in front of it,
+    /// in the headroom (at most [`HEADROOM`]): for a port whose frames come after a
+    /// header of their own (virtio-net's), so that header and frame are copied in one.
+    /// The frame then starts at `prefix`; [`set_received`](PacketBuffer::set_received)
+    /// takes its length as for `receive_area`.
+    #[inline]
+    pub fn receive_area_after(&mut self, prefix: usize) -> &mut [u8] {
+        let at = HEADROOM - prefix.min(HEADROOM);
+        self.receive_area();
+        &mut self.buf[at..]
+    }
+
     /// Sets the length of a frame received into [`receive_area`](PacketBuffer::receive_area).
     #[inline]
     pub fn set_received(&mut self, len: usize) {
@@ -274,6 +286,23 @@ impl PacketPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_received_after_a_header_starts_where_a_plain_one_does() {
+        let mut p = Packet::new();
+        p.set_frame(&[9; 100]);
+        p.offload.gso_size = 1448;
+        let area = p.receive_area_after(12);
+        assert_eq!(area.len(), 12 + MAX_FRAME);
+        area[..12].fill(0xee);
+        area[12..76].copy_from_slice(&[7; 64]);
+        p.set_received(64);
+        assert_eq!(p.frame(), &[7; 64]);
+        assert_eq!(p.headroom(), HEADROOM, "the header's bytes are headroom again");
+        assert_eq!(p.offload, virtio_net::Repr::default(), "reset as receive_area resets");
+        // A prefix beyond the headroom gets all of it, no more.
+        assert_eq!(p.receive_area_after(HEADROOM + 1).len(), BUFFER_LEN);
+    }
 
     /// Batches, queues and the pool move packets: a word each, whatever the metadata holds.
     #[test]

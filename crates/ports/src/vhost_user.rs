@@ -1232,7 +1232,7 @@ impl Port for VhostUserPort {
                 self.stats.rx_no_buffer += 1;
                 continue;
             };
-            match chain::read_tx_chain(mem, chain, neg.hdr_len, p.receive_area()) {
+            match chain::read_tx_chain(mem, chain, neg.hdr_len, p.receive_area_after(neg.hdr_len)) {
                 Ok((offload, len)) => {
                     p.set_received(len);
                     p.offload = offload;

@@ -58,8 +58,8 @@ pub fn drive_queues(data: &[u8]) -> QueueRun {
         // beyond the queue, and their chains hold no descriptor.
         let head = c.head_index();
         used.push((head, 0));
-        let area = packet.receive_area();
-        let room = area.len();
+        let area = packet.receive_area_after(hdr_len);
+        let room = area.len() - hdr_len;
         let read = chain::read_tx_chain(&mem, c, hdr_len, area);
         assert!(head < size || read.is_err(), "a frame from head {head} of a {size}-entry queue");
         if let Ok((offload, len)) = read {
