@@ -204,10 +204,7 @@ impl Dataplane {
         }
         let total_len = usize::from(header.total_len());
         let routes = b.fib.vrf(vrf)?;
-        let route = match b.route_hint {
-            Some(h) if h.vrf == vrf && h.dst == dst => h.route,
-            _ => routes.v4.lookup_value(dst),
-        }?;
+        let route = b.ipv4_route(vrf, routes, dst)?;
         let (port_id, addr, labels) = match route.target() {
             RouteTarget::Connected { port } => (*port, IpAddr::V4(dst), &[][..]),
             RouteTarget::Forward(group) => match route.inline_hop() {

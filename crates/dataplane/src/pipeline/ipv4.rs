@@ -33,11 +33,7 @@ impl Dataplane {
             return self.discard(DropReason::IpMulticast, pkt, b.pool);
         }
         let Some(vrf) = b.fib.vrf(ctx.vrf) else { return self.discard(DropReason::NoRoute, pkt, b.pool) };
-        // The lookup stage's result, if it looked this very key up (in this FIB).
-        let route = match b.route_hint {
-            Some(h) if h.vrf == ctx.vrf && h.dst == dst => h.route,
-            _ => vrf.v4.lookup_value(dst),
-        };
+        let route = b.ipv4_route(ctx.vrf, vrf, dst);
         if matches!(route.map(|r| r.target()), Some(RouteTarget::Local)) {
             return self.ipv4_local(b, pkt, ctx);
         }

@@ -129,7 +129,7 @@ fn run_frames(
         } else {
             let fib = dp.fib.load_full();
             dp.counters.rx_frames[usize::from(pkt.port)] += 1;
-            let mut b = Batch { fib: &fib, now, pool, out: &mut out, route_hint: None };
+            let mut b = Batch { fib: &fib, now, pool, out: &mut out, route_hint: std::cell::Cell::new(None) };
             if is_labelled(pkt.frame()) {
                 dp.mpls_input(&mut b, pkt, false);
             } else {
@@ -516,6 +516,11 @@ fn pe_cases() -> Vec<Packet> {
         ip_frame(&[(4001, 64, false), (4002, 64, true)], "198.18.40.7", 64, 18, 0),
         ip_frame(&[(4001, 64, true)], "198.18.4.7", 64, 18, 12),
         ip_frame(&[(4001, 64, true)], "198.18.4.7", 64, 1500 - 28, 0),
+        // One destination in two VRFs, one after the other: no route in the default VRF,
+        // a route in red (a batch's frames reuse a lookup only for the same VRF).
+        plain("198.18.40.7", 64),
+        popped(4002, 64, "198.18.40.7", 64),
+        plain("198.18.40.7", 64),
     ];
     // A wrong IP checksum, plain and under a label.
     for mut f in [plain("198.18.2.7", 64), popped(4001, 64, "198.18.4.7", 64)] {
