@@ -180,7 +180,7 @@ pub struct Repr {
 impl Repr {
     /// Decodes a header; an unknown `gso_type` is an error, since the frame cannot be
     /// segmented correctly.
-    #[inline]
+    #[inline(always)]
     pub fn parse<T: AsRef<[u8]>>(header: &Header<T>) -> Result<Repr> {
         let raw = header.gso_type_raw();
         let gso_type = GsoType::from_raw(raw).ok_or(Error::Malformed)?;
