@@ -150,6 +150,14 @@ impl PacketBuffer {
         &mut self.buf[at..]
     }
 
+    /// The `prefix` bytes a port received in front of the frame
+    /// ([`receive_area_after`](PacketBuffer::receive_area_after)), until the frame is
+    /// changed.
+    #[inline]
+    pub fn received_prefix(&self, prefix: usize) -> &[u8] {
+        &self.buf[HEADROOM - prefix.min(HEADROOM)..HEADROOM]
+    }
+
     /// Sets the length of a frame received into [`receive_area`](PacketBuffer::receive_area).
     #[inline]
     pub fn set_received(&mut self, len: usize) {
@@ -298,6 +306,7 @@ mod tests {
         area[12..76].copy_from_slice(&[7; 64]);
         p.set_received(64);
         assert_eq!(p.frame(), &[7; 64]);
+        assert_eq!(p.received_prefix(12), &[0xee; 12]);
         assert_eq!(p.headroom(), HEADROOM, "the header's bytes are headroom again");
         assert_eq!(p.offload, virtio_net::Repr::default(), "reset as receive_area resets");
         // A prefix beyond the headroom gets all of it, no more.

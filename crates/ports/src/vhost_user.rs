@@ -1220,7 +1220,7 @@ impl Port for VhostUserPort {
         }
         ring.prefetch(max);
         self.used.clear();
-        let mut delivered = 0;
+        let first = out.len();
         let mut popped = 0;
         while popped < max {
             let Some(chain) = ring.pop() else {
@@ -1232,21 +1232,38 @@ impl Port for VhostUserPort {
                 self.stats.rx_no_buffer += 1;
                 continue;
             };
-            match chain::read_tx_chain(mem, chain, neg.hdr_len, p.receive_area_after(neg.hdr_len)) {
-                Ok((offload, len)) => {
+            match chain::copy_tx_chain(mem, chain, neg.hdr_len, p.receive_area_after(neg.hdr_len)) {
+                Ok(len) => {
                     p.set_received(len);
-                    p.offload = offload;
-                    p.port = self.info.id;
-                    self.stats.rx_packets += 1;
-                    self.stats.rx_bytes += len as u64;
                     out.push(p);
-                    delivered += 1;
                 }
                 Err(e) => {
                     count_tx_chain_error(&mut self.stats, &mut self.vstats, e);
                     pool.put(p);
                 }
             }
+        }
+        // The headers, once every copy is done (see `copy_tx_chain`); the frames whose
+        // header is refused go back to the pool, the others keep their order.
+        let mut kept = first;
+        for i in first..out.len() {
+            let len = out[i].len();
+            match chain::tx_offload(out[i].received_prefix(neg.hdr_len), len) {
+                Ok(offload) => {
+                    let p = &mut out[i];
+                    p.offload = offload;
+                    p.port = self.info.id;
+                    self.stats.rx_packets += 1;
+                    self.stats.rx_bytes += len as u64;
+                    out.swap(kept, i);
+                    kept += 1;
+                }
+                Err(e) => count_tx_chain_error(&mut self.stats, &mut self.vstats, e),
+            }
+        }
+        let delivered = kept - first;
+        for p in out.drain(kept..) {
+            pool.put(p);
         }
         if self.polling {
             // The router comes back without a kick: they stay off, the eventfd untouched.
