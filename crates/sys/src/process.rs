@@ -39,8 +39,11 @@ pub fn run_on_cpus(cpus: &[u16]) -> io::Result<()> {
 
 /// The CPUs the calling thread may run on (online, and in its cpuset), ascending.
 pub fn allowed_cpus() -> io::Result<Vec<u16>> {
-    let allowed = rustix::thread::sched_getaffinity(None)?;
-    Ok((0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| allowed.is_set(c)).map(|c| c as u16).collect())
+    Ok(cpus_in(&rustix::thread::sched_getaffinity(None)?))
+}
+
+fn cpus_in(set: &rustix::thread::CpuSet) -> Vec<u16> {
+    (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).map(|c| c as u16).collect()
 }
 
 /// Whether the calling thread may run on each of `cpus` (online, and in its cpuset): an
@@ -53,8 +56,7 @@ pub fn check_cpus(cpus: &[u16]) -> io::Result<rustix::thread::CpuSet> {
     for &cpu in cpus {
         let cpu = usize::from(cpu);
         if cpu >= CpuSet::MAX_CPU || !allowed.is_set(cpu) {
-            let here: Vec<String> =
-                (0..CpuSet::MAX_CPU).filter(|&c| allowed.is_set(c)).map(|c| c.to_string()).collect();
+            let here: Vec<String> = cpus_in(&allowed).iter().map(u16::to_string).collect();
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("CPU {cpu} is not one this process may run on (those are {})", here.join(",")),

@@ -237,8 +237,8 @@ impl<'a> Batch<'a> {
     }
 }
 
-/// What the lookup stage of a batch found for one frame: the result of looking `dst` up
-/// in `vrf` (in the batch's FIB), so the frame's IPv4 input need not look again.
+/// The result of looking `dst` up in `vrf` (in the batch's FIB), by the lookup stage for
+/// one frame or for an earlier frame, so a frame with the same key need not look again.
 #[derive(Debug, Clone, Copy)]
 struct RouteHint<'a> {
     vrf: VrfId,
