@@ -846,10 +846,13 @@ impl Link {
         let mut cur = self.rx_next;
         let mut got = 0;
         let skip = if self.vnet { virtio_net::HEADER_LEN } else { 0 };
+        let first = out.len();
+        let mut broken = false;
         while cur != end && got < max {
             let mut pkt = pool.get();
-            let mut area = pkt.as_mut().map(|p| p.receive_area());
-            let mut hdr = [0u8; virtio_net::HEADER_LEN];
+            // The header (a vmpls peer's) lands in the headroom, the frame after it: one
+            // copy a buffer.
+            let mut area = pkt.as_mut().map(|p| p.receive_area_after(skip));
             let (mut len, mut bad, mut truncated, mut runaway) = (0usize, false, false, false);
             loop {
                 if cur == end {
@@ -862,20 +865,13 @@ impl Link {
                     Err(_) => bad = true,
                     Ok(range) => {
                         let region = &self.regions[usize::from(d.region)];
-                        let mut at = range.start;
-                        // The header's bytes first (vmpls peer), then the frame's.
-                        while at < range.end && len < skip {
-                            let n = (skip - len).min(range.end - at);
-                            region.read(at, &mut hdr[len..len + n]);
-                            (at, len) = (at + n, len + n);
-                        }
-                        let n = range.end - at;
+                        let n = range.end - range.start;
                         if let Some(area) = area.as_deref_mut() {
-                            let dst = len - skip;
-                            if dst + n > area.len() {
-                                truncated = true;
-                            } else {
-                                region.read(at, &mut area[dst..dst + n]);
+                            match area.get_mut(len..len + n) {
+                                Some(to) => {
+                                    region.read(range.start, to);
+                                }
+                                None => truncated = true,
                             }
                         }
                         len += n;
@@ -889,7 +885,8 @@ impl Link {
                 if let Some(p) = pkt {
                     pool.put(p);
                 }
-                return Err("a frame's descriptor chain runs past the ring's ready descriptors".into());
+                broken = true;
+                break;
             }
             let Some(mut p) = pkt else {
                 stats.rx_no_buffer += 1;
@@ -906,26 +903,39 @@ impl Link {
                 continue;
             }
             p.set_received(frame_len);
-            if self.vnet {
-                match gso::received_offload(&hdr, frame_len) {
-                    Ok(o) => p.offload = o,
-                    Err(OffloadRefused::GsoSizeTooSmall) => {
-                        stats.rx_gso_size_too_small += 1;
-                        pool.put(p);
-                        continue;
-                    }
-                    Err(OffloadRefused::BadHeader) => {
-                        stats.rx_bad_vnet_hdr += 1;
-                        pool.put(p);
-                        continue;
-                    }
-                }
-            }
             p.port = port;
-            stats.rx_packets += 1;
-            stats.rx_bytes += frame_len as u64;
             out.push(p);
             got += 1;
+        }
+        // The headers, once every copy is done: one read right after its copy waits for
+        // the copy's stores (as in the vhost-user port). Refused frames leave the batch;
+        // the others keep their order.
+        let mut kept = first;
+        for i in first..out.len() {
+            let frame_len = out[i].len();
+            let offload = match self.vnet {
+                false => Ok(virtio_net::Repr::default()),
+                true => gso::received_offload(out[i].received_prefix(skip), frame_len),
+            };
+            match offload {
+                Ok(o) => {
+                    out[i].offload = o;
+                    stats.rx_packets += 1;
+                    stats.rx_bytes += frame_len as u64;
+                    out.swap(kept, i);
+                    kept += 1;
+                }
+                Err(OffloadRefused::GsoSizeTooSmall) => stats.rx_gso_size_too_small += 1,
+                Err(OffloadRefused::BadHeader) => stats.rx_bad_vnet_hdr += 1,
+            }
+        }
+        got = kept - first;
+        for p in out.drain(kept..) {
+            pool.put(p);
+        }
+        if broken {
+            // The frames before it are delivered; the link goes down.
+            return Err("a frame's descriptor chain runs past the ring's ready descriptors".into());
         }
         self.rx_next = cur;
         match self.layout {
@@ -1251,12 +1261,19 @@ mod tests {
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 
-    #[test]
-    fn a_descriptor_outside_the_region_is_dropped_and_a_runaway_index_disconnects() {
-        let (mut s, path) = server("hostile");
-        let mut pool = PacketPool::new(8);
-        let fake = Fake::connect(&path);
-        assert!(matches!(fake.expect(&mut s, &mut pool), Message::Hello(_)));
+    /// A client played by hand, connected to `s` with one ring each way of 16 buffers in
+    /// its one region, as `name` (a vmpls peer's name gets the virtio-net header).
+    struct Connected {
+        fake: Fake,
+        layout: ClientLayout,
+        regions: Vec<Region>,
+        c2s: RingAt,
+        _kicks: (OwnedFd, OwnedFd),
+    }
+
+    fn connected(s: &mut MemifPort, pool: &mut PacketPool, path: &Path, name: &str) -> Connected {
+        let fake = Fake::connect(path);
+        assert!(matches!(fake.expect(s, pool), Message::Hello(_)));
         let layout = ClientLayout { log2_ring_size: 4, buffer_size: 2048, rings_per_direction: 1 };
         let (region, region_fd) = Region::create("test", layout.region_len()).unwrap();
         let regions = vec![region];
@@ -1270,7 +1287,7 @@ mod tests {
             id: 0,
             mode: proto::MODE_ETHERNET,
             secret: [0; proto::SECRET_LEN],
-            name: Name::new("fake"),
+            name: Name::new(name),
         };
         let add_ring = |c2s| AddRing {
             c2s,
@@ -1287,11 +1304,64 @@ mod tests {
             (Message::AddRing(add_ring(false)), Some(k2.as_fd())),
         ] {
             fake.send(&msg, fd);
-            assert_eq!(fake.expect(&mut s, &mut pool), Message::Ack, "after {msg:?}");
+            assert_eq!(fake.expect(s, pool), Message::Ack, "after {msg:?}");
         }
         fake.send(&Message::Connect { if_name: Name::new("fake0") }, None);
-        assert!(matches!(fake.expect(&mut s, &mut pool), Message::Connected { .. }));
+        assert!(matches!(fake.expect(s, pool), Message::Connected { .. }));
         assert!(s.is_connected());
+        Connected { fake, layout, regions, c2s, _kicks: (k1, k2) }
+    }
+
+    #[test]
+    fn a_batch_keeps_its_good_frames_in_order_around_refused_headers() {
+        let (mut s, path) = server("headers");
+        let mut pool = PacketPool::new(16);
+        let c = connected(&mut s, &mut pool, &path, APP_NAME);
+        // Five frames of a vmpls peer, each with its virtio-net header in front: the
+        // second with an unknown gso_type, the fourth a super-frame of 1-byte segments.
+        let mut tso = [0u8; virtio_net::HEADER_LEN];
+        tso[..8].copy_from_slice(&[1, 1, 66, 0, 1, 0, 34, 0]);
+        tso[8] = 16;
+        let mut unknown = [0u8; virtio_net::HEADER_LEN];
+        unknown[1] = 2;
+        for i in 0..5u16 {
+            let hdr = match i {
+                1 => unknown,
+                3 => tso,
+                _ => [0; virtio_net::HEADER_LEN],
+            };
+            let frame = vec![i as u8; 100 + usize::from(i)];
+            let offset = c.layout.buffer_offset(true, 0, i);
+            assert!(c.regions[0].write(offset, &hdr));
+            assert!(c.regions[0].write(offset + hdr.len(), &frame));
+            let length = (hdr.len() + frame.len()) as u32;
+            c.c2s.set_descriptor(
+                &c.regions,
+                i,
+                &Descriptor { region: 0, offset: offset as u32, length, ..Descriptor::default() },
+            );
+        }
+        c.c2s.set_head(&c.regions, 5);
+        // Another port's frame already in the output stays first.
+        let mut out = vec![Packet::from_frame(9, &[0xaa; 64])];
+        assert_eq!(s.recv_batch(&mut pool, &mut out, 64).unwrap(), 3);
+        let got: Vec<(PortId, usize, u8)> = out.iter().map(|p| (p.port, p.len(), p.frame()[0])).collect();
+        assert_eq!(got, [(9, 64, 0xaa), (0, 100, 0), (0, 102, 2), (0, 104, 4)]);
+        let stats = s.stats();
+        assert_eq!(
+            (stats.rx_packets, stats.rx_bad_vnet_hdr, stats.rx_gso_size_too_small),
+            (3, 1, 1),
+            "{stats:?}"
+        );
+        drop(c.fake);
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
+    fn a_descriptor_outside_the_region_is_dropped_and_a_runaway_index_disconnects() {
+        let (mut s, path) = server("hostile");
+        let mut pool = PacketPool::new(8);
+        let Connected { fake, layout, regions, c2s, _kicks } = connected(&mut s, &mut pool, &path, "fake");
 
         // A frame whose buffer runs past the end of the region: dropped, counted, read past.
         let outside = Descriptor {
