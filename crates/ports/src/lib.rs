@@ -398,6 +398,30 @@ pub fn check_af_packet(ifname: &str, mtu: Option<u32>) -> Result<(), PortError> 
     af_packet::usable(ifname, &details, mtu).map(|_| ())
 }
 
+/// The second pass of a ring port's receive: the frames a batch copied into
+/// `out[first..]` go through `keep` (which decodes what came with each, its virtio-net
+/// header, and counts a refusal); those it refuses go back to `pool`, the others stay in
+/// order. Returns how many stayed. Decoding after all the copies, not after each: a header
+/// read right after its copy waits for the copy's stores to reach the cache.
+pub(crate) fn keep_received(
+    out: &mut Vec<Packet>,
+    first: usize,
+    pool: &mut PacketPool,
+    mut keep: impl FnMut(&mut Packet) -> bool,
+) -> usize {
+    let mut kept = first;
+    for i in first..out.len() {
+        if keep(&mut out[i]) {
+            out.swap(kept, i);
+            kept += 1;
+        }
+    }
+    for p in out.drain(kept..) {
+        pool.put(p);
+    }
+    kept - first
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

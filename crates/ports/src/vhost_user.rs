@@ -1243,28 +1243,24 @@ impl Port for VhostUserPort {
                 }
             }
         }
-        // The headers, once every copy is done (see `copy_tx_chain`); the frames whose
-        // header is refused go back to the pool, the others keep their order.
-        let mut kept = first;
-        for i in first..out.len() {
-            let len = out[i].len();
-            match chain::tx_offload(out[i].received_prefix(neg.hdr_len), len) {
+        // The headers, once every copy is done (see `copy_tx_chain`).
+        let (stats, vstats, id) = (&mut self.stats, &mut self.vstats, self.info.id);
+        let delivered = crate::keep_received(out, first, pool, |p| {
+            let len = p.len();
+            match chain::tx_offload(p.received_prefix(neg.hdr_len), len) {
                 Ok(offload) => {
-                    let p = &mut out[i];
                     p.offload = offload;
-                    p.port = self.info.id;
-                    self.stats.rx_packets += 1;
-                    self.stats.rx_bytes += len as u64;
-                    out.swap(kept, i);
-                    kept += 1;
+                    p.port = id;
+                    stats.rx_packets += 1;
+                    stats.rx_bytes += len as u64;
+                    true
                 }
-                Err(e) => count_tx_chain_error(&mut self.stats, &mut self.vstats, e),
+                Err(e) => {
+                    count_tx_chain_error(stats, vstats, e);
+                    false
+                }
             }
-        }
-        let delivered = kept - first;
-        for p in out.drain(kept..) {
-            pool.put(p);
-        }
+        });
         if self.polling {
             // The router comes back without a kick: they stay off, the eventfd untouched.
         } else if popped == max {

@@ -907,32 +907,31 @@ impl Link {
             out.push(p);
             got += 1;
         }
-        // The headers, once every copy is done: one read right after its copy waits for
-        // the copy's stores (as in the vhost-user port). Refused frames leave the batch;
-        // the others keep their order.
-        let mut kept = first;
-        for i in first..out.len() {
-            let frame_len = out[i].len();
-            let offload = match self.vnet {
+        // The headers, once every copy is done.
+        let vnet = self.vnet;
+        got = crate::keep_received(out, first, pool, |p| {
+            let frame_len = p.len();
+            let offload = match vnet {
                 false => Ok(virtio_net::Repr::default()),
-                true => gso::received_offload(out[i].received_prefix(skip), frame_len),
+                true => gso::received_offload(p.received_prefix(skip), frame_len),
             };
             match offload {
                 Ok(o) => {
-                    out[i].offload = o;
+                    p.offload = o;
                     stats.rx_packets += 1;
                     stats.rx_bytes += frame_len as u64;
-                    out.swap(kept, i);
-                    kept += 1;
+                    true
                 }
-                Err(OffloadRefused::GsoSizeTooSmall) => stats.rx_gso_size_too_small += 1,
-                Err(OffloadRefused::BadHeader) => stats.rx_bad_vnet_hdr += 1,
+                Err(OffloadRefused::GsoSizeTooSmall) => {
+                    stats.rx_gso_size_too_small += 1;
+                    false
+                }
+                Err(OffloadRefused::BadHeader) => {
+                    stats.rx_bad_vnet_hdr += 1;
+                    false
+                }
             }
-        }
-        got = kept - first;
-        for p in out.drain(kept..) {
-            pool.put(p);
-        }
+        });
         if broken {
             // The frames before it are delivered; the link goes down.
             return Err("a frame's descriptor chain runs past the ring's ready descriptors".into());
